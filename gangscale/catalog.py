@@ -1,0 +1,134 @@
+"""The node-group catalog file (`--nodegroups`), validated with pydantic.
+
+An entry may leave out `allocatable` and `pricePerHour` when its instance type
+is in `config/aws-instance-types.yaml`; explicit values always win. A bad
+entry is skipped with a warning that names the field; the rest still loads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .instance_types import load_instance_types
+from .loader import InputError, read_documents
+from .model import NodeGroup, Taint
+from .resources import QuantityError, parse_resource_list
+
+
+class TaintSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeGroupSpec(BaseModel):
+    """One catalog entry, in the same camelCase as the rest of Kubernetes."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: str = Field(min_length=1)
+    instance_type: str = Field(alias="instanceType", min_length=1)
+    price_per_hour: float | None = Field(default=None, alias="pricePerHour", ge=0)
+    min_size: int = Field(default=0, alias="minSize", ge=0)
+    max_size: int = Field(alias="maxSize", ge=0)
+    current_size: int = Field(default=0, alias="currentSize", ge=0)
+    allocatable: dict[str, Any] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintSpec] = Field(default_factory=list)
+    zone: str | None = None  # shorthand for the topology.kubernetes.io/zone label
+
+    @field_validator("allocatable")
+    @classmethod
+    def _quantities(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            try:
+                parse_resource_list(v, field="allocatable")
+            except QuantityError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "NodeGroupSpec":
+        if self.max_size < self.min_size:
+            raise ValueError(f"maxSize ({self.max_size}) is below minSize ({self.min_size})")
+        return self
+
+    def to_node_group(self) -> NodeGroup:
+        itype = load_instance_types().get(self.instance_type)
+        if self.allocatable is not None:
+            alloc = parse_resource_list(self.allocatable, field="allocatable")
+        elif itype is not None:
+            alloc = itype.allocatable()
+        else:
+            raise ValueError(f"allocatable: missing and instance type {self.instance_type!r} is not in the table")
+        price = self.price_per_hour
+        if price is None:
+            if itype is None:
+                raise ValueError(f"pricePerHour: missing and instance type {self.instance_type!r} is not in the table")
+            price = itype.price_per_hour
+        labels = dict(itype.labels()) if itype else {"node.kubernetes.io/instance-type": self.instance_type}
+        if self.zone:
+            labels["topology.kubernetes.io/zone"] = self.zone
+        labels.update(self.labels)
+        return NodeGroup(
+            name=self.name,
+            instance_type=self.instance_type,
+            price_per_hour=float(price),
+            min_size=self.min_size,
+            max_size=self.max_size,
+            current_size=self.current_size,
+            allocatable=alloc,
+            labels=labels,
+            taints=tuple(Taint(t.key, t.value, t.effect) for t in self.taints),
+        )
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "entry"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def parse_catalog(entries: list[Any]) -> tuple[list[NodeGroup], list[str]]:
+    """Catalog entries -> node groups, plus one warning per entry skipped."""
+    groups: list[NodeGroup] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(entries):
+        label = raw.get("name", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        try:
+            spec = NodeGroupSpec.model_validate(raw)
+            group = spec.to_node_group()
+        except ValidationError as exc:
+            warnings.append(f"node group {label}: skipped: {_describe(exc)}")
+            continue
+        except (ValueError, QuantityError) as exc:
+            warnings.append(f"node group {label}: skipped: {exc}")
+            continue
+        if group.name in seen:
+            warnings.append(f"node group {group.name}: skipped: duplicate name")
+            continue
+        seen.add(group.name)
+        groups.append(group)
+    return groups, warnings
+
+
+def load_catalog(path: str | Path) -> tuple[list[NodeGroup], list[str]]:
+    """Read a catalog file: a list, `{nodeGroups: [...]}`, or several YAML documents."""
+    docs = read_documents(path)
+    entries: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, list):
+            entries.extend(doc)
+        elif isinstance(doc, dict) and isinstance(doc.get("nodeGroups"), list):
+            entries.extend(doc["nodeGroups"])
+        elif isinstance(doc, dict) and "name" in doc:
+            entries.append(doc)
+        elif doc is not None:
+            raise InputError(f"{path}: expected a list of node groups or a map with 'nodeGroups'")
+    return parse_catalog(entries)

@@ -1,0 +1,455 @@
+"""Kubernetes objects (any gang API flavour) -> the planner's Pods, Nodes and Gangs.
+
+Input is raw JSON-like dicts, as `kubectl get -o json` prints them or as the
+API server returns them, so every Kubernetes release reads the same way. An
+object that cannot be understood never stops the rest: a bad group or pod
+turns its gang `invalid` with a reason naming the field, anything else becomes
+a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .model import (
+    API_COSCHEDULING,
+    API_NONE,
+    API_PODGROUP_V1ALPHA2,
+    API_PODGROUP_V1BETA1,
+    API_VOLCANO,
+    API_WORKLOAD,
+    Gang,
+    Node,
+    Placement,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
+from .resources import PODS, QuantityError, add, parse_resource_list, vmax
+
+DEFAULT_NODE_GROUP_LABEL = "gangscale.io/node-group"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+NATIVE_PODGROUP_APIS = (API_PODGROUP_V1BETA1, API_PODGROUP_V1ALPHA2)
+NATIVE_PODGROUP = "scheduling.k8s.io/PodGroup"  # family name before the version is known
+
+# Gang families: objects of different APIs with one name never merge.
+FAMILY_NATIVE = "native"
+FAMILY_WORKLOAD = "workload"
+FAMILY_COSCHED = "coscheduling"
+FAMILY_VOLCANO = "volcano"
+FAMILY_NONE = "none"
+
+
+class ObjectError(ValueError):
+    """A field of one object that cannot be understood (message names the field)."""
+
+
+@dataclass(slots=True)
+class Cluster:
+    """Everything read from one cluster view, before any planning."""
+
+    nodes: list[Node] = field(default_factory=list)
+    bound: list[Pod] = field(default_factory=list)  # pods holding node capacity
+    gangs: list[Gang] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------- helpers
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ObjectError("metadata is missing")
+    if not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ObjectError("metadata.name is missing")
+    return meta
+
+
+def _map(raw: Any, where: str) -> Mapping[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ObjectError(f"{where} must be an object")
+    return raw
+
+
+def _list(raw: Any, where: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ObjectError(f"{where} must be a list")
+    return raw
+
+
+def _str_map(raw: Any, where: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(raw, where).items()}
+
+
+def _resources(raw: Any, where: str) -> dict[str, int]:
+    try:
+        return parse_resource_list(raw, field=where)
+    except QuantityError as exc:
+        raise ObjectError(str(exc)) from None
+
+
+def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(_list(raw, where)):
+        t = _map(t, f"{where}[{i}]")
+        if not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ObjectError(f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
+        out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+    return tuple(out)
+
+
+def _int_field(raw: Any, where: str, *, minimum: int | None = None) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ObjectError(f"{where} must be an integer, got {raw!r}")
+    if minimum is not None and raw < minimum:
+        raise ObjectError(f"{where} must be at least {minimum}, got {raw}")
+    return raw
+
+
+# ----------------------------------------------------------------------- nodes
+
+
+def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Node:
+    meta = _meta(obj)
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    ready = False
+    for cond in _list(status.get("conditions"), "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    alloc = status.get("allocatable", status.get("capacity"))
+    return Node(
+        name=str(meta["name"]),
+        labels=labels,
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        allocatable=_resources(alloc, "status.allocatable"),
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        node_group=labels.get(node_group_label),
+        provider_id=str(spec.get("providerID") or ""),
+    )
+
+
+# ------------------------------------------------------------------------ pods
+
+
+def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, int]:
+    res = _map(c.get("resources"), f"{where}.resources")
+    # The API server defaults requests to limits; hand-written files may not.
+    limits = _resources(res.get("limits"), f"{where}.resources.limits")
+    requests = _resources(res.get("requests"), f"{where}.resources.requests")
+    return {**limits, **requests}
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Requests as the scheduler sums them (sidecar-aware), plus overhead and one pod slot."""
+    containers: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
+        containers = add(containers, _container_requests(_map(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        c = _map(c, f"spec.initContainers[{i}]")
+        req = _container_requests(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":  # sidecar: runs beside everything after it
+            sidecars = add(sidecars, req)
+            init_peak = vmax(init_peak, sidecars)
+        else:
+            init_peak = vmax(init_peak, add(sidecars, req))
+    total = vmax(add(containers, sidecars), init_peak)
+    pod_level = _map(spec.get("resources"), "spec.resources")
+    if pod_level:  # pod-level resources (1.32+) replace the container sum for what they name
+        total.update(_container_requests(spec, "spec"))
+    total = add(total, _resources(spec.get("overhead"), "spec.overhead"))
+    total[PODS] = total.get(PODS, 0) + 1
+    return {k: v for k, v in total.items() if v > 0}
+
+
+def _requirements(raw: Any, where: str) -> tuple[Requirement, ...]:
+    out = []
+    for i, r in enumerate(_list(raw, where)):
+        r = _map(r, f"{where}[{i}]")
+        op = r.get("operator")
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt") or not r.get("key"):
+            raise ObjectError(f"{where}[{i}]: unknown operator {op!r} or missing key")
+        values = tuple(str(v) for v in _list(r.get("values"), f"{where}[{i}].values"))
+        out.append(Requirement(str(r["key"]), op, values))
+    return tuple(out)
+
+
+def pod_placement(spec: Mapping[str, Any]) -> Placement:
+    selector = tuple(sorted(_str_map(spec.get("nodeSelector"), "spec.nodeSelector").items()))
+    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    node_aff = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    required = _map(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
+    terms = []
+    for i, term in enumerate(_list(required.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")):
+        term = _map(term, f"{where}.nodeSelectorTerms[{i}]")
+        reqs = _requirements(term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions")
+        # matchFields can only name metadata.name; treat it as an In/NotIn on a pseudo label.
+        fields = _requirements(term.get("matchFields"), f"{where}.nodeSelectorTerms[{i}].matchFields")
+        fields = tuple(Requirement("metadata.name", r.operator, r.values) for r in fields)
+        terms.append(reqs + fields)
+    tolerations = []
+    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
+        t = _map(t, f"spec.tolerations[{i}]")
+        op = t.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise ObjectError(f"spec.tolerations[{i}].operator: unknown operator {op!r}")
+        tolerations.append(
+            Toleration(t.get("key") or None, op, str(t.get("value") or ""), t.get("effect") or None)
+        )
+    return Placement(selector, tuple(terms), tuple(tolerations))
+
+
+def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(family, group name) the pod points at, or None for an ungrouped pod."""
+    sg = spec.get("schedulingGroup")
+    if isinstance(sg, Mapping) and sg.get("podGroupName"):
+        return FAMILY_NATIVE, str(sg["podGroupName"])
+    wr = spec.get("workloadRef")
+    if isinstance(wr, Mapping) and wr.get("name"):
+        name = f"{wr['name']}/{wr.get('podGroup') or ''}"
+        if wr.get("podGroupReplicaKey"):
+            name += f"/{wr['podGroupReplicaKey']}"
+        return FAMILY_WORKLOAD, name
+    labels = meta.get("labels") or {}
+    if isinstance(labels, Mapping) and labels.get(COSCHEDULING_LABEL):
+        return FAMILY_COSCHED, str(labels[COSCHEDULING_LABEL])
+    annotations = meta.get("annotations") or {}
+    if isinstance(annotations, Mapping):
+        for key in VOLCANO_ANNOTATIONS:
+            if annotations.get(key):
+                return FAMILY_VOLCANO, str(annotations[key])
+    return None
+
+
+# ---------------------------------------------------------------------- groups
+
+
+@dataclass(slots=True)
+class _GroupDef:
+    api: str
+    policy: str = "gang"
+    min_count: int = 1
+    priority: int | None = None
+    topology_keys: tuple[str, ...] = ()
+    invalid: str | None = None
+    created: str = ""
+
+
+def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
+    has_gang, has_basic = "gang" in policy, "basic" in policy
+    if has_gang == has_basic:
+        raise ObjectError(f"{where}: exactly one of 'gang' or 'basic' must be set, got {sorted(policy) or 'none'}")
+    if has_basic:
+        return "basic", 1
+    gang = _map(policy.get("gang"), f"{where}.gang")
+    if "minCount" not in gang:
+        raise ObjectError(f"{where}.gang.minCount is missing")
+    return "gang", _int_field(gang["minCount"], f"{where}.gang.minCount", minimum=1)
+
+
+def _parse_native_podgroup(obj: Mapping[str, Any], api: str) -> _GroupDef:
+    spec = _map(obj.get("spec"), "spec")
+    policy, min_count = _native_policy(_map(spec.get("schedulingPolicy"), "spec.schedulingPolicy"), "spec.schedulingPolicy")
+    keys = []
+    constraints = _map(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+    for i, t in enumerate(_list(constraints.get("topology"), "spec.schedulingConstraints.topology")):
+        t = _map(t, f"spec.schedulingConstraints.topology[{i}]")
+        if not isinstance(t.get("key"), str) or not t["key"]:
+            raise ObjectError(f"spec.schedulingConstraints.topology[{i}].key is missing")
+        keys.append(t["key"])
+    priority = spec.get("priority")
+    if priority is not None:
+        priority = _int_field(priority, "spec.priority")
+    return _GroupDef(api, policy, min_count, priority, tuple(keys))
+
+
+def _parse_min_member(obj: Mapping[str, Any], api: str) -> _GroupDef:
+    spec = _map(obj.get("spec"), "spec")
+    if "minMember" not in spec:
+        raise ObjectError("spec.minMember is missing")
+    return _GroupDef(api, "gang", _int_field(spec["minMember"], "spec.minMember", minimum=1))
+
+
+# ---------------------------------------------------------------------- ingest
+
+
+def _obj_label(obj: Any) -> str:
+    if not isinstance(obj, Mapping):
+        return f"<{type(obj).__name__}>"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    ns = meta.get("namespace")
+    name = meta.get("name", "?")
+    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
+
+
+def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Cluster:
+    """Read nodes, pods and every gang flavour; attach pods to their gangs."""
+    cluster = Cluster()
+    defs: dict[tuple[str, str, str], _GroupDef] = {}
+    pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]] = []
+
+    for obj in objects:
+        if not isinstance(obj, Mapping):
+            cluster.warnings.append(f"ignored {_obj_label(obj)}: not an object")
+            continue
+        kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
+        try:
+            if kind == "Node":
+                cluster.nodes.append(parse_node(obj, node_group_label))
+            elif kind == "Pod":
+                pods.append(_ingest_pod(obj))
+            elif kind == "PodGroup" or kind == "Workload":
+                _ingest_group(obj, kind, api, defs)
+        except ObjectError as exc:
+            if kind == "Pod" and isinstance(obj.get("metadata"), Mapping) and obj["metadata"].get("name"):
+                pods.append(_bad_pod(obj, str(exc)))
+            else:
+                cluster.warnings.append(f"ignored {_obj_label(obj)}: {exc}")
+
+    gangs: dict[tuple[str, str, str], Gang] = {}
+    for key, d in defs.items():
+        ns, family, name = key
+        if d.api == API_WORKLOAD:
+            continue  # Workload pod groups become gangs per replica key, when pods point at them
+        gangs[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,
+                          invalid=d.invalid, created=d.created)  # type: ignore[arg-type]
+
+    for pod, key, problem in pods:
+        if pod is None or key is None:
+            continue
+        gang = gangs.get(key)
+        if gang is None:
+            gang = gangs[key] = _gang_for(key, defs, pod)
+        if problem and not gang.invalid:
+            gang.invalid = f"pod {pod.key}: {problem}"
+        if pod.node_name:
+            gang.bound += 1
+        elif pod.phase == "Pending" and not problem:
+            gang.pending.append(pod)
+        elif pod.phase in ("SchedulingGated", "Terminating"):
+            gang.gated += 1
+    for pod, _key, problem in pods:
+        if pod is not None and pod.node_name and not pod.terminal and not problem:
+            cluster.bound.append(pod)
+
+    cluster.gangs = [g for g in gangs.values() if _worth_listing(g)]
+    return cluster
+
+
+def _worth_listing(g: Gang) -> bool:
+    """Gangs with pending members, too few members, or a problem to report."""
+    if g.invalid or g.pending:
+        return True
+    return g.policy == "gang" and g.bound < g.min_count
+
+
+def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> None:
+    meta = _meta(obj)
+    ns = str(meta.get("namespace") or "default")
+    name = str(meta["name"])
+    created = str(meta.get("creationTimestamp") or "")
+    if kind == "PodGroup" and api in NATIVE_PODGROUP_APIS:
+        key = (ns, FAMILY_NATIVE, name)
+        parse = lambda: _parse_native_podgroup(obj, api)  # noqa: E731
+    elif kind == "PodGroup" and api == API_COSCHEDULING:
+        key = (ns, FAMILY_COSCHED, name)
+        parse = lambda: _parse_min_member(obj, api)  # noqa: E731
+    elif kind == "PodGroup" and api == API_VOLCANO:
+        key = (ns, FAMILY_VOLCANO, name)
+        parse = lambda: _parse_min_member(obj, api)  # noqa: E731
+    elif kind == "Workload" and api == API_WORKLOAD:
+        spec = _map(obj.get("spec"), "spec")
+        groups = _list(spec.get("podGroups"), "spec.podGroups")
+        for i, pg in enumerate(groups):
+            where = f"spec.podGroups[{i}]"
+            pg_name = pg.get("name") if isinstance(pg, Mapping) else None
+            if not pg_name:
+                raise ObjectError(f"{where}.name is missing")
+            key = (ns, FAMILY_WORKLOAD, f"{name}/{pg_name}")
+            try:
+                policy, min_count = _native_policy(_map(pg.get("policy"), f"{where}.policy"), f"{where}.policy")
+                defs[key] = _GroupDef(API_WORKLOAD, policy, min_count, created=created)
+            except ObjectError as exc:
+                defs[key] = _GroupDef(API_WORKLOAD, invalid=f"Workload {ns}/{name}: {exc}", created=created)
+        return
+    else:
+        raise ObjectError(f"unsupported apiVersion {api!r} for {kind}")
+    if key in defs:
+        return  # the same object listed in two served versions: keep the first
+    try:
+        d = parse()
+    except ObjectError as exc:
+        d = _GroupDef(api, invalid=f"{kind} {ns}/{name}: {exc}")
+    d.created = created
+    defs[key] = d
+
+
+def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
+    """The gang a pod belongs to when no group object was listed under its key."""
+    ns, family, name = key
+    if family == FAMILY_NONE:
+        return Gang(ns, name, API_NONE, "basic", 1, created=pod.created)
+    if family == FAMILY_WORKLOAD:
+        # `<workload>/<podGroup>/<replicaKey>`: the policy lives on `<workload>/<podGroup>`.
+        base = "/".join(name.split("/")[:2])
+        d = defs.get((ns, FAMILY_WORKLOAD, base))
+        if d is not None:
+            return Gang(ns, name, API_WORKLOAD, d.policy, d.min_count, d.priority, invalid=d.invalid, created=d.created)
+        return Gang(ns, name, API_WORKLOAD, exists=False)
+    api = {FAMILY_NATIVE: NATIVE_PODGROUP, FAMILY_COSCHED: API_COSCHEDULING, FAMILY_VOLCANO: API_VOLCANO}[family]
+    return Gang(ns, name, api, exists=False)
+
+
+def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None]:
+    meta = _meta(obj)
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    ns = str(meta.get("namespace") or "default")
+    link = _group_link(meta, spec)
+    priority = spec.get("priority", 0)
+    pod = Pod(
+        namespace=ns,
+        name=str(meta["name"]),
+        uid=str(meta.get("uid") or ""),
+        requests=pod_requests(spec),
+        placement=pod_placement(spec),
+        priority=_int_field(priority if priority is not None else 0, "spec.priority"),
+        node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
+        phase=str(status.get("phase") or "Pending"),
+        created=str(meta.get("creationTimestamp") or ""),
+        scheduling_gates=tuple(
+            str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
+        ),
+    )
+    if meta.get("deletionTimestamp") and not pod.node_name:
+        pod.phase = "Terminating"  # going away: never scale for it
+    if pod.scheduling_gates and not pod.node_name:
+        pod.phase = "SchedulingGated"  # cannot enter the scheduling queue yet
+    family, gname = link if link else (FAMILY_NONE, pod.name)
+    pod.group_key = (ns, gname)
+    return pod, (ns, family, gname), None
+
+
+def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str, str], str]:
+    """A pod we cannot read still marks its gang invalid, so the problem is visible."""
+    meta = obj["metadata"]
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    ns = str(meta.get("namespace") or "default")
+    link = _group_link(meta, spec)
+    family, gname = link if link else (FAMILY_NONE, str(meta["name"]))
+    pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement())
+    pod.group_key = (ns, gname)
+    return pod, (ns, family, gname), problem

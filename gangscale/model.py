@@ -1,0 +1,138 @@
+"""The planner's own view of a cluster: pods, nodes, gangs and node groups.
+
+Plain slotted dataclasses: they are built once by `ingest`/`catalog` from
+whatever the edges read (files, the API server, a cloud) and then only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Policy = Literal["gang", "basic"]
+
+# API flavours a gang can come from (`Gang.api`).
+API_WORKLOAD = "scheduling.k8s.io/v1alpha1"  # 1.35 Workload + spec.workloadRef
+API_PODGROUP_V1ALPHA2 = "scheduling.k8s.io/v1alpha2"  # 1.36
+API_PODGROUP_V1BETA1 = "scheduling.k8s.io/v1beta1"  # 1.37
+API_COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"  # scheduler-plugins
+API_VOLCANO = "scheduling.volcano.sh/v1beta1"
+API_NONE = "none"  # a pending pod with no group: its own basic group
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None  # None/"" with operator Exists tolerates everything
+    operator: str  # Equal | Exists
+    value: str
+    effect: str | None  # None tolerates every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement (required node affinity)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Everything that decides *where* a pod may go, hashable for aggregation."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    # Required node affinity: OR over terms, AND inside a term. Empty: no rule.
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    requests: dict[str, int]  # as the scheduler computes them, incl. one "pods"
+    placement: Placement
+    priority: int = 0
+    node_name: str | None = None  # bound when set
+    phase: str = "Pending"
+    group_key: tuple[str, str] | None = None  # (namespace, gang name) it points at
+    group_api: str = API_NONE
+    created: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: dict[str, int]
+    ready: bool = True
+    unschedulable: bool = False
+    node_group: str | None = None
+    provider_id: str = ""
+
+
+@dataclass(slots=True)
+class NodeGroup:
+    """A group of identical nodes the cloud can grow (CA's NodeGroup)."""
+
+    name: str
+    instance_type: str
+    price_per_hour: float
+    min_size: int
+    max_size: int
+    current_size: int
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def headroom(self) -> int:
+        return max(0, self.max_size - self.current_size)
+
+
+@dataclass(slots=True)
+class Gang:
+    """A scheduling group: the unit that is placed whole or not at all."""
+
+    namespace: str
+    name: str
+    api: str
+    policy: Policy = "basic"
+    min_count: int = 1
+    priority: int | None = None  # group priority; None: take the pods'
+    topology_keys: tuple[str, ...] = ()
+    pending: list[Pod] = field(default_factory=list)
+    bound: int = 0  # members already bound to a node (count toward minCount)
+    gated: int = 0  # members held by schedulingGates or terminating: not schedulable yet
+    exists: bool = True  # False: pods point at a group object that is missing
+    invalid: str | None = None  # reason naming the bad field
+    created: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.name, self.api)
+
+    @property
+    def effective_priority(self) -> int:
+        if self.priority is not None:
+            return self.priority
+        return max((p.priority for p in self.pending), default=0)

@@ -1,0 +1,158 @@
+"""snapshot -> plan: run the solver and say, for every gang, what happens and why."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from .explain import pod_misfit
+from .plan import GangResult, NewNode, Plan, SolverInfo
+from .snapshot import ClusterSnapshot
+from .solver.bound import lower_bound
+from .solver.cpsat import SolveOptions, solve_model
+from .solver.greedy import Assignment, greedy
+from .solver.patterns import build_patterns
+from .solver.problem import MICRO, Problem, build_problem
+
+__all__ = ["SolveOptions", "make_plan"]
+
+
+def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
+    opts = opts or SolveOptions()
+    start = time.perf_counter()
+    prob = build_problem(snap)
+    hint = greedy(prob)
+    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind)
+    spent = time.perf_counter() - start
+    model_budget = max(0.2, (opts.time_limit - spent) * 0.8)
+    outcome = solve_model(prob, patterns, hint, opts, model_budget)
+    best = outcome.assignment
+
+    per_shape: Counter[int] = Counter()
+    for c in prob.classes:
+        per_shape[c.shape] += best.y[c.cid]
+    bound_seconds = max(0.1, opts.time_limit - (time.perf_counter() - start))
+    lb, lb_proven = lower_bound(prob, dict(per_shape), opts, bound_seconds)
+
+    cost = best.cost(prob)
+    lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
+    plan = _render(snap, prob, best, cost, lb)
+    plan.solver = SolverInfo(
+        status="OPTIMAL" if outcome.optimal else "FEASIBLE",
+        seconds=round(time.perf_counter() - start, 3),
+        gap=round((cost - lb) / cost, 6) if cost else 0.0,
+        lowerBoundProven=lb_proven,
+        patternsComplete=patterns.complete,
+        greedyOnly=outcome.used_hint_only,
+        podClasses=len(prob.classes),
+        binKinds=len(prob.kinds),
+        patterns=sum(len(p) for p in patterns.by_kind),
+    )
+    return plan
+
+
+def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int) -> Plan:
+    placed_by_gang = [0] * len(prob.gangs)
+    new_by_gang: list[Counter[str]] = [Counter() for _ in prob.gangs]
+    existing_by_gang = [0] * len(prob.gangs)
+    new_nodes: list[NewNode] = []
+    existing: dict[str, list[str]] = {}
+    cursor: Counter[int] = Counter()  # pods of a class are handed out in order, bin by bin
+    for (kid, contents), node_name in zip(a.bins, a.bin_nodes):
+        kind = prob.kinds[kid]
+        pods: list[str] = []
+        for cid, n in sorted(contents.items()):
+            c = prob.classes[cid]
+            start = cursor[cid]
+            cursor[cid] += n
+            pods.extend(p.key for p in c.pods[start:start + n])
+            placed_by_gang[c.gang] += n
+            if kind.new:
+                new_by_gang[c.gang][kind.group or ""] += 1
+            else:
+                existing_by_gang[c.gang] += n
+        if kind.new:
+            new_nodes.append(NewNode(nodeGroup=kind.group or "", pods=pods,
+                                     instanceType=_itype(snap, kind.group), pricePerHour=kind.price))
+        else:
+            existing.setdefault(node_name or "", []).extend(pods)
+    scale_up = dict(sorted(Counter(n.node_group for n in new_nodes).items()))
+
+    results: list[GangResult] = []
+    index = {g.gang.key: g for g in prob.gangs}
+    solo_cache: dict[int, int] = {}
+    for gang in sorted(snap.gangs, key=lambda g: (g.namespace, g.name, g.api)):
+        common = dict(namespace=gang.namespace, name=gang.name, api=gang.api, policy=gang.policy,
+                      minCount=gang.min_count, pending=len(gang.pending), bound=gang.bound,
+                      priority=gang.effective_priority)
+        pre = snap.decided.get(gang.key)
+        if pre is not None:
+            results.append(GangResult(**common, placed=0, decision=pre.decision, reason=pre.reason))
+            continue
+        info = index[gang.key]
+        placed = placed_by_gang[info.gid]
+        domain = a.domain[info.gid]
+        topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
+        if placed:
+            decision, reason = _placed_reason(info, placed, existing_by_gang[info.gid], new_by_gang[info.gid], topo)
+        else:
+            decision, reason = _unplaced_reason(snap, prob, info.gid, solo_cache)
+        results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
+
+    return Plan(
+        scaleUp=scale_up,
+        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
+        existingNodes=dict(sorted(existing.items())),
+        gangs=results,
+        costPerHour=round(cost / MICRO, 6),
+        lowerBoundPerHour=round(lb / MICRO, 6),
+        solver=SolverInfo(status="FEASIBLE", seconds=0.0, gap=0.0),
+        warnings=snap.warnings,
+    )
+
+
+def _itype(snap: ClusterSnapshot, group: str | None) -> str:
+    for g in snap.groups:
+        if g.name == group:
+            return g.instance_type
+    return ""
+
+
+def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str], topo) -> tuple[str, str]:
+    parts = [f"{placed} of {info.pending} pending pods placed"]
+    if info.gang.policy == "gang":
+        parts[0] += f" (minCount {info.gang.min_count}, {info.gang.bound} already bound)"
+    where = []
+    if on_existing:
+        where.append(f"{on_existing} on existing or upcoming nodes")
+    if new_nodes:
+        where.append("new nodes: " + ", ".join(f"+{n} {g}" for g, n in sorted(new_nodes.items())))
+    parts.append("; ".join(where))
+    if topo:
+        parts.append("all in " + ", ".join(f"{k}={v}" for k, v in topo.items()))
+    if placed < info.pending:
+        parts.append(f"{info.pending - placed} stay pending: node-group limits or priority leave no room for them")
+    return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
+
+
+def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, solo_cache: dict[int, int]) -> tuple[str, str]:
+    info = prob.gangs[gid]
+    for cid in info.classes:
+        c = prob.classes[cid]
+        if not prob.compat[c.shape]:
+            return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
+    if gid not in solo_cache:
+        alone = greedy(prob, order=[gid])
+        solo_cache[gid] = sum(alone.y[c] for c in info.classes)
+    alone_placed = solo_cache[gid]
+    want = max(info.need, 1)
+    if alone_placed >= want:
+        return "deferred", (
+            f"fits alone ({alone_placed} of {info.pending} pods), but the capacity and node-group limits it needs "
+            "go to higher-priority or older gangs in this plan"
+        )
+    topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
+    return "infeasible", (
+        f"even with every node group grown to maxSize at most {alone_placed} of the {want} members it needs "
+        f"can be placed at once{topo}; nothing is bought for a partial gang"
+    )

@@ -1,0 +1,287 @@
+"""The CP-SAT model: how many bins of each pattern, how many pods of each class.
+
+Variables are counts, never one per pod and node: `z[p]` bins of pattern p,
+`y[c]` pods of class c placed (per topology domain when the gang has one),
+`s[g]` gang g reaches its quorum. Objectives are solved lexicographically:
+first gangs and pods by priority tier, then hourly cost and node count with
+the first result held fixed. The greedy plan is the hint, so a timeout still
+returns a valid plan.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from .greedy import Assignment
+from .patterns import PatternSet
+from .problem import Problem
+
+WEIGHT_LIMIT = 2**52  # keep each stage's objective exact in CP-SAT's double-checked int64
+
+
+@dataclass(slots=True)
+class SolveOptions:
+    time_limit: float = 10.0  # seconds for the whole plan (model stages + bound)
+    workers: int = 0  # 0: one per core
+    relative_gap: float = 1e-4
+    patterns_per_kind: int = 64
+    seed: int = 0
+
+    def num_workers(self) -> int:
+        return self.workers or max(1, os.cpu_count() or 1)
+
+
+@dataclass(slots=True)
+class SolveOutcome:
+    assignment: Assignment
+    optimal: bool  # every stage proved optimal over the pattern set
+    used_hint_only: bool  # the solver returned nothing better than the greedy plan
+    stages: int
+    seconds: float
+
+
+def _tiers(prob: Problem) -> list[tuple[dict[int, int], dict[int, int]]]:
+    """Objective weights per priority tier: ({gang: weight}, {class: weight}).
+
+    Inside a tier a satisfied gang outweighs every pod of its level and below,
+    and a higher level outweighs everything under it. A tier closes when the
+    weights would stop being exact; tiers are then solved one after another.
+    """
+    levels = sorted({g.priority for g in prob.gangs})
+    tiers: list[tuple[dict[int, int], dict[int, int]]] = []
+    gw: dict[int, int] = {}
+    cw: dict[int, int] = {}
+    below = 0  # total weight of everything already in the tier
+    for lvl in levels:
+        gangs = [g for g in prob.gangs if g.priority == lvl]
+        pods = sum(g.pending for g in gangs)
+        n_gangs = sum(1 for g in gangs if g.is_gang)
+        wp = below + 1
+        wg = wp * (pods + 1)
+        add = wg * n_gangs + wp * pods
+        if below and below + add > WEIGHT_LIMIT:
+            tiers.append((gw, cw))
+            gw, cw, below = {}, {}, 0
+            wp, wg = 1, pods + 1
+            add = wg * n_gangs + pods
+        for g in gangs:
+            if g.is_gang:
+                gw[g.gid] = wg
+            for c in g.classes:
+                cw[c] = wp
+        below += add
+    if gw or cw:
+        tiers.append((gw, cw))
+    return list(reversed(tiers))  # highest priority first
+
+
+class _Model:
+    def __init__(self, prob: Problem, patterns: PatternSet) -> None:
+        self.prob = prob
+        self.pats = patterns
+        m = self.m = cp_model.CpModel()
+        self.z: list[list[cp_model.IntVar]] = []
+        for k in prob.kinds:
+            zs = [m.new_int_var(0, k.max_count, f"z{k.kid}_{i}") for i in range(len(patterns.by_kind[k.kid]))]
+            if len(zs) > 1:
+                m.add(sum(zs) <= k.max_count)
+            self.z.append(zs)
+
+        self.domains: list[list[tuple[str, ...] | None]] = []
+        for g in prob.gangs:
+            ds: set = set()
+            topo = False
+            for c in g.classes:
+                s = prob.classes[c].shape
+                if prob.shapes[s].topology_keys:
+                    topo = True
+                    ds.update(prob.domain(s, k) for k in prob.compat[s])
+            self.domains.append(sorted(ds) if topo else [None])
+
+        self.y: list[cp_model.IntVar] = []
+        self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
+        self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
+        self.s: dict[int, cp_model.IntVar] = {}
+        for g in prob.gangs:
+            doms = self.domains[g.gid]
+            if doms != [None]:
+                sels = []
+                for d in doms:
+                    sv = m.new_bool_var(f"sel{g.gid}_{d}")
+                    self.sel[(g.gid, d)] = sv
+                    sels.append(sv)
+                m.add(sum(sels) <= 1)
+        for c in prob.classes:
+            y = m.new_int_var(0, c.count, f"y{c.cid}")
+            self.y.append(y)
+            doms = self.domains[c.gang]
+            if doms != [None]:
+                parts = []
+                for d in doms:
+                    yd = m.new_int_var(0, c.count, f"y{c.cid}_{d}")
+                    m.add(yd <= c.count * self.sel[(c.gang, d)])
+                    self.yd[(c.cid, d)] = yd
+                    parts.append(yd)
+                m.add(y == sum(parts))
+        for g in prob.gangs:
+            if g.is_gang:
+                s = self.s[g.gid] = m.new_bool_var(f"s{g.gid}")
+                for c in g.classes:
+                    m.add(self.y[c] <= prob.classes[c].count * s)
+                m.add(sum(self.y[c] for c in g.classes) >= g.need * s)
+
+        # coverage: pods of a shape never exceed the slots the chosen bins offer
+        slots: dict[tuple[int, tuple[str, ...] | None], list] = {}
+        for k in prob.kinds:
+            for i, pat in enumerate(patterns.by_kind[k.kid]):
+                for s, cnt in pat:
+                    slots.setdefault((s, prob.domain(s, k.kid)), []).append(cnt * self.z[k.kid][i])
+        demand: dict[tuple[int, tuple[str, ...] | None], list] = {}
+        for c in prob.classes:
+            if self.domains[c.gang] == [None]:
+                demand.setdefault((c.shape, None), []).append(self.y[c.cid])
+            else:
+                for d in self.domains[c.gang]:
+                    demand.setdefault((c.shape, d), []).append(self.yd[(c.cid, d)])
+        for key, ys in demand.items():
+            m.add(sum(ys) <= sum(slots.get(key, [])))
+
+        self.cost_expr = sum(k.cost * z for k in prob.kinds if k.new for z in self.z[k.kid])
+        self.nodes_expr = sum(z for k in prob.kinds if k.new for z in self.z[k.kid])
+        self.max_nodes = sum(k.max_count for k in prob.kinds if k.new)
+
+    # ------------------------------------------------------------------ hints
+
+    def hint(self, a: Assignment) -> None:
+        m, prob = self.m, self.prob
+        m.clear_hints()
+        counts: list[dict] = [dict() for _ in prob.kinds]
+        for kid, contents in a.bins:
+            shape_counts: dict[int, int] = {}
+            for cid, n in contents.items():
+                s = prob.classes[cid].shape
+                shape_counts[s] = shape_counts.get(s, 0) + n
+            pat = tuple(sorted(shape_counts.items()))
+            counts[kid][pat] = counts[kid].get(pat, 0) + 1
+        for k in prob.kinds:
+            for i, pat in enumerate(self.pats.by_kind[k.kid]):
+                m.add_hint(self.z[k.kid][i], counts[k.kid].get(pat, 0))
+        for c in prob.classes:
+            m.add_hint(self.y[c.cid], a.y[c.cid])
+            for d in self.domains[c.gang]:
+                if d is not None:
+                    m.add_hint(self.yd[(c.cid, d)], a.y[c.cid] if a.domain[c.gang] == d else 0)
+        for (g, d), v in self.sel.items():
+            m.add_hint(v, 1 if a.domain[g] == d and a.satisfied[g] else 0)
+        for g, v in self.s.items():
+            m.add_hint(v, 1 if a.satisfied[g] else 0)
+
+    # ----------------------------------------------------------------- decode
+
+    def decode(self, solver: cp_model.CpSolver) -> Assignment:
+        prob = self.prob
+        y = [int(solver.value(v)) for v in self.y]
+        domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
+        for (g, d), v in self.sel.items():
+            if solver.value(v):
+                domain[g] = d
+        satisfied = []
+        for g in prob.gangs:
+            placed = sum(y[c] for c in g.classes)
+            satisfied.append(placed >= max(g.need, 1))
+        zvals = [[int(solver.value(z)) for z in zs] for zs in self.z]
+        return assign_pods(prob, self.pats, zvals, y, domain, satisfied)
+
+
+def assign_pods(prob: Problem, pats: PatternSet, zvals: list[list[int]], y: list[int],
+                domain: list[tuple[str, ...] | None], satisfied: list[bool]) -> Assignment:
+    """Turn pattern counts into concrete bins and put the placed pods in their slots."""
+    bins: list[tuple[int, dict[int, int]]] = []
+    names: list[str | None] = []
+    slots: dict[tuple[int, tuple[str, ...] | None], list[list[int]]] = {}  # -> [[bin, free slots]]
+    for k in prob.kinds:
+        inst = 0
+        for i, pat in enumerate(pats.by_kind[k.kid]):
+            for _ in range(zvals[k.kid][i]):
+                b = len(bins)
+                bins.append((k.kid, {}))
+                names.append(None if k.new else k.nodes[inst])
+                inst += 1
+                for s, cnt in pat:
+                    slots.setdefault((s, prob.domain(s, k.kid)), []).append([b, cnt])
+    for c in prob.classes:
+        left = y[c.cid]
+        if not left:
+            continue
+        key = (c.shape, domain[c.gang] if prob.shapes[c.shape].topology_keys else None)
+        for slot in slots.get(key, []):
+            if not left:
+                break
+            take = min(left, slot[1])
+            if take:
+                slot[1] -= take
+                contents = bins[slot[0]][1]
+                contents[c.cid] = contents.get(c.cid, 0) + take
+                left -= take
+        if left:  # pragma: no cover - coverage constraints make this impossible
+            raise AssertionError(f"class {c.cid}: {left} pods without a slot")
+    keep = [i for i, (kid, contents) in enumerate(bins) if contents]
+    return Assignment(y, satisfied, domain, [bins[i] for i in keep], [names[i] for i in keep])
+
+
+def _solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.max_time_in_seconds = max(0.05, seconds)
+    p.num_workers = opts.num_workers()
+    p.relative_gap_limit = opts.relative_gap
+    p.random_seed = opts.seed
+    return solver
+
+
+def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float) -> SolveOutcome:
+    start = time.perf_counter()
+    model = _Model(prob, patterns)
+    m = model.m
+    best = hint
+    optimal = True
+    improved = False
+    tiers = _tiers(prob)
+    stages = len(tiers) + 1
+    for si, (gw, cw) in enumerate(tiers):
+        expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
+        hint_value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
+        model.hint(best)
+        m.maximize(expr)
+        left = budget - (time.perf_counter() - start)
+        solver = _solver(opts, left / (stages - si))
+        status = solver.solve(m)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
+            value = int(round(solver.objective_value))
+            if value > hint_value:
+                improved = True
+            best = model.decode(solver)
+            optimal &= status == cp_model.OPTIMAL
+        else:
+            value = hint_value
+            optimal = False
+        m.add(expr >= value)
+    model.hint(best)
+    scale = model.max_nodes + 1
+    m.minimize(model.cost_expr * scale + model.nodes_expr)
+    left = budget - (time.perf_counter() - start)
+    solver = _solver(opts, left)
+    status = solver.solve(m)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        cand = model.decode(solver)
+        if cand.cost(prob) <= best.cost(prob):
+            improved |= cand.cost(prob) < best.cost(prob)
+            best = cand
+        optimal &= status == cp_model.OPTIMAL
+    else:
+        optimal = False
+    return SolveOutcome(best, optimal and patterns.complete, not improved, stages, time.perf_counter() - start)

@@ -1,0 +1,187 @@
+"""The snapshot reduced to what the model needs: shapes, classes and bin kinds.
+
+Identical pods collapse into *shapes* (same requests, placement rules and
+topology keys) and, per gang, into *classes* with a count. Identical nodes
+collapse into *bin kinds*: every existing node whose free capacity and
+relevant labels/taints are the same is one kind with a multiplicity, and each
+node group that can still grow is one kind with its headroom. The model then
+counts pods and nodes instead of creating one variable per pod and node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..fit import placement_allows
+from ..model import Gang, Placement, Pod
+from ..resources import PODS
+from ..snapshot import ClusterSnapshot, NodeView
+
+MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
+
+
+@dataclass(slots=True)
+class Shape:
+    sid: int
+    req: tuple[int, ...]
+    placement: Placement
+    topology_keys: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class PodClass:
+    cid: int
+    gang: int  # index into Problem.gangs
+    shape: int
+    pods: list[Pod]  # in the order they should be placed
+
+    @property
+    def count(self) -> int:
+        return len(self.pods)
+
+
+@dataclass(slots=True)
+class GangInfo:
+    gid: int
+    gang: Gang
+    classes: list[int]
+    need: int  # members still to place for quorum (0: basic or quorum already bound)
+    is_gang: bool  # policy gang with something still to prove
+    priority: int
+    pending: int
+
+
+@dataclass(slots=True)
+class BinKind:
+    kid: int
+    cap: tuple[int, ...]
+    cost: int  # micro-dollars per hour per node (0 for existing nodes)
+    max_count: int  # multiplicity (existing) or headroom (node group)
+    labels: dict[str, str]
+    new: bool
+    group: str | None  # node group name (new kinds, or existing nodes' group)
+    taints: tuple = ()
+    nodes: list[str] = field(default_factory=list)  # existing node names of this kind
+    price: float = 0.0
+
+
+@dataclass(slots=True)
+class Problem:
+    resources: list[str]
+    shapes: list[Shape]
+    classes: list[PodClass]
+    gangs: list[GangInfo]
+    kinds: list[BinKind]
+    compat: list[list[int]]  # shape -> compatible kind ids
+    fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
+
+    def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
+        keys = self.shapes[shape].topology_keys
+        if not keys:
+            return None
+        labels = self.kinds[kind].labels
+        return tuple(labels[k] for k in keys)
+
+
+def _max_fit(req: tuple[int, ...], cap: tuple[int, ...]) -> int:
+    best = None
+    for r, c in zip(req, cap):
+        if r > 0:
+            n = c // r if c > 0 else 0
+            best = n if best is None else min(best, n)
+    return best if best is not None else 0
+
+
+def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
+    keys: set[str] = set()
+    for s in shapes:
+        keys.update(k for k, _ in s.placement.node_selector)
+        for term in s.placement.affinity:
+            keys.update(r.key for r in term)
+        keys.update(s.topology_keys)
+    return keys
+
+
+def build_problem(snap: ClusterSnapshot) -> Problem:
+    gangs_in = snap.solvable
+    resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests})
+    ridx = {r: i for i, r in enumerate(resources)}
+
+    def vec(d: dict[str, int]) -> tuple[int, ...]:
+        v = [0] * len(resources)
+        for k, x in d.items():
+            i = ridx.get(k)
+            if i is not None:
+                v[i] = x
+        return tuple(v)
+
+    shapes: list[Shape] = []
+    shape_ids: dict[tuple, int] = {}
+    classes: list[PodClass] = []
+    gangs: list[GangInfo] = []
+    for gi, g in enumerate(gangs_in):
+        by_shape: dict[int, list[Pod]] = {}
+        for pod in sorted(g.pending, key=lambda p: (-p.priority, p.created, p.name)):
+            key = (vec(pod.requests), pod.placement, g.topology_keys)
+            sid = shape_ids.get(key)
+            if sid is None:
+                sid = shape_ids[key] = len(shapes)
+                shapes.append(Shape(sid, key[0], pod.placement, g.topology_keys))
+            by_shape.setdefault(sid, []).append(pod)
+        cids = []
+        for sid, pods in by_shape.items():
+            cids.append(len(classes))
+            classes.append(PodClass(len(classes), gi, sid, pods))
+        need = max(0, g.min_count - g.bound) if g.policy == "gang" else 0
+        gangs.append(GangInfo(gi, g, cids, need, g.policy == "gang" and need > 0, g.effective_priority, len(g.pending)))
+
+    kinds = _bin_kinds(snap, shapes, vec)
+    compat: list[list[int]] = [[] for _ in shapes]
+    fit_count: dict[tuple[int, int], int] = {}
+    allow_cache: dict[tuple[Placement, int], bool] = {}
+    for s in shapes:
+        for k in kinds:
+            if any(key not in k.labels for key in s.topology_keys):
+                continue
+            n = _max_fit(s.req, k.cap)
+            if n <= 0:
+                continue
+            ck = (s.placement, k.kid)
+            ok = allow_cache.get(ck)
+            if ok is None:
+                ok = allow_cache[ck] = placement_allows(s.placement, k.labels, k.taints)
+            if ok:
+                compat[s.sid].append(k.kid)
+                fit_count[(s.sid, k.kid)] = n
+    return Problem(resources, shapes, classes, gangs, kinds, compat, fit_count)
+
+
+def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec) -> list[BinKind]:
+    relevant = _referenced_label_keys(shapes)
+    kinds: list[BinKind] = []
+    min_req = np.min(np.array([s.req for s in shapes]), axis=0) if shapes else None
+
+    by_sig: dict[tuple, int] = {}
+    for n in snap.nodes:
+        free = vec({k: max(0, v) for k, v in n.free.items()})
+        if min_req is not None and not all(f >= m for f, m in zip(free, min_req)):
+            continue  # not even the smallest pod fits: skip the node entirely
+        labels = {k: v for k, v in n.labels.items() if k in relevant}
+        sig = (free, tuple(sorted(labels.items())), n.taints, n.node_group)
+        kid = by_sig.get(sig)
+        if kid is None:
+            kid = by_sig[sig] = len(kinds)
+            kinds.append(BinKind(kid, free, 0, 0, labels, False, n.node_group, n.taints))
+        kinds[kid].max_count += 1
+        kinds[kid].nodes.append(n.name)
+    for g in snap.groups:
+        if g.headroom <= 0:
+            continue
+        kid = len(kinds)
+        kinds.append(
+            BinKind(kid, vec(g.allocatable), round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name,
+                    g.taints, price=g.price_per_hour)
+        )
+    return kinds
