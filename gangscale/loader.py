@@ -81,6 +81,6 @@ def read_objects(path: str | Path) -> list[Any]:
     """All Kubernetes objects in a cluster file, `kubectl get -o json|yaml` style."""
     docs = read_documents(path)
     objs = list(iter_objects(docs))
-    if not objs and docs:
+    if not any(isinstance(o, dict) and "kind" in o for o in objs):
         raise InputError(f"{path}: no Kubernetes objects found (expected a List or objects with 'kind')")
     return objs

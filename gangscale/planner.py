@@ -9,8 +9,9 @@ from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import lower_bound
-from .solver.cpsat import SolveOptions, solve_model
-from .solver.greedy import Assignment, greedy
+from .solver.cpsat import placed_per_shape, solve_model
+from .solver.greedy import Assignment, greedy, max_placeable
+from .solver.params import SolveOptions
 from .solver.patterns import build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 
@@ -24,21 +25,26 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     hint = greedy(prob)
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind)
     spent = time.perf_counter() - start
-    model_budget = max(0.2, (opts.time_limit - spent) * 0.8)
-    outcome = solve_model(prob, patterns, hint, opts, model_budget)
-    best = outcome.assignment
+    model_budget = max(0.2, (opts.time_limit - spent) * 0.85)
+    bounds: dict[tuple, tuple[int, bool]] = {}
 
-    per_shape: Counter[int] = Counter()
-    for c in prob.classes:
-        per_shape[c.shape] += best.y[c.cid]
-    bound_seconds = max(0.1, opts.time_limit - (time.perf_counter() - start))
-    lb, lb_proven = lower_bound(prob, dict(per_shape), opts, bound_seconds)
+    def bound_for(a: Assignment, seconds: float) -> int:
+        key = tuple(sorted(placed_per_shape(prob, a).items()))
+        if key not in bounds:
+            bounds[key] = lower_bound(prob, dict(key), opts, seconds)
+        return bounds[key][0]
+
+    outcome = solve_model(prob, patterns, hint, opts, model_budget, bound_for)
+    best = outcome.assignment
+    bound_for(best, max(0.1, opts.time_limit - (time.perf_counter() - start)))
+    lb, lb_proven = bounds[tuple(sorted(placed_per_shape(prob, best).items()))]
 
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     plan = _render(snap, prob, best, cost, lb)
     plan.solver = SolverInfo(
-        status="OPTIMAL" if outcome.optimal else "FEASIBLE",
+        status="OPTIMAL" if outcome.placement_optimal and (outcome.cost_optimal or (lb_proven and lb >= cost))
+        else "FEASIBLE",
         seconds=round(time.perf_counter() - start, 3),
         gap=round((cost - lb) / cost, 6) if cost else 0.0,
         lowerBoundProven=lb_proven,
@@ -142,8 +148,7 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, solo_cache:
         if not prob.compat[c.shape]:
             return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
     if gid not in solo_cache:
-        alone = greedy(prob, order=[gid])
-        solo_cache[gid] = sum(alone.y[c] for c in info.classes)
+        solo_cache[gid] = max_placeable(prob, gid)
     alone_placed = solo_cache[gid]
     want = max(info.need, 1)
     if alone_placed >= want:

@@ -15,7 +15,7 @@ import math
 
 from ortools.sat.python import cp_model
 
-from .cpsat import SolveOptions, _solver
+from .params import SolveOptions, make_solver
 from .problem import Problem
 
 
@@ -74,7 +74,7 @@ def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOpti
     if not cost_terms:
         return 0, True
     m.minimize(sum(cost_terms))
-    solver = _solver(opts, seconds)
+    solver = make_solver(opts, seconds)
     status = solver.solve(m)
     if status == cp_model.OPTIMAL:
         return int(round(solver.objective_value)), True

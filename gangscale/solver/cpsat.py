@@ -10,13 +10,14 @@ returns a valid plan.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ortools.sat.python import cp_model
 
 from .greedy import Assignment
+from .params import SolveOptions, make_solver
 from .patterns import PatternSet
 from .problem import Problem
 
@@ -24,21 +25,10 @@ WEIGHT_LIMIT = 2**52  # keep each stage's objective exact in CP-SAT's double-che
 
 
 @dataclass(slots=True)
-class SolveOptions:
-    time_limit: float = 10.0  # seconds for the whole plan (model stages + bound)
-    workers: int = 0  # 0: one per core
-    relative_gap: float = 1e-4
-    patterns_per_kind: int = 64
-    seed: int = 0
-
-    def num_workers(self) -> int:
-        return self.workers or max(1, os.cpu_count() or 1)
-
-
-@dataclass(slots=True)
 class SolveOutcome:
     assignment: Assignment
-    optimal: bool  # every stage proved optimal over the pattern set
+    placement_optimal: bool  # gangs and pods proved maximal (every maximal pattern was in the model)
+    cost_optimal: bool  # the cost stage proved optimal too
     used_hint_only: bool  # the solver returned nothing better than the greedy plan
     stages: int
     seconds: float
@@ -233,22 +223,38 @@ def assign_pods(prob: Problem, pats: PatternSet, zvals: list[list[int]], y: list
     return Assignment(y, satisfied, domain, [bins[i] for i in keep], [names[i] for i in keep])
 
 
-def _solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.max_time_in_seconds = max(0.05, seconds)
-    p.num_workers = opts.num_workers()
-    p.relative_gap_limit = opts.relative_gap
-    p.random_seed = opts.seed
-    return solver
+class _StopNearBound(cp_model.CpSolverSolutionCallback):
+    """Stop the cost stage once a plan is within the relative gap of the proven bound."""
+
+    def __init__(self, cost_expr, target: int) -> None:
+        super().__init__()
+        self._cost = cost_expr
+        self._target = target
+
+    def on_solution_callback(self) -> None:
+        if self.value(self._cost) <= self._target:
+            self.stop_search()
 
 
-def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float) -> SolveOutcome:
+BoundFn = Callable[[Assignment, float], int]
+
+
+def placed_per_shape(prob: Problem, a: Assignment) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for c in prob.classes:
+        if a.y[c.cid]:
+            out[c.shape] = out.get(c.shape, 0) + a.y[c.cid]
+    return out
+
+
+def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float,
+                bound_fn: BoundFn | None = None) -> SolveOutcome:
+    """Lexicographic solve; `bound_fn(assignment, seconds)` lets the cost stage stop near a proven bound."""
     start = time.perf_counter()
     model = _Model(prob, patterns)
     m = model.m
     best = hint
-    optimal = True
+    optimal = patterns.complete
     improved = False
     tiers = _tiers(prob)
     stages = len(tiers) + 1
@@ -258,7 +264,7 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
         model.hint(best)
         m.maximize(expr)
         left = budget - (time.perf_counter() - start)
-        solver = _solver(opts, left / (stages - si))
+        solver = make_solver(opts, left / (stages - si))
         status = solver.solve(m)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
             value = int(round(solver.objective_value))
@@ -270,12 +276,18 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
             value = hint_value
             optimal = False
         m.add(expr >= value)
+    placement_optimal = optimal
     model.hint(best)
     scale = model.max_nodes + 1
     m.minimize(model.cost_expr * scale + model.nodes_expr)
     left = budget - (time.perf_counter() - start)
-    solver = _solver(opts, left)
-    status = solver.solve(m)
+    callback = None
+    if bound_fn is not None:
+        lb = bound_fn(best, max(0.05, left * 0.25))
+        callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
+        left = budget - (time.perf_counter() - start)
+    solver = make_solver(opts, left)
+    status = solver.solve(m, callback)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         cand = model.decode(solver)
         if cand.cost(prob) <= best.cost(prob):
@@ -284,4 +296,4 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
         optimal &= status == cp_model.OPTIMAL
     else:
         optimal = False
-    return SolveOutcome(best, optimal and patterns.complete, not improved, stages, time.perf_counter() - start)
+    return SolveOutcome(best, placement_optimal, optimal, not improved, stages, time.perf_counter() - start)

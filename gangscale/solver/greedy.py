@@ -207,3 +207,11 @@ def greedy(prob: Problem, order: list[int] | None = None) -> Assignment:
             bins.append((int(st.kind[b]), dict(st.contents[b])))
             names.append(st.names[b])
     return Assignment(y, satisfied, domain, bins, names)
+
+
+def max_placeable(prob: Problem, gid: int) -> int:
+    """Most pods of one gang that fit at once with every limit to itself (for explanations)."""
+    best = 0
+    for d in _candidate_domains(prob, gid):
+        best = max(best, _place_gang(_State(prob, [gid]), prob, gid, d))
+    return best

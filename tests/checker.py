@@ -1,0 +1,234 @@
+"""An independent plan checker: re-derives every rule from the raw objects.
+
+It shares no code with the planner beyond quantity parsing, so a bug in
+ingest, fit or the solver shows up as a violation here. It understands the
+subset of Kubernetes the property tests generate: container requests/limits,
+nodeSelector, required node affinity (In/NotIn/Exists/DoesNotExist/Gt/Lt),
+NoSchedule/NoExecute taints, native PodGroups with gang/basic policy and
+topology keys, Ready/unschedulable nodes, bound pods.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from fractions import Fraction
+
+from gangscale.resources import parse_quantity
+
+GROUP_LABEL = "gangscale.io/node-group"
+
+
+def _amount(name: str, q) -> Fraction:
+    v = parse_quantity(q)
+    return v * 1000 if name == "cpu" else v
+
+
+def requests_of(pod: dict) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = defaultdict(Fraction)
+    for c in pod["spec"].get("containers", []):
+        res = c.get("resources", {})
+        merged = {**res.get("limits", {}), **res.get("requests", {})}
+        for k, v in merged.items():
+            out[k] += _amount(k, v)
+    out["pods"] += 1
+    return out
+
+
+def _selector_ok(pod: dict, labels: dict) -> bool:
+    spec = pod["spec"]
+    if any(labels.get(k) != v for k, v in spec.get("nodeSelector", {}).items()):
+        return False
+    terms = (spec.get("affinity", {}).get("nodeAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms"))
+    if not terms:
+        return True
+    for term in terms:
+        exprs = term.get("matchExpressions", [])
+        ok = bool(exprs)
+        for e in exprs:
+            v = labels.get(e["key"])
+            vals = e.get("values", [])
+            op = e["operator"]
+            if op == "In":
+                ok &= v is not None and v in vals
+            elif op == "NotIn":
+                ok &= v is None or v not in vals
+            elif op == "Exists":
+                ok &= v is not None
+            elif op == "DoesNotExist":
+                ok &= v is None
+            elif op == "Gt":
+                ok &= v is not None and v.lstrip("-").isdigit() and int(v) > int(vals[0])
+            elif op == "Lt":
+                ok &= v is not None and v.lstrip("-").isdigit() and int(v) < int(vals[0])
+        if ok:
+            return True
+    return False
+
+
+def _taints_ok(pod: dict, taints: list[dict]) -> bool:
+    tols = pod["spec"].get("tolerations", [])
+    for t in taints:
+        if t["effect"] not in ("NoSchedule", "NoExecute"):
+            continue
+        tolerated = False
+        for tol in tols:
+            if tol.get("effect") and tol["effect"] != t["effect"]:
+                continue
+            if tol.get("operator") == "Exists":
+                tolerated |= not tol.get("key") or tol["key"] == t["key"]
+            else:
+                tolerated |= tol.get("key") == t["key"] and (tol.get("value") or "") == (t.get("value") or "")
+        if not tolerated:
+            return False
+    return True
+
+
+def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str]:
+    """Every violated rule, as a sentence (empty: the plan is valid)."""
+    errors: list[str] = []
+    pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o for o in objects if o["kind"] == "Pod"}
+    nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
+    groups = {g["name"]: g for g in catalog}
+    # (namespace, gang name) -> (minCount or None for basic, topology keys)
+    pgs: dict[tuple[str, str], tuple[int | None, list[str]]] = {}
+    for o in objects:
+        ns = o.get("metadata", {}).get("namespace", "default")
+        spec = o.get("spec", {})
+        if o["kind"] == "PodGroup" and o["apiVersion"].startswith("scheduling.k8s.io/"):
+            gang = spec["schedulingPolicy"].get("gang")
+            keys = [t["key"] for t in spec.get("schedulingConstraints", {}).get("topology", [])]
+            pgs[(ns, o["metadata"]["name"])] = (gang["minCount"] if gang else None, keys)
+        elif o["kind"] == "PodGroup":
+            pgs[(ns, o["metadata"]["name"])] = (spec["minMember"], [])
+        elif o["kind"] == "Workload":
+            for g in spec["podGroups"]:
+                gang = g["policy"].get("gang")
+                pgs[(ns, f"{o['metadata']['name']}/{g['name']}")] = (gang["minCount"] if gang else None, [])
+
+    def gang_of(key: str) -> tuple[str, str]:
+        p = pods[key]
+        meta, spec = p["metadata"], p["spec"]
+        ns = meta.get("namespace", "default")
+        if spec.get("schedulingGroup"):
+            return ns, spec["schedulingGroup"]["podGroupName"]
+        if spec.get("workloadRef"):
+            ref = spec["workloadRef"]
+            return ns, "/".join(x for x in (ref["name"], ref["podGroup"], ref.get("podGroupReplicaKey")) if x)
+        if meta.get("labels", {}).get("scheduling.x-k8s.io/pod-group"):
+            return ns, meta["labels"]["scheduling.x-k8s.io/pod-group"]
+        for a in ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name"):
+            if meta.get("annotations", {}).get(a):
+                return ns, meta["annotations"][a]
+        return ns, meta["name"]
+
+    def group_def(gk: tuple[str, str]) -> tuple[int | None, list[str]] | None:
+        if gk in pgs:
+            return pgs[gk]
+        base = (gk[0], "/".join(gk[1].split("/")[:2]))  # Workload gang with a replica key
+        return pgs.get(base)
+
+    # every planned pod exists, is pending and appears once
+    seen: Counter[str] = Counter()
+    placements: list[tuple[str, dict, list[dict], dict[str, Fraction], list[str]]] = []  # where, labels, taints, cap, pods
+    for n in plan["newNodes"]:
+        g = groups.get(n["nodeGroup"])
+        if g is None:
+            errors.append(f"new node in unknown group {n['nodeGroup']}")
+            continue
+        cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+        placements.append((f"new {g['name']}", g.get("labels", {}), g.get("taints", []), cap, n["pods"]))
+        if abs(n.get("pricePerHour", g["pricePerHour"]) - g["pricePerHour"]) > 1e-9:
+            errors.append(f"new node of {g['name']} priced {n.get('pricePerHour')} instead of {g['pricePerHour']}")
+    for name, plist in plan["existingNodes"].items():
+        nd = nodes.get(name)
+        gname, _, suffix = name.partition("/upcoming-")
+        if nd is None and suffix and gname in groups:  # capacity on its way: the group's template
+            g = groups[gname]
+            registered = sum(1 for n in nodes.values() if n["metadata"].get("labels", {}).get(GROUP_LABEL) == gname)
+            if int(suffix) > g.get("currentSize", 0) - registered:
+                errors.append(f"{name}: more upcoming nodes than currentSize - registered")
+            cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+            placements.append((f"upcoming {name}", g.get("labels", {}), g.get("taints", []), cap, plist))
+            continue
+        if nd is None:
+            errors.append(f"existing node {name} is not in the cluster")
+            continue
+        if nd["spec"].get("unschedulable") or not any(
+                c["type"] == "Ready" and c["status"] == "True" for c in nd["status"].get("conditions", [])):
+            errors.append(f"pods planned onto node {name}, which is not Ready or is unschedulable")
+        cap = {k: _amount(k, v) for k, v in nd["status"]["allocatable"].items()}
+        for p in pods.values():
+            if p["spec"].get("nodeName") == name and p["status"].get("phase") not in ("Succeeded", "Failed"):
+                for k, v in requests_of(p).items():
+                    cap[k] = cap.get(k, Fraction(0)) - v
+        placements.append((f"node {name}", nd["metadata"].get("labels", {}), nd["spec"].get("taints", []), cap, plist))
+
+    domains: dict[tuple[str, str], set] = defaultdict(set)
+    placed_per_gang: Counter[tuple[str, str]] = Counter()
+    for where, labels, taints, cap, plist in placements:
+        load: dict[str, Fraction] = defaultdict(Fraction)
+        for key in plist:
+            seen[key] += 1
+            p = pods.get(key)
+            if p is None:
+                errors.append(f"{where}: unknown pod {key}")
+                continue
+            if p["spec"].get("nodeName") or p["status"].get("phase") != "Pending":
+                errors.append(f"{where}: pod {key} is not pending")
+            if not _selector_ok(p, labels):
+                errors.append(f"{where}: pod {key} selector/affinity does not match")
+            if not _taints_ok(p, taints):
+                errors.append(f"{where}: pod {key} does not tolerate the taints")
+            for k, v in requests_of(p).items():
+                load[k] += v
+            gk = gang_of(key)
+            placed_per_gang[gk] += 1
+            d = group_def(gk)
+            for key_ in d[1] if d else []:
+                domains[(gk[0], gk[1] + "#" + key_)].add(labels.get(key_))
+        for k, v in load.items():
+            if v > cap.get(k, 0):
+                errors.append(f"{where}: {k} overcommitted ({v} > {cap.get(k, 0)})")
+    for key, n in seen.items():
+        if n > 1:
+            errors.append(f"pod {key} placed {n} times")
+    for k, vals in domains.items():
+        if len(vals) != 1 or None in vals:
+            errors.append(f"gang {k}: spread over topology domains {vals}")
+
+    # no partial gang; gang counts agree with the node listing
+    bound: Counter[tuple[str, str]] = Counter()
+    for key, p in pods.items():
+        if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed"):
+            bound[gang_of(key)] += 1
+    for g in plan["gangs"]:
+        gk = (g["namespace"], g["name"])
+        if g["placed"] != placed_per_gang.get(gk, 0):
+            errors.append(f"gang {gk}: reports {g['placed']} placed, nodes carry {placed_per_gang.get(gk, 0)}")
+        d = group_def(gk)
+        if d and d[0] is not None:
+            need = d[0]
+            if 0 < placed_per_gang[gk] and placed_per_gang[gk] + bound[gk] < need:
+                errors.append(f"gang {gk}: partial: {placed_per_gang[gk]} placed + {bound[gk]} bound < minCount {need}")
+        if g["placed"] and g["decision"] not in ("scale-up", "fits-existing"):
+            errors.append(f"gang {gk}: placed pods but decision {g['decision']}")
+        if not g["placed"] and g["decision"] in ("scale-up", "fits-existing"):
+            errors.append(f"gang {gk}: nothing placed but decision {g['decision']}")
+
+    # scaleUp matches the listed nodes and the limits; cost recomputes
+    per_group = Counter(n["nodeGroup"] for n in plan["newNodes"])
+    if dict(per_group) != plan["scaleUp"]:
+        errors.append(f"scaleUp {plan['scaleUp']} != nodes listed {dict(per_group)}")
+    for name, cnt in per_group.items():
+        g = groups.get(name)
+        if g and cnt > g["maxSize"] - g.get("currentSize", 0):
+            errors.append(f"group {name}: +{cnt} exceeds maxSize {g['maxSize']} - currentSize {g.get('currentSize', 0)}")
+    cost = sum(groups[n["nodeGroup"]]["pricePerHour"] for n in plan["newNodes"] if n["nodeGroup"] in groups)
+    if abs(cost - plan["costPerHour"]) > 1e-6 * max(1.0, cost):
+        errors.append(f"costPerHour {plan['costPerHour']} != recomputed {cost}")
+    if plan["lowerBoundPerHour"] > plan["costPerHour"] + 1e-6:
+        errors.append(f"lower bound {plan['lowerBoundPerHour']} above cost {plan['costPerHour']}")
+    if any(not n["pods"] for n in plan["newNodes"]):
+        errors.append("a new node carries no pod")
+    return errors

@@ -1,0 +1,98 @@
+"""Reading Kubernetes objects: quantities, pod requests as the scheduler sums them, bad input."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from builders import pod, podgroup
+from gangscale.ingest import ingest, pod_requests
+from gangscale.resources import QuantityError, parse_quantity, to_units
+
+
+@pytest.mark.parametrize("text, value", [
+    ("500m", Fraction(1, 2)), ("2", 2), ("1.5", Fraction(3, 2)), ("16Gi", 16 * 2**30), ("1k", 1000),
+    ("1e3", 1000), ("100M", 10**8), ("0.1", Fraction(1, 10)), (4, 4), ("1Ki", 1024), ("250u", Fraction(250, 10**6)),
+])
+def test_quantities(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "lots", "1.2.3", "5 Gi", "1Gb", None, True, "1e999"])
+def test_bad_quantities_raise(bad):
+    with pytest.raises(QuantityError):
+        parse_quantity(bad)
+
+
+def test_units_round_up_like_the_scheduler():
+    assert to_units("cpu", "1.0005") == 1001
+    assert to_units("cpu", "250m") == 250
+    assert to_units("memory", "1Mi") == 2**20
+    with pytest.raises(QuantityError):
+        to_units("cpu", "-1")
+
+
+def test_pod_requests_sum_containers_max_init_add_overhead_and_a_pod_slot():
+    spec = {
+        "containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "500m"}, "limits": {"nvidia.com/gpu": "2", "example.com/fpga": "1"}}},
+        ],
+        "initContainers": [
+            {"name": "big-init", "resources": {"requests": {"cpu": "4", "memory": "512Mi"}}},
+            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m", "memory": "128Mi"}}},
+        ],
+        "overhead": {"cpu": "100m", "memory": "64Mi"},
+    }
+    req = pod_requests(spec)
+    # init peak: 4 cpu (before the sidecar starts); run: 1.5 + 0.2 sidecar = 1.7 -> max 4 + 0.1 overhead
+    assert req["cpu"] == 4100
+    assert req["memory"] == 2**30 + 128 * 2**20 + 64 * 2**20
+    assert req["nvidia.com/gpu"] == 2 and req["example.com/fpga"] == 1
+    assert req["pods"] == 1
+
+
+def test_sidecar_counts_during_later_init_containers():
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [
+                {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                {"name": "init", "resources": {"requests": {"cpu": "3"}}}]}
+    assert pod_requests(spec)["cpu"] == 4000
+
+
+def test_malformed_objects_become_warnings_or_invalid_gangs_not_crashes():
+    objs = [
+        "not an object",
+        {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "many"}}},
+        {"kind": "Pod"},
+        {"apiVersion": "scheduling.k8s.io/v9", "kind": "PodGroup", "metadata": {"name": "future"}},
+        podgroup("ok", min_count=1), pod("m", group="ok"),
+        pod("bad-toleration", tolerations=[{"key": "x", "operator": "Sometimes"}]),
+    ]
+    cluster = ingest(objs)
+    assert len(cluster.warnings) == 4
+    assert any("status.allocatable.cpu" in w for w in cluster.warnings)
+    gangs = {g.name: g for g in cluster.gangs}
+    assert gangs["ok"].invalid is None and len(gangs["ok"].pending) == 1
+    assert "spec.tolerations[0].operator" in gangs["bad-toleration"].invalid
+
+
+def test_pods_created_before_their_podgroup_join_it_once_it_exists():
+    members = [pod(f"w{i}", group="late") for i in range(2)]
+    assert ingest(members).gangs[0].exists is False
+    cluster = ingest(members + [podgroup("late", min_count=2)])
+    (g,) = cluster.gangs
+    assert g.exists and len(g.pending) == 2 and g.policy == "gang"
+
+
+def test_same_object_listed_in_two_versions_is_read_once():
+    objs = [podgroup("pg", min_count=2, version="v1beta1"), podgroup("pg", min_count=2, version="v1alpha2"),
+            pod("a", group="pg"), pod("b", group="pg")]
+    (g,) = ingest(objs).gangs
+    assert g.api == "scheduling.k8s.io/v1beta1" and len(g.pending) == 2
+
+
+def test_succeeded_and_failed_pods_hold_no_capacity():
+    objs = [pod("done", node="n1", phase="Succeeded"), pod("running", node="n1")]
+    assert [p.name for p in ingest(objs).bound] == ["running"]

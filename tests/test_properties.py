@@ -1,0 +1,64 @@
+"""Property: every plan for a random cluster passes the independent checker."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import GPU_TAINT, GPU_TOL, group, node, plan_for, pod, podgroup
+from checker import check_plan
+
+ZONES = ["a", "b"]
+
+
+@st.composite
+def clusters(draw):
+    catalog = []
+    for i in range(draw(st.integers(1, 4))):
+        gpu = draw(st.sampled_from([0, 0, 1, 4, 8]))
+        labels = {"topology.kubernetes.io/zone": draw(st.sampled_from(ZONES)), "tier": draw(st.sampled_from(["gold", "silver"]))}
+        catalog.append(group(
+            f"g{i}", cpu=str(draw(st.sampled_from([2, 4, 8, 16]))), mem=f"{draw(st.sampled_from([4, 16, 64]))}Gi",
+            pods=str(draw(st.sampled_from([4, 110]))), gpu=gpu, price=draw(st.sampled_from([0.1, 0.4, 0.75, 1.0, 3.2])),
+            max_size=draw(st.integers(0, 6)), labels=labels,
+            taints=[GPU_TAINT] if gpu and draw(st.booleans()) else []))
+    objects = []
+    for n in range(draw(st.integers(0, 3))):
+        g = draw(st.sampled_from(catalog))
+        name = f"node{n}"
+        objects.append(node(name, cpu=g["allocatable"]["cpu"], mem=g["allocatable"]["memory"], pods="110",
+                            gpu=int(g["allocatable"].get("nvidia.com/gpu", 0)), group=g["name"],
+                            labels=dict(g["labels"]), taints=g["taints"], ready=draw(st.booleans())))
+        g["currentSize"] = g.get("currentSize", 0) + 1
+        g["maxSize"] = max(g["maxSize"], g["currentSize"])
+        for b in range(draw(st.integers(0, 2))):
+            objects.append(pod(f"bound-{n}-{b}", cpu="500m", mem="512Mi", node=name, tolerations=[GPU_TOL]))
+    for j in range(draw(st.integers(1, 4))):
+        policy = draw(st.sampled_from(["gang", "gang", "basic", "none"]))
+        count = draw(st.integers(1, 5))
+        topo = ["topology.kubernetes.io/zone"] if policy == "gang" and draw(st.booleans()) else None
+        if policy != "none":
+            objects.append(podgroup(f"pg{j}", min_count=draw(st.integers(1, count)), policy=policy, topology=topo,
+                                    priority=draw(st.sampled_from([None, 0, 100]))))
+        for i in range(count):
+            kw = {}
+            if draw(st.booleans()):
+                kw["selector"] = {"tier": draw(st.sampled_from(["gold", "silver"]))}
+            if draw(st.integers(0, 3)) == 0:
+                kw["affinity"] = [[{"key": "topology.kubernetes.io/zone", "operator": draw(st.sampled_from(["In", "NotIn"])),
+                                    "values": [draw(st.sampled_from(ZONES))]}]]
+            objects.append(pod(
+                f"p{j}-{i}", cpu=draw(st.sampled_from(["250m", "1", "2", "3500m", "7"])),
+                mem=draw(st.sampled_from(["256Mi", "2Gi", "8Gi"])), gpu=draw(st.sampled_from([0, 0, 1, 2, 8])),
+                tolerations=[GPU_TOL] if draw(st.booleans()) else [],
+                group=f"pg{j}" if policy != "none" else None, **kw))
+    return objects, catalog
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_every_plan_passes_the_independent_checker(cluster):
+    objects, catalog = cluster
+    plan = plan_for(objects, catalog, time_limit=2.0)
+    errors = check_plan(objects, catalog, plan.to_dict())
+    assert not errors, errors
