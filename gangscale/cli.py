@@ -1,6 +1,7 @@
 """`gangscale ...`: kubectl-like flags, plans as table, markdown, JSON or YAML.
 
-Exit codes: 0 a plan was made, 2 the input could not be read at all.
+Exit codes: 0 a plan was made, 2 the input could not be read at all (file or
+cluster); `check`: 1 when a prerequisite failed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import yaml
 
 from .catalog import load_catalog
 from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
+from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
 from .loader import InputError, read_objects
 from .plan import Plan, render_markdown, render_table
 from .planner import SolveOptions, make_plan
@@ -23,10 +25,12 @@ OUTPUTS = ("json", "yaml", "table", "markdown")
 
 
 def add_solver_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
-                   help="wall-clock budget for the solver (default 10); a timeout still returns a valid plan")
+    d = SolveOptions()
+    p.add_argument("--time-limit", type=float, default=d.time_limit, metavar="SECONDS",
+                   help=f"wall-clock budget for the solver (default {d.time_limit:g}); a timeout still returns a valid plan")
     p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
-    p.add_argument("--relative-gap", type=float, default=1e-4, help="stop once within this relative gap (default 1e-4)")
+    p.add_argument("--relative-gap", type=float, default=d.relative_gap,
+                   help=f"stop once the cost is this close to the proven lower bound (default {d.relative_gap:g})")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
 
 
@@ -45,26 +49,65 @@ def render(plan: Plan, fmt: str) -> str:
     return render_table(plan)
 
 
+def add_cloud_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cloud (docs/cloud.md)")
+    g.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet", "simulated"), default=None,
+                   help="discover the node groups from this cloud instead of --nodegroups")
+    g.add_argument("--execute", action="store_true",
+                   help="apply the plan's scale-up once (needs --provider); exit 3 when a cloud call fails")
+    g.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)")
+    g.add_argument("--cluster-name", default=None,
+                   help="cluster name of the discovery tag k8s.io/cluster-autoscaler/<name> (EKS: the cluster)")
+    g.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
+    g.add_argument("--simulated-state", default=None, metavar="FILE",
+                   help="simulated provider: keep its cloud state in this JSON file between runs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gangscale", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="plan the node groups' scale-up for the pending gangs (dry run)")
-    p.add_argument("--cluster", metavar="FILE", required=True,
-                   help="kubectl get nodes,pods,podgroups,workloads -A -o json|yaml output ('-' for stdin)")
-    p.add_argument("--nodegroups", metavar="FILE", required=True, help="node-group catalog (YAML or JSON)")
+    p.add_argument("--cluster", metavar="FILE",
+                   help="kubectl get nodes,pods,podgroups,workloads -A -o json|yaml output ('-' for stdin); "
+                        "without it, the live cluster is read (read-only) via --kubeconfig/--context")
+    add_kube_flags(p)
+    p.add_argument("--nodegroups", metavar="FILE", default=None,
+                   help="node-group catalog (YAML or JSON); optional with --provider (discovery replaces it; "
+                        "the simulated provider is seeded from it)")
     p.add_argument("--node-group-label", default=DEFAULT_NODE_GROUP_LABEL,
                    help=f"node label naming a node's group (default {DEFAULT_NODE_GROUP_LABEL})")
     p.add_argument("-o", "--output", choices=OUTPUTS, default=None,
                    help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
     add_solver_flags(p)
+    add_cloud_flags(p)
+    add_kube_commands(sub)
+    from .controller.run import add_run_command
+
+    add_run_command(sub)
     return parser
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    objects = read_objects(args.cluster)
+    cloud = bool(args.provider or args.execute)
+    if cloud:
+        from .execute import check_args
+
+        check_args(args)
+    elif not args.nodegroups:
+        raise InputError("--nodegroups is required unless --provider discovers the node groups")
+    live_warnings: list[str] = []
+    if args.cluster:
+        objects = read_objects(args.cluster)
+    else:  # no file: the live cluster, read-only
+        objects, live_warnings = read_live_objects(args)
+    if cloud:
+        from .execute import run_from_args
+
+        return run_from_args(args, objects, live_warnings, solve_options(args), render)
     groups, warnings = load_catalog(args.nodegroups)
     cluster = ingest(objects, node_group_label=args.node_group_label)
+    cluster.warnings[:0] = live_warnings
     snap = build_snapshot(cluster, groups, warnings)
     plan = make_plan(snap, solve_options(args))
     fmt = args.output or ("table" if sys.stdout.isatty() and not args.output_file else "json")
@@ -77,10 +120,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan}
+def cmd_run(args: argparse.Namespace) -> int:
+    from .controller.run import cmd_run as run_controller  # imports kubernetes and the cloud: only when run
+
+    return run_controller(args)
+
+
+COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # `gangscale bench ...` = `python -m benchmarks ...` (parses its own flags)
+        from benchmarks.cli import main as bench_main
+
+        return bench_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -10,7 +10,10 @@ a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping  # abc isinstance is ~5x faster than typing.Mapping
+from typing import Any
+
+import orjson
 
 from .model import (
     API_COSCHEDULING,
@@ -32,7 +35,8 @@ from .resources import PODS, QuantityError, add, parse_resource_list, vmax
 DEFAULT_NODE_GROUP_LABEL = "gangscale.io/node-group"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
-NATIVE_PODGROUP_APIS = (API_PODGROUP_V1BETA1, API_PODGROUP_V1ALPHA2)
+# 1.37 serves v1beta1 and v1alpha3; 1.36 v1alpha2: the PodGroup fields gangscale reads are the same.
+NATIVE_PODGROUP_APIS = (API_PODGROUP_V1BETA1, "scheduling.k8s.io/v1alpha3", API_PODGROUP_V1ALPHA2)
 NATIVE_PODGROUP = "scheduling.k8s.io/PodGroup"  # family name before the version is known
 
 # Gang families: objects of different APIs with one name never merge.
@@ -89,11 +93,23 @@ def _str_map(raw: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(raw, where).items()}
 
 
+_RESOURCE_CACHE: dict[tuple, dict[str, int]] = {}  # all-string ResourceLists repeat across pods and nodes
+
+
 def _resources(raw: Any, where: str) -> dict[str, int]:
+    key = None
+    if type(raw) is dict and all(type(v) is str for v in raw.values()):
+        key = tuple(raw.items())
+        hit = _RESOURCE_CACHE.get(key)
+        if hit is not None:
+            return dict(hit)
     try:
-        return parse_resource_list(raw, field=where)
+        out = parse_resource_list(raw, field=where)
     except QuantityError as exc:
         raise ObjectError(str(exc)) from None
+    if key is not None and len(_RESOURCE_CACHE) < 100_000:
+        _RESOURCE_CACHE[key] = dict(out)
+    return out
 
 
 def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
@@ -212,6 +228,39 @@ def pod_placement(spec: Mapping[str, Any]) -> Placement:
     return Placement(selector, tuple(terms), tuple(tolerations))
 
 
+# Pods of one workload share their spec: parse each distinct requests/placement once. The key is the
+# exact JSON of the fields the parser reads (a different key order only costs a cache miss).
+_REQUESTS_CACHE: dict[bytes, dict[str, int]] = {}
+_PLACEMENT_CACHE: dict[bytes, Placement] = {}
+
+
+def _spec_key(spec: Mapping[str, Any], fields: tuple[str, ...]) -> bytes | None:
+    try:
+        return orjson.dumps([spec.get(f) for f in fields])
+    except TypeError:  # not plain JSON (hand-built objects): parse without the cache
+        return None
+
+
+def _pod_requests_cached(spec: Mapping[str, Any]) -> dict[str, int]:
+    key = _spec_key(spec, ("containers", "initContainers", "resources", "overhead"))
+    hit = _REQUESTS_CACHE.get(key) if key is not None else None
+    if hit is None:
+        hit = pod_requests(spec)
+        if key is not None and len(_REQUESTS_CACHE) < 100_000:
+            _REQUESTS_CACHE[key] = hit
+    return dict(hit)
+
+
+def _pod_placement_cached(spec: Mapping[str, Any]) -> Placement:
+    key = _spec_key(spec, ("nodeSelector", "affinity", "tolerations"))
+    hit = _PLACEMENT_CACHE.get(key) if key is not None else None
+    if hit is None:
+        hit = pod_placement(spec)  # immutable: safe to share
+        if key is not None and len(_PLACEMENT_CACHE) < 100_000:
+            _PLACEMENT_CACHE[key] = hit
+    return hit
+
+
 def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
     """(family, group name) the pod points at, or None for an ungrouped pod."""
     sg = spec.get("schedulingGroup")
@@ -246,6 +295,8 @@ class _GroupDef:
     topology_keys: tuple[str, ...] = ()
     invalid: str | None = None
     created: str = ""
+    uid: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
@@ -311,6 +362,8 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
                 cluster.nodes.append(parse_node(obj, node_group_label))
             elif kind == "Pod":
                 pods.append(_ingest_pod(obj))
+            elif kind == "Workload" and api != API_WORKLOAD:
+                continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
             elif kind == "PodGroup" or kind == "Workload":
                 _ingest_group(obj, kind, api, defs)
         except ObjectError as exc:
@@ -324,8 +377,8 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
         ns, family, name = key
         if d.api == API_WORKLOAD:
             continue  # Workload pod groups become gangs per replica key, when pods point at them
-        gangs[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,
-                          invalid=d.invalid, created=d.created)  # type: ignore[arg-type]
+        gangs[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,  # type: ignore[arg-type]
+                          invalid=d.invalid, created=d.created, uid=d.uid, annotations=d.annotations)
 
     for pod, key, problem in pods:
         if pod is None or key is None:
@@ -335,7 +388,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             gang = gangs[key] = _gang_for(key, defs, pod)
         if problem and not gang.invalid:
             gang.invalid = f"pod {pod.key}: {problem}"
-        if pod.node_name:
+        if pod.node_name and not pod.terminal:
             gang.bound += 1
         elif pod.phase == "Pending" and not problem:
             gang.pending.append(pod)
@@ -361,6 +414,9 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
     ns = str(meta.get("namespace") or "default")
     name = str(meta["name"])
     created = str(meta.get("creationTimestamp") or "")
+    uid = str(meta.get("uid") or "")
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()} \
+        if isinstance(meta.get("annotations"), Mapping) else {}
     if kind == "PodGroup" and api in NATIVE_PODGROUP_APIS:
         key = (ns, FAMILY_NATIVE, name)
         parse = lambda: _parse_native_podgroup(obj, api)  # noqa: E731
@@ -381,9 +437,10 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
             key = (ns, FAMILY_WORKLOAD, f"{name}/{pg_name}")
             try:
                 policy, min_count = _native_policy(_map(pg.get("policy"), f"{where}.policy"), f"{where}.policy")
-                defs[key] = _GroupDef(API_WORKLOAD, policy, min_count, created=created)
+                defs[key] = _GroupDef(API_WORKLOAD, policy, min_count, created=created, uid=uid,
+                                      annotations=annotations)
             except ObjectError as exc:
-                defs[key] = _GroupDef(API_WORKLOAD, invalid=f"Workload {ns}/{name}: {exc}", created=created)
+                defs[key] = _GroupDef(API_WORKLOAD, invalid=f"Workload {ns}/{name}: {exc}", created=created, uid=uid)
         return
     else:
         raise ObjectError(f"unsupported apiVersion {api!r} for {kind}")
@@ -393,7 +450,7 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
         d = parse()
     except ObjectError as exc:
         d = _GroupDef(api, invalid=f"{kind} {ns}/{name}: {exc}")
-    d.created = created
+    d.created, d.uid, d.annotations = created, uid, annotations
     defs[key] = d
 
 
@@ -401,13 +458,15 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
     """The gang a pod belongs to when no group object was listed under its key."""
     ns, family, name = key
     if family == FAMILY_NONE:
-        return Gang(ns, name, API_NONE, "basic", 1, created=pod.created)
+        return Gang(ns, name, API_NONE, "basic", 1, created=pod.created, uid=pod.uid, annotations=pod.annotations)
     if family == FAMILY_WORKLOAD:
         # `<workload>/<podGroup>/<replicaKey>`: the policy lives on `<workload>/<podGroup>`.
         base = "/".join(name.split("/")[:2])
         d = defs.get((ns, FAMILY_WORKLOAD, base))
         if d is not None:
-            return Gang(ns, name, API_WORKLOAD, d.policy, d.min_count, d.priority, invalid=d.invalid, created=d.created)
+            replica = name[len(base) + 1:]
+            return Gang(ns, name, API_WORKLOAD, d.policy, d.min_count, d.priority, invalid=d.invalid,  # type: ignore[arg-type]
+                        created=d.created, uid=f"{d.uid}/{replica}" if replica else d.uid, annotations=d.annotations)
         return Gang(ns, name, API_WORKLOAD, exists=False)
     api = {FAMILY_NATIVE: NATIVE_PODGROUP, FAMILY_COSCHED: API_COSCHEDULING, FAMILY_VOLCANO: API_VOLCANO}[family]
     return Gang(ns, name, api, exists=False)
@@ -424,12 +483,15 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
         namespace=ns,
         name=str(meta["name"]),
         uid=str(meta.get("uid") or ""),
-        requests=pod_requests(spec),
-        placement=pod_placement(spec),
+        requests=_pod_requests_cached(spec),
+        placement=_pod_placement_cached(spec),
         priority=_int_field(priority if priority is not None else 0, "spec.priority"),
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
         phase=str(status.get("phase") or "Pending"),
         created=str(meta.get("creationTimestamp") or ""),
+        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        owner_kinds=tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+                          if isinstance(o, Mapping)),
         scheduling_gates=tuple(
             str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
         ),

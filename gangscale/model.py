@@ -68,6 +68,8 @@ class Pod:
     group_api: str = API_NONE
     created: str = ""
     scheduling_gates: tuple[str, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner_kinds: tuple[str, ...] = ()  # e.g. ("DaemonSet",): such pods never keep a node from scale-down
 
     @property
     def key(self) -> str:
@@ -126,6 +128,8 @@ class Gang:
     exists: bool = True  # False: pods point at a group object that is missing
     invalid: str | None = None  # reason naming the bad field
     created: str = ""
+    uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
+    annotations: dict[str, str] = field(default_factory=dict)  # of the group object (or the lone pod)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -96,3 +96,18 @@ def test_same_object_listed_in_two_versions_is_read_once():
 def test_succeeded_and_failed_pods_hold_no_capacity():
     objs = [pod("done", node="n1", phase="Succeeded"), pod("running", node="n1")]
     assert [p.name for p in ingest(objs).bound] == ["running"]
+
+
+def test_newer_workloads_are_templates_and_v1alpha3_podgroups_are_read():
+    objs = [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w"}, "spec": {}},
+            podgroup("pg", min_count=1, version="v1alpha3"), pod("a", group="pg")]
+    cluster = ingest(objs)
+    assert cluster.warnings == []
+    assert [(g.api, len(g.pending)) for g in cluster.gangs] == [("scheduling.k8s.io/v1alpha3", 1)]
+
+
+def test_finished_members_do_not_count_toward_quorum():
+    objs = [podgroup("pg", min_count=3), pod("done", group="pg", node="n1", phase="Succeeded"),
+            pod("up", group="pg", node="n1"), pod("new", group="pg")]
+    (g,) = ingest(objs).gangs
+    assert (g.bound, len(g.pending)) == (1, 1)

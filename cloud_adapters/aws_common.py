@@ -1,0 +1,190 @@
+"""What every AWS adapter shares: clients with retries, error translation, cached type lookups.
+
+Clients use botocore's `adaptive` (or `standard`) retry mode so throttling is
+retried with backoff before it surfaces as a ThrottledError. Credentials come
+from boto3's default chain and are never read, printed or logged here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Literal
+
+from .base import SystemReserve
+from .cache import TTLMemo
+from .errors import CloudError, NotFoundError, PermissionError_, error_class
+from .template import MachineShape, TemplateError, shape_from_describe
+
+log = logging.getLogger("gangscale.cloud")
+
+RetryMode = Literal["standard", "adaptive", "legacy"]
+
+
+@dataclass(slots=True)
+class AwsOptions:
+    """Connection, retry, cache and wait settings for the AWS adapters."""
+
+    region: str | None = None
+    endpoint_url: str | None = None  # tests point this at a local moto server
+    retry_mode: RetryMode = "adaptive"
+    max_attempts: int = 8
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    groups_ttl: float = 10.0  # DescribeAutoScalingGroups / DescribeNodegroup: changes often
+    templates_ttl: float = 300.0  # launch templates, launch configurations, subnets
+    instance_types_ttl: float = 3600.0  # DescribeInstanceTypes: fixed per type
+    reserve: SystemReserve = field(default_factory=SystemReserve)
+    poll_interval: float = 5.0  # between DescribeUpdate / DescribeInstances polls
+    update_timeout: float = 600.0  # EKS UpdateNodegroupConfig
+    running_timeout: float = 600.0  # aws-fleet: instances running before AttachInstances
+    sleep: Callable[[float], None] = time.sleep
+
+
+_USERINFO = re.compile(r"//[^/@]*@")
+
+
+def redact_url(url: str | None) -> str:
+    """An endpoint URL without any user:password part, fit for logs."""
+    return _USERINFO.sub("//***@", url) if url else ""
+
+
+class AwsClients:
+    """Lazily built boto3 clients sharing one session and one retry configuration."""
+
+    def __init__(self, options: AwsOptions, session: Any | None = None):
+        import boto3
+        from botocore.config import Config
+
+        self.options = options
+        self._session = session or boto3.session.Session(region_name=options.region)
+        self._config = Config(
+            retries={"mode": options.retry_mode, "total_max_attempts": options.max_attempts},
+            connect_timeout=options.connect_timeout,
+            read_timeout=options.read_timeout,
+            user_agent_extra="gangscale",
+        )
+        self._clients: dict[str, Any] = {}
+
+    @property
+    def region(self) -> str | None:
+        return self.options.region or self._session.region_name
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            from botocore.exceptions import NoRegionError
+
+            try:
+                self._clients[service] = self._session.client(
+                    service, endpoint_url=self.options.endpoint_url, config=self._config,
+                    region_name=self.options.region)
+            except NoRegionError:
+                raise CloudError("no AWS region: pass --region or set AWS_REGION", code="NoRegion") from None
+            log.debug("aws client %s endpoint=%s", service, redact_url(self.options.endpoint_url) or "default")
+        return self._clients[service]
+
+
+@contextmanager
+def translated(provider: str, operation: str, group: str = "") -> Iterator[None]:
+    """Turn botocore exceptions into typed CloudErrors (message and code only, never request parameters)."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    try:
+        yield
+    except ClientError as exc:
+        err = exc.response.get("Error", {}) if isinstance(exc.response, dict) else {}
+        code = str(err.get("Code") or "")
+        message = str(err.get("Message") or code or "request failed")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(exc.response, dict) else None
+        cls = error_class(code)
+        if cls is CloudError and status == 404:
+            cls = NotFoundError
+        if cls is CloudError and status == 403:
+            cls = PermissionError_
+        raise cls(message, code=code, operation=operation, group=group, provider=provider) from None
+    except (NoCredentialsError, PartialCredentialsError) as exc:
+        raise PermissionError_(f"no usable AWS credentials ({type(exc).__name__})", code=type(exc).__name__,
+                               operation=operation, group=group, provider=provider) from None
+    except BotoCoreError as exc:
+        raise CloudError(str(exc).splitlines()[0][:300], code=type(exc).__name__, operation=operation, group=group,
+                         provider=provider) from None
+
+
+def aws_call(clients: AwsClients, provider: str, service: str, operation: str, group: str = "", **params: Any) -> Any:
+    """One API call by its operation name (`SetDesiredCapacity`), errors typed."""
+    client = clients.client(service)
+    method = getattr(client, _snake(operation))
+    log.debug("%s %s %s", service, operation, group)
+    with translated(provider, operation, group):
+        return method(**params)
+
+
+def aws_pages(clients: AwsClients, provider: str, service: str, operation: str, key: str, **params: Any) -> list[Any]:
+    """Every item under `key` across all pages."""
+    client = clients.client(service)
+    out: list[Any] = []
+    with translated(provider, operation):
+        for page in client.get_paginator(_snake(operation)).paginate(**params):
+            out.extend(page.get(key, []))
+    return out
+
+
+def _snake(operation: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
+
+
+class InstanceTypes:
+    """DescribeInstanceTypes, batched and cached for `instance_types_ttl` seconds."""
+
+    def __init__(self, clients: AwsClients, provider: str):
+        self._clients = clients
+        self._provider = provider
+        self._memo: TTLMemo[MachineShape | str] = TTLMemo(clients.options.instance_types_ttl)
+
+    def prefetch(self, names: set[str]) -> None:
+        """One call for every type not cached yet; a bad name falls back to one call per type."""
+        missing = sorted(n for n in names if self._memo.peek(n) is None)
+        for i in range(0, len(missing), 100):
+            chunk = missing[i:i + 100]
+            try:
+                infos = aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
+                                 InstanceTypes=chunk)["InstanceTypes"]
+            except CloudError as exc:
+                if isinstance(exc, PermissionError_) or exc.retryable:
+                    raise
+                continue  # one unknown name spoils the batch: shape() asks one by one
+            for info in infos:
+                self._memo.put(info["InstanceType"], self._shape_or_reason(info))
+
+    def shape(self, name: str) -> MachineShape:
+        value = self._memo.get(name, lambda: self._describe_one(name))
+        if isinstance(value, str):
+            raise TemplateError(value)
+        return value
+
+    def _describe_one(self, name: str) -> MachineShape | str:
+        try:
+            infos = aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
+                             InstanceTypes=[name])["InstanceTypes"]
+        except CloudError as exc:
+            if isinstance(exc, PermissionError_) or exc.retryable:
+                raise
+            return f"instance type {name!r} is unknown to EC2 ({exc.message})"
+        if not infos:
+            return f"instance type {name!r} is unknown to EC2"
+        return self._shape_or_reason(infos[0])
+
+    @staticmethod
+    def _shape_or_reason(info: dict[str, Any]) -> MachineShape | str:
+        try:
+            return shape_from_describe(info)
+        except TemplateError as exc:
+            return str(exc)

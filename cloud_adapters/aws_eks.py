@@ -1,0 +1,257 @@
+"""`aws-eks`: EKS managed node groups through the EKS API.
+
+Templates from the node group's instance types (the smallest when several),
+labels and taints; growth through UpdateNodegroupConfig, then waiting on
+DescribeUpdate so a rejected update is reported, not assumed. Nodes are
+matched by their `eks.amazonaws.com/nodegroup` label or, through the backing
+Auto Scaling group's instances, by providerID.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from gangscale.model import Node, Taint
+
+from .aws_asg import ASG_STATES
+from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages
+from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
+from .cache import TTLMemo
+from .errors import (
+    CapacityError,
+    CloudError,
+    ConflictError,
+    NotFoundError,
+    SizeLimitError,
+    classify_message,
+    error_class,
+)
+from .tags import TagError, discovery_state, parse_template_tags, tag_map
+from .template import MachineShape, TemplateError, build_template
+
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+_PLANNABLE = ("ACTIVE", "UPDATING", "DEGRADED")
+# EKS update error codes that mean "no room" rather than "misconfigured".
+_UPDATE_CAPACITY = {"InsufficientFreeAddresses", "EniLimitReached", "IpNotAvailable", "AsgInstanceLaunchFailures"}
+
+
+class EksProvider(NodeGroupProvider):
+    """The cluster's managed node groups tagged `k8s.io/cluster-autoscaler/enabled=true`."""
+
+    name = "aws-eks"
+
+    def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
+        super().__init__()
+        if not cluster_name:
+            raise CloudError("an EKS cluster name is needed (--cluster-name)", code="NoClusterName",
+                             provider=self.name)
+        self.cluster_name = cluster_name
+        self.options = options or AwsOptions()
+        self.clients = clients or AwsClients(self.options)
+        self.types = InstanceTypes(self.clients, self.name)
+        self._static: TTLMemo[Any] = TTLMemo(self.options.templates_ttl)
+        self._raw: dict[str, dict[str, Any]] = {}
+
+    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
+        return aws_call(self.clients, self.name, service, operation, group, **params)
+
+    def _nodegroup(self, group: str) -> dict[str, Any]:
+        return self._call("eks", "DescribeNodegroup", group, clusterName=self.cluster_name,
+                          nodegroupName=group)["nodegroup"]
+
+    # ------------------------------------------------------------ discovery
+    def _discover(self) -> Discovery:
+        out = Discovery()
+        names = aws_pages(self.clients, self.name, "eks", "ListNodegroups", "nodegroups",
+                          clusterName=self.cluster_name)
+        raws = [self._nodegroup(n) for n in sorted(names)]
+        tagged = [r for r in raws if discovery_state(tag_map(r.get("tags")), None) != "untagged"]
+        self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
+        self._raw = {}
+        for raw in tagged:
+            name = raw["nodegroupName"]
+            try:
+                out.groups.append(self._template_of(raw, out.warnings))
+                self._raw[name] = raw
+            except (TagError, TemplateError, NotFoundError) as exc:
+                out.warnings.append(f"{self.name} node group {name}: skipped: {exc}")
+        return out
+
+    def _template_of(self, raw: dict[str, Any], warnings: list[str]):
+        name = raw["nodegroupName"]
+        tags = tag_map(raw.get("tags"))
+        why = discovery_state(tags, None)
+        if why:
+            raise TagError(why)
+        if raw.get("status") not in _PLANNABLE:
+            raise TemplateError(f"status is {raw.get('status')!r}")
+        template_tags = parse_template_tags(tags)
+        warnings.extend(f"{self.name} node group {name}: {n}" for n in template_tags.notes)
+        taints = []
+        for t in raw.get("taints") or []:
+            effect = _EFFECTS.get(str(t.get("effect")))
+            if not effect or not t.get("key"):
+                raise TemplateError(f"taint {t!r} has no key or an unknown effect")
+            taints.append(Taint(str(t["key"]), str(t.get("value") or ""), effect))
+        labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
+        labels[NODEGROUP_LABEL] = name
+        labels[CAPACITY_TYPE_LABEL] = str(raw.get("capacityType") or "ON_DEMAND")
+        scaling = raw.get("scalingConfig") or {}
+        return build_template(
+            name, self._shape(raw), min_size=int(scaling.get("minSize", 0)), max_size=int(scaling.get("maxSize", 0)),
+            target_size=int(scaling.get("desiredSize", 0)), tags=template_tags, reserve=self.options.reserve,
+            zones=self._zones(raw.get("subnets") or [], name), region=self.clients.region, labels=labels,
+            taints=taints)
+
+    def _shape(self, raw: dict[str, Any]) -> MachineShape:
+        types = list(raw.get("instanceTypes") or [])
+        if not types and raw.get("launchTemplate"):
+            types = [self._launch_template_type(raw["launchTemplate"], raw["nodegroupName"])]
+        if not types:
+            raise TemplateError("names no instance type")
+        return min((self.types.shape(t) for t in types), key=lambda s: s.size_key)
+
+    def _launch_template_type(self, lt: dict[str, Any], group: str) -> str:
+        params: dict[str, Any] = {"LaunchTemplateId": lt["id"]} if lt.get("id") else {"LaunchTemplateName": lt["name"]}
+        params["Versions"] = [str(lt.get("version") or "$Default")]
+        key = ("lt", params.get("LaunchTemplateId") or params.get("LaunchTemplateName"), params["Versions"][0])
+
+        def load() -> str:
+            versions = self._call("ec2", "DescribeLaunchTemplateVersions", group, **params)["LaunchTemplateVersions"]
+            itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
+            if not itype:
+                raise TemplateError("neither the node group nor its launch template names an instance type")
+            return str(itype)
+
+        return self._static.get(key, load)
+
+    def _zones(self, subnets: list[str], group: str) -> list[str]:
+        if not subnets:
+            return []
+        key = ("subnets", tuple(sorted(subnets)))
+
+        def load() -> list[str]:
+            try:
+                found = self._call("ec2", "DescribeSubnets", group, SubnetIds=list(subnets))["Subnets"]
+            except NotFoundError:
+                return []  # no zone label: a zone-pinned pod will not be planned onto the group
+            return sorted({s["AvailabilityZone"] for s in found})
+
+        return self._static.get(key, load)
+
+    # --------------------------------------------------------------- sizing
+    def target_size(self, group: str) -> int:
+        return int(self._nodegroup(group).get("scalingConfig", {}).get("desiredSize", 0))
+
+    def _set_desired(self, group: str, raw: dict[str, Any], desired: int) -> None:
+        scaling = dict(raw.get("scalingConfig") or {})
+        scaling["desiredSize"] = desired
+        update = self._call("eks", "UpdateNodegroupConfig", group, clusterName=self.cluster_name,
+                            nodegroupName=group, scalingConfig=scaling)["update"]
+        self._wait(group, update)
+
+    def _wait(self, group: str, update: dict[str, Any]) -> None:
+        """Poll DescribeUpdate until the update is final; a failed one becomes a typed error."""
+        waited = 0.0
+        while update.get("status") == "InProgress":
+            if waited >= self.options.update_timeout:
+                raise ConflictError(f"update {update.get('id')} still in progress after {waited:.0f}s",
+                                    code="UpdateTimeout", operation="DescribeUpdate", group=group,
+                                    provider=self.name)
+            self.options.sleep(self.options.poll_interval)
+            waited += self.options.poll_interval
+            update = self._call("eks", "DescribeUpdate", group, name=self.cluster_name, nodegroupName=group,
+                                updateId=update["id"])["update"]
+        if update.get("status") in ("Failed", "Cancelled"):
+            errors = update.get("errors") or [{}]
+            code = str(errors[0].get("errorCode") or "UpdateFailed")
+            text = str(errors[0].get("errorMessage") or f"update {update.get('status', '').lower()}")
+            cls = issue_error(code, text)
+            raise cls(text, code=code, operation="UpdateNodegroupConfig", group=group, provider=self.name)
+
+    def increase_size(self, group: str, delta: int) -> ScaleResult:
+        self._check_delta(group, delta, self.name)
+        raw = self._nodegroup(group)
+        scaling = raw.get("scalingConfig") or {}
+        cur, top = int(scaling.get("desiredSize", 0)), int(scaling.get("maxSize", 0))
+        if cur + delta > top:
+            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}",
+                                 operation="UpdateNodegroupConfig", group=group, provider=self.name)
+        self._set_desired(group, raw, cur + delta)
+        return ScaleResult(group, cur, cur + delta)
+
+    def decrease_target_size(self, group: str, delta: int) -> ScaleResult:
+        self._check_delta(group, delta, self.name)
+        raw = self._nodegroup(group)
+        scaling = raw.get("scalingConfig") or {}
+        cur = int(scaling.get("desiredSize", 0))
+        live = sum(1 for i in self._asg_instances(raw) if i.state != "deleting")
+        new = cur - delta
+        if new < live or new < int(scaling.get("minSize", 0)):
+            raise SizeLimitError(f"desired {cur} - {delta} is below the group's {live} instances or its min size",
+                                 operation="UpdateNodegroupConfig", group=group, provider=self.name)
+        self._set_desired(group, raw, new)
+        return ScaleResult(group, cur, new)
+
+    def delete_instances(self, group: str, instance_ids: list[str]) -> ScaleResult:
+        """EKS has no per-instance API: terminate through the backing ASG with decrement, as CA does."""
+        raw = self._nodegroup(group)
+        members = {i.id for i in self._asg_instances(raw)}
+        strangers = [i for i in instance_ids if i not in members]
+        if strangers:
+            raise NotFoundError(f"instances {', '.join(strangers)} are not in the node group",
+                                operation="TerminateInstanceInAutoScalingGroup", group=group, provider=self.name)
+        cur = int((raw.get("scalingConfig") or {}).get("desiredSize", 0))
+        for iid in instance_ids:
+            self._call("autoscaling", "TerminateInstanceInAutoScalingGroup", group, InstanceId=iid,
+                       ShouldDecrementDesiredCapacity=True)
+        return ScaleResult(group, cur, cur - len(instance_ids), tuple(instance_ids))
+
+    # ---------------------------------------------------------- observation
+    def _asg_instances(self, raw: dict[str, Any]) -> list[Instance]:
+        names = [a["name"] for a in (raw.get("resources") or {}).get("autoScalingGroups") or [] if a.get("name")]
+        if not names:
+            return []
+        asgs = self._call("autoscaling", "DescribeAutoScalingGroups", raw["nodegroupName"],
+                          AutoScalingGroupNames=names)["AutoScalingGroups"]
+        return [Instance(i["InstanceId"], raw["nodegroupName"], ASG_STATES.get(i.get("LifecycleState", ""), "running"),
+                         i.get("AvailabilityZone", "")) for a in asgs for i in a.get("Instances", [])]
+
+    def instances(self, group: str) -> list[Instance]:
+        return self._asg_instances(self._nodegroup(group))
+
+    def launch_failures(self, group: str, since: datetime) -> list[LaunchFailure]:
+        """Health issues of the node group; EKS gives them no time, so `since` cannot filter them."""
+        issues = (self._nodegroup(group).get("health") or {}).get("issues") or []
+        out = []
+        for issue in issues:
+            code = str(issue.get("code") or "")
+            text = str(issue.get("message") or code)
+            cls = issue_error(code, text)
+            out.append(LaunchFailure(group, None, cls(text, code=code, operation="DescribeNodegroup", group=group,
+                                                      provider=self.name)))
+        return out
+
+    def instance_groups(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for raw in self._raw.values():
+            out.update({i.id: i.group for i in self._asg_instances(raw)})
+        return out
+
+    def group_of_node(self, node: Node, instance_groups: dict[str, str]) -> str | None:
+        label = node.labels.get(NODEGROUP_LABEL)
+        if label and label in self._raw:
+            return label
+        return super().group_of_node(node, instance_groups)
+
+
+def issue_error(code: str, text: str) -> type[CloudError]:
+    """The typed error of an EKS update error or health issue (its code, else its words)."""
+    if code in _UPDATE_CAPACITY:
+        by_text = classify_message(text)
+        return by_text if by_text is not CloudError else CapacityError
+    cls = error_class(code)
+    return cls if cls is not CloudError else classify_message(text, code)

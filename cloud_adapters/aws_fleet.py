@@ -1,0 +1,153 @@
+"""`aws-fleet`: a gang's nodes all together or not at all, then handed to their Auto Scaling group.
+
+EC2 Fleet `Type=instant` with `MinTargetCapacity` equal to the total and
+`SingleAvailabilityZone`/`SingleInstanceType` launches every node of the
+request in one zone or none; gangscale checks the count anyway and gives
+back a partial result itself. The instances then join the group through
+AttachInstances (which raises its desired capacity), so from then on the
+group, its scale-in and Cluster Autoscaler treat them like any other member.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .aws_asg import AsgProvider, LaunchSpec, launch_spec
+from .base import ScaleResult
+from .errors import CapacityError, CloudError, NotFoundError, SizeLimitError, error_class
+from .tags import NODE_GROUP_TAG, tag_map
+from .template import TemplateError
+
+ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
+_ENDED = ("shutting-down", "terminated", "stopping", "stopped")
+
+
+class FleetProvider(AsgProvider):
+    """Auto Scaling groups discovered as in aws-asg, grown atomically with EC2 Fleet."""
+
+    name = "aws-fleet"
+    atomic = True
+
+    def _check_group(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]) -> None:
+        name = raw["AutoScalingGroupName"]
+        if spec.launch_configuration:
+            raise TemplateError("aws-fleet launches from the group's launch template; this group has a launch "
+                                "configuration (migrate it to a launch template or use aws-asg)")
+        zones = raw.get("AvailabilityZones") or []
+        suspended = {p.get("ProcessName") for p in raw.get("SuspendedProcesses") or []}
+        if len(zones) > 1 and "AZRebalance" not in suspended:
+            warnings.append(f"{self.name} group {name}: spans {len(zones)} zones and AZRebalance is active; "
+                            "the group may move a single-zone gang's nodes (suspend AZRebalance)")
+
+    def increase_size(self, group: str, delta: int) -> ScaleResult:
+        self._check_delta(group, delta, self.name)
+        raw = self._group(group)
+        cur, top = int(raw["DesiredCapacity"]), int(raw["MaxSize"])
+        if cur + delta > top:
+            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}", operation="CreateFleet",
+                                 group=group, provider=self.name)
+        spec = launch_spec(raw)
+        itype = self.template(group).instance_type
+        ids = self._launch(group, raw, spec, itype, delta)
+        try:
+            self._wait_running(group, ids)
+            self._attach(group, ids)
+        except CloudError as exc:
+            self._rollback(group, ids, exc)
+            raise
+        self._groups.invalidate()
+        return ScaleResult(group, cur, cur + delta, tuple(ids))
+
+    # ---------------------------------------------------------------- steps
+    def _launch(self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int) -> list[str]:
+        subnets = [s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()]
+        if subnets:
+            overrides = [{"InstanceType": itype, "SubnetId": s} for s in subnets]
+        else:
+            overrides = [{"InstanceType": itype, "AvailabilityZone": z} for z in raw.get("AvailabilityZones") or []]
+        tags = [{"Key": k, "Value": v} for k, v in tag_map(
+            [t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")]).items() if not k.startswith("aws:")]
+        tags.append({"Key": NODE_GROUP_TAG, "Value": group})
+        resp = self._call(
+            "ec2", "CreateFleet", group,
+            Type="instant",
+            ClientToken=f"gangscale-{uuid.uuid4()}",  # a retried call cannot launch twice
+            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": spec.template_ref(), "Overrides": overrides}],
+            TargetCapacitySpecification={"TotalTargetCapacity": n, "OnDemandTargetCapacity": n,
+                                         "DefaultTargetCapacityType": "on-demand"},
+            OnDemandOptions={"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": n},
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
+        ids = [i for item in resp.get("Instances") or [] for i in item.get("InstanceIds") or []]
+        if len(ids) >= n:
+            return ids
+        errors = resp.get("Errors") or []
+        code = str(errors[0].get("ErrorCode") or "") if errors else "UnfulfillableCapacity"
+        text = str(errors[0].get("ErrorMessage") or code) if errors else "fleet returned fewer instances"
+        cls = error_class(code)
+        cls = cls if cls is not CloudError else CapacityError
+        note = ""
+        if ids:
+            note = self._terminate(group, ids)
+        raise cls(f"{len(ids)} of {n} {itype} instances launched, none kept: {text}{note}", code=code,
+                  operation="CreateFleet", group=group, provider=self.name)
+
+    def _wait_running(self, group: str, ids: list[str]) -> None:
+        """AttachInstances takes running instances only."""
+        waited = 0.0
+        while True:
+            try:
+                reservations = self._call("ec2", "DescribeInstances", group, InstanceIds=ids)["Reservations"]
+                states = {i["InstanceId"]: i for r in reservations for i in r.get("Instances", [])}
+            except NotFoundError:
+                states = {}  # eventual consistency right after launch
+            ended = [i for i in states.values() if i.get("State", {}).get("Name") in _ENDED]
+            if ended:
+                reason = (ended[0].get("StateReason") or {}).get("Message", "")
+                raise CapacityError(f"instance {ended[0]['InstanceId']} ended before joining the group {reason}".strip(),
+                                    code="InstanceEnded", operation="DescribeInstances", group=group,
+                                    provider=self.name)
+            if len(states) == len(ids) and all(i.get("State", {}).get("Name") == "running" for i in states.values()):
+                return
+            if waited >= self.options.running_timeout:
+                raise CapacityError(f"instances not running after {waited:.0f}s", code="LaunchTimeout",
+                                    operation="DescribeInstances", group=group, provider=self.name)
+            self.options.sleep(self.options.poll_interval)
+            waited += self.options.poll_interval
+
+    def _attach(self, group: str, ids: list[str]) -> None:
+        for i in range(0, len(ids), ATTACH_BATCH):
+            self._call("autoscaling", "AttachInstances", group, AutoScalingGroupName=group,
+                       InstanceIds=ids[i:i + ATTACH_BATCH])
+
+    def _terminate(self, group: str, ids: list[str]) -> str:
+        """Give back instances that are not in the group; a note for the error message when that fails."""
+        try:
+            self._call("ec2", "TerminateInstances", group, InstanceIds=ids)
+        except CloudError as exc:
+            return f" (and terminating {', '.join(ids)} failed: {exc}; terminate them by hand)"
+        return ""
+
+    def _rollback(self, group: str, ids: list[str], cause: CloudError) -> None:
+        """Undo a launch that cannot be completed: attached ones leave with decrement, the rest terminate."""
+        try:
+            members = {i["InstanceId"] for i in self._group(group).get("Instances", [])}
+        except CloudError:
+            members = set()
+        attached = [i for i in ids if i in members]
+        loose = [i for i in ids if i not in members]
+        notes = []
+        for iid in attached:
+            try:
+                self._call("autoscaling", "TerminateInstanceInAutoScalingGroup", group, InstanceId=iid,
+                           ShouldDecrementDesiredCapacity=True)
+            except CloudError as exc:
+                notes.append(f"{iid}: {exc}")
+        if loose:
+            note = self._terminate(group, loose)
+            if note:
+                notes.append(note.strip(" ()"))
+        self._groups.invalidate()
+        if notes:
+            cause.message += f" (rollback incomplete: {'; '.join(notes)})"

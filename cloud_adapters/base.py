@@ -1,0 +1,157 @@
+"""The one narrow interface every cloud implements (after Cluster Autoscaler's NodeGroup).
+
+Adapters speak in `gangscale.model.NodeGroup` templates and plain ints; they
+know nothing of pods or the solver. A template's `current_size` is the
+group's *target* size, so the snapshot counts target-minus-registered nodes
+as capacity already on its way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from gangscale.model import Node, NodeGroup
+
+from .errors import CloudError, NotFoundError, UnsupportedError
+
+InstanceState = Literal["launching", "running", "deleting", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One machine of a group, as the cloud sees it (CA's cloudprovider.Instance)."""
+
+    id: str
+    group: str
+    state: InstanceState
+    zone: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    """A launch the cloud tried and gave up on, with the typed error it means."""
+
+    group: str
+    when: datetime | None
+    error: CloudError
+
+
+@dataclass(slots=True)
+class Discovery:
+    """The groups a provider found, and why any others were skipped."""
+
+    groups: list[NodeGroup] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleResult:
+    """A size change as applied: target before and after, instances when known."""
+
+    group: str
+    before: int
+    after: int
+    instance_ids: tuple[str, ...] = ()
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+
+@dataclass(frozen=True, slots=True)
+class SystemReserve:
+    """Capacity held back on every node beyond the EKS AMI's kube-reserved (daemonsets, OS)."""
+
+    cpu_millis: int = 0
+    memory_mib: int = 0
+
+
+def instance_id_from_provider_id(provider_id: str) -> str:
+    """`aws:///us-east-1a/i-0abc` -> `i-0abc`; `sim:///zone/sim-1` -> `sim-1`; '' when absent."""
+    if not provider_id or "://" not in provider_id:
+        return ""
+    return provider_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+class NodeGroupProvider(ABC):
+    """Discover groups, read and change their target size, report launches in flight or failed."""
+
+    name: ClassVar[str] = "abstract"
+    #: True when `increase_size` itself is all-or-nothing (every node arrives or none).
+    atomic: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self._templates: dict[str, NodeGroup] = {}
+
+    # ------------------------------------------------------------ discovery
+    @abstractmethod
+    def _discover(self) -> Discovery:
+        """Ask the cloud for the groups; one bad group becomes a warning, not an exception."""
+
+    def discover(self) -> Discovery:
+        found = self._discover()
+        self._templates = {g.name: g for g in found.groups}
+        return found
+
+    def template(self, group: str) -> NodeGroup:
+        """The node template of a discovered group (CA's TemplateNodeInfo)."""
+        if group not in self._templates:
+            self.discover()
+        try:
+            return self._templates[group]
+        except KeyError:
+            raise NotFoundError(f"no discovered node group named {group!r}", group=group, provider=self.name) from None
+
+    # --------------------------------------------------------------- sizing
+    @abstractmethod
+    def target_size(self, group: str) -> int:
+        """The group's target (desired) size, read fresh from the cloud."""
+
+    @abstractmethod
+    def increase_size(self, group: str, delta: int) -> ScaleResult:
+        """Raise the target by `delta`; nodes may arrive one by one, or some not at all."""
+
+    def atomic_increase_size(self, group: str, delta: int) -> ScaleResult:
+        """Add `delta` nodes all together or none (CA's AtomicIncreaseSize)."""
+        if self.atomic:
+            return self.increase_size(group, delta)
+        raise UnsupportedError(f"{self.name} cannot add nodes atomically; use aws-fleet", group=group,
+                               provider=self.name)
+
+    @abstractmethod
+    def delete_instances(self, group: str, instance_ids: list[str]) -> ScaleResult:
+        """Give back these instances and lower the target by as many (CA's DeleteNodes)."""
+
+    @abstractmethod
+    def decrease_target_size(self, group: str, delta: int) -> ScaleResult:
+        """Lower the target by `delta` without touching registered instances (CA's DecreaseTargetSize)."""
+
+    # ---------------------------------------------------------- observation
+    @abstractmethod
+    def instances(self, group: str) -> list[Instance]:
+        """The group's instances, with launches in flight and failed ones."""
+
+    @abstractmethod
+    def launch_failures(self, group: str, since: datetime) -> list[LaunchFailure]:
+        """Launches that failed at or after `since`, each with its typed error."""
+
+    @abstractmethod
+    def instance_groups(self) -> dict[str, str]:
+        """Instance id -> group name for every instance of every discovered group."""
+
+    def group_of_node(self, node: Node, instance_groups: dict[str, str]) -> str | None:
+        """The discovered group a Kubernetes Node belongs to, matched through spec.providerID."""
+        return instance_groups.get(instance_id_from_provider_id(node.provider_id))
+
+    def close(self) -> None:
+        """Release connections or persist state; the default has nothing to do."""
+
+    @staticmethod
+    def _check_delta(group: str, delta: int, provider: str) -> None:
+        if not isinstance(delta, int) or isinstance(delta, bool) or delta <= 0:
+            raise CloudError(f"size delta must be a positive integer, got {delta!r}", code="InvalidDelta",
+                             group=group, provider=provider)

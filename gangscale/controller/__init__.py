@@ -1,0 +1,1 @@
+"""`gangscale run`: the controller that scales node groups for whole gangs."""

@@ -1,0 +1,113 @@
+"""Leader election on a coordination.k8s.io/v1 Lease: only the holder scales.
+
+The lease is taken when absent or expired and renewed before it runs out; a
+write that loses a race gets 409 Conflict and this replica stays a follower.
+A leader that cannot renew in time steps down on its own, before another
+replica can take the lease, so two replicas never act at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ..kube.client import KubeClient
+from ..kube.errors import KubeError
+
+log = logging.getLogger("gangscale.controller")
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
+                 duration: float = 15.0, clock=time.time) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration
+        self.clock = clock
+        self._held_until = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        """True only while our last successful renewal is comfortably inside the lease."""
+        return self.clock() < self._held_until
+
+    def try_acquire_or_renew(self) -> bool:
+        now = self.clock()
+        base = LEASE_PATH.format(ns=self.namespace)
+        try:
+            try:
+                lease = self.client.get(f"{base}/{self.name}")
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                self.client.post(base, self._body(now, now, 0, None))
+                return self._won(now, "created the lease")
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = _parse(spec.get("renewTime"))
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+            if holder != self.identity and holder and now < renewed + duration:
+                self._held_until = 0.0
+                return False
+            transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
+            acquired = _parse(spec.get("acquireTime")) if holder == self.identity else now
+            self.client.put(f"{base}/{self.name}", self._body(now, acquired, transitions,
+                                                             lease["metadata"].get("resourceVersion")))
+            return self._won(now, "renewed" if holder == self.identity else f"took the lease from {holder or 'nobody'}")
+        except KubeError as exc:
+            if exc.status != 409:
+                log.warning("lease call failed", extra={"error": str(exc)})
+            self._held_until = 0.0
+            return False
+
+    def _won(self, now: float, how: str) -> bool:
+        if not self.is_leader:
+            log.info("leading", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity,
+                                       "how": how})
+        # step down a third of the lease early: another replica can only take it once it has fully expired
+        self._held_until = now + self.duration * 2 / 3
+        return True
+
+    def release(self) -> None:
+        """Give the lease up on shutdown so a standby takes over at once."""
+        if not self.is_leader:
+            return
+        base = LEASE_PATH.format(ns=self.namespace)
+        try:
+            lease = self.client.get(f"{base}/{self.name}")
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                body = self._body(self.clock(), self.clock(), int(lease["spec"].get("leaseTransitions") or 0),
+                                  lease["metadata"].get("resourceVersion"))
+                body["spec"]["holderIdentity"] = None
+                body["spec"]["renewTime"] = _stamp(0)
+                self.client.put(f"{base}/{self.name}", body)
+        except KubeError:
+            pass
+        self._held_until = 0.0
+
+    def _body(self, now: float, acquired: float, transitions: int, rv: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if rv:
+            meta["resourceVersion"] = rv
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.duration),
+                         "acquireTime": _stamp(acquired), "renewTime": _stamp(now),
+                         "leaseTransitions": transitions}}

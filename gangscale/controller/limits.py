@@ -1,0 +1,92 @@
+"""Fairness and safety limits the controller puts around the planner.
+
+The planner answers "what is cheapest for everyone"; an operator also needs
+"no single gang may buy the cluster" (maximum gang size), "no namespace may
+trigger more than its share" (caps on nodes and dollars per hour) and "a big
+gang is not starved by a stream of small ones" (ageing).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from ..model import Gang
+from ..plan import Plan
+from ..resources import GPU
+from ..snapshot import ClusterSnapshot, PreDecision
+from .config import ControllerConfig
+
+
+def parse_time(stamp: str) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def gang_age(g: Gang, now: float, first_seen: float | None = None) -> float:
+    created = parse_time(g.created) or min((parse_time(p.created) or now for p in g.pending), default=now)
+    if first_seen:
+        created = min(created, first_seen)
+    return max(0.0, now - created)
+
+
+def apply_gang_limits(snap: ClusterSnapshot, cfg: ControllerConfig, now: float,
+                      first_seen: dict[tuple[str, str, str], float]) -> None:
+    """Refuse oversized gangs and lift long-waiting ones above their peers (in place)."""
+    for g in snap.solvable:
+        pods = len(g.pending)
+        gpus = sum(p.requests.get(GPU, 0) for p in g.pending)
+        if pods > cfg.max_gang_pods:
+            snap.decided[g.key] = PreDecision(
+                "infeasible", f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}")
+        elif gpus > cfg.max_gang_gpus:
+            snap.decided[g.key] = PreDecision(
+                "infeasible", f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}")
+        elif gang_age(g, now, first_seen.get(g.key)) >= cfg.ageing_seconds:
+            # one step above every gang of the same priority that has not waited as long
+            g.priority = g.effective_priority + 1
+
+
+def namespace_usage(plan: Plan, pod_namespace: dict[str, str]) -> tuple[dict[str, int], dict[str, float]]:
+    """New nodes and dollars per hour per namespace; a shared node counts for each namespace on it."""
+    nodes: dict[str, int] = defaultdict(int)
+    dollars: dict[str, float] = defaultdict(float)
+    for n in plan.new_nodes:
+        for ns in {pod_namespace.get(p, p.split("/", 1)[0]) for p in n.pods}:
+            nodes[ns] += 1
+            dollars[ns] += n.price_per_hour
+    return nodes, dollars
+
+
+def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
+              inflight_nodes: dict[str, int], inflight_dollars: dict[str, float]) -> dict[tuple[str, str, str], str]:
+    """Gangs to hold back so every namespace stays within its caps, lowest priority and youngest first."""
+    pod_gang: dict[str, Gang] = {p.key: g for g in snap.gangs for p in g.pending}
+    nodes, dollars = namespace_usage(plan, {})
+    gang_nodes: dict[tuple[str, str, str], tuple[int, float]] = defaultdict(lambda: (0, 0.0))
+    for n in plan.new_nodes:
+        for key in {pod_gang[p].key for p in n.pods if p in pod_gang}:
+            c, d = gang_nodes[key]
+            gang_nodes[key] = (c + 1, d + n.price_per_hour)
+    held: dict[tuple[str, str, str], str] = {}
+    for ns in sorted(set(nodes) | set(inflight_nodes)):
+        cap = cfg.cap_for(ns)
+        used_n = nodes.get(ns, 0) + inflight_nodes.get(ns, 0)
+        used_d = dollars.get(ns, 0.0) + inflight_dollars.get(ns, 0.0)
+        candidates = sorted((g for g in snap.gangs if g.namespace == ns and g.key in gang_nodes),
+                            key=lambda g: (g.effective_priority, g.created), reverse=True)
+        while candidates and ((cap.max_nodes is not None and used_n > cap.max_nodes)
+                              or (cap.max_dollars_per_hour is not None and used_d > cap.max_dollars_per_hour + 1e-9)):
+            g = candidates.pop()  # lowest priority, youngest
+            c, d = gang_nodes[g.key]
+            used_n -= c
+            used_d -= d
+            limit = (f"maxNodes {cap.max_nodes}" if cap.max_nodes is not None else "") + (
+                f" maxDollarsPerHour {cap.max_dollars_per_hour:g}" if cap.max_dollars_per_hour is not None else "")
+            held[g.key] = (f"namespace {ns} is at its cap ({limit.strip()}): {c} more nodes "
+                           f"(${d:.2f}/h) for this gang would exceed it; waiting for capacity to free up")
+    return held

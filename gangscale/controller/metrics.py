@@ -1,0 +1,95 @@
+"""Prometheus metrics (`gangscale_*`) and the /metrics, /healthz, /readyz endpoints."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+class Metrics:
+    """One registry per controller, so tests and several controllers in a process never collide."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.queue_latency = Histogram(
+            "gangscale_gang_queue_latency_seconds",
+            "Time from a gang's first pending pod to its scale-up request (stage=requested) or to running",
+            ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.gangs = Gauge("gangscale_gangs", "Gangs by provisioning state", ["state"], registry=r)
+        self.feasible = Gauge("gangscale_gang_feasible_members", "Members the last plan could place, per gang",
+                              ["namespace", "gang"], registry=r)
+        self.min_count = Gauge("gangscale_gang_min_count", "minCount per gang", ["namespace", "gang"], registry=r)
+        self.scale_ups = Counter("gangscale_scale_ups_total", "Nodes requested per node group", ["node_group"],
+                                 registry=r)
+        self.scale_up_failures = Counter("gangscale_scale_up_failures_total",
+                                         "Failed scale-ups and launches per node group and error kind",
+                                         ["node_group", "kind"], registry=r)
+        self.released = Counter("gangscale_capacity_released_total", "Nodes given back (deadline, cancel, empty)",
+                                ["node_group", "why"], registry=r)
+        self.plan_seconds = Histogram("gangscale_plan_duration_seconds", "Wall time of one plan",
+                                      buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
+        self.solver_gap = Gauge("gangscale_solver_gap", "Relative gap of the last plan to its proven bound",
+                                registry=r)
+        self.dollars = Gauge("gangscale_requested_dollars_per_hour",
+                             "Hourly price of the nodes requested and not yet given back", registry=r)
+        self.leader = Gauge("gangscale_leader", "1 while this replica holds the lease", registry=r)
+        self.reconciles = Counter("gangscale_reconciles_total", "Reconcile passes by result", ["result"],
+                                  registry=r)
+        self.last_reconcile = Gauge("gangscale_last_reconcile_timestamp_seconds",
+                                    "When the loop last finished a pass", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """/metrics, /healthz (the loop is alive) and /readyz (the cache has synced)."""
+
+    def __init__(self, address: str, metrics: Metrics, alive: Callable[[], bool], ready: Callable[[], bool]) -> None:
+        host, _, port = address.rpartition(":")
+        metrics_ref, alive_ref, ready_ref = metrics, alive, ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                if self.path == "/metrics":
+                    self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
+                elif self.path == "/healthz":
+                    ok = alive_ref()
+                    self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
+                elif self.path == "/readyz":
+                    ok = ready_ref()
+                    self._send(200 if ok else 503, b"ok\n" if ok else b"cache not synced\n")
+                else:
+                    self._send(404, b"not found\n")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+
+    def start(self) -> HealthServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def stalled(last: Callable[[], float], limit: float) -> Callable[[], bool]:
+    return lambda: time.time() - last() < limit

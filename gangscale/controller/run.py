@@ -1,0 +1,153 @@
+"""The running controller: watch, batch, plan, act; renew the lease; serve health and metrics.
+
+A change to a pod, group or node starts a short batching window, so a gang
+created pod by pod is planned once, about a second after its last pod
+appears; a periodic resync catches anything a watch missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+from cloud_adapters.registry import create_provider
+
+from ..kube.client import KubeClient, connect
+from ..kube.discovery import choose_gang_apis, discover
+from ..kube.informer import ClusterCache
+from ..kube.refs import ResourceRef
+from .config import ControllerConfig, load_config
+from .events import EventSink
+from .leader import LeaderElector
+from .logs import setup_logging
+from .metrics import HealthServer, Metrics
+from .reconciler import Reconciler
+from .records import StateStore
+
+log = logging.getLogger("gangscale.controller")
+
+
+class Controller:
+    def __init__(self, cfg: ControllerConfig, client: KubeClient, provider, identity: str,
+                 gang_refs: list[ResourceRef]) -> None:
+        self.cfg = cfg
+        self.metrics = Metrics()
+        self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
+                                     events=EventSink(client), metrics=self.metrics)
+        self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
+                                     duration=cfg.lease_duration_seconds)
+        self.cache = ClusterCache(client, gang_refs, namespace=cfg.watch_namespace, on_change=self._changed)
+        self._lock = threading.Lock()
+        self._first_change = 0.0
+        self._last_change = 0.0
+        self._wake = threading.Event()
+        self.last_pass = 0.0
+        self.heartbeat = time.time()
+
+    def _changed(self, ref: ResourceRef, kind: str, obj: dict[str, Any] | None) -> None:
+        now = time.time()
+        with self._lock:
+            if not self._first_change:
+                self._first_change = now
+            self._last_change = now
+        self._wake.set()
+
+    def _due(self, now: float) -> bool:
+        with self._lock:
+            first, last = self._first_change, self._last_change
+        if first and (now - last >= self.cfg.batch_window_seconds or now - first >= self.cfg.max_batch_delay_seconds):
+            return True
+        return self.reconciler.replan_soon or now - self.last_pass >= self.cfg.resync_seconds
+
+    def run(self, stop: threading.Event) -> None:
+        health = HealthServer(self.cfg.metrics_address, self.metrics,
+                              alive=lambda: time.time() - self.heartbeat < max(60.0, 4 * self.cfg.resync_seconds),
+                              ready=lambda: self.cache.synced).start()
+        log.info("starting", extra={"mode": self.cfg.mode, "metrics_port": health.port,
+                                    "identity": self.elector.identity})
+        self.cache.start()
+        leader = False
+        next_renew = 0.0
+        try:
+            while not stop.is_set():
+                now = time.time()
+                self.heartbeat = now
+                if now >= next_renew:
+                    was = leader
+                    leader = self.elector.try_acquire_or_renew()
+                    next_renew = now + self.cfg.lease_renew_seconds
+                    self.metrics.leader.set(1 if leader else 0)
+                    if leader and not was:
+                        self.reconciler.load_state()  # the previous leader's records, from the cluster
+                        self.last_pass = 0.0
+                leader = leader and self.elector.is_leader
+                if leader and self.cache.synced and self._due(now):
+                    with self._lock:
+                        self._first_change = self._last_change = 0.0
+                    self._pass()
+                self._wake.wait(0.1)
+                self._wake.clear()
+        finally:
+            self.cache.stop()
+            self.elector.release()
+            health.stop()
+            log.info("stopped")
+
+    def _pass(self) -> None:
+        try:
+            self.reconciler.reconcile(self.cache.snapshot(), leader=True)
+            self.metrics.reconciles.labels("ok").inc()
+        except Exception:  # noqa: BLE001 - one bad pass must not stop the controller
+            log.exception("reconcile failed")
+            self.metrics.reconciles.labels("error").inc()
+        self.last_pass = time.time()
+        self.metrics.last_reconcile.set(self.last_pass)
+
+
+def add_run_command(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the controller (as in the Deployment): watch, plan, scale whole gangs")
+    p.add_argument("--config", metavar="FILE", help="controller config (YAML); flags below override it")
+    p.add_argument("--mode", choices=("dry-run", "enforce"), help="dry-run (default) plans and reports only")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet", "simulated"))
+    p.add_argument("--nodegroups", metavar="FILE", help="catalog seeding the simulated provider")
+    p.add_argument("--simulated-state", metavar="FILE", help="simulated provider: persist its state here")
+    p.add_argument("--region")
+    p.add_argument("--cluster-name")
+    p.add_argument("--aws-endpoint-url", metavar="URL")
+    p.add_argument("--metrics-address", metavar="HOST:PORT")
+    p.add_argument("--identity", default=None, help="leader-election identity (default: $POD_NAME or hostname)")
+    p.add_argument("--log-level", default="info")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    cfg = load_config(args.config)
+    overrides = {k: v for k, v in {
+        "mode": args.mode, "provider": args.provider, "nodegroups": args.nodegroups, "region": args.region,
+        "cluster_name": args.cluster_name, "aws_endpoint_url": args.aws_endpoint_url,
+        "metrics_address": args.metrics_address}.items() if v is not None}
+    cfg = cfg.model_copy(update=overrides)
+    identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    client = connect(args.kubeconfig, args.context)
+    provider, warnings = create_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
+                                         endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
+                                         simulated_state=args.simulated_state)
+    for w in warnings:
+        log.warning(w)
+    apis = choose_gang_apis(discover(client))
+    log.info("gang APIs", extra={"read": [r.label for r in apis.refs], "unread": apis.unread})
+    controller = Controller(cfg, client, provider, identity, apis.refs)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    controller.run(stop)
+    provider.close()
+    return 0

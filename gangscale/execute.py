@@ -1,0 +1,326 @@
+"""Plan against node groups discovered from a cloud and apply the scale-up once.
+
+The glue between the planner and `cloud_adapters`: discover the groups (their
+target sizes are the cloud's desired capacity), match registered Nodes to
+their group through spec.providerID, plan, then grow each group. Re-running
+on the same cluster file adds nothing twice: nodes asked for but not yet
+registered count as capacity on its way, and a group whose target moved
+since discovery is left alone. With an atomic provider every set of groups
+that shares a gang is grown all together or rolled back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Literal
+
+import orjson
+import yaml
+
+from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider, create_provider
+from cloud_adapters.base import ScaleResult
+
+from .ingest import Cluster, ingest
+from .loader import InputError
+from .model import NodeGroup
+from .plan import Plan
+from .planner import SolveOptions, make_plan
+from .snapshot import build_snapshot
+
+__all__ = [
+    "PROVIDERS",
+    "ExecutionReport",
+    "GroupAction",
+    "apply_plan",
+    "assign_node_groups",
+    "atomic_units",
+    "check_args",
+    "plan_from_cloud",
+    "run_from_args",
+]
+
+ActionStatus = Literal["applied", "skipped", "failed", "rolled-back"]
+EXIT_CLOUD_ERROR = 3
+_CLOCK_SKEW = timedelta(seconds=5)  # launch failures stamped a little before our clock still count
+
+
+@dataclass(slots=True)
+class GroupAction:
+    """What happened to one group's share of the plan."""
+
+    group: str
+    requested: int
+    status: ActionStatus
+    before: int | None = None
+    after: int | None = None
+    message: str = ""
+    error_kind: str = ""
+    instance_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"nodeGroup": self.group, "requested": self.requested, "status": self.status,
+                             "before": self.before, "after": self.after}
+        if self.message:
+            d["message"] = self.message
+        if self.error_kind:
+            d["errorKind"] = self.error_kind
+        if self.instance_ids:
+            d["instanceIds"] = self.instance_ids
+        return d
+
+
+@dataclass(slots=True)
+class ExecutionReport:
+    """The `execution` section printed after the plan."""
+
+    provider: str
+    actions: list[GroupAction] = field(default_factory=list)
+    launch_failures: list[CloudError] = field(default_factory=list)
+    nodes_matched: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.launch_failures) or any(a.status in ("failed", "rolled-back") for a in self.actions)
+
+    def first_error(self) -> str:
+        for a in self.actions:
+            if a.status == "failed":
+                return a.message
+        if self.launch_failures:
+            return str(self.launch_failures[0])
+        return next((a.message for a in self.actions if a.status == "rolled-back"), "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "nodesMatched": self.nodes_matched,
+            "actions": [a.to_dict() for a in self.actions],
+            "launchFailures": [{"nodeGroup": e.group, "errorKind": e.kind, "code": e.code, "message": e.message}
+                               for e in self.launch_failures],
+        }
+
+    def render_text(self) -> str:
+        lines = [f"Execution ({self.provider}, {self.nodes_matched} registered nodes matched to groups):"]
+        if not self.actions:
+            lines.append("  nothing to apply: the plan adds no nodes (capacity already on its way counts)")
+        for a in self.actions:
+            sizes = f" (target {a.before} -> {a.after})" if a.before is not None and a.after is not None else ""
+            note = f": {a.message}" if a.message else ""
+            lines.append(f"  {a.status:<11} +{a.requested} {a.group}{sizes}{note}")
+        for e in self.launch_failures:
+            lines.append(f"  launch failed {e.group}: {e}")
+        return "\n".join(lines) + "\n"
+
+
+def assign_node_groups(cluster: Cluster, provider: NodeGroupProvider) -> int:
+    """Set Node.node_group from spec.providerID (instance id -> group), as Cluster Autoscaler matches nodes.
+
+    Nodes the provider does not know keep the group their label named. Returns how many were matched.
+    """
+    mapping = provider.instance_groups()
+    matched = 0
+    for node in cluster.nodes:
+        group = provider.group_of_node(node, mapping)
+        if group:
+            node.node_group = group
+            matched += 1
+    return matched
+
+
+def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
+    """New nodes split into sets that must arrive together: nodes sharing any gang are one set."""
+    gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
+    parent = list(range(len(plan.new_nodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Any, int] = {}
+    for i, node in enumerate(plan.new_nodes):
+        for pod in node.pods:
+            key = gang_of.get(pod, ("pod", pod))
+            if key in first:
+                parent[find(i)] = find(first[key])
+            else:
+                first[key] = i
+    units: dict[int, dict[str, int]] = {}
+    for i, node in enumerate(plan.new_nodes):
+        unit = units.setdefault(find(i), {})
+        unit[node.node_group] = unit.get(node.node_group, 0) + 1
+    return [dict(sorted(u.items())) for _, u in sorted(units.items())]
+
+
+def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict[str, NodeGroup],
+           report: ExecutionReport) -> set[str]:
+    """Groups whose target changed since discovery: another run is acting; re-plan rather than add twice."""
+    moved = set()
+    for g in groups:
+        try:
+            now = provider.target_size(g)
+        except CloudError as exc:
+            moved.add(g)
+            report.actions.append(GroupAction(g, groups[g], "failed", message=str(exc), error_kind=exc.kind))
+            continue
+        if g in discovered and now != discovered[g].current_size:
+            moved.add(g)
+            report.actions.append(GroupAction(g, groups[g], "skipped", discovered[g].current_size, now,
+                                              f"target moved from {discovered[g].current_size} to {now} since "
+                                              "discovery; nothing added, plan again"))
+    return moved
+
+
+def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, NodeGroup], cluster: Cluster,
+               report: ExecutionReport | None = None) -> ExecutionReport:
+    """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised."""
+    report = report or ExecutionReport(provider.name)
+    started = datetime.now(timezone.utc)
+    moved = _moved(provider, plan.scale_up, discovered, report)
+    grown: set[str] = set()
+    if provider.atomic:
+        for unit in atomic_units(plan, cluster):
+            _apply_unit(provider, unit, moved, report, grown)
+    else:
+        for group, n in plan.scale_up.items():
+            if group in moved or n <= 0:
+                continue
+            try:
+                res = provider.increase_size(group, n)
+                report.actions.append(GroupAction(group, n, "applied", res.before, res.after,
+                                                  instance_ids=list(res.instance_ids)))
+                grown.add(group)
+            except CloudError as exc:
+                report.actions.append(GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind))
+    for group in sorted(grown):
+        try:
+            report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
+        except CloudError as exc:
+            report.launch_failures.append(exc)
+    return report
+
+
+def _apply_unit(provider: NodeGroupProvider, unit: dict[str, int], moved: set[str], report: ExecutionReport,
+                grown: set[str]) -> None:
+    """All groups of one unit, or none: a failure gives back what the unit already launched."""
+    if moved & set(unit):
+        for g, n in unit.items():
+            if g not in moved:
+                report.actions.append(GroupAction(g, n, "skipped", message="another group of the same gang moved "
+                                                  "since discovery"))
+        return
+    done: list[tuple[ScaleResult, int]] = []
+    for group, n in unit.items():
+        try:
+            done.append((provider.atomic_increase_size(group, n), n))
+        except CloudError as exc:
+            report.actions.append(GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind))
+            for res, m in done:
+                status: ActionStatus = "rolled-back"
+                note = f"given back: {group} could not be grown ({exc.kind})"
+                try:
+                    if res.instance_ids:
+                        provider.delete_instances(res.group, list(res.instance_ids))
+                    else:
+                        provider.decrease_target_size(res.group, res.delta)
+                except CloudError as undo:
+                    status, note = "applied", f"rollback failed, nodes kept: {undo}"
+                report.actions.append(GroupAction(res.group, m, status, res.before, res.after, note,
+                                                  instance_ids=list(res.instance_ids)))
+            for g, m in unit.items():
+                if g != group and g not in {r.group for r, _ in done}:
+                    report.actions.append(GroupAction(g, m, "skipped", message=f"same gang as {group}, which failed"))
+            return
+    for res, n in done:
+        report.actions.append(GroupAction(res.group, n, "applied", res.before, res.after,
+                                          instance_ids=list(res.instance_ids)))
+        grown.add(res.group)
+
+
+def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solve: SolveOptions | None = None,
+                    node_group_label: str | None = None, execute: bool = False,
+                    warnings: list[str] | None = None) -> tuple[Plan, ExecutionReport | None]:
+    """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate."""
+    discovery = provider.discover()
+    cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}))
+    report = ExecutionReport(provider.name)
+    report.nodes_matched = assign_node_groups(cluster, provider)
+    snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings])
+    plan = make_plan(snap, solve)
+    if not execute:
+        return plan, None
+    return plan, apply_plan(plan, provider, {g.name: g for g in discovery.groups}, cluster, report)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Flag combinations the cloud path needs, checked before the cluster is read."""
+    name = args.provider
+    if not name:
+        raise InputError("--execute needs --provider (one of " + ", ".join(PROVIDERS) + ")")
+    if name.startswith("aws-") and not args.cluster_name:
+        raise InputError(f"--provider {name} needs --cluster-name (discovery tag k8s.io/cluster-autoscaler/<name>)")
+    if name == "simulated" and not args.nodegroups:
+        raise InputError("--provider simulated is seeded from a node-group catalog: pass --nodegroups")
+
+
+def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions,
+                  render: Callable[[Plan, str], str]) -> int:
+    """`gangscale plan --provider ... [--execute]`: exit 0, 2 on bad input, 3 on a cloud error."""
+    check_args(args)
+    name = args.provider
+    warnings = list(warnings)
+    if name.startswith("aws-") and args.nodegroups:
+        warnings.append(f"--nodegroups {args.nodegroups} ignored: node groups come from {name} discovery")
+    try:
+        provider, seed_warnings = create_provider(
+            name, cluster_name=args.cluster_name, region=args.region, endpoint_url=args.aws_endpoint_url,
+            catalog=args.nodegroups if name == "simulated" else None,
+            simulated_state=getattr(args, "simulated_state", None))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    except CloudError as exc:
+        print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_CLOUD_ERROR
+    try:
+        plan, report = plan_from_cloud(objects, provider, solve=solve, node_group_label=args.node_group_label,
+                                       execute=bool(args.execute), warnings=[*seed_warnings, *warnings])
+    except CloudError as exc:
+        print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_CLOUD_ERROR
+    finally:
+        provider.close()
+    fmt = args.output or ("table" if sys.stdout.isatty() and not args.output_file else "json")
+    text = render_with_execution(plan, report, fmt, render)
+    if args.output_file:
+        with open(args.output_file, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    if report is not None and report.failed:
+        print(f"gangscale: {name}: {_one_line(report.first_error())}", file=sys.stderr)
+        return EXIT_CLOUD_ERROR
+    return 0
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    """Cloud messages can span lines (HTML error pages); the CLI's error is always one line."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def render_with_execution(plan: Plan, report: ExecutionReport | None, fmt: str,
+                          render: Callable[[Plan, str], str]) -> str:
+    """The plan as usual; with --execute an `execution` key (JSON/YAML) or section (table/markdown)."""
+    if report is None:
+        return render(plan, fmt)
+    if fmt in ("json", "yaml"):
+        doc = plan.to_dict()
+        doc["execution"] = report.to_dict()
+        if fmt == "json":
+            return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return yaml.safe_dump(doc, sort_keys=False)
+    return render(plan, fmt) + "\n" + report.render_text()

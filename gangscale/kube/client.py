@@ -1,0 +1,226 @@
+"""A thin raw-JSON client over the official `kubernetes` package.
+
+The official client brings kubeconfig and in-cluster loading, every auth
+plugin (tokens, client certs, exec plugins such as `aws eks get-token`) and its
+urllib3 pool; its typed models do not serve API versions newer than the client
+(scheduling.k8s.io/v1beta1 on a 1.37 server, CRDs), so every body here is read
+as raw JSON into plain dicts. One client release then serves 1.35-1.37 servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import orjson
+import urllib3
+from kubernetes import config as kconfig
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from .errors import GoneError, KubeConfigError, KubeError
+
+USER_AGENT = "gangscale (kubernetes-python)"
+Query = Mapping[str, str]
+
+
+def _status_message(body: Any) -> tuple[str, str]:
+    """(message, reason) of a Kubernetes Status body, or of whatever came back."""
+    if isinstance(body, bytes):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return body[:200].decode("utf-8", "replace").strip(), ""
+    if isinstance(body, Mapping):
+        return str(body.get("message") or ""), str(body.get("reason") or "")
+    return str(body or "")[:200], ""
+
+
+class WatchStream:
+    """The events of one watch response, parsed line by line.
+
+    `close()` may be called from another thread: it ends a read that is blocked
+    waiting for the next event, which is how an informer stops promptly.
+    """
+
+    def __init__(self, resp: urllib3.BaseHTTPResponse, where: str,
+                 on_malformed: Callable[[bytes], None] | None = None) -> None:
+        self._resp = resp
+        self._where = where
+        self._closed = False
+        self._on_malformed = on_malformed
+        self.malformed = 0  # lines that were not a JSON event object
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            event = None
+        if isinstance(event, dict):
+            return event
+        self.malformed += 1
+        if self._on_malformed is not None:
+            self._on_malformed(line)
+        return None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buf = bytearray()
+        try:
+            for chunk in self._resp.stream(64 * 1024, decode_content=True):
+                buf += chunk
+                while (nl := buf.find(b"\n")) >= 0:
+                    line = bytes(buf[:nl])
+                    del buf[: nl + 1]
+                    if line.strip() and (event := self._parse(line)) is not None:
+                        yield event
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if self._closed:
+                return
+            raise KubeError(f"watch {self._where}: stream broken: {exc}") from None
+        if buf.strip() and not self._closed and (event := self._parse(bytes(buf))) is not None:
+            yield event  # a last event without its newline
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            shutdown = getattr(self._resp, "shutdown", None)  # urllib3 >= 2.3 unblocks a read
+            if shutdown is not None:
+                shutdown()
+            self._resp.close()
+            self._resp.release_conn()
+        except Exception:  # noqa: BLE001 - closing a dead socket must not fail the caller
+            pass
+
+
+class KubeClient:
+    """GET/POST raw JSON, and watch streams, with the official client's auth."""
+
+    def __init__(self, api_client: ApiClient, *, context: str | None = None, timeout: float = 30.0) -> None:
+        self._api = api_client
+        self.context = context
+        self.timeout = timeout
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing a pool of dead sockets must not fail
+            self._api.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ calls
+
+    def _request(self, method: str, path: str, query: Query | None, body: Any,
+                 timeout: float | tuple[float, float] | None,
+                 content_type: str = "application/json") -> urllib3.BaseHTTPResponse:
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
+        params = list((query or {}).items())
+        try:
+            # call_api() would do the same, but it crashes on TLS errors (it
+            # decodes a body that is None); doing its two steps here avoids that.
+            self._api.update_params_for_auth(headers, params, ["BearerToken"])
+            return self._api.request(
+                method, self.host + path, query_params=params, headers=headers, body=body,
+                _preload_content=False, _request_timeout=timeout if timeout is not None else self.timeout,
+            )
+        except ApiException as exc:
+            message, reason = _status_message(exc.body)
+            if exc.status == 410:
+                raise GoneError(message or "resource version too old") from None
+            text = f"{method} {path}: {exc.status} {reason or exc.reason}"
+            raise KubeError(f"{text}: {message}" if message else text, int(exc.status or 0), reason) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"cannot reach the API server at {self.host}: {exc}") from None
+        except ConfigException as exc:  # an exec/token refresh failed
+            raise KubeConfigError(f"credentials: {exc}") from None
+
+    def _json(self, resp: urllib3.BaseHTTPResponse, what: str) -> dict[str, Any]:
+        try:
+            data = resp.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{what}: response broken: {exc}") from None
+        finally:
+            resp.release_conn()
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise KubeError(f"{what}: the server did not answer with JSON") from None
+        if not isinstance(doc, dict):
+            raise KubeError(f"{what}: expected a JSON object, got {type(doc).__name__}")
+        return doc
+
+    def get(self, path: str, query: Query | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        return self._json(self._request("GET", path, query, None, timeout), f"GET {path}")
+
+    def post(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
+        return self._json(self._request("POST", path, query, dict(body), None), f"POST {path}")
+
+    def put(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
+        """Replace; 409 (a KubeError with status 409) when body's resourceVersion is stale."""
+        return self._json(self._request("PUT", path, query, dict(body), None), f"PUT {path}")
+
+    def patch(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386): works for CRDs too, unlike strategic merge."""
+        resp = self._request("PATCH", path, query, dict(body), None, "application/merge-patch+json")
+        return self._json(resp, f"PATCH {path}")
+
+    def delete(self, path: str, query: Query | None = None) -> dict[str, Any]:
+        return self._json(self._request("DELETE", path, query, None, None), f"DELETE {path}")
+
+    def watch(self, path: str, query: Query, *, read_timeout: float,
+              on_malformed: Callable[[bytes], None] | None = None) -> WatchStream:
+        resp = self._request("GET", path, query, None, (min(self.timeout, 30.0), read_timeout))
+        return WatchStream(resp, path, on_malformed)
+
+
+# ------------------------------------------------------------------- config
+
+
+def _default_kubeconfig_present() -> bool:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return any(Path(p).expanduser().is_file() for p in env.split(os.pathsep) if p)
+    return Path("~/.kube/config").expanduser().is_file()
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0) -> KubeClient:
+    """A client from --kubeconfig/--context, $KUBECONFIG, ~/.kube/config or the pod's service account."""
+    cfg = Configuration()
+    active: str | None = context
+    try:
+        if kubeconfig or context or _default_kubeconfig_present():
+            if kubeconfig and not Path(kubeconfig).expanduser().is_file():
+                raise KubeConfigError(f"{kubeconfig}: no such kubeconfig file")
+            kconfig.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
+                                     persist_config=False)
+            if active is None:
+                try:
+                    active = kconfig.list_kube_config_contexts(config_file=kubeconfig)[1].get("name")
+                except (ConfigException, IndexError, AttributeError, TypeError):
+                    active = None
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kconfig.load_incluster_config(client_configuration=cfg)
+            active = "in-cluster"
+        else:
+            raise KubeConfigError(
+                "no kubeconfig found ($KUBECONFIG, ~/.kube/config) and not running inside a cluster: "
+                "pass --kubeconfig FILE, or --cluster FILE to plan from a file"
+            )
+    except ConfigException as exc:
+        raise KubeConfigError(f"kubeconfig: {exc}") from None
+    return KubeClient(ApiClient(cfg), context=active, timeout=timeout)

@@ -1,0 +1,67 @@
+"""What `gangscale plan` (live), `dump` and `check` do with the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from ..catalog import load_catalog
+from .check import EXIT_UNREACHABLE, run_checks
+from .client import KubeClient, connect
+from .dump import dump_document, dump_header, render_dump
+from .errors import KubeConfigError
+from .live import read_cluster
+
+
+def _connect(args: argparse.Namespace) -> KubeClient:
+    return connect(getattr(args, "kubeconfig", None), getattr(args, "context", None),
+                   timeout=getattr(args, "request_timeout", 30.0))
+
+
+def read_live(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
+    with _connect(args) as client:
+        live = read_cluster(client, getattr(args, "namespace", None))
+    return live.objects, live.warnings
+
+
+def dump(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        live = read_cluster(client, args.namespace)
+        header = dump_header(live, client.host, client.context)
+    data = render_dump(dump_document(live, redacted=not args.no_redact), args.output, header)
+    if args.output_file:
+        with open(args.output_file, "wb") as fh:
+            fh.write(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    for w in live.warnings:
+        print(f"gangscale: warning: {w}", file=sys.stderr)
+    kinds: dict[str, int] = {}
+    for o in live.objects:
+        kinds[o["kind"]] = kinds.get(o["kind"], 0) + 1
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no objects"
+    print(f"gangscale: dumped {counts}", file=sys.stderr)
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    names = None
+    if args.nodegroups:
+        groups, _ = load_catalog(args.nodegroups)
+        names = [g.name for g in groups]
+    try:
+        client = _connect(args)
+    except KubeConfigError as exc:
+        print(f"gangscale: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    with client:
+        report = run_checks(client, namespace=args.namespace, nodegroups=names)
+    if args.output == "json":
+        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(report.render_text())
+    return report.exit_code

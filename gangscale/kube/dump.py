@@ -1,0 +1,78 @@
+"""`gangscale dump`: the cluster file `gangscale plan --cluster` reads, safe to attach to a bug report.
+
+Redaction keeps everything the planner reads (requests, selectors, affinity,
+tolerations, taints, labels, the gang links) and drops what often holds
+secrets or bulk: env values, commands, volumes, last-applied annotations,
+managed fields. `--no-redact` keeps objects as the server returned them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Iterable
+
+import orjson
+import yaml
+
+from .live import LiveCluster
+
+_CONTAINER_DROP = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "livenessProbe",
+                   "readinessProbe", "startupProbe", "lifecycle", "workingDir")
+_SPEC_DROP = ("volumes", "imagePullSecrets", "hostAliases")
+_ANNOTATION_DROP = ("kubectl.kubernetes.io/last-applied-configuration",)
+REDACTED_ANNOTATION = "gangscale.io/redacted"
+
+
+def redact(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy without secrets or bulk the planner never reads."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    if isinstance(meta.get("annotations"), dict):
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k not in _ANNOTATION_DROP}
+    out["metadata"] = meta
+    if out.get("kind") == "Pod" and isinstance(out.get("spec"), dict):
+        spec = {k: v for k, v in out["spec"].items() if k not in _SPEC_DROP}
+        for key in ("containers", "initContainers", "ephemeralContainers"):
+            if isinstance(spec.get(key), list):
+                spec[key] = [
+                    {k: v for k, v in c.items() if k not in _CONTAINER_DROP} if isinstance(c, dict) else c
+                    for c in spec[key]
+                ]
+        out["spec"] = spec
+        meta.setdefault("annotations", {})
+        if isinstance(meta["annotations"], dict):
+            meta["annotations"] = {**meta["annotations"], REDACTED_ANNOTATION: "true"}
+    return out
+
+
+def dump_document(live: LiveCluster, *, redacted: bool = True) -> dict[str, Any]:
+    """A `kind: List` that `loader.read_objects()` reads back, objects in a stable order."""
+    objs: Iterable[dict[str, Any]] = live.objects
+    if redacted:
+        objs = (redact(o) for o in objs)
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {},
+        "items": list(objs),
+    }
+
+
+def dump_header(live: LiveCluster, host: str, context: str | None) -> list[str]:
+    """Comment lines for a YAML dump: where and when it was taken, what was read."""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [
+        f"gangscale dump of {host} (context {context or '-'}) at {now}",
+        f"server {live.server.git_version or '?'}; gang APIs read: "
+        + (", ".join(r.label for r in live.apis.refs) or "none"),
+    ]
+    lines += [f"warning: {w}" for w in live.warnings]
+    return lines
+
+
+def render_dump(doc: dict[str, Any], fmt: str, header: list[str] | None = None) -> bytes:
+    if fmt == "yaml":
+        comments = "".join(f"# {line}\n" for line in header or [])
+        return (comments + yaml.safe_dump(doc, sort_keys=False)).encode()
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"

@@ -1,0 +1,28 @@
+"""What `-n NAMESPACE` keeps: that namespace's objects, and capacity used elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _map(raw: Any) -> dict[str, Any]:
+    return raw if isinstance(raw, dict) else {}
+
+
+def in_scope(obj: dict[str, Any], namespace: str | None) -> bool:
+    """Objects of `namespace`, cluster-scoped objects, and pods bound to a node anywhere.
+
+    Bound pods of other namespaces still use node capacity; without them the
+    planner would see free room that is not there. Their gangs are not listed
+    (their groups are not read), so nothing is planned for them.
+    """
+    if namespace is None:
+        return True
+    meta = _map(obj.get("metadata"))
+    ns = meta.get("namespace")
+    if not ns or ns == namespace:
+        return True
+    if obj.get("kind") != "Pod":
+        return False
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    return bool(spec.get("nodeName")) and status.get("phase") not in ("Succeeded", "Failed")

@@ -1,0 +1,726 @@
+"""A small, stateful Kubernetes API server for tests, on 127.0.0.1 only.
+
+Why not kmock: its KubernetesEmulator (0.8) keeps objects but answers lists
+with `resourceVersion: "..."`, ignores `limit`/`continue`, has no bookmarks, no
+410 Gone, no dry-run and no version-dependent discovery, which are exactly
+what the live layer must survive. This one is a few hundred lines of
+`http.server`, deterministic, and lets tests inject faults.
+
+What it serves, per simulated release (1.35, 1.36, 1.37):
+- /version, /api, /api/v1, /apis, /apis/<group>/<version> discovery documents;
+- list with `limit`/`continue` from a frozen snapshot (410 once compacted);
+- watch as chunked JSON lines from any resourceVersion, BOOKMARK events with
+  `allowWatchBookmarks`, 410 (as an ERROR event, or HTTP 410) for versions
+  older than the last compaction, `timeoutSeconds`;
+- create / update (409 on a stale resourceVersion) / merge-patch / delete,
+  and server-side dry-run create (`dryRun=All`) that drops the pod's
+  `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
+  the release does not know the field;
+- SelfSubjectAccessReview answered from a deny list;
+- bearer-token auth (401 otherwise).
+
+Faults: `drop_watches()` cuts every open watch mid-event, `compact()`
+expires all older resourceVersions, `fail_next()` answers the next requests
+with an error status.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import copy
+import datetime as dt
+import itertools
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+SCHED = "scheduling.k8s.io"
+COSCHED = "scheduling.x-k8s.io"
+VOLCANO = "scheduling.volcano.sh"
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    builtin: bool = True  # built-in list items carry no apiVersion/kind, CRD items do
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.plural}"
+
+
+CORE = [
+    Kind("", "pods", "Pod"),
+    Kind("", "nodes", "Node", namespaced=False),
+    Kind("", "namespaces", "Namespace", namespaced=False),
+    Kind("", "configmaps", "ConfigMap"),
+    Kind("", "events", "Event"),
+]
+APPS = [Kind("apps", "deployments", "Deployment")]
+LEASES = Kind("coordination.k8s.io", "leases", "Lease")
+NATIVE = {
+    "workloads": Kind(SCHED, "workloads", "Workload"),
+    "podgroups": Kind(SCHED, "podgroups", "PodGroup"),
+    "priorityclasses": Kind(SCHED, "priorityclasses", "PriorityClass", namespaced=False),
+}
+COSCHED_PG = Kind(COSCHED, "podgroups", "PodGroup", builtin=False)
+VOLCANO_PG = Kind(VOLCANO, "podgroups", "PodGroup", builtin=False)
+VOLCANO_QUEUE = Kind(VOLCANO, "queues", "Queue", namespaced=False, builtin=False)
+
+# What each release can serve in scheduling.k8s.io (when enabled), and the pod field it knows.
+RELEASE_NATIVE = {
+    "1.35": {"v1alpha1": ["workloads"]},
+    "1.36": {"v1alpha2": ["workloads", "podgroups"]},
+    "1.37": {"v1beta1": ["workloads", "podgroups"], "v1alpha3": ["workloads", "podgroups"]},
+}
+RELEASE_DEFAULT_ON = {"1.35": ("v1alpha1",), "1.36": ("v1alpha2",), "1.37": ("v1beta1",)}
+RELEASE_POD_FIELD = {"1.35": "workloadRef", "1.36": "schedulingGroup", "1.37": "schedulingGroup"}
+LINK_FIELDS = ("workloadRef", "schedulingGroup")
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+
+
+class _Dropped(Exception):
+    """A fault: cut this watch connection without ending the chunked body."""
+
+
+@dataclass
+class _Event:
+    rv: int
+    key: str  # Kind.key
+    type: str
+    obj: dict[str, Any]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+
+
+@dataclass
+class _Route:
+    kind: Kind
+    version: str
+    namespace: str | None
+    name: str | None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge_patch(out.get(k), v)
+    return out
+
+
+@dataclass
+class Emulator:
+    """State and behaviour; `start()` serves it over HTTP on 127.0.0.1."""
+
+    release: str = "1.36"
+    native_versions: tuple[str, ...] | None = None  # None: the release's default on-versions; (): API off
+    generic_workload: bool | None = None  # the gate; None: on iff a native version is served
+    coscheduling: bool = False
+    volcano: bool = False
+    token: str = "test-token"
+    bookmark_interval: float = 0.2
+    gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
+    denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.release not in RELEASE_NATIVE:
+            raise ValueError(f"unknown release {self.release}")
+        if self.native_versions is None:
+            self.native_versions = RELEASE_DEFAULT_ON[self.release]
+        if self.generic_workload is None:
+            self.generic_workload = bool(self.native_versions)
+        self._cond = threading.Condition()
+        self._rv = 100
+        self._compacted = 0
+        self._log: list[_Event] = []
+        self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        self._pages: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._page_ids = itertools.count(1)
+        self._drop_gen = 0
+        self._failures: list[tuple[int, str]] = []
+        self._closing = False
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.open_watches = 0
+        self.expire_continue_after = 0  # fault: compact right before serving the N-th continue page
+        self._continues = 0
+        for ns in ("default", "kube-system"):
+            self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    # ------------------------------------------------------------- serving
+
+    def start(self) -> Emulator:
+        emu = self
+
+        class Handler(_Handler):
+            emulator = emu
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def kubeconfig(self, path: str, *, token: str | None = None) -> str:
+        """Write a kubeconfig for this server (context `emulator`) and return its path."""
+        doc = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": token or self.token}}],
+            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "tester"}}],
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        return path
+
+    # ---------------------------------------------------------- discovery
+
+    def served(self) -> dict[str, dict[str, list[Kind]]]:
+        """group -> version -> kinds, as this simulated server has them enabled."""
+        groups: dict[str, dict[str, list[Kind]]] = {"apps": {"v1": APPS}, LEASES.group: {"v1": [LEASES]}}
+        native: dict[str, list[Kind]] = {"v1": [NATIVE["priorityclasses"]]}
+        for v in self.native_versions or ():
+            native[v] = [NATIVE[p] for p in RELEASE_NATIVE[self.release][v]]
+        groups[SCHED] = native
+        if self.coscheduling:
+            groups[COSCHED] = {"v1alpha1": [COSCHED_PG]}
+        if self.volcano:
+            groups[VOLCANO] = {"v1beta1": [VOLCANO_PG, VOLCANO_QUEUE]}
+        return groups
+
+    def _kind_for(self, group: str, version: str, plural: str) -> Kind | None:
+        if group == "":
+            return next((k for k in CORE if k.plural == plural), None) if version == "v1" else None
+        return next((k for k in self.served().get(group, {}).get(version, []) if k.plural == plural), None)
+
+    def _kind_of(self, obj: dict[str, Any]) -> tuple[Kind, str]:
+        api = str(obj.get("apiVersion", ""))
+        group, _, version = api.rpartition("/")
+        for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE]:
+            if k.group == group and k.kind == obj.get("kind"):
+                return k, version
+        raise ValueError(f"emulator does not know {api} {obj.get('kind')}")
+
+    def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
+        if parts == ["version"]:
+            minor = self.release.split(".")[1]
+            return {"major": "1", "minor": minor, "gitVersion": f"v{self.release}.0", "platform": "linux/amd64"}
+        if parts == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if parts == ["api", "v1"]:
+            return self._resource_list("", "v1", CORE)
+        if parts == ["apis"]:
+            groups = []
+            for g, versions in self.served().items():
+                order = sorted(versions, key=lambda v: (2 if "alpha" in v else 1 if "beta" in v else 0, v))
+                gvs = [{"groupVersion": f"{g}/{v}", "version": v} for v in order]
+                groups.append({"name": g, "versions": gvs, "preferredVersion": gvs[0]})
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if len(parts) == 3 and parts[0] == "apis":
+            kinds = self.served().get(parts[1], {}).get(parts[2])
+            if kinds is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return self._resource_list(parts[1], parts[2], kinds)
+        return None
+
+    @staticmethod
+    def _resource_list(group: str, version: str, kinds: list[Kind]) -> dict[str, Any]:
+        resources = []
+        for k in kinds:
+            resources.append({"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced,
+                              "kind": k.kind, "verbs": VERBS})
+            resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
+                              "kind": k.kind, "verbs": ["get", "patch", "update"]})
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+
+    # -------------------------------------------------- state, from Python
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object (any served version), as a controller would."""
+        kind, _ = self._kind_of(obj)
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace") or ("default" if kind.namespaced else ""), meta["name"])
+        with self._cond:
+            if key in self._store.get(kind.key, {}):
+                body = copy.deepcopy(obj)
+                body.setdefault("metadata", {}).pop("resourceVersion", None)
+                return self._update(kind, key, body)
+            return self._create(kind, key[0], copy.deepcopy(obj), dry_run=False)
+
+    def apply_all(self, objs: list[dict[str, Any]]) -> None:
+        for o in objs:
+            self.apply(o)
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        k, _ = self._kind_of({"apiVersion": api_version, "kind": kind})
+        with self._cond:
+            self._delete(k, (namespace if k.namespaced else "", name))
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        k, _ = self._kind_of({"apiVersion": api_version, "kind": kind})
+        with self._cond:
+            obj = self._store.get(k.key, {}).get((namespace if k.namespaced else "", name))
+            return copy.deepcopy(obj) if obj else None
+
+    @property
+    def resource_version(self) -> int:
+        with self._cond:
+            return self._rv
+
+    def compact(self) -> None:
+        """Etcd compaction: every older resourceVersion and continue token now answers 410."""
+        with self._cond:
+            self._compacted = self._rv
+            self._log = [e for e in self._log if e.rv > self._compacted]
+            self._cond.notify_all()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch in the middle of an event (the client sees a broken chunk)."""
+        with self._cond:
+            self._drop_gen += 1
+            self._cond.notify_all()
+
+    def emit_raw(self, api_version: str, kind: str, data: bytes) -> None:
+        """Send `data` as one line to every watch of that resource (a malformed event, say)."""
+        k, _ = self._kind_of({"apiVersion": api_version, "kind": kind})
+        with self._cond:
+            self._log.append(_Event(self._bump(), k.key, "RAW", {"data": data.decode(), "metadata": {}}))
+            self._cond.notify_all()
+
+    def fail_next(self, count: int, status: int = 503, path_contains: str = "") -> None:
+        """Answer the next `count` matching requests with `status`."""
+        with self._cond:
+            self._failures += [(status, path_contains)] * count
+
+    def wait_for_watches(self, n: int, timeout: float = 5.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.open_watches < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def count(self, method: str, path: str, **query: str) -> int:
+        return sum(1 for r in list(self.requests) if r.method == method and r.path == path
+                   and all(r.query.get(k) == v for k, v in query.items()))
+
+    # ------------------------------------------------ state, under _cond
+
+    def _bump(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _record(self, kind: Kind, type_: str, obj: dict[str, Any]) -> None:
+        self._log.append(_Event(int(obj["metadata"]["resourceVersion"]), kind.key, type_, copy.deepcopy(obj)))
+        self._cond.notify_all()
+
+    def _drop_pod_fields(self, obj: dict[str, Any], strict: bool) -> list[str]:
+        """The pod link fields this server would not keep; raises for unknown fields when Strict."""
+        spec = obj.get("spec") or {}
+        dropped = []
+        for f in LINK_FIELDS:
+            if f not in spec:
+                continue
+            known = RELEASE_POD_FIELD[self.release] == f
+            if not known and strict:
+                raise ApiError(400, "BadRequest", f'strict decoding error: unknown field "spec.{f}"')
+            if not known or not self.generic_workload:  # disabled fields are dropped silently
+                del spec[f]
+                dropped.append(f)
+        return dropped
+
+    def _create(self, kind: Kind, namespace: str, obj: dict[str, Any], *, dry_run: bool,
+                strict: bool = False) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+        if not meta.get("name"):
+            raise ApiError(422, "Invalid", "metadata.name: Required value")
+        ns = (namespace or meta.get("namespace") or "default") if kind.namespaced else ""
+        if kind.namespaced and ("", ns) not in self._store.get("/namespaces", {}):
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
+        store = self._store.setdefault(kind.key, {})
+        if (ns, meta["name"]) in store:
+            raise ApiError(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
+        if kind.kind == "Pod":
+            self._drop_pod_fields(obj, strict)
+        if kind.namespaced:
+            meta["namespace"] = ns
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=meta.get("creationTimestamp") or _now())
+        if dry_run:
+            meta["resourceVersion"] = ""
+            return obj
+        meta["resourceVersion"] = str(self._bump())
+        store[(ns, meta["name"])] = obj
+        self._record(kind, "ADDED", obj)
+        return obj
+
+    def _update(self, kind: Kind, key: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+        store = self._store.get(kind.key, {})
+        old = store.get(key)
+        if old is None:
+            raise ApiError(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
+        meta = obj.setdefault("metadata", {})
+        rv = meta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": '
+                           "the object has been modified; please apply your changes to the latest version")
+        if kind.kind == "Pod":
+            self._drop_pod_fields(obj, False)
+        for k in ("uid", "creationTimestamp", "namespace"):
+            if k in old["metadata"]:
+                meta[k] = old["metadata"][k]
+        meta["name"] = key[1]
+        meta["resourceVersion"] = str(self._bump())
+        store[key] = obj
+        self._record(kind, "MODIFIED", obj)
+        return obj
+
+    def _delete(self, kind: Kind, key: tuple[str, str]) -> dict[str, Any]:
+        obj = self._store.get(kind.key, {}).pop(key, None)
+        if obj is None:
+            raise ApiError(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self._bump())
+        self._record(kind, "DELETED", obj)
+        return obj
+
+    def _view(self, kind: Kind, version: str, obj: dict[str, Any], *, in_list: bool) -> dict[str, Any]:
+        """The object as served in `version` (the same object in every enabled version)."""
+        out = copy.deepcopy(obj)
+        if in_list and kind.builtin:
+            out.pop("apiVersion", None)
+            out.pop("kind", None)
+        else:
+            out["apiVersion"] = f"{kind.group}/{version}" if kind.group else version
+            out["kind"] = kind.kind
+        return out
+
+    # --------------------------------------------------------------- HTTP
+
+    def _route(self, parts: list[str]) -> _Route | None:
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2:
+            return None
+        kind = self._kind_for(group, version, rest[0])
+        if kind is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _Route(kind, version, namespace, rest[1] if len(rest) == 2 else None)
+
+    def handle(self, h: _Handler, method: str) -> None:
+        url = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        parts = [p for p in url.path.split("/") if p]
+        self.requests.append(Request(method, url.path, query))
+        try:
+            if self.token and h.headers.get("Authorization") != f"Bearer {self.token}":
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            with self._cond:
+                for i, (status, needle) in enumerate(self._failures):
+                    if needle in url.path:
+                        del self._failures[i]
+                        raise ApiError(status, "ServiceUnavailable", "injected failure")
+            doc = self._discovery(parts) if method == "GET" else None
+            if doc is not None:
+                return h.send_json(200, doc)
+            if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] and method == "POST":
+                return h.send_json(201, self._access_review(h.read_json()))
+            route = self._route(parts)
+            if route is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
+                return self._watch(h, route, query)
+            if method == "GET" and route.name is None:
+                return h.send_json(200, self._list(route, query))
+            h.send_json(*self._mutate(h, method, route, query))
+        except ApiError as exc:
+            h.send_json(exc.code, exc.status())
+        except _Dropped:
+            h.abort()
+
+    def _access_review(self, body: dict[str, Any]) -> dict[str, Any]:
+        attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
+        allowed = (attrs.get("verb"), attrs.get("group", ""), attrs.get("resource")) not in self.denied
+        body["status"] = {"allowed": allowed, **({} if allowed else {"reason": "denied by the test"})}
+        return body
+
+    def _mutate(self, h: _Handler, method: str, route: _Route, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        kind, ns = route.kind, route.namespace or ""
+        with self._cond:
+            if method == "GET":
+                obj = self._store.get(kind.key, {}).get((ns if kind.namespaced else "", route.name or ""))
+                if obj is None:
+                    raise ApiError(404, "NotFound", f'{kind.plural} "{route.name}" not found')
+                return 200, self._view(kind, route.version, obj, in_list=False)
+            if method == "POST" and route.name is None:
+                obj = self._create(kind, ns, h.read_json(), dry_run=query.get("dryRun") == "All",
+                                   strict=query.get("fieldValidation") == "Strict")
+                return 201, self._view(kind, route.version, obj, in_list=False)
+            key = (ns if kind.namespaced else "", route.name or "")
+            if method == "PUT" and route.name:
+                return 200, self._view(kind, route.version, self._update(kind, key, h.read_json()), in_list=False)
+            if method == "PATCH" and route.name:
+                current = self._store.get(kind.key, {}).get(key)
+                if current is None:
+                    raise ApiError(404, "NotFound", f'{kind.plural} "{route.name}" not found')
+                patched = _merge_patch(current, h.read_json())
+                patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
+            if method == "DELETE" and route.name:
+                return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:
+        kind = route.kind
+        limit = int(query.get("limit") or 0)
+        selector = query.get("labelSelector") or ""
+        with self._cond:
+            token = query.get("continue")
+            if token and self.expire_continue_after:
+                self._continues += 1
+                if self._continues >= self.expire_continue_after:
+                    self.expire_continue_after = self._continues = 0
+                    self._bump()  # something changed since the first page...
+                    self._compacted = self._rv  # ...and history before it is gone
+            if token:
+                try:
+                    state = json.loads(base64.b64decode(token))
+                    rv, items = self._pages[state["id"]]
+                    start = int(state["start"])
+                except (ValueError, KeyError, TypeError):
+                    raise ApiError(400, "BadRequest", "continue key is not valid") from None
+                if rv < self._compacted:
+                    raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
+                                   "consistent list result. You can start a new list without the continue parameter.")
+            else:
+                rv, start = self._rv, 0
+                objs = [o for (ns, _), o in sorted(self._store.get(kind.key, {}).items())
+                        if route.namespace is None or ns == route.namespace]
+                items = [self._view(kind, route.version, o, in_list=True) for o in objs
+                         if self._selected(o, selector)]
+                state = {"id": str(next(self._page_ids))}
+                self._pages[state["id"]] = (rv, items)
+        end = start + limit if limit > 0 else len(items)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if end < len(items):
+            meta["continue"] = base64.b64encode(json.dumps({"id": state["id"], "start": end}).encode()).decode()
+            meta["remainingItemCount"] = len(items) - end
+        api = f"{kind.group}/{route.version}" if kind.group else route.version
+        return {"kind": f"{kind.kind}List", "apiVersion": api, "metadata": meta, "items": items[start:end]}
+
+    @staticmethod
+    def _selected(obj: dict[str, Any], selector: str) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for term in filter(None, selector.split(",")):
+            k, _, v = term.partition("=")
+            if labels.get(k) != v:
+                return False
+        return True
+
+    def _watch(self, h: _Handler, route: _Route, query: dict[str, str]) -> None:
+        kind = route.kind
+        rv_text = query.get("resourceVersion") or ""
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        with self._cond:
+            if rv_text not in ("", "0") and int(rv_text) < self._compacted:
+                message = f"too old resource version: {rv_text} ({self._compacted})"
+                if self.gone_as_http:
+                    raise ApiError(410, "Expired", message)
+                start: list[dict[str, Any]] | None = [{"type": "ERROR",
+                                                       "object": ApiError(410, "Expired", message).status()}]
+                pos = self._rv
+            elif rv_text in ("", "0"):
+                start = [{"type": "ADDED", "object": self._view(kind, route.version, o, in_list=False)}
+                         for (ns, _), o in sorted(self._store.get(kind.key, {}).items())
+                         if route.namespace is None or ns == route.namespace]
+                pos = self._rv
+            else:
+                start, pos = [], int(rv_text)
+            gen = self._drop_gen
+            self.open_watches += 1
+            self._cond.notify_all()
+        try:
+            h.start_stream()
+            for ev in start or []:
+                h.send_chunk(json.dumps(ev).encode() + b"\n")
+                if ev["type"] == "ERROR":
+                    return h.end_stream()
+            last_bookmark = time.monotonic()
+            while True:
+                with self._cond:
+                    while True:
+                        now = time.monotonic()
+                        if self._closing or now >= deadline or gen != self._drop_gen:
+                            break
+                        if self._log and self._log[-1].rv > pos:
+                            break
+                        if bookmarks and now - last_bookmark >= self.bookmark_interval:
+                            break
+                        wait = deadline - now
+                        if bookmarks:
+                            wait = min(wait, self.bookmark_interval - (now - last_bookmark))
+                        self._cond.wait(max(0.001, wait))
+                    if gen != self._drop_gen:
+                        raise _Dropped()
+                    if self._closing or time.monotonic() >= deadline:
+                        break
+                    if pos < self._compacted:  # compacted while we were behind
+                        events = [{"type": "ERROR", "object": ApiError(
+                            410, "Expired", f"too old resource version: {pos} ({self._compacted})").status()}]
+                    else:
+                        i = bisect.bisect_right([e.rv for e in self._log], pos)
+                        events = [{"type": e.type, "object": e.obj if e.type == "RAW" else
+                                   self._view(kind, route.version, e.obj, in_list=False)}
+                                  for e in self._log[i:] if e.key == kind.key and (
+                                      route.namespace is None or e.obj["metadata"].get("namespace") == route.namespace)]
+                    pos = self._rv
+                for ev in events:
+                    if ev["type"] == "RAW":
+                        h.send_chunk(ev["object"]["data"].encode() + b"\n")
+                        continue
+                    h.send_chunk(json.dumps(ev).encode() + b"\n")
+                    if ev["type"] == "ERROR":
+                        return h.end_stream()
+                if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
+                    api = f"{kind.group}/{route.version}" if kind.group else route.version
+                    bm = {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": api,
+                                                         "metadata": {"resourceVersion": str(pos)}}}
+                    h.send_chunk(json.dumps(bm).encode() + b"\n")
+                    last_bookmark = time.monotonic()
+            h.end_stream()
+        except _Dropped:
+            h.send_chunk(b'{"type":"MODIFIED","object":{"metadata":{"na')  # half an event, then the cut
+            h.abort()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            h.close_connection = True
+        finally:
+            with self._cond:
+                self.open_watches -= 1
+                self._cond.notify_all()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
+    emulator: Emulator
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.emulator.handle(self, "GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.emulator.handle(self, "POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self.emulator.handle(self, "PUT")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self.emulator.handle(self, "PATCH")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.emulator.handle(self, "DELETE")
+
+    def read_json(self) -> dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:
+            raise ApiError(400, "BadRequest", "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body is not a JSON object")
+        return body
+
+    def send_json(self, code: int, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def send_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def abort(self) -> None:
+        """Cut the connection: no terminating chunk, the client sees a broken stream."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
