@@ -19,7 +19,7 @@ from cloud_adapters.errors import CloudError
 
 from ..execute import ExecutionReport, apply_plan, assign_node_groups
 from ..ingest import Cluster, ingest
-from ..model import Gang, NodeGroup
+from ..model import Gang, NodeGroup, Taint, Toleration
 from ..plan import Plan
 from ..planner import make_plan
 from ..snapshot import ClusterSnapshot, PreDecision, build_snapshot
@@ -33,6 +33,7 @@ from .records import TERMINAL, ControllerState, Record, StateStore
 log = logging.getLogger("gangscale.controller")
 
 DEADLINE_ANNOTATION = "gangscale.io/provisioning-deadline-seconds"
+RESERVED = "gangscale.io/reserved-for"  # planner-only taint on upcoming nodes bought for one gang
 BACKOFF_KINDS = ("capacity", "quota", "permission", "not-found", "unsupported")
 STATES = ("waiting-for-podgroup", "below-quorum", "planned", "provisioning", "ready", "running", "infeasible",
           "timed-out", "cancelled", "invalid", "deferred")
@@ -71,21 +72,31 @@ class Reconciler:
         self.groups = {g.name: g for g in discovery.groups}
         assign_node_groups(cluster, self.provider)
         if enforce:
-            self._watch_launches(now)
+            self._watch_launches(cluster, now)
         groups = [self._backed_off(g, now) for g in discovery.groups]
         snap = build_snapshot(cluster, groups, discovery.warnings)
+        self._reserve_upcoming(snap)
+        for g in snap.solvable:  # a gang that just timed out waits before it is bought for again
+            rec = self.state.records.get(gang_id(g))
+            if rec is not None and self._cooling(rec, g, now):
+                left = rec.since + self.cfg.launch_failure_backoff_seconds - now
+                snap.decided[g.key] = PreDecision("deferred", f"{rec.reason}; retrying in {left:.0f}s")
         first_seen = {key: r.first_seen for key, r in self.state.records.items()}
         apply_gang_limits(snap, self.cfg, now, {g.key: first_seen.get(gang_id(g), 0.0) for g in snap.gangs})
         plan = self._plan_within_caps(snap)
         report = None
+        intents: dict[str, dict[str, int]] = {}
         if enforce and plan.scale_up:
+            intents = self._register_intents(snap, plan, now)
+            if self.store is not None:
+                self.store.save(self.state)  # write-ahead: a crash right after the cloud call keeps who it was for
             report = apply_plan(plan, self.provider, {g.name: g for g in discovery.groups}, cluster)
             for action in report.actions:
                 if action.status == "failed" and action.error_kind in BACKOFF_KINDS:
                     self._back_off(action.group, now, f"{action.error_kind}: {action.message}")
             for err in report.launch_failures:
                 self._back_off(err.group, now, str(err))
-        self._lifecycle(snap, cluster, plan, report, now, enforce)
+        self._lifecycle(snap, cluster, plan, report, intents, now, enforce)
         if enforce:
             self._expire(cluster, now)
             if self.cfg.scale_down:
@@ -96,6 +107,28 @@ class Reconciler:
         return plan
 
     # ---------------------------------------------------------------- plan
+
+    def _reserve_upcoming(self, snap: ClusterSnapshot) -> None:
+        """Nodes on their way belong to the gang they were bought for: taint them for it, and let only
+        that gang's pods tolerate the taint, so another gang cannot take them over in the next plan."""
+        upcoming: dict[str, list] = defaultdict(list)
+        for view in snap.nodes:
+            if view.upcoming and view.node_group:
+                upcoming[view.node_group].append(view)
+        reserved: set[str] = set()
+        records = sorted((r for r in self.state.records.values() if r.state == "provisioning" and r.requested),
+                         key=lambda r: r.requested_at)
+        for rec in records:
+            for group, n in rec.requested.items():
+                free = [v for v in upcoming.get(group, []) if not any(t.key == RESERVED for t in v.taints)]
+                for view in free[:n]:
+                    view.taints = view.taints + (Taint(RESERVED, rec.gang, "NoSchedule"),)
+                    reserved.add(rec.gang)
+        for g in snap.gangs:
+            if gang_id(g) in reserved:
+                tol = Toleration(RESERVED, "Equal", gang_id(g), "NoSchedule")
+                for p in g.pending:
+                    p.placement = replace(p.placement, tolerations=p.placement.tolerations + (tol,))
 
     def _plan_within_caps(self, snap: ClusterSnapshot) -> Plan:
         opts = SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
@@ -137,8 +170,9 @@ class Reconciler:
         self.state.backoff[group] = until
         self.replan_soon = True
 
-    def _watch_launches(self, now: float) -> None:
-        """Launches that failed since a gang's request: back the group off and stop counting on them."""
+    def _watch_launches(self, cluster: Cluster, now: float) -> None:
+        """A launch failed since a gang's request: back the group off and take back what the gang
+        still waits for there, so this pass re-plans it on the alternatives instead of waiting."""
         watched: dict[str, float] = {}
         for r in self.state.records.values():
             if r.state == "provisioning":
@@ -152,27 +186,40 @@ class Reconciler:
                 continue
             if not failures:
                 continue
-            self._back_off(group, now, str(failures[0].error))
-            self._drop_failed_target(group, len(failures))
-
-    def _drop_failed_target(self, group: str, failed: int) -> None:
-        """If the cloud kept the target for launches that failed, lower it: they are not on their way."""
-        try:
-            target = self.provider.target_size(group)
-            live = sum(1 for i in self.provider.instances(group) if i.state in ("launching", "running"))
-            extra = min(failed, target - live)
-            if extra > 0:
-                self.provider.decrease_target_size(group, extra)
-        except CloudError as exc:
-            log.warning("cannot lower the target after failed launches", extra={"node_group": group, "error": str(exc)})
+            why = str(failures[0].error)
+            self._back_off(group, now, why)
+            for rec in self.state.records.values():
+                if rec.state == "provisioning" and rec.requested.get(group):
+                    released = self._release(rec, cluster, "launch-failed", only=group)
+                    rec.state, rec.since = "planned", now
+                    rec.reason = f"launch failed in {group} ({why}); gave back {released} nodes there, re-planning"
+                    self.events.emit(_gang_stub(rec), "NotTriggerScaleUp", rec.reason, warning=True)
 
     # ------------------------------------------------------------ lifecycle
 
+    def _register_intents(self, snap: ClusterSnapshot, plan: Plan, now: float) -> dict[str, dict[str, int]]:
+        """Book the plan's new nodes on the gangs they are for, before the cloud is called."""
+        owned = {gang_id(g): dict(self.state.records[gang_id(g)].requested) for g in snap.gangs
+                 if gang_id(g) in self.state.records and self.state.records[gang_id(g)].state == "provisioning"}
+        intents: dict[str, dict[str, int]] = {}
+        for g in snap.gangs:
+            mine = attribute_new_nodes(plan, snap, owned).get(g.key)
+            if not mine:
+                continue
+            key = gang_id(g)
+            rec = self._record(g, key, now)
+            for grp, n in mine.items():
+                rec.requested[grp] = rec.requested.get(grp, 0) + n
+            rec.requested_at = now
+            rec.deadline = now + self._deadline_seconds(g)
+            rec.pods = sorted(p.uid for p in g.pending)
+            intents[key] = mine
+        return intents
+
     def _lifecycle(self, snap: ClusterSnapshot, cluster: Cluster, plan: Plan, report: ExecutionReport | None,
-                   now: float, enforce: bool) -> None:
+                   intents: dict[str, dict[str, int]], now: float, enforce: bool) -> None:
         results = {(r.namespace, r.name, r.api): r for r in plan.gangs}
         upcoming_pods = {p for n, pods in plan.existing_nodes.items() if "/upcoming-" in n for p in pods}
-        bought = self._attribute_new_nodes(plan, snap)
         applied = {a.group for a in report.actions if a.status == "applied"} if report else set()
         failed = {a.group: a for a in report.actions if a.status != "applied"} if report else {}
         seen: set[str] = set()
@@ -180,28 +227,31 @@ class Reconciler:
             key = gang_id(g)
             seen.add(key)
             res = results.get(g.key)
-            if res is None:
+            old = self.state.records.get(key)
+            if res is None or (old is not None and self._cooling(old, g, now)):
                 continue
             rec = self._record(g, key, now)
             decision, reason = res.decision, res.reason
-            if decision == "scale-up":
-                mine = bought.get(g.key, {})
-                if enforce and mine and all(grp in applied for grp in mine):
+            mine = intents.get(key, {})
+            if decision == "scale-up" or mine:
+                if mine and all(grp in applied for grp in mine):
                     for grp, n in mine.items():
-                        rec.requested[grp] = rec.requested.get(grp, 0) + n
                         self.metrics.scale_ups.labels(grp).inc(n)
-                    rec.requested_at = now
-                    rec.deadline = now + self._deadline_seconds(g)
-                    rec.pods = sorted(p.uid for p in g.pending)
                     self.metrics.queue_latency.labels("requested").observe(max(0.0, now - rec.first_seen))
                     self._set(g, rec, "provisioning", reason, now)
                     self.events.emit(g, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
                         f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
-                elif enforce and mine:
+                elif mine:
+                    for grp, n in mine.items():  # undo the booking of what the cloud did not add
+                        if grp not in applied:
+                            rec.requested[grp] = rec.requested.get(grp, 0) - n
+                    rec.requested = {grp: n for grp, n in rec.requested.items() if n > 0}
                     why = "; ".join(f"{grp}: {failed[grp].message}" for grp in mine if grp in failed)
                     self._set(g, rec, "planned", f"scale-up not applied ({why or 'another group failed'}); "
                                                  "re-planning on the alternatives", now)
                     self.events.emit(g, "NotTriggerScaleUp", rec.reason, warning=True)
+                elif rec.state == "provisioning" and rec.requested:
+                    self._set(g, rec, "provisioning", f"capacity on its way: {reason}", now)
                 else:
                     self._set(g, rec, "planned", f"dry-run: {reason}" if self.cfg.mode == "dry-run" else reason, now)
                     self.events.emit(g, "TriggeredScaleUp" if self.cfg.mode == "enforce" else "NotTriggerScaleUp",
@@ -245,6 +295,10 @@ class Reconciler:
             self.state.records[key] = rec
         return rec
 
+    def _cooling(self, rec: Record, g: Gang, now: float) -> bool:
+        return (rec.state == "timed-out" and rec.generation == (g.uid or "-")
+                and now - rec.since < self.cfg.launch_failure_backoff_seconds)
+
     def _set(self, g: Gang, rec: Record, state: str, reason: str, now: float) -> None:
         if rec.state != state or rec.reason != reason:
             if rec.state != state:
@@ -265,23 +319,13 @@ class Reconciler:
                         extra={"gang": gang_id(g), "annotation": DEADLINE_ANNOTATION, "value": raw})
         return self.cfg.provisioning_deadline_seconds
 
-    @staticmethod
-    def _attribute_new_nodes(plan: Plan, snap: ClusterSnapshot) -> dict[tuple[str, str, str], dict[str, int]]:
-        """New nodes per gang and group; a node shared by gangs belongs to the one with most pods on it."""
-        owner = {p.key: g.key for g in snap.gangs for p in g.pending}
-        out: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
-        for n in plan.new_nodes:
-            counts = Counter(owner[p] for p in n.pods if p in owner)
-            if counts:
-                key = counts.most_common(1)[0][0]
-                out[key][n.node_group] = out[key].get(n.node_group, 0) + 1
-        return out
-
     # ------------------------------------------------- deadlines and release
 
     def _expire(self, cluster: Cluster, now: float) -> None:
         for rec in self.state.records.values():
             if rec.state in ("provisioning", "ready") and rec.deadline and now > rec.deadline:
+                for group in rec.requested:  # it did not deliver in time: try the alternatives first
+                    self._back_off(group, now, f"timed-out: nodes for {rec.gang} did not arrive")
                 released = self._release(rec, cluster, "timed-out") if rec.requested else 0
                 rec.state, rec.since = "timed-out", now
                 rec.reason = (f"not all nodes arrived within {rec.deadline - rec.requested_at:.0f}s; "
@@ -295,12 +339,14 @@ class Reconciler:
         """Nodes running any pod that is not a DaemonSet's: never removed."""
         return {p.node_name for p in cluster.bound if p.node_name and "DaemonSet" not in p.owner_kinds}
 
-    def _release(self, rec: Record, cluster: Cluster, why: str) -> int:
+    def _release(self, rec: Record, cluster: Cluster, why: str, only: str | None = None) -> int:
         """Give back up to what `rec` bought: launches in flight first, then empty nodes; never a busy node."""
         busy = self._busy_nodes(cluster)
         node_of = {instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id}
         total = 0
         for group, n in sorted(rec.requested.items()):
+            if only is not None and group != only:
+                continue
             try:
                 insts = self.provider.instances(group)
                 launching = [i.id for i in insts if i.state == "launching" and node_of.get(i.id) not in busy]
@@ -321,7 +367,7 @@ class Reconciler:
                 self.metrics.released.labels(group, why).inc(len(take))
             except CloudError as exc:
                 log.warning("cannot give capacity back", extra={"gang": rec.gang, "node_group": group, "error": str(exc)})
-        rec.requested = {}
+        rec.requested = {g: n for g, n in rec.requested.items() if only is not None and g != only}
         return total
 
     def _scale_down_empty(self, cluster: Cluster, plan: Plan, now: float) -> None:
@@ -370,6 +416,56 @@ class Reconciler:
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,
                                          "gangs": len(plan.gangs), "seconds": plan.solver.seconds,
                                          "status": plan.solver.status}})
+
+
+def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot, owned: dict[str, dict[str, int]]
+                        ) -> dict[tuple[str, str, str], dict[str, int]]:
+    """Which gang each new node is bought for, per group.
+
+    A node belongs to the gang with most pods on it. A gang that already owns
+    nodes on their way (`owned`, from its provisioning record) claims the
+    plan's new and upcoming nodes of a group only beyond what it owns there;
+    whatever of the group's new nodes is left goes to the gangs on them.
+    """
+    gangs = {p.key: g for g in snap.gangs for p in g.pending}
+    holding: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
+
+    def majority(pods: list[str]) -> Gang | None:
+        counts = Counter(gangs[p].key for p in pods if p in gangs)
+        if not counts:
+            return None
+        key = counts.most_common(1)[0][0]
+        return next(g for g in snap.gangs if g.key == key)
+
+    new_per_group: Counter[str] = Counter(n.node_group for n in plan.new_nodes)
+    new_owner: dict[str, Counter] = defaultdict(Counter)
+    for n in plan.new_nodes:
+        g = majority(n.pods)
+        if g is not None:
+            holding[g.key][n.node_group] += 1
+            new_owner[n.node_group][g.key] += 1
+    for name, pods in plan.existing_nodes.items():
+        if "/upcoming-" in name:
+            g = majority(pods)
+            if g is not None:
+                holding[g.key][name.split("/upcoming-")[0]] += 1
+    out: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
+    for group, total in new_per_group.items():
+        left = total
+        for key, cnt in sorted(holding.items(), key=lambda kv: kv[0]):
+            want = cnt[group] - owned.get("/".join(key[:2]) + "/" + key[2], {}).get(group, 0)
+            take = min(left, max(0, want))
+            if take:
+                out[key][group] = take
+                left -= take
+        for key, cnt in new_owner[group].most_common():  # the rest: by who rides the new nodes
+            if not left:
+                break
+            take = min(left, cnt - out[key].get(group, 0))
+            if take > 0:
+                out[key][group] = out[key].get(group, 0) + take
+                left -= take
+    return out
 
 
 def _utc(t: float):

@@ -1,0 +1,78 @@
+"""The shipped manifests and config: valid for a real cluster, and the safety settings are there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gangscale.controller.config import ControllerConfig, load_config
+from gangscale.loader import InputError
+
+DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
+MANIFESTS = ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml"]
+
+
+def docs() -> list[dict]:
+    out = []
+    for name in MANIFESTS:
+        out += [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+    return out
+
+
+@pytest.mark.parametrize("version", ["1.35.0", "1.36.0", "1.37.0"])
+def test_manifests_validate_against_the_official_schemas(version):
+    for doc in docs():
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_kustomization_lists_every_manifest():
+    kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert sorted(kust["resources"]) == sorted(MANIFESTS)
+    assert kust["configMapGenerator"][0]["files"] == ["config.yaml"]
+
+
+def test_deployment_is_ha_non_root_and_read_only():
+    dep = next(d for d in docs() if d["kind"] == "Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert dep["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert {p["httpGet"]["path"] for p in (container["livenessProbe"], container["readinessProbe"])} == {"/healthz", "/readyz"}
+    sa = next(d for d in docs() if d["kind"] == "ServiceAccount")
+    assert "eks.amazonaws.com/role-arn" in sa["metadata"]["annotations"]
+    assert next(d for d in docs() if d["kind"] == "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+
+
+def test_rbac_is_read_only_on_the_cluster():
+    role = next(d for d in docs() if d["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        if set(rule["resources"]) & {"pods", "nodes", "podgroups", "workloads"}:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}
+    ns_role = next(d for d in docs() if d["kind"] == "Role")
+    named = [r for r in ns_role["rules"] if "update" in r["verbs"]]
+    assert all(r.get("resourceNames") for r in named)  # updates only on the lease and the state ConfigMap
+
+
+def test_shipped_config_is_valid_and_starts_in_dry_run():
+    cfg = load_config(DEPLOY / "config.yaml")
+    assert cfg.mode == "dry-run"
+    assert cfg.cap_for("ml-research").max_nodes == 128 and cfg.cap_for("other").max_nodes == 64
+    assert ControllerConfig().mode == "dry-run"
+
+
+def test_a_bad_config_names_the_field_and_exits_2(tmp_path):
+    bad = tmp_path / "config.yaml"
+    bad.write_text("mode: enforce\nmaxGangPods: -3\n")
+    with pytest.raises(InputError, match="maxGangPods"):
+        load_config(bad)
+    bad.write_text("mdoe: enforce\n")
+    proc = subprocess.run([sys.executable, "-m", "gangscale", "run", "--config", str(bad)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "mdoe" in proc.stderr and "Traceback" not in proc.stderr
