@@ -220,6 +220,8 @@ class Reconciler:
                    intents: dict[str, dict[str, int]], now: float, enforce: bool) -> None:
         results = {(r.namespace, r.name, r.api): r for r in plan.gangs}
         upcoming_pods = {p for n, pods in plan.existing_nodes.items() if "/upcoming-" in n for p in pods}
+        self.metrics.feasible.clear()  # per-gang series only for the gangs listed now
+        self.metrics.min_count.clear()
         applied = {a.group for a in report.actions if a.status == "applied"} if report else set()
         failed = {a.group: a for a in report.actions if a.status != "applied"} if report else {}
         seen: set[str] = set()
@@ -291,7 +293,7 @@ class Reconciler:
         if rec is None or rec.generation != gen or rec.state in TERMINAL or replaced:
             if rec is not None and rec.state not in TERMINAL:
                 log.info("new gang generation", extra={"gang": key, "old": rec.generation, "new": gen})
-            rec = Record(key, g.namespace, g.name, g.api, gen, "planned", "", now, first_seen=now)
+            rec = Record(key, g.namespace, g.name, g.api, gen, "new", "", now, first_seen=now)
             self.state.records[key] = rec
         return rec
 

@@ -94,13 +94,19 @@ class StateStore:
         return state
 
     def save(self, state: ControllerState) -> None:
+        """Persist what a restart needs: records holding capacity, and recent terminal ones for audit.
+
+        Gangs that bought nothing are re-derived from the cluster on the next pass, which keeps
+        the ConfigMap far below its 1 MiB limit however many pods are pending.
+        """
         state.prune(time.time())
+        kept = {k: r for k, r in state.records.items() if r.requested or r.state in ("timed-out", "cancelled")}
         body = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": self.name, "namespace": self.namespace,
                          "labels": {"app.kubernetes.io/name": "gangscale"}},
             "data": {
-                "records.json": orjson.dumps({k: r.to_json() for k, r in state.records.items()}).decode(),
+                "records.json": orjson.dumps({k: r.to_json() for k, r in kept.items()}).decode(),
                 "backoff.json": orjson.dumps(state.backoff).decode(),
             },
         }

@@ -81,8 +81,9 @@ def test_nodes_that_never_arrive_are_given_back_at_the_deadline(cluster, world, 
     gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "3"})
     wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
     wait_for(lambda: world.desired("cpu") == 0, timeout=20, what="capacity released at the deadline")
-    rec = state_records(cluster)["default/train/scheduling.k8s.io/v1alpha2"]
-    assert rec["state"] == "timed-out" and "gave back 3" in rec["reason"]
+    rec = wait_for(lambda: (lambda r: r if r and r["state"] == "timed-out" else None)(
+        state_records(cluster).get("default/train/scheduling.k8s.io/v1alpha2")), what="timed-out kept for audit")
+    assert "gave back 3" in rec["reason"]
     assert events(cluster, "ScaleUpTimedOut") and events(cluster, "CapacityReleased")
     time.sleep(2.5)
     assert world.desired("cpu") == 0  # not bought again straight away: the gang is cooling off
@@ -137,9 +138,9 @@ def test_the_namespace_cap_holds(cluster, world, controllers):
     wait_for(lambda: world.desired("cpu") == 2, what="team-b's gang")
     time.sleep(2.5)
     assert world.desired("cpu") == 2
-    recs = state_records(cluster)
-    assert recs["team-a/big/scheduling.k8s.io/v1alpha2"]["state"] == "deferred"
-    assert "cap" in recs["team-a/big/scheduling.k8s.io/v1alpha2"]["reason"]
+    held = [e for e in events(cluster, "NotTriggerScaleUp") if e["involvedObject"]["name"] == "big"]
+    assert held and "team-a is at its cap (maxNodes 2)" in held[0]["message"]
+    assert ctl.logged("gang state", gang="team-a/big/scheduling.k8s.io/v1alpha2", to="deferred")
     # a second small gang in team-b would exceed its cap too: in-flight nodes count
     gang(cluster, "small2", 1, ns="team-b")
     time.sleep(2.5)
@@ -155,7 +156,8 @@ def test_dry_run_changes_nothing_in_the_cloud(cluster, world, controllers, proxy
     time.sleep(2)
     assert world.desired("cpu") == 0 and proxy.count("SetDesiredCapacity") == 0
     assert "dry-run" in events(cluster, "NotTriggerScaleUp")[0]["message"]
-    assert state_records(cluster)["default/train/scheduling.k8s.io/v1alpha2"]["state"] == "planned"
+    assert ctl.logged("gang state", gang="default/train/scheduling.k8s.io/v1alpha2", to="planned")
+    assert "default/train/scheduling.k8s.io/v1alpha2" not in state_records(cluster)  # bought nothing: nothing kept
     ctl.assert_no_tracebacks()
 
 
