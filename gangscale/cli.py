@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_solver_flags(p)
     add_cloud_flags(p)
     add_kube_commands(sub)
-    from .controller.run import add_run_command
+    from .controller.flags import add_run_command
 
     add_run_command(sub)
     return parser

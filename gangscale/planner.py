@@ -9,7 +9,7 @@ from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import lower_bound
-from .solver.cpsat import placed_per_shape, solve_model
+from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
 from .solver.greedy import Assignment, greedy, max_placeable
 from .solver.params import SolveOptions
 from .solver.patterns import build_patterns
@@ -17,13 +17,16 @@ from .solver.problem import MICRO, Problem, build_problem
 
 __all__ = ["SolveOptions", "make_plan"]
 
+BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound always gets
+
 
 def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     opts = opts or SolveOptions()
     start = time.perf_counter()
     prob = build_problem(snap)
     hint = greedy(prob)
-    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind)
+    # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
+    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind, deadline=start + 0.25 * opts.time_limit)
     spent = time.perf_counter() - start
     model_budget = max(0.2, (opts.time_limit - spent) * 0.85)
     bounds: dict[tuple, tuple[int, bool]] = {}
@@ -34,10 +37,22 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
             bounds[key] = lower_bound(prob, dict(key), opts, seconds)
         return bounds[key][0]
 
-    outcome = solve_model(prob, patterns, hint, opts, model_budget, bound_for)
+    # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
+    # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
+    n_patterns = sum(len(p) for p in patterns.by_kind)
+    reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
+    if opts.time_limit - spent - 15e-6 * n_patterns < 0.3 + reserve:
+        outcome = SolveOutcome(hint, False, False, True, 0, 0.0)
+    else:
+        outcome = solve_model(prob, patterns, hint, opts, model_budget, bound_for)
     best = outcome.assignment
-    bound_for(best, max(0.1, opts.time_limit - (time.perf_counter() - start)))
-    lb, lb_proven = bounds[tuple(sorted(placed_per_shape(prob, best).items()))]
+    key = tuple(sorted(placed_per_shape(prob, best).items()))
+    final_seconds = max(reserve, opts.time_limit - (time.perf_counter() - start))
+    if key in bounds and not bounds[key][1]:  # an earlier, shorter try proved nothing or less: try again
+        again = lower_bound(prob, dict(key), opts, final_seconds)
+        bounds[key] = max(bounds[key], again)
+    bound_for(best, final_seconds)
+    lb, lb_proven = bounds[key]
 
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one

@@ -40,33 +40,76 @@ def gang_order(prob: Problem) -> list[int]:
     )
 
 
+@dataclass(slots=True)
+class _Base:
+    """Per-problem arrays shared by every `_State` (built once: explanations make many states)."""
+
+    prob: Problem
+    req: np.ndarray  # shapes x resources
+    free: np.ndarray  # existing nodes x resources
+    kind: np.ndarray  # existing nodes -> kind
+    names: list[str | None]
+    compat_mask: np.ndarray  # shapes x kinds
+    size: np.ndarray  # per shape: its largest share of any compatible bin (the placement order)
+    new_compat: list[list[int]]  # per shape: compatible kinds that are node groups
+    domain_kinds: dict = field(default_factory=dict)  # (topology keys, domain) -> kinds mask
+    shape_domains: dict = field(default_factory=dict)  # shape -> topology domains of its compatible kinds
+
+
+_BASE: list[_Base] = []  # the last problem's base (a Problem is never mutated once built)
+
+
+def _base(prob: Problem) -> _Base:
+    if _BASE and _BASE[0].prob is prob:
+        return _BASE[0]
+    R, nk = len(prob.resources), len(prob.kinds)
+    req = np.array([s.req for s in prob.shapes], dtype=np.int64).reshape(len(prob.shapes), R)
+    existing = [(k.kid, name) for k in prob.kinds if not k.new for name in k.nodes]
+    caps = np.array([k.cap for k in prob.kinds], dtype=np.int64).reshape(nk, R)
+    free = caps[[kid for kid, _ in existing]].reshape(len(existing), R)
+    kind = np.array([kid for kid, _ in existing], dtype=np.int64)
+    compat_mask = np.zeros((len(prob.shapes), nk), dtype=bool)
+    for s, ks in enumerate(prob.compat):
+        compat_mask[s, ks] = True
+    size = np.zeros(len(prob.shapes), dtype=float)
+    capf = caps.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s, ks in enumerate(prob.compat):
+            if ks:
+                c = capf[ks]
+                share = np.where(c > 0, req[s].astype(float) / c, 0.0)
+                size[s] = share.max()
+    new_compat = [[kid for kid in ks if prob.kinds[kid].new] for ks in prob.compat]
+    base = _Base(prob, req, free, kind, [name for _, name in existing], compat_mask, size, new_compat)
+    _BASE[:] = [base]
+    return base
+
+
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
     def __init__(self, prob: Problem, gangs: list[int]) -> None:
         self.prob = prob
-        self.req = np.array([s.req for s in prob.shapes], dtype=np.int64).reshape(len(prob.shapes), len(prob.resources))
-        existing = [(k.kid, name) for k in prob.kinds if not k.new for name in k.nodes]
+        base = _base(prob)  # the arrays every state of this problem starts from (built once)
+        self.req = base.req
+        existing = len(base.names)
         total_pods = sum(prob.gangs[g].pending for g in gangs)
         extra = sum(min(k.max_count, total_pods) for k in prob.kinds if k.new)
-        size = len(existing) + extra
+        size = existing + extra
         self.free = np.zeros((size, len(prob.resources)), dtype=np.int64)
         self.kind = np.full(size, -1, dtype=np.int64)
-        self.names: list[str | None] = [None] * size
-        for i, (kid, name) in enumerate(existing):
-            self.free[i] = prob.kinds[kid].cap
-            self.kind[i] = kid
-            self.names[i] = name
-        self.n = len(existing)
+        self.free[:existing] = base.free
+        self.kind[:existing] = base.kind
+        self.names: list[str | None] = base.names + [None] * extra
+        self.n = existing
+        # per shape, a bin index before which no bin can take one more pod of it (first-fit's "skip full bins")
+        self.start = np.zeros(len(prob.shapes), dtype=np.int64)
         self.headroom = {k.kid: k.max_count for k in prob.kinds if k.new}
-        self.contents: list[dict[int, int]] = [dict() for _ in range(size)]
+        self.contents: list[dict[int, int]] = [dict() for _ in range(existing)]  # one per open bin
         self.log: list[tuple[int, int, int]] = []  # (bin, class, count); class -1 marks an open
         self.cost = 0
         # per shape: boolean mask over kinds, and the kinds' topology domains
-        nk = len(prob.kinds)
-        self.compat_mask = np.zeros((len(prob.shapes), nk), dtype=bool)
-        for s, ks in enumerate(prob.compat):
-            self.compat_mask[s, ks] = True
+        self.compat_mask = base.compat_mask
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.free[b] -= count * self.req[self.prob.classes[cid].shape]
@@ -77,6 +120,7 @@ class _State:
         b = self.n
         self.n += 1
         self.kind[b] = kid
+        self.contents.append({})
         self.free[b] = self.prob.kinds[kid].cap
         self.headroom[kid] -= 1
         self.cost += self.prob.kinds[kid].cost
@@ -84,6 +128,8 @@ class _State:
         return b
 
     def undo(self, mark: int) -> None:
+        if len(self.log) > mark:  # undone bins regain room (or disappear): cursors must not skip them
+            np.minimum(self.start, min(b for b, _, _ in self.log[mark:]), out=self.start)
         while len(self.log) > mark:
             b, cid, count = self.log.pop()
             if cid == -1:
@@ -91,7 +137,7 @@ class _State:
                 self.kind[b] = -1
                 self.headroom[count] += 1
                 self.cost -= self.prob.kinds[count].cost
-                self.contents[b] = {}
+                self.contents.pop()  # the log undoes opens last-first: b is the last bin
             else:
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
                 left = self.contents[b][cid] - count
@@ -103,38 +149,49 @@ class _State:
     def fits(self, shape: int, domain_kinds: np.ndarray | None) -> np.ndarray:
         """Pods of `shape` that still fit on each open bin (0 where incompatible)."""
         n = self.n
+        lo = min(int(self.start[shape]), n)
         req = self.req[shape]
         pos = req > 0
-        free = self.free[:n, pos]
-        counts = (free // req[pos]).min(axis=1) if pos.any() else np.zeros(n, dtype=np.int64)
-        kinds = self.kind[:n]
-        ok = self.compat_mask[shape, kinds]
+        free = self.free[lo:n, pos]
+        counts = (free // req[pos]).min(axis=1) if pos.any() else np.zeros(n - lo, dtype=np.int64)
+        kinds = self.kind[lo:n]
+        ok = self.compat_mask[shape, kinds] & (counts > 0)
+        # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
+        self.start[shape] = lo + (int(np.argmax(ok)) if ok.any() else n - lo)
         if domain_kinds is not None:
             ok &= domain_kinds[kinds]
-        return np.where(ok, np.maximum(counts, 0), 0)
+        out = np.zeros(n, dtype=np.int64)
+        out[lo:] = np.where(ok, counts, 0)
+        return out
 
 
 def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None) -> np.ndarray | None:
     if domain is None:
         return None
+    cache = _base(prob).domain_kinds
     keys = prob.shapes[shape].topology_keys
-    return np.array([all(k.labels.get(key) == v for key, v in zip(keys, domain)) for k in prob.kinds], dtype=bool)
+    mask = cache.get((keys, domain))
+    if mask is None:
+        mask = cache[(keys, domain)] = np.array(
+            [all(k.labels.get(key) == v for key, v in zip(keys, domain)) for k in prob.kinds], dtype=bool)
+    return mask
 
 
 def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | None) -> int:
     """Place as many of the gang's pods as fit; returns how many."""
     info = prob.gangs[gid]
     # largest pods first (by their biggest share of any compatible bin)
-    order = sorted(info.classes, key=lambda c: -max(
-        (max(r / k if k else 0 for r, k in zip(prob.shapes[prob.classes[c].shape].req, prob.kinds[kid].cap))
-         for kid in prob.compat[prob.classes[c].shape]), default=0))
+    size = _base(prob).size
+    order = sorted(info.classes, key=lambda c: -size[prob.classes[c].shape])
+    new_compat = _base(prob).new_compat
     placed = 0
     for cid in order:
         shape = prob.classes[cid].shape
         dk = _domain_kinds(prob, shape, domain)
         left = prob.classes[cid].count
         counts = st.fits(shape, dk)
-        for b in np.flatnonzero(counts):
+        lo = int(st.start[shape])  # `fits` left only zeros before its cursor
+        for b in (np.flatnonzero(counts[lo:]) + lo).tolist():
             take = min(left, int(counts[b]))
             st.place(int(b), cid, take)
             left -= take
@@ -142,9 +199,9 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
                 break
         while left:
             best, best_key = -1, None
-            for kid in prob.compat[shape]:
+            for kid in new_compat[shape]:
                 k = prob.kinds[kid]
-                if not k.new or st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
+                if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
                     continue
                 per_node = min(left, prob.fit_count[(shape, kid)])
                 key = (k.cost / per_node, -per_node, kid)
@@ -166,11 +223,11 @@ def _candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
     if not any(prob.shapes[s].topology_keys for s in shapes):
         return [None]
     domains = set()
+    cache = _base(prob).shape_domains
     for s in shapes:
-        for kid in prob.compat[s]:
-            d = prob.domain(s, kid)
-            if d is not None:
-                domains.add(d)
+        if s not in cache:
+            cache[s] = {d for d in (prob.domain(s, kid) for kid in prob.compat[s]) if d is not None}
+        domains |= cache[s]
     return sorted(domains)
 
 

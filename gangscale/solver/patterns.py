@@ -10,6 +10,7 @@ patterns of the greedy plan and whatever the enumeration reached.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from .problem import Problem
@@ -71,8 +72,14 @@ def enumerate_maximal(cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, .
     return out, finished
 
 
-def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budget_per_kind: int = 64) -> PatternSet:
-    """Patterns per kind: single-shape fills, the seeds' bins, then enumeration."""
+def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budget_per_kind: int = 64,
+                   deadline: float | None = None) -> PatternSet:
+    """Patterns per kind: single-shape fills, the seeds' bins, then enumeration.
+
+    Enumeration visits node groups first, then existing nodes; past `deadline`
+    (a `time.perf_counter()` value) the remaining kinds keep only their
+    single-shape fills and seed patterns, and the set is marked incomplete.
+    """
     shapes_of_kind: list[list[int]] = [[] for _ in prob.kinds]
     for s, kinds in enumerate(prob.compat):
         for k in kinds:
@@ -87,13 +94,16 @@ def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budge
         by_kind[kid][tuple(sorted(counts.items()))] = None
 
     complete = True
-    for kind in prob.kinds:
+    for kind in sorted(prob.kinds, key=lambda k: not k.new):  # node groups first: they carry the cost
         shapes = shapes_of_kind[kind.kid]
         if not shapes:
             continue
         for s in shapes:
             by_kind[kind.kid][((s, prob.fit_count[(s, kind.kid)]),)] = None
         if len(shapes) == 1:
+            continue
+        if deadline is not None and time.perf_counter() > deadline:
+            complete = False
             continue
         ordered = sorted(shapes, key=lambda s: -sum(r / c if c else 0 for r, c in zip(prob.shapes[s].req, kind.cap)))
         pats, done = enumerate_maximal(kind.cap, [(s, prob.shapes[s].req) for s in ordered], budget_per_kind)

@@ -141,13 +141,16 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     compat: list[list[int]] = [[] for _ in shapes]
     fit_count: dict[tuple[int, int], int] = {}
     allow_cache: dict[tuple[Placement, int], bool] = {}
+    caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(len(kinds), len(resources))
     for s in shapes:
-        for k in kinds:
+        req = np.array(s.req, dtype=np.int64)
+        pos = req > 0  # as _max_fit: pods of the shape that fit each empty bin, 0 when it requests nothing
+        fits = (caps[:, pos] // req[pos]).min(axis=1) if pos.any() else np.zeros(len(kinds), dtype=np.int64)
+        for kid in np.flatnonzero(fits > 0).tolist():
+            k = kinds[kid]
             if any(key not in k.labels for key in s.topology_keys):
                 continue
-            n = _max_fit(s.req, k.cap)
-            if n <= 0:
-                continue
+            n = int(fits[kid])
             ck = (s.placement, k.kid)
             ok = allow_cache.get(ck)
             if ok is None:

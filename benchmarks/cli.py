@@ -1,0 +1,94 @@
+"""`python -m benchmarks ...` (also `gangscale bench ...`).
+
+  run [--quick] [--out DIR] [--only NAME ...]   run a suite, write results.{json,md} and PNG plots
+  generate NAME [--out DIR] [--yaml]             write one suite backlog's cluster and catalog files
+  list [--quick]                                 the suite's backlogs
+  baseline POLICY --cluster F --nodegroups F     one baseline's decisions, as JSON, for a cluster file
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import orjson
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="gangscale benchmark suite")
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the standard (or --quick) suite and write the artifacts")
+    r.add_argument("--quick", action="store_true", help="the reduced CI smoke suite")
+    r.add_argument("--out", type=Path, default=None, help="output directory (default bench-out[/quick])")
+    r.add_argument("--only", nargs="*", default=(), metavar="NAME", help="run only these backlogs")
+    r.add_argument("--time-limit", type=float, default=2.0, help="gangscale plan --time-limit (default 2)")
+    r.add_argument("--relative-gap", type=float, default=0.01, help="gangscale plan --relative-gap (default 0.01)")
+    r.add_argument("--bound-seconds", type=float, default=3.0, help="CP-SAT seconds per lower bound (default 3)")
+    r.add_argument("--timing-runs", type=int, default=None, help="override the repeat count of timed backlogs")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--check", action="store_true", help="exit 1 when a property check fails")
+    g = sub.add_parser("generate", help="write one backlog of the suite")
+    g.add_argument("name")
+    g.add_argument("--out", type=Path, default=Path("bench-out/backlogs"))
+    g.add_argument("--yaml", action="store_true", help="also write cluster.yaml")
+    ls = sub.add_parser("list", help="list the suite's backlogs")
+    ls.add_argument("--quick", action="store_true")
+    b = sub.add_parser("baseline", help="print one baseline's decisions for a cluster file")
+    b.add_argument("policy", choices=["ca", "ca-atomic", "karpenter"])
+    b.add_argument("--cluster", required=True)
+    b.add_argument("--nodegroups", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        from .runner import RunConfig, run_suite
+
+        suite = "quick" if args.quick else "standard"
+        cfg = RunConfig(suite=suite, out=args.out or Path("bench-out" if suite == "standard" else "bench-out/quick"),
+                        time_limit=args.time_limit, relative_gap=args.relative_gap, bound_seconds=args.bound_seconds,
+                        only=tuple(args.only), timing_runs=args.timing_runs, progress=not args.no_progress)
+        run_suite(cfg)
+        doc = orjson.loads((cfg.out / "results.json").read_bytes())
+        checks = doc["checks"]
+        print(f"wrote {cfg.out}/results.json, results.md and plots in {doc['seconds']:.0f} s; "
+              f"{checks['checked']} property checks, {len(checks['failed'])} failed")
+        for f in checks["failed"]:
+            print(f"  FAILED {f['case']} vs {f['policy']}: {f['property']} ({f['detail']})")
+        return 1 if args.check and not checks["all_ok"] else 0
+    if args.command == "generate":
+        from .generate import write_backlog
+        from .suite import SUITES
+
+        cases = {c.spec.name: c for suite in SUITES.values() for c in suite}
+        if args.name not in cases:
+            print(f"unknown backlog {args.name!r}; see `python -m benchmarks list`", file=sys.stderr)
+            return 2
+        b = write_backlog(cases[args.name].spec, args.out, yaml_too=args.yaml)
+        print(f"{b.cluster} ({b.pending_pods} pending pods, {b.gangs} gangs, {b.existing_nodes} nodes)\n{b.catalog}")
+        return 0
+    if args.command == "list":
+        from .suite import SUITES
+
+        for c in SUITES["quick" if args.quick else "standard"]:
+            s = c.spec
+            print(f"{s.name:14s} {s.family:8s} pods={s.pods:<7d} node-groups={s.node_groups:<3d} nodes={s.nodes:<5d} "
+                  f"gangs={s.gangs or '-'} supply={s.supply:g} timing-runs={c.timing_runs}")
+        return 0
+    if args.command == "baseline":
+        from .baselines import BASELINES
+        from .world import load_world
+
+        placed = BASELINES[args.policy](load_world(args.cluster, args.nodegroups))
+        out = {"existingNodes": placed.existing,
+               "newNodes": [{"nodeGroup": g, "pods": pods} for g, pods in placed.new_nodes], "notes": placed.notes}
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    return 2  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Artifacts of a suite run: property checks, the markdown tables and the PNG plots."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+POLICY_ORDER = ("gangscale", "ca", "ca-atomic", "karpenter")
+EPS = 1e-6
+
+
+def check_properties(results) -> dict:
+    """The issue's claims, checked per backlog against every baseline (never tuned, only reported)."""
+    rows = []
+    ratios = []
+    for r in results:
+        name = r.case.spec.name
+        gs = r.metrics["gangscale"]
+        for pol, m in r.metrics.items():
+            if m.violations:
+                rows.append({"case": name, "policy": pol, "property": "valid placement", "ok": False,
+                             "detail": "; ".join(m.violations[:3])})
+        rows.append({"case": name, "policy": "gangscale", "property": "no stranded node",
+                     "ok": gs.stranded_nodes == 0, "detail": f"{gs.stranded_nodes} stranded"})
+        for pol, m in r.metrics.items():
+            if pol == "gangscale":
+                continue
+            rows.append({"case": name, "policy": pol, "property": "gangs satisfied >= baseline",
+                         "ok": gs.gangs_satisfied >= m.gangs_satisfied,
+                         "detail": f"{gs.gangs_satisfied} vs {m.gangs_satisfied}"})
+            if gs.gangs_satisfied == m.gangs_satisfied and gs.useful_pods <= m.useful_pods:
+                rows.append({"case": name, "policy": pol, "property": "cost <= baseline at equal gangs",
+                             "ok": gs.cost <= m.cost + EPS, "detail": f"${gs.cost:,.2f} vs ${m.cost:,.2f}"})
+        if gs.cost_ratio is not None:
+            ratios.append(gs.cost_ratio)
+    failed = [row for row in rows if not row["ok"]]
+    return {
+        "all_ok": not failed,
+        "failed": failed,
+        "checked": len(rows),
+        "gangscale_median_cost_ratio": statistics.median(ratios) if ratios else None,
+        "gangscale_max_cost_ratio": max(ratios) if ratios else None,
+        "rows": rows,
+    }
+
+
+def _fmt_ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _fmt_money(x) -> str:
+    return f"{x:,.2f}"
+
+
+def headline_table(doc: dict) -> str:
+    """Per policy, over the whole suite: gangs, useful pods, stranded nodes, cost ratio."""
+    agg = {p: {"gangs": 0, "sat": 0, "useful": 0, "stranded": 0, "stranded_cost": 0.0, "cost": 0.0, "ratios": [],
+               "wins": 0} for p in POLICY_ORDER}
+    for case in doc["cases"]:
+        for p, m in case["metrics"].items():
+            a = agg[p]
+            a["gangs"] += m["gangs"]
+            a["sat"] += m["gangs_satisfied"]
+            a["useful"] += m["useful_pods"]
+            a["stranded"] += m["stranded_nodes"]
+            a["stranded_cost"] += m["stranded_cost"]
+            a["cost"] += m["cost"]
+            if m["cost_ratio"] is not None:
+                a["ratios"].append(m["cost_ratio"])
+    lines = ["| policy | gangs satisfied | useful pods placed | stranded nodes ($/h) | total $/h bought | "
+             "median cost / lower bound | worst cost / lower bound |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for p in POLICY_ORDER:
+        a = agg[p]
+        med = statistics.median(a["ratios"]) if a["ratios"] else None
+        worst = max(a["ratios"]) if a["ratios"] else None
+        lines.append(f"| {p} | {a['sat']} / {a['gangs']} | {a['useful']:,} | {a['stranded']} "
+                     f"(${_fmt_money(a['stranded_cost'])}) | ${_fmt_money(a['cost'])} | {_fmt_ratio(med)} | "
+                     f"{_fmt_ratio(worst)} |")
+    return "\n".join(lines)
+
+
+def case_table(doc: dict) -> str:
+    lines = ["| backlog | pending pods | gangs | node groups | existing nodes | policy | gangs satisfied | "
+             "useful / placed pods | new nodes | $/h | stranded nodes ($/h) | cost / LB | time s | peak MB |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for case in doc["cases"]:
+        st = case["stats"]
+        first = True
+        for p in POLICY_ORDER:
+            m = case["metrics"][p]
+            head = (f"| {case['name']} | {st['pending_pods']:,} | {st['gangs']} | {st['node_groups']} | "
+                    f"{st['existing_nodes']:,} ") if first else "| | | | | "
+            first = False
+            lines.append(
+                f"{head}| {p} | {m['gangs_satisfied']} | {m['useful_pods']:,} / {m['pods_placed']:,} | "
+                f"{m['new_nodes']:,} | {_fmt_money(m['cost'])} | {m['stranded_nodes']} "
+                f"(${_fmt_money(m['stranded_cost'])}) | {_fmt_ratio(m['cost_ratio'])} | {m['seconds']:.2f} | "
+                f"{m['peak_mb']:.0f} |")
+    return "\n".join(lines)
+
+
+def timing_table(doc: dict) -> str:
+    lines = ["| backlog | pending pods | existing nodes | format | runs | median s | min s | max s | "
+             "peak MB | target |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for case in doc["cases"]:
+        for fmt, runs in (("JSON", case["gangscale_runs"]), ("YAML", case["yaml_runs"])):
+            if not runs or (fmt == "JSON" and len(runs) < 2 and not case["targets"]["seconds"]):
+                continue
+            secs = [r["seconds"] for r in runs]
+            t = case["targets"]
+            target = ""
+            if fmt == "JSON" and t["seconds"]:
+                ok = statistics.median(secs) <= t["seconds"] and (
+                    t["peak_mb"] is None or max(r["peak_mb"] for r in runs) <= t["peak_mb"])
+                target = (f"≤ {t['seconds']:g} s" + (f", < {t['peak_mb']:.0f} MB" if t["peak_mb"] else "")
+                          + (": met" if ok else ": **missed**"))
+            lines.append(f"| {case['name']} | {case['stats']['pending_pods']:,} | "
+                         f"{case['stats']['existing_nodes']:,} | {fmt} | {len(runs)} | "
+                         f"{statistics.median(secs):.2f} | {min(secs):.2f} | {max(secs):.2f} | "
+                         f"{max(r['peak_mb'] for r in runs):.0f} | {target} |")
+    return "\n".join(lines)
+
+
+def markdown_report(doc: dict) -> str:
+    checks = doc["checks"]
+    out = [f"# gangscale benchmark: `{doc['suite']}` suite", "",
+           f"Command: `{doc['command']}` — {doc['seconds']:.0f} s on {doc['environment']['cpus']} cores "
+           f"(Python {doc['environment']['python']}, OR-Tools {doc['environment']['ortools']}); "
+           f"gangscale `--time-limit {doc['config']['time_limit']:g} --relative-gap "
+           f"{doc['config']['relative_gap']:g}`.", "",
+           "## Headline (all backlogs)", "", headline_table(doc), "",
+           f"Properties checked: {checks['checked']}, failed: {len(checks['failed'])}. gangscale median cost / "
+           f"lower bound: {_fmt_ratio(checks['gangscale_median_cost_ratio'])}.", ""]
+    if checks["failed"]:
+        out += ["### Failed properties", ""] + [
+            f"- {f['case']} vs {f['policy']}: {f['property']} ({f['detail']})" for f in checks["failed"]] + [""]
+    timing = timing_table(doc)
+    if timing.count("\n") > 1:
+        out += ["## Whole-process timing of `gangscale plan`", "", timing, ""]
+    out += ["## Per backlog", "", case_table(doc), ""]
+    return "\n".join(out)
+
+
+def plot_results(doc: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    markers = {"gangscale": "o", "ca": "s", "ca-atomic": "^", "karpenter": "D"}
+    colors = {"gangscale": "#1b7837", "ca": "#b2182b", "ca-atomic": "#ef8a62", "karpenter": "#2166ac"}
+    paths = []
+    specs = [
+        ("cost_ratio.png", "cost_ratio", "cost / proven lower bound (own placed pods)", False,
+         "Cost against a proven lower bound"),
+        ("time.png", "seconds", "wall time (s): gangscale = whole process, baselines = planning only", True,
+         "Planning time"),
+        ("gangs.png", None, "gangs satisfied (fraction)", False, "Whole gangs satisfied"),
+        ("stranded.png", "stranded_cost", "stranded nodes' cost ($/h)", False, "Cost of stranded nodes"),
+    ]
+    cases = doc["cases"]
+    for fname, key, ylabel, logy, title in specs:
+        fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+        for i, p in enumerate(POLICY_ORDER):
+            xs, ys = [], []
+            for c in cases:
+                m = c["metrics"][p]
+                if key is None:
+                    y = m["gangs_satisfied"] / m["gangs"] if m["gangs"] else None
+                else:
+                    y = m[key]
+                if y is None:
+                    continue
+                # a small horizontal offset per policy keeps equal values visible
+                xs.append(c["stats"]["pending_pods"] * (1.0 + 0.06 * (i - 1.5)))
+                ys.append(y)
+            ax.scatter(xs, ys, label=p, marker=markers[p], color=colors[p], s=42, alpha=0.85,
+                       edgecolors="black", linewidths=0.4)
+        ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if key == "cost_ratio":
+            ax.axhline(1.02, color="grey", linestyle="--", linewidth=0.8)
+            ax.text(ax.get_xlim()[0] * 1.05, 1.02, " +2%", va="bottom", fontsize=8, color="grey")
+        if key == "seconds":
+            for c in cases:
+                t = c["targets"]["seconds"]
+                if t:
+                    ax.plot([c["stats"]["pending_pods"]], [t], marker="_", markersize=30, color="grey")
+                    ax.annotate(f"target {t:g}s", (c["stats"]["pending_pods"], t), textcoords="offset points",
+                                xytext=(8, 4), fontsize=8, color="grey")
+        ax.set_xlabel("pending pods in the backlog")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title} — {doc['suite']} suite")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend()
+        fig.tight_layout()
+        path = out / fname
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths

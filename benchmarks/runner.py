@@ -1,0 +1,257 @@
+"""Run a suite: generate backlogs, plan each with every policy, evaluate, write the artifacts.
+
+gangscale runs as the real `gangscale plan` process (JSON cluster file in,
+plan JSON out); its wall time and peak RSS are those of the whole process,
+measured with `os.wait4`. Baselines run in a forked child of the runner
+after the backlog is loaded once, so their time and peak RSS cover planning
+only (the cluster is already parsed). Every policy's output then goes through
+the same evaluator and the same lower-bound computation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from gangscale.solver.bound import lower_bound
+from gangscale.planner import SolveOptions
+from gangscale.solver.problem import MICRO, build_problem
+
+from .baselines import BASELINES
+from .evaluate import Metrics, evaluate, placed_from_plan
+from .generate import write_backlog
+from .suite import SUITES, Case
+from .world import World, load_world
+
+POLICIES = ("gangscale", *BASELINES)
+
+
+@dataclass(slots=True)
+class RunConfig:
+    suite: str = "standard"
+    out: Path = Path("bench-out")
+    time_limit: float = 2.0  # `gangscale plan --time-limit`
+    relative_gap: float = 0.01  # `gangscale plan --relative-gap`
+    bound_seconds: float = 3.0  # CP-SAT time for each policy's lower bound
+    only: tuple[str, ...] = ()
+    timing_runs: int | None = None  # override the cases' repeat counts
+    progress: bool = True
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case: Case
+    stats: dict
+    metrics: dict[str, Metrics] = field(default_factory=dict)
+    gangscale_runs: list[dict] = field(default_factory=list)
+    yaml_runs: list[dict] = field(default_factory=list)
+    load_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        runs = self.gangscale_runs
+        return {
+            "name": self.case.spec.name, "spec": self.case.spec.to_dict(), "stats": self.stats,
+            "targets": {"seconds": self.case.target_seconds, "peak_mb": self.case.target_mb},
+            "time_limit": self.case.time_limit,
+            "gangscale_runs": runs,
+            "gangscale_median_seconds": statistics.median(r["seconds"] for r in runs) if runs else None,
+            "gangscale_max_peak_mb": max(r["peak_mb"] for r in runs) if runs else None,
+            "yaml_runs": self.yaml_runs,
+            "load_seconds": round(self.load_seconds, 3),
+            "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
+        }
+
+
+# ------------------------------------------------------------------ policies
+
+def _wait(proc: subprocess.Popen) -> tuple[int, float]:
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024.0
+
+
+def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float) -> dict:
+    """One `gangscale plan` process; returns seconds, peak MB and the command."""
+    cmd = [sys.executable, "-m", "gangscale", "plan", "--cluster", str(cluster), "--nodegroups", str(catalog),
+           "-o", "json", "--output-file", str(plan_path), "--time-limit", f"{time_limit:g}",
+           "--relative-gap", str(cfg.relative_gap)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    code, peak = _wait(proc)
+    seconds = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if code != 0:
+        raise RuntimeError(f"gangscale plan failed ({code}): {err.strip()[-2000:]}")
+    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": " ".join(cmd)}
+
+
+def run_baseline(world: World, name: str):
+    """Run a baseline in a forked child: (Placed, seconds, peak MB of the child)."""
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(r)
+            start = time.perf_counter()
+            placed = BASELINES[name](world)
+            seconds = time.perf_counter() - start
+            data = pickle.dumps((placed, seconds, None))
+        except BaseException as exc:  # pragma: no cover - reported by the parent
+            data = pickle.dumps((None, 0.0, f"{type(exc).__name__}: {exc}"))
+        with os.fdopen(wfd, "wb") as fh:
+            fh.write(data)
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, _, usage = os.wait4(pid, 0)
+    placed, seconds, error = pickle.loads(data)
+    if error:
+        raise RuntimeError(f"baseline {name} failed: {error}")
+    return placed, seconds, usage.ru_maxrss / 1024.0
+
+
+# ------------------------------------------------------------------- bounds
+
+class Bounds:
+    """Proven lower bounds on the hourly cost of placing a given set of pods (gangscale.solver.bound)."""
+
+    def __init__(self, world: World, seconds: float) -> None:
+        self.prob = build_problem(world.snap)
+        self.shape_of: dict[str, int] = {}
+        for c in self.prob.classes:
+            for p in c.pods:
+                self.shape_of[p.key] = c.shape
+        self.seconds = seconds
+        self.world = world
+
+    def of(self, pods: list[int]) -> tuple[float, bool]:
+        per_shape: Counter[int] = Counter(self.shape_of[self.world.pods[p].key] for p in pods)
+        lb, proven = lower_bound(self.prob, dict(per_shape), SolveOptions(time_limit=self.seconds), self.seconds)
+        return lb / MICRO, proven
+
+
+def _ratio(cost: float, lb: float | None) -> float | None:
+    if lb is None:
+        return None
+    if lb <= 1e-9:
+        return 1.0 if cost <= 1e-9 else None
+    return cost / lb
+
+
+# ---------------------------------------------------------------------- run
+
+def _case_steps(case: Case, cfg: RunConfig) -> int:
+    runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
+    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1
+
+
+def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult:
+    spec = case.spec
+    data_dir = cfg.out / "backlogs"
+    advance(f"{spec.name}: generating")
+    backlog = write_backlog(spec, data_dir, yaml_too=case.yaml_runs > 0)
+    stats = json.loads((backlog.cluster.parent / "spec.json").read_text())["stats"]
+    res = CaseResult(case, stats)
+    plan_path = backlog.cluster.parent / "plan.json"
+    runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
+    limit = case.time_limit if case.time_limit is not None else cfg.time_limit
+    for i in range(max(1, runs)):
+        advance(f"{spec.name}: gangscale plan ({i + 1}/{max(1, runs)})")
+        res.gangscale_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path, cfg, limit))
+    for i in range(case.yaml_runs):
+        advance(f"{spec.name}: gangscale plan on YAML ({i + 1}/{case.yaml_runs})")
+        res.yaml_runs.append(run_gangscale(backlog.cluster.with_suffix(".yaml"), backlog.catalog,
+                                           plan_path.with_name("plan-yaml.json"), cfg, limit))
+
+    advance(f"{spec.name}: loading")
+    start = time.perf_counter()
+    world = load_world(backlog.cluster, backlog.catalog)
+    res.load_seconds = time.perf_counter() - start
+
+    plan = orjson.loads(plan_path.read_bytes())
+    m = evaluate(world, placed_from_plan(plan), "gangscale")
+    m.seconds = statistics.median(r["seconds"] for r in res.gangscale_runs)
+    m.peak_mb = max(r["peak_mb"] for r in res.gangscale_runs)
+    res.metrics["gangscale"] = m
+    for name in BASELINES:
+        advance(f"{spec.name}: {name}")
+        placed, seconds, peak = run_baseline(world, name)
+        bm = evaluate(world, placed, name)
+        bm.seconds, bm.peak_mb = round(seconds, 3), round(peak, 1)
+        res.metrics[name] = bm
+
+    advance(f"{spec.name}: lower bounds")
+    bounds = Bounds(world, cfg.bound_seconds)
+    cache: dict[tuple[int, ...], tuple[float, bool]] = {}
+    for name, met in res.metrics.items():
+        key = tuple(met.placed_per_pod)
+        if key not in cache:
+            cache[key] = bounds.of(met.placed_per_pod)
+        lb, proven = cache[key]
+        if name == "gangscale":  # the plan's own bound covers the same pods: keep the tighter one
+            lb = max(lb, float(plan.get("lowerBoundPerHour") or 0.0))
+        met.lower_bound = round(lb, 6)
+        met.notes["boundProven"] = proven
+        met.cost_ratio = _ratio(met.cost, lb)
+    return res
+
+
+def run_suite(cfg: RunConfig) -> list[CaseResult]:
+    cases = [c for c in SUITES[cfg.suite] if not cfg.only or c.spec.name in cfg.only]
+    if not cases:
+        raise SystemExit(f"no case of suite {cfg.suite!r} matches {', '.join(cfg.only)}")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    results: list[CaseResult] = []
+    start = time.perf_counter()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn("[bold]{task.description:<44}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, disable=not cfg.progress, transient=False) as progress:
+        task = progress.add_task("starting", total=sum(_case_steps(c, cfg) for c in cases))
+
+        def advance(msg: str) -> None:
+            progress.update(task, description=msg)
+            progress.advance(task)
+
+        for case in cases:
+            results.append(run_case(case, cfg, advance))
+        progress.update(task, description="done", completed=progress.tasks[0].total)
+    elapsed = time.perf_counter() - start
+    write_artifacts(results, cfg, elapsed)
+    return results
+
+
+def environment() -> dict:
+    import ortools
+
+    return {"python": platform.python_version(), "ortools": ortools.__version__, "machine": platform.machine(),
+            "cpus": os.cpu_count(), "platform": platform.platform()}
+
+
+def write_artifacts(results: list[CaseResult], cfg: RunConfig, elapsed: float) -> None:
+    from .report import check_properties, markdown_report, plot_results
+
+    checks = check_properties(results)
+    doc = {
+        "suite": cfg.suite, "seconds": round(elapsed, 1), "environment": environment(),
+        "config": {"time_limit": cfg.time_limit, "relative_gap": cfg.relative_gap,
+                   "bound_seconds": cfg.bound_seconds},
+        "command": " ".join(["python -m benchmarks", *sys.argv[1:]]) if sys.argv else "",
+        "cases": [r.to_dict() for r in results],
+        "checks": checks,
+    }
+    (cfg.out / "results.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    (cfg.out / "results.md").write_text(markdown_report(doc))
+    plot_results(doc, cfg.out)

@@ -1,0 +1,50 @@
+"""The standard and quick suites: which backlogs, and which of them are timed repeatedly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .generate import BacklogSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    spec: BacklogSpec
+    timing_runs: int = 1  # `gangscale plan` runs (median reported); >1 for the timing targets
+    target_seconds: float | None = None  # the issue's wall-time target for this backlog
+    target_mb: float | None = None  # the issue's peak-memory target
+    yaml_runs: int = 0  # also time the same cluster written as YAML
+    time_limit: float | None = None  # `gangscale plan --time-limit` for this backlog (None: the run's default)
+
+
+def _s(name: str, family: str, pods: int, groups: int, nodes: int = 0, gangs: int | None = None,
+       supply: float = 0.8, seed: int = 1) -> BacklogSpec:
+    return BacklogSpec(name, family, pods, groups, nodes, gangs, supply, seed)
+
+
+STANDARD: list[Case] = [
+    Case(_s("llm-100", "llm", 100, 12, supply=0.7)),
+    Case(_s("llm-1k", "llm", 1000, 24, supply=0.7)),
+    Case(_s("gpumix-300", "gpu-mix", 300, 36, supply=0.8)),
+    Case(_s("gpumix-3k", "gpu-mix", 3000, 36, supply=0.8)),
+    Case(_s("cpumpi-1k", "cpu-mpi", 1000, 15, supply=1.0)),
+    Case(_s("cpumpi-10k", "cpu-mpi", 10000, 30, supply=0.9)),
+    Case(_s("mixed-100", "mixed", 100, 5, supply=1.5)),
+    Case(_s("mixed-1k", "mixed", 1000, 30, supply=0.9)),
+    Case(_s("busy-1k", "busy", 1000, 30, nodes=300, supply=0.8)),
+    Case(_s("busy-5k", "busy", 5000, 45, nodes=2000, supply=0.8)),
+    Case(_s("target-10k", "mixed", 10000, 50, nodes=1000, gangs=500, supply=0.9),
+         timing_runs=5, target_seconds=2.0, yaml_runs=1, time_limit=1.0),
+    Case(_s("target-100k", "mixed", 100000, 60, nodes=5000, gangs=5000, supply=0.9),
+         timing_runs=5, target_seconds=15.0, target_mb=2048.0, time_limit=4.0),
+]
+
+QUICK: list[Case] = [
+    Case(_s("q-llm", "llm", 60, 9, supply=0.7)),
+    Case(_s("q-gpumix", "gpu-mix", 80, 15, supply=0.8)),
+    Case(_s("q-cpumpi", "cpu-mpi", 200, 6, supply=1.0)),
+    Case(_s("q-mixed", "mixed", 150, 12, supply=0.9)),
+    Case(_s("q-busy", "busy", 200, 15, nodes=60, supply=0.8)),
+]
+
+SUITES = {"standard": STANDARD, "quick": QUICK}

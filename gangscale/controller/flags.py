@@ -1,0 +1,22 @@
+"""`gangscale run` flags: argparse only, so building the CLI never imports the Kubernetes client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_run_command(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the controller (as in the Deployment): watch, plan, scale whole gangs")
+    p.add_argument("--config", metavar="FILE", help="controller config (YAML); flags below override it")
+    p.add_argument("--mode", choices=("dry-run", "enforce"), help="dry-run (default) plans and reports only")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet", "simulated"))
+    p.add_argument("--nodegroups", metavar="FILE", help="catalog seeding the simulated provider")
+    p.add_argument("--simulated-state", metavar="FILE", help="simulated provider: persist its state here")
+    p.add_argument("--region")
+    p.add_argument("--cluster-name")
+    p.add_argument("--aws-endpoint-url", metavar="URL")
+    p.add_argument("--metrics-address", metavar="HOST:PORT")
+    p.add_argument("--identity", default=None, help="leader-election identity (default: $POD_NAME or hostname)")
+    p.add_argument("--log-level", default="info")

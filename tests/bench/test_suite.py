@@ -1,0 +1,30 @@
+"""The --quick suite end to end: artifacts, and gangscale never worse than a baseline."""
+
+from __future__ import annotations
+
+import orjson
+
+from benchmarks.cli import main as bench_main
+from benchmarks.report import POLICY_ORDER
+
+
+def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
+    code = bench_main(["run", "--quick", "--out", str(tmp_path), "--no-progress", "--time-limit", "2",
+                       "--bound-seconds", "1", "--check"])
+    doc = orjson.loads((tmp_path / "results.json").read_bytes())
+    for name in ("results.md", "cost_ratio.png", "time.png", "gangs.png", "stranded.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy"}
+    for case in doc["cases"]:
+        assert set(case["metrics"]) == set(POLICY_ORDER)
+        gs = case["metrics"]["gangscale"]
+        assert gs["stranded_nodes"] == 0
+        for name, m in case["metrics"].items():
+            assert m["violation_count"] == 0, (case["name"], name, m["violations"])
+            assert gs["gangs_satisfied"] >= m["gangs_satisfied"], (case["name"], name)
+            if gs["gangs_satisfied"] == m["gangs_satisfied"] and gs["useful_pods"] <= m["useful_pods"]:
+                assert gs["cost"] <= m["cost"] + 1e-6, (case["name"], name)
+            assert m["lower_bound"] is not None and m["lower_bound"] <= m["cost"] + 1e-6
+    assert doc["checks"]["all_ok"] and code == 0
+    md = (tmp_path / "results.md").read_text()
+    assert "| gangscale |" in md and "| karpenter |" in md
