@@ -1,8 +1,8 @@
 """Run a suite: generate backlogs, plan each with every policy, evaluate, write the artifacts.
 
 gangscale runs as the real `gangscale plan` process (JSON cluster file in,
-plan JSON out); its wall time and peak RSS are those of the whole process,
-measured with `os.wait4`. Baselines run in a forked child of the runner
+plan JSON out); its wall time is that of the whole process and its peak RSS
+the process's own high-water mark since exec (`benchmarks/measure.py`). Baselines run in a forked child of the runner
 after the backlog is loaded once, so their time and peak RSS cover planning
 only (the cluster is already parsed). Every policy's output then goes through
 the same evaluator and the same lower-bound computation.
@@ -31,6 +31,7 @@ from gangscale.solver.problem import MICRO, build_problem
 from .baselines import BASELINES
 from .evaluate import Metrics, evaluate, placed_from_plan
 from .generate import write_backlog
+from .measure import MARK
 from .suite import SUITES, Case
 from .world import World, load_world
 
@@ -83,7 +84,7 @@ def _wait(proc: subprocess.Popen) -> tuple[int, float]:
 
 def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float) -> dict:
     """One `gangscale plan` process; returns seconds, peak MB and the command."""
-    cmd = [sys.executable, "-m", "gangscale", "plan", "--cluster", str(cluster), "--nodegroups", str(catalog),
+    cmd = [sys.executable, "-m", "benchmarks.measure", "plan", "--cluster", str(cluster), "--nodegroups", str(catalog),
            "-o", "json", "--output-file", str(plan_path), "--time-limit", f"{time_limit:g}",
            "--relative-gap", str(cfg.relative_gap)]
     start = time.perf_counter()
@@ -93,7 +94,11 @@ def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig,
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code != 0:
         raise RuntimeError(f"gangscale plan failed ({code}): {err.strip()[-2000:]}")
-    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": " ".join(cmd)}
+    own = [line[len(MARK):] for line in err.splitlines() if line.startswith(MARK)]
+    if own and own[-1].isdigit():
+        peak = int(own[-1]) / 1024.0  # the process's own peak since exec (see benchmarks/measure.py)
+    shown = " ".join([sys.executable, "-m", "gangscale", *cmd[3:]])
+    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": shown}
 
 
 def run_baseline(world: World, name: str):

@@ -1,0 +1,63 @@
+"""Fairness and safety limits around the planner, in process."""
+
+from __future__ import annotations
+
+from builders import group, plan_for, pod, podgroup, snapshot
+from gangscale.controller.config import ControllerConfig
+from gangscale.controller.limits import apply_gang_limits, over_caps
+from gangscale.planner import make_plan
+from gangscale.snapshot import PreDecision
+from gangscale.solver.params import SolveOptions
+
+GPU8 = group("gpu", cpu="190", mem="1900Gi", gpu=8, price=50.0, max_size=2000)
+NOW = 1_800_000_000.0
+
+
+def test_a_gang_asking_for_too_many_gpus_is_refused_before_planning():
+    objs = [podgroup("huge", min_count=1250)] + [pod(f"h{i}", cpu="8", gpu=8, group="huge") for i in range(1250)]
+    objs += [podgroup("ok", min_count=2)] + [pod(f"o{i}", cpu="8", gpu=8, group="ok") for i in range(2)]
+    snap = snapshot(objs, [GPU8])
+    apply_gang_limits(snap, ControllerConfig(maxGangGPUs=512, maxGangPods=2000), NOW, {})
+    plan = make_plan(snap, SolveOptions(time_limit=5))
+    huge = next(g for g in plan.gangs if g.name == "huge")
+    assert huge.decision == "infeasible" and "10000 GPUs" in huge.reason and "maxGangGPUs limit of 512" in huge.reason
+    assert plan.scale_up == {"gpu": 2}  # the cluster is not scaled to its maximum
+
+
+def test_max_gang_pods():
+    objs = [podgroup("wide", min_count=5)] + [pod(f"w{i}", cpu="1", group="wide") for i in range(5)]
+    snap = snapshot(objs, [group("cpu")])
+    apply_gang_limits(snap, ControllerConfig(maxGangPods=4), NOW, {})
+    assert snap.decided[snap.gangs[0].key].reason.startswith("5 pending pods exceed")
+
+
+def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones():
+    big = [podgroup("big", min_count=2)] + [pod(f"b{i}", cpu="6", group="big") for i in range(2)]
+    small = []
+    for j in range(3):
+        small += [podgroup(f"s{j}", min_count=1), pod(f"s{j}-0", cpu="6", group=f"s{j}")]
+    catalog = [group("cpu", max_size=3)]
+    # without ageing three small gangs beat one big one (3 gangs > 1)
+    plan = plan_for(big + small, catalog)
+    assert next(g for g in plan.gangs if g.name == "big").placed == 0
+    snap = snapshot(big + small, catalog)
+    first_seen = {g.key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
+    apply_gang_limits(snap, ControllerConfig(ageingSeconds=600), NOW, first_seen)
+    plan = make_plan(snap, SolveOptions(time_limit=5))
+    assert next(g for g in plan.gangs if g.name == "big").placed == 2
+
+
+def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
+    objs = [podgroup("important", "team", min_count=1, priority=100), pod("i0", "team", cpu="6", group="important"),
+            podgroup("later", "team", min_count=1, priority=1), pod("l0", "team", cpu="6", group="later")]
+    snap = snapshot(objs, [group("cpu", price=1.0)])
+    plan = make_plan(snap, SolveOptions(time_limit=5))
+    cfg = ControllerConfig(namespaceCaps={"team": {"maxDollarsPerHour": 1.5}})
+    held = over_caps(plan, snap, cfg, {}, {})
+    assert list(held) == [next(g.key for g in snap.gangs if g.name == "later")]
+    assert "maxDollarsPerHour 1.5" in next(iter(held.values()))
+    # money already on its way counts too
+    assert len(over_caps(plan, snap, cfg, {"team": 1}, {"team": 1.0})) == 2
+    for key, reason in held.items():
+        snap.decided[key] = PreDecision("deferred", reason)
+    assert make_plan(snap, SolveOptions(time_limit=5)).scale_up == {"cpu": 1}
