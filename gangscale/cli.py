@@ -13,6 +13,8 @@ from typing import Sequence
 import orjson
 import yaml
 
+from cloud_adapters.registry import PROVIDERS
+
 from .catalog import load_catalog
 from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
@@ -51,7 +53,7 @@ def render(plan: Plan, fmt: str) -> str:
 
 def add_cloud_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cloud (docs/cloud.md)")
-    g.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet", "simulated"), default=None,
+    g.add_argument("--provider", choices=PROVIDERS, default=None,
                    help="discover the node groups from this cloud instead of --nodegroups")
     g.add_argument("--execute", action="store_true",
                    help="apply the plan's scale-up once (needs --provider); exit 3 when a cloud call fails")

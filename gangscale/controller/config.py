@@ -37,6 +37,7 @@ class ControllerConfig(BaseModel):
     # provisioning lifecycle
     provisioning_deadline_seconds: float = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
     launch_failure_backoff_seconds: float = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
+    cancel_grace_seconds: float = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
     empty_node_grace_seconds: float = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
     scale_down: bool = Field(default=True, alias="scaleDown")
     # fairness and safety

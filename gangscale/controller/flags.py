@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloud_adapters.registry import PROVIDERS
+
 
 def add_run_command(sub: Any) -> None:
     p = sub.add_parser("run", help="run the controller (as in the Deployment): watch, plan, scale whole gangs")
@@ -11,7 +13,7 @@ def add_run_command(sub: Any) -> None:
     p.add_argument("--mode", choices=("dry-run", "enforce"), help="dry-run (default) plans and reports only")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet", "simulated"))
+    p.add_argument("--provider", choices=PROVIDERS)
     p.add_argument("--nodegroups", metavar="FILE", help="catalog seeding the simulated provider")
     p.add_argument("--simulated-state", metavar="FILE", help="simulated provider: persist its state here")
     p.add_argument("--region")

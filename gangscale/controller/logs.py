@@ -33,3 +33,5 @@ def setup_logging(level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for noisy in ("botocore", "boto3", "urllib3", "kubernetes"):  # their debug lines would drown ours
+        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))

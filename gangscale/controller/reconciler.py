@@ -240,7 +240,7 @@ class Reconciler:
                     for grp, n in mine.items():
                         self.metrics.scale_ups.labels(grp).inc(n)
                     self.metrics.queue_latency.labels("requested").observe(max(0.0, now - rec.first_seen))
-                    self._set(g, rec, "provisioning", reason, now)
+                    self._set(rec, "provisioning", reason, now)
                     self.events.emit(g, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
                         f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
                 elif mine:
@@ -249,24 +249,24 @@ class Reconciler:
                             rec.requested[grp] = rec.requested.get(grp, 0) - n
                     rec.requested = {grp: n for grp, n in rec.requested.items() if n > 0}
                     why = "; ".join(f"{grp}: {failed[grp].message}" for grp in mine if grp in failed)
-                    self._set(g, rec, "planned", f"scale-up not applied ({why or 'another group failed'}); "
+                    self._set(rec, "planned", f"scale-up not applied ({why or 'another group failed'}); "
                                                  "re-planning on the alternatives", now)
                     self.events.emit(g, "NotTriggerScaleUp", rec.reason, warning=True)
                 elif rec.state == "provisioning" and rec.requested:
-                    self._set(g, rec, "provisioning", f"capacity on its way: {reason}", now)
+                    self._set(rec, "provisioning", f"capacity on its way: {reason}", now)
                 else:
-                    self._set(g, rec, "planned", f"dry-run: {reason}" if self.cfg.mode == "dry-run" else reason, now)
+                    self._set(rec, "planned", f"dry-run: {reason}" if self.cfg.mode == "dry-run" else reason, now)
                     self.events.emit(g, "TriggeredScaleUp" if self.cfg.mode == "enforce" else "NotTriggerScaleUp",
                                      rec.reason)
             elif decision == "fits-existing":
                 on_way = any(p.key in upcoming_pods for p in g.pending)
                 if on_way or (rec.state == "provisioning" and rec.requested):
-                    self._set(g, rec, "provisioning", f"capacity on its way: {reason}", now)
+                    self._set(rec, "provisioning", f"capacity on its way: {reason}", now)
                 else:
-                    self._set(g, rec, "ready", f"capacity is there, waiting for the scheduler: {reason}", now)
+                    self._set(rec, "ready", f"capacity is there, waiting for the scheduler: {reason}", now)
             else:
                 state = decision if decision in STATES else "infeasible"
-                self._set(g, rec, state, reason, now)
+                self._set(rec, state, reason, now)
                 self.events.emit(g, "NotTriggerScaleUp", reason, warning=state in ("infeasible", "invalid"))
             self.metrics.feasible.labels(g.namespace, g.name).set(res.placed + res.bound)
             self.metrics.min_count.labels(g.namespace, g.name).set(g.min_count)
@@ -277,13 +277,16 @@ class Reconciler:
                 continue
             if bound_by_gang.get((rec.namespace, rec.name)):
                 self.metrics.queue_latency.labels("running").observe(max(0.0, now - rec.first_seen))
-                rec.state, rec.reason, rec.since = "running", "all members are bound", now
+                bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
+                self._set(rec, "running", "all members are bound" + (
+                    f" (nodes bought for it: {bought})" if bought else ""), now)
+                rec.requested = {}  # they are nodes now, no longer capacity on its way
             else:
-                rec.state, rec.since = "cancelled", now
-                rec.reason = "the gang and its pods are gone"
-                if enforce and rec.requested:
-                    released = self._release(rec, cluster, "cancelled")
-                    rec.reason += f"; released {released} unused nodes"
+                reason = "the gang and its pods are gone"
+                if rec.requested:
+                    reason += (f"; its unused nodes go back in {self.cfg.cancel_grace_seconds:.0f}s "
+                               "unless a new generation of the gang takes them")
+                self._set(rec, "cancelled", reason, now)
 
     def _record(self, g: Gang, key: str, now: float) -> Record:
         rec = self.state.records.get(key)
@@ -291,9 +294,14 @@ class Reconciler:
         pod_uids = {p.uid for p in g.pending}
         replaced = rec is not None and rec.pods and pod_uids and not (pod_uids & set(rec.pods))
         if rec is None or rec.generation != gen or rec.state in TERMINAL or replaced:
-            if rec is not None and rec.state not in TERMINAL:
-                log.info("new gang generation", extra={"gang": key, "old": rec.generation, "new": gen})
+            old = rec
             rec = Record(key, g.namespace, g.name, g.api, gen, "new", "", now, first_seen=now)
+            if old is not None and old.requested and old.state in ("provisioning", "ready", "cancelled"):
+                # nodes bought for the previous generation and still on their way: the new one takes them
+                log.info("new gang generation takes over its nodes", extra={
+                    "gang": key, "old": old.generation, "new": gen, "requested": old.requested})
+                rec.requested, rec.requested_at, rec.deadline = dict(old.requested), old.requested_at, old.deadline
+                rec.state = "provisioning"
             self.state.records[key] = rec
         return rec
 
@@ -301,7 +309,7 @@ class Reconciler:
         return (rec.state == "timed-out" and rec.generation == (g.uid or "-")
                 and now - rec.since < self.cfg.launch_failure_backoff_seconds)
 
-    def _set(self, g: Gang, rec: Record, state: str, reason: str, now: float) -> None:
+    def _set(self, rec: Record, state: str, reason: str, now: float) -> None:
         if rec.state != state or rec.reason != reason:
             if rec.state != state:
                 log.info("gang state", extra={"gang": rec.gang, "from": rec.state, "to": state, "reason": reason})
@@ -325,6 +333,12 @@ class Reconciler:
 
     def _expire(self, cluster: Cluster, now: float) -> None:
         for rec in self.state.records.values():
+            if rec.state == "cancelled" and rec.requested and now - rec.since >= self.cfg.cancel_grace_seconds:
+                released = self._release(rec, cluster, "cancelled")
+                rec.reason = f"the gang and its pods are gone; gave back {released} unused nodes"
+                if released:
+                    self.events.emit(_gang_stub(rec), "CapacityReleased", rec.reason)
+                continue
             if rec.state in ("provisioning", "ready") and rec.deadline and now > rec.deadline:
                 for group in rec.requested:  # it did not deliver in time: try the alternatives first
                     self._back_off(group, now, f"timed-out: nodes for {rec.gang} did not arrive")

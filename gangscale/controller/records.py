@@ -20,7 +20,7 @@ from ..kube.refs import CONFIGMAPS
 
 TERMINAL = ("running", "timed-out", "cancelled", "infeasible")
 AUDIT_SECONDS = 24 * 3600  # terminal records are kept this long for audit, then dropped
-MAX_RECORDS = 2000
+MAX_RECORDS = 1000  # about 500 bytes each: the ConfigMap stays far below its 1 MiB limit
 
 
 @dataclass(slots=True)

@@ -203,3 +203,42 @@ def test_metrics_health_and_json_logs(cluster, world, controllers):
     states = [l for l in ctl.lines() if l.get("msg") == "gang state"]
     assert states and all(l["gang"] == "default/train/scheduling.k8s.io/v1alpha2" for l in states)
     assert all(l["level"] != "raw" for l in ctl.lines())  # every line is JSON
+
+
+def _delete_gang(emu, name: str, members: int, ns: str = "default") -> None:
+    for i in range(members):
+        emu.delete("v1", "Pod", ns, f"{name}-{i}")
+    emu.delete("scheduling.k8s.io/v1alpha2", "PodGroup", ns, name)
+
+
+def test_a_new_generation_reuses_the_nodes_bought_for_the_old_one(cluster, world, controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=30)
+    gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    old = state_records(cluster)["default/train/scheduling.k8s.io/v1alpha2"]["generation"]
+    _delete_gang(cluster, "train", 3)
+    wait_for(lambda: ctl.logged("gang state", gang="default/train/scheduling.k8s.io/v1alpha2", to="cancelled"),
+             what="the old generation cancelled")
+    gang(cluster, "train", 3)  # the job controller retries: a new PodGroup uid, new pods
+    wait_for(lambda: ctl.logged("new gang generation takes over its nodes"), what="the takeover")
+    time.sleep(2.5)
+    assert world.desired("cpu") == 3 and proxy.count("SetDesiredCapacity") == 1
+    assert proxy.count("TerminateInstanceInAutoScalingGroup") == 0
+    rec = state_records(cluster)["default/train/scheduling.k8s.io/v1alpha2"]
+    assert rec["generation"] != old and rec["requested"] == {"cpu": 3} and rec["state"] == "provisioning"
+    ctl.assert_no_tracebacks()
+
+
+def test_a_deleted_gang_gives_its_unused_nodes_back_after_the_grace(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=1)
+    gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    _delete_gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("cpu") == 0, what="capacity released")
+    wait_for(lambda: events(cluster, "CapacityReleased"), what="the CapacityReleased event")
+    rec = wait_for(lambda: (lambda r: r if r and "gave back 3" in r["reason"] else None)(
+        state_records(cluster).get("default/train/scheduling.k8s.io/v1alpha2")), what="the audit record")
+    assert rec["state"] == "cancelled"
+    ctl.assert_no_tracebacks()
