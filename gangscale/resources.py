@@ -2,7 +2,7 @@
 
 Inside gangscale every amount is an integer: CPU in millicores, memory and
 storage in bytes, everything else (pods, GPUs, extended resources) in units.
-Integers keep the CP-SAT model exact and the plan reproducible.
+Integers keep the CP-SAT model exact: no rounding decides whether a pod fits.
 """
 
 from __future__ import annotations
