@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from gangscale.catalog import load_catalog
-from gangscale.fit import placement_allows
+from gangscale.fit import label_keys, placement_allows
 from gangscale.ingest import ingest
 from gangscale.instance_types import load_instance_types
 from gangscale.loader import read_objects
 from gangscale.model import Gang, Placement, Pod
-from gangscale.resources import CPU, MEMORY, PODS
+from gangscale.resources import CPU, MEMORY, PODS, vectorizer
 from gangscale.snapshot import ClusterSnapshot, build_snapshot
 
 
@@ -105,25 +105,15 @@ def load_world(cluster: str | Path, catalog: str | Path) -> World:
 def _relevant_keys(placements: list[Placement], topo: set[str]) -> set[str]:
     keys = set(topo)
     for p in placements:
-        keys.update(k for k, _ in p.node_selector)
-        for term in p.affinity:
-            keys.update(r.key for r in term)
+        keys |= label_keys(p)
     return keys
 
 
 def build_world(snap: ClusterSnapshot) -> World:
     solvable = snap.solvable
     resources = sorted({PODS, CPU, MEMORY} | {r for g in solvable for p in g.pending for r in p.requests})
-    ridx = {r: i for i, r in enumerate(resources)}
     R = len(resources)
-
-    def vec(d: dict[str, int]) -> tuple[int, ...]:
-        v = [0] * R
-        for k, x in d.items():
-            i = ridx.get(k)
-            if i is not None:
-                v[i] = x
-        return tuple(v)
+    vec = vectorizer(resources)
 
     pods: list[Pod] = []
     pod_gang: list[int] = []

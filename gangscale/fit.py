@@ -71,3 +71,11 @@ def labels_match(placement: Placement, labels: Mapping[str, str]) -> bool:
 
 def placement_allows(placement: Placement, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
     return labels_match(placement, labels) and tolerates_all(placement.tolerations, taints)
+
+
+def label_keys(placement: Placement) -> set[str]:
+    """Node label keys a placement looks at (what makes two nodes different to it)."""
+    keys = {k for k, _ in placement.node_selector}
+    for term in placement.affinity:
+        keys.update(r.key for r in term)
+    return keys

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -92,6 +92,22 @@ def parse_resource_list(raw: object, *, field: str = "resources") -> dict[str, i
         except QuantityError as exc:
             raise QuantityError(f"{field}.{name}: {exc}") from None
     return out
+
+
+def vectorizer(names: Sequence[str]) -> Callable[[Mapping[str, int]], tuple[int, ...]]:
+    """Resource maps -> fixed-order tuples over `names` (resources not named are dropped)."""
+    index = {r: i for i, r in enumerate(names)}
+    width = len(names)
+
+    def vec(d: Mapping[str, int]) -> tuple[int, ...]:
+        v = [0] * width
+        for k, x in d.items():
+            i = index.get(k)
+            if i is not None:
+                v[i] = x
+        return tuple(v)
+
+    return vec
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..fit import placement_allows
+from ..fit import label_keys, placement_allows
 from ..model import Gang, Placement, Pod
-from ..resources import PODS
+from ..resources import PODS, vectorizer
 from ..snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
@@ -97,9 +97,7 @@ def _max_fit(req: tuple[int, ...], cap: tuple[int, ...]) -> int:
 def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
     keys: set[str] = set()
     for s in shapes:
-        keys.update(k for k, _ in s.placement.node_selector)
-        for term in s.placement.affinity:
-            keys.update(r.key for r in term)
+        keys |= label_keys(s.placement)
         keys.update(s.topology_keys)
     return keys
 
@@ -107,15 +105,7 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 def build_problem(snap: ClusterSnapshot) -> Problem:
     gangs_in = snap.solvable
     resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests})
-    ridx = {r: i for i, r in enumerate(resources)}
-
-    def vec(d: dict[str, int]) -> tuple[int, ...]:
-        v = [0] * len(resources)
-        for k, x in d.items():
-            i = ridx.get(k)
-            if i is not None:
-                v[i] = x
-        return tuple(v)
+    vec = vectorizer(resources)
 
     shapes: list[Shape] = []
     shape_ids: dict[tuple, int] = {}
