@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 from datetime import datetime, timezone
@@ -9,6 +10,9 @@ from datetime import datetime, timezone
 import orjson
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+# The reconcile pass a line belongs to: every line of one pass carries the same planId.
+PLAN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("gangscale_plan_id", default=None)
 
 
 class JsonFormatter(logging.Formatter):
@@ -19,6 +23,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        plan_id = PLAN_ID.get()
+        if plan_id:
+            line["planId"] = plan_id
         for k, v in vars(record).items():
             if k not in _STANDARD and not k.startswith("_"):
                 line[k] = v

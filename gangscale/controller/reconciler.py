@@ -27,6 +27,7 @@ from ..solver.params import SolveOptions
 from .config import ControllerConfig
 from .events import EventSink
 from .limits import apply_gang_limits, over_caps
+from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import TERMINAL, ControllerState, Record, StateStore
 
@@ -45,7 +46,8 @@ def gang_id(g: Gang) -> str:
 
 class Reconciler:
     def __init__(self, cfg: ControllerConfig, provider: NodeGroupProvider, *, store: StateStore | None = None,
-                 events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time) -> None:
+                 events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
+                 identity: str = "gangscale") -> None:
         self.cfg = cfg
         self.provider = provider
         self.store = store
@@ -56,6 +58,8 @@ class Reconciler:
         self.empty_since: dict[str, float] = {}
         self.replan_soon = False  # a cloud failure moved gangs: run again without waiting for a change
         self.groups: dict[str, NodeGroup] = {}  # the last discovery, by name
+        self.passes = 0
+        self.identity = identity
 
     def load_state(self) -> None:
         if self.store is not None:
@@ -64,6 +68,14 @@ class Reconciler:
     # ------------------------------------------------------------------ pass
 
     def reconcile(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
+        self.passes += 1
+        token = PLAN_ID.set(f"{self.identity}-{self.passes}")
+        try:
+            return self._reconcile(objects, leader=leader)
+        finally:
+            PLAN_ID.reset(token)
+
+    def _reconcile(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
         now = self.clock()
         enforce = leader and self.cfg.mode == "enforce"
         self.replan_soon = False

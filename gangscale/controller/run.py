@@ -39,7 +39,7 @@ class Controller:
         self.cfg = cfg
         self.metrics = Metrics()
         self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
-                                     events=EventSink(client), metrics=self.metrics)
+                                     events=EventSink(client), metrics=self.metrics, identity=identity)
         self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
                                      duration=cfg.lease_duration_seconds)
         self.cache = ClusterCache(client, gang_refs, namespace=cfg.watch_namespace, on_change=self._changed)

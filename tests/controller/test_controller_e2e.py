@@ -202,6 +202,9 @@ def test_metrics_health_and_json_logs(cluster, world, controllers):
     assert urllib.request.urlopen(f"{base}/readyz", timeout=5).status == 200
     states = [l for l in ctl.lines() if l.get("msg") == "gang state"]
     assert states and all(l["gang"] == "default/train/scheduling.k8s.io/v1alpha2" for l in states)
+    plans = [l for l in ctl.lines() if l.get("msg") == "plan"]
+    assert plans and all(l["planId"].startswith("a-") for l in plans + states)  # each line names its pass
+    assert states[0]["planId"] in {l["planId"] for l in plans}
     assert all(l["level"] != "raw" for l in ctl.lines())  # every line is JSON
 
 
