@@ -384,10 +384,10 @@ class Reconciler:
                 if take:
                     self.provider.delete_instances(group, take)
                 left = n - len(take)
-                if left > 0:
-                    target = self.provider.target_size(group)
+                if left > 0:  # slots the cloud has not launched yet: lower the target by those
+                    target = self.provider.target_size(group)  # fresh: already lowered by the deletions
                     live = sum(1 for i in insts if i.state in ("launching", "running")) - len(take)
-                    extra = min(left, target - len(take) - live)
+                    extra = min(left, target - live)
                     if extra > 0:
                         self.provider.decrease_target_size(group, extra)
                         take += ["(not launched)"] * extra
