@@ -10,6 +10,7 @@ a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping  # abc isinstance is ~5x faster than typing.Mapping
 from typing import Any
 
@@ -98,7 +99,8 @@ _RESOURCE_CACHE: dict[tuple, dict[str, int]] = {}  # all-string ResourceLists re
 
 def _resources(raw: Any, where: str) -> dict[str, int]:
     key = None
-    if type(raw) is dict and all(type(v) is str for v in raw.values()):
+    # str keys too: 1 == True == 1.0 would make {1: ...} and {True: ...} share an entry
+    if type(raw) is dict and all(type(k) is str and type(v) is str for k, v in raw.items()):
         key = tuple(raw.items())
         hit = _RESOURCE_CACHE.get(key)
         if hit is not None:
@@ -120,6 +122,15 @@ def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
             raise ObjectError(f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
         out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
     return tuple(out)
+
+
+def _timestamp(raw: Any) -> str:
+    """RFC 3339 as the API writes it; PyYAML turns an unquoted one into a datetime, so normalise it."""
+    if isinstance(raw, datetime):
+        if raw.tzinfo is not None:
+            raw = raw.astimezone(timezone.utc)
+        return raw.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(raw or "")
 
 
 def _int_field(raw: Any, where: str, *, minimum: int | None = None) -> int:
@@ -149,7 +160,7 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         taints=_taints(spec.get("taints"), "spec.taints"),
         allocatable=_resources(alloc, "status.allocatable"),
         ready=ready,
-        unschedulable=bool(spec.get("unschedulable", False)),
+        unschedulable=spec.get("unschedulable") is True or str(spec.get("unschedulable")).lower() == "true",
         node_group=labels.get(node_group_label),
         provider_id=str(spec.get("providerID") or ""),
     )
@@ -413,7 +424,7 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
     meta = _meta(obj)
     ns = str(meta.get("namespace") or "default")
     name = str(meta["name"])
-    created = str(meta.get("creationTimestamp") or "")
+    created = _timestamp(meta.get("creationTimestamp"))
     uid = str(meta.get("uid") or "")
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()} \
         if isinstance(meta.get("annotations"), Mapping) else {}
@@ -488,7 +499,7 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
         priority=_int_field(priority if priority is not None else 0, "spec.priority"),
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
         phase=str(status.get("phase") or "Pending"),
-        created=str(meta.get("creationTimestamp") or ""),
+        created=_timestamp(meta.get("creationTimestamp")),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
         owner_kinds=tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
                           if isinstance(o, Mapping)),

@@ -6,6 +6,7 @@ CLI prints before exiting 2; nothing here raises a bare traceback.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,13 +25,19 @@ except ImportError:  # pragma: no cover - not installed: PyYAML does it all
     _yaml_rs = None  # type: ignore[assignment]
 
 
+_TAG = re.compile(r"(?:^|[\s\[{,])!")  # a `!tag` (a `!` inside a plain or quoted word is text)
+
+
 def _load_yaml_fast(text: str) -> list[Any] | None:
     """One YAML document with yaml-rs, or None to let PyYAML do it (several documents, any error).
 
     yaml-rs follows YAML 1.2 (`yes`/`on` stay strings, `1e3` is a number) and keeps
     timestamps as the strings Kubernetes wrote; errors are always reported by PyYAML.
+    Merge keys (`<<: *anchor`), tags and directives are left to PyYAML: yaml-rs keeps
+    `<<` as a plain key (the merged fields would be lost) and accepts tags PyYAML rejects.
     """
-    if _yaml_rs is None or "\n---" in text or "\n..." in text:
+    if _yaml_rs is None or any(s in text for s in ("\n---", "\n...", "<<", "\n%")) or text.startswith("%") or (
+            "!" in text and _TAG.search(text)):
         return None
     try:
         doc = _yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=_yaml_rs.DuplicateKeyPolicy.LastWins)

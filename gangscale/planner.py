@@ -101,7 +101,6 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
 
     results: list[GangResult] = []
     index = {g.gang.key: g for g in prob.gangs}
-    solo_cache: dict[int, int] = {}
     for gang in sorted(snap.gangs, key=lambda g: (g.namespace, g.name, g.api)):
         common = dict(namespace=gang.namespace, name=gang.name, api=gang.api, policy=gang.policy,
                       minCount=gang.min_count, pending=len(gang.pending), bound=gang.bound,
@@ -117,7 +116,7 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
         if placed:
             decision, reason = _placed_reason(info, placed, existing_by_gang[info.gid], new_by_gang[info.gid], topo)
         else:
-            decision, reason = _unplaced_reason(snap, prob, info.gid, solo_cache)
+            decision, reason = _unplaced_reason(snap, prob, info.gid)
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
 
     return Plan(
@@ -156,15 +155,13 @@ def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str],
     return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
 
 
-def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, solo_cache: dict[int, int]) -> tuple[str, str]:
+def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
         if not prob.compat[c.shape]:
             return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
-    if gid not in solo_cache:
-        solo_cache[gid] = max_placeable(prob, gid)
-    alone_placed = solo_cache[gid]
+    alone_placed = max_placeable(prob, gid)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
         return "deferred", (

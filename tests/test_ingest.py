@@ -111,3 +111,36 @@ def test_finished_members_do_not_count_toward_quorum():
             pod("up", group="pg", node="n1"), pod("new", group="pg")]
     (g,) = ingest(objs).gangs
     assert (g.bound, len(g.pending)) == (1, 1)
+
+
+def test_yaml_quirks_read_as_kubernetes_means_them():
+    from gangscale.loader import iter_objects, parse_documents
+
+    text = b"""apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, creationTimestamp: 2026-11-30T01:00:00Z}
+  spec: {unschedulable: no}
+  status:
+    allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+    conditions: [{type: Ready, status: "True"}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: a, namespace: default, creationTimestamp: 2026-11-30T02:00:00Z}
+  spec:
+    containers:
+    - name: c
+      resources: &res
+        requests: {cpu: "1", memory: 1Gi}
+    - name: d
+      resources:
+        <<: *res
+  status: {phase: Pending}
+"""
+    cluster = ingest(list(iter_objects(parse_documents(text))))
+    assert cluster.nodes[0].unschedulable is False  # YAML 1.2 reads `no` as a string: still not true
+    (g,) = cluster.gangs
+    assert g.pending[0].requests["cpu"] == 2000  # the merge key is honoured: both containers request 1 cpu
+    assert g.pending[0].created == "2026-11-30T02:00:00Z"  # an unquoted timestamp keeps the API's form

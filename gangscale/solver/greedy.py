@@ -56,12 +56,9 @@ class _Base:
     shape_domains: dict = field(default_factory=dict)  # shape -> topology domains of its compatible kinds
 
 
-_BASE: list[_Base] = []  # the last problem's base (a Problem is never mutated once built)
-
-
 def _base(prob: Problem) -> _Base:
-    if _BASE and _BASE[0].prob is prob:
-        return _BASE[0]
+    if prob.greedy_base is not None:
+        return prob.greedy_base
     R, nk = len(prob.resources), len(prob.kinds)
     req = np.array([s.req for s in prob.shapes], dtype=np.int64).reshape(len(prob.shapes), R)
     existing = [(k.kid, name) for k in prob.kinds if not k.new for name in k.nodes]
@@ -81,7 +78,7 @@ def _base(prob: Problem) -> _Base:
                 size[s] = share.max()
     new_compat = [[kid for kid in ks if prob.kinds[kid].new] for ks in prob.compat]
     base = _Base(prob, req, free, kind, [name for _, name in existing], compat_mask, size, new_compat)
-    _BASE[:] = [base]
+    prob.greedy_base = base
     return base
 
 
@@ -181,9 +178,9 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     """Place as many of the gang's pods as fit; returns how many."""
     info = prob.gangs[gid]
     # largest pods first (by their biggest share of any compatible bin)
-    size = _base(prob).size
-    order = sorted(info.classes, key=lambda c: -size[prob.classes[c].shape])
-    new_compat = _base(prob).new_compat
+    base = _base(prob)
+    order = sorted(info.classes, key=lambda c: -base.size[prob.classes[c].shape])
+    new_compat = base.new_compat
     placed = 0
     for cid in order:
         shape = prob.classes[cid].shape
@@ -193,7 +190,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
         lo = int(st.start[shape])  # `fits` left only zeros before its cursor
         for b in (np.flatnonzero(counts[lo:]) + lo).tolist():
             take = min(left, int(counts[b]))
-            st.place(int(b), cid, take)
+            st.place(b, cid, take)
             left -= take
             if not left:
                 break
@@ -256,9 +253,7 @@ def greedy(prob: Problem, order: list[int] | None = None) -> Assignment:
     y = [0] * len(prob.classes)
     bins, names = [], []
     for b in range(st.n):
-        if not st.contents[b] and st.names[b] is None:
-            continue  # pragma: no cover - an opened bin always gets a pod
-        if st.contents[b]:
+        if st.contents[b]:  # an existing node the plan leaves empty is not a bin of it
             for cid, cnt in st.contents[b].items():
                 y[cid] += cnt
             bins.append((int(st.kind[b]), dict(st.contents[b])))

@@ -11,6 +11,7 @@ counts pods and nodes instead of creating one variable per pod and node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +77,7 @@ class Problem:
     kinds: list[BinKind]
     compat: list[list[int]]  # shape -> compatible kind ids
     fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
+    greedy_base: Any = None  # arrays the greedy derives once per problem (a Problem is never mutated)
 
     def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
         keys = self.shapes[shape].topology_keys
@@ -83,15 +85,6 @@ class Problem:
             return None
         labels = self.kinds[kind].labels
         return tuple(labels[k] for k in keys)
-
-
-def _max_fit(req: tuple[int, ...], cap: tuple[int, ...]) -> int:
-    best = None
-    for r, c in zip(req, cap):
-        if r > 0:
-            n = c // r if c > 0 else 0
-            best = n if best is None else min(best, n)
-    return best if best is not None else 0
 
 
 def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
@@ -134,7 +127,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(len(kinds), len(resources))
     for s in shapes:
         req = np.array(s.req, dtype=np.int64)
-        pos = req > 0  # as _max_fit: pods of the shape that fit each empty bin, 0 when it requests nothing
+        pos = req > 0  # pods of the shape that fit each empty bin (none, if it requests nothing)
         fits = (caps[:, pos] // req[pos]).min(axis=1) if pos.any() else np.zeros(len(kinds), dtype=np.int64)
         for kid in np.flatnonzero(fits > 0).tolist():
             k = kinds[kid]
