@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages
+from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
 from .base import Discovery, Instance, InstanceState, LaunchFailure, NodeGroupProvider, ScaleResult
 from .cache import TTLMemo
 from .errors import CloudError, NotFoundError, SizeLimitError, classify_message
 from .tags import ENABLED_TAG, TagError, cluster_tag, discovery_state, parse_template_tags, tag_map
-from .template import MachineShape, TemplateError, build_template
+from .template import TemplateError, build_template
 
 ASG_STATES: dict[str, InstanceState] = {
     "Pending": "launching", "Pending:Wait": "launching", "Pending:Proceed": "launching",
@@ -27,6 +27,12 @@ ASG_STATES: dict[str, InstanceState] = {
     "Terminated": "deleting", "Detaching": "deleting", "Detached": "deleting",
     "Warmed:Pending": "launching",
 }
+
+
+def asg_instance(raw: dict[str, Any], group: str) -> Instance:
+    """One `Instances` entry of DescribeAutoScalingGroups, as a member of `group`."""
+    return Instance(raw["InstanceId"], group, ASG_STATES.get(raw.get("LifecycleState", ""), "running"),
+                    raw.get("AvailabilityZone", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +133,13 @@ class AsgProvider(NodeGroupProvider):
         return (str(lcs[0]["InstanceType"]),)
 
     def _lt_types(self, spec: LaunchSpec, group: str) -> tuple[str, ...]:
-        params = dict(spec.template_ref())
-        params["Versions"] = [params.pop("Version")]
-        versions = self._call("ec2", "DescribeLaunchTemplateVersions", group, **params)["LaunchTemplateVersions"]
-        itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
+        ref = spec.template_ref()
+        ref.pop("Version")
+        itype = launch_template_instance_type(self.clients, self.name, group, ref, spec.version)
         if not itype:
             raise TemplateError(f"launch template {spec.template_id or spec.template_name} version {spec.version} "
                                 "names no instance type")
-        return (str(itype),)
-
-    def _shape(self, types: tuple[str, ...]) -> MachineShape:
-        """The smallest of the group's types: a pod that fits it fits whichever type the ASG launches."""
-        shapes = [self.types.shape(t) for t in types]
-        return min(shapes, key=lambda s: s.size_key)
+        return (itype,)
 
     # ------------------------------------------------------------ discovery
     def _discover(self) -> Discovery:
@@ -179,7 +179,7 @@ class AsgProvider(NodeGroupProvider):
         template_tags = parse_template_tags(tags)
         warnings.extend(f"{self.name} group {name}: {n}" for n in template_tags.notes)
         group = build_template(
-            name, self._shape(self._instance_types_of(spec, name)),
+            name, self.types.smallest(self._instance_types_of(spec, name)),
             min_size=int(raw["MinSize"]), max_size=int(raw["MaxSize"]), target_size=int(raw["DesiredCapacity"]),
             tags=template_tags, reserve=self.options.reserve, zones=list(raw.get("AvailabilityZones") or []),
             region=self.clients.region)
@@ -197,13 +197,18 @@ class AsgProvider(NodeGroupProvider):
     def target_size(self, group: str) -> int:
         return int(self._group(group)["DesiredCapacity"])
 
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
+    def _growable(self, group: str, delta: int, operation: str) -> tuple[dict[str, Any], int]:
+        """The group, read fresh, and its desired capacity; raise unless it can grow by `delta`."""
         self._check_delta(group, delta, self.name)
         raw = self._group(group)
         cur, top = int(raw["DesiredCapacity"]), int(raw["MaxSize"])
         if cur + delta > top:
-            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}", operation="SetDesiredCapacity",
+            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}", operation=operation,
                                  group=group, provider=self.name)
+        return raw, cur
+
+    def increase_size(self, group: str, delta: int) -> ScaleResult:
+        _, cur = self._growable(group, delta, "SetDesiredCapacity")
         self._call("autoscaling", "SetDesiredCapacity", group, AutoScalingGroupName=group,
                    DesiredCapacity=cur + delta, HonorCooldown=False)
         self._groups.invalidate()
@@ -230,7 +235,7 @@ class AsgProvider(NodeGroupProvider):
         self._check_delta(group, delta, self.name)
         raw = self._group(group)
         cur = int(raw["DesiredCapacity"])
-        live = sum(1 for i in raw.get("Instances", []) if ASG_STATES.get(i.get("LifecycleState", "")) != "deleting")
+        live = sum(1 for i in raw.get("Instances", []) if asg_instance(i, group).state != "deleting")
         new = cur - delta
         if new < live:
             raise SizeLimitError(f"desired {cur} - {delta} is below the {live} instances the group has; "
@@ -246,9 +251,7 @@ class AsgProvider(NodeGroupProvider):
 
     # ---------------------------------------------------------- observation
     def instances(self, group: str) -> list[Instance]:
-        raw = self._group(group)
-        return [Instance(i["InstanceId"], group, ASG_STATES.get(i.get("LifecycleState", ""), "running"),
-                         i.get("AvailabilityZone", "")) for i in raw.get("Instances", [])]
+        return [asg_instance(i, group) for i in self._group(group).get("Instances", [])]
 
     def launch_failures(self, group: str, since: datetime) -> list[LaunchFailure]:
         activities = self._call("autoscaling", "DescribeScalingActivities", group, AutoScalingGroupName=group,

@@ -12,7 +12,7 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 from .base import SystemReserve
 from .cache import TTLMemo
@@ -44,11 +44,11 @@ class AwsOptions:
     sleep: Callable[[float], None] = time.sleep
 
 
-_USERINFO = re.compile(r"//[^/@]*@")
+_USERINFO = re.compile(r"//[^/@\s]*@")
 
 
 def redact_url(url: str | None) -> str:
-    """An endpoint URL without any user:password part, fit for logs."""
+    """An endpoint URL (or a message quoting one) without any user:password part, fit for logs."""
     return _USERINFO.sub("//***@", url) if url else ""
 
 
@@ -114,7 +114,9 @@ def translated(provider: str, operation: str, group: str = "") -> Iterator[None]
         raise PermissionError_(f"no usable AWS credentials ({type(exc).__name__})", code=type(exc).__name__,
                                operation=operation, group=group, provider=provider) from None
     except BotoCoreError as exc:
-        raise CloudError(str(exc).splitlines()[0][:300], code=type(exc).__name__, operation=operation, group=group,
+        # botocore quotes the endpoint URL (EndpointConnectionError): drop any user:password in it
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise CloudError(redact_url(first)[:300], code=type(exc).__name__, operation=operation, group=group,
                          provider=provider) from None
 
 
@@ -141,6 +143,11 @@ def _snake(operation: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
 
 
+def _fatal(exc: CloudError) -> bool:
+    """Errors no per-type fallback can help with: missing permissions, throttling, conflicts."""
+    return isinstance(exc, PermissionError_) or exc.retryable
+
+
 class InstanceTypes:
     """DescribeInstanceTypes, batched and cached for `instance_types_ttl` seconds."""
 
@@ -149,16 +156,18 @@ class InstanceTypes:
         self._provider = provider
         self._memo: TTLMemo[MachineShape | str] = TTLMemo(clients.options.instance_types_ttl)
 
+    def _describe(self, names: list[str]) -> list[dict[str, Any]]:
+        return aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
+                        InstanceTypes=names)["InstanceTypes"]
+
     def prefetch(self, names: set[str]) -> None:
         """One call for every type not cached yet; a bad name falls back to one call per type."""
         missing = sorted(n for n in names if self._memo.peek(n) is None)
         for i in range(0, len(missing), 100):
-            chunk = missing[i:i + 100]
             try:
-                infos = aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
-                                 InstanceTypes=chunk)["InstanceTypes"]
+                infos = self._describe(missing[i:i + 100])
             except CloudError as exc:
-                if isinstance(exc, PermissionError_) or exc.retryable:
+                if _fatal(exc):
                     raise
                 continue  # one unknown name spoils the batch: shape() asks one by one
             for info in infos:
@@ -170,14 +179,20 @@ class InstanceTypes:
             raise TemplateError(value)
         return value
 
+    def smallest(self, names: Iterable[str]) -> MachineShape:
+        """The smallest of a group's types: a pod that fits it fits whichever type the group launches."""
+        return min((self.shape(n) for n in names), key=lambda s: s.size_key)
+
     def _describe_one(self, name: str) -> MachineShape | str:
+        """The shape, or (cached as well) why the type cannot be used; other failures are not cached."""
         try:
-            infos = aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
-                             InstanceTypes=[name])["InstanceTypes"]
-        except CloudError as exc:
-            if isinstance(exc, PermissionError_) or exc.retryable:
-                raise
+            infos = self._describe([name])
+        except NotFoundError as exc:
             return f"instance type {name!r} is unknown to EC2 ({exc.message})"
+        except CloudError as exc:
+            if _fatal(exc):
+                raise
+            raise TemplateError(f"instance type {name!r} could not be described ({exc.message})") from None
         if not infos:
             return f"instance type {name!r} is unknown to EC2"
         return self._shape_or_reason(infos[0])
@@ -188,3 +203,12 @@ class InstanceTypes:
             return shape_from_describe(info)
         except TemplateError as exc:
             return str(exc)
+
+
+def launch_template_instance_type(clients: AwsClients, provider: str, group: str, ref: dict[str, str],
+                                  version: str) -> str | None:
+    """The instance type a launch template version names (`ref`: LaunchTemplateId or LaunchTemplateName)."""
+    versions = aws_call(clients, provider, "ec2", "DescribeLaunchTemplateVersions", group, **ref,
+                        Versions=[version])["LaunchTemplateVersions"]
+    itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
+    return str(itype) if itype else None

@@ -14,8 +14,8 @@ from typing import Any
 
 from gangscale.model import Node, Taint
 
-from .aws_asg import ASG_STATES
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages
+from .aws_asg import asg_instance
+from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .cache import TTLMemo
 from .errors import (
@@ -36,6 +36,7 @@ _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_S
 _PLANNABLE = ("ACTIVE", "UPDATING", "DEGRADED")
 # EKS update error codes that mean "no room" rather than "misconfigured".
 _UPDATE_CAPACITY = {"InsufficientFreeAddresses", "EniLimitReached", "IpNotAvailable", "AsgInstanceLaunchFailures"}
+_ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (default 50) names
 
 
 class EksProvider(NodeGroupProvider):
@@ -67,7 +68,12 @@ class EksProvider(NodeGroupProvider):
         out = Discovery()
         names = aws_pages(self.clients, self.name, "eks", "ListNodegroups", "nodegroups",
                           clusterName=self.cluster_name)
-        raws = [self._nodegroup(n) for n in sorted(names)]
+        raws = []
+        for n in sorted(names):
+            try:
+                raws.append(self._nodegroup(n))
+            except NotFoundError as exc:  # deleted between ListNodegroups and DescribeNodegroup
+                out.warnings.append(f"{self.name} node group {n}: skipped: {exc}")
         tagged = [r for r in raws if discovery_state(tag_map(r.get("tags")), None) != "untagged"]
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
@@ -112,21 +118,21 @@ class EksProvider(NodeGroupProvider):
             types = [self._launch_template_type(raw["launchTemplate"], raw["nodegroupName"])]
         if not types:
             raise TemplateError("names no instance type")
-        return min((self.types.shape(t) for t in types), key=lambda s: s.size_key)
+        return self.types.smallest(types)
 
     def _launch_template_type(self, lt: dict[str, Any], group: str) -> str:
-        params: dict[str, Any] = {"LaunchTemplateId": lt["id"]} if lt.get("id") else {"LaunchTemplateName": lt["name"]}
-        params["Versions"] = [str(lt.get("version") or "$Default")]
-        key = ("lt", params.get("LaunchTemplateId") or params.get("LaunchTemplateName"), params["Versions"][0])
+        if not (lt.get("id") or lt.get("name")):
+            raise TemplateError("its launch template has neither an id nor a name")
+        ref = {"LaunchTemplateId": str(lt["id"])} if lt.get("id") else {"LaunchTemplateName": str(lt["name"])}
+        version = str(lt.get("version") or "$Default")
 
         def load() -> str:
-            versions = self._call("ec2", "DescribeLaunchTemplateVersions", group, **params)["LaunchTemplateVersions"]
-            itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
+            itype = launch_template_instance_type(self.clients, self.name, group, ref, version)
             if not itype:
                 raise TemplateError("neither the node group nor its launch template names an instance type")
-            return str(itype)
+            return itype
 
-        return self._static.get(key, load)
+        return self._static.get(("lt", *ref.values(), version), load)
 
     def _zones(self, subnets: list[str], group: str) -> list[str]:
         if not subnets:
@@ -204,21 +210,30 @@ class EksProvider(NodeGroupProvider):
         if strangers:
             raise NotFoundError(f"instances {', '.join(strangers)} are not in the node group",
                                 operation="TerminateInstanceInAutoScalingGroup", group=group, provider=self.name)
-        cur = int((raw.get("scalingConfig") or {}).get("desiredSize", 0))
+        scaling = raw.get("scalingConfig") or {}
+        cur, low = int(scaling.get("desiredSize", 0)), int(scaling.get("minSize", 0))
+        if cur - len(instance_ids) < low:  # the backing ASG would refuse partway through the loop
+            raise SizeLimitError(f"desired {cur} - {len(instance_ids)} would go below min size {low}",
+                                 operation="TerminateInstanceInAutoScalingGroup", group=group, provider=self.name)
         for iid in instance_ids:
             self._call("autoscaling", "TerminateInstanceInAutoScalingGroup", group, InstanceId=iid,
                        ShouldDecrementDesiredCapacity=True)
         return ScaleResult(group, cur, cur - len(instance_ids), tuple(instance_ids))
 
     # ---------------------------------------------------------- observation
-    def _asg_instances(self, raw: dict[str, Any]) -> list[Instance]:
-        names = [a["name"] for a in (raw.get("resources") or {}).get("autoScalingGroups") or [] if a.get("name")]
-        if not names:
-            return []
-        asgs = self._call("autoscaling", "DescribeAutoScalingGroups", raw["nodegroupName"],
-                          AutoScalingGroupNames=names)["AutoScalingGroups"]
-        return [Instance(i["InstanceId"], raw["nodegroupName"], ASG_STATES.get(i.get("LifecycleState", ""), "running"),
-                         i.get("AvailabilityZone", "")) for a in asgs for i in a.get("Instances", [])]
+    def _asg_instances(self, *raws: dict[str, Any]) -> list[Instance]:
+        """The instances of the node groups' backing Auto Scaling groups, as few calls as the API allows."""
+        group_of = {str(a["name"]): r["nodegroupName"] for r in raws
+                    for a in (r.get("resources") or {}).get("autoScalingGroups") or [] if a.get("name")}
+        names = sorted(group_of)
+        label = raws[0]["nodegroupName"] if len(raws) == 1 else ""  # for errors and debug logs
+        out: list[Instance] = []
+        for i in range(0, len(names), _ASG_NAMES_PER_CALL):
+            asgs = self._call("autoscaling", "DescribeAutoScalingGroups", label,
+                              AutoScalingGroupNames=names[i:i + _ASG_NAMES_PER_CALL])["AutoScalingGroups"]
+            out.extend(asg_instance(m, group_of[a["AutoScalingGroupName"]]) for a in asgs
+                       for m in a.get("Instances", []) if a.get("AutoScalingGroupName") in group_of)
+        return out
 
     def instances(self, group: str) -> list[Instance]:
         return self._asg_instances(self._nodegroup(group))
@@ -236,10 +251,7 @@ class EksProvider(NodeGroupProvider):
         return out
 
     def instance_groups(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for raw in self._raw.values():
-            out.update({i.id: i.group for i in self._asg_instances(raw)})
-        return out
+        return {i.id: i.group for i in self._asg_instances(*self._raw.values())}
 
     def group_of_node(self, node: Node, instance_groups: dict[str, str]) -> str | None:
         label = node.labels.get(NODEGROUP_LABEL)

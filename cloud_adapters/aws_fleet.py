@@ -15,7 +15,7 @@ from typing import Any
 
 from .aws_asg import AsgProvider, LaunchSpec, launch_spec
 from .base import ScaleResult
-from .errors import CapacityError, CloudError, NotFoundError, SizeLimitError, error_class
+from .errors import CapacityError, CloudError, NotFoundError, UnsupportedError, error_class
 from .tags import NODE_GROUP_TAG, tag_map
 from .template import TemplateError
 
@@ -41,13 +41,13 @@ class FleetProvider(AsgProvider):
                             "the group may move a single-zone gang's nodes (suspend AZRebalance)")
 
     def increase_size(self, group: str, delta: int) -> ScaleResult:
-        self._check_delta(group, delta, self.name)
-        raw = self._group(group)
-        cur, top = int(raw["DesiredCapacity"]), int(raw["MaxSize"])
-        if cur + delta > top:
-            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}", operation="CreateFleet",
-                                 group=group, provider=self.name)
-        spec = launch_spec(raw)
+        raw, cur = self._growable(group, delta, "CreateFleet")
+        try:  # the group may have changed since discovery; a CloudError keeps the caller's rollback working
+            spec = launch_spec(raw)
+            self._check_group(raw, spec, [])
+        except TemplateError as exc:
+            raise UnsupportedError(str(exc), code="NotTemplatable", operation="CreateFleet", group=group,
+                                   provider=self.name) from None
         itype = self.template(group).instance_type
         ids = self._launch(group, raw, spec, itype, delta)
         try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Any, Callable, Generic, Hashable, TypeVar
 
 from cachetools import TTLCache
 
 V = TypeVar("V")
+_MISSING: Any = object()
 
 
 class TTLMemo(Generic[V]):
@@ -19,8 +20,10 @@ class TTLMemo(Generic[V]):
 
     def get(self, key: Hashable, load: Callable[[], V]) -> V:
         with self._lock:
-            if key in self._cache:
-                return self._cache[key]
+            # one lookup: `in` then `[]` read the clock twice and could straddle the expiry (KeyError)
+            value = self._cache.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
         value = load()  # outside the lock: a slow cloud call must not serialise unrelated keys
         with self._lock:
             self._cache[key] = value

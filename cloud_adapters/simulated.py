@@ -151,7 +151,8 @@ class SimulatedProvider(NodeGroupProvider):
         if g.target - len(instance_ids) < g.template.min_size:
             raise SizeLimitError("would go below min size", group=group, provider=self.name)
         before = g.target
-        g.instances = [i for i in g.instances if i.id not in set(instance_ids)]
+        gone = set(instance_ids)
+        g.instances = [i for i in g.instances if i.id not in gone]
         g.target -= len(instance_ids)
         self._save()
         return ScaleResult(group, before, g.target, tuple(instance_ids))

@@ -19,6 +19,7 @@ from .catalog import load_catalog
 from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
 from .loader import InputError, read_objects
+from .output import emit, output_format
 from .plan import Plan, render_markdown, render_table
 from .planner import SolveOptions, make_plan
 from .snapshot import build_snapshot
@@ -112,13 +113,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cluster.warnings[:0] = live_warnings
     snap = build_snapshot(cluster, groups, warnings)
     plan = make_plan(snap, solve_options(args))
-    fmt = args.output or ("table" if sys.stdout.isatty() and not args.output_file else "json")
-    text = render(plan, fmt)
-    if args.output_file:
-        with open(args.output_file, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(render(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 
 

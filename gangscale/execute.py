@@ -26,6 +26,7 @@ from cloud_adapters.base import ScaleResult
 from .ingest import Cluster, ingest
 from .loader import InputError
 from .model import NodeGroup
+from .output import emit, output_format
 from .plan import Plan
 from .planner import SolveOptions, make_plan
 from .snapshot import build_snapshot
@@ -165,7 +166,7 @@ def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict
             now = provider.target_size(g)
         except CloudError as exc:
             moved.add(g)
-            report.actions.append(GroupAction(g, groups[g], "failed", message=str(exc), error_kind=exc.kind))
+            report.actions.append(_failed(g, groups[g], exc))
             continue
         if g in discovered and now != discovered[g].current_size:
             moved.add(g)
@@ -183,19 +184,11 @@ def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, No
     moved = _moved(provider, plan.scale_up, discovered, report)
     grown: set[str] = set()
     if provider.atomic:
-        for unit in atomic_units(plan, cluster):
-            _apply_unit(provider, unit, moved, report, grown)
-    else:
-        for group, n in plan.scale_up.items():
-            if group in moved or n <= 0:
-                continue
-            try:
-                res = provider.increase_size(group, n)
-                report.actions.append(GroupAction(group, n, "applied", res.before, res.after,
-                                                  instance_ids=list(res.instance_ids)))
-                grown.add(group)
-            except CloudError as exc:
-                report.actions.append(GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind))
+        units, grow = atomic_units(plan, cluster), provider.atomic_increase_size
+    else:  # every group on its own: a one-group unit is grown or fails by itself
+        units, grow = [{g: n} for g, n in plan.scale_up.items() if n > 0], provider.increase_size
+    for unit in units:
+        _apply_unit(provider, grow, unit, moved, report, grown)
     for group in sorted(grown):
         try:
             report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
@@ -204,8 +197,12 @@ def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, No
     return report
 
 
-def _apply_unit(provider: NodeGroupProvider, unit: dict[str, int], moved: set[str], report: ExecutionReport,
-                grown: set[str]) -> None:
+def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
+    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind)
+
+
+def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],
+                moved: set[str], report: ExecutionReport, grown: set[str]) -> None:
     """All groups of one unit, or none: a failure gives back what the unit already launched."""
     if moved & set(unit):
         for g, n in unit.items():
@@ -216,9 +213,9 @@ def _apply_unit(provider: NodeGroupProvider, unit: dict[str, int], moved: set[st
     done: list[tuple[ScaleResult, int]] = []
     for group, n in unit.items():
         try:
-            done.append((provider.atomic_increase_size(group, n), n))
+            done.append((grow(group, n), n))
         except CloudError as exc:
-            report.actions.append(GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind))
+            report.actions.append(_failed(group, n, exc))
             for res, m in done:
                 status: ActionStatus = "rolled-back"
                 note = f"given back: {group} could not be grown ({exc.kind})"
@@ -231,8 +228,9 @@ def _apply_unit(provider: NodeGroupProvider, unit: dict[str, int], moved: set[st
                     status, note = "applied", f"rollback failed, nodes kept: {undo}"
                 report.actions.append(GroupAction(res.group, m, status, res.before, res.after, note,
                                                   instance_ids=list(res.instance_ids)))
+            tried = {group, *(r.group for r, _ in done)}
             for g, m in unit.items():
-                if g != group and g not in {r.group for r, _ in done}:
+                if g not in tried:
                     report.actions.append(GroupAction(g, m, "skipped", message=f"same gang as {group}, which failed"))
             return
     for res, n in done:
@@ -293,13 +291,7 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
         return EXIT_CLOUD_ERROR
     finally:
         provider.close()
-    fmt = args.output or ("table" if sys.stdout.isatty() and not args.output_file else "json")
-    text = render_with_execution(plan, report, fmt, render)
-    if args.output_file:
-        with open(args.output_file, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(render_with_execution(plan, report, output_format(args.output, args.output_file), render), args.output_file)
     if report is not None and report.failed:
         print(f"gangscale: {name}: {_one_line(report.first_error())}", file=sys.stderr)
         return EXIT_CLOUD_ERROR

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import GPU_TAINT, GPU_TOL, gang, group, node, plan_for, pod, podgroup
+from builders import GPU_TAINT, gang, group, node, plan_for, pod, podgroup
 from checker import check_plan
 
 CPU_GROUP = group("cpu", cpu="8", mem="32Gi", price=0.40)

@@ -18,6 +18,7 @@ from .discovery import MATURITY, GangApis, ServerInfo, choose_gang_apis, describ
 from .errors import KubeError
 from .lister import list_all
 from .refs import CONFIGMAPS, DEPLOYMENTS, NATIVE_GROUP, NODES, PODS, ResourceRef
+from .scope import as_dict
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
@@ -117,16 +118,19 @@ def _gates(flag: str | None) -> dict[str, bool]:
 
 def _command_lines(pod_or_deploy: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """(image, command + args) of each container of a Pod or a Deployment's template."""
-    spec = pod_or_deploy.get("spec") or {}
+    spec = as_dict(pod_or_deploy.get("spec"))
     if pod_or_deploy.get("kind") == "Deployment":
-        spec = ((spec.get("template") or {}).get("spec")) or {}
+        spec = as_dict(as_dict(spec.get("template")).get("spec"))
     out = []
     for c in spec.get("containers") or []:
         if isinstance(c, dict):
-            cmd = [*(c.get("command") or []), *(c.get("args") or [])]
+            cmd = [str(x) for x in (*(c.get("command") or []), *(c.get("args") or []))]
             if len(cmd) == 1 and " " in cmd[0]:  # `sh -c "..."`-style single strings
-                cmd = shlex.split(cmd[0])
-            out.append((str(c.get("image") or ""), [str(x) for x in cmd]))
+                try:
+                    cmd = shlex.split(cmd[0])
+                except ValueError:  # unbalanced quotes: still read its flags
+                    cmd = cmd[0].split()
+            out.append((str(c.get("image") or ""), cmd))
     return out
 
 

@@ -164,23 +164,27 @@ class KubeClient:
             raise KubeError(f"{what}: expected a JSON object, got {type(doc).__name__}")
         return doc
 
+    def _call(self, method: str, path: str, query: Query | None, body: Mapping[str, Any] | None = None, *,
+              timeout: float | None = None, content_type: str = "application/json") -> dict[str, Any]:
+        resp = self._request(method, path, query, None if body is None else dict(body), timeout, content_type)
+        return self._json(resp, f"{method} {path}")
+
     def get(self, path: str, query: Query | None = None, *, timeout: float | None = None) -> dict[str, Any]:
-        return self._json(self._request("GET", path, query, None, timeout), f"GET {path}")
+        return self._call("GET", path, query, timeout=timeout)
 
     def post(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
-        return self._json(self._request("POST", path, query, dict(body), None), f"POST {path}")
+        return self._call("POST", path, query, body)
 
     def put(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
         """Replace; 409 (a KubeError with status 409) when body's resourceVersion is stale."""
-        return self._json(self._request("PUT", path, query, dict(body), None), f"PUT {path}")
+        return self._call("PUT", path, query, body)
 
     def patch(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
         """JSON merge patch (RFC 7386): works for CRDs too, unlike strategic merge."""
-        resp = self._request("PATCH", path, query, dict(body), None, "application/merge-patch+json")
-        return self._json(resp, f"PATCH {path}")
+        return self._call("PATCH", path, query, body, content_type="application/merge-patch+json")
 
     def delete(self, path: str, query: Query | None = None) -> dict[str, Any]:
-        return self._json(self._request("DELETE", path, query, None, None), f"DELETE {path}")
+        return self._call("DELETE", path, query)
 
     def watch(self, path: str, query: Query, *, read_timeout: float,
               on_malformed: Callable[[bytes], None] | None = None) -> WatchStream:

@@ -11,6 +11,7 @@ import orjson
 from ..catalog import load_catalog
 from .check import EXIT_UNREACHABLE, run_checks
 from .client import KubeClient, connect
+from ..output import emit
 from .dump import dump_document, dump_header, render_dump
 from .errors import KubeConfigError
 from .live import read_cluster
@@ -32,12 +33,7 @@ def dump(args: argparse.Namespace) -> int:
         live = read_cluster(client, args.namespace)
         header = dump_header(live, client.host, client.context)
     data = render_dump(dump_document(live, redacted=not args.no_redact), args.output, header)
-    if args.output_file:
-        with open(args.output_file, "wb") as fh:
-            fh.write(data)
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    emit(data, args.output_file)
     for w in live.warnings:
         print(f"gangscale: warning: {w}", file=sys.stderr)
     kinds: dict[str, int] = {}

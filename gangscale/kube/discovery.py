@@ -135,12 +135,10 @@ def choose_gang_apis(info: ServerInfo) -> GangApis:
     apis.workload = info.ref(NATIVE_GROUP, WORKLOAD_VERSION, "workloads")
     apis.coscheduling = info.ref(COSCHEDULING_GROUP, "v1alpha1", "podgroups")
     apis.volcano = info.ref(VOLCANO_GROUP, "v1beta1", "podgroups")
-    if apis.native is None:
-        apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(NATIVE_GROUP, "podgroups")]
-    if apis.coscheduling is None:
-        apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(COSCHEDULING_GROUP, "podgroups")]
-    if apis.volcano is None:
-        apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(VOLCANO_GROUP, "podgroups")]
+    for chosen, group in ((apis.native, NATIVE_GROUP), (apis.coscheduling, COSCHEDULING_GROUP),
+                          (apis.volcano, VOLCANO_GROUP)):
+        if chosen is None:
+            apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(group, "podgroups")]
     return apis
 
 

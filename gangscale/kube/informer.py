@@ -108,12 +108,16 @@ class Informer:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        self._signal_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _signal_stop(self) -> None:
+        """Ask the thread to end, and unblock its watch read; does not wait."""
         self._stopping.set()
         with self._stream_lock:
             if self._stream is not None:
                 self._stream.close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """True once the first list is in the cache."""
@@ -174,12 +178,13 @@ class Informer:
     def _relist(self) -> None:
         result = list_all(self.client, self.ref, self.namespace, page_size=self.page_size, transform=self.transform)
         self.stats.lists += 1
-        self.stats.malformed += len(result.skipped)
+        for message in result.skipped:
+            self._skip(message)
         fresh: dict[tuple[str, str], dict[str, Any]] = {}
         for obj in result.items:
             key = object_key(obj)
             if key is None:
-                self.stats.malformed += 1
+                self._skip("a listed object has no metadata.name")
                 continue
             fresh[key] = obj
         with self.lock:
@@ -232,13 +237,17 @@ class Informer:
         # The server ended the watch (its timeout): resume from the last version.
 
     def _malformed_line(self, line: bytes) -> None:
+        self._skip(f"a watch event that is not a JSON object: {line!r:.80}")
+
+    def _skip(self, what: str) -> None:
+        """Count and log an event or item that cannot be read; the cache goes on without it."""
         self.stats.malformed += 1
-        log.warning("%s: skipped a watch event that is not a JSON object: %.80r", self.ref.label, line)
+        log.warning("%s: skipped %s", self.ref.label, what)
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object")
         if not isinstance(obj, dict):
-            self.stats.malformed += 1
+            self._skip(f"a {kind!r:.20} watch event without an object")
             return
         if kind == "ERROR":
             code = obj.get("code")
@@ -255,7 +264,7 @@ class Informer:
             return
         key = object_key(obj)
         if kind not in (ADDED, MODIFIED, DELETED) or key is None:
-            self.stats.malformed += 1
+            self._skip(f"a {kind!r:.20} watch event" + ("" if key else " whose object has no metadata.name"))
             return
         obj = self.ref.typed(obj)
         if self.transform is not None:
@@ -313,7 +322,7 @@ class ClusterCache:
 
     def stop(self, timeout: float = 5.0) -> None:
         for inf in self.informers:
-            inf._stopping.set()  # stop all first, then wait: shutdown takes one timeout, not N
+            inf._signal_stop()  # stop all first, then wait: shutdown takes one timeout, not N
         for inf in self.informers:
             inf.stop(timeout)
 

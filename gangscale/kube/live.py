@@ -39,7 +39,9 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
     for name in apis.unread:
         live.warnings.append(f"{name} is served but gangscale reads only {describe(apis)}: its gangs are not planned")
 
-    live.objects += list_all(client, NODES, page_size=page_size).items
+    nodes = list_all(client, NODES, page_size=page_size)
+    live.objects += nodes.items
+    live.warnings += nodes.skipped
     try:
         pods = list_all(client, PODS, page_size=page_size)
     except KubeError as exc:
@@ -51,6 +53,7 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
             f"of namespaces other than {namespace}, so the plan may buy too little"
         )
     live.objects += pods.items
+    live.warnings += pods.skipped
     for ref in apis.refs:
         try:
             result = list_all(client, ref, namespace, page_size=page_size)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def _map(raw: Any) -> dict[str, Any]:
+def as_dict(raw: Any) -> dict[str, Any]:
+    """`raw` when it is a mapping, else an empty one: malformed fields read as absent."""
     return raw if isinstance(raw, dict) else {}
 
 
@@ -18,11 +19,11 @@ def in_scope(obj: dict[str, Any], namespace: str | None) -> bool:
     """
     if namespace is None:
         return True
-    meta = _map(obj.get("metadata"))
+    meta = as_dict(obj.get("metadata"))
     ns = meta.get("namespace")
     if not ns or ns == namespace:
         return True
     if obj.get("kind") != "Pod":
         return False
-    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
     return bool(spec.get("nodeName")) and status.get("phase") not in ("Succeeded", "Failed")

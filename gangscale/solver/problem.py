@@ -18,7 +18,7 @@ import numpy as np
 from ..fit import label_keys, placement_allows
 from ..model import Gang, Placement, Pod
 from ..resources import PODS, vectorizer
-from ..snapshot import ClusterSnapshot, NodeView
+from ..snapshot import ClusterSnapshot
 
 MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
 

@@ -629,7 +629,7 @@ class Emulator:
                         events = [{"type": "ERROR", "object": ApiError(
                             410, "Expired", f"too old resource version: {pos} ({self._compacted})").status()}]
                     else:
-                        i = bisect.bisect_right([e.rv for e in self._log], pos)
+                        i = bisect.bisect_right(self._log, pos, key=lambda e: e.rv)  # no copy of the whole log per wake-up
                         events = [{"type": e.type, "object": e.obj if e.type == "RAW" else
                                    self._view(kind, route.version, e.obj, in_list=False)}
                                   for e in self._log[i:] if e.key == kind.key and (
