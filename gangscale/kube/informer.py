@@ -148,7 +148,9 @@ class Informer:
 
     def _run(self) -> None:
         need_list = True
+        gone_streak = 0  # 410s in a row with no watch event between them
         while not self._stopping.is_set():
+            seen = self.stats.events + self.stats.bookmarks
             try:
                 if need_list:
                     self._relist()
@@ -156,8 +158,12 @@ class Informer:
                 self._watch()
             except GoneError as exc:
                 self.stats.gone += 1
-                log.info("%s: %s; listing again", self.ref.label, exc)
-                need_list = True  # nothing is wrong with the server: re-list at once
+                gone_streak = 0 if self.stats.events + self.stats.bookmarks > seen else gone_streak + 1
+                need_list = True
+                if gone_streak <= 1:  # the usual case: the watch fell behind; re-list at once
+                    log.info("%s: %s; listing again", self.ref.label, exc)
+                else:  # a server answering 410 to every watch: do not hammer it with full lists
+                    self._failed(f"{exc} ({gone_streak} times in a row)")
             except KubeError as exc:
                 if self._stopping.is_set():
                     break

@@ -257,3 +257,12 @@ def test_cluster_cache_snapshot_is_one_view_of_every_resource(emulator, gang_cac
     kinds = {o["kind"] for o in cache.snapshot()}
     assert kinds == {"Node", "Pod"}
     assert set(cache.stats()) == {NODES.label, PODS.label, "podgroups.v1alpha2.scheduling.k8s.io"}
+
+
+def test_a_server_answering_410_every_time_is_not_hammered(emulator: Emulator, pods_informer):
+    emulator.fail_next(400, status=410, path_contains="/api/v1/pods")
+    inf = pods_informer(backoff=Backoff(initial=0.2, maximum=0.2, jitter=0.0)).start()
+    time.sleep(1.2)
+    calls = emulator.count("GET", "/api/v1/pods")
+    assert inf.stats.gone >= 3  # it kept trying...
+    assert calls <= 10, f"{calls} requests in 1.2 s"  # ...but with backoff after the second 410 in a row
