@@ -39,6 +39,9 @@ def _status_message(body: Any) -> tuple[str, str]:
     return str(body or "")[:200], ""
 
 
+MAX_EVENT_BYTES = 64 * 2**20  # far above the API server's own request limits for one object
+
+
 class WatchStream:
     """The events of one watch response, parsed line by line.
 
@@ -82,6 +85,8 @@ class WatchStream:
                     del buf[: nl + 1]
                     if line.strip() and (event := self._parse(line)) is not None:
                         yield event
+                if len(buf) > MAX_EVENT_BYTES:  # no newline in sight: a broken server, not an event
+                    raise ValueError(f"an event line exceeded {MAX_EVENT_BYTES} bytes")
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             if self._closed:
                 return

@@ -266,3 +266,17 @@ def test_a_server_answering_410_every_time_is_not_hammered(emulator: Emulator, p
     calls = emulator.count("GET", "/api/v1/pods")
     assert inf.stats.gone >= 3  # it kept trying...
     assert calls <= 10, f"{calls} requests in 1.2 s"  # ...but with backoff after the second 410 in a row
+
+
+def test_a_watch_line_without_end_is_cut_off_not_buffered_forever(monkeypatch):
+    from gangscale.kube import client as kclient
+    from gangscale.kube.errors import KubeError
+
+    class Endless:  # a response body that never sends a newline
+        def stream(self, *_a, **_k):
+            while True:
+                yield b"x" * 1024
+
+    monkeypatch.setattr(kclient, "MAX_EVENT_BYTES", 64 * 1024)
+    with pytest.raises(KubeError, match="exceeded 65536 bytes"):
+        list(kclient.WatchStream(Endless(), "/api/v1/pods"))  # type: ignore[arg-type]
