@@ -16,7 +16,8 @@ from typing import Any
 from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
 from .base import Discovery, Instance, InstanceState, LaunchFailure, NodeGroupProvider, ScaleResult
 from .cache import TTLMemo
-from .errors import CloudError, NotFoundError, SizeLimitError, classify_message
+from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
+                     classify_message)
 from .tags import ENABLED_TAG, TagError, cluster_tag, discovery_state, parse_template_tags, tag_map
 from .template import TemplateError, build_template
 
@@ -164,7 +165,10 @@ class AsgProvider(NodeGroupProvider):
                     raise spec
                 out.groups.append(self._template_of(raw, spec, out.warnings))
                 self._raw[name] = raw
-            except (TagError, TemplateError, NotFoundError) as exc:
+            except (PermissionError_, ThrottledError):
+                raise  # account-wide: every group would fail the same way, say so once
+            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
+                # one odd group (an unknown AWS error code, a field missing) must not hide the others
                 out.warnings.append(f"{self.name} group {name}: skipped: {exc}")
         return out
 

@@ -19,6 +19,8 @@ from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pag
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .cache import TTLMemo
 from .errors import (
+    PermissionError_,
+    ThrottledError,
     CapacityError,
     CloudError,
     ConflictError,
@@ -82,7 +84,10 @@ class EksProvider(NodeGroupProvider):
             try:
                 out.groups.append(self._template_of(raw, out.warnings))
                 self._raw[name] = raw
-            except (TagError, TemplateError, NotFoundError) as exc:
+            except (PermissionError_, ThrottledError):
+                raise  # account-wide: every group would fail the same way, say so once
+            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
+                # one odd group (an unknown AWS error code, a field missing) must not hide the others
                 out.warnings.append(f"{self.name} node group {name}: skipped: {exc}")
         return out
 

@@ -208,3 +208,17 @@ def test_debug_logs_name_calls_but_never_credentials(world, proxy, caplog, monke
     for secret in (os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_SESSION_TOKEN"], "Credential=",
                    "Authorization"):
         assert secret not in text
+
+
+def test_an_unknown_error_on_one_groups_template_skips_only_that_group(world, proxy):
+    from .proxy import query_error
+
+    world.asg("good", "m5.xlarge")
+    world.asg("odd", "m5.xlarge")
+    odd_lt = world.group("odd")["LaunchTemplate"]["LaunchTemplateId"].encode()
+    proxy.add("DescribeLaunchTemplateVersions", lambda req, fwd: query_error(
+        "InvalidLaunchTemplateName.MalformedException", "The launch template name is malformed", 400)
+        if odd_lt in req.body else None)
+    found = provider(proxy).discover()
+    assert [g.name for g in found.groups] == ["good"]
+    assert any("odd" in w and "skipped" in w and "malformed" in w for w in found.warnings)
