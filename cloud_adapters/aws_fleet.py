@@ -80,7 +80,10 @@ class FleetProvider(AsgProvider):
             TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
         )
         ids = [i for item in resp.get("Instances") or [] for i in item.get("InstanceIds") or []]
-        if len(ids) >= n:
+        if len(ids) > n:  # never more than asked: the group would grow past the plan (and the gang's record)
+            self._terminate(group, ids[n:])
+            ids = ids[:n]
+        if len(ids) == n:
             return ids
         errors = resp.get("Errors") or []
         code = str(errors[0].get("ErrorCode") or "") if errors else "UnfulfillableCapacity"

@@ -100,3 +100,19 @@ def test_groups_without_a_launch_template_are_not_fleet_groups(world, proxy):
     assert [g.name for g in found.groups] == ["multi"]
     assert any("legacy" in w and "launch configuration" in w for w in found.warnings)
     assert any("multi" in w and "AZRebalance" in w for w in found.warnings)
+
+
+def test_a_fleet_that_answers_with_more_instances_than_asked_keeps_only_the_plan(world, proxy):
+    world.asg("gpu", "g5.12xlarge", max_size=8)
+    p = provider(proxy)
+
+    def one_more(req, forward):  # a cloud that launches more than the total asked for
+        req.body = req.body.replace(b"TargetCapacitySpecification.TotalTargetCapacity=2",
+                                    b"TargetCapacitySpecification.TotalTargetCapacity=3")
+        return forward()
+
+    proxy.add("CreateFleet", one_more, times=1)
+    res = p.increase_size("gpu", 2)
+    assert len(res.instance_ids) == 2 and world.desired("gpu") == 2
+    ended = [s for s in world.instance_states().values() if s in ("terminated", "shutting-down")]
+    assert len(ended) == 1  # the extra one was given back
