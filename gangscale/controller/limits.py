@@ -51,12 +51,12 @@ def apply_gang_limits(snap: ClusterSnapshot, cfg: ControllerConfig, now: float,
             g.priority = g.effective_priority + 1
 
 
-def namespace_usage(plan: Plan, pod_namespace: dict[str, str]) -> tuple[dict[str, int], dict[str, float]]:
+def namespace_usage(plan: Plan) -> tuple[dict[str, int], dict[str, float]]:
     """New nodes and dollars per hour per namespace; a shared node counts for each namespace on it."""
     nodes: dict[str, int] = defaultdict(int)
     dollars: dict[str, float] = defaultdict(float)
     for n in plan.new_nodes:
-        for ns in {pod_namespace.get(p, p.split("/", 1)[0]) for p in n.pods}:
+        for ns in {p.split("/", 1)[0] for p in n.pods}:  # pods are "namespace/name"
             nodes[ns] += 1
             dollars[ns] += n.price_per_hour
     return nodes, dollars
@@ -66,7 +66,7 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
               inflight_nodes: dict[str, int], inflight_dollars: dict[str, float]) -> dict[tuple[str, str, str], str]:
     """Gangs to hold back so every namespace stays within its caps, lowest priority and youngest first."""
     pod_gang: dict[str, Gang] = {p.key: g for g in snap.gangs for p in g.pending}
-    nodes, dollars = namespace_usage(plan, {})
+    nodes, dollars = namespace_usage(plan)
     gang_nodes: dict[tuple[str, str, str], tuple[int, float]] = defaultdict(lambda: (0, 0.0))
     for n in plan.new_nodes:
         for key in {pod_gang[p].key for p in n.pods if p in pod_gang}:

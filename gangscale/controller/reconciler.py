@@ -93,8 +93,9 @@ class Reconciler:
             if rec is not None and self._cooling(rec, g, now):
                 left = rec.since + self.cfg.launch_failure_backoff_seconds - now
                 snap.decided[g.key] = PreDecision("deferred", f"{rec.reason}; retrying in {left:.0f}s")
-        first_seen = {key: r.first_seen for key, r in self.state.records.items()}
-        apply_gang_limits(snap, self.cfg, now, {g.key: first_seen.get(gang_id(g), 0.0) for g in snap.gangs})
+        records = self.state.records
+        first_seen = {g.key: records[gang_id(g)].first_seen for g in snap.gangs if gang_id(g) in records}
+        apply_gang_limits(snap, self.cfg, now, first_seen)
         plan = self._plan_within_caps(snap)
         report = None
         intents: dict[str, dict[str, int]] = {}
@@ -438,9 +439,7 @@ class Reconciler:
         states = Counter(r.state for r in self.state.records.values())
         for s in STATES:
             self.metrics.gangs.labels(s).set(states.get(s, 0))
-        prices = {g.name: g.price_per_hour for g in self.groups.values()}
-        self.metrics.dollars.set(sum(n * prices.get(g, 0.0) for r in self.state.records.values()
-                                     if r.state in ("provisioning", "ready") for g, n in r.requested.items()))
+        self.metrics.dollars.set(sum(self._inflight_by_namespace()[1].values()))
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,
                                          "gangs": len(plan.gangs), "seconds": plan.solver.seconds,
                                          "status": plan.solver.status}})
