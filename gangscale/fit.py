@@ -170,7 +170,15 @@ def node_limits(pending: Iterable[Pod], bound: Iterable[Pod]) -> NodeLimits:
       minDomains rule (it only forces min to 0), nodeAffinityPolicy or nodeTaintsPolicy are -> cap maxSkew.
     """
     pending = list(pending)
+    bound = [b for b in bound if b.node_name]
     found: dict[tuple, NodeLimit] = {}
+    matched: dict[PodTerm, bool] = {}
+
+    def matches_someone(t: PodTerm) -> bool:
+        """A term no visible pod matches keeps nothing apart (carriers alone never conflict)."""
+        if t not in matched:
+            matched[t] = any(term_matches(t, p) for p in pending) or any(term_matches(t, b) for b in bound)
+        return matched[t]
 
     def add(key: tuple, cap: int, what: str, kind: str, term=None, port=None) -> None:
         if key not in found:
@@ -179,13 +187,13 @@ def node_limits(pending: Iterable[Pod], bound: Iterable[Pod]) -> NodeLimits:
     for p in pending:
         r = p.rules
         for t in r.anti_affinity:
-            add(("anti-affinity", t), 1, "podAntiAffinity on kubernetes.io/hostname", "anti-affinity", term=t)
+            if matches_someone(t):
+                add(("anti-affinity", t), 1, "podAntiAffinity on kubernetes.io/hostname", "anti-affinity", term=t)
         for t, skew in r.spread:
             add(("spread", t, skew), skew, f"topologySpreadConstraints maxSkew {skew} on kubernetes.io/hostname",
                 "spread", term=t)
         for port in r.host_ports:
             add(("host-port", port), 1, f"hostPort {port[1]}/{port[0]}", "host-port", port=port)
-    bound = [b for b in bound if b.node_name]
     bound_terms = {t for b in bound for t in b.rules.anti_affinity}
     for t in bound_terms:  # only a bound term that matches some pending pod matters
         if ("anti-affinity", t) not in found and any(term_matches(t, p) for p in pending):
