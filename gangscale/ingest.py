@@ -358,7 +358,24 @@ def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, st
     if not (has_pod_aff or has_ports or spec.get("topologySpreadConstraints") or spec.get("hostNetwork")
             or spec.get("initContainers")):
         return NO_RULES  # the common pod: nothing to parse
-    anti = _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict) if has_pod_aff else ()
+    # pods of one workload share these fields: parse once (labels matter only to *LabelKeys)
+    key = _spec_key(spec, ("affinity", "topologySpreadConstraints", "hostNetwork", "containers", "initContainers"))
+    if key is not None and b"LabelKeys" not in key:
+        key = b"%s|%d|%s" % (ns.encode(), strict, key)
+        hit = _RULES_CACHE.get(key)
+        if hit is None:
+            hit = _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
+            if len(_RULES_CACHE) < 100_000:
+                _RULES_CACHE[key] = hit
+        return hit
+    return _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
+
+
+_RULES_CACHE: dict[bytes, PodRules] = {}
+
+
+def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
+    anti = _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict) if affinity is not None else ()
     spread = _spread(spec.get("topologySpreadConstraints"), ns, labels, strict)
     try:
         ports = _host_ports(spec)
