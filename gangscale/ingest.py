@@ -23,10 +23,14 @@ from .model import (
     API_PODGROUP_V1BETA1,
     API_VOLCANO,
     API_WORKLOAD,
+    NO_RULES,
     Gang,
+    LabelSelector,
     Node,
     Placement,
     Pod,
+    PodRules,
+    PodTerm,
     Requirement,
     Taint,
     Toleration,
@@ -237,6 +241,150 @@ def pod_placement(spec: Mapping[str, Any]) -> Placement:
             Toleration(t.get("key") or None, op, str(t.get("value") or ""), t.get("effect") or None)
         )
     return Placement(selector, tuple(terms), tuple(tolerations))
+
+
+# ------------------------------------------------------- pod-to-pod placement rules
+# Upstream semantics: kube-scheduler's InterPodAffinity, PodTopologySpread and NodePorts filter plugins
+# (kubernetes/kubernetes pkg/scheduler/framework/plugins/{interpodaffinity,podtopologyspread,nodeports}),
+# KEP-895 (topology spread), KEP-3022 (minDomains), KEP-3243 / KEP-3633 (matchLabelKeys).
+
+HOSTNAME = "kubernetes.io/hostname"
+_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _label_selector(raw: Any, where: str, pod_labels: Mapping[str, str], match_keys: Any,
+                    mismatch_keys: Any = None) -> LabelSelector:
+    """A LabelSelector, with matchLabelKeys (key In [own value]) and mismatchLabelKeys (NotIn) merged in."""
+    sel = _map(raw, where)
+    labels = tuple(sorted(_str_map(sel.get("matchLabels"), f"{where}.matchLabels").items()))
+    exprs = list(_requirements(sel.get("matchExpressions"), f"{where}.matchExpressions"))
+    for i, r in enumerate(exprs):
+        if r.operator not in _SELECTOR_OPS:
+            raise ObjectError(f"{where}.matchExpressions[{i}]: operator {r.operator!r} is not valid in a label selector")
+    for field_name, keys, op in (("matchLabelKeys", match_keys, "In"), ("mismatchLabelKeys", mismatch_keys, "NotIn")):
+        for k in _list(keys, f"{where.rsplit('.', 1)[0]}.{field_name}"):
+            if str(k) in pod_labels:  # a key the pod does not carry is ignored, as the scheduler does
+                exprs.append(Requirement(str(k), op, (pod_labels[str(k)],)))
+    return LabelSelector(labels, tuple(exprs))
+
+
+def _term_namespaces(term: Mapping[str, Any], where: str, own: str) -> frozenset[str] | None:
+    """The namespaces an affinity term looks at: its list plus its namespaceSelector (None: all)."""
+    names = {str(n) for n in _list(term.get("namespaces"), f"{where}.namespaces")}
+    ns_sel = term.get("namespaceSelector")
+    if ns_sel is not None:
+        ns_sel = _map(ns_sel, f"{where}.namespaceSelector")
+        if ns_sel.get("matchLabels") or ns_sel.get("matchExpressions"):
+            raise ObjectError(f"{where}.namespaceSelector selects namespaces by label, which the planner cannot see")
+        return None  # {} selects every namespace
+    return frozenset(names or {own})
+
+
+def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool) -> tuple[PodTerm, ...]:
+    pod_aff = _map(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    where = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if strict and _list(pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), where):
+        raise ObjectError(f"{where} is not supported: the planner cannot co-locate pods with others")
+    anti = _map(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    where = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    out = []
+    for i, t in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), where)):
+        w = f"{where}[{i}]"
+        try:
+            t = _map(t, w)
+            if t.get("topologyKey") != HOSTNAME:
+                raise ObjectError(f"{w}.topologyKey {t.get('topologyKey')!r} is not supported (only {HOSTNAME})")
+            if t.get("labelSelector") is None:
+                continue  # a null selector matches no pod: no rule
+            sel = _label_selector(t["labelSelector"], f"{w}.labelSelector", labels, t.get("matchLabelKeys"),
+                                  t.get("mismatchLabelKeys"))
+            out.append(PodTerm(sel, _term_namespaces(t, w, ns)))
+        except ObjectError:
+            if strict:
+                raise  # a bound pod's unreadable term is skipped: it must still count for capacity
+    return tuple(out)
+
+
+def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool) -> tuple[tuple[PodTerm, int], ...]:
+    out = []
+    for i, c in enumerate(_list(raw, "spec.topologySpreadConstraints")):
+        w = f"spec.topologySpreadConstraints[{i}]"
+        try:
+            c = _map(c, w)
+            if c.get("whenUnsatisfiable", "DoNotSchedule") == "ScheduleAnyway":
+                continue  # a score, not a filter: it never keeps a pod pending
+            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                raise ObjectError(f"{w}.whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway")
+            if c.get("topologyKey") != HOSTNAME:
+                raise ObjectError(f"{w}.topologyKey {c.get('topologyKey')!r} with DoNotSchedule is not supported "
+                                  f"(only {HOSTNAME})")
+            skew = _int_field(c.get("maxSkew"), f"{w}.maxSkew", minimum=1)
+            if c.get("labelSelector") is None:
+                continue  # matches no pod: every node counts 0, the skew is always 0
+            sel = _label_selector(c["labelSelector"], f"{w}.labelSelector", labels, c.get("matchLabelKeys"))
+            out.append((PodTerm(sel, frozenset({ns})), skew))  # spread counts pods of the pod's own namespace
+        except ObjectError:
+            if strict:
+                raise
+    return tuple(out)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """(protocol, hostPort) of containers and sidecars; with hostNetwork every containerPort is a hostPort."""
+    host_net = spec.get("hostNetwork") is True
+    out: set[tuple[str, int]] = set()
+    containers = [(f"spec.containers[{i}]", c) for i, c in enumerate(_list(spec.get("containers"), "spec.containers"))]
+    containers += [(f"spec.initContainers[{i}]", c) for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
+                   if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    for where, c in containers:
+        if not isinstance(c, Mapping) or not c.get("ports"):
+            continue
+        for j, port in enumerate(_list(c.get("ports"), f"{where}.ports")):
+            port = _map(port, f"{where}.ports[{j}]")
+            hp = port.get("hostPort", port.get("containerPort") if host_net else None)
+            if hp is None or hp == 0:
+                continue
+            hp = _int_field(hp, f"{where}.ports[{j}].hostPort", minimum=1)
+            out.add((str(port.get("protocol") or "TCP"), hp))
+    return tuple(sorted(out))
+
+
+def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, strict: bool = True) -> PodRules:
+    """The pod's per-node rules; with `strict` (pending pods) an unsupported form is an ObjectError."""
+    affinity = spec.get("affinity")
+    has_pod_aff = isinstance(affinity, Mapping) and ("podAffinity" in affinity or "podAntiAffinity" in affinity)
+    containers = spec.get("containers")
+    has_ports = isinstance(containers, list) and any(isinstance(c, Mapping) and c.get("ports") for c in containers)
+    if not (has_pod_aff or has_ports or spec.get("topologySpreadConstraints") or spec.get("hostNetwork")
+            or spec.get("initContainers")):
+        return NO_RULES  # the common pod: nothing to parse
+    # pods of one workload share these fields: parse once (labels matter only to *LabelKeys)
+    key = _spec_key(spec, ("affinity", "topologySpreadConstraints", "hostNetwork", "containers", "initContainers"))
+    if key is not None and b"LabelKeys" not in key:
+        key = b"%s|%d|%s" % (ns.encode(), strict, key)
+        hit = _RULES_CACHE.get(key)
+        if hit is None:
+            hit = _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
+            if len(_RULES_CACHE) < 100_000:
+                _RULES_CACHE[key] = hit
+        return hit
+    return _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
+
+
+_RULES_CACHE: dict[bytes, PodRules] = {}
+
+
+def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
+    anti = _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict) if affinity is not None else ()
+    spread = _spread(spec.get("topologySpreadConstraints"), ns, labels, strict)
+    try:
+        ports = _host_ports(spec)
+    except ObjectError:
+        if strict:
+            raise
+        ports = ()
+    rules = PodRules(anti, spread, ports)
+    return rules if rules else NO_RULES
 
 
 # Pods of one workload share their spec: parse each distinct requests/placement once. The key is the
@@ -507,6 +655,8 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
             str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
         ),
     )
+    pod.labels = _str_map(meta.get("labels"), "metadata.labels")
+    pod.rules = pod_rules(spec, ns, pod.labels, strict=pod.node_name is None)
     if meta.get("deletionTimestamp") and not pod.node_name:
         pod.phase = "Terminating"  # going away: never scale for it
     if pod.scheduling_gates and not pod.node_name:

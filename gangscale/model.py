@@ -54,6 +54,43 @@ class Placement:
     tolerations: tuple[Toleration, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A pod label selector: every matchLabels pair and every expression must hold."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()  # In | NotIn | Exists | DoesNotExist only
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerm:
+    """Which pods a per-node rule counts: a selector within namespaces (None: every namespace)."""
+
+    selector: LabelSelector
+    namespaces: frozenset[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodRules:
+    """The pod-to-pod placement rules gangscale models, all per node (`kubernetes.io/hostname`).
+
+    `anti_affinity`: required podAntiAffinity terms on the hostname key (no pod matching the term may
+    share the node). `spread`: (term, maxSkew) of DoNotSchedule topologySpreadConstraints on the
+    hostname key. `host_ports`: (protocol, port) pairs the pod binds on its node. Anything else of
+    this family is refused at ingest (the gang becomes `invalid`).
+    """
+
+    anti_affinity: tuple[PodTerm, ...] = ()
+    spread: tuple[tuple[PodTerm, int], ...] = ()
+    host_ports: tuple[tuple[str, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.anti_affinity or self.spread or self.host_ports)
+
+
+NO_RULES = PodRules()
+
+
 @dataclass(slots=True)
 class Pod:
     namespace: str
@@ -70,6 +107,8 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()
     annotations: dict[str, str] = field(default_factory=dict)
     owner_kinds: tuple[str, ...] = ()  # e.g. ("DaemonSet",): such pods never keep a node from scale-down
+    labels: dict[str, str] = field(default_factory=dict)  # what other pods' selectors match
+    rules: PodRules = NO_RULES  # pod anti-affinity, spread and hostPorts (per node)
 
     @property
     def key(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ingest import Cluster
-from .model import Gang, NodeGroup, Taint
+from .model import Gang, NodeGroup, Pod, Taint
 from .resources import sub
 
 
@@ -40,6 +40,7 @@ class ClusterSnapshot:
     gangs: list[Gang]  # every gang to report on
     decided: dict[tuple[str, str, str], PreDecision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    bound: list[Pod] = field(default_factory=list)  # pods on nodes: per-node pod rules count them
 
     @property
     def solvable(self) -> list[Gang]:
@@ -93,7 +94,8 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         for i in range(max(0, g.current_size - registered.get(g.name, 0))):
             nodes.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), g.taints, dict(g.allocatable), g.name, True))
 
-    snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs), warnings=list(cluster.warnings) + list(warnings or []))
+    snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs), warnings=list(cluster.warnings) + list(warnings or []),
+                           bound=cluster.bound)
     for g in cluster.gangs:
         d = pre_decide(g)
         if d:

@@ -5,7 +5,10 @@ ingest, fit or the solver shows up as a violation here. It understands the
 subset of Kubernetes the property tests generate: container requests/limits,
 nodeSelector, required node affinity (In/NotIn/Exists/DoesNotExist/Gt/Lt),
 NoSchedule/NoExecute taints, native PodGroups with gang/basic policy and
-topology keys, Ready/unschedulable nodes, bound pods.
+topology keys, Ready/unschedulable nodes, bound pods, and the pod-to-pod rules
+of kube-scheduler's InterPodAffinity (required anti-affinity on the hostname),
+NodePorts (hostPort) and PodTopologySpread (DoNotSchedule; skew = matching pods
+on the node minus the minimum over eligible nodes, final state) filters.
 """
 
 from __future__ import annotations
@@ -82,6 +85,135 @@ def _taints_ok(pod: dict, taints: list[dict]) -> bool:
         if not tolerated:
             return False
     return True
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _label_sel_ok(sel: dict | None, labels: dict, own: dict, match_keys=(), mismatch_keys=()) -> bool:
+    if sel is None:
+        return False  # a null selector matches no pod
+    if any(labels.get(k) != v for k, v in sel.get("matchLabels", {}).items()):
+        return False
+    exprs = list(sel.get("matchExpressions", []))
+    exprs += [{"key": k, "operator": "In", "values": [own[k]]} for k in match_keys or () if k in own]
+    exprs += [{"key": k, "operator": "NotIn", "values": [own[k]]} for k in mismatch_keys or () if k in own]
+    for e in exprs:
+        v, op = labels.get(e["key"]), e["operator"]
+        if op == "In" and (v is None or v not in e["values"]):
+            return False
+        if op == "NotIn" and v is not None and v in e["values"]:
+            return False
+        if (op == "Exists") != (v is not None) and op in ("Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def _anti_terms(pod: dict) -> list[dict]:
+    aff = pod["spec"].get("affinity", {}).get("podAntiAffinity", {})
+    return list(aff.get("requiredDuringSchedulingIgnoredDuringExecution", []))
+
+
+def _term_hits(owner: dict, term: dict, other: dict) -> bool:
+    """Does `owner`'s anti-affinity term match pod `other`?"""
+    own_ns = owner["metadata"].get("namespace", "default")
+    ns = other["metadata"].get("namespace", "default")
+    if "namespaceSelector" in term:
+        ok_ns = True  # the planner refuses label-based namespaceSelectors; {} is every namespace
+    else:
+        ok_ns = ns in (term.get("namespaces") or [own_ns])
+    own_labels = owner["metadata"].get("labels", {})
+    return ok_ns and _label_sel_ok(term.get("labelSelector"), other["metadata"].get("labels", {}), own_labels,
+                                   term.get("matchLabelKeys"), term.get("mismatchLabelKeys"))
+
+
+def _host_ports(pod: dict) -> list[tuple[str, int]]:
+    spec = pod["spec"]
+    cs = list(spec.get("containers", [])) + [c for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+    out = []
+    for c in cs:
+        for p in c.get("ports", []):
+            hp = p.get("hostPort") or (p.get("containerPort") if spec.get("hostNetwork") else None)
+            if hp:
+                out.append((p.get("protocol", "TCP"), hp))
+    return out
+
+
+def _unsupported_rule(pod: dict) -> str | None:
+    """A pod-to-pod rule the planner must refuse (so such a pod must never be planned)."""
+    spec = pod["spec"]
+    aff = spec.get("affinity", {})
+    if aff.get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        return "required podAffinity"
+    for t in _anti_terms(pod):
+        if t.get("topologyKey") != HOSTNAME:
+            return f"anti-affinity on {t.get('topologyKey')}"
+        if t.get("namespaceSelector", {}).get("matchLabels") or t.get("namespaceSelector", {}).get("matchExpressions"):
+            return "namespaceSelector by label"
+    for c in spec.get("topologySpreadConstraints", []):
+        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" and c.get("topologyKey") != HOSTNAME:
+            return f"spread on {c.get('topologyKey')}"
+    return None
+
+
+def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
+    """Re-derive anti-affinity, hostPort and spread from the raw pods on every node of the final state."""
+    errors: list[str] = []
+    # every node of the final state with all pods on it: planned ones and bound ones
+    where_pods: dict[str, list[dict]] = {}
+    where_labels: dict[str, dict] = {}
+    planned_at: dict[str, str] = {}
+    for i, (where, labels, _taints, _cap, plist) in enumerate(placements):
+        loc = f"{where}#{i}"
+        where_labels[loc] = labels
+        where_pods[loc] = [pods[k] for k in plist if k in pods]
+        for k in plist:
+            planned_at[k] = loc
+        if where.startswith("node "):
+            name = where[5:]
+            where_pods[loc] += [p for p in pods.values() if p["spec"].get("nodeName") == name
+                                and p["status"].get("phase") not in ("Succeeded", "Failed")]
+    placed_nodes = {w[5:] for w, *_ in placements if w.startswith("node ")}
+    for name, nd in nodes.items():  # existing nodes the plan does not touch still count for spread minimums
+        if name not in placed_nodes:
+            loc = f"node {name}#x"
+            where_labels[loc] = nd["metadata"].get("labels", {})
+            where_pods[loc] = [p for p in pods.values() if p["spec"].get("nodeName") == name
+                               and p["status"].get("phase") not in ("Succeeded", "Failed")]
+
+    def key(p: dict) -> str:
+        return f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+
+    for k, loc in planned_at.items():
+        p = pods[k]
+        if _unsupported_rule(p):
+            errors.append(f"pod {k} planned although its {_unsupported_rule(p)} cannot be honoured")
+        others = [q for q in where_pods[loc] if key(q) != k]
+        for q in others:
+            if any(_term_hits(p, t, q) for t in _anti_terms(p) if t.get("topologyKey") == HOSTNAME) or any(
+                    _term_hits(q, t, p) for t in _anti_terms(q) if t.get("topologyKey") == HOSTNAME):
+                errors.append(f"{loc}: pods {k} and {key(q)} share a node against required pod anti-affinity")
+            shared = set(_host_ports(p)) & set(_host_ports(q))
+            if shared:
+                errors.append(f"{loc}: pods {k} and {key(q)} both use hostPort {sorted(shared)}")
+        for c in p["spec"].get("topologySpreadConstraints", []):
+            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule" or c.get("topologyKey") != HOSTNAME:
+                continue
+            ns = p["metadata"].get("namespace", "default")
+            own = p["metadata"].get("labels", {})
+
+            def matching(at: str) -> int:
+                return sum(1 for q in where_pods[at] if q["metadata"].get("namespace", "default") == ns
+                           and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own,
+                                             c.get("matchLabelKeys")))
+            honour = c.get("nodeAffinityPolicy", "Honor") == "Honor"
+            eligible = [at for at in where_pods if not honour or _selector_ok(p, where_labels[at])]
+            low = min((matching(at) for at in eligible), default=0)
+            if c.get("minDomains") and len(eligible) < c["minDomains"]:
+                low = 0
+            if matching(loc) - low > c["maxSkew"]:
+                errors.append(f"{loc}: pod {k} spread skew {matching(loc) - low} > maxSkew {c['maxSkew']}")
+    return errors
 
 
 def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str]:
@@ -190,6 +322,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
         for k, v in load.items():
             if v > cap.get(k, 0):
                 errors.append(f"{where}: {k} overcommitted ({v} > {cap.get(k, 0)})")
+    errors += _pod_rule_errors(pods, nodes, placements)
     for key, n in seen.items():
         if n > 1:
             errors.append(f"pod {key} placed {n} times")

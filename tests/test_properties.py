@@ -11,6 +11,27 @@ from checker import check_plan
 ZONES = ["a", "b"]
 
 
+HOST = "kubernetes.io/hostname"
+
+
+def _pod_rules(draw, p: dict, j: int) -> None:
+    """Now and then: pod labels, hostname anti-affinity, hostname spread, a hostPort, or an unsupported rule."""
+    p["metadata"]["labels"] = {"app": draw(st.sampled_from(["w", "x"])), "job": f"pg{j}"}
+    sel = {"matchLabels": {"app": draw(st.sampled_from(["w", "x"]))}}
+    rule = draw(st.sampled_from(["none", "none", "anti", "spread", "port", "zone-anti"]))
+    if rule == "anti":
+        p["spec"].setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOST, "labelSelector": sel, **({"matchLabelKeys": ["job"]} if draw(st.booleans()) else {})}]}
+    elif rule == "spread":
+        p["spec"]["topologySpreadConstraints"] = [{"maxSkew": draw(st.integers(1, 3)), "topologyKey": HOST,
+                                                   "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]
+    elif rule == "port":
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([9000, 9001]))}]
+    elif rule == "zone-anti":  # unsupported: the gang must come out invalid, never planned
+        p["spec"].setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": sel}]}
+
+
 @st.composite
 def clusters(draw):
     catalog = []
@@ -32,7 +53,9 @@ def clusters(draw):
         g["currentSize"] = g.get("currentSize", 0) + 1
         g["maxSize"] = max(g["maxSize"], g["currentSize"])
         for b in range(draw(st.integers(0, 2))):
-            objects.append(pod(f"bound-{n}-{b}", cpu="500m", mem="512Mi", node=name, tolerations=[GPU_TOL]))
+            bp = pod(f"bound-{n}-{b}", cpu="500m", mem="512Mi", node=name, tolerations=[GPU_TOL])
+            _pod_rules(draw, bp, -1)
+            objects.append(bp)
     for j in range(draw(st.integers(1, 4))):
         policy = draw(st.sampled_from(["gang", "gang", "basic", "none"]))
         count = draw(st.integers(1, 5))
@@ -47,11 +70,13 @@ def clusters(draw):
             if draw(st.integers(0, 3)) == 0:
                 kw["affinity"] = [[{"key": "topology.kubernetes.io/zone", "operator": draw(st.sampled_from(["In", "NotIn"])),
                                     "values": [draw(st.sampled_from(ZONES))]}]]
-            objects.append(pod(
+            p = pod(
                 f"p{j}-{i}", cpu=draw(st.sampled_from(["250m", "1", "2", "3500m", "7"])),
                 mem=draw(st.sampled_from(["256Mi", "2Gi", "8Gi"])), gpu=draw(st.sampled_from([0, 0, 1, 2, 8])),
                 tolerations=[GPU_TOL] if draw(st.booleans()) else [],
-                group=f"pg{j}" if policy != "none" else None, **kw))
+                group=f"pg{j}" if policy != "none" else None, **kw)
+            _pod_rules(draw, p, j)
+            objects.append(p)
     return objects, catalog
 
 

@@ -6,6 +6,11 @@ collapse into *bin kinds*: every existing node whose free capacity and
 relevant labels/taints are the same is one kind with a multiplicity, and each
 node group that can still grow is one kind with its headroom. The model then
 counts pods and nodes instead of creating one variable per pod and node.
+
+Per-node pod rules (hostname anti-affinity, hostname spread, hostPorts) enter
+as extra resource dimensions (`fit.node_limits`): a member pod requests one
+unit, a node offers the rule's cap less its bound members. Patterns, greedy,
+CP-SAT and the bound then honour them with no code of their own.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fit import label_keys, placement_allows
+from ..fit import NodeLimits, label_keys, node_limits, placement_allows
 from ..model import Gang, Placement, Pod
 from ..resources import PODS, vectorizer
 from ..snapshot import ClusterSnapshot
@@ -97,7 +102,9 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 
 def build_problem(snap: ClusterSnapshot) -> Problem:
     gangs_in = snap.solvable
-    resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests})
+    # per-node pod rules (anti-affinity, spread, hostPort) as pseudo-resources: see fit.node_limits
+    limits = node_limits((p for g in gangs_in for p in g.pending), snap.bound)
+    resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps))
     vec = vectorizer(resources)
 
     shapes: list[Shape] = []
@@ -107,7 +114,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     for gi, g in enumerate(gangs_in):
         by_shape: dict[int, list[Pod]] = {}
         for pod in sorted(g.pending, key=lambda p: (-p.priority, p.created, p.name)):
-            key = (vec(pod.requests), pod.placement, g.topology_keys)
+            key = (vec({**pod.requests, **limits.requests(pod)}), pod.placement, g.topology_keys)
             sid = shape_ids.get(key)
             if sid is None:
                 sid = shape_ids[key] = len(shapes)
@@ -120,7 +127,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
         need = max(0, g.min_count - g.bound) if g.policy == "gang" else 0
         gangs.append(GangInfo(gi, g, cids, need, g.policy == "gang" and need > 0, g.effective_priority, len(g.pending)))
 
-    kinds = _bin_kinds(snap, shapes, vec)
+    kinds = _bin_kinds(snap, shapes, vec, limits)
     compat: list[list[int]] = [[] for _ in shapes]
     fit_count: dict[tuple[int, int], int] = {}
     allow_cache: dict[tuple[Placement, int], bool] = {}
@@ -144,14 +151,14 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     return Problem(resources, shapes, classes, gangs, kinds, compat, fit_count)
 
 
-def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec) -> list[BinKind]:
+def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
     relevant = _referenced_label_keys(shapes)
     kinds: list[BinKind] = []
     min_req = np.min(np.array([s.req for s in shapes]), axis=0) if shapes else None
 
     by_sig: dict[tuple, int] = {}
     for n in snap.nodes:
-        free = vec({k: max(0, v) for k, v in n.free.items()})
+        free = vec({**{k: max(0, v) for k, v in n.free.items()}, **limits.free_on(n.name)})
         if min_req is not None and not all(f >= m for f, m in zip(free, min_req)):
             continue  # not even the smallest pod fits: skip the node entirely
         labels = {k: v for k, v in n.labels.items() if k in relevant}
@@ -167,7 +174,7 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec) -> list[BinKind]
             continue
         kid = len(kinds)
         kinds.append(
-            BinKind(kid, vec(g.allocatable), round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name,
+            BinKind(kid, vec({**g.allocatable, **limits.caps}), round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name,
                     g.taints, price=g.price_per_hour)
         )
     return kinds
