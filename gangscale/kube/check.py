@@ -362,7 +362,7 @@ def check_control_plane(client: KubeClient, info: ServerInfo) -> CheckResult | N
 
 def run_checks(client: KubeClient, *, namespace: str | None = None,
                nodegroups: Sequence[str] | None = None) -> CheckReport:
-    report = CheckReport(client.host, client.context)
+    report = CheckReport(client.display_host, client.context)
     try:
         info = discover(client)
     except KubeError as exc:

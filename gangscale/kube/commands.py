@@ -14,6 +14,7 @@ from .client import KubeClient, connect
 from ..output import emit
 from .dump import dump_document, dump_header, render_dump
 from .errors import KubeConfigError
+from .lister import DEFAULT_MAX_ITEMS
 from .live import read_cluster
 
 
@@ -22,16 +23,20 @@ def _connect(args: argparse.Namespace) -> KubeClient:
                    timeout=getattr(args, "request_timeout", 30.0))
 
 
+def _max_items(args: argparse.Namespace) -> int:
+    return int(getattr(args, "max_list_items", None) or DEFAULT_MAX_ITEMS)
+
+
 def read_live(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
     with _connect(args) as client:
-        live = read_cluster(client, getattr(args, "namespace", None))
+        live = read_cluster(client, getattr(args, "namespace", None), max_items=_max_items(args))
     return live.objects, live.warnings
 
 
 def dump(args: argparse.Namespace) -> int:
     with _connect(args) as client:
-        live = read_cluster(client, args.namespace)
-        header = dump_header(live, client.host, client.context)
+        live = read_cluster(client, args.namespace, max_items=_max_items(args))
+        header = dump_header(live, client.display_host, client.context)
     data = render_dump(dump_document(live, redacted=not args.no_redact), args.output, header)
     emit(data, args.output_file)
     for w in live.warnings:
