@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from ..catalog import load_catalog
-from .check import EXIT_UNREACHABLE, run_checks
+from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_iam_scope, run_checks
 from .client import KubeClient, connect
 from ..output import emit
 from .dump import dump_document, dump_header, render_dump
@@ -49,6 +49,22 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _iam_scope(args: argparse.Namespace) -> CheckResult:
+    from cloud_adapters import CloudError, create_provider
+
+    if not args.cluster_name:
+        return CheckResult("iam-scope", WARN, f"--provider {args.provider} needs --cluster-name")
+    try:
+        provider, _ = create_provider(args.provider, cluster_name=args.cluster_name, region=args.region,
+                                      endpoint_url=args.aws_endpoint_url)
+    except (CloudError, ValueError) as exc:
+        return CheckResult("iam-scope", WARN, f"cannot use --provider {args.provider}: {exc}")
+    try:
+        return check_iam_scope(provider, args.cluster_name)
+    finally:
+        provider.close()
+
+
 def check(args: argparse.Namespace) -> int:
     names = None
     if args.nodegroups:
@@ -61,6 +77,8 @@ def check(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     with client:
         report = run_checks(client, namespace=args.namespace, nodegroups=names)
+    if getattr(args, "provider", None):
+        report.results.append(_iam_scope(args))
     if args.output == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

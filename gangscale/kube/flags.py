@@ -50,6 +50,12 @@ def add_kube_commands(sub: Any) -> None:
     c.add_argument("-o", "--output", choices=("table", "json"), default="table", help="format (default table)")
     c.add_argument("--nodegroups", metavar="FILE",
                    help="node-group catalog: also name the groups Cluster Autoscaler scales as well")
+    a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups")
+    a.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet"), default=None,
+                   help="discover this provider's node groups and report the ones lacking gangscale.io/cluster")
+    a.add_argument("--cluster-name", default=None, help="the cluster name of the discovery and IAM tags")
+    a.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)")
+    a.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
