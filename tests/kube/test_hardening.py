@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .conftest import FIXTURES
 from .emulator import Emulator
 
 CATALOG = str(FIXTURES / "catalog.yaml")
+ROOT = Path(__file__).resolve().parents[2]
 SECRETS = ("PASSW0RD", "T0KEN-123", "EXEC-S3CRET")
 COMMANDS = {
     "plan": ["plan", "--nodegroups", CATALOG, "-o", "yaml"],
@@ -123,7 +125,7 @@ def test_redaction_is_one_helper_for_aws_and_kubernetes():
 # ------------------------------------------------------- item 6: bad certificate data
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", [*sorted(COMMANDS), "run"])
 @pytest.mark.parametrize("ca, expected", [
     ("not base64 at all!", "is not valid base64"),
     ("aGVsbG8gd29ybGQ=", "certificate-authority(-data) is not a PEM certificate"),  # "hello world"
@@ -131,7 +133,13 @@ def test_redaction_is_one_helper_for_aws_and_kubernetes():
 def test_bad_certificate_authority_data_is_one_sentence_and_exit_2(command, ca, expected, tmp_path, capsys, caplog):
     kc = write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:9", {"token": "t"},
                           **{"certificate-authority-data": ca})
-    code, out, err, logs = run_cli(command, kc, capsys, caplog)
+    if command == "run":  # a process of its own: run sets up logging for the whole interpreter
+        proc = subprocess.run([sys.executable, "-m", "gangscale", "run", "--kubeconfig", kc, "--provider",
+                               "simulated", "--nodegroups", CATALOG], capture_output=True, text=True, timeout=60,
+                              cwd=ROOT)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        code, out, err, _ = run_cli(command, kc, capsys, caplog)
     assert code == 2
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("gangscale: kubeconfig: ") and expected in lines[0], lines
