@@ -196,3 +196,25 @@ def test_check_reports_groups_the_policy_would_not_let_gangscale_scale(world, pr
     assert code == 0 and scope["verdict"] == "warn"
     assert scope["summary"] == (f"1 of 2 aws-asg node groups lack tag gangscale.io/cluster={CLUSTER}: "
                                 "config/iam-policy.json denies scaling them: ca-only")
+
+
+def test_the_evaluator_follows_deny_over_allow_wildcards_and_condition_rules():
+    from .iam_sim import allowed
+
+    pol = {"Statement": [
+        {"Sid": "A", "Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"},
+        {"Sid": "B", "Effect": "Allow", "Action": ["autoscaling:SetDesiredCapacity"], "Resource": "arn:x:*",
+         "Condition": {"StringLike": {"aws:ResourceTag/team": "ml-*"}, "Null": {"aws:ResourceTag/bad": "true"}}},
+        {"Sid": "C", "Effect": "Deny", "Action": "*", "Resource": "arn:x:blocked",
+         "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": ["forbidden"]}}},
+    ]}
+    assert allowed(pol, "EC2:DescribeInstances", "anything")  # actions are case-insensitive
+    assert not allowed(pol, "ec2:RunInstances", "anything")  # implicit deny
+    assert allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:g", {"aws:ResourceTag/team": "ml-a"})
+    assert not allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:g", {"aws:ResourceTag/team": "web"})
+    assert not allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:g", {})  # a missing key fails StringLike
+    assert not allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:g",
+                       {"aws:ResourceTag/team": "ml-a", "aws:ResourceTag/bad": "1"})
+    ok = {"aws:ResourceTag/team": "ml-a", "aws:TagKeys": ["a", "b"]}
+    assert allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:blocked", ok)
+    assert not allowed(pol, "autoscaling:SetDesiredCapacity", "arn:x:blocked", {**ok, "aws:TagKeys": ["forbidden"]})
