@@ -18,7 +18,16 @@ from .base import Discovery, Instance, InstanceState, LaunchFailure, NodeGroupPr
 from .cache import TTLMemo
 from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
                      classify_message)
-from .tags import ENABLED_TAG, TagError, cluster_tag, discovery_state, parse_template_tags, tag_map
+from .tags import (
+    ENABLED_TAG,
+    GANGSCALE_CLUSTER_TAG,
+    TagError,
+    cluster_tag,
+    discovery_state,
+    missing_cluster_tag,
+    parse_template_tags,
+    tag_map,
+)
 from .template import TemplateError, build_template
 
 ASG_STATES: dict[str, InstanceState] = {
@@ -96,17 +105,26 @@ class AsgProvider(NodeGroupProvider):
         self._groups: TTLMemo[list[dict[str, Any]]] = TTLMemo(self.options.groups_ttl, maxsize=4)
         self._launch_types: TTLMemo[tuple[str, ...]] = TTLMemo(self.options.templates_ttl)
         self._raw: dict[str, dict[str, Any]] = {}
+        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
     # ------------------------------------------------------------ describe
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
         return aws_call(self.clients, self.name, service, operation, group, **params)
 
     def _tagged_groups(self) -> list[dict[str, Any]]:
-        filters = [{"Name": "tag-key", "Values": [ENABLED_TAG]},
-                   {"Name": "tag-key", "Values": [cluster_tag(self.cluster_name)]}]
-        return self._groups.get("tagged", lambda: aws_pages(
-            self.clients, self.name, "autoscaling", "DescribeAutoScalingGroups", "AutoScalingGroups",
-            Filters=filters))
+        """Groups carrying gangscale.io/cluster=<cluster>, or CA's auto-discovery tags for the cluster."""
+        return self._groups.get("tagged", self._describe_tagged)
+
+    def _describe_tagged(self) -> list[dict[str, Any]]:
+        by_ca = [{"Name": "tag-key", "Values": [ENABLED_TAG]},
+                 {"Name": "tag-key", "Values": [cluster_tag(self.cluster_name)]}]
+        by_own = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]}]
+        found: dict[str, dict[str, Any]] = {}
+        for filters in (by_own, by_ca):
+            for raw in aws_pages(self.clients, self.name, "autoscaling", "DescribeAutoScalingGroups",
+                                 "AutoScalingGroups", Filters=filters):
+                found.setdefault(str(raw.get("AutoScalingGroupName")), raw)
+        return list(found.values())
 
     def _group(self, group: str) -> dict[str, Any]:
         """One group, read fresh: sizes are decided on the cloud's current word, never a cached one."""
@@ -147,6 +165,7 @@ class AsgProvider(NodeGroupProvider):
         self._groups.invalidate()
         out = Discovery()
         raws = self._tagged_groups()
+        self.iam_unscoped = []
         specs: dict[str, LaunchSpec | Exception] = {}
         wanted: set[str] = set()
         for raw in raws:
@@ -178,6 +197,8 @@ class AsgProvider(NodeGroupProvider):
         why = discovery_state(tags, self.cluster_name)
         if why:
             raise TagError(why)
+        if missing_cluster_tag(tags, self.cluster_name):
+            self.iam_unscoped.append(name)
         if raw.get("Status"):  # only set while the group is being deleted
             raise TemplateError(f"status is {raw['Status']!r}")
         template_tags = parse_template_tags(tags)

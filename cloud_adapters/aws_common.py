@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 from .base import SystemReserve
 from .cache import TTLMemo
 from .errors import CloudError, NotFoundError, PermissionError_, error_class
+from .redact import redact_text, redact_url  # noqa: F401 - redact_url is re-exported for older imports
 from .template import MachineShape, TemplateError, shape_from_describe
 
 log = logging.getLogger("gangscale.cloud")
@@ -42,14 +43,6 @@ class AwsOptions:
     update_timeout: float = 600.0  # EKS UpdateNodegroupConfig
     running_timeout: float = 600.0  # aws-fleet: instances running before AttachInstances
     sleep: Callable[[float], None] = time.sleep
-
-
-_USERINFO = re.compile(r"//[^/@\s]*@")
-
-
-def redact_url(url: str | None) -> str:
-    """An endpoint URL (or a message quoting one) without any user:password part, fit for logs."""
-    return _USERINFO.sub("//***@", url) if url else ""
 
 
 class AwsClients:
@@ -109,14 +102,14 @@ def translated(provider: str, operation: str, group: str = "") -> Iterator[None]
             cls = NotFoundError
         if cls is CloudError and status == 403:
             cls = PermissionError_
-        raise cls(message, code=code, operation=operation, group=group, provider=provider) from None
+        raise cls(redact_text(message), code=code, operation=operation, group=group, provider=provider) from None
     except (NoCredentialsError, PartialCredentialsError) as exc:
         raise PermissionError_(f"no usable AWS credentials ({type(exc).__name__})", code=type(exc).__name__,
                                operation=operation, group=group, provider=provider) from None
     except BotoCoreError as exc:
         # botocore quotes the endpoint URL (EndpointConnectionError): drop any user:password in it
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise CloudError(redact_url(first)[:300], code=type(exc).__name__, operation=operation, group=group,
+        raise CloudError(redact_text(first)[:300], code=type(exc).__name__, operation=operation, group=group,
                          provider=provider) from None
 
 

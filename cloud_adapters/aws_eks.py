@@ -29,7 +29,7 @@ from .errors import (
     classify_message,
     error_class,
 )
-from .tags import TagError, discovery_state, parse_template_tags, tag_map
+from .tags import TagError, discovery_state, missing_cluster_tag, parse_template_tags, tag_map
 from .template import MachineShape, TemplateError, build_template
 
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
@@ -42,7 +42,7 @@ _ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (
 
 
 class EksProvider(NodeGroupProvider):
-    """The cluster's managed node groups tagged `k8s.io/cluster-autoscaler/enabled=true`."""
+    """The cluster's managed node groups tagged `gangscale.io/cluster=<cluster>` or `k8s.io/cluster-autoscaler/enabled=true`."""
 
     name = "aws-eks"
 
@@ -57,6 +57,7 @@ class EksProvider(NodeGroupProvider):
         self.types = InstanceTypes(self.clients, self.name)
         self._static: TTLMemo[Any] = TTLMemo(self.options.templates_ttl)
         self._raw: dict[str, dict[str, Any]] = {}
+        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
         return aws_call(self.clients, self.name, service, operation, group, **params)
@@ -76,7 +77,9 @@ class EksProvider(NodeGroupProvider):
                 raws.append(self._nodegroup(n))
             except NotFoundError as exc:  # deleted between ListNodegroups and DescribeNodegroup
                 out.warnings.append(f"{self.name} node group {n}: skipped: {exc}")
-        tagged = [r for r in raws if discovery_state(tag_map(r.get("tags")), None) != "untagged"]
+        tagged = [r for r in raws if discovery_state(tag_map(r.get("tags")), self.cluster_name,
+                                                     ca_cluster_tag=False) != "untagged"]
+        self.iam_unscoped = []
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
         for raw in tagged:
@@ -94,9 +97,11 @@ class EksProvider(NodeGroupProvider):
     def _template_of(self, raw: dict[str, Any], warnings: list[str]):
         name = raw["nodegroupName"]
         tags = tag_map(raw.get("tags"))
-        why = discovery_state(tags, None)
+        why = discovery_state(tags, self.cluster_name, ca_cluster_tag=False)
         if why:
             raise TagError(why)
+        if missing_cluster_tag(tags, self.cluster_name):
+            self.iam_unscoped.append(name)
         if raw.get("status") not in _PLANNABLE:
             raise TemplateError(f"status is {raw.get('status')!r}")
         template_tags = parse_template_tags(tags)

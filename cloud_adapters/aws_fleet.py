@@ -16,7 +16,7 @@ from typing import Any
 from .aws_asg import AsgProvider, LaunchSpec, launch_spec
 from .base import ScaleResult
 from .errors import CapacityError, CloudError, NotFoundError, UnsupportedError, error_class
-from .tags import NODE_GROUP_TAG, tag_map
+from .tags import GANGSCALE_CLUSTER_TAG, NODE_GROUP_TAG, tag_map
 from .template import TemplateError
 
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
@@ -68,7 +68,9 @@ class FleetProvider(AsgProvider):
             overrides = [{"InstanceType": itype, "AvailabilityZone": z} for z in raw.get("AvailabilityZones") or []]
         tags = [{"Key": k, "Value": v} for k, v in tag_map(
             [t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")]).items() if not k.startswith("aws:")]
+        tags = [t for t in tags if t["Key"] not in (NODE_GROUP_TAG, GANGSCALE_CLUSTER_TAG)]
         tags.append({"Key": NODE_GROUP_TAG, "Value": group})
+        tags.append({"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name})  # what the IAM policy lets us end
         resp = self._call(
             "ec2", "CreateFleet", group,
             Type="instant",

@@ -1,7 +1,10 @@
-"""Cluster Autoscaler's AWS tags: auto-discovery and node templates, plus gangscale's price tag.
+"""Cluster Autoscaler's AWS tags: auto-discovery and node templates, plus gangscale's own tags.
 
 Same keys as CA so a CA user can switch without retagging. A bad value raises
 `TagError` naming the tag; the caller skips that group and keeps the rest.
+`gangscale.io/cluster: <cluster name>` is what the shipped IAM policy scopes
+every mutating call to: a group found by CA's tags alone is read and planned,
+but the policy denies scaling it (`missing_cluster_tag` says so).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 PRICE_TAG = "gangscale.io/price-per-hour"
 NODE_GROUP_TAG = "gangscale.io/node-group"  # put on instances gangscale launches itself (aws-fleet)
+GANGSCALE_CLUSTER_TAG = "gangscale.io/cluster"  # value: the cluster name; the IAM policy's scope
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -43,13 +47,31 @@ def tag_map(tags: Iterable[Mapping[str, object]] | Mapping[str, object] | None) 
     return {str(t["Key"]): str(t.get("Value", "")) for t in tags if isinstance(t, Mapping) and "Key" in t}
 
 
-def discovery_state(tags: Mapping[str, str], cluster_name: str | None) -> str | None:
-    """None when the group is ours; otherwise why not ('untagged' groups are silently not ours)."""
-    if ENABLED_TAG not in tags or (cluster_name is not None and cluster_tag(cluster_name) not in tags):
+def discovery_state(tags: Mapping[str, str], cluster_name: str | None, *,
+                    ca_cluster_tag: bool = True) -> str | None:
+    """None when the group is ours; otherwise why not ('untagged' groups are silently not ours).
+
+    Ours: `gangscale.io/cluster=<cluster_name>`, or CA's auto-discovery tags
+    (enabled, plus `k8s.io/cluster-autoscaler/<cluster_name>` when
+    `ca_cluster_tag`; EKS node groups belong to their cluster already).
+    """
+    own = tags.get(GANGSCALE_CLUSTER_TAG)
+    if own is not None and cluster_name:
+        if own == cluster_name:  # exact, as the policy's StringEquals
+            return None
+        return "untagged" if ENABLED_TAG not in tags else \
+            f"tag {GANGSCALE_CLUSTER_TAG}={own!r} names another cluster than {cluster_name!r}"
+    if ENABLED_TAG not in tags or (ca_cluster_tag and cluster_name is not None
+                                   and cluster_tag(cluster_name) not in tags):
         return "untagged"
     if tags[ENABLED_TAG].strip().lower() != "true":
         return f"tag {ENABLED_TAG}={tags[ENABLED_TAG]!r} is not 'true'"
     return None
+
+
+def missing_cluster_tag(tags: Mapping[str, str], cluster_name: str) -> bool:
+    """True when the IAM policy would deny scaling this group: no `gangscale.io/cluster=<cluster_name>`."""
+    return tags.get(GANGSCALE_CLUSTER_TAG) != cluster_name
 
 
 def valid_label_key(key: str) -> bool:

@@ -360,9 +360,34 @@ def check_control_plane(client: KubeClient, info: ServerInfo) -> CheckResult | N
     return CheckResult("scheduler", OK, f"kube-scheduler has {', '.join(needed)} on", [f"its --feature-gates: {seen}"])
 
 
+def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
+    """Discovered groups the shipped IAM policy would not let gangscale scale (no gangscale.io/cluster tag)."""
+    from cloud_adapters import CloudError
+    from cloud_adapters.tags import GANGSCALE_CLUSTER_TAG
+
+    tag = f"{GANGSCALE_CLUSTER_TAG}={cluster_name}"
+    try:
+        found = provider.discover()
+    except CloudError as exc:
+        return CheckResult("iam-scope", WARN, f"could not discover {provider.name} node groups: {exc}")
+    names = sorted(g.name for g in found.groups)
+    unscoped = sorted(set(getattr(provider, "iam_unscoped", ())) & set(names))
+    if unscoped:
+        return CheckResult(
+            "iam-scope", WARN, f"{len(unscoped)} of {len(names)} {provider.name} node groups lack tag {tag}: "
+            f"config/iam-policy.json denies scaling them: {', '.join(unscoped)}",
+            ["they were found by Cluster Autoscaler's auto-discovery tags, which the IAM policy does not trust",
+             f"fix: tag them {tag} (and their launch templates, for aws-fleet)"])
+    if not names:
+        return CheckResult("iam-scope", WARN, f"no {provider.name} node group is tagged {tag} "
+                           "or with Cluster Autoscaler's auto-discovery tags")
+    return CheckResult("iam-scope", OK, f"every {provider.name} node group gangscale scales is tagged {tag}",
+                       [f"groups: {', '.join(names)}"])
+
+
 def run_checks(client: KubeClient, *, namespace: str | None = None,
                nodegroups: Sequence[str] | None = None) -> CheckReport:
-    report = CheckReport(client.host, client.context)
+    report = CheckReport(client.display_host, client.context)
     try:
         info = discover(client)
     except KubeError as exc:

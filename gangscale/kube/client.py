@@ -10,7 +10,11 @@ as raw JSON into plain dicts. One client release then serves 1.35-1.37 servers.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import ssl
+import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -19,7 +23,11 @@ import urllib3
 from kubernetes import config as kconfig
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config as _kube_config
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.exec_provider import ExecProvider
+
+from cloud_adapters.redact import install_log_redaction, redact_url
 
 from .errors import GoneError, KubeConfigError, KubeError
 
@@ -116,7 +124,13 @@ class KubeClient:
 
     @property
     def host(self) -> str:
+        """The server URL as configured: for requests only, never for output (see `display_host`)."""
         return str(self._api.configuration.host)
+
+    @property
+    def display_host(self) -> str:
+        """The server URL without user:password@ or credential query parameters, for output and logs."""
+        return redact_url(self.host)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a pool of dead sockets must not fail
@@ -150,7 +164,7 @@ class KubeClient:
             text = f"{method} {path}: {exc.status} {reason or exc.reason}"
             raise KubeError(f"{text}: {message}" if message else text, int(exc.status or 0), reason) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeError(f"cannot reach the API server at {self.host}: {exc}") from None
+            raise KubeError(f"cannot reach the API server at {self.display_host}: {exc}") from None
         except ConfigException as exc:  # an exec/token refresh failed
             raise KubeConfigError(f"credentials: {exc}") from None
 
@@ -199,6 +213,95 @@ class KubeClient:
 
 # ------------------------------------------------------------------- config
 
+# urllib3's retry warnings quote the request URL, and the client logs an exec
+# plugin's failure (its stderr) on the root logger: redact both at the source.
+install_log_redaction("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.util.retry", "urllib3.connection",
+                      "kubernetes.client.rest", "")
+
+_exec_failures = threading.local()
+
+
+class QuietExecProvider(ExecProvider):
+    """An exec credential plugin run without a terminal, its stderr captured and never shown.
+
+    The client's own provider passes stderr through on a terminal and quotes
+    it in its error otherwise; plugins print tokens and request dumps there.
+    A failure is one sentence naming the command and its exit code.
+    Same protocol as `ExecProvider.run`, always non-interactive.
+    """
+
+    def run(self, previous_response: Any = None) -> Any:
+        command = os.path.basename(str(self.args[0])) if self.args else "?"
+        spec: dict[str, Any] = {"interactive": False}
+        if previous_response:
+            spec["response"] = previous_response
+        if self.cluster:
+            spec["cluster"] = self.cluster.value
+        self.env["KUBERNETES_EXEC_INFO"] = orjson.dumps(
+            {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}).decode()
+        try:
+            proc = subprocess.run(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, cwd=self.cwd, env=self.env, text=True,
+                                  shell=self.shell, check=False)
+        except OSError as exc:  # not found, not executable
+            raise self._failed(f"exec credential plugin {command!r} could not run: "
+                               f"{exc.strerror or type(exc).__name__}") from None
+        if proc.returncode != 0:
+            raise self._failed(f"exec credential plugin {command!r} exited with status {proc.returncode} "
+                               "(its stderr is not shown, it may hold secrets: run the command by hand to see it)")
+        try:
+            data = orjson.loads(proc.stdout)
+        except orjson.JSONDecodeError:
+            raise self._failed(f"exec credential plugin {command!r} did not print an ExecCredential "
+                               "JSON object") from None
+        if not isinstance(data, dict) or not all(k in data for k in ("apiVersion", "kind", "status")):
+            raise self._failed(f"exec credential plugin {command!r}: its ExecCredential lacks apiVersion, "
+                               "kind or status")
+        if data["apiVersion"] != self.api_version:
+            raise self._failed(f"exec credential plugin {command!r}: answered {data['apiVersion']}, "
+                               f"asked for {self.api_version}")
+        return data["status"]
+
+    @staticmethod
+    def _failed(text: str) -> ConfigException:
+        _exec_failures.last = text
+        return ConfigException(text)
+
+
+_kube_config.ExecProvider = QuietExecProvider  # the loader looks the class up when it runs a plugin
+
+
+class _DropKubeConfigLog(logging.Filter):
+    """While a kubeconfig loads: its loader logs errors we report ourselves as one sentence."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.pathname.replace(os.sep, "/").endswith("kubernetes/config/kube_config.py")
+
+
+def _check_tls_files(cfg: Configuration) -> None:
+    """A CA or client certificate the kubeconfig names must parse now, not as an SSL error per request."""
+    ca = getattr(cfg, "ssl_ca_cert", None)
+    if ca:
+        try:
+            ssl.create_default_context(cafile=ca)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise KubeConfigError(
+                f"kubeconfig: certificate-authority(-data) is not a PEM certificate ({_ssl_reason(exc)})"
+            ) from None
+    cert, key = getattr(cfg, "cert_file", None), getattr(cfg, "key_file", None)
+    if cert:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key or None)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise KubeConfigError(
+                f"kubeconfig: client-certificate(-data) or client-key(-data) is not a usable PEM pair "
+                f"({_ssl_reason(exc)})"
+            ) from None
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__)
+
 
 def _default_kubeconfig_present() -> bool:
     env = os.environ.get("KUBECONFIG")
@@ -211,6 +314,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
     """A client from --kubeconfig/--context, $KUBECONFIG, ~/.kube/config or the pod's service account."""
     cfg = Configuration()
     active: str | None = context
+    _exec_failures.last = ""
+    quiet = _DropKubeConfigLog()
+    root = logging.getLogger()
+    root.addFilter(quiet)
     try:
         if kubeconfig or context or _default_kubeconfig_present():
             if kubeconfig and not Path(kubeconfig).expanduser().is_file():
@@ -232,4 +339,14 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
             )
     except ConfigException as exc:
         raise KubeConfigError(f"kubeconfig: {exc}") from None
+    except (ValueError, TypeError) as exc:  # base64 (binascii.Error), malformed data fields
+        raise KubeConfigError(
+            "kubeconfig: certificate-authority-data, client-certificate-data or client-key-data is not valid "
+            f"base64 ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+        ) from None
+    finally:
+        root.removeFilter(quiet)
+    if _exec_failures.last:
+        raise KubeConfigError(f"kubeconfig: {_exec_failures.last}")
+    _check_tls_files(cfg)
     return KubeClient(ApiClient(cfg), context=active, timeout=timeout)

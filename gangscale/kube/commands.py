@@ -9,11 +9,12 @@ from typing import Any
 import orjson
 
 from ..catalog import load_catalog
-from .check import EXIT_UNREACHABLE, run_checks
+from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_iam_scope, run_checks
 from .client import KubeClient, connect
 from ..output import emit
 from .dump import dump_document, dump_header, render_dump
 from .errors import KubeConfigError
+from .lister import DEFAULT_MAX_ITEMS
 from .live import read_cluster
 
 
@@ -22,16 +23,20 @@ def _connect(args: argparse.Namespace) -> KubeClient:
                    timeout=getattr(args, "request_timeout", 30.0))
 
 
+def _max_items(args: argparse.Namespace) -> int:
+    return int(getattr(args, "max_list_items", None) or DEFAULT_MAX_ITEMS)
+
+
 def read_live(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
     with _connect(args) as client:
-        live = read_cluster(client, getattr(args, "namespace", None))
+        live = read_cluster(client, getattr(args, "namespace", None), max_items=_max_items(args))
     return live.objects, live.warnings
 
 
 def dump(args: argparse.Namespace) -> int:
     with _connect(args) as client:
-        live = read_cluster(client, args.namespace)
-        header = dump_header(live, client.host, client.context)
+        live = read_cluster(client, args.namespace, max_items=_max_items(args))
+        header = dump_header(live, client.display_host, client.context)
     data = render_dump(dump_document(live, redacted=not args.no_redact), args.output, header)
     emit(data, args.output_file)
     for w in live.warnings:
@@ -42,6 +47,22 @@ def dump(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no objects"
     print(f"gangscale: dumped {counts}", file=sys.stderr)
     return 0
+
+
+def _iam_scope(args: argparse.Namespace) -> CheckResult:
+    from cloud_adapters import CloudError, create_provider
+
+    if not args.cluster_name:
+        return CheckResult("iam-scope", WARN, f"--provider {args.provider} needs --cluster-name")
+    try:
+        provider, _ = create_provider(args.provider, cluster_name=args.cluster_name, region=args.region,
+                                      endpoint_url=args.aws_endpoint_url)
+    except (CloudError, ValueError) as exc:
+        return CheckResult("iam-scope", WARN, f"cannot use --provider {args.provider}: {exc}")
+    try:
+        return check_iam_scope(provider, args.cluster_name)
+    finally:
+        provider.close()
 
 
 def check(args: argparse.Namespace) -> int:
@@ -56,6 +77,8 @@ def check(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     with client:
         report = run_checks(client, namespace=args.namespace, nodegroups=names)
+    if getattr(args, "provider", None):
+        report.results.append(_iam_scope(args))
     if args.output == "json":
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

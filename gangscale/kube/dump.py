@@ -2,8 +2,11 @@
 
 Redaction keeps everything the planner reads (requests, selectors, affinity,
 tolerations, taints, labels, the gang links) and drops what often holds
-secrets or bulk: env values, commands, volumes, last-applied annotations,
-managed fields. `--no-redact` keeps objects as the server returned them.
+secrets or bulk: env values, commands, volumes, managed fields, and every
+annotation except the ones the planner reads (`KEPT_ANNOTATIONS`, and
+`gangscale.io/*`): annotations carry tokens (Vault agent), last-applied
+configurations, and whatever else tools put there. `--no-redact` keeps
+objects as the server returned them.
 """
 
 from __future__ import annotations
@@ -14,13 +17,21 @@ from typing import Any, Iterable
 import orjson
 import yaml
 
+from ..ingest import VOLCANO_ANNOTATIONS
 from .live import LiveCluster
 
 _CONTAINER_DROP = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "livenessProbe",
                    "readinessProbe", "startupProbe", "lifecycle", "workingDir")
 _SPEC_DROP = ("volumes", "imagePullSecrets", "hostAliases")
-_ANNOTATION_DROP = ("kubectl.kubernetes.io/last-applied-configuration",)
 REDACTED_ANNOTATION = "gangscale.io/redacted"
+# The annotations ingest() reads: Volcano's gang link. gangscale.io/* (the controller's
+# per-gang settings, e.g. a provisioning deadline) is kept by prefix.
+KEPT_ANNOTATIONS = frozenset(VOLCANO_ANNOTATIONS)
+KEPT_ANNOTATION_PREFIXES = ("gangscale.io/",)
+
+
+def _kept_annotation(key: object) -> bool:
+    return isinstance(key, str) and (key in KEPT_ANNOTATIONS or key.startswith(KEPT_ANNOTATION_PREFIXES))
 
 
 def redact(obj: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +40,7 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
     meta = dict(out.get("metadata") or {})
     meta.pop("managedFields", None)
     if isinstance(meta.get("annotations"), dict):
-        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k not in _ANNOTATION_DROP}
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if _kept_annotation(k)}
     out["metadata"] = meta
     if out.get("kind") == "Pod" and isinstance(out.get("spec"), dict):
         spec = {k: v for k, v in out["spec"].items() if k not in _SPEC_DROP}

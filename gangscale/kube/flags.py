@@ -11,6 +11,19 @@ import argparse
 from typing import Any
 
 
+MAX_LIST_ITEMS = 200_000  # = lister.DEFAULT_MAX_ITEMS; repeated here so the parser imports no client
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 10**9:
+        raise argparse.ArgumentTypeError(f"{text} is not between 1 and 1000000000")
+    return value
+
+
 def add_kube_flags(p: argparse.ArgumentParser) -> None:
     """kubectl's --kubeconfig, --context and -n/--namespace."""
     g = p.add_argument_group("live cluster (read-only)")
@@ -20,6 +33,8 @@ def add_kube_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-n", "--namespace", help="read the gangs of this namespace only (default: all namespaces)")
     g.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="timeout of one API request (default 30)")
+    g.add_argument("--max-list-items", type=_positive_int, default=MAX_LIST_ITEMS, metavar="N",
+                   help=f"stop with an error when one resource lists more than N objects (default {MAX_LIST_ITEMS})")
 
 
 def add_kube_commands(sub: Any) -> None:
@@ -35,6 +50,12 @@ def add_kube_commands(sub: Any) -> None:
     c.add_argument("-o", "--output", choices=("table", "json"), default="table", help="format (default table)")
     c.add_argument("--nodegroups", metavar="FILE",
                    help="node-group catalog: also name the groups Cluster Autoscaler scales as well")
+    a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups")
+    a.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet"), default=None,
+                   help="discover this provider's node groups and report the ones lacking gangscale.io/cluster")
+    a.add_argument("--cluster-name", default=None, help="the cluster name of the discovery and IAM tags")
+    a.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)")
+    a.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
 
 
 def cmd_dump(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .client import KubeClient, WatchStream
 from .errors import GoneError, KubeError
-from .lister import DEFAULT_PAGE_SIZE, Transform, list_all, strip_managed_fields
+from .lister import DEFAULT_MAX_ITEMS, DEFAULT_MAX_PAGES, DEFAULT_PAGE_SIZE, Transform, list_all, strip_managed_fields
 from .refs import NODES, PODS, ResourceRef, object_key, resource_version
 from .scope import in_scope
 
@@ -79,8 +79,12 @@ class Informer:
         watch_timeout: float = 300.0,
         read_grace: float = 30.0,
         transform: Transform | None = strip_managed_fields,
+        max_items: int = DEFAULT_MAX_ITEMS,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         self.client = client
+        self.max_items = max_items  # bounds of each (re-)list: a looping server costs a backoff, not memory
+        self.max_pages = max_pages
         self.ref = ref
         self.namespace = namespace if ref.namespaced else None
         self.on_change = on_change
@@ -182,7 +186,8 @@ class Informer:
         self._stopping.wait(delay)
 
     def _relist(self) -> None:
-        result = list_all(self.client, self.ref, self.namespace, page_size=self.page_size, transform=self.transform)
+        result = list_all(self.client, self.ref, self.namespace, page_size=self.page_size, transform=self.transform,
+                          max_items=self.max_items, max_pages=self.max_pages)
         self.stats.lists += 1
         for message in result.skipped:
             self._skip(message)

@@ -1,4 +1,9 @@
-"""Paginated LIST of one resource into raw dicts that `ingest()` can read."""
+"""Paginated LIST of one resource into raw dicts that `ingest()` can read.
+
+Invariant: one list reads at most `max_items` objects in at most `max_pages`
+pages, whatever the server answers (a server that always returns a
+`continue` token would otherwise grow the list without end).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from .errors import GoneError, KubeError
 from .refs import ResourceRef
 
 DEFAULT_PAGE_SIZE = 500  # kubectl's chunk size
+DEFAULT_MAX_ITEMS = 200_000  # per resource; above the 150k pods Kubernetes' scalability limits allow
+DEFAULT_MAX_PAGES = 10_000  # 5M items at the default page size: only a looping server gets there
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -31,11 +38,13 @@ class ListResult:
 
 def list_all(client: KubeClient, ref: ResourceRef, namespace: str | None = None, *,
              page_size: int = DEFAULT_PAGE_SIZE, transform: Transform | None = strip_managed_fields,
-             label_selector: str | None = None) -> ListResult:
+             label_selector: str | None = None, max_items: int = DEFAULT_MAX_ITEMS,
+             max_pages: int = DEFAULT_MAX_PAGES) -> ListResult:
     """Every object of `ref`, page by page (`limit`/`continue`), from one consistent snapshot.
 
     A continue token that expired (410) restarts the list once from the top,
-    as kubectl does; a second expiry is raised as `GoneError`.
+    as kubectl does; a second expiry is raised as `GoneError`. More than
+    `max_items` objects or `max_pages` pages is a `KubeError` naming the resource.
     """
     path = ref.path(namespace)
     restarted = False
@@ -60,6 +69,11 @@ def list_all(client: KubeClient, ref: ResourceRef, namespace: str | None = None,
         if not isinstance(items, list) and items is not None:
             raise KubeError(f"GET {path}: 'items' is not a list")
         result.pages += 1
+        if len(result.items) + len(items or ()) > max_items:
+            raise KubeError(
+                f"listing {ref.label} stopped at {max_items} items (page {result.pages}): the server keeps "
+                "sending more; if the cluster really has that many, raise --max-list-items"
+            )
         if not result.resource_version:  # every page of one list carries the first page's version
             result.resource_version = str(meta.get("resourceVersion") or "")
         for i, obj in enumerate(items or []):
@@ -71,3 +85,8 @@ def list_all(client: KubeClient, ref: ResourceRef, namespace: str | None = None,
         token = str(meta.get("continue") or "")
         if not token:
             return result
+        if result.pages >= max_pages:
+            raise KubeError(
+                f"listing {ref.label} stopped after {max_pages} pages ({len(result.items)} items): the server "
+                "keeps answering with a continue token"
+            )

@@ -12,7 +12,7 @@ from typing import Any
 from .client import KubeClient
 from .discovery import GangApis, ServerInfo, choose_gang_apis, describe, discover
 from .errors import KubeError
-from .lister import DEFAULT_PAGE_SIZE, list_all
+from .lister import DEFAULT_MAX_ITEMS, DEFAULT_PAGE_SIZE, list_all
 from .refs import NODES, PODS
 from .scope import in_scope
 
@@ -26,8 +26,8 @@ class LiveCluster:
 
 
 def read_cluster(client: KubeClient, namespace: str | None = None, *,
-                 page_size: int = DEFAULT_PAGE_SIZE) -> LiveCluster:
-    """Nodes, all pods (once, for the whole cluster) and every served gang API."""
+                 page_size: int = DEFAULT_PAGE_SIZE, max_items: int = DEFAULT_MAX_ITEMS) -> LiveCluster:
+    """Nodes, all pods (once, for the whole cluster) and every served gang API, each list bounded by `max_items`."""
     info = discover(client)
     apis = choose_gang_apis(info)
     live = LiveCluster([], info, apis, list(info.warnings))
@@ -39,15 +39,15 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
     for name in apis.unread:
         live.warnings.append(f"{name} is served but gangscale reads only {describe(apis)}: its gangs are not planned")
 
-    nodes = list_all(client, NODES, page_size=page_size)
+    nodes = list_all(client, NODES, page_size=page_size, max_items=max_items)
     live.objects += nodes.items
     live.warnings += nodes.skipped
     try:
-        pods = list_all(client, PODS, page_size=page_size)
+        pods = list_all(client, PODS, page_size=page_size, max_items=max_items)
     except KubeError as exc:
         if exc.status != 403 or not namespace:
             raise
-        pods = list_all(client, PODS, namespace, page_size=page_size)
+        pods = list_all(client, PODS, namespace, page_size=page_size, max_items=max_items)
         live.warnings.append(
             f"cannot list pods of all namespaces ({exc.reason or 'Forbidden'}): free node capacity ignores pods "
             f"of namespaces other than {namespace}, so the plan may buy too little"
@@ -56,7 +56,7 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
     live.warnings += pods.skipped
     for ref in apis.refs:
         try:
-            result = list_all(client, ref, namespace, page_size=page_size)
+            result = list_all(client, ref, namespace, page_size=page_size, max_items=max_items)
         except KubeError as exc:
             if exc.status == 0:
                 raise

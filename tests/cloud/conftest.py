@@ -133,11 +133,12 @@ class World:
     def asg(self, name: str, instance_type: str | None = "m5.xlarge", *, tags: dict[str, str] | None = None,
             cluster: str | None = CLUSTER, zones: tuple[str, ...] = ("us-east-1a",), desired: int = 0,
             max_size: int = 10, min_size: int = 0, mixed: list[str] | None = None,
-            launch_configuration: bool = False, propagate: dict[str, str] | None = None) -> None:
+            launch_configuration: bool = False, propagate: dict[str, str] | None = None,
+            ca_tags: bool = True) -> None:
         if not self.subnets:
             self.network()
-        all_tags = {"k8s.io/cluster-autoscaler/enabled": "true"}
-        if cluster:
+        all_tags = {"k8s.io/cluster-autoscaler/enabled": "true"} if ca_tags else {}
+        if cluster and ca_tags:
             all_tags[f"k8s.io/cluster-autoscaler/{cluster}"] = "owned"
         all_tags.update(tags or {})
         tag_list = [{"Key": k, "Value": v, "PropagateAtLaunch": False, "ResourceId": name,
@@ -181,12 +182,13 @@ class World:
     def nodegroup(self, name: str, instance_types: list[str], *, cluster: str = CLUSTER,
                   tags: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                   taints: list[dict[str, str]] | None = None, desired: int = 0, max_size: int = 10,
-                  zones: tuple[str, ...] = ("us-east-1a",)) -> None:
+                  zones: tuple[str, ...] = ("us-east-1a",), ca_tags: bool = True) -> None:
+        base = {"k8s.io/cluster-autoscaler/enabled": "true"} if ca_tags else {}
         self.client("eks").create_nodegroup(
             clusterName=cluster, nodegroupName=name, nodeRole=ROLE, subnets=[self.subnets[z] for z in zones],
             instanceTypes=instance_types, scalingConfig={"minSize": 0, "maxSize": max_size, "desiredSize": desired},
             labels=labels or {}, taints=taints or [],
-            tags={"k8s.io/cluster-autoscaler/enabled": "true", **(tags or {})})
+            tags={**base, **(tags or {})})
 
 
 @pytest.fixture(scope="session")

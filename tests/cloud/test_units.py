@@ -93,7 +93,7 @@ def _operations_called() -> set[str]:
     return ops
 
 
-def test_iam_policy_allows_every_call_and_conditions_scaling_on_the_discovery_tag():
+def test_iam_policy_allows_every_call_and_conditions_scaling_on_the_cluster_tag():
     policy = json.loads((ROOT / "config" / "iam-policy.json").read_text())
     assert policy["Version"] == "2012-10-17"
     allowed: set[str] = set()
@@ -106,7 +106,8 @@ def test_iam_policy_allows_every_call_and_conditions_scaling_on_the_discovery_ta
                                                 "autoscaling:TerminateInstanceInAutoScalingGroup",
                                                 "eks:UpdateNodegroupConfig")]
         if mutating:
-            assert "k8s.io/cluster-autoscaler/enabled" in json.dumps(st.get("Condition", {})), st["Sid"]
+            assert '"aws:ResourceTag/gangscale.io/cluster": "${CLUSTER_NAME}"' in json.dumps(
+                st.get("Condition", {})), st["Sid"]
     called = _operations_called()
     assert {"autoscaling:SetDesiredCapacity", "ec2:CreateFleet", "eks:UpdateNodegroupConfig"} <= called
     assert called <= allowed, sorted(called - allowed)

@@ -21,7 +21,8 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
 
 Faults: `drop_watches()` cuts every open watch mid-event, `compact()`
 expires all older resourceVersions, `fail_next()` answers the next requests
-with an error status.
+with an error status, `endless_continue = True` makes every list page carry a
+`continue` token (the last one loops back to the first page).
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class Emulator:
         self._thread: threading.Thread | None = None
         self.open_watches = 0
         self.expire_continue_after = 0  # fault: compact right before serving the N-th continue page
+        self.endless_continue = False  # fault: every list page carries a continue token (back to the start)
         self._continues = 0
         for ns in ("default", "kube-system"):
             self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -565,6 +567,8 @@ class Emulator:
         if end < len(items):
             meta["continue"] = base64.b64encode(json.dumps({"id": state["id"], "start": end}).encode()).decode()
             meta["remainingItemCount"] = len(items) - end
+        elif self.endless_continue:  # a broken server: the last page points back at the first
+            meta["continue"] = base64.b64encode(json.dumps({"id": state["id"], "start": 0}).encode()).decode()
         api = f"{kind.group}/{route.version}" if kind.group else route.version
         return {"kind": f"{kind.kind}List", "apiVersion": api, "metadata": meta, "items": items[start:end]}
 
