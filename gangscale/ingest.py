@@ -418,7 +418,8 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
 
     for obj in objects:
         if not isinstance(obj, Mapping):
-            warnings.add(f"ignored {_obj_label(obj)}: not an object", "not-an-object")
+            warnings.add(f"ignored {_obj_label(obj)}: not an object" if warnings.wants("not-an-object") else "",
+                         "not-an-object")  # a 20 MB list of integers: count them, format ten
             continue
         kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
         if kind in ("Node", "Pod"):

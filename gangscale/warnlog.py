@@ -42,6 +42,10 @@ class WarningLog:
         self._dropped_total = 0  # messages of kinds with no line kept (TOTAL was reached first)
         self._kept_kinds: set[str] = set()
 
+    def wants(self, kind: str) -> bool:
+        """Whether a message of `kind` would be kept: callers skip formatting one that would only be counted."""
+        return self._seen[kind] < self.per_kind and (kind in self._kept_kinds or len(self._kept) < self.total)
+
     def add(self, message: str, kind: str | None = None) -> None:
         kind = kind if kind is not None else kind_of(message)
         if kind not in self._kept_kinds and len(self._kept) >= self.total:
