@@ -4,7 +4,10 @@ Input is raw JSON-like dicts, as `kubectl get -o json` prints them or as the
 API server returns them, so every Kubernetes release reads the same way. An
 object that cannot be understood never stops the rest: a bad group or pod
 turns its gang `invalid` with a reason naming the field, anything else becomes
-a warning.
+a warning. An object listed twice (same uid, or same namespace/name) is read
+once, so no pod is placed twice and no node's capacity counted twice. Every
+amount is at most resources.MAX_UNITS, a pod's total requests included, and
+warnings are capped per kind (warnlog), so output follows what is pending.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from .model import (
     Taint,
     Toleration,
 )
-from .resources import PODS, QuantityError, add, parse_resource_list, vmax
+from .resources import PODS, QuantityError, add, check_bound, parse_resource_list, vmax
+from .warnlog import WarningLog
 
 DEFAULT_NODE_GROUP_LABEL = "gangscale.io/node-group"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -50,6 +54,10 @@ FAMILY_WORKLOAD = "workload"
 FAMILY_COSCHED = "coscheduling"
 FAMILY_VOLCANO = "volcano"
 FAMILY_NONE = "none"
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # priority, minCount, minMember are int32 in the API
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 class ObjectError(ValueError):
@@ -75,7 +83,16 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         raise ObjectError("metadata is missing")
     if not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ObjectError("metadata.name is missing")
+    ns = meta.get("namespace")
+    if ns is not None and not isinstance(ns, str):
+        raise ObjectError(f"metadata.namespace must be a string, got {_short(ns)}")
     return meta
+
+
+def _short(value: Any) -> str:
+    """repr of a bad value, cut to stay a sentence."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _map(raw: Any, where: str) -> Mapping[str, Any]:
@@ -122,7 +139,7 @@ def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
     out = []
     for i, t in enumerate(_list(raw, where)):
         t = _map(t, f"{where}[{i}]")
-        if not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        if not t.get("key") or t.get("effect") not in TAINT_EFFECTS:
             raise ObjectError(f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
         out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
     return tuple(out)
@@ -137,11 +154,14 @@ def _timestamp(raw: Any) -> str:
     return str(raw or "")
 
 
-def _int_field(raw: Any, where: str, *, minimum: int | None = None) -> int:
+def _int_field(raw: Any, where: str, *, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> int:
+    """An integer field; the API's are int32, and a larger one must not reach numpy or CP-SAT."""
     if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ObjectError(f"{where} must be an integer, got {raw!r}")
-    if minimum is not None and raw < minimum:
+        raise ObjectError(f"{where} must be an integer, got {_short(raw)}")
+    if raw < minimum:
         raise ObjectError(f"{where} must be at least {minimum}, got {raw}")
+    if raw > maximum:
+        raise ObjectError(f"{where} must be at most {maximum}, got {_short(raw)}")
     return raw
 
 
@@ -202,6 +222,11 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
         total.update(_container_requests(spec, "spec"))
     total = add(total, _resources(spec.get("overhead"), "spec.overhead"))
     total[PODS] = total.get(PODS, 0) + 1
+    for name, units in total.items():  # each part is bounded; their sum must be too
+        try:
+            check_bound(name, units)
+        except QuantityError as exc:
+            raise ObjectError(f"spec.containers: the pod's total request: {exc}") from None
     return {k: v for k, v in total.items() if v > 0}
 
 
@@ -231,16 +256,24 @@ def pod_placement(spec: Mapping[str, Any]) -> Placement:
         fields = _requirements(term.get("matchFields"), f"{where}.nodeSelectorTerms[{i}].matchFields")
         fields = tuple(Requirement("metadata.name", r.operator, r.values) for r in fields)
         terms.append(reqs + fields)
-    tolerations = []
-    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
-        t = _map(t, f"spec.tolerations[{i}]")
-        op = t.get("operator") or "Equal"
-        if op not in ("Equal", "Exists"):
-            raise ObjectError(f"spec.tolerations[{i}].operator: unknown operator {op!r}")
-        tolerations.append(
-            Toleration(t.get("key") or None, op, str(t.get("value") or ""), t.get("effect") or None)
-        )
-    return Placement(selector, tuple(terms), tuple(tolerations))
+    tolerations = tuple(_toleration(t, f"spec.tolerations[{i}]")
+                        for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")))
+    return Placement(selector, tuple(terms), tolerations)
+
+
+def _toleration(raw: Any, where: str) -> Toleration:
+    """One toleration; key, value and effect are strings in the API (an object there is refused)."""
+    t = _map(raw, where)
+    for f in ("key", "operator", "value", "effect"):
+        if t.get(f) is not None and not isinstance(t[f], str):
+            raise ObjectError(f"{where}.{f} must be a string, got {_short(t[f])}")
+    op = t.get("operator") or "Equal"
+    if op not in ("Equal", "Exists"):
+        raise ObjectError(f"{where}.operator: unknown operator {op!r}")
+    effect = t.get("effect") or None
+    if effect is not None and effect not in TAINT_EFFECTS:
+        raise ObjectError(f"{where}.effect: unknown effect {effect!r}")
+    return Toleration(t.get("key") or None, op, t.get("value") or "", effect)
 
 
 # ------------------------------------------------------- pod-to-pod placement rules
@@ -501,21 +534,49 @@ def _obj_label(obj: Any) -> str:
         return f"<{type(obj).__name__}>"
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     ns = meta.get("namespace")
+    ns = ns if isinstance(ns, str) else _short(ns) if ns is not None else ""
     name = meta.get("name", "?")
-    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
+    name = name if isinstance(name, str) else _short(name)
+    kind = obj.get("kind", "?")
+    return f"{kind if isinstance(kind, str) else _short(kind)} {ns + '/' if ns else ''}{name}"
+
+
+def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """What makes two listed Nodes or Pods the same object: its uid, and its (namespace/)name."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return []
+    out: list[tuple[str, ...]] = []
+    uid, name, ns = meta.get("uid"), meta.get("name"), meta.get("namespace")
+    if isinstance(uid, str) and uid:
+        out.append((kind, "uid", uid))
+    if isinstance(name, str) and name:
+        out.append((kind, "name", ns if kind == "Pod" and isinstance(ns, str) and ns else "default", name)
+                   if kind == "Pod" else (kind, "name", name))
+    return out
 
 
 def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Cluster:
     """Read nodes, pods and every gang flavour; attach pods to their gangs."""
     cluster = Cluster()
+    warnings = WarningLog()
     defs: dict[tuple[str, str, str], _GroupDef] = {}
     pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]] = []
+    seen: set[tuple[str, ...]] = set()
 
     for obj in objects:
         if not isinstance(obj, Mapping):
-            cluster.warnings.append(f"ignored {_obj_label(obj)}: not an object")
+            warnings.add(f"ignored {_obj_label(obj)}: not an object" if warnings.wants("not-an-object") else "",
+                         "not-an-object")  # a 20 MB list of integers: count them, format ten
             continue
         kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
+        if kind in ("Node", "Pod"):
+            ids = _identities(kind, obj)
+            if any(i in seen for i in ids):
+                warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); "
+                             "the first copy is used", f"duplicate {kind}")
+                continue
+            seen.update(ids)
         try:
             if kind == "Node":
                 cluster.nodes.append(parse_node(obj, node_group_label))
@@ -526,10 +587,9 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             elif kind == "PodGroup" or kind == "Workload":
                 _ingest_group(obj, kind, api, defs)
         except ObjectError as exc:
-            if kind == "Pod" and isinstance(obj.get("metadata"), Mapping) and obj["metadata"].get("name"):
-                pods.append(_bad_pod(obj, str(exc)))
-            else:
-                cluster.warnings.append(f"ignored {_obj_label(obj)}: {exc}")
+            _reject(obj, kind, str(exc), pods, warnings)
+        except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
+            _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
 
     gangs: dict[tuple[str, str, str], Gang] = {}
     for key, d in defs.items():
@@ -558,7 +618,17 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             cluster.bound.append(pod)
 
     cluster.gangs = [g for g in gangs.values() if _worth_listing(g)]
+    cluster.warnings = warnings.lines()
     return cluster
+
+
+def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog) -> None:
+    """A bad pod turns its gang invalid; anything else is skipped with a warning (capped per kind)."""
+    meta = obj.get("metadata")
+    if kind == "Pod" and isinstance(meta, Mapping) and isinstance(meta.get("name"), str) and meta["name"]:
+        pods.append(_bad_pod(obj, problem))
+    else:
+        warnings.add(f"ignored {_obj_label(obj)}: {problem}", f"ignored {kind if isinstance(kind, str) else '?'}")
 
 
 def _worth_listing(g: Gang) -> bool:
@@ -670,7 +740,8 @@ def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str,
     """A pod we cannot read still marks its gang invalid, so the problem is visible."""
     meta = obj["metadata"]
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    ns = str(meta.get("namespace") or "default")
+    raw_ns = meta.get("namespace")
+    ns = raw_ns if isinstance(raw_ns, str) and raw_ns else _short(raw_ns) if raw_ns not in (None, "") else "default"
     link = _group_link(meta, spec)
     family, gname = link if link else (FAMILY_NONE, str(meta["name"]))
     pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement())

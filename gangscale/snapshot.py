@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .ingest import Cluster
 from .model import Gang, NodeGroup, Pod, Taint
 from .resources import sub
+from .warnlog import summarise
 
 
 @dataclass(slots=True)
@@ -94,7 +95,8 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         for i in range(max(0, g.current_size - registered.get(g.name, 0))):
             nodes.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), g.taints, dict(g.allocatable), g.name, True))
 
-    snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs), warnings=list(cluster.warnings) + list(warnings or []),
+    snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs),
+                           warnings=summarise([*cluster.warnings, *(warnings or [])]),  # capped per kind
                            bound=cluster.bound)
     for g in cluster.gangs:
         d = pre_decide(g)

@@ -442,7 +442,8 @@ class Reconciler:
         self.metrics.dollars.set(sum(self._inflight_by_namespace()[1].values()))
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,
                                          "gangs": len(plan.gangs), "seconds": plan.solver.seconds,
-                                         "status": plan.solver.status}})
+                                         "status": plan.solver.status,
+                                         "warnings": plan.warnings}})  # capped per kind (warnlog)
 
 
 def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot, owned: dict[str, dict[str, int]]
