@@ -8,13 +8,28 @@ never contains credentials.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import ClassVar
+
+
+class ErrorKind(StrEnum):
+    """What kind of failure a CloudError is; the values are the strings logs, metrics and JSON show."""
+
+    CLOUD = "cloud"
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+    THROTTLED = "throttled"
+    NOT_FOUND = "not-found"
+    PERMISSION = "permission"
+    CONFLICT = "conflict"
+    UNSUPPORTED = "unsupported"
+    SIZE_LIMIT = "size-limit"
 
 
 class CloudError(Exception):
     """A cloud call that did not do what was asked."""
 
-    kind: ClassVar[str] = "cloud"
+    kind: ClassVar[ErrorKind] = ErrorKind.CLOUD
     retryable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, code: str = "", operation: str = "", group: str = "", provider: str = ""):
@@ -34,52 +49,52 @@ class CloudError(Exception):
 class CapacityError(CloudError):
     """The cloud has no capacity of this shape now; another group or a later retry may."""
 
-    kind = "capacity"
+    kind = ErrorKind.CAPACITY
     retryable = True
 
 
 class QuotaError(CloudError):
     """An account limit (vCPU quota, instance limit) stops the launch until raised."""
 
-    kind = "quota"
+    kind = ErrorKind.QUOTA
 
 
 class ThrottledError(CloudError):
     """The API rate limit held after every retry; back off and try again."""
 
-    kind = "throttled"
+    kind = ErrorKind.THROTTLED
     retryable = True
 
 
 class NotFoundError(CloudError):
     """The group, template or instance is gone: discover again."""
 
-    kind = "not-found"
+    kind = ErrorKind.NOT_FOUND
 
 
 class PermissionError_(CloudError):  # noqa: N801 - the builtin PermissionError stays unshadowed
     """The credentials may not do this (IAM policy, missing or expired credentials)."""
 
-    kind = "permission"
+    kind = ErrorKind.PERMISSION
 
 
 class ConflictError(CloudError):
     """Another change is in flight on the group (scaling activity, update, concurrent run)."""
 
-    kind = "conflict"
+    kind = ErrorKind.CONFLICT
     retryable = True
 
 
 class UnsupportedError(CloudError):
     """The provider cannot do this for this group (e.g. atomic launches on a plain ASG)."""
 
-    kind = "unsupported"
+    kind = ErrorKind.UNSUPPORTED
 
 
 class SizeLimitError(CloudError):
     """The request would take the group past its min or max size."""
 
-    kind = "size-limit"
+    kind = ErrorKind.SIZE_LIMIT
 
 
 # AWS error codes (EC2, Auto Scaling, EKS) by the class they mean.

@@ -169,6 +169,26 @@ class SimulatedProvider(NodeGroupProvider):
         self._save()
         return ScaleResult(group, before, g.target)
 
+    # ------------------------------------------------------- fault injection
+    def fail_launches_in_flight(self, group: str) -> int:
+        """Every launch of the group still in flight fails when it is due (a cloud that ran out of room)."""
+        self._settle()
+        now = self.clock()
+        pending = [i for i in self._get(group).instances if i.ready_at > now]
+        for inst in pending:
+            inst.fails = True
+        self._save()
+        return len(pending)
+
+    def add_unlaunched_slots(self, group: str, delta: int) -> ScaleResult:
+        """Raise the target without launching anything, as an ASG whose launches lag behind its desired size."""
+        self._check_delta(group, delta, self.name)
+        g = self._get(group)
+        before = g.target
+        g.target += delta
+        self._save()
+        return ScaleResult(group, before, g.target)
+
     def instances(self, group: str) -> list[Instance]:
         self._settle()
         now = self.clock()

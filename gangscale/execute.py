@@ -1,31 +1,27 @@
-"""Plan against node groups discovered from a cloud and apply the scale-up once.
+"""`gangscale plan --provider ... [--execute]`: plan against a cloud's discovered groups, apply once.
 
-The glue between the planner and `cloud_adapters`: discover the groups (their
-target sizes are the cloud's desired capacity), match registered Nodes to
-their group through spec.providerID, plan, then grow each group. Re-running
-on the same cluster file adds nothing twice: nodes asked for but not yet
-registered count as capacity on its way, and a group whose target moved
-since discovery is left alone. With an atomic provider every set of groups
-that shares a gang is grown all together or rolled back.
+The CLI glue between the planner and `cloud_adapters`: discover the groups
+(their target sizes are the cloud's desired capacity), match registered Nodes
+to their group through spec.providerID, plan, then apply the scale-up with
+`gangscale.apply` (which the controller uses too). Re-running on the same
+cluster file adds nothing twice: nodes asked for but not yet registered count
+as capacity on its way.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Literal
+from typing import Callable, Iterable
 
 import orjson
 import yaml
 
 from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider, create_provider
-from cloud_adapters.base import ScaleResult
 
-from .ingest import Cluster, ingest
+from .apply import ExecutionReport, GroupAction, apply_plan, assign_node_groups, atomic_units
+from .ingest import ingest
 from .loader import InputError
-from .model import NodeGroup
 from .output import emit, output_format
 from .plan import Plan
 from .planner import SolveOptions, make_plan
@@ -43,200 +39,7 @@ __all__ = [
     "run_from_args",
 ]
 
-ActionStatus = Literal["applied", "skipped", "failed", "rolled-back"]
 EXIT_CLOUD_ERROR = 3
-_CLOCK_SKEW = timedelta(seconds=5)  # launch failures stamped a little before our clock still count
-
-
-@dataclass(slots=True)
-class GroupAction:
-    """What happened to one group's share of the plan."""
-
-    group: str
-    requested: int
-    status: ActionStatus
-    before: int | None = None
-    after: int | None = None
-    message: str = ""
-    error_kind: str = ""
-    instance_ids: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"nodeGroup": self.group, "requested": self.requested, "status": self.status,
-                             "before": self.before, "after": self.after}
-        if self.message:
-            d["message"] = self.message
-        if self.error_kind:
-            d["errorKind"] = self.error_kind
-        if self.instance_ids:
-            d["instanceIds"] = self.instance_ids
-        return d
-
-
-@dataclass(slots=True)
-class ExecutionReport:
-    """The `execution` section printed after the plan."""
-
-    provider: str
-    actions: list[GroupAction] = field(default_factory=list)
-    launch_failures: list[CloudError] = field(default_factory=list)
-    nodes_matched: int = 0
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.launch_failures) or any(a.status in ("failed", "rolled-back") for a in self.actions)
-
-    def first_error(self) -> str:
-        for a in self.actions:
-            if a.status == "failed":
-                return a.message
-        if self.launch_failures:
-            return str(self.launch_failures[0])
-        return next((a.message for a in self.actions if a.status == "rolled-back"), "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "nodesMatched": self.nodes_matched,
-            "actions": [a.to_dict() for a in self.actions],
-            "launchFailures": [{"nodeGroup": e.group, "errorKind": e.kind, "code": e.code, "message": e.message}
-                               for e in self.launch_failures],
-        }
-
-    def render_text(self) -> str:
-        lines = [f"Execution ({self.provider}, {self.nodes_matched} registered nodes matched to groups):"]
-        if not self.actions:
-            lines.append("  nothing to apply: the plan adds no nodes (capacity already on its way counts)")
-        for a in self.actions:
-            sizes = f" (target {a.before} -> {a.after})" if a.before is not None and a.after is not None else ""
-            note = f": {a.message}" if a.message else ""
-            lines.append(f"  {a.status:<11} +{a.requested} {a.group}{sizes}{note}")
-        for e in self.launch_failures:
-            lines.append(f"  launch failed {e.group}: {e}")
-        return "\n".join(lines) + "\n"
-
-
-def assign_node_groups(cluster: Cluster, provider: NodeGroupProvider) -> int:
-    """Set Node.node_group from spec.providerID (instance id -> group), as Cluster Autoscaler matches nodes.
-
-    Nodes the provider does not know keep the group their label named. Returns how many were matched.
-    """
-    mapping = provider.instance_groups()
-    matched = 0
-    for node in cluster.nodes:
-        group = provider.group_of_node(node, mapping)
-        if group:
-            node.node_group = group
-            matched += 1
-    return matched
-
-
-def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
-    """New nodes split into sets that must arrive together: nodes sharing any gang are one set."""
-    gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
-    parent = list(range(len(plan.new_nodes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[Any, int] = {}
-    for i, node in enumerate(plan.new_nodes):
-        for pod in node.pods:
-            key = gang_of.get(pod, ("pod", pod))
-            if key in first:
-                parent[find(i)] = find(first[key])
-            else:
-                first[key] = i
-    units: dict[int, dict[str, int]] = {}
-    for i, node in enumerate(plan.new_nodes):
-        unit = units.setdefault(find(i), {})
-        unit[node.node_group] = unit.get(node.node_group, 0) + 1
-    return [dict(sorted(u.items())) for _, u in sorted(units.items())]
-
-
-def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict[str, NodeGroup],
-           report: ExecutionReport) -> set[str]:
-    """Groups whose target changed since discovery: another run is acting; re-plan rather than add twice."""
-    moved = set()
-    for g in groups:
-        try:
-            now = provider.target_size(g)
-        except CloudError as exc:
-            moved.add(g)
-            report.actions.append(_failed(g, groups[g], exc))
-            continue
-        if g in discovered and now != discovered[g].current_size:
-            moved.add(g)
-            report.actions.append(GroupAction(g, groups[g], "skipped", discovered[g].current_size, now,
-                                              f"target moved from {discovered[g].current_size} to {now} since "
-                                              "discovery; nothing added, plan again"))
-    return moved
-
-
-def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, NodeGroup], cluster: Cluster,
-               report: ExecutionReport | None = None) -> ExecutionReport:
-    """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised."""
-    report = report or ExecutionReport(provider.name)
-    started = datetime.now(timezone.utc)
-    moved = _moved(provider, plan.scale_up, discovered, report)
-    grown: set[str] = set()
-    if provider.atomic:
-        units, grow = atomic_units(plan, cluster), provider.atomic_increase_size
-    else:  # every group on its own: a one-group unit is grown or fails by itself
-        units, grow = [{g: n} for g, n in plan.scale_up.items() if n > 0], provider.increase_size
-    for unit in units:
-        _apply_unit(provider, grow, unit, moved, report, grown)
-    for group in sorted(grown):
-        try:
-            report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
-        except CloudError as exc:
-            report.launch_failures.append(exc)
-    return report
-
-
-def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
-    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind)
-
-
-def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],
-                moved: set[str], report: ExecutionReport, grown: set[str]) -> None:
-    """All groups of one unit, or none: a failure gives back what the unit already launched."""
-    if moved & set(unit):
-        for g, n in unit.items():
-            if g not in moved:
-                report.actions.append(GroupAction(g, n, "skipped", message="another group of the same gang moved "
-                                                  "since discovery"))
-        return
-    done: list[tuple[ScaleResult, int]] = []
-    for group, n in unit.items():
-        try:
-            done.append((grow(group, n), n))
-        except CloudError as exc:
-            report.actions.append(_failed(group, n, exc))
-            for res, m in done:
-                status: ActionStatus = "rolled-back"
-                note = f"given back: {group} could not be grown ({exc.kind})"
-                try:
-                    if res.instance_ids:
-                        provider.delete_instances(res.group, list(res.instance_ids))
-                    else:
-                        provider.decrease_target_size(res.group, res.delta)
-                except CloudError as undo:
-                    status, note = "applied", f"rollback failed, nodes kept: {undo}"
-                report.actions.append(GroupAction(res.group, m, status, res.before, res.after, note,
-                                                  instance_ids=list(res.instance_ids)))
-            tried = {group, *(r.group for r, _ in done)}
-            for g, m in unit.items():
-                if g not in tried:
-                    report.actions.append(GroupAction(g, m, "skipped", message=f"same gang as {group}, which failed"))
-            return
-    for res, n in done:
-        report.actions.append(GroupAction(res.group, n, "applied", res.before, res.after,
-                                          instance_ids=list(res.instance_ids)))
-        grown.add(res.group)
 
 
 def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solve: SolveOptions | None = None,

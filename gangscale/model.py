@@ -20,6 +20,23 @@ API_VOLCANO = "scheduling.volcano.sh/v1beta1"
 API_NONE = "none"  # a pending pod with no group: its own basic group
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class GangKey:
+    """A gang's identity: one shape everywhere, printed as "namespace/name/api" (records, logs, metrics)."""
+
+    namespace: str
+    name: str
+    api: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}/{self.api}"
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """(namespace, name): what a pod's `group_key` points at."""
+        return (self.namespace, self.name)
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -173,6 +190,10 @@ class Gang:
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.namespace, self.name, self.api)
+
+    @property
+    def gang_key(self) -> GangKey:
+        return GangKey(self.namespace, self.name, self.api)
 
     @property
     def effective_priority(self) -> int:

@@ -4,16 +4,24 @@ Free capacity of Ready, schedulable nodes; capacity already on its way (a
 group's current size minus its registered nodes, as Cluster Autoscaler's
 "upcoming nodes"); the groups that can still grow; and the gangs, each either
 ready for the solver or already decided (invalid, waiting, below quorum).
+
+What a caller decides around the planner (the controller's reservations,
+ageing boosts and held gangs) comes in as a `SnapshotPolicy` value, so a
+snapshot is complete when built and never patched afterwards; the cluster's
+pods and gangs are copied where the policy changes them, never changed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from .ingest import Cluster
-from .model import Gang, NodeGroup, Pod, Taint
+from .model import Gang, GangKey, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
 from .warnlog import summarise
+
+RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on an upcoming node reserved for one gang
 
 
 @dataclass(slots=True)
@@ -26,12 +34,33 @@ class NodeView:
     free: dict[str, int]
     node_group: str | None = None
     upcoming: bool = False
+    reserved_for: GangKey | None = None  # an upcoming node bought for this gang: only its pods may use it
 
 
 @dataclass(slots=True)
 class PreDecision:
     decision: str  # invalid | waiting-for-podgroup | below-quorum
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPolicy:
+    """Decisions made around the planner, given to `build_snapshot` as a value.
+
+    `reserved`: per node group, the gangs its upcoming nodes were bought for, one entry per node in
+    the order they were bought; the first upcoming nodes of the group are reserved for them in turn.
+    `priority`: the priority to plan a gang at (ageing lifts a long-waiting gang).
+    `held`: gangs not to plan this time, with the decision and why (applies to gangs the snapshot
+    would otherwise plan).
+    """
+
+    reserved: Mapping[str, tuple[GangKey, ...]] = field(default_factory=dict)
+    priority: Mapping[GangKey, int] = field(default_factory=dict)
+    held: Mapping[GangKey, PreDecision] = field(default_factory=dict)
+
+    def holding(self, more: Mapping[GangKey, PreDecision]) -> SnapshotPolicy:
+        """The same policy, holding `more` gangs back as well."""
+        return replace(self, held={**self.held, **more})
 
 
 @dataclass(slots=True)
@@ -70,7 +99,33 @@ def pre_decide(g: Gang) -> PreDecision | None:
     return None
 
 
-def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None) -> ClusterSnapshot:
+def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView]:
+    """A group's nodes on their way; the first ones carry the reservations the policy names."""
+    owners = policy.reserved.get(g.name, ())
+    views = []
+    for i in range(count):
+        owner = owners[i] if i < len(owners) else None
+        taints = g.taints + ((Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ())
+        views.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), taints, dict(g.allocatable), g.name,
+                              True, owner))
+    return views
+
+
+def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang:
+    """The gang as the policy plans it: a copy when a reservation or a priority changes it."""
+    key = g.gang_key
+    if key in reserved:
+        tol = Toleration(RESERVED_TAINT, "Equal", str(key), "NoSchedule")
+        g = replace(g, pending=[replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
+                                for p in g.pending])
+    if key in policy.priority:
+        g = replace(g, priority=policy.priority[key])
+    return g
+
+
+def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
+                   policy: SnapshotPolicy | None = None) -> ClusterSnapshot:
+    policy = policy or SnapshotPolicy()
     usage: dict[str, dict[str, int]] = {}
     for pod in cluster.bound:
         u = usage.setdefault(pod.node_name or "", {})
@@ -92,14 +147,15 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         nodes.append(NodeView(n.name, labels, n.taints, free, n.node_group if n.node_group in known else None))
 
     for g in groups:
-        for i in range(max(0, g.current_size - registered.get(g.name, 0))):
-            nodes.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), g.taints, dict(g.allocatable), g.name, True))
+        nodes.extend(_upcoming(g, max(0, g.current_size - registered.get(g.name, 0)), policy))
 
-    snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs),
+    reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
+    gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
+    snap = ClusterSnapshot(nodes, list(groups), gangs,
                            warnings=summarise([*cluster.warnings, *(warnings or [])]),  # capped per kind
                            bound=cluster.bound)
-    for g in cluster.gangs:
-        d = pre_decide(g)
+    for g in gangs:
+        d = pre_decide(g) or policy.held.get(g.gang_key)
         if d:
             snap.decided[g.key] = d
     return snap

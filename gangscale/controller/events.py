@@ -16,24 +16,41 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import KubeError
-from ..model import API_NONE, Gang
+from ..model import (
+    API_COSCHEDULING,
+    API_PODGROUP_V1ALPHA2,
+    API_PODGROUP_V1BETA1,
+    API_VOLCANO,
+    API_WORKLOAD,
+)
+from .lifecycle import EventTarget
 
 log = logging.getLogger("gangscale.controller")
 
 COMPONENT = "gangscale"
 
 
-def involved_object(g: Gang) -> dict[str, Any]:
-    """The object an event about `g` is attached to: its group object, or its pod for lone pods."""
-    if g.api == API_NONE or not g.exists:
-        pod = g.pending[0] if g.pending else None
-        name = pod.name if pod else g.name
-        return {"apiVersion": "v1", "kind": "Pod", "namespace": g.namespace, "name": name,
-                "uid": pod.uid if pod else ""}
-    if g.api == "scheduling.k8s.io/v1alpha1":
-        return {"apiVersion": g.api, "kind": "Workload", "namespace": g.namespace, "name": g.name.split("/")[0],
-                "uid": g.uid.split("/")[0]}
-    return {"apiVersion": g.api, "kind": "PodGroup", "namespace": g.namespace, "name": g.name, "uid": g.uid}
+# The kind of the group object per gang API flavour (`Gang.api` is the object's apiVersion).
+GROUP_KINDS: dict[str, str] = {
+    API_WORKLOAD: "Workload",  # 1.35: a gang is one podGroup of a Workload, named "<workload>/<group>"
+    API_PODGROUP_V1ALPHA2: "PodGroup",
+    API_PODGROUP_V1BETA1: "PodGroup",
+    API_COSCHEDULING: "PodGroup",
+    API_VOLCANO: "PodGroup",
+}
+
+
+def involved_object(t: EventTarget) -> dict[str, Any]:
+    """The object an event about a gang is attached to: its group object, or its pod for lone pods."""
+    key = t.key
+    kind = GROUP_KINDS.get(key.api, "PodGroup")
+    if t.on_pod:
+        return {"apiVersion": "v1", "kind": "Pod", "namespace": key.namespace, "name": t.pod_name or key.name,
+                "uid": t.pod_uid}
+    if kind == "Workload":
+        return {"apiVersion": key.api, "kind": kind, "namespace": key.namespace, "name": key.name.split("/")[0],
+                "uid": t.uid.split("/")[0]}
+    return {"apiVersion": key.api, "kind": kind, "namespace": key.namespace, "name": key.name, "uid": t.uid}
 
 
 class EventSink:
@@ -45,8 +62,8 @@ class EventSink:
         self._recent: dict[tuple, float] = {}
         self.posted = 0
 
-    def emit(self, g: Gang, reason: str, message: str, *, warning: bool = False) -> None:
-        obj = involved_object(g)
+    def emit(self, target: EventTarget, reason: str, message: str, *, warning: bool = False) -> None:
+        obj = involved_object(target)
         key = (obj["namespace"], obj["kind"], obj["name"], reason, message)
         now = time.time()
         if now - self._recent.get(key, 0.0) < self.dedupe_seconds:
@@ -68,5 +85,5 @@ class EventSink:
             self.client.post(f"/api/v1/namespaces/{obj['namespace']}/events", body)
             self.posted += 1
         except KubeError as exc:
-            log.warning("cannot write event", extra={"gang": f"{g.namespace}/{g.name}", "reason": reason,
+            log.warning("cannot write event", extra={"gang": str(target.key), "reason": reason,
                                                      "error": str(exc)})

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter as Tally
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..plan import Plan
+from .lifecycle import REPORTED, Latency, Record, ScaledUp
 
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -93,3 +98,31 @@ class HealthServer:
 
 def stalled(last: Callable[[], float], limit: float) -> Callable[[], bool]:
     return lambda: time.time() - last() < limit
+
+
+def observe_gangs(m: Metrics, plan: Plan) -> None:
+    """Per-gang series for the gangs the plan lists now (and only those)."""
+    m.feasible.clear()
+    m.min_count.clear()
+    for r in plan.gangs:
+        m.feasible.labels(r.namespace, r.name).set(r.placed + r.bound)
+        m.min_count.labels(r.namespace, r.name).set(r.min_count)
+
+
+def observe_events(m: Metrics, events: Iterable[object]) -> None:
+    """The metric samples among a transition's events."""
+    for e in events:
+        if isinstance(e, ScaledUp):
+            m.scale_ups.labels(e.group).inc(e.nodes)
+        elif isinstance(e, Latency):
+            m.queue_latency.labels(e.stage).observe(e.seconds)
+
+
+def observe_pass(m: Metrics, plan: Plan, records: Iterable[Record], dollars_per_hour: float) -> None:
+    """The solver's time and gap, gangs per state, and what is on its way, after each pass."""
+    m.plan_seconds.observe(plan.solver.seconds)
+    m.solver_gap.set(plan.solver.gap)
+    states = Tally(r.state for r in records)
+    for s in REPORTED:
+        m.gangs.labels(s.value).set(states.get(s, 0))
+    m.dollars.set(dollars_per_hour)

@@ -9,50 +9,28 @@ only in memory. Capacity on its way is also visible from the cloud itself
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import orjson
 
 from ..kube.client import KubeClient
 from ..kube.errors import KubeError
 from ..kube.refs import CONFIGMAPS
+from ..model import GangKey
+from .lifecycle import TERMINAL, GangState, Record
 
-TERMINAL = ("running", "timed-out", "cancelled", "infeasible")
+__all__ = ["ControllerState", "Record", "StateStore"]
+
 AUDIT_SECONDS = 24 * 3600  # terminal records are kept this long for audit, then dropped
 MAX_RECORDS = 1000  # about 500 bytes each: the ConfigMap stays far below its 1 MiB limit
-
-
-@dataclass(slots=True)
-class Record:
-    """One gang generation's provisioning, as the controller last saw it."""
-
-    gang: str  # "namespace/name/api": the key
-    namespace: str
-    name: str
-    api: str
-    generation: str  # PodGroup uid (or pod uid for a lone pod); a new one restarts provisioning
-    state: str
-    reason: str
-    since: float  # when the state was entered (epoch seconds)
-    first_seen: float = 0.0  # when the gang was first pending (queue latency)
-    requested: dict[str, int] = field(default_factory=dict)  # node group -> nodes bought for it
-    requested_at: float = 0.0
-    deadline: float = 0.0  # give back unused nodes when the gang is not running by then
-    pods: list[str] = field(default_factory=list)  # pod uids this generation was planned for
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> Record:
-        known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
-        return cls(**known)
+KEPT_WITHOUT_CAPACITY = (GangState.TIMED_OUT, GangState.CANCELLED)  # for audit, even when holding nothing
 
 
 @dataclass(slots=True)
 class ControllerState:
-    records: dict[str, Record] = field(default_factory=dict)
+    """The leader's memory between passes: records by gang, backoffs by group (held by the reconciler)."""
+
+    records: dict[GangKey, Record] = field(default_factory=dict)
     backoff: dict[str, float] = field(default_factory=dict)  # node group -> backed off until (epoch)
 
     def prune(self, now: float) -> None:
@@ -87,9 +65,10 @@ class StateStore:
         try:
             recs = orjson.loads(data.get("records.json", "{}"))
             backoff = orjson.loads(data.get("backoff.json", "{}"))
-            state = ControllerState({k: Record.from_json(v) for k, v in recs.items()},
+            loaded = (Record.from_json(v) for v in recs.values())
+            state = ControllerState({r.key: r for r in loaded},
                                     {str(k): float(v) for k, v in backoff.items()})
-        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError):
             return ControllerState()  # a corrupted state restarts from what the cloud and cluster show
         return state
 
@@ -100,13 +79,13 @@ class StateStore:
         the ConfigMap far below its 1 MiB limit however many pods are pending.
         """
         state.prune(time.time())
-        kept = {k: r for k, r in state.records.items() if r.requested or r.state in ("timed-out", "cancelled")}
+        kept = [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY]
         body = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": self.name, "namespace": self.namespace,
                          "labels": {"app.kubernetes.io/name": "gangscale"}},
             "data": {
-                "records.json": orjson.dumps({k: r.to_json() for k, r in kept.items()}).decode(),
+                "records.json": orjson.dumps({r.gang: r.to_json() for r in kept}).decode(),
                 "backoff.json": orjson.dumps(state.backoff).decode(),
             },
         }

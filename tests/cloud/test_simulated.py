@@ -103,3 +103,25 @@ def test_registry_builds_the_simulated_provider_from_a_catalog(tmp_path):
         create_provider("simulated")
     with pytest.raises(ValueError):
         create_provider("gcp")
+
+
+def test_launches_in_flight_can_be_made_to_fail_and_are_reported_as_capacity_errors():
+    clock = Clock()
+    sim = SimulatedProvider(groups(current=1), provisioning_delay=30, clock=clock)
+    start = datetime.fromtimestamp(clock.t, timezone.utc)
+    sim.increase_size("gpu", 2)
+    assert sim.fail_launches_in_flight("gpu") == 2  # the running instance is not touched
+    clock.t += 30
+    assert sim.target_size("gpu") == 1
+    failures = sim.launch_failures("gpu", start)
+    assert len(failures) == 2 and all(f.error.kind == "capacity" for f in failures)
+
+
+def test_unlaunched_slots_raise_the_target_only():
+    sim = SimulatedProvider(groups())
+    sim.increase_size("gpu", 1)
+    res = sim.add_unlaunched_slots("gpu", 2)
+    assert (res.before, res.after) == (1, 3) and res.instance_ids == ()
+    assert sim.target_size("gpu") == 3 and len(sim.instances("gpu")) == 1
+    sim.decrease_target_size("gpu", 2)  # the slots can be taken back without touching the instance
+    assert sim.target_size("gpu") == 1

@@ -3,35 +3,42 @@
 from __future__ import annotations
 
 from builders import group, plan_for, pod, podgroup, snapshot
+from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.limits import apply_gang_limits, over_caps
+from gangscale.controller.limits import gang_limits, over_caps
+from gangscale.ingest import ingest
 from gangscale.planner import make_plan
-from gangscale.snapshot import PreDecision
+from gangscale.snapshot import PreDecision, SnapshotPolicy, build_snapshot
 from gangscale.solver.params import SolveOptions
 
 GPU8 = group("gpu", cpu="190", mem="1900Gi", gpu=8, price=50.0, max_size=2000)
 NOW = 1_800_000_000.0
 
 
+def snapshot_with(objs: list[dict], catalog: list[dict], policy: SnapshotPolicy):
+    groups, _ = parse_catalog(catalog)
+    return build_snapshot(ingest(objs), groups, policy=policy)
+
+
 def test_a_gang_asking_for_too_many_gpus_is_refused_before_planning():
     objs = [podgroup("huge", min_count=1250)] + [pod(f"h{i}", cpu="8", gpu=8, group="huge") for i in range(1250)]
     objs += [podgroup("ok", min_count=2)] + [pod(f"o{i}", cpu="8", gpu=8, group="ok") for i in range(2)]
-    snap = snapshot(objs, [GPU8])
-    apply_gang_limits(snap, ControllerConfig(maxGangGPUs=512, maxGangPods=2000), NOW, {})
-    plan = make_plan(snap, SolveOptions(time_limit=5))
+    refused, _ = gang_limits(snapshot(objs, [GPU8]).solvable, ControllerConfig(maxGangGPUs=512, maxGangPods=2000),
+                             NOW, {})
+    plan = make_plan(snapshot_with(objs, [GPU8], SnapshotPolicy(held=refused)), SolveOptions(time_limit=5))
     huge = next(g for g in plan.gangs if g.name == "huge")
     assert huge.decision == "infeasible" and "10000 GPUs" in huge.reason and "maxGangGPUs limit of 512" in huge.reason
     assert plan.scale_up == {"gpu": 2}  # the cluster is not scaled to its maximum
 
 
-def test_max_gang_pods():
+def test_a_gang_with_more_pods_than_max_gang_pods_is_refused():
     objs = [podgroup("wide", min_count=5)] + [pod(f"w{i}", cpu="1", group="wide") for i in range(5)]
     snap = snapshot(objs, [group("cpu")])
-    apply_gang_limits(snap, ControllerConfig(maxGangPods=4), NOW, {})
-    assert snap.decided[snap.gangs[0].key].reason.startswith("5 pending pods exceed")
+    refused, _ = gang_limits(snap.solvable, ControllerConfig(maxGangPods=4), NOW, {})
+    assert refused[snap.gangs[0].gang_key].reason.startswith("5 pending pods exceed")
 
 
-def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones():
+def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones_without_changing_the_cluster():
     big = [podgroup("big", min_count=2)] + [pod(f"b{i}", cpu="6", group="big") for i in range(2)]
     small = []
     for j in range(3):
@@ -41,9 +48,10 @@ def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones():
     plan = plan_for(big + small, catalog)
     assert next(g for g in plan.gangs if g.name == "big").placed == 0
     snap = snapshot(big + small, catalog)
-    first_seen = {g.key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
-    apply_gang_limits(snap, ControllerConfig(ageingSeconds=600), NOW, first_seen)
-    plan = make_plan(snap, SolveOptions(time_limit=5))
+    first_seen = {g.gang_key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
+    _, lifted = gang_limits(snap.solvable, ControllerConfig(ageingSeconds=600), NOW, first_seen)
+    assert all(g.priority is None for g in snap.gangs)  # the limits decide; they change no gang
+    plan = make_plan(snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)), SolveOptions(time_limit=5))
     assert next(g for g in plan.gangs if g.name == "big").placed == 2
 
 
@@ -54,10 +62,10 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     plan = make_plan(snap, SolveOptions(time_limit=5))
     cfg = ControllerConfig(namespaceCaps={"team": {"maxDollarsPerHour": 1.5}})
     held = over_caps(plan, snap, cfg, {}, {})
-    assert list(held) == [next(g.key for g in snap.gangs if g.name == "later")]
+    assert list(held) == [next(g.gang_key for g in snap.gangs if g.name == "later")]
     assert "maxDollarsPerHour 1.5" in next(iter(held.values()))
     # money already on its way counts too
     assert len(over_caps(plan, snap, cfg, {"team": 1}, {"team": 1.0})) == 2
-    for key, reason in held.items():
-        snap.decided[key] = PreDecision("deferred", reason)
-    assert make_plan(snap, SolveOptions(time_limit=5)).scale_up == {"cpu": 1}
+    policy = SnapshotPolicy(held={key: PreDecision("deferred", reason) for key, reason in held.items()})
+    assert make_plan(snapshot_with(objs, [group("cpu", price=1.0)], policy), SolveOptions(time_limit=5)).scale_up \
+        == {"cpu": 1}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from builders import group, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.reconciler import Reconciler
-from gangscale.controller.records import Record
-from gangscale.ingest import ingest
+from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
+
+JOB = GangKey("default", "job", API_PODGROUP_V1ALPHA2)
 
 
 class Clock:
@@ -24,14 +27,25 @@ def provider_with(clock: Clock, **kw) -> SimulatedProvider:
     return SimulatedProvider(groups, clock=clock, **kw)
 
 
-def test_release_gives_back_launches_and_slots_never_launched():
+def job(cpu: str = "6", deadline: str | None = None) -> list[dict]:
+    pg = podgroup("job", min_count=2)
+    if deadline:
+        pg["metadata"]["annotations"] = {"gangscale.io/provisioning-deadline-seconds": deadline}
+    return [pg, pod("a", cpu=cpu, group="job"), pod("b", cpu=cpu, group="job")]
+
+
+def test_release_at_the_deadline_gives_back_launches_and_slots_never_launched():
     clock = Clock()
-    sim = provider_with(clock, provisioning_delay=60)
-    sim.increase_size("cpu", 1)  # one instance launching
-    sim._groups["cpu"].target = 3  # and two slots the cloud has not launched yet (as an ASG can have)
-    rec = Record("default/job/x", "default", "job", "x", "-", "timed-out", "", clock.now, requested={"cpu": 3})
+    sim = provider_with(clock, provisioning_delay=600)
     r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
-    assert r._release(rec, ingest([]), "timed-out") == 3
+    r.reconcile(job(deadline="30"), leader=True)  # 2 launches in flight
+    assert sim.target_size("cpu") == 2 and r.record(JOB).requested == {"cpu": 2}
+    r.state.records[JOB] = replace(r.record(JOB), requested={"cpu": 3})  # a third slot, bought and never launched
+    sim.add_unlaunched_slots("cpu", 1)
+    clock.now += 31
+    r.reconcile(job(deadline="30"), leader=True)
+    rec = r.record(JOB)
+    assert rec.state == "timed-out" and "gave back 3 unused nodes" in rec.reason
     assert sim.target_size("cpu") == 0 and rec.requested == {}
 
 
@@ -40,23 +54,19 @@ def test_a_gang_moves_off_a_group_whose_launches_fail():
     groups, _ = parse_catalog([group("cheap", price=0.3, max_size=10), group("backup", price=0.6, max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=30)
     r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
-    objs = [podgroup("job", min_count=2), pod("a", cpu="6", group="job"), pod("b", cpu="6", group="job")]
-    plan = r.reconcile(objs, leader=True)
+    plan = r.reconcile(job(), leader=True)
     assert plan.scale_up == {"cheap": 2}
-    # the cloud reports the launches failed (the simulated cloud drops them from the target)
-    for inst in sim._groups["cheap"].instances:
-        inst.fails = True
+    assert sim.fail_launches_in_flight("cheap") == 2  # the cloud reports the launches failed
     clock.now += 31
-    plan = r.reconcile(objs, leader=True)
+    plan = r.reconcile(job(), leader=True)
     assert plan.scale_up == {"backup": 2}
-    assert r.state.records["default/job/scheduling.k8s.io/v1alpha2"].requested == {"backup": 2}
+    assert r.record("default/job/scheduling.k8s.io/v1alpha2").requested == {"backup": 2}
     assert "cheap" in r.state.backoff
 
 
 def test_dry_run_and_followers_never_touch_the_cloud():
     clock = Clock()
     sim = provider_with(clock)
-    objs = [podgroup("job", min_count=2), pod("a", cpu="6", group="job"), pod("b", cpu="6", group="job")]
-    Reconciler(ControllerConfig(mode="dry-run"), sim, clock=clock).reconcile(objs, leader=True)
-    Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock).reconcile(objs, leader=False)
+    Reconciler(ControllerConfig(mode="dry-run"), sim, clock=clock).reconcile(job(), leader=True)
+    Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock).reconcile(job(), leader=False)
     assert sim.target_size("cpu") == 0

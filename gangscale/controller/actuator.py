@@ -1,0 +1,158 @@
+"""The controller's one hold on the cloud: discovery, the scale-up, releases and scale-down.
+
+Invariant: the `Actuator` is the only object in the controller that holds the
+`NodeGroupProvider`; every cloud read and every mutation the controller makes
+goes through one of its methods, and each returns a typed result instead of
+raising. The mutations are exactly `apply`, `release` and `scale_down`
+(all three call `_mutating` first), so a leadership fence or an idempotency
+token belongs there and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from cloud_adapters.base import Discovery, Instance, NodeGroupProvider, instance_id_from_provider_id
+from cloud_adapters.errors import CloudError
+
+from ..apply import ExecutionReport, apply_plan, assign_node_groups
+from ..ingest import Cluster
+from ..model import NodeGroup
+from ..plan import Plan
+from .lifecycle import GroupFailure, Release
+from .scaledown import EmptyNode, busy_nodes
+
+log = logging.getLogger("gangscale.controller")
+
+LAUNCH_CLOCK_SKEW = 5.0  # launch failures stamped a little before a request still count
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    """What one release gave back, per group (launches in flight, empty nodes, slots never launched)."""
+
+    action: Release
+    by_group: Mapping[str, int] = field(default_factory=dict)
+    errors: tuple[CloudError, ...] = ()
+
+    @property
+    def released(self) -> int:
+        return sum(self.by_group.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownResult:
+    node: EmptyNode
+    removed: bool
+    error: CloudError | None = None
+
+
+class Actuator:
+    """Acts on the cloud for the controller; holds the provider and the last discovery."""
+
+    def __init__(self, provider: NodeGroupProvider) -> None:
+        self._provider = provider
+        self.groups: dict[str, NodeGroup] = {}  # the last discovery, by name
+
+    @property
+    def provider_name(self) -> str:
+        return self._provider.name
+
+    def _mutating(self, op: str, group: str) -> None:
+        """Every cloud mutation passes here first (the place for a leadership fence)."""
+        log.debug("cloud mutation", extra={"operation": op, "node_group": group})
+
+    # ------------------------------------------------------------- reading
+
+    def refresh(self, cluster: Cluster) -> Discovery:
+        """Discover the groups and match the cluster's Nodes to them by spec.providerID."""
+        discovery = self._provider.discover()
+        self.groups = {g.name: g for g in discovery.groups}
+        assign_node_groups(cluster, self._provider)
+        return discovery
+
+    def launch_failures(self, watched: Mapping[str, float]) -> tuple[GroupFailure, ...]:
+        """For each group watched since a time, the first launch that failed since then (typed)."""
+        out = []
+        for group, since in watched.items():
+            try:
+                failures = self._provider.launch_failures(group, _utc(since - LAUNCH_CLOCK_SKEW))
+            except CloudError as exc:
+                log.warning("cannot read launch activity", extra={"node_group": group, "error": str(exc)})
+                continue
+            if failures:
+                err = failures[0].error
+                out.append(GroupFailure(group, err.kind.value, str(err)))
+        return tuple(out)
+
+    # ------------------------------------------------------------ mutating
+
+    def apply(self, plan: Plan, cluster: Cluster) -> ExecutionReport:
+        """Grow each group by the plan's scale-up once; typed errors are in the report."""
+        for group in plan.scale_up:
+            self._mutating("scale-up", group)
+        return apply_plan(plan, self._provider, dict(self.groups), cluster)
+
+    def release(self, action: Release, cluster: Cluster) -> ReleaseResult:
+        """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node."""
+        busy = busy_nodes(cluster)
+        node_of = {instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id}
+        by_group: dict[str, int] = {}
+        errors: list[CloudError] = []
+        for group, n in sorted(action.groups.items()):
+            self._mutating("release", group)
+            try:
+                by_group[group] = self._release_in(group, n, busy, node_of)
+            except CloudError as exc:
+                errors.append(exc)
+                log.warning("cannot give capacity back",
+                            extra={"gang": str(action.key), "node_group": group, "error": str(exc)})
+        return ReleaseResult(action, by_group, tuple(errors))
+
+    def _release_in(self, group: str, n: int, busy: set[str], node_of: Mapping[str, str]) -> int:
+        insts = self._provider.instances(group)
+        take = _removable(insts, busy, node_of)[:n]
+        if take:
+            self._provider.delete_instances(group, take)
+        left = n - len(take)
+        if left > 0:  # slots the cloud has not launched yet: lower the target by those
+            target = self._provider.target_size(group)  # fresh: already lowered by the deletions
+            live = sum(1 for i in insts if i.state in ("launching", "running")) - len(take)
+            extra = min(left, target - live)
+            if extra > 0:
+                self._provider.decrease_target_size(group, extra)
+                return len(take) + extra
+        return len(take)
+
+    def scale_down(self, due: Iterable[EmptyNode]) -> list[ScaleDownResult]:
+        """Give back each empty node, never taking its group below minSize (checked fresh)."""
+        removed: Counter[str] = Counter()
+        out = []
+        for e in due:
+            group = e.group.name
+            try:
+                if self._provider.target_size(group) - removed[group] <= e.group.min_size:
+                    continue
+                self._mutating("scale-down", group)
+                self._provider.delete_instances(group, [e.instance_id])
+            except CloudError as exc:
+                out.append(ScaleDownResult(e, False, exc))
+                continue
+            removed[group] += 1
+            out.append(ScaleDownResult(e, True))
+        return out
+
+
+def _removable(insts: list[Instance], busy: set[str], node_of: Mapping[str, str]) -> list[str]:
+    """Instances that may go, launches in flight first, then running ones whose node is empty."""
+    launching = [i.id for i in insts if i.state == "launching" and node_of.get(i.id) not in busy]
+    empty = [i.id for i in insts if i.state == "running" and node_of.get(i.id) not in busy and i.id not in launching]
+    return launching + empty
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, timezone.utc)

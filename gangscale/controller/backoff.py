@@ -1,0 +1,48 @@
+"""Backing a node group off after it failed to deliver: pure functions over `{group: until}`.
+
+Invariant: a backed-off group cannot grow (its headroom is zero for the
+planner) until its time is up, so its gangs are planned on the alternatives;
+a backoff is only ever extended, never shortened, by a new failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from cloud_adapters.errors import ErrorKind
+
+from ..apply import ExecutionReport
+from ..model import NodeGroup
+from .lifecycle import BackOff
+
+# A scale call failing with one of these says the group cannot deliver now: plan on the alternatives.
+BACKOFF_KINDS = frozenset({ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.PERMISSION, ErrorKind.NOT_FOUND,
+                           ErrorKind.UNSUPPORTED})
+
+
+def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGroup:
+    """The group as the planner sees it: no headroom while it is backed off."""
+    if backoff.get(g.name, 0.0) > now:
+        return replace(g, max_size=min(g.max_size, g.current_size))
+    return g
+
+
+def from_scale_up(report: ExecutionReport) -> list[BackOff]:
+    """Groups the scale-up itself found unable to deliver (typed errors), and launches that failed after it."""
+    out = [BackOff(a.group, a.error_kind.value, f"{a.error_kind.value}: {a.message}") for a in report.actions
+           if a.status == "failed" and a.error_kind in BACKOFF_KINDS]
+    out += [BackOff(err.group, err.kind.value, str(err)) for err in report.launch_failures]
+    return out
+
+
+def extend(backoff: Mapping[str, float], actions: Iterable[BackOff], until: float
+           ) -> tuple[dict[str, float], list[BackOff]]:
+    """The backoffs with every action's group held until `until`; and the actions that extended one."""
+    new = dict(backoff)
+    extended = []
+    for a in actions:
+        if new.get(a.group, 0.0) < until:
+            extended.append(a)
+        new[a.group] = until
+    return new, extended

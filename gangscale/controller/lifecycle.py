@@ -1,0 +1,497 @@
+"""The gang lifecycle as one pure function: `transition(records, plan, report, now)`.
+
+Invariant: every change the controller makes to a gang's record goes through
+`transition`, which does no I/O and reads no clock. It takes the records, the
+pass's plan and one *report* (what was observed or what an action did) and
+returns new records, the actions to carry out (back a group off, give capacity
+back, apply the scale-up) and the events to emit (Kubernetes Events, state-change
+log lines, metric samples). Records, actions and events are frozen values; a
+`Record` is replaced, never changed.
+
+The reports, in the order a pass produces them:
+
+- `LaunchesFailed`: launches failed in groups that provisioning gangs wait on;
+- `Booked`: the plan's new nodes are booked on their gangs before the cloud is
+  called (the write-ahead records), and the scale-up is to be applied;
+- `Applied`: the plan (and the scale-up's outcome, when there was one) moves
+  every listed gang, and gangs no longer listed become running or cancelled;
+- `Expire`: cancel-grace and deadlines give capacity back;
+- `Released`: what the cloud actually gave back, for the reasons and events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Union
+
+from ..model import API_NONE, Gang, GangKey
+from ..plan import Plan
+
+log = logging.getLogger("gangscale.controller")
+
+
+class GangState(StrEnum):
+    """A gang's provisioning state; the values are what records, logs and metrics show."""
+
+    NEW = "new"  # a record just created, before the pass decides (also the write-ahead state)
+    WAITING_FOR_PODGROUP = "waiting-for-podgroup"
+    BELOW_QUORUM = "below-quorum"
+    PLANNED = "planned"
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    RUNNING = "running"
+    INFEASIBLE = "infeasible"
+    TIMED_OUT = "timed-out"
+    CANCELLED = "cancelled"
+    INVALID = "invalid"
+    DEFERRED = "deferred"
+
+
+class ReleaseWhy(StrEnum):
+    """Why capacity is given back (the `why` label of `gangscale_capacity_released_total`)."""
+
+    LAUNCH_FAILED = "launch-failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed-out"
+
+
+REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangscale_gangs{state}` series
+TERMINAL = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED, GangState.INFEASIBLE})
+IN_FLIGHT = frozenset({GangState.PROVISIONING, GangState.READY})  # capacity bought and not yet used
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One gang generation's provisioning, as the controller last saw it (persisted as JSON)."""
+
+    gang: str  # str(GangKey): "namespace/name/api"
+    namespace: str
+    name: str
+    api: str
+    generation: str  # PodGroup uid (or pod uid for a lone pod); a new one restarts provisioning
+    state: GangState
+    reason: str
+    since: float  # when the state was entered (epoch seconds)
+    first_seen: float = 0.0  # when the gang was first pending (queue latency)
+    requested: Mapping[str, int] = field(default_factory=dict)  # node group -> nodes bought for it
+    requested_at: float = 0.0
+    deadline: float = 0.0  # give back unused nodes when the gang is not running by then
+    pods: tuple[str, ...] = ()  # pod uids this generation was planned for
+
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name, self.api)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gang": self.gang, "namespace": self.namespace, "name": self.name, "api": self.api,
+                "generation": self.generation, "state": self.state.value, "reason": self.reason,
+                "since": self.since, "first_seen": self.first_seen, "requested": dict(self.requested),
+                "requested_at": self.requested_at, "deadline": self.deadline, "pods": list(self.pods)}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Record:
+        known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
+        known["state"] = GangState(known.get("state", "new"))
+        known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}
+        known["pods"] = tuple(known.get("pods") or ())
+        return cls(**known)
+
+
+Records = Mapping[GangKey, Record]
+
+
+# ------------------------------------------------------------------ inputs
+
+
+@dataclass(frozen=True, slots=True)
+class EventTarget:
+    """What an Event about a gang is attached to: enough of the gang to name its object."""
+
+    key: GangKey
+    uid: str = ""  # the group object's uid
+    pod_name: str = ""  # first pending pod: the object for lone pods and missing group objects
+    pod_uid: str = ""
+    exists: bool = True
+
+    @classmethod
+    def of_gang(cls, g: Gang) -> EventTarget:
+        pod = g.pending[0] if g.pending else None
+        return cls(g.gang_key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists)
+
+    @classmethod
+    def of_record(cls, rec: Record) -> EventTarget:
+        """A gang no longer listed: its record names it."""
+        return cls(rec.key, rec.generation if rec.generation != "-" else "")
+
+    @property
+    def on_pod(self) -> bool:
+        return self.key.api == API_NONE or not self.exists
+
+
+@dataclass(frozen=True, slots=True)
+class GangFacts:
+    """What the lifecycle needs to know of one listed gang."""
+
+    key: GangKey
+    generation: str  # group uid, "-" when it has none
+    pods: tuple[str, ...]  # pending pod uids, sorted
+    pod_keys: frozenset[str]  # pending pods as "namespace/name" (the plan's names)
+    deadline_seconds: float
+    target: EventTarget
+
+    @classmethod
+    def of(cls, g: Gang, deadline_seconds: float) -> GangFacts:
+        return cls(g.gang_key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
+                   frozenset(p.key for p in g.pending), deadline_seconds, EventTarget.of_gang(g))
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The configuration the lifecycle reads."""
+
+    enforce_mode: bool  # mode: enforce (events say TriggeredScaleUp rather than dry-run)
+    backoff_seconds: float
+    cancel_grace_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFailure:
+    """Launches in one group failed since a gang's request (typed: `kind` is the CloudError kind)."""
+
+    group: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchesFailed:
+    failures: tuple[GroupFailure, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Booked:
+    gangs: tuple[GangFacts, ...]
+    intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    gangs: tuple[GangFacts, ...]
+    rules: Rules
+    intents: Mapping[GangKey, Mapping[str, int]] = field(default_factory=dict)
+    applied: frozenset[str] = frozenset()  # groups the scale-up grew
+    failed: Mapping[str, str] = field(default_factory=dict)  # group -> why its share was not applied
+    upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
+    bound_groups: frozenset[tuple[str, str]] = frozenset()  # (namespace, group name) with a bound member
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    rules: Rules
+
+
+# ----------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, slots=True)
+class BackOff:
+    """Keep a group from growing for the backoff period."""
+
+    group: str
+    kind: str  # the metric's `kind` label: a CloudError kind, or "timed-out"
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Give back up to `groups` of what `key` bought (launches in flight first, never a busy node)."""
+
+    key: GangKey
+    groups: Mapping[str, int]
+    why: ReleaseWhy
+    detail: str = ""  # the launch failure, for the reason
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyScaleUp:
+    intents: Mapping[GangKey, Mapping[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOutcome:
+    action: Release
+    released: int
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    outcomes: tuple[ReleaseOutcome, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GangEvent:
+    target: EventTarget
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    key: GangKey
+    old: GangState
+    new: GangState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """A new generation of a gang takes over the nodes bought for the previous one."""
+
+    key: GangKey
+    old_generation: str
+    new_generation: str
+    requested: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledUp:
+    group: str
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    stage: str  # requested | running
+    seconds: float
+
+
+Report = Union[LaunchesFailed, Booked, Applied, Expire, Released]
+Action = Union[BackOff, Release, ApplyScaleUp]
+Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
+Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
+
+
+# --------------------------------------------------------------- transition
+
+
+def transition(records: Records, plan: Plan | None, report: Report, now: float) -> Result:
+    """Move the records by one report. Pure: the same inputs always give the same outputs."""
+    step = _Step(dict(records), now)
+    if isinstance(report, LaunchesFailed):
+        _launches_failed(step, report)
+    elif isinstance(report, Booked):
+        _booked(step, report)
+    elif isinstance(report, Applied):
+        _applied(step, plan, report)
+    elif isinstance(report, Expire):
+        _expire(step, report)
+    elif isinstance(report, Released):
+        _released(step, report)
+    else:  # pragma: no cover - a new report type without a handler
+        raise TypeError(f"unknown report {type(report).__name__}")
+    return step.records, tuple(step.actions), tuple(step.events)
+
+
+@dataclass(slots=True)
+class _Step:
+    """The scratch state of one transition (local to it; the caller only sees frozen results)."""
+
+    records: dict[GangKey, Record]
+    now: float
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def set(self, rec: Record, state: GangState, reason: str, **changes: Any) -> Record:
+        """The record in `state` with `reason`; `since` moves only when the state does."""
+        if rec.state != state:
+            self.events.append(StateChanged(rec.key, rec.state, state, reason))
+            changes["since"] = self.now
+        new = replace(rec, state=state, reason=reason, **changes)
+        self.records[rec.key] = new
+        return new
+
+    def put(self, rec: Record, **changes: Any) -> Record:
+        new = replace(rec, **changes)
+        self.records[rec.key] = new
+        return new
+
+    def emit(self, target: EventTarget, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append(GangEvent(target, reason, message, warning))
+
+
+def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: float) -> bool:
+    """A gang that just timed out waits one backoff period before it is bought for again."""
+    return (rec is not None and rec.state == GangState.TIMED_OUT and rec.generation == generation
+            and now - rec.since < backoff_seconds)
+
+
+def current_record(step: _Step, g: GangFacts) -> Record:
+    """The gang's record for this generation: a new one when the gang was recreated or replaced.
+
+    A new generation takes over the nodes bought for the previous one that are still on their way.
+    """
+    rec = step.records.get(g.key)
+    replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
+    if rec is not None and rec.generation == g.generation and rec.state not in TERMINAL and not replaced:
+        return rec
+    new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
+                 first_seen=step.now)
+    if rec is not None and rec.requested and rec.state in (*IN_FLIGHT, GangState.CANCELLED):
+        step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
+        new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
+                      state=GangState.PROVISIONING)
+    step.records[g.key] = new
+    return new
+
+
+def _without(requested: Mapping[str, int], group: str) -> dict[str, int]:
+    return {g: n for g, n in requested.items() if g != group}
+
+
+# ------------------------------------------------------------------ phases
+
+
+def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
+    """Back the group off and take back what gangs still wait for there, so they are re-planned now."""
+    for f in report.failures:
+        step.actions.append(BackOff(f.group, f.kind, f.message))
+        for key, rec in list(step.records.items()):
+            if rec.state != GangState.PROVISIONING or not rec.requested.get(f.group):
+                continue
+            step.actions.append(Release(key, {f.group: rec.requested[f.group]}, ReleaseWhy.LAUNCH_FAILED, f.message))
+            step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None),
+                     requested=_without(rec.requested, f.group))
+
+
+def _launch_failed_reason(group: str, why: str, released: int | None) -> str:
+    gave = "nodes there" if released is None else f"{released} nodes there"
+    return f"launch failed in {group} ({why}); gave back {gave}, re-planning"
+
+
+def _booked(step: _Step, report: Booked) -> None:
+    """Book the plan's new nodes on the gangs they are for (the write-ahead record), then apply."""
+    for g in report.gangs:
+        mine = report.intents.get(g.key)
+        if not mine:
+            continue
+        rec = current_record(step, g)
+        requested = dict(rec.requested)
+        for grp, n in mine.items():
+            requested[grp] = requested.get(grp, 0) + n
+        step.put(rec, requested=requested, requested_at=step.now, deadline=step.now + g.deadline_seconds,
+                 pods=g.pods)
+    step.actions.append(ApplyScaleUp(dict(report.intents)))
+
+
+def _applied(step: _Step, plan: Plan | None, report: Applied) -> None:
+    """Every listed gang takes the plan's decision; gangs no longer listed are running or cancelled."""
+    results = {GangKey(r.namespace, r.name, r.api): r for r in (plan.gangs if plan else [])}
+    for g in report.gangs:
+        res = results.get(g.key)
+        if res is None or cooling(step.records.get(g.key), g.generation, step.now, report.rules.backoff_seconds):
+            continue
+        rec = current_record(step, g)
+        mine = report.intents.get(g.key, {})
+        if res.decision == "scale-up" or mine:
+            _scale_up_outcome(step, rec, g, res.reason, mine, report)
+        elif res.decision == "fits-existing":
+            on_way = bool(g.pod_keys & report.upcoming_pods)
+            if on_way or (rec.state == GangState.PROVISIONING and rec.requested):
+                step.set(rec, GangState.PROVISIONING, f"capacity on its way: {res.reason}")
+            else:
+                step.set(rec, GangState.READY, f"capacity is there, waiting for the scheduler: {res.reason}")
+        else:
+            state = GangState(res.decision) if res.decision in REPORTED else GangState.INFEASIBLE
+            step.set(rec, state, res.reason)
+            step.emit(g.target, "NotTriggerScaleUp", res.reason, state in (GangState.INFEASIBLE, GangState.INVALID))
+    _unlisted(step, {g.key for g in report.gangs}, report)
+
+
+def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine: Mapping[str, int],
+                      report: Applied) -> None:
+    """A gang the plan buys for: provisioning when its share was applied, re-planned when it was not."""
+    if mine and all(grp in report.applied for grp in mine):
+        step.events.extend(ScaledUp(grp, n) for grp, n in mine.items())
+        step.events.append(Latency("requested", max(0.0, step.now - rec.first_seen)))
+        step.set(rec, GangState.PROVISIONING, reason)
+        step.emit(g.target, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
+            f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
+    elif mine:
+        requested = dict(rec.requested)
+        for grp, n in mine.items():  # undo the booking of what the cloud did not add
+            if grp not in report.applied:
+                requested[grp] = requested.get(grp, 0) - n
+        why = "; ".join(f"{grp}: {report.failed[grp]}" for grp in mine if grp in report.failed)
+        rec = step.set(rec, GangState.PLANNED, f"scale-up not applied ({why or 'another group failed'}); "
+                                               "re-planning on the alternatives",
+                       requested={grp: n for grp, n in requested.items() if n > 0})
+        step.emit(g.target, "NotTriggerScaleUp", rec.reason, True)
+    elif rec.state == GangState.PROVISIONING and rec.requested:
+        step.set(rec, GangState.PROVISIONING, f"capacity on its way: {reason}")
+    else:
+        enforce = report.rules.enforce_mode
+        rec = step.set(rec, GangState.PLANNED, reason if enforce else f"dry-run: {reason}")
+        step.emit(g.target, "TriggeredScaleUp" if enforce else "NotTriggerScaleUp", rec.reason)
+
+
+def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
+    """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
+    for key, rec in list(step.records.items()):
+        if key in seen or rec.state in TERMINAL:
+            continue
+        if key.group in report.bound_groups:
+            step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
+            bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
+            step.set(rec, GangState.RUNNING, "all members are bound" + (
+                f" (nodes bought for it: {bought})" if bought else ""), requested={})  # nodes now, not on the way
+        else:
+            reason = "the gang and its pods are gone"
+            if rec.requested:
+                reason += (f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
+                           "unless a new generation of the gang takes them")
+            step.set(rec, GangState.CANCELLED, reason)
+
+
+def _expire(step: _Step, report: Expire) -> None:
+    """Cancelled past the grace, or not delivered by the deadline: give the unused capacity back."""
+    for key, rec in list(step.records.items()):
+        if rec.state == GangState.CANCELLED and rec.requested \
+                and step.now - rec.since >= report.rules.cancel_grace_seconds:
+            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED))
+            step.put(rec, requested={})
+        elif rec.state in IN_FLIGHT and rec.deadline and step.now > rec.deadline:
+            for group in rec.requested:  # it did not deliver in time: try the alternatives first
+                step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT.value, f"timed-out: nodes for {rec.gang} did not arrive"))
+            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT))
+            step.set(rec, GangState.TIMED_OUT, _timed_out_reason(rec, None), requested={})
+
+
+def _timed_out_reason(rec: Record, released: int | None) -> str:
+    gave = "" if released is None else f"{released} "
+    return f"not all nodes arrived within {rec.deadline - rec.requested_at:.0f}s; gave back {gave}unused nodes"
+
+
+def _released(step: _Step, report: Released) -> None:
+    """The reasons and events once the cloud has said how much it gave back."""
+    for out in report.outcomes:
+        rec = step.records.get(out.action.key)
+        if rec is None:
+            continue
+        target, n = EventTarget.of_record(rec), out.released
+        if out.action.why == ReleaseWhy.LAUNCH_FAILED:
+            group = next(iter(out.action.groups), "")
+            rec = step.put(rec, reason=_launch_failed_reason(group, out.action.detail, n))
+            step.emit(target, "NotTriggerScaleUp", rec.reason, True)
+        elif out.action.why == ReleaseWhy.CANCELLED:
+            rec = step.put(rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes")
+            if n:
+                step.emit(target, "CapacityReleased", rec.reason)
+        else:
+            rec = step.put(rec, reason=_timed_out_reason(rec, n))
+            step.emit(target, "ScaleUpTimedOut", rec.reason, True)
+            if n:
+                step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang")

@@ -1,0 +1,100 @@
+"""Which gang the nodes on their way belong to, and which gang each newly bought node is for.
+
+Invariant: a node bought for a gang stays that gang's until it registers or
+the gang's record gives it up: the snapshot reserves it (`SnapshotPolicy.reserved`)
+so only that gang's pods may use it in the next plan, and the attribution of
+a plan's new nodes never counts a gang's own upcoming nodes twice. Pure
+functions of records, plan and snapshot.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from ..model import Gang, GangKey
+from ..plan import Plan
+from ..snapshot import ClusterSnapshot
+from .lifecycle import GangState, Record
+
+
+def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...]]:
+    """Per group, the gangs its upcoming nodes were bought for, one entry per node, oldest request first."""
+    out: dict[str, list[GangKey]] = defaultdict(list)
+    provisioning = sorted((r for r in records if r.state == GangState.PROVISIONING and r.requested),
+                          key=lambda r: r.requested_at)
+    for rec in provisioning:
+        for group, n in rec.requested.items():
+            out[group].extend([rec.key] * n)
+    return {g: tuple(keys) for g, keys in out.items()}
+
+
+def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) -> dict[GangKey, dict[str, int]]:
+    """What each listed gang already has on its way, per group (its provisioning record)."""
+    out = {}
+    for g in gangs:
+        rec = records.get(g.gang_key)
+        if rec is not None and rec.state == GangState.PROVISIONING:
+            out[g.gang_key] = dict(rec.requested)
+    return out
+
+
+def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
+    """Upcoming node name -> its group, recognised by the snapshot's `upcoming` field."""
+    return {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group}
+
+
+def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
+    upcoming = upcoming_nodes(snap)
+    return frozenset(p for name, pods in plan.existing_nodes.items() if name in upcoming for p in pods)
+
+
+def _holdings(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[GangKey, Counter[str]], dict[str, Counter[GangKey]]]:
+    """Per gang, the new and upcoming nodes it rides (a node belongs to the gang with most pods on it);
+    per group, how many of its new nodes each gang rides."""
+    gang_of = {p.key: g.gang_key for g in snap.gangs for p in g.pending}
+
+    def majority(pods: list[str]) -> GangKey | None:
+        counts = Counter(gang_of[p] for p in pods if p in gang_of)
+        return counts.most_common(1)[0][0] if counts else None
+
+    holding: dict[GangKey, Counter[str]] = defaultdict(Counter)
+    new_owner: dict[str, Counter[GangKey]] = defaultdict(Counter)
+    for n in plan.new_nodes:
+        key = majority(n.pods)
+        if key is not None:
+            holding[key][n.node_group] += 1
+            new_owner[n.node_group][key] += 1
+    upcoming = upcoming_nodes(snap)
+    for name, pods in plan.existing_nodes.items():
+        key = majority(pods) if name in upcoming else None
+        if key is not None:
+            holding[key][upcoming[name]] += 1
+    return holding, new_owner
+
+
+def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot, owned: Mapping[GangKey, Mapping[str, int]]
+                        ) -> dict[GangKey, dict[str, int]]:
+    """Which gang each new node is bought for, per group.
+
+    A gang that already owns nodes on their way (`owned`, from its provisioning
+    record) claims the plan's new and upcoming nodes of a group only beyond what
+    it owns there; whatever of the group's new nodes is left goes to the gangs on them.
+    """
+    holding, new_owner = _holdings(plan, snap)
+    out: dict[GangKey, dict[str, int]] = defaultdict(dict)
+    for group, total in Counter(n.node_group for n in plan.new_nodes).items():
+        left = total
+        for key, cnt in sorted(holding.items(), key=lambda kv: kv[0]):
+            take = min(left, max(0, cnt[group] - owned.get(key, {}).get(group, 0)))
+            if take:
+                out[key][group] = take
+                left -= take
+        for key, cnt in new_owner[group].most_common():  # the rest: by who rides the new nodes
+            if not left:
+                break
+            take = min(left, cnt - out[key].get(group, 0))
+            if take > 0:
+                out[key][group] = out[key].get(group, 0) + take
+                left -= take
+    return dict(out)

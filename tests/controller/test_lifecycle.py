@@ -1,0 +1,319 @@
+"""`lifecycle.transition` as a table: every state, every report; no emulator, no cloud, no clock."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gangscale.controller.lifecycle import (
+    Applied,
+    ApplyScaleUp,
+    BackOff,
+    Booked,
+    EventTarget,
+    Expire,
+    GangEvent,
+    GangFacts,
+    GangState,
+    GroupFailure,
+    LaunchesFailed,
+    Latency,
+    Record,
+    Release,
+    Released,
+    ReleaseOutcome,
+    Rules,
+    ScaledUp,
+    StateChanged,
+    Takeover,
+    transition,
+)
+from gangscale.model import GangKey
+from gangscale.plan import GangResult, Plan, SolverInfo
+
+NOW = 1_800_000_000.0
+API = "scheduling.k8s.io/v1alpha2"
+KEY = GangKey("default", "job", API)
+OTHER = GangKey("default", "other", API)
+RULES = Rules(enforce_mode=True, backoff_seconds=120.0, cancel_grace_seconds=60.0)
+S = GangState
+
+
+def rec(state: GangState, key: GangKey = KEY, **kw) -> Record:
+    base = dict(generation="uid-1", reason="", since=NOW - 10, first_seen=NOW - 20, pods=("p1", "p2"))
+    base.update(kw)
+    return Record(str(key), key.namespace, key.name, key.api, state=state, **base)
+
+
+def facts(key: GangKey = KEY, generation: str = "uid-1", pods: tuple[str, ...] = ("p1", "p2")) -> GangFacts:
+    return GangFacts(key, generation, pods, frozenset({f"{key.namespace}/{key.name}-0"}), 600.0, EventTarget(key))
+
+
+def plan(decision: str, key: GangKey = KEY, reason: str = "because") -> Plan:
+    res = GangResult(namespace=key.namespace, name=key.name, api=key.api, policy="gang", minCount=2, pending=2,
+                     placed=2 if decision in ("scale-up", "fits-existing") else 0, decision=decision, reason=reason)
+    return Plan(scaleUp={}, newNodes=[], existingNodes={}, gangs=[res], costPerHour=0, lowerBoundPerHour=0,
+                solver=SolverInfo(status="OPTIMAL", seconds=0, gap=0))
+
+
+def events_of(events, kind=GangEvent):
+    return [e for e in events if isinstance(e, kind)]
+
+
+# --------------------------------------------------------------- Applied
+
+APPLIED_TABLE = [
+    # (id, old record, decision, extra Applied fields, new state, reason starts with, event reason, warning)
+    ("new gang bought for", None, "scale-up", dict(intents={KEY: {"cpu": 2}}, applied=frozenset({"cpu"})),
+     S.PROVISIONING, "because", "TriggeredScaleUp", False),
+    ("scale-up not applied", None, "scale-up",
+     dict(intents={KEY: {"cpu": 2}}, failed={"cpu": "capacity: no room"}),
+     S.PLANNED, "scale-up not applied (cpu: capacity: no room)", "NotTriggerScaleUp", True),
+    ("another group failed", None, "scale-up",
+     dict(intents={KEY: {"cpu": 1, "gpu": 1}}, applied=frozenset({"cpu"})),
+     S.PLANNED, "scale-up not applied (another group failed)", "NotTriggerScaleUp", True),
+    ("already provisioning", rec(S.PROVISIONING, requested={"cpu": 2}), "scale-up", {},
+     S.PROVISIONING, "capacity on its way: because", None, False),
+    ("planned, enforce", rec(S.PLANNED), "scale-up", {}, S.PLANNED, "because", "TriggeredScaleUp", False),
+    ("fits on nodes on their way", None, "fits-existing", dict(upcoming_pods=frozenset({"default/job-0"})),
+     S.PROVISIONING, "capacity on its way", None, False),
+    ("provisioning, now fits", rec(S.PROVISIONING, requested={"cpu": 2}), "fits-existing", {},
+     S.PROVISIONING, "capacity on its way", None, False),
+    ("fits existing nodes", rec(S.PLANNED), "fits-existing", {}, S.READY, "capacity is there", None, False),
+    ("ready stays ready", rec(S.READY), "fits-existing", {}, S.READY, "capacity is there", None, False),
+    ("infeasible", None, "infeasible", {}, S.INFEASIBLE, "because", "NotTriggerScaleUp", True),
+    ("invalid", rec(S.PLANNED), "invalid", {}, S.INVALID, "because", "NotTriggerScaleUp", True),
+    ("deferred", rec(S.DEFERRED), "deferred", {}, S.DEFERRED, "because", "NotTriggerScaleUp", False),
+    ("below quorum", None, "below-quorum", {}, S.BELOW_QUORUM, "because", "NotTriggerScaleUp", False),
+    ("waiting for its podgroup", rec(S.NEW), "waiting-for-podgroup", {}, S.WAITING_FOR_PODGROUP, "because",
+     "NotTriggerScaleUp", False),
+    ("running record, gang pending again", rec(S.RUNNING), "fits-existing", {}, S.READY, "capacity", None, False),
+    ("infeasible record, now fits", rec(S.INFEASIBLE), "fits-existing", {}, S.READY, "capacity", None, False),
+    ("cancelled record, gang back", rec(S.CANCELLED), "below-quorum", {}, S.BELOW_QUORUM, "because",
+     "NotTriggerScaleUp", False),
+    ("timed out long ago", rec(S.TIMED_OUT, since=NOW - 1000), "fits-existing", {}, S.READY, "capacity", None,
+     False),
+]
+
+
+@pytest.mark.parametrize("old, decision, extra, state, reason, event, warning",
+                         [row[1:] for row in APPLIED_TABLE], ids=[row[0] for row in APPLIED_TABLE])
+def test_every_listed_gang_takes_the_plans_decision(old, decision, extra, state, reason, event, warning):
+    records = {KEY: old} if old else {}
+    new, actions, events = transition(records, plan(decision), Applied((facts(),), RULES, **extra), NOW)
+    assert new[KEY].state == state and new[KEY].reason.startswith(reason)
+    assert actions == ()
+    gang_events = events_of(events)
+    assert [(e.reason, e.warning) for e in gang_events] == ([(event, warning)] if event else [])
+    changed = events_of(events, StateChanged)
+    assert bool(changed) == (old is None or old.state != state)
+    assert new[KEY].since == (NOW if changed else old.since)
+
+
+def test_an_applied_scale_up_counts_nodes_and_queue_latency():
+    report = Applied((facts(),), RULES, intents={KEY: {"cpu": 2}}, applied=frozenset({"cpu"}))
+    new, _, events = transition({}, plan("scale-up"), report, NOW)
+    assert ScaledUp("cpu", 2) in events and Latency("requested", 0.0) in events
+    assert events_of(events)[0].message == "pod group triggered scale-up: cpu +2; because"
+
+
+def test_a_scale_up_not_applied_takes_back_the_booking_of_the_groups_that_failed():
+    booked = rec(S.NEW, requested={"cpu": 1, "gpu": 1})
+    report = Applied((facts(),), RULES, intents={KEY: {"cpu": 1, "gpu": 1}}, applied=frozenset({"cpu"}))
+    new, _, _ = transition({KEY: booked}, plan("scale-up"), report, NOW)
+    assert new[KEY].requested == {"cpu": 1}
+
+
+def test_in_dry_run_a_planned_gang_is_reported_not_triggered():
+    report = Applied((facts(),), dataclasses.replace(RULES, enforce_mode=False))
+    new, _, events = transition({}, plan("scale-up"), report, NOW)
+    assert new[KEY].state == S.PLANNED and new[KEY].reason == "dry-run: because"
+    assert events_of(events)[0].reason == "NotTriggerScaleUp"
+
+
+def test_a_gang_cooling_off_after_a_timeout_is_left_alone():
+    old = rec(S.TIMED_OUT, since=NOW - 10, reason="not all nodes arrived")
+    new, actions, events = transition({KEY: old}, plan("deferred"), Applied((facts(),), RULES), NOW)
+    assert new[KEY] is old and actions == () and events == ()
+
+
+def test_a_gang_not_in_the_plan_is_left_alone():
+    old = rec(S.PLANNED)
+    new, _, events = transition({KEY: old}, plan("fits-existing", key=OTHER), Applied((facts(),), RULES), NOW)
+    assert new[KEY] is old and not events_of(events, StateChanged)[1:]
+
+
+UNLISTED_TABLE = [
+    ("bound: running", rec(S.PROVISIONING, requested={"cpu": 2}), frozenset({KEY.group}), S.RUNNING,
+     "all members are bound (nodes bought for it: cpu +2)"),
+    ("gone, holding nodes: cancelled", rec(S.PROVISIONING, requested={"cpu": 2}), frozenset(), S.CANCELLED,
+     "the gang and its pods are gone; its unused nodes go back in 60s"),
+    ("gone, nothing bought: cancelled", rec(S.PLANNED), frozenset(), S.CANCELLED, "the gang and its pods are gone"),
+    ("below quorum, gone", rec(S.BELOW_QUORUM), frozenset(), S.CANCELLED, "the gang and its pods are gone"),
+    ("ready, bound", rec(S.READY), frozenset({KEY.group}), S.RUNNING, "all members are bound"),
+]
+
+
+@pytest.mark.parametrize("old, bound, state, reason", [r[1:] for r in UNLISTED_TABLE],
+                         ids=[r[0] for r in UNLISTED_TABLE])
+def test_a_record_whose_gang_is_no_longer_listed_is_running_or_cancelled(old, bound, state, reason):
+    new, _, events = transition({KEY: old}, plan("fits-existing", key=OTHER),
+                                Applied((), RULES, bound_groups=bound), NOW)
+    assert new[KEY].state == state and new[KEY].reason.startswith(reason)
+    assert new[KEY].requested == ({} if state == S.RUNNING else old.requested)
+    assert (Latency("running", 20.0) in events) == (state == S.RUNNING)
+
+
+@pytest.mark.parametrize("state", [S.RUNNING, S.TIMED_OUT, S.CANCELLED, S.INFEASIBLE])
+def test_terminal_records_of_unlisted_gangs_stay_as_they_are(state):
+    old = rec(state)
+    new, _, events = transition({KEY: old}, None, Applied((), RULES), NOW)
+    assert new[KEY] is old and events == ()
+
+
+# ------------------------------------------------------ generations, Booked
+
+
+def test_booking_writes_the_new_nodes_and_the_deadline_before_the_cloud_call():
+    new, actions, _ = transition({}, None, Booked((facts(),), {KEY: {"cpu": 2}}), NOW)
+    r = new[KEY]
+    assert r.state == S.NEW and r.requested == {"cpu": 2} and r.requested_at == NOW and r.deadline == NOW + 600
+    assert actions == (ApplyScaleUp({KEY: {"cpu": 2}}),)
+
+
+def test_booking_adds_to_what_a_provisioning_gang_already_has():
+    new, _, _ = transition({KEY: rec(S.PROVISIONING, requested={"cpu": 2})}, None,
+                           Booked((facts(),), {KEY: {"cpu": 1, "gpu": 1}}), NOW)
+    assert new[KEY].requested == {"cpu": 3, "gpu": 1} and new[KEY].state == S.PROVISIONING
+
+
+def test_booking_skips_gangs_the_plan_buys_nothing_for():
+    new, actions, _ = transition({}, None, Booked((facts(), facts(OTHER)), {OTHER: {"cpu": 1}}), NOW)
+    assert set(new) == {OTHER} and actions == (ApplyScaleUp({OTHER: {"cpu": 1}}),)
+
+
+@pytest.mark.parametrize("old_state", [S.PROVISIONING, S.READY, S.CANCELLED])
+def test_a_new_generation_takes_over_the_nodes_still_on_their_way(old_state):
+    old = rec(old_state, requested={"cpu": 3}, requested_at=NOW - 5, deadline=NOW + 100)
+    new, _, events = transition({KEY: old}, plan("fits-existing"),
+                                Applied((facts(generation="uid-2"),), RULES), NOW)
+    r = new[KEY]
+    assert r.generation == "uid-2" and r.requested == {"cpu": 3} and r.deadline == NOW + 100
+    assert r.state == S.PROVISIONING and r.first_seen == NOW
+    assert Takeover(KEY, "uid-1", "uid-2", {"cpu": 3}) in events
+
+
+def test_all_pods_replaced_is_a_new_generation_that_takes_nothing_from_a_timed_out_one():
+    old = rec(S.TIMED_OUT, since=NOW - 1000, requested={})
+    new, _, events = transition({KEY: old}, plan("fits-existing"), Applied((facts(pods=("p9",)),), RULES), NOW)
+    assert new[KEY].first_seen == NOW and not events_of(events, Takeover)
+
+
+# ------------------------------------------------------------ LaunchesFailed
+
+
+def test_a_failed_launch_backs_the_group_off_and_replans_the_gangs_waiting_there():
+    waiting = rec(S.PROVISIONING, requested={"cheap": 2, "gpu": 1})
+    elsewhere = rec(S.PROVISIONING, OTHER, requested={"gpu": 1})
+    failure = GroupFailure("cheap", "capacity", "capacity: no room")
+    new, actions, events = transition({KEY: waiting, OTHER: elsewhere}, None, LaunchesFailed((failure,)), NOW)
+    assert new[KEY].state == S.PLANNED and new[KEY].requested == {"gpu": 1}
+    assert new[OTHER] is elsewhere
+    assert actions == (BackOff("cheap", "capacity", "capacity: no room"),
+                       Release(KEY, {"cheap": 2}, "launch-failed", "capacity: no room"))
+    assert [e.new for e in events_of(events, StateChanged)] == [S.PLANNED]
+
+
+@pytest.mark.parametrize("state", [S.READY, S.PLANNED, S.NEW, S.BELOW_QUORUM, S.DEFERRED])
+def test_a_failed_launch_only_moves_provisioning_gangs(state):
+    old = rec(state, requested={"cheap": 2})
+    new, actions, _ = transition({KEY: old}, None, LaunchesFailed((GroupFailure("cheap", "capacity", "x"),)), NOW)
+    assert new[KEY] is old and actions == (BackOff("cheap", "capacity", "x"),)
+
+
+# -------------------------------------------------------------------- Expire
+
+
+EXPIRE_TABLE = [
+    ("cancelled past the grace", rec(S.CANCELLED, since=NOW - 61, requested={"cpu": 2}), S.CANCELLED,
+     [Release(KEY, {"cpu": 2}, "cancelled")]),
+    ("cancelled within the grace", rec(S.CANCELLED, since=NOW - 59, requested={"cpu": 2}), S.CANCELLED, []),
+    ("cancelled, nothing bought", rec(S.CANCELLED, since=NOW - 600), S.CANCELLED, []),
+    ("provisioning past its deadline", rec(S.PROVISIONING, requested={"cpu": 2}, requested_at=NOW - 100,
+                                           deadline=NOW - 1), S.TIMED_OUT,
+     [BackOff("cpu", "timed-out", "timed-out: nodes for default/job/scheduling.k8s.io/v1alpha2 did not arrive"),
+      Release(KEY, {"cpu": 2}, "timed-out")]),
+    ("ready past its deadline", rec(S.READY, requested_at=NOW - 100, deadline=NOW - 1), S.TIMED_OUT,
+     [Release(KEY, {}, "timed-out")]),
+    ("provisioning before its deadline", rec(S.PROVISIONING, requested={"cpu": 2}, deadline=NOW + 1),
+     S.PROVISIONING, []),
+    ("no deadline", rec(S.PROVISIONING, requested={"cpu": 2}), S.PROVISIONING, []),
+    *[(f"{s.value} is not expired", rec(s, requested={"cpu": 1}, deadline=NOW - 1), s, [])
+      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP, S.DEFERRED, S.INVALID, S.INFEASIBLE,
+                S.RUNNING, S.TIMED_OUT)],
+]
+
+
+@pytest.mark.parametrize("old, state, actions", [r[1:] for r in EXPIRE_TABLE], ids=[r[0] for r in EXPIRE_TABLE])
+def test_grace_and_deadlines_give_capacity_back(old, state, actions):
+    new, got, _ = transition({KEY: old}, None, Expire(RULES), NOW)
+    assert new[KEY].state == state and list(got) == actions
+    if actions:
+        assert new[KEY].requested == {}
+
+
+# ------------------------------------------------------------------ Released
+
+
+def test_the_reasons_and_events_say_what_the_cloud_actually_gave_back():
+    recs = {KEY: rec(S.TIMED_OUT, requested_at=NOW - 100, deadline=NOW - 40),
+            OTHER: rec(S.CANCELLED, OTHER)}
+    outcomes = (ReleaseOutcome(Release(KEY, {"cpu": 3}, "timed-out"), 3),
+                ReleaseOutcome(Release(OTHER, {"cpu": 1}, "cancelled"), 0))
+    new, actions, events = transition(recs, None, Released(outcomes), NOW)
+    assert new[KEY].reason == "not all nodes arrived within 60s; gave back 3 unused nodes"
+    assert new[OTHER].reason == "the gang and its pods are gone; gave back 0 unused nodes"
+    assert [(e.target.key, e.reason) for e in events_of(events)] == [
+        (KEY, "ScaleUpTimedOut"), (KEY, "CapacityReleased")]  # nothing given back: no CapacityReleased
+    assert actions == ()
+
+
+def test_a_launch_failure_release_names_the_group_and_the_count():
+    recs = {KEY: rec(S.PLANNED)}
+    out = ReleaseOutcome(Release(KEY, {"cheap": 2}, "launch-failed", "capacity: no room"), 2)
+    new, _, events = transition(recs, None, Released((out,)), NOW)
+    assert new[KEY].reason == "launch failed in cheap (capacity: no room); gave back 2 nodes there, re-planning"
+    assert events_of(events)[0].warning and events_of(events)[0].target == EventTarget(KEY, "uid-1")
+
+
+# ------------------------------------------------------------ values, purity
+
+
+def test_transition_changes_none_of_its_inputs_and_its_outputs_are_frozen():
+    old = rec(S.PROVISIONING, requested={"cpu": 2}, deadline=NOW - 1, requested_at=NOW - 50)
+    records = {KEY: old}
+    new, actions, events = transition(records, None, Expire(RULES), NOW)
+    assert records == {KEY: old} and old.state == S.PROVISIONING and old.requested == {"cpu": 2}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        new[KEY].state = S.RUNNING  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        actions[0].group = "x"  # type: ignore[misc]
+    assert isinstance(actions, tuple) and isinstance(events, tuple)
+
+
+def test_records_written_by_the_previous_controller_still_load_and_round_trip():
+    raw = {"gang": "default/job/scheduling.k8s.io/v1alpha2", "namespace": "default", "name": "job",
+           "api": "scheduling.k8s.io/v1alpha2", "generation": "uid-1", "state": "provisioning",
+           "reason": "capacity on its way", "since": NOW, "first_seen": NOW, "requested": {"cpu": 3},
+           "requested_at": NOW, "deadline": NOW + 600, "pods": ["a", "b"]}
+    r = Record.from_json(raw)
+    assert r.state is S.PROVISIONING and r.key == KEY and r.pods == ("a", "b")
+    assert r.to_json() == raw
+
+
+def test_every_state_keeps_its_persisted_string():
+    assert {s.value for s in GangState} == {
+        "new", "waiting-for-podgroup", "below-quorum", "planned", "provisioning", "ready", "running", "infeasible",
+        "timed-out", "cancelled", "invalid", "deferred"}
+    assert str(KEY) == "default/job/scheduling.k8s.io/v1alpha2"
