@@ -285,7 +285,7 @@ def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict) -> _Trials:
     shared = cache.get(key)
     if shared is None:
         domains = _candidate_domains(prob, gid)
-        masks = np.array([_domain_kinds(prob, shapes[0], d) for d in domains], dtype=np.int64).reshape(len(domains), -1)
+        masks = np.array([_domain_kinds(prob, shapes[0], d) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
         shared = cache[key] = (domains, masks)
     domains, masks = shared
     n = len(domains)
