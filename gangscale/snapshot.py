@@ -4,6 +4,10 @@ Free capacity of Ready, schedulable nodes; capacity already on its way (a
 group's current size minus its registered nodes, as Cluster Autoscaler's
 "upcoming nodes"); the groups that can still grow; and the gangs, each either
 ready for the solver or already decided (invalid, waiting, below quorum).
+
+Its size follows what is pending, not the limits: a group's upcoming nodes
+beyond the number of pods the solver could place are left out (each pod goes
+on one node), so `currentSize: 1000000` builds at most one view per pending pod.
 """
 
 from __future__ import annotations
@@ -89,13 +93,12 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         labels["metadata.name"] = n.name  # for matchFields
         nodes.append(NodeView(n.name, labels, n.taints, free, n.node_group if n.node_group in known else None))
 
+    decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g)) is not None}
+    pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
     for g in groups:
-        for i in range(max(0, g.current_size - registered.get(g.name, 0))):
+        for i in range(min(pending, max(0, g.current_size - registered.get(g.name, 0)))):
             nodes.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), g.taints, dict(g.allocatable), g.name, True))
 
     snap = ClusterSnapshot(nodes, list(groups), list(cluster.gangs), warnings=list(cluster.warnings) + list(warnings or []))
-    for g in cluster.gangs:
-        d = pre_decide(g)
-        if d:
-            snap.decided[g.key] = d
+    snap.decided.update(decided)
     return snap

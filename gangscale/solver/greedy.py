@@ -33,6 +33,7 @@ class Assignment:
     domain: list[tuple[str, ...] | None]  # chosen topology domain per gang
     bins: list[tuple[int, dict[int, int]]]  # (kind, {class: count}) per used bin, existing first
     bin_nodes: list[str | None] = field(default_factory=list)  # existing node name per bin (None: new)
+    stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)
@@ -311,8 +312,10 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
     by_make: dict[tuple, _Trials] = {}  # gang signature -> its trials per domain
     domain_sets: dict[tuple, tuple] = {}  # (topology keys, shapes) -> (candidate domains, their kind masks)
     fresh: dict[tuple, tuple[int, int] | None] = {}  # (signature, look of an untouched domain) -> trial
+    stopped = False
     for gid in order:
         if deadline is not None and time.perf_counter() > deadline:
+            stopped = True
             break
         info = prob.gangs[gid]
         shapes = sorted({prob.classes[c].shape for c in info.classes})
@@ -356,12 +359,15 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
                 y[cid] += cnt
             bins.append((int(st.kind[b]), dict(st.contents[b])))
             names.append(st.names[b])
-    return Assignment(y, satisfied, domain, bins, names)
+    return Assignment(y, satisfied, domain, bins, names, stopped)
 
 
-def max_placeable(prob: Problem, gid: int) -> int:
-    """Most pods of one gang that fit at once with every limit to itself (for explanations)."""
+def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:
+    """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
+    the most found so far)."""
     best = 0
     for d in _candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid]), prob, gid, d))
+        if deadline is not None and time.perf_counter() > deadline:
+            break
     return best

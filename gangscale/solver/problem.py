@@ -6,6 +6,10 @@ collapse into *bin kinds*: every existing node whose free capacity and
 relevant labels/taints are the same is one kind with a multiplicity, and each
 node group that can still grow is one kind with its headroom. The model then
 counts pods and nodes instead of creating one variable per pod and node.
+
+Sizes follow what is pending, never the limits: a node group's headroom is
+capped at the pending pods it could carry (every useful new node holds at
+least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 """
 
 from __future__ import annotations
@@ -141,7 +145,22 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
             if ok:
                 compat[s.sid].append(k.kid)
                 fit_count[(s.sid, k.kid)] = n
+    _cap_headroom(kinds, compat, classes)
     return Problem(resources, shapes, classes, gangs, kinds, compat, fit_count)
+
+
+def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> None:
+    """A node group never needs more new nodes than the pending pods that fit it."""
+    pods_of_shape: dict[int, int] = {}
+    for c in classes:
+        pods_of_shape[c.shape] = pods_of_shape.get(c.shape, 0) + c.count
+    could_use = [0] * len(kinds)
+    for sid, kids in enumerate(compat):
+        for kid in kids:
+            could_use[kid] += pods_of_shape.get(sid, 0)
+    for k in kinds:
+        if k.new:
+            k.max_count = min(k.max_count, could_use[k.kid])
 
 
 def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec) -> list[BinKind]:
