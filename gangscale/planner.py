@@ -16,7 +16,7 @@ from .plan import GangResult, NewNode, Plan, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import lower_bound
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
-from .solver.greedy import Assignment, greedy, max_placeable
+from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.params import SolveOptions
 from .solver.patterns import build_patterns
 from .solver.problem import MICRO, Problem, build_problem
@@ -53,7 +53,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
     # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
     # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
-    n_patterns = sum(len(p) for p in patterns.by_kind)
+    n_patterns = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
     reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
     if opts.time_limit - spent - 15e-6 * n_patterns < 0.3 + reserve + finish:
         outcome = SolveOutcome(hint, False, False, True, 0, 0.0)
@@ -87,6 +87,16 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         patterns=sum(len(p) for p in patterns.by_kind),
     )
     return plan
+
+
+def _domain_variables(prob: Problem) -> int:
+    """Variables the model adds for topology domains: one choice per (gang, domain), one count per (class, domain)."""
+    total = 0
+    for g in prob.gangs:
+        shapes = {prob.classes[c].shape for c in g.classes}
+        if any(prob.shapes[s].topology_keys for s in shapes):
+            total += len(candidate_domains(prob, g.gid)) * (1 + len(g.classes))
+    return total
 
 
 def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,

@@ -124,7 +124,7 @@ def test_zone_bound_gangs_retry_a_domain_only_when_it_changed(monkeypatch):
         return place(*args)
 
     monkeypatch.setattr(greedy_mod, "_place_gang", counting)
-    plan = make_plan(snap, SolveOptions(time_limit=20.0))
+    plan = make_plan(snap, SolveOptions(time_limit=10.0))
     assert calls[0] < 5_000  # one trial per (gang make-up, changed domain): 180,600 before
     assert not check_plan(objs, catalog, plan.to_dict())
     assert sum(1 for g in plan.gangs if g.placed) == 1000

@@ -234,7 +234,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     return placed
 
 
-def _candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
+def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
     info = prob.gangs[gid]
     shapes = {prob.classes[c].shape for c in info.classes}
     if not any(prob.shapes[s].topology_keys for s in shapes):
@@ -285,7 +285,7 @@ def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict) -> _Trials:
     key = (prob.shapes[shapes[0]].topology_keys, tuple(shapes))
     shared = cache.get(key)
     if shared is None:
-        domains = _candidate_domains(prob, gid)
+        domains = candidate_domains(prob, gid)
         masks = np.array([_domain_kinds(prob, shapes[0], d) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
         shared = cache[key] = (domains, masks)
     domains, masks = shared
@@ -366,7 +366,7 @@ def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int
     """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
     the most found so far)."""
     best = 0
-    for d in _candidate_domains(prob, gid):
+    for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid]), prob, gid, d))
         if deadline is not None and time.perf_counter() > deadline:
             break
