@@ -37,7 +37,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     deadline = start + opts.time_limit
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
-    hint = greedy(prob, deadline=deadline - finish)
+    hint = greedy(prob, deadline=deadline)  # the plan of last resort gets the whole budget if it needs it
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
                               deadline=min(start + 0.25 * opts.time_limit, deadline - finish))
