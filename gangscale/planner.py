@@ -1,4 +1,10 @@
-"""snapshot -> plan: run the solver and say, for every gang, what happens and why."""
+"""snapshot -> plan: run the solver and say, for every gang, what happens and why.
+
+Guarantees: the plan never costs more than the greedy plan at equal gangs and
+pods; a lower bound is always reported (the fluid bound at least); and every
+phase -- greedy, patterns, CP-SAT stages, bound, explanations -- works to one
+deadline, `time_limit` seconds after the call, returning the best plan so far.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +16,31 @@ from .plan import GangResult, NewNode, Plan, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import lower_bound
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
-from .solver.greedy import Assignment, greedy, max_placeable
+from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.params import SolveOptions
 from .solver.patterns import build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 
 __all__ = ["SolveOptions", "make_plan"]
 
-BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound always gets
+BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
+FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
+
+
+def _placement(a: Assignment) -> tuple[int, int]:
+    return sum(a.satisfied), sum(a.y)
 
 
 def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     opts = opts or SolveOptions()
     start = time.perf_counter()
+    deadline = start + opts.time_limit
     prob = build_problem(snap)
-    hint = greedy(prob)
+    finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
+    hint = greedy(prob, deadline=deadline)  # the plan of last resort gets the whole budget if it needs it
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
-    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind, deadline=start + 0.25 * opts.time_limit)
+    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
+                              deadline=min(start + 0.25 * opts.time_limit, deadline - finish))
     spent = time.perf_counter() - start
     model_budget = max(0.2, (opts.time_limit - spent) * 0.85)
     bounds: dict[tuple, tuple[int, bool]] = {}
@@ -39,15 +53,19 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
     # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
     # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
-    n_patterns = sum(len(p) for p in patterns.by_kind)
+    n_patterns = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
     reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
-    if opts.time_limit - spent - 15e-6 * n_patterns < 0.3 + reserve:
+    if opts.time_limit - spent - 15e-6 * n_patterns < 0.3 + reserve + finish:
         outcome = SolveOutcome(hint, False, False, True, 0, 0.0)
     else:
-        outcome = solve_model(prob, patterns, hint, opts, model_budget, bound_for)
+        outcome = solve_model(prob, patterns, hint, opts, min(model_budget, deadline - finish - reserve
+                                                                  - 15e-6 * n_patterns - time.perf_counter()),
+                              bound_for)
     best = outcome.assignment
+    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):
+        best = hint  # pragma: no cover - solve_model already keeps the cheaper of equal placements
     key = tuple(sorted(placed_per_shape(prob, best).items()))
-    final_seconds = max(reserve, opts.time_limit - (time.perf_counter() - start))
+    final_seconds = deadline - finish - time.perf_counter()
     if key in bounds and not bounds[key][1]:  # an earlier, shorter try proved nothing or less: try again
         again = lower_bound(prob, dict(key), opts, final_seconds)
         bounds[key] = max(bounds[key], again)
@@ -56,15 +74,14 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
-    plan = _render(snap, prob, best, cost, lb)
+    plan = _render(snap, prob, best, cost, lb, deadline)
     plan.solver = SolverInfo(
-        status="OPTIMAL" if outcome.placement_optimal and (outcome.cost_optimal or (lb_proven and lb >= cost))
-        else "FEASIBLE",
+        status="OPTIMAL" if outcome.placement_optimal and (outcome.cost_optimal or lb >= cost) else "FEASIBLE",
         seconds=round(time.perf_counter() - start, 3),
         gap=round((cost - lb) / cost, 6) if cost else 0.0,
         lowerBoundProven=lb_proven,
         patternsComplete=patterns.complete,
-        greedyOnly=outcome.used_hint_only,
+        greedyOnly=best is hint,
         podClasses=len(prob.classes),
         binKinds=len(prob.kinds),
         patterns=sum(len(p) for p in patterns.by_kind),
@@ -72,7 +89,18 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     return plan
 
 
-def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int) -> Plan:
+def _domain_variables(prob: Problem) -> int:
+    """Variables the model adds for topology domains: one choice per (gang, domain), one count per (class, domain)."""
+    total = 0
+    for g in prob.gangs:
+        shapes = {prob.classes[c].shape for c in g.classes}
+        if any(prob.shapes[s].topology_keys for s in shapes):
+            total += len(candidate_domains(prob, g.gid)) * (1 + len(g.classes))
+    return total
+
+
+def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,
+            deadline: float | None = None) -> Plan:
     placed_by_gang = [0] * len(prob.gangs)
     new_by_gang: list[Counter[str]] = [Counter() for _ in prob.gangs]
     existing_by_gang = [0] * len(prob.gangs)
@@ -116,7 +144,7 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
         if placed:
             decision, reason = _placed_reason(info, placed, existing_by_gang[info.gid], new_by_gang[info.gid], topo)
         else:
-            decision, reason = _unplaced_reason(snap, prob, info.gid)
+            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early)
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
 
     return Plan(
@@ -155,13 +183,16 @@ def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str],
     return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
 
 
-def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int) -> tuple[str, str]:
+def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: float | None,
+                     out_of_time: bool) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
         if not prob.compat[c.shape]:
             return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
-    alone_placed = max_placeable(prob, gid)  # each gang is explained once
+    if out_of_time or (deadline is not None and time.perf_counter() > deadline):
+        return "deferred", "not tried: the planner reached its --time-limit first"
+    alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
         return "deferred", (

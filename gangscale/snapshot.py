@@ -9,6 +9,11 @@ What a caller decides around the planner (the controller's reservations,
 ageing boosts and held gangs) comes in as a `SnapshotPolicy` value, so a
 snapshot is complete when built and never patched afterwards; the cluster's
 pods and gangs are copied where the policy changes them, never changed.
+
+Its size follows what is pending, not the limits: a group's upcoming nodes
+beyond the number of pods the solver could place are left out (each pod goes
+on one node), so `currentSize: 1000000` builds at most one view per pending pod
+beyond the nodes the policy reserves.
 """
 
 from __future__ import annotations
@@ -146,16 +151,16 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         labels["metadata.name"] = n.name  # for matchFields
         nodes.append(NodeView(n.name, labels, n.taints, free, n.node_group if n.node_group in known else None))
 
+    decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or policy.held.get(g.gang_key)) is not None}
+    pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
     for g in groups:
-        nodes.extend(_upcoming(g, max(0, g.current_size - registered.get(g.name, 0)), policy))
+        on_the_way = max(0, g.current_size - registered.get(g.name, 0))
+        wanted = len(policy.reserved.get(g.name, ())) + pending  # the reserved ones, then one per pending pod
+        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy))
 
     reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
     snap = ClusterSnapshot(nodes, list(groups), gangs,
                            warnings=summarise([*cluster.warnings, *(warnings or [])]),  # capped per kind
-                           bound=cluster.bound)
-    for g in gangs:
-        d = pre_decide(g) or policy.held.get(g.gang_key)
-        if d:
-            snap.decided[g.key] = d
+                           bound=cluster.bound, decided=decided)
     return snap

@@ -87,3 +87,28 @@ def test_every_plan_passes_the_independent_checker(cluster):
     plan = plan_for(objects, catalog, time_limit=2.0)
     errors = check_plan(objects, catalog, plan.to_dict())
     assert not errors, errors
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([0.3, 1.0, 2.0]))
+def test_no_plan_costs_more_than_the_greedy_plan_at_equal_gangs_and_pods(cluster, time_limit):
+    from builders import snapshot
+    from gangscale.planner import make_plan
+    from gangscale.solver.greedy import greedy
+    from gangscale.solver.params import SolveOptions
+    from gangscale.solver.problem import MICRO, build_problem
+
+    objects, catalog = cluster
+    snap = snapshot(objects, catalog)
+    prob = build_problem(snap)
+    hint = greedy(prob)
+    plan = make_plan(snap, SolveOptions(time_limit=time_limit, workers=1))
+    assert not check_plan(objects, catalog, plan.to_dict())
+    solvable = {g.gang.key for g in prob.gangs}
+    placed = sum(g.placed for g in plan.gangs)
+    gangs = sum(1 for g in plan.gangs if g.placed and (g.namespace, g.name, g.api) in solvable)
+    if (gangs, placed) == (sum(hint.satisfied), sum(hint.y)):
+        assert plan.cost_per_hour <= hint.cost(prob) / MICRO + 1e-6
+    if plan.solver.greedy_only:
+        assert plan.cost_per_hour == round(hint.cost(prob) / MICRO, 6)
+    assert 0 <= plan.lower_bound_per_hour <= plan.cost_per_hour

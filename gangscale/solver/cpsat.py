@@ -6,6 +6,12 @@ Variables are counts, never one per pod and node: `z[p]` bins of pattern p,
 first gangs and pods by priority tier, then hourly cost and node count with
 the first result held fixed. The greedy plan is the hint, so a timeout still
 returns a valid plan.
+
+Never worse than the plan in hand: a stage's solution replaces it only when it
+places strictly more (by the stage's weights), or as much at no higher cost; so
+the result costs no more than the greedy plan at equal gangs and pods, and
+`used_hint_only` means the greedy plan itself is returned. Every stage stops at
+one deadline; a stage with no time left is skipped.
 """
 
 from __future__ import annotations
@@ -189,38 +195,49 @@ class _Model:
 
 def assign_pods(prob: Problem, pats: PatternSet, zvals: list[list[int]], y: list[int],
                 domain: list[tuple[str, ...] | None], satisfied: list[bool]) -> Assignment:
-    """Turn pattern counts into concrete bins and put the placed pods in their slots."""
-    bins: list[tuple[int, dict[int, int]]] = []
-    names: list[str | None] = []
-    slots: dict[tuple[int, tuple[str, ...] | None], list[list[int]]] = {}  # -> [[bin, free slots]]
+    """Turn pattern counts into concrete bins and put the placed pods in their slots.
+
+    A bin exists only once a pod is put in it, so the work follows the placed
+    pods, not the pattern counts (a solution may buy bins it leaves empty).
+    """
+    # (shape, domain) -> [kind, first instance of the pattern, bins of it, pods per bin, cursor bin, used in it]
+    slots: dict[tuple[int, tuple[str, ...] | None], list[list[int]]] = {}
     for k in prob.kinds:
-        inst = 0
+        first = 0
         for i, pat in enumerate(pats.by_kind[k.kid]):
-            for _ in range(zvals[k.kid][i]):
-                b = len(bins)
-                bins.append((k.kid, {}))
-                names.append(None if k.new else k.nodes[inst])
-                inst += 1
+            n = zvals[k.kid][i]
+            if n:
                 for s, cnt in pat:
-                    slots.setdefault((s, prob.domain(s, k.kid)), []).append([b, cnt])
+                    slots.setdefault((s, prob.domain(s, k.kid)), []).append([k.kid, first, n, cnt, 0, 0])
+            first += n
+    opened: dict[tuple[int, int], dict[int, int]] = {}  # (kind, instance) -> {class: pods}
     for c in prob.classes:
         left = y[c.cid]
         if not left:
             continue
         key = (c.shape, domain[c.gang] if prob.shapes[c.shape].topology_keys else None)
         for slot in slots.get(key, []):
-            if not left:
-                break
-            take = min(left, slot[1])
-            if take:
-                slot[1] -= take
-                contents = bins[slot[0]][1]
+            kid, first, n, cnt, j, used = slot
+            while left and j < n:
+                take = min(left, cnt - used)
+                contents = opened.setdefault((kid, first + j), {})
                 contents[c.cid] = contents.get(c.cid, 0) + take
                 left -= take
+                used += take
+                if used == cnt:
+                    j, used = j + 1, 0
+            slot[4], slot[5] = j, used
+            if not left:
+                break
         if left:  # pragma: no cover - coverage constraints make this impossible
             raise AssertionError(f"class {c.cid}: {left} pods without a slot")
-    keep = [i for i, (kid, contents) in enumerate(bins) if contents]
-    return Assignment(y, satisfied, domain, [bins[i] for i in keep], [names[i] for i in keep])
+    bins: list[tuple[int, dict[int, int]]] = []
+    names: list[str | None] = []
+    for kid, inst in sorted(opened):
+        k = prob.kinds[kid]
+        bins.append((kid, opened[(kid, inst)]))
+        names.append(None if k.new else k.nodes[inst])
+    return Assignment(y, satisfied, domain, bins, names)
 
 
 class _StopNearBound(cp_model.CpSolverSolutionCallback):
@@ -247,53 +264,64 @@ def placed_per_shape(prob: Problem, a: Assignment) -> dict[int, int]:
     return out
 
 
+MIN_STAGE_SECONDS = 0.05  # below this CP-SAT cannot even load the model: skip the stage
+
+
 def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float,
                 bound_fn: BoundFn | None = None) -> SolveOutcome:
-    """Lexicographic solve; `bound_fn(assignment, seconds)` lets the cost stage stop near a proven bound."""
+    """Lexicographic solve within `budget` seconds; `bound_fn(assignment, seconds)` lets the cost stage stop near
+    a proven bound."""
     start = time.perf_counter()
+    deadline = start + budget
     model = _Model(prob, patterns)
     m = model.m
     best = hint
     optimal = patterns.complete
-    improved = False
     tiers = _tiers(prob)
     stages = len(tiers) + 1
     for si, (gw, cw) in enumerate(tiers):
         expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
         hint_value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
-        model.hint(best)
-        m.maximize(expr)
-        left = budget - (time.perf_counter() - start)
-        solver = make_solver(opts, left / (stages - si))
-        status = solver.solve(m)
+        left = deadline - time.perf_counter()
+        status = cp_model.UNKNOWN
+        if left >= MIN_STAGE_SECONDS:
+            model.hint(best)
+            m.maximize(expr)
+            solver = make_solver(opts, left / (stages - si))
+            status = solver.solve(m)
+        value = hint_value
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
-            value = int(round(solver.objective_value))
-            if value > hint_value:
-                improved = True
-            best = model.decode(solver)
+            found = int(round(solver.objective_value))
+            cand = model.decode(solver)
+            # this stage ignores cost: an equal placement replaces the plan in hand only if it is no dearer
+            if found > hint_value or cand.cost(prob) <= best.cost(prob):
+                best, value = cand, found
             optimal &= status == cp_model.OPTIMAL
         else:
-            value = hint_value
             optimal = False
         m.add(expr >= value)
     placement_optimal = optimal
-    model.hint(best)
-    scale = model.max_nodes + 1
-    m.minimize(model.cost_expr * scale + model.nodes_expr)
-    left = budget - (time.perf_counter() - start)
-    callback = None
-    if bound_fn is not None:
-        lb = bound_fn(best, max(0.05, left * 0.25))
-        callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
-        left = budget - (time.perf_counter() - start)
-    solver = make_solver(opts, left)
-    status = solver.solve(m, callback)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        cand = model.decode(solver)
-        if cand.cost(prob) <= best.cost(prob):
-            improved |= cand.cost(prob) < best.cost(prob)
-            best = cand
-        optimal &= status == cp_model.OPTIMAL
+    left = deadline - time.perf_counter()
+    if left >= MIN_STAGE_SECONDS:
+        model.hint(best)
+        scale = model.max_nodes + 1
+        m.minimize(model.cost_expr * scale + model.nodes_expr)
+        callback = None
+        if bound_fn is not None:
+            lb = bound_fn(best, max(MIN_STAGE_SECONDS, left * 0.25))
+            callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
+            left = deadline - time.perf_counter()
+        status = cp_model.UNKNOWN
+        if left >= MIN_STAGE_SECONDS:
+            solver = make_solver(opts, left)
+            status = solver.solve(m, callback)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            cand = model.decode(solver)
+            if cand.cost(prob) <= best.cost(prob):
+                best = cand
+            optimal &= status == cp_model.OPTIMAL
+        else:
+            optimal = False
     else:
         optimal = False
-    return SolveOutcome(best, placement_optimal, optimal, not improved, stages, time.perf_counter() - start)
+    return SolveOutcome(best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start)

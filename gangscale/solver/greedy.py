@@ -6,10 +6,17 @@ be valid on its own: gangs are placed whole (at least their quorum) or rolled
 back, highest priority and oldest first; existing free capacity is used
 before any node is bought; a new node comes from the group with the lowest
 price per pod it can carry.
+
+Its time depends on the pending pods, not on the cluster's limits: bins are
+rows added as nodes are opened (never one per possible node), a gang with a
+topology constraint re-tries a domain only when that domain changed since a
+gang of the same make-up was tried there, and past its deadline it stops
+placing gangs and returns what it has (still a valid plan).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +33,7 @@ class Assignment:
     domain: list[tuple[str, ...] | None]  # chosen topology domain per gang
     bins: list[tuple[int, dict[int, int]]]  # (kind, {class: count}) per used bin, existing first
     bin_nodes: list[str | None] = field(default_factory=list)  # existing node name per bin (None: new)
+    stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)
@@ -90,15 +98,15 @@ class _State:
         base = _base(prob)  # the arrays every state of this problem starts from (built once)
         self.req = base.req
         existing = len(base.names)
-        total_pods = sum(prob.gangs[g].pending for g in gangs)
-        extra = sum(min(k.max_count, total_pods) for k in prob.kinds if k.new)
-        size = existing + extra
+        size = existing + max(16, min(sum(prob.gangs[g].pending for g in gangs), 1024))  # grows as bins open
         self.free = np.zeros((size, len(prob.resources)), dtype=np.int64)
         self.kind = np.full(size, -1, dtype=np.int64)
         self.free[:existing] = base.free
         self.kind[:existing] = base.kind
-        self.names: list[str | None] = base.names + [None] * extra
+        self.names: list[str | None] = list(base.names)
         self.n = existing
+        # per kind: bumped whenever one of its bins changes or opens (a domain's cached trial is then stale)
+        self.version = np.zeros(len(prob.kinds), dtype=np.int64)
         # per shape, a bin index before which no bin can take one more pod of it (first-fit's "skip full bins")
         self.start = np.zeros(len(prob.shapes), dtype=np.int64)
         self.headroom = {k.kid: k.max_count for k in prob.kinds if k.new}
@@ -109,13 +117,18 @@ class _State:
         self.compat_mask = base.compat_mask
 
     def place(self, b: int, cid: int, count: int) -> None:
+        self.version[self.kind[b]] += 1
         self.free[b] -= count * self.req[self.prob.classes[cid].shape]
         self.contents[b][cid] = self.contents[b].get(cid, 0) + count
         self.log.append((b, cid, count))
 
     def open(self, kid: int) -> int:
         b = self.n
+        if b == len(self.kind):  # double the rows: amortised O(1) per opened node
+            self.free = np.concatenate([self.free, np.zeros_like(self.free)])
+            self.kind = np.concatenate([self.kind, np.full(len(self.kind), -1, dtype=np.int64)])
         self.n += 1
+        self.names.append(None)
         self.kind[b] = kid
         self.contents.append({})
         self.free[b] = self.prob.kinds[kid].cap
@@ -131,11 +144,13 @@ class _State:
             b, cid, count = self.log.pop()
             if cid == -1:
                 self.n -= 1
+                self.names.pop()
                 self.kind[b] = -1
                 self.headroom[count] += 1
                 self.cost -= self.prob.kinds[count].cost
                 self.contents.pop()  # the log undoes opens last-first: b is the last bin
             else:
+                self.version[self.kind[b]] += 1
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
                 left = self.contents[b][cid] - count
                 if left:
@@ -169,8 +184,13 @@ def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None) -> 
     keys = prob.shapes[shape].topology_keys
     mask = cache.get((keys, domain))
     if mask is None:
-        mask = cache[(keys, domain)] = np.array(
-            [all(k.labels.get(key) == v for key, v in zip(keys, domain)) for k in prob.kinds], dtype=bool)
+        ids = cache.get(keys)
+        if ids is None:  # per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds
+            seen: dict[tuple, int] = {}
+            ids = cache[keys] = (seen, np.array(
+                [seen.setdefault(d, len(seen)) if None not in (d := tuple(k.labels.get(key) for key in keys)) else -1
+                 for k in prob.kinds], dtype=np.int64))
+        mask = cache[(keys, domain)] = ids[1] == ids[0].get(domain, -2)
     return mask
 
 
@@ -214,7 +234,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     return placed
 
 
-def _candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
+def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
     info = prob.gangs[gid]
     shapes = {prob.classes[c].shape for c in info.classes}
     if not any(prob.shapes[s].topology_keys for s in shapes):
@@ -228,27 +248,108 @@ def _candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
     return sorted(domains)
 
 
-def greedy(prob: Problem, order: list[int] | None = None) -> Assignment:
+def _signature(prob: Problem, gid: int) -> tuple:
+    """What a trial placement of a gang depends on besides the state: its shapes, counts and quorum."""
+    info = prob.gangs[gid]
+    return info.need, tuple(sorted((prob.classes[c].shape, prob.classes[c].count) for c in info.classes))
+
+
+def _fresh_key(prob: Problem, shapes: list[int], mask: np.ndarray) -> tuple:
+    """Two untouched domains whose kinds look alike to these shapes give the same trial result."""
+    kids = np.flatnonzero(mask)
+    look = tuple((k.cap, k.cost, k.max_count, k.new, len(k.nodes)) for k in (prob.kinds[i] for i in kids.tolist()))
+    return look, _base(prob).compat_mask[np.ix_(shapes, kids)].tobytes()
+
+
+@dataclass(slots=True)
+class _Trials:
+    """A gang make-up's trial results per topology domain, each valid while its domain's stamp holds."""
+
+    domains: list[tuple[str, ...]]
+    masks: np.ndarray  # domains x kinds (0/1)
+    stamp: np.ndarray  # domain's version sum when tried (-1: never)
+    placed: np.ndarray  # pods placed by the trial (-1: quorum not reached)
+    cost: np.ndarray  # its added cost
+
+    def best(self, now: np.ndarray) -> int | None:
+        """Most pods, then cheapest, then the first domain (the order trials always used); only current trials."""
+        ok = (self.stamp == now) & (self.placed >= 0)
+        if not ok.any():
+            return None
+        cand = ok & (self.placed == self.placed[ok].max())
+        cand &= self.cost == self.cost[cand].min()
+        return int(np.argmax(cand))
+
+
+def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict) -> _Trials:
+    key = (prob.shapes[shapes[0]].topology_keys, tuple(shapes))
+    shared = cache.get(key)
+    if shared is None:
+        domains = candidate_domains(prob, gid)
+        masks = np.array([_domain_kinds(prob, shapes[0], d) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
+        shared = cache[key] = (domains, masks)
+    domains, masks = shared
+    n = len(domains)
+    return _Trials(domains, masks, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+                   np.zeros(n, dtype=np.int64))
+
+
+def _try(st: _State, prob: Problem, gid: int, d: tuple[str, ...] | None) -> tuple[int, int] | None:
+    """(pods placed, added cost) of placing the gang in domain `d`, then undone; None below quorum."""
+    mark, cost0 = len(st.log), st.cost
+    placed = _place_gang(st, prob, gid, d)
+    cost = st.cost - cost0
+    st.undo(mark)
+    return (placed, cost) if placed >= max(prob.gangs[gid].need, 1) else None
+
+
+def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None) -> Assignment:
+    """First-fit-decreasing by gang; past `deadline` (a `time.perf_counter()` value) the rest stay unplaced."""
     order = order if order is not None else gang_order(prob)
     st = _State(prob, order)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
+    by_make: dict[tuple, _Trials] = {}  # gang signature -> its trials per domain
+    domain_sets: dict[tuple, tuple] = {}  # (topology keys, shapes) -> (candidate domains, their kind masks)
+    fresh: dict[tuple, tuple[int, int] | None] = {}  # (signature, look of an untouched domain) -> trial
+    stopped = False
     for gid in order:
+        if deadline is not None and time.perf_counter() > deadline:
+            stopped = True
+            break
         info = prob.gangs[gid]
-        best = None
-        for d in _candidate_domains(prob, gid):
-            mark, cost0 = len(st.log), st.cost
-            placed = _place_gang(st, prob, gid, d)
-            ok = placed >= max(info.need, 1)
-            score = (ok, placed, -(st.cost - cost0))
-            st.undo(mark)
-            if ok and (best is None or score > best[0]):
-                best = (score, d)
-        if best is None:
-            continue
-        _place_gang(st, prob, gid, best[1])
+        shapes = sorted({prob.classes[c].shape for c in info.classes})
+        if not any(prob.shapes[s].topology_keys for s in shapes):
+            if _try(st, prob, gid, None) is None:
+                continue
+            chosen = None
+        else:
+            sig = _signature(prob, gid)
+            tr = by_make.get(sig)
+            if tr is None:
+                tr = by_make[sig] = _trials(prob, gid, shapes, domain_sets)
+            now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
+            versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
+            for i in np.flatnonzero(now != tr.stamp).tolist():
+                fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
+                if fkey is not None and fkey in fresh:
+                    res = fresh[fkey]
+                else:
+                    res = _try(st, prob, gid, tr.domains[i])
+                    st.version[:] = versions
+                    if fkey is not None:
+                        fresh[fkey] = res
+                tr.stamp[i] = now[i]
+                tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
+                if deadline is not None and time.perf_counter() > deadline and tr.best(now) is not None:
+                    break  # out of time: the best domain found so far
+            b = tr.best(now)
+            if b is None:
+                continue
+            chosen = tr.domains[b]
+        _place_gang(st, prob, gid, chosen)
         satisfied[gid] = True
-        domain[gid] = best[1]
+        domain[gid] = chosen
 
     y = [0] * len(prob.classes)
     bins, names = [], []
@@ -258,12 +359,15 @@ def greedy(prob: Problem, order: list[int] | None = None) -> Assignment:
                 y[cid] += cnt
             bins.append((int(st.kind[b]), dict(st.contents[b])))
             names.append(st.names[b])
-    return Assignment(y, satisfied, domain, bins, names)
+    return Assignment(y, satisfied, domain, bins, names, stopped)
 
 
-def max_placeable(prob: Problem, gid: int) -> int:
-    """Most pods of one gang that fit at once with every limit to itself (for explanations)."""
+def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:
+    """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
+    the most found so far)."""
     best = 0
-    for d in _candidate_domains(prob, gid):
+    for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid]), prob, gid, d))
+        if deadline is not None and time.perf_counter() > deadline:
+            break
     return best

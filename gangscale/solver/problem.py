@@ -11,6 +11,10 @@ Per-node pod rules (hostname anti-affinity, hostname spread, hostPorts) enter
 as extra resource dimensions (`fit.node_limits`): a member pod requests one
 unit, a node offers the rule's cap less its bound members. Patterns, greedy,
 CP-SAT and the bound then honour them with no code of their own.
+
+Sizes follow what is pending, never the limits: a node group's headroom is
+capped at the pending pods it could carry (every useful new node holds at
+least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 """
 
 from __future__ import annotations
@@ -148,7 +152,22 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
             if ok:
                 compat[s.sid].append(k.kid)
                 fit_count[(s.sid, k.kid)] = n
+    _cap_headroom(kinds, compat, classes)
     return Problem(resources, shapes, classes, gangs, kinds, compat, fit_count)
+
+
+def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> None:
+    """A node group never needs more new nodes than the pending pods that fit it."""
+    pods_of_shape: dict[int, int] = {}
+    for c in classes:
+        pods_of_shape[c.shape] = pods_of_shape.get(c.shape, 0) + c.count
+    could_use = [0] * len(kinds)
+    for sid, kids in enumerate(compat):
+        for kid in kids:
+            could_use[kid] += pods_of_shape.get(sid, 0)
+    for k in kinds:
+        if k.new:
+            k.max_count = min(k.max_count, could_use[k.kid])
 
 
 def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
