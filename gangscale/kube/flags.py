@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import argtypes
+
 
 def add_kube_flags(p: argparse.ArgumentParser) -> None:
     """kubectl's --kubeconfig, --context and -n/--namespace."""
@@ -18,7 +20,7 @@ def add_kube_flags(p: argparse.ArgumentParser) -> None:
                    help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     g.add_argument("--context", help="kubeconfig context to use (default: the current context)")
     g.add_argument("-n", "--namespace", help="read the gangs of this namespace only (default: all namespaces)")
-    g.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
+    g.add_argument("--request-timeout", type=argtypes.seconds, default=30.0, metavar="SECONDS",
                    help="timeout of one API request (default 30)")
 
 
