@@ -15,6 +15,8 @@ from typing import Sequence
 
 import orjson
 
+from gangscale import argtypes
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="gangscale benchmark suite")
@@ -23,10 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true", help="the reduced CI smoke suite")
     r.add_argument("--out", type=Path, default=None, help="output directory (default bench-out[/quick])")
     r.add_argument("--only", nargs="*", default=(), metavar="NAME", help="run only these backlogs")
-    r.add_argument("--time-limit", type=float, default=2.0, help="gangscale plan --time-limit (default 2)")
-    r.add_argument("--relative-gap", type=float, default=0.01, help="gangscale plan --relative-gap (default 0.01)")
-    r.add_argument("--bound-seconds", type=float, default=3.0, help="CP-SAT seconds per lower bound (default 3)")
-    r.add_argument("--timing-runs", type=int, default=None, help="override the repeat count of timed backlogs")
+    r.add_argument("--time-limit", type=argtypes.seconds, default=2.0, help="gangscale plan --time-limit (default 2)")
+    r.add_argument("--relative-gap", type=argtypes.fraction, default=0.01, help="gangscale plan --relative-gap (default 0.01)")
+    r.add_argument("--bound-seconds", type=argtypes.seconds, default=3.0, help="CP-SAT seconds per lower bound (default 3)")
+    r.add_argument("--timing-runs", type=argtypes.int_in(1, 1000), default=None, help="override the repeat count of timed backlogs")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--check", action="store_true", help="exit 1 when a property check fails")
     g = sub.add_parser("generate", help="write one backlog of the suite")

@@ -225,6 +225,8 @@ class SimulatedProvider(NodeGroupProvider):
         """Targets and instances from an earlier run; groups no longer in the catalog are dropped."""
         try:
             state = json.loads(path.read_text())
+            if not isinstance(state, dict) or not isinstance(state.get("groups", {}), dict):
+                raise ValueError("expected a JSON object whose 'groups' is an object")
             self._seq = int(state.get("seq", 0))
             for name, s in state.get("groups", {}).items():
                 if name in self._groups:
@@ -232,5 +234,5 @@ class SimulatedProvider(NodeGroupProvider):
                     g.target = int(s["target"])
                     g.instances = [_SimInstance(str(i[0]), float(i[1]), bool(i[2]), str(i[3])) for i in s["instances"]]
                     g.failures = [(float(t), str(i)) for t, i in s.get("failures", [])]
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
             raise ValueError(f"{path}: not a simulated-cloud state file ({exc})") from None

@@ -3,6 +3,10 @@
 An entry may leave out `allocatable` and `pricePerHour` when its instance type
 is in `config/aws-instance-types.yaml`; explicit values always win. A bad
 entry is skipped with a warning that names the field; the rest still loads.
+
+Invariant: every loaded price is a finite number within [0, MAX_PRICE_PER_HOUR]
+and every size an integer within [0, MAX_GROUP_SIZE], so no cost or node count
+downstream can overflow or become NaN.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from .model import NodeGroup, Taint
 from .resources import QuantityError, parse_resource_list
 
 
+MAX_GROUP_SIZE = 2**31 - 1  # an Auto Scaling group's MaxSize is a 32-bit integer
+MAX_PRICE_PER_HOUR = 1_000_000.0  # dollars per node-hour; the dearest EC2 instance costs about $100
+
+
 class TaintSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key: str = Field(min_length=1)
@@ -31,10 +39,11 @@ class NodeGroupSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     name: str = Field(min_length=1)
     instance_type: str = Field(alias="instanceType", min_length=1)
-    price_per_hour: float | None = Field(default=None, alias="pricePerHour", ge=0)
-    min_size: int = Field(default=0, alias="minSize", ge=0)
-    max_size: int = Field(alias="maxSize", ge=0)
-    current_size: int = Field(default=0, alias="currentSize", ge=0)
+    price_per_hour: float | None = Field(default=None, alias="pricePerHour", ge=0, le=MAX_PRICE_PER_HOUR,
+                                         allow_inf_nan=False)
+    min_size: int = Field(default=0, alias="minSize", ge=0, le=MAX_GROUP_SIZE)
+    max_size: int = Field(alias="maxSize", ge=0, le=MAX_GROUP_SIZE)
+    current_size: int = Field(default=0, alias="currentSize", ge=0, le=MAX_GROUP_SIZE)
     allocatable: dict[str, Any] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)

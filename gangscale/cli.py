@@ -15,6 +15,7 @@ import yaml
 
 from cloud_adapters.registry import PROVIDERS
 
+from . import argtypes
 from .catalog import load_catalog
 from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
@@ -29,12 +30,14 @@ OUTPUTS = ("json", "yaml", "table", "markdown")
 
 def add_solver_flags(p: argparse.ArgumentParser) -> None:
     d = SolveOptions()
-    p.add_argument("--time-limit", type=float, default=d.time_limit, metavar="SECONDS",
+    p.add_argument("--time-limit", type=argtypes.seconds, default=d.time_limit, metavar="SECONDS",
                    help=f"wall-clock budget for the solver (default {d.time_limit:g}); a timeout still returns a valid plan")
-    p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
-    p.add_argument("--relative-gap", type=float, default=d.relative_gap,
-                   help=f"stop once the cost is this close to the proven lower bound (default {d.relative_gap:g})")
-    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--workers", type=argtypes.workers, default=0,
+                   help=f"CP-SAT workers, at most {argtypes.MAX_WORKERS} (default 0: one per core)")
+    p.add_argument("--relative-gap", type=argtypes.fraction, default=d.relative_gap,
+                   help=f"stop once the cost is this close to the proven lower bound, 0 to 1 (default {d.relative_gap:g})")
+    p.add_argument("--seed", type=argtypes.seed, default=0,
+                   help=f"solver random seed, 0 to {argtypes.MAX_SEED} (default 0)")
 
 
 def solve_options(args: argparse.Namespace) -> SolveOptions:

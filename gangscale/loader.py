@@ -2,6 +2,11 @@
 
 Every failure to read or parse becomes an `InputError` with one sentence the
 CLI prints before exiting 2; nothing here raises a bare traceback.
+
+Invariant: a parsed document is a tree at most `MAX_DEPTH` levels deep whose
+YAML aliases add at most `alias_budget(len(input))` nodes and never refer to
+themselves, so no consumer (ingest, pydantic, orjson) can recurse too deep or
+expand a few hundred bytes into billions of nodes.
 """
 
 from __future__ import annotations
@@ -26,9 +31,25 @@ except ImportError:  # pragma: no cover - not installed: PyYAML does it all
 
 
 _TAG = re.compile(r"(?:^|[\s\[{,])!")  # a `!tag` (a `!` inside a plain or quoted word is text)
+# A line indented (or led by `- `, `? `, `: `) this far can nest blocks thousands deep, and yaml-rs
+# recurses without a limit (20,000 levels of `- ` segfault it): leave such text to libyaml's scanner.
+_DEEP_BLOCK = re.compile(r"\n[ \t?:-]{200}")  # not `^` with MULTILINE: 6x slower on a 10 MB file
+
+MAX_DEPTH = 100  # containers around any value of a document; Kubernetes objects use about 15
+_MIN_ALIAS_BUDGET = 100_000
 
 
-def _load_yaml_fast(text: str) -> list[Any] | None:
+def alias_budget(size: int) -> int:
+    """Nodes YAML aliases may add to a document of `size` bytes.
+
+    A document without aliases has at most one node per byte, so aliases may at
+    most about double it (and add 100,000 nodes to a small one): a billion-laughs
+    document of a few hundred bytes is refused instead of expanded.
+    """
+    return max(_MIN_ALIAS_BUDGET, size)
+
+
+def _load_yaml_fast(text: str, budget: int) -> list[Any] | None:
     """One YAML document with yaml-rs, or None to let PyYAML do it (several documents, any error).
 
     yaml-rs follows YAML 1.2 (`yes`/`on` stay strings, `1e3` is a number) and keeps
@@ -37,10 +58,11 @@ def _load_yaml_fast(text: str) -> list[Any] | None:
     `<<` as a plain key (the merged fields would be lost) and accepts tags PyYAML rejects.
     """
     if _yaml_rs is None or any(s in text for s in ("\n---", "\n...", "<<", "\n%")) or text.startswith("%") or (
-            "!" in text and _TAG.search(text)):
+            "!" in text and _TAG.search(text)) or _DEEP_BLOCK.search(text) or _DEEP_BLOCK.match("\n" + text[:200]):
         return None
-    try:
-        doc = _yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=_yaml_rs.DuplicateKeyPolicy.LastWins)
+    try:  # yaml-rs copies each alias; past the budget it stops, and PyYAML words the refusal
+        doc = _yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=_yaml_rs.DuplicateKeyPolicy.LastWins,
+                             alias_limits=_yaml_rs.AliasLimits(max_total_replayed_events=budget))
     except Exception:  # noqa: BLE001 - any failure: PyYAML parses it and words the error
         return None
     return [] if doc is None else [doc]
@@ -48,6 +70,100 @@ def _load_yaml_fast(text: str) -> list[Any] | None:
 
 class InputError(Exception):
     """A file that cannot be read or parsed at all."""
+
+
+def _too_deep(name: str) -> str:
+    return f"{name}: nested more than {MAX_DEPTH} levels deep; refused"
+
+
+_INDENT = 2
+_TOO_DEEP_LINE = b"\n" + b" " * (_INDENT * (MAX_DEPTH + 1))  # a value inside MAX_DEPTH + 1 containers
+
+
+def _check_tree(doc: Any, name: str) -> None:
+    """Refuse a value inside more than MAX_DEPTH containers (JSON and yaml-rs give trees: no sharing).
+
+    orjson writes the tree indented two spaces per level in a few milliseconds, so
+    depth is a substring search; what orjson cannot write (keys that are not
+    strings, integers past 64 bits, more than 254 levels) is walked in Python.
+    """
+    try:
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        _walk_tree(doc, name)
+        return
+    if _TOO_DEEP_LINE in text:
+        raise InputError(_too_deep(name))
+
+
+def _walk_tree(doc: Any, name: str) -> None:
+    stack: list[tuple[Any, int]] = [(doc, 1)]  # a container and the depth of its elements
+    while stack:
+        obj, depth = stack.pop()
+        children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
+        if depth > MAX_DEPTH and len(children):
+            raise InputError(_too_deep(name))
+        for v in children:
+            if isinstance(v, (dict, list)):
+                stack.append((v, depth + 1))
+
+
+def _check_graph(doc: Any, name: str, budget: int) -> int:
+    """Refuse a PyYAML document whose aliases add more than `budget` nodes, nest too deep or form a cycle.
+
+    PyYAML builds an alias as a second reference to the same object, so loading a
+    bomb is cheap; expanding it (ingest, orjson) is not. Expanded size and height
+    are memoised per shared object: the walk costs what the file holds, not what
+    it expands to. Returns the nodes the aliases add.
+    """
+    done: dict[int, tuple[int, int]] = {}  # id -> (expanded nodes, height: containers down to its deepest value)
+    open_: set[int] = set()
+    unique = 0  # nodes as written: each container once, plus its scalars
+    stack: list[list[Any]] = []  # [container, children, next child, expanded nodes, height]; len = elements' depth
+
+    def enter(obj: Any) -> None:
+        nonlocal unique
+        if id(obj) in open_:
+            raise InputError(f"{name}: a YAML alias refers to the node that contains it (a recursive structure); refused")
+        children = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
+        if children and len(stack) + 1 > MAX_DEPTH:
+            raise InputError(_too_deep(name))
+        unique += 1 + sum(1 for c in children if not isinstance(c, (dict, list)))
+        open_.add(id(obj))
+        stack.append([obj, children, 0, 1, 1 if children else 0])
+
+    if not isinstance(doc, (dict, list)):
+        return 0
+    enter(doc)
+    while stack:
+        frame = stack[-1]
+        obj, children, i = frame[0], frame[1], frame[2]
+        if i < len(children):
+            frame[2] = i + 1
+            child = children[i]
+            if not isinstance(child, (dict, list)):
+                frame[3] += 1
+            elif id(child) in done:  # an alias of a finished node: hang its memoised subtree here
+                nodes, height = done[id(child)]
+                if len(stack) + height > MAX_DEPTH:
+                    raise InputError(_too_deep(name))
+                frame[3] += nodes
+                frame[4] = max(frame[4], height + 1)
+            else:
+                enter(child)
+            continue
+        stack.pop()
+        open_.discard(id(obj))
+        done[id(obj)] = (frame[3], frame[4])
+        if stack:
+            parent = stack[-1]
+            parent[3] += frame[3]
+            parent[4] = max(parent[4], frame[4] + 1)
+    added = done[id(doc)][0] - unique
+    if added > budget:
+        raise InputError(f"{name}: YAML aliases would add more than {budget:,} nodes to the {unique:,} written "
+                         f"(an alias bomb?); refused")
+    return added
 
 
 def _read_bytes(path: str | Path) -> bytes:
@@ -68,18 +184,26 @@ def parse_documents(data: bytes, name: str = "<input>") -> list[Any]:
     json_error: Exception | None = None
     if data.lstrip()[:1] in (b"{", b"["):
         try:
-            return [orjson.loads(data)]
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             json_error = exc  # might still be YAML flow style; try that below
+        else:
+            _check_tree(doc, name)
+            return [doc]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
-    fast = _load_yaml_fast(text)
+    budget = alias_budget(len(data))
+    fast = _load_yaml_fast(text, budget)
     if fast is not None:
+        for doc in fast:
+            _check_tree(doc, name)
         return fast
     try:
         docs = [d for d in yaml.load_all(text, Loader=_YamlLoader) if d is not None]
+    except RecursionError:
+        raise InputError(_too_deep(name)) from None
     except yaml.YAMLError as exc:
         if json_error is not None:
             raise InputError(f"{name}: invalid JSON: {json_error}") from None
@@ -87,6 +211,8 @@ def parse_documents(data: bytes, name: str = "<input>") -> list[Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{name}: invalid YAML{where}: {problem}") from None
+    for doc in docs:  # anchors are per document, the budget is per file
+        budget -= _check_graph(doc, name, budget)
     return docs
 
 

@@ -1,7 +1,8 @@
 """Controller settings: a YAML file (config/deploy/config.yaml) overridable by flags.
 
 Validated with pydantic so a typo stops the controller at start-up with the
-field named, instead of silently running with a default.
+field named, instead of silently running with a default; no number may be
+infinite or NaN (`resyncSeconds: .inf` would make the loop sleep forever).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ Mode = Literal["dry-run", "enforce"]
 
 
 class NamespaceCap(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
     max_nodes: int | None = Field(default=None, alias="maxNodes", ge=0)
     max_dollars_per_hour: float | None = Field(default=None, alias="maxDollarsPerHour", ge=0)
 
@@ -26,7 +27,7 @@ class NamespaceCap(BaseModel):
 class ControllerConfig(BaseModel):
     """Every knob of the running loop, in the camelCase of the config file."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     mode: Mode = "dry-run"
     # loop

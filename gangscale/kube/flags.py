@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import argtypes
+
 
 MAX_LIST_ITEMS = 200_000  # = lister.DEFAULT_MAX_ITEMS; repeated here so the parser imports no client
 
@@ -31,7 +33,7 @@ def add_kube_flags(p: argparse.ArgumentParser) -> None:
                    help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     g.add_argument("--context", help="kubeconfig context to use (default: the current context)")
     g.add_argument("-n", "--namespace", help="read the gangs of this namespace only (default: all namespaces)")
-    g.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
+    g.add_argument("--request-timeout", type=argtypes.seconds, default=30.0, metavar="SECONDS",
                    help="timeout of one API request (default 30)")
     g.add_argument("--max-list-items", type=_positive_int, default=MAX_LIST_ITEMS, metavar="N",
                    help=f"stop with an error when one resource lists more than N objects (default {MAX_LIST_ITEMS})")
