@@ -49,6 +49,8 @@ class Metrics:
     seconds: float | None = None
     peak_mb: float | None = None
     notes: dict = field(default_factory=dict)
+    # what kube-scheduler (gangscale.scheduling) does with these nodes, per scoring strategy: see `model_run`
+    model: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -167,3 +169,34 @@ def placed_from_plan(plan: dict) -> Placed:
                  "solverSeconds": solver.get("seconds"), "gap": solver.get("gap"),
                  "planLowerBound": plan.get("lowerBoundPerHour"), "planCost": plan.get("costPerHour")}
     return out
+
+
+# The scheduler profiles every policy's nodes are run through: upstream's default (LeastAllocated on
+# cpu and memory) and MostAllocated on cpu and memory (what EKS's scoringStrategy setting offers).
+MODEL_PROFILES = ("LeastAllocated", "MostAllocated")
+
+
+def model_run(world: World, placed: Placed, strategy: str, seed: int = 0) -> dict:
+    """Run kube-scheduler's model over existing + upcoming + the policy's new nodes and every pending gang.
+
+    The scheduler does not know which pods a policy meant for which node: it places every pending
+    pod in queue order. Reported: gangs (policy ``gang``) that really start, the policy's new nodes
+    left empty, and the policy's $/h per started gang.
+    """
+    import time
+
+    from gangscale.scheduling import nodes_from_views, planned_nodes, simulate, strategy_config
+
+    start = time.perf_counter()
+    snap = world.snap
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [g for g, _ in placed.new_nodes])
+    res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed)
+    gangs = [g for g in snap.solvable if g.policy == "gang"]
+    started = sum(1 for g in gangs if res.outcomes[g.gang_key].started)
+    new_empty = sum(1 for n in res.empty_nodes if "/new-" in n)
+    cost = sum(float(world.group_price[world.group_index[g]]) for g, _ in placed.new_nodes if g in world.group_index)
+    return {"gangs_started": started, "gangs": len(gangs),
+            "groups_started": len(res.started), "empty_nodes": new_empty,
+            "cost_per_started_gang": round(cost / started, 4) if started else None,
+            "pods_placed": len(res.placement), "seconds": round(time.perf_counter() - start, 3),
+            "profile": res.profiles[0] if res.profiles else strategy}

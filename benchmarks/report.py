@@ -122,6 +122,35 @@ def timing_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def _model_cell(m: dict, strategy: str, key: str) -> str:
+    r = m.get("model", {}).get(strategy)
+    if not r:
+        return "n/a"
+    v = r.get(key)
+    if v is None:
+        return "n/a"
+    return f"{v:,.2f}" if isinstance(v, float) else str(v)
+
+
+def model_table(doc: dict) -> str:
+    """Per backlog and policy: what kube-scheduler's model does with the policy's nodes (benchmarks/evaluate.py)."""
+    lines = ["| backlog | policy | gangs promised | started (LeastAllocated) | new nodes left empty | "
+             "$/h per started gang | started (MostAllocated) | new nodes left empty | $/h per started gang |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for case in doc["cases"]:
+        first = True
+        for p in POLICY_ORDER:
+            m = case["metrics"][p]
+            if not m.get("model"):
+                continue
+            head = f"| {case['name']} " if first else "| "
+            first = False
+            cells = [_model_cell(m, s, k) for s in ("LeastAllocated", "MostAllocated")
+                     for k in ("gangs_started", "empty_nodes", "cost_per_started_gang")]
+            lines.append(f"{head}| {p} | {m['gangs_satisfied']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown_report(doc: dict) -> str:
     checks = doc["checks"]
     out = [f"# gangscale benchmark: `{doc['suite']}` suite", "",
@@ -139,6 +168,12 @@ def markdown_report(doc: dict) -> str:
     if timing.count("\n") > 1:
         out += ["## Whole-process timing of `gangscale plan`", "", timing, ""]
     out += ["## Per backlog", "", case_table(doc), ""]
+    models = model_table(doc)
+    if models.count("\n") > 1:
+        out += ["## What the scheduler does with the nodes (gangscale.scheduling model)", "",
+                "Every policy's nodes (existing + upcoming + bought) and every pending gang, placed by the model "
+                "of kube-scheduler in queue order; \"gangs promised\" is the evaluator's count of gangs the "
+                "policy's own placement satisfies.", "", models, ""]
     return "\n".join(out)
 
 
@@ -200,4 +235,35 @@ def plot_results(doc: dict, out: Path) -> list[Path]:
         fig.savefig(path)
         plt.close(fig)
         paths.append(path)
+    paths.append(_plot_model(doc, out, markers, colors))
     return paths
+
+
+def _plot_model(doc: dict, out: Path, markers: dict, colors: dict) -> Path:
+    """Promised vs started gangs under both scheduler profiles, per backlog and policy."""
+    import matplotlib.pyplot as plt
+
+    cases = [c for c in doc["cases"] if c["metrics"]["gangscale"].get("model")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), dpi=110, sharey=True)
+    for ax, strategy in zip(axes, ("LeastAllocated", "MostAllocated")):
+        for i, p in enumerate(POLICY_ORDER):
+            xs, ys = [], []
+            for k, c in enumerate(cases):
+                m = c["metrics"][p]
+                r = m.get("model", {}).get(strategy)
+                if not r or not m["gangs"]:
+                    continue
+                xs.append(k + 0.15 * (i - 1.5))
+                ys.append(r["gangs_started"] / m["gangs"])
+            ax.scatter(xs, ys, label=p, marker=markers[p], color=colors[p], s=42, alpha=0.85, edgecolors="black",
+                       linewidths=0.4)
+        ax.set_xticks(range(len(cases)), [c["name"] for c in cases], rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"gangs the scheduler starts — {strategy}")
+        ax.grid(True, alpha=0.25)
+    axes[0].set_ylabel("gangs started (fraction of gangs)")
+    axes[0].legend()
+    fig.tight_layout()
+    path = out / "model_started.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path

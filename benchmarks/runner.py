@@ -29,7 +29,7 @@ from gangscale.planner import SolveOptions
 from gangscale.solver.problem import MICRO, build_problem
 
 from .baselines import BASELINES
-from .evaluate import Metrics, evaluate, placed_from_plan
+from .evaluate import MODEL_PROFILES, Metrics, evaluate, model_run, placed_from_plan
 from .generate import write_backlog
 from .measure import MARK
 from .suite import SUITES, Case
@@ -48,6 +48,7 @@ class RunConfig:
     only: tuple[str, ...] = ()
     timing_runs: int | None = None  # override the cases' repeat counts
     progress: bool = True
+    model_max_pods: int = 20000  # run the scheduler model on backlogs up to this many pending pods
 
 
 @dataclass(slots=True)
@@ -159,7 +160,7 @@ def _ratio(cost: float, lb: float | None) -> float | None:
 
 def _case_steps(case: Case, cfg: RunConfig) -> int:
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
-    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1
+    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1 + 1
 
 
 def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult:
@@ -190,12 +191,21 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
     m.seconds = statistics.median(r["seconds"] for r in res.gangscale_runs)
     m.peak_mb = max(r["peak_mb"] for r in res.gangscale_runs)
     res.metrics["gangscale"] = m
+    placed_by = {}
     for name in BASELINES:
         advance(f"{spec.name}: {name}")
         placed, seconds, peak = run_baseline(world, name)
+        placed_by[name] = placed
         bm = evaluate(world, placed, name)
         bm.seconds, bm.peak_mb = round(seconds, 3), round(peak, 1)
         res.metrics[name] = bm
+
+    advance(f"{spec.name}: scheduler model")
+    placements = {"gangscale": placed_from_plan(plan), **placed_by}
+    if len(world.pods) <= cfg.model_max_pods:
+        for name, met in res.metrics.items():
+            for strategy in MODEL_PROFILES:
+                met.model[strategy] = model_run(world, placements[name], strategy)
 
     advance(f"{spec.name}: lower bounds")
     bounds = Bounds(world, cfg.bound_seconds)

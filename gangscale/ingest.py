@@ -721,6 +721,7 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
         owner_kinds=tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
                           if isinstance(o, Mapping)),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         scheduling_gates=tuple(
             str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
         ),

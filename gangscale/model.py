@@ -126,6 +126,7 @@ class Pod:
     owner_kinds: tuple[str, ...] = ()  # e.g. ("DaemonSet",): such pods never keep a node from scale-down
     labels: dict[str, str] = field(default_factory=dict)  # what other pods' selectors match
     rules: PodRules = NO_RULES  # pod anti-affinity, spread and hostPorts (per node)
+    scheduler_name: str = "default-scheduler"  # spec.schedulerName: picks the scheduler profile
 
     @property
     def key(self) -> str:

@@ -1,0 +1,538 @@
+"""What kube-scheduler would do with a set of nodes and pending gangs.
+
+`simulate(nodes, gangs, ...)` pops queue entries in PrioritySort order (queue.py), runs the filters
+(NodeUnschedulable, NodeResourcesFit incl. extended resources and the pods slot, NodeAffinity /
+nodeSelector, TaintToleration) and the scores (scores.py) for one pod at a time, takes the best
+node (ties broken by reservoir sampling, as schedule_one.go `selectHost`), and applies each gang
+API's admission as its scheduler does:
+
+- 1.35 Workload (`GangScheduling`, KEP-4671): pods leave the queue one by one in PrioritySort
+  order; each is assumed on its node and waits at Permit until minCount members are assumed; a
+  gang that does not reach quorum holds its capacity until the Permit timeout, then all its assumed
+  pods are rolled back (modelled as the end of a queue pass).
+- scheduler-plugins coscheduling: the same Permit wait with minMember, but the queue keeps a
+  group's pods together (coscheduling `Less`).
+- 1.36+ PodGroup (v1alpha2 / v1beta1) and Volcano jobs: the whole group in one cycle, each member
+  placed greedily; if minCount members fit they are all bound (elastic gangs take every member that
+  fits), otherwise none is and no capacity is held.
+- basic groups and lone pods: every pod on its own.
+
+Unplaced pods retry in later passes (the scheduler re-queues them when capacity frees), until a
+pass binds nothing new. Invariant: the same inputs and seed give the same result; nodes and gangs
+are only read. Not modelled: preemption, preferred affinity, inter-pod scoring, topology-aware gang
+placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive default).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..fit import labels_match, tolerates, tolerates_all
+from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
+                     NodeGroup, Placement, Pod, Taint)
+from ..resources import CPU, GPU, MEMORY
+from ..snapshot import RESERVED_TAINT, NodeView
+from .config import Profile, SchedulerConfig, default_config
+from .queue import Entry, coscheduling_key, group_key, pod_key
+from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, is_scalar
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+MIN_FEASIBLE_NODES = 100  # schedule_one.go minFeasibleNodesToFind
+MIN_FEASIBLE_PERCENT = 5  # minFeasibleNodesPercentageToFind
+BASE_PERCENT = 50  # basePercentageOfNodesToScore
+
+MODE_POD, MODE_PERMIT, MODE_GROUP = "pod", "permit", "group"
+
+
+def gang_mode(g: Gang) -> str:
+    """How the gang's scheduler admits it (see the module docstring)."""
+    if g.policy != "gang":
+        return MODE_POD
+    if g.api in (API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO):
+        return MODE_GROUP
+    return MODE_PERMIT
+
+
+@dataclass(slots=True)
+class SimNode:
+    """A node the scheduler sees: existing, upcoming (bought, not yet registered) or new (planned)."""
+
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: dict[str, int]
+    node_group: str | None = None
+    kind: str = "existing"  # existing | upcoming | new
+    unschedulable: bool = False
+
+
+def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> list[SimNode]:
+    """Snapshot nodes as the scheduler sees them: allocatable = free + what bound pods request.
+
+    The planner-only reservation taint is dropped: the real scheduler never sees it.
+    """
+    used: dict[str, Counter] = {}
+    for p in bound:
+        if p.node_name:
+            used.setdefault(p.node_name, Counter()).update(p.requests)
+    out = []
+    for v in views:
+        u = used.get(v.name, Counter())
+        alloc = {k: max(0, v.free.get(k, 0)) + u.get(k, 0) for k in set(v.free) | set(u)}
+        taints = tuple(t for t in v.taints if t.key != RESERVED_TAINT)
+        out.append(SimNode(v.name, dict(v.labels), taints, alloc, v.node_group, "upcoming" if v.upcoming else "existing"))
+    return out
+
+
+def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str]) -> list[SimNode]:
+    """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`)."""
+    by_name = {g.name: g for g in groups}
+    out = []
+    for i, gname in enumerate(names):
+        g = by_name[gname]
+        name = f"{gname}/new-{i + 1}"
+        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
+        out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
+    return out
+
+
+@dataclass(slots=True)
+class GangOutcome:
+    key: GangKey
+    started: bool
+    placed: int  # members the scheduler binds
+    need: int  # members still needed for quorum (minCount - bound); 1 for basic groups
+    reason: str = ""  # why not started (empty when started)
+
+
+@dataclass(slots=True)
+class SimResult:
+    placement: dict[str, str]  # pod key -> node name
+    outcomes: dict[GangKey, GangOutcome]
+    empty_nodes: list[str]  # upcoming and new nodes no pod lands on
+    node_pods: dict[str, list[str]] = field(default_factory=dict)
+    profiles: list[str] = field(default_factory=list)  # Profile.describe() of every profile used
+
+    @property
+    def started(self) -> set[GangKey]:
+        return {k for k, o in self.outcomes.items() if o.started}
+
+
+def num_feasible_to_find(n: int, percentage: int) -> int:
+    """schedule_one.go `numFeasibleNodesToFind`: how many feasible nodes the scheduler scores."""
+    if n < MIN_FEASIBLE_NODES or percentage >= 100:
+        return n
+    pct = percentage or max(MIN_FEASIBLE_PERCENT, BASE_PERCENT - n // 125)
+    return max(MIN_FEASIBLE_NODES, n * pct // 100)
+
+
+class _Cluster:
+    """Nodes as integer arrays; placing and removing pods updates free / requested / non-zero requested."""
+
+    def __init__(self, nodes: Sequence[SimNode], pods: Iterable[Pod], bound: Iterable[Pod]) -> None:
+        self.nodes = list(nodes)
+        names = {r for n in self.nodes for r in n.allocatable} | {r for p in pods for r in p.requests}
+        self.res = sorted(names | {CPU, MEMORY})
+        self.ri = {r: i for i, r in enumerate(self.res)}
+        N, R = len(self.nodes), len(self.res)
+        self.alloc = np.zeros((N, R), dtype=np.int64)
+        for j, n in enumerate(self.nodes):
+            for r, v in n.allocatable.items():
+                self.alloc[j, self.ri[r]] = v
+        self.used = np.zeros((N, R), dtype=np.int64)
+        self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
+        self.index = {n.name: j for j, n in enumerate(self.nodes)}
+        self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
+        self._compat: dict[Placement, np.ndarray] = {}
+        self._prefer: dict[Placement, np.ndarray] = {}
+        for p in bound:
+            j = self.index.get(p.node_name or "")
+            if j is not None:
+                self._add(j, p, +1)
+
+    def vec(self, pod: Pod) -> np.ndarray:
+        v = np.zeros(len(self.res), dtype=np.int64)
+        for r, x in pod.requests.items():
+            v[self.ri[r]] = x
+        return v
+
+    @staticmethod
+    def nonzero(pod: Pod) -> tuple[int, int]:
+        cpu, mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
+        return (cpu or DEFAULT_MILLI_CPU_REQUEST, mem or DEFAULT_MEMORY_REQUEST)
+
+    def _add(self, j: int, pod: Pod, sign: int) -> None:
+        self.used[j] += sign * self.vec(pod)
+        c, m = self.nonzero(pod)
+        self.nz[j, 0] += sign * c
+        self.nz[j, 1] += sign * m
+        if sign > 0:
+            self.pods_on[j].append(pod)
+        else:
+            self.pods_on[j].remove(pod)
+
+    def place(self, j: int, pod: Pod) -> None:
+        self._add(j, pod, +1)
+
+    def remove(self, j: int, pod: Pod) -> None:
+        self._add(j, pod, -1)
+
+    def compat(self, pl: Placement, profile: Profile) -> np.ndarray:
+        """NodeUnschedulable, NodeAffinity/nodeSelector and TaintToleration filters (resources aside)."""
+        hit = self._compat.get(pl)
+        if hit is None:
+            sigs: dict[tuple, bool] = {}
+            out = np.zeros(len(self.nodes), dtype=bool)
+            for j, n in enumerate(self.nodes):
+                key = (tuple(sorted(n.labels.items())), n.taints, n.unschedulable)
+                ok = sigs.get(key)
+                if ok is None:
+                    ok = True
+                    if "NodeUnschedulable" in profile.filters and n.unschedulable:
+                        ok = any(tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in pl.tolerations)
+                    if ok and "NodeAffinity" in profile.filters:
+                        ok = labels_match(pl, n.labels)
+                    if ok and "TaintToleration" in profile.filters:
+                        ok = tolerates_all(pl.tolerations, n.taints)
+                    sigs[key] = ok
+                out[j] = ok
+            hit = self._compat[pl] = out
+        return hit
+
+    def prefer_counts(self, pl: Placement) -> np.ndarray:
+        """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
+        hit = self._prefer.get(pl)
+        if hit is None:
+            hit = self._prefer[pl] = np.array(
+                [sum(1 for t in n.taints if t.effect == "PreferNoSchedule"
+                     and not any(tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
+                 for n in self.nodes], dtype=np.int64)
+        return hit
+
+    def fits(self, req: np.ndarray) -> np.ndarray:
+        need = req > 0
+        return ((self.alloc[:, need] - self.used[:, need]) >= req[need]).all(axis=1)
+
+
+# ------------------------------------------------------------------------------------------ scores
+
+def _fit_scores(c: _Cluster, cand: np.ndarray, pod: Pod, req: np.ndarray, prof: Profile) -> np.ndarray:
+    total = np.zeros(len(cand), dtype=np.int64)
+    wsum = np.zeros(len(cand), dtype=np.int64)
+    nzc, nzm = c.nonzero(pod)
+    for name, weight in prof.resources:
+        i = c.ri.get(name)
+        if i is None or (is_scalar(name) and req[i] == 0):
+            continue  # the node has none of it / a scalar resource the pod does not request
+        a = c.alloc[cand, i]
+        if name == CPU:
+            q = c.nz[cand, 0] + nzc
+        elif name == MEMORY:
+            q = c.nz[cand, 1] + nzm
+        else:
+            q = c.used[cand, i] + req[i]
+        have = a > 0
+        safe = np.where(have, a, 1)
+        if prof.strategy == "LeastAllocated":
+            s = np.where(q > a, 0, (safe - q) * MAX_NODE_SCORE // safe)
+        elif prof.strategy == "MostAllocated":
+            s = np.minimum(q, a) * MAX_NODE_SCORE // safe
+        else:
+            util = np.where(q >= a, 100, np.where(q > 0, np.minimum(q, a) * 100 // safe, 0))
+            s = _broken_linear(prof.shape, util)
+            have = have & (s > 0)
+        total += np.where(have, s * weight, 0)
+        wsum += np.where(have, weight, 0)
+    one = np.maximum(wsum, 1)
+    if prof.strategy == "RequestedToCapacityRatio":
+        return np.where(wsum > 0, (2 * total + one) // (2 * one), 0)
+    return np.where(wsum > 0, total // one, 0)
+
+
+def _broken_linear(shape: Sequence[tuple[int, int]], u: np.ndarray) -> np.ndarray:
+    out = np.full(u.shape, shape[-1][1], dtype=np.int64)
+    for i in range(len(shape) - 1, -1, -1):
+        px, py = shape[i]
+        if i == 0:
+            val = np.full(u.shape, py, dtype=np.int64)
+        else:
+            qx, qy = shape[i - 1]
+            num = (py - qy) * (u - qx)
+            val = qy + np.sign(num) * (np.abs(num) // (px - qx))
+        out = np.where(u <= px, val, out)
+    return out
+
+
+def _balanced_scores(c: _Cluster, cand: np.ndarray, req: np.ndarray, prof: Profile) -> np.ndarray:
+    cols = []
+    for name in prof.balanced_resources:
+        i = c.ri.get(name)
+        if i is None or (is_scalar(name) and req[i] == 0):
+            continue
+        cols.append(i)
+    if not cols or all(req[i] == 0 for i in cols):
+        return np.zeros(len(cand), dtype=np.int64)  # best-effort pod: the plugin skips it
+    a = c.alloc[np.ix_(cand, cols)]
+    q = c.used[np.ix_(cand, cols)] + req[cols]
+    have = a > 0
+    f = np.where(have, np.minimum(1.0, q / np.where(have, a, 1)), np.nan)
+    n = have.sum(axis=1)
+    with np.errstate(invalid="ignore", all="ignore"):
+        two = np.abs(np.nanmax(f, axis=1) - np.nanmin(f, axis=1)) / 2
+        mean = np.nansum(f, axis=1) / np.maximum(n, 1)
+        many = np.sqrt(np.nansum((f - mean[:, None]) ** 2, axis=1) / np.maximum(n, 1))
+    std = np.where(n == 2, two, np.where(n > 2, many, 0.0))
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def _taint_scores(c: _Cluster, cand: np.ndarray, pl: Placement) -> np.ndarray:
+    counts = c.prefer_counts(pl)[cand]
+    top = int(counts.max()) if len(counts) else 0
+    if top == 0:
+        return np.full(len(cand), MAX_NODE_SCORE, dtype=np.int64)
+    return MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top
+
+
+def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
+    """Weighted sum of the modelled score plugins over the candidate nodes."""
+    req = c.vec(pod)
+    total = np.zeros(len(cand), dtype=np.int64)
+    if prof.weight("NodeResourcesFit"):
+        total += prof.weight("NodeResourcesFit") * _fit_scores(c, cand, pod, req, prof)
+    if prof.weight("NodeResourcesBalancedAllocation"):
+        total += prof.weight("NodeResourcesBalancedAllocation") * _balanced_scores(c, cand, req, prof)
+    if prof.weight("TaintToleration"):
+        total += prof.weight("TaintToleration") * _taint_scores(c, cand, pod.placement)
+    return total
+
+
+# ------------------------------------------------------------------------------------- the engine
+
+class _Engine:
+    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int) -> None:
+        self.c = cluster
+        self.config = config
+        self.rng = random.Random(seed)
+        self.used_profiles: dict[str, Profile] = {}
+        self.next_start = 0  # schedule_one.go nextStartNodeIndex
+
+    def profile(self, pod: Pod) -> Profile:
+        prof = self.config.profile(pod.scheduler_name) or self.config.default
+        self.used_profiles[prof.scheduler_name] = prof
+        return prof
+
+    def feasible(self, pod: Pod, prof: Profile) -> np.ndarray:
+        mask = self.c.compat(pod.placement, prof)
+        if "NodeResourcesFit" in prof.filters:
+            mask = mask & self.c.fits(self.c.vec(pod))
+        return mask
+
+    def select(self, pod: Pod) -> int | None:
+        """One scheduling cycle's node choice (filters, percentageOfNodesToScore, scores, selectHost)."""
+        prof = self.profile(pod)
+        mask = self.feasible(pod, prof)
+        n = len(mask)
+        if n == 0 or not mask.any():
+            return None
+        start = self.next_start % n
+        order = np.roll(np.arange(n), -start)
+        feas = order[mask[order]]
+        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        if len(feas) > k:
+            last = feas[k - 1]
+            processed = int((last - start) % n) + 1
+            feas = feas[:k]
+        else:
+            processed = n
+        self.next_start = (start + processed) % n
+        if len(feas) == 1:
+            return int(feas[0])
+        scores = score_nodes(self.c, feas, pod, prof)
+        best = int(scores.max())
+        ties = feas[scores == best]
+        chosen = int(ties[0])
+        for count, j in enumerate(ties[1:], start=2):  # reservoir sampling, as selectHost
+            if self.rng.randrange(count) == 0:
+                chosen = int(j)
+        return chosen
+
+
+def _entries(gangs: Sequence[Gang]) -> list[Entry]:
+    out = []
+    for gi, g in enumerate(gangs):
+        mode = gang_mode(g)
+        if mode == MODE_GROUP:
+            out.append(Entry(group_key(g), gi))
+            continue
+        for p in g.pending:
+            key = coscheduling_key(p, g) if g.api == API_COSCHEDULING and mode == MODE_PERMIT else pod_key(p)
+            out.append(Entry(key, gi, p))
+    return sorted(out)
+
+
+def _skip_reason(g: Gang) -> str | None:
+    if g.invalid:
+        return g.invalid
+    if not g.exists:
+        return f"pods point at {g.api} {g.namespace}/{g.name}, which does not exist"
+    if g.policy == "gang" and len(g.pending) + g.bound < g.min_count:
+        return f"{len(g.pending) + g.bound} of minCount {g.min_count} pods exist; the scheduler waits for the rest"
+    return None
+
+
+def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
+             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4) -> SimResult:
+    """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring."""
+    config = config or default_config()
+    gangs = list(gangs)
+    skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
+    live = [g for gi, g in enumerate(gangs) if gi not in skipped]
+    cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
+    eng = _Engine(cluster, config, seed)
+    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    where: dict[str, int] = {}  # committed pod key -> node index
+    started: set[int] = set()
+    failed: dict[int, Pod] = {}
+    committed = [0] * len(gangs)
+
+    def need(gi: int) -> int:
+        g = gangs[gi]
+        return max(0, g.min_count - g.bound) if g.policy == "gang" else 1
+
+    for _ in range(max_passes):
+        before = len(where)
+        assumed: dict[int, list[tuple[Pod, int]]] = {}
+        retry: list[Entry] = []  # re-queued in the order they failed (the queue timestamp is the re-queue time)
+        for e in entries:
+            gi, g = e.gang_index, gangs[e.gang_index]
+            pods = [e.pod] if e.pod is not None else sorted(g.pending, key=pod_key)
+            got: list[tuple[Pod, int]] = []
+            for p in pods:
+                if p.key in where:
+                    continue
+                j = eng.select(p)
+                if j is None:
+                    failed.setdefault(gi, p)
+                    continue
+                cluster.place(j, p)
+                got.append((p, j))
+            if e.pod is not None and not got or e.pod is None and len(got) + committed[gi] < len(g.pending):
+                retry.append(e)
+            if not got:
+                continue
+            mode = gang_mode(g)
+            if mode == MODE_PERMIT:
+                got = assumed.setdefault(gi, []) + got
+                assumed[gi] = got
+            if mode == MODE_POD or gi in started or committed[gi] + len(got) >= need(gi):
+                started.add(gi)
+                for p, j in got:
+                    where[p.key] = j
+                committed[gi] += len(got)
+                assumed.pop(gi, None)
+            elif mode == MODE_GROUP:
+                for p, j in got:
+                    cluster.remove(j, p)
+        rolled = False
+        for gi, held in assumed.items():  # Permit timeout: the gang never reached quorum
+            for p, j in held:
+                cluster.remove(j, p)
+                retry.append(next(e for e in entries if e.pod is p))
+            failed.setdefault(gi, held[0][0])
+            rolled = True
+        if len(where) == before and not rolled:
+            break
+        seen: set[int] = set()
+        entries = []
+        for e in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
+            if id(e) not in seen and (e.pod is None or e.pod.key not in where):
+                seen.add(id(e))
+                entries.append(e)
+        entries.sort(key=lambda e: e.key.neg_priority)  # stable: priority first, then re-queue order
+
+    return _result(cluster, eng, gangs, where, started, failed, skipped, committed, need)
+
+
+# --------------------------------------------------------------------------------------- reasons
+
+def _shape(pod: Pod) -> str:
+    scalars = [(r, v) for r, v in sorted(pod.requests.items()) if is_scalar(r) and v and r != "pods"]
+    if scalars:
+        r, v = scalars[0]
+        return f"{v}-GPU" if r == GPU else f"{v} {r}"
+    return f"{pod.requests.get(CPU, 0)}m-cpu"
+
+
+def _groups_of(c: _Cluster, idx: Iterable[int]) -> str:
+    names = sorted({c.nodes[j].node_group or c.nodes[j].name for j in idx})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, placed: int, need: int,
+         empty: set[int], owner: Mapping[str, int]) -> str:
+    g = gangs[gi]
+    prof = eng.profile(pod)
+    req = c.vec(pod)
+    compat = c.compat(pod.placement, prof)
+    big = ((c.alloc[:, req > 0] >= req[req > 0]).all(axis=1))
+    if not compat.any():
+        return f"no node passes the scheduler's filters for pod {pod.key} (nodeSelector, affinity, taints)"
+    cand = np.flatnonzero(compat & big)
+    if len(cand) == 0:
+        return f"no node the pod may use has the allocatable pod {pod.key} requests"
+    takers: Counter[int] = Counter()
+    for j in cand:
+        for p in c.pods_on[j]:
+            t = owner.get(p.key)
+            if t is not None and t != gi:
+                takers[t] += 1
+    have = f"only {placed} of {need} members needed fit" if g.policy == "gang" else "it does not fit"
+    if not takers:
+        return f"{have}: the {len(cand)} nodes ({_groups_of(c, cand)}) it fits on are full"
+    t, _ = takers.most_common(1)[0]
+    tg = gangs[t]
+    tpod = next(p for j in cand for p in c.pods_on[j] if owner.get(p.key) == t)
+    tprof = eng.profile(tpod)
+    tok = c.compat(tpod.placement, tprof) & c.fits(c.vec(tpod))
+    spare = [j for j in empty if tok[j]]
+    if spare:
+        res = next((r for r, v in sorted(tpod.requests.items()) if is_scalar(r) and v and r != "pods"), None)
+        hint = ""
+        if tprof.strategy == "LeastAllocated":
+            hint = f"; MostAllocated with a {'GPU' if res == GPU else res} weight avoids it" if res else \
+                "; MostAllocated avoids it"
+        return (f"{have}: the scheduler would place {tg.namespace}'s {_shape(tpod)} pods ({tg.name}) on the "
+                f"{_groups_of(c, cand)} nodes this gang needs, while {len(spare)} "
+                f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}")
+    older = tg.created and g.created and tg.created < g.created
+    who = ("higher-priority" if tg.effective_priority > g.effective_priority else "older" if older else "earlier-queued")
+    return f"{have}: {who} gang {tg.gang_key} takes this capacity first ({_groups_of(c, cand)})"
+
+
+def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
+            failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
+    owner = {p.key: gi for gi, g in enumerate(gangs) for p in g.pending if p.key in where}
+    empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
+    outcomes = {}
+    for gi, g in enumerate(gangs):
+        if gi in skipped:
+            outcomes[g.gang_key] = GangOutcome(g.gang_key, False, 0, need(gi), skipped[gi])
+            continue
+        ok = gi in started
+        reason = ""
+        if not ok:
+            pod = failed.get(gi) or g.pending[0]
+            reason = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owner)
+        outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
+    return SimResult(
+        placement={k: c.nodes[j].name for k, j in where.items()},
+        outcomes=outcomes,
+        empty_nodes=[c.nodes[j].name for j in sorted(empty)],
+        node_pods={n.name: [p.key for p in c.pods_on[j]] for j, n in enumerate(c.nodes) if c.pods_on[j]},
+        profiles=[p.describe() for p in eng.used_profiles.values()],
+    )
