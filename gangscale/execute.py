@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import orjson
 import yaml
