@@ -30,6 +30,10 @@ from .tags import (
 )
 from .template import TemplateError, build_template
 
+MUTATING_OPERATIONS = frozenset({  # every AWS call that changes something: fenced by the controller's hook
+    "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CreateFleet", "AttachInstances",
+    "TerminateInstances", "UpdateNodegroupConfig"})
+
 ASG_STATES: dict[str, InstanceState] = {
     "Pending": "launching", "Pending:Wait": "launching", "Pending:Proceed": "launching",
     "InService": "running", "Standby": "running", "EnteringStandby": "running",
@@ -109,7 +113,13 @@ class AsgProvider(NodeGroupProvider):
 
     # ------------------------------------------------------------ describe
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        return aws_call(self.clients, self.name, service, operation, group, **params)
+        mutating = operation in MUTATING_OPERATIONS
+        if mutating:
+            self._before_mutation(operation, group)
+        out = aws_call(self.clients, self.name, service, operation, group, **params)
+        if mutating:
+            self._after_mutation(operation, group)
+        return out
 
     def _tagged_groups(self) -> list[dict[str, Any]]:
         """Groups carrying gangscale.io/cluster=<cluster>, or CA's auto-discovery tags for the cluster."""
@@ -232,7 +242,7 @@ class AsgProvider(NodeGroupProvider):
                                  group=group, provider=self.name)
         return raw, cur
 
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         _, cur = self._growable(group, delta, "SetDesiredCapacity")
         self._call("autoscaling", "SetDesiredCapacity", group, AutoScalingGroupName=group,
                    DesiredCapacity=cur + delta, HonorCooldown=False)

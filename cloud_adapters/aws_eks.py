@@ -14,7 +14,7 @@ from typing import Any
 
 from gangscale.model import Node, Taint
 
-from .aws_asg import asg_instance
+from .aws_asg import MUTATING_OPERATIONS, asg_instance
 from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .cache import TTLMemo
@@ -60,7 +60,13 @@ class EksProvider(NodeGroupProvider):
         self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        return aws_call(self.clients, self.name, service, operation, group, **params)
+        mutating = operation in MUTATING_OPERATIONS
+        if mutating:
+            self._before_mutation(operation, group)
+        out = aws_call(self.clients, self.name, service, operation, group, **params)
+        if mutating:
+            self._after_mutation(operation, group)
+        return out
 
     def _nodegroup(self, group: str) -> dict[str, Any]:
         return self._call("eks", "DescribeNodegroup", group, clusterName=self.cluster_name,
@@ -188,7 +194,7 @@ class EksProvider(NodeGroupProvider):
             cls = issue_error(code, text)
             raise cls(text, code=code, operation="UpdateNodegroupConfig", group=group, provider=self.name)
 
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         self._check_delta(group, delta, self.name)
         raw = self._nodegroup(group)
         scaling = raw.get("scalingConfig") or {}

@@ -6,19 +6,30 @@ request in one zone or none; gangscale checks the count anyway and gives
 back a partial result itself. The instances then join the group through
 AttachInstances (which raises its desired capacity), so from then on the
 group, its scale-in and Cluster Autoscaler treat them like any other member.
+
+Between CreateFleet and AttachInstances the instances belong to no group. So
+that a crash in that window never leaves them unowned, every fleet carries a
+client token (from the controller's write-ahead record when it gives one) as
+its `ClientToken` and as the `gangscale.io/client-token` tag of its
+instances: `loose_instances` finds them by tag afterwards (moto ignores
+ClientToken idempotency; AWS honours it, the tag works in both), and the
+controller adopts (`adopt`) or terminates (`terminate_loose`) them.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from .aws_asg import AsgProvider, LaunchSpec, launch_spec
-from .base import ScaleResult
+from .aws_common import aws_pages
+from .base import LooseInstance, ScaleResult
 from .errors import CapacityError, CloudError, NotFoundError, UnsupportedError, error_class
 from .tags import GANGSCALE_CLUSTER_TAG, NODE_GROUP_TAG, tag_map
 from .template import TemplateError
 
+CLIENT_TOKEN_TAG = "gangscale.io/client-token"  # on every instance a fleet launched: the request's token
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
 _ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -28,6 +39,7 @@ class FleetProvider(AsgProvider):
 
     name = "aws-fleet"
     atomic = True
+    launches_outside_groups = True
 
     def _check_group(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]) -> None:
         name = raw["AutoScalingGroupName"]
@@ -40,7 +52,7 @@ class FleetProvider(AsgProvider):
             warnings.append(f"{self.name} group {name}: spans {len(zones)} zones and AZRebalance is active; "
                             "the group may move a single-zone gang's nodes (suspend AZRebalance)")
 
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         raw, cur = self._growable(group, delta, "CreateFleet")
         try:  # the group may have changed since discovery; a CloudError keeps the caller's rollback working
             spec = launch_spec(raw)
@@ -49,7 +61,7 @@ class FleetProvider(AsgProvider):
             raise UnsupportedError(str(exc), code="NotTemplatable", operation="CreateFleet", group=group,
                                    provider=self.name) from None
         itype = self.template(group).instance_type
-        ids = self._launch(group, raw, spec, itype, delta)
+        ids = self._launch(group, raw, spec, itype, delta, token or f"gangscale-{uuid.uuid4()}")
         try:
             self._wait_running(group, ids)
             self._attach(group, ids)
@@ -60,7 +72,8 @@ class FleetProvider(AsgProvider):
         return ScaleResult(group, cur, cur + delta, tuple(ids))
 
     # ---------------------------------------------------------------- steps
-    def _launch(self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int) -> list[str]:
+    def _launch(self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int,
+                token: str) -> list[str]:
         subnets = [s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()]
         if subnets:
             overrides = [{"InstanceType": itype, "SubnetId": s} for s in subnets]
@@ -71,10 +84,11 @@ class FleetProvider(AsgProvider):
         tags = [t for t in tags if t["Key"] not in (NODE_GROUP_TAG, GANGSCALE_CLUSTER_TAG)]
         tags.append({"Key": NODE_GROUP_TAG, "Value": group})
         tags.append({"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name})  # what the IAM policy lets us end
+        tags.append({"Key": CLIENT_TOKEN_TAG, "Value": token})  # a restart finds this request's instances
         resp = self._call(
             "ec2", "CreateFleet", group,
             Type="instant",
-            ClientToken=f"gangscale-{uuid.uuid4()}",  # a retried call cannot launch twice
+            ClientToken=token,  # a retried call (or a replayed record) cannot launch twice
             LaunchTemplateConfigs=[{"LaunchTemplateSpecification": spec.template_ref(), "Overrides": overrides}],
             TargetCapacitySpecification={"TotalTargetCapacity": n, "OnDemandTargetCapacity": n,
                                          "DefaultTargetCapacityType": "on-demand"},
@@ -99,9 +113,10 @@ class FleetProvider(AsgProvider):
                   operation="CreateFleet", group=group, provider=self.name)
 
     def _wait_running(self, group: str, ids: list[str]) -> None:
-        """AttachInstances takes running instances only."""
+        """AttachInstances takes running instances only; a deposed leader stops waiting (the fence raises)."""
         waited = 0.0
         while True:
+            self._before_mutation("AttachInstances", group)  # not the leader any more: stop here, not later
             try:
                 reservations = self._call("ec2", "DescribeInstances", group, InstanceIds=ids)["Reservations"]
                 states = {i["InstanceId"]: i for r in reservations for i in r.get("Instances", [])}
@@ -156,3 +171,37 @@ class FleetProvider(AsgProvider):
         self._groups.invalidate()
         if notes:
             cause.message += f" (rollback incomplete: {'; '.join(notes)})"
+
+    # ------------------------------------------------- launched, not joined
+    def loose_instances(self) -> list[LooseInstance]:
+        """Pending or running instances tagged for this cluster and a group that no tagged group holds."""
+        filters = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]},
+                   {"Name": "tag-key", "Values": [NODE_GROUP_TAG]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        found = [i for r in aws_pages(self.clients, self.name, "ec2", "DescribeInstances", "Reservations",
+                                      Filters=filters) for i in r.get("Instances") or []]
+        if not found:
+            return []
+        self._groups.invalidate()
+        members = {i["InstanceId"] for g in self._tagged_groups() for i in g.get("Instances") or []}
+        return [_loose(i) for i in found if i["InstanceId"] not in members]
+
+    def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
+        """Wait until the loose instances run, then attach them (the group's desired grows by as many)."""
+        raw, cur = self._growable(group, len(instance_ids), "AttachInstances")
+        self._wait_running(group, instance_ids)
+        self._attach(group, instance_ids)
+        self._groups.invalidate()
+        return ScaleResult(group, cur, cur + len(instance_ids), tuple(instance_ids))
+
+    def terminate_loose(self, instance_ids: list[str]) -> None:
+        if instance_ids:
+            self._call("ec2", "TerminateInstances", "", InstanceIds=list(instance_ids))
+
+
+def _loose(raw: dict[str, Any]) -> LooseInstance:
+    tags = tag_map(raw.get("Tags"))
+    launched = raw.get("LaunchTime")
+    return LooseInstance(raw["InstanceId"], tags.get(NODE_GROUP_TAG, ""), tags.get(CLIENT_TOKEN_TAG, ""),
+                         launched.timestamp() if isinstance(launched, datetime) else 0.0,
+                         str((raw.get("State") or {}).get("Name") or ""))

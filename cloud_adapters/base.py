@@ -4,6 +4,14 @@ Adapters speak in `gangscale.model.NodeGroup` templates and plain ints; they
 know nothing of pods or the solver. A template's `current_size` is the
 group's *target* size, so the snapshot counts target-minus-registered nodes
 as capacity already on its way.
+
+Every mutating cloud call an adapter makes passes `_before_mutation(op, group)`
+first and `_after_mutation(op, group)` once it returned: the controller hooks
+its leadership fence (and test crash points) there, so a deposed leader's
+call is never sent. A scale-up may carry an idempotency `token` (derived from
+the controller's write-ahead record); adapters that launch instances themselves
+(aws-fleet) send it as the client token and tag the instances with it, so a
+restart can find what a call launched (`loose_instances`).
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Callable, ClassVar, Literal
 
 from gangscale.model import Node, NodeGroup
 
@@ -38,6 +46,20 @@ class LaunchFailure:
     group: str
     when: datetime | None
     error: CloudError
+
+
+@dataclass(frozen=True, slots=True)
+class LooseInstance:
+    """An instance this controller launched that is in no group (yet): adopt it or terminate it."""
+
+    id: str
+    group: str  # the group it was launched for (its gangscale.io/node-group tag)
+    token: str  # the scale-up's client token (its gangscale.io/client-token tag), '' when untagged
+    launched: float  # epoch seconds
+    state: str = "running"  # EC2's state name: pending or running
+
+
+MutationHook = Callable[[str, str], None]  # (operation, group)
 
 
 @dataclass(slots=True)
@@ -83,9 +105,21 @@ class NodeGroupProvider(ABC):
     name: ClassVar[str] = "abstract"
     #: True when `increase_size` itself is all-or-nothing (every node arrives or none).
     atomic: ClassVar[bool] = False
+    #: True when the provider launches instances itself before they join a group (`loose_instances`).
+    launches_outside_groups: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._templates: dict[str, NodeGroup] = {}
+        self.before_mutation: MutationHook | None = None  # the controller's fence; may raise to stop the call
+        self.after_mutation: MutationHook | None = None
+
+    def _before_mutation(self, op: str, group: str) -> None:
+        if self.before_mutation is not None:
+            self.before_mutation(op, group)
+
+    def _after_mutation(self, op: str, group: str) -> None:
+        if self.after_mutation is not None:
+            self.after_mutation(op, group)
 
     # ------------------------------------------------------------ discovery
     @abstractmethod
@@ -112,13 +146,16 @@ class NodeGroupProvider(ABC):
         """The group's target (desired) size, read fresh from the cloud."""
 
     @abstractmethod
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
-        """Raise the target by `delta`; nodes may arrive one by one, or some not at all."""
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
+        """Raise the target by `delta`; nodes may arrive one by one, or some not at all.
 
-    def atomic_increase_size(self, group: str, delta: int) -> ScaleResult:
+        `token` identifies the request for idempotency where the cloud supports it (else ignored).
+        """
+
+    def atomic_increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         """Add `delta` nodes all together or none (CA's AtomicIncreaseSize)."""
         if self.atomic:
-            return self.increase_size(group, delta)
+            return self.increase_size(group, delta, token) if token else self.increase_size(group, delta)
         raise UnsupportedError(f"{self.name} cannot add nodes atomically; use aws-fleet", group=group,
                                provider=self.name)
 
@@ -146,6 +183,20 @@ class NodeGroupProvider(ABC):
     def group_of_node(self, node: Node, instance_groups: dict[str, str]) -> str | None:
         """The discovered group a Kubernetes Node belongs to, matched through spec.providerID."""
         return instance_groups.get(instance_id_from_provider_id(node.provider_id))
+
+    # ------------------------------------------------- launched, not joined
+    def loose_instances(self) -> list[LooseInstance]:
+        """Instances launched for this cluster that are in no group; only aws-fleet has any."""
+        return []
+
+    def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
+        """Put loose instances into their group (raising its target by as many)."""
+        raise UnsupportedError(f"{self.name} launches no instances outside its groups", group=group,
+                               provider=self.name)
+
+    def terminate_loose(self, instance_ids: list[str]) -> None:
+        """Terminate loose instances (never a group member)."""
+        raise UnsupportedError(f"{self.name} launches no instances outside its groups", provider=self.name)
 
     def close(self) -> None:
         """Release connections or persist state; the default has nothing to do."""

@@ -120,7 +120,7 @@ class SimulatedProvider(NodeGroupProvider):
         self._settle()
         return self._get(group).target
 
-    def increase_size(self, group: str, delta: int) -> ScaleResult:
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         self._check_delta(group, delta, self.name)
         self._settle()
         g = self._get(group)

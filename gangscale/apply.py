@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Literal
 
 from cloud_adapters import CloudError, NodeGroupProvider
@@ -18,7 +19,7 @@ from cloud_adapters.base import ScaleResult
 from cloud_adapters.errors import ErrorKind
 
 from .ingest import Cluster
-from .model import NodeGroup
+from .model import GangKey, NodeGroup
 from .plan import Plan
 
 __all__ = ["ExecutionReport", "GroupAction", "apply_plan", "assign_node_groups", "atomic_units"]
@@ -112,7 +113,12 @@ def assign_node_groups(cluster: Cluster, provider: NodeGroupProvider) -> int:
 
 def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
     """New nodes split into sets that must arrive together: nodes sharing any gang are one set."""
-    gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
+    return [unit for unit, _ in atomic_units_with_gangs(plan, cluster)]
+
+
+def atomic_units_with_gangs(plan: Plan, cluster: Cluster) -> list[tuple[dict[str, int], frozenset[GangKey]]]:
+    """`atomic_units`, each with the gangs whose pods its nodes carry (what its client token derives from)."""
+    gang_of = {pod.key: gang.gang_key for gang in cluster.gangs for pod in gang.pending}
     parent = list(range(len(plan.new_nodes)))
 
     def find(i: int) -> int:
@@ -130,10 +136,12 @@ def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
             else:
                 first[key] = i
     units: dict[int, dict[str, int]] = {}
+    gangs: dict[int, set[GangKey]] = {}
     for i, node in enumerate(plan.new_nodes):
         unit = units.setdefault(find(i), {})
         unit[node.node_group] = unit.get(node.node_group, 0) + 1
-    return [dict(sorted(u.items())) for _, u in sorted(units.items())]
+        gangs.setdefault(find(i), set()).update(k for k in (gang_of.get(p) for p in node.pods) if k is not None)
+    return [(dict(sorted(u.items())), frozenset(gangs.get(r, ()))) for r, u in sorted(units.items())]
 
 
 def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict[str, NodeGroup],
@@ -156,8 +164,11 @@ def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict
 
 
 def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, NodeGroup], cluster: Cluster,
-               report: ExecutionReport | None = None) -> ExecutionReport:
-    """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised."""
+               report: ExecutionReport | None = None, tokens: Sequence[Mapping[str, str]] = ()) -> ExecutionReport:
+    """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised.
+
+    `tokens`, aligned with `atomic_units`, gives each atomic call its client token (idempotency).
+    """
     report = report or ExecutionReport(provider.name)
     started = datetime.now(timezone.utc)
     moved = _moved(provider, plan.scale_up, discovered, report)
@@ -166,14 +177,20 @@ def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, No
         units, grow = atomic_units(plan, cluster), provider.atomic_increase_size
     else:  # every group on its own: a one-group unit is grown or fails by itself
         units, grow = [{g: n} for g, n in plan.scale_up.items() if n > 0], provider.increase_size
-    for unit in units:
-        _apply_unit(provider, grow, unit, moved, report, grown)
+    for i, unit in enumerate(units):
+        unit_tokens = tokens[i] if provider.atomic and i < len(tokens) else {}
+        _apply_unit(provider, _with_token(grow, unit_tokens), unit, moved, report, grown)
     for group in sorted(grown):
         try:
             report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
         except CloudError as exc:
             report.launch_failures.append(exc)
     return report
+
+
+def _with_token(grow: Callable[..., ScaleResult], tokens: Mapping[str, str]) -> Callable[[str, int], ScaleResult]:
+    """`grow(group, n)`, passing the group's client token when there is one (older providers take none)."""
+    return lambda g, n: grow(g, n, tokens[g]) if tokens.get(g) else grow(g, n)
 
 
 def _failed(group: str, n: int, exc: CloudError) -> GroupAction:

@@ -6,23 +6,32 @@ goes through one of its methods, and each returns a typed result instead of
 raising. The mutations are exactly `apply`, `release` and `scale_down`
 (all three call `_mutating` first), so a leadership fence or an idempotency
 token belongs there and nowhere else.
+
+The fence: `_mutating` asks the leader elector (`fence`) before every
+mutation, and is also installed as the provider's `before_mutation` hook, so
+each AWS call that changes something (CreateFleet, AttachInstances,
+SetDesiredCapacity, ...) is checked right before it is sent, even in the
+middle of a multi-step scale-up. A deposed leader gets `LostLeadership` and
+sends nothing more. After each such call returns, the test-only crash points
+`after-<Operation>` and `call-sent` may end the process (crashpoints.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from cloud_adapters.base import Discovery, Instance, NodeGroupProvider, instance_id_from_provider_id
+from cloud_adapters.base import Discovery, Instance, LooseInstance, NodeGroupProvider, instance_id_from_provider_id
 from cloud_adapters.errors import CloudError
 
 from ..apply import ExecutionReport, apply_plan, assign_node_groups
 from ..ingest import Cluster
 from ..model import NodeGroup
 from ..plan import Plan
+from .crashpoints import crash_point
 from .lifecycle import GroupFailure, Release
 from .scaledown import EmptyNode, busy_nodes
 
@@ -54,8 +63,11 @@ class ScaleDownResult:
 class Actuator:
     """Acts on the cloud for the controller; holds the provider and the last discovery."""
 
-    def __init__(self, provider: NodeGroupProvider) -> None:
+    def __init__(self, provider: NodeGroupProvider, fence: Callable[[str], None] | None = None) -> None:
         self._provider = provider
+        self._fence = fence
+        provider.before_mutation = self._mutating
+        provider.after_mutation = self._mutated
         self.groups: dict[str, NodeGroup] = {}  # the last discovery, by name
 
     @property
@@ -63,8 +75,16 @@ class Actuator:
         return self._provider.name
 
     def _mutating(self, op: str, group: str) -> None:
-        """Every cloud mutation passes here first (the place for a leadership fence)."""
+        """Every cloud mutation passes here first: the leadership fence (raises `LostLeadership`)."""
+        if self._fence is not None:
+            self._fence(f"{op} {group}".strip())
         log.debug("cloud mutation", extra={"operation": op, "node_group": group})
+
+    @staticmethod
+    def _mutated(op: str, group: str) -> None:
+        """A mutating call returned: the test-only crash points of the write-ahead protocol."""
+        crash_point(f"after-{op}")
+        crash_point("call-sent")
 
     # ------------------------------------------------------------- reading
 
@@ -91,11 +111,47 @@ class Actuator:
 
     # ------------------------------------------------------------ mutating
 
-    def apply(self, plan: Plan, cluster: Cluster) -> ExecutionReport:
-        """Grow each group by the plan's scale-up once; typed errors are in the report."""
+    def apply(self, plan: Plan, cluster: Cluster, tokens: Sequence[Mapping[str, str]] = ()) -> ExecutionReport:
+        """Grow each group by the plan's scale-up once (with the records' client tokens); typed errors in the report."""
         for group in plan.scale_up:
             self._mutating("scale-up", group)
-        return apply_plan(plan, self._provider, dict(self.groups), cluster)
+        return apply_plan(plan, self._provider, dict(self.groups), cluster, tokens=tokens)
+
+    # ------------------------------------------------- launched, not joined
+
+    def loose_instances(self) -> list[LooseInstance] | None:
+        """Instances launched outside any group (None: the provider launches none, or the read failed)."""
+        if not self._provider.launches_outside_groups:
+            return None
+        try:
+            return self._provider.loose_instances()
+        except CloudError as exc:
+            log.warning("cannot list instances outside the groups", extra={"error": str(exc)})
+            return None
+
+    def settle_call(self, group: str, ids: list[str], wanted: bool) -> tuple[int, str]:
+        """Adopt the instances an unconfirmed call launched (if still wanted) or terminate them: (adopted, note)."""
+        if not ids:
+            return 0, "nothing launched"
+        note = "no longer wanted; terminated"
+        if wanted:
+            self._mutating("adopt", group)
+            try:
+                return len(self._provider.adopt(group, ids).instance_ids), ""
+            except CloudError as exc:
+                note = f"could not join the group ({exc}); terminated"
+        err = self.terminate_loose(ids)
+        return 0, note if err is None else f"{note.removesuffix('; terminated')}; terminating failed: {err}"
+
+    def terminate_loose(self, ids: list[str]) -> CloudError | None:
+        """Terminate instances that are in no group; the error when that failed."""
+        self._mutating("terminate-loose", "")
+        try:
+            self._provider.terminate_loose(ids)
+        except CloudError as exc:
+            log.warning("cannot terminate instances outside the groups", extra={"instances": ids, "error": str(exc)})
+            return exc
+        return None
 
     def release(self, action: Release, cluster: Cluster) -> ReleaseResult:
         """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node."""

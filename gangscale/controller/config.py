@@ -40,6 +40,7 @@ class ControllerConfig(BaseModel):
     launch_failure_backoff_seconds: float = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
     cancel_grace_seconds: float = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
     empty_node_grace_seconds: float = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
+    orphan_grace_seconds: float = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
     # fairness and safety
     max_gang_pods: int = Field(default=1024, alias="maxGangPods", ge=1)

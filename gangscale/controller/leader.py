@@ -4,11 +4,18 @@ The lease is taken when absent or expired and renewed before it runs out; a
 write that loses a race gets 409 Conflict and this replica stays a follower.
 A leader that cannot renew in time steps down on its own, before another
 replica can take the lease, so two replicas never act at once.
+
+Renewal runs on its own thread (`LeaseKeeper`), never inside a reconcile
+pass, so a pass blocked on the cloud (fleet instances still pending, throttling
+retries) keeps the lease. Every mutation is fenced: `check(margin)` raises
+`LostLeadership` unless our last renewal is still valid `margin` seconds from
+now, so a deposed leader stops before its next cloud call.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -18,6 +25,11 @@ from ..kube.errors import KubeError
 
 log = logging.getLogger("gangscale.controller")
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+FENCE_MARGIN = 1.0  # seconds of lease a mutation must still have left when it starts
+
+
+class LostLeadership(Exception):
+    """This replica no longer holds the lease: the pass stops before touching the cloud or the state."""
 
 
 def _stamp(t: float) -> str:
@@ -43,11 +55,19 @@ class LeaderElector:
         self.duration = duration
         self.clock = clock
         self._held_until = 0.0
+        self.terms = 0  # how many times this replica became leader (a new term reloads the state)
 
     @property
     def is_leader(self) -> bool:
         """True only while our last successful renewal is comfortably inside the lease."""
         return self.clock() < self._held_until
+
+    def check(self, what: str = "", margin: float = FENCE_MARGIN) -> None:
+        """The fence: raise `LostLeadership` unless the lease is ours for at least `margin` more seconds."""
+        left = self._held_until - self.clock()
+        if left < margin:
+            raise LostLeadership(f"not the leader any more (lease {'lapsed' if left <= 0 else 'about to lapse'})"
+                                 + (f"; {what} not done" if what else ""))
 
     def try_acquire_or_renew(self) -> bool:
         now = self.clock()
@@ -80,6 +100,7 @@ class LeaderElector:
 
     def _won(self, now: float, how: str) -> bool:
         if not self.is_leader:
+            self.terms += 1
             log.info("leading", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity,
                                        "how": how})
         # step down a third of the lease early: another replica can only take it once it has fully expired
@@ -111,3 +132,35 @@ class LeaderElector:
                 "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.duration),
                          "acquireTime": _stamp(acquired), "renewTime": _stamp(now),
                          "leaseTransitions": transitions}}
+
+
+class LeaseKeeper:
+    """Renews (or tries to take) the lease every `interval` seconds on its own thread."""
+
+    def __init__(self, elector: LeaderElector, interval: float) -> None:
+        self.elector = elector
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
+        self.rounds = 0  # attempts made (the first one happens before start() returns)
+
+    def start(self) -> "LeaseKeeper":
+        self._round()
+        self._thread.start()
+        return self
+
+    def _round(self) -> None:
+        try:
+            self.elector.try_acquire_or_renew()
+        except Exception:  # noqa: BLE001 - the thread must survive anything; the lease then simply lapses
+            log.exception("lease renewal failed")
+        self.rounds += 1
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._round()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.interval + 5)

@@ -16,13 +16,22 @@ The reports, in the order a pass produces them:
 - `Applied`: the plan (and the scale-up's outcome, when there was one) moves
   every listed gang, and gangs no longer listed become running or cancelled;
 - `Expire`: cancel-grace and deadlines give capacity back;
-- `Released`: what the cloud actually gave back, for the reasons and events.
+- `Released`: what the cloud actually gave back, for the reasons and events;
+- `Recovered` (after a restart): what became of scale-up calls a record booked
+  and never confirmed (launched instances adopted, or nothing to keep).
+
+Write-ahead calls: `Booked` gives every record an `attempt` and, per group, the
+client token of the call that buys its nodes there (`Record.calls`, derived
+from gang key + generation + attempt by `client_token`). The token is saved
+before the call; `Applied` removes it once the call's outcome is known, so a
+token still in a saved record means "sent, or about to be, outcome unknown".
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Union
@@ -80,16 +89,23 @@ class Record:
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
     pods: tuple[str, ...] = ()  # pod uids this generation was planned for
+    attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
+    calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # group -> (token, nodes): unconfirmed
 
     @property
     def key(self) -> GangKey:
         return GangKey(self.namespace, self.name, self.api)
 
     def to_json(self) -> dict[str, Any]:
-        return {"gang": self.gang, "namespace": self.namespace, "name": self.name, "api": self.api,
-                "generation": self.generation, "state": self.state.value, "reason": self.reason,
-                "since": self.since, "first_seen": self.first_seen, "requested": dict(self.requested),
-                "requested_at": self.requested_at, "deadline": self.deadline, "pods": list(self.pods)}
+        out = {"gang": self.gang, "namespace": self.namespace, "name": self.name, "api": self.api,
+               "generation": self.generation, "state": self.state.value, "reason": self.reason,
+               "since": self.since, "first_seen": self.first_seen, "requested": dict(self.requested),
+               "requested_at": self.requested_at, "deadline": self.deadline, "pods": list(self.pods)}
+        if self.attempt:  # written only when set: records of older controllers round-trip unchanged
+            out["attempt"] = self.attempt
+        if self.calls:
+            out["calls"] = {g: [t, n] for g, (t, n) in self.calls.items()}
+        return out
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Record:
@@ -97,7 +113,16 @@ class Record:
         known["state"] = GangState(known.get("state", "new"))
         known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}
         known["pods"] = tuple(known.get("pods") or ())
+        known["attempt"] = int(known.get("attempt") or 0)
+        known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
         return cls(**known)
+
+
+def client_token(members: Iterable[Record], group: str, unit: Mapping[str, int]) -> str:
+    """The idempotency token of one scale-up call: the same records and attempt always give the same token."""
+    basis = ";".join(sorted(f"{r.gang}#{r.generation}#{r.attempt}" for r in members))
+    basis += "|" + group + "|" + ",".join(f"{g}={n}" for g, n in sorted(unit.items()))
+    return "gangscale-" + hashlib.sha256(basis.encode()).hexdigest()[:40]
 
 
 Records = Mapping[GangKey, Record]
@@ -175,6 +200,23 @@ class LaunchesFailed:
 class Booked:
     gangs: tuple[GangFacts, ...]
     intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
+    units: tuple[tuple[frozenset[GangKey], Mapping[str, int]], ...] = ()  # the atomic units and their gangs
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecovered:
+    """What a restart found for one unconfirmed call of a record: `adopted` instances joined the group."""
+
+    key: GangKey
+    group: str
+    token: str
+    adopted: int
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    outcomes: tuple[CallRecovered, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +260,7 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class ApplyScaleUp:
     intents: Mapping[GangKey, Mapping[str, int]]
+    tokens: tuple[Mapping[str, str], ...] = ()  # per atomic unit (Booked.units), group -> client token
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +312,7 @@ class Latency:
     seconds: float
 
 
-Report = Union[LaunchesFailed, Booked, Applied, Expire, Released]
+Report = Union[LaunchesFailed, Booked, Applied, Expire, Released, Recovered]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -291,6 +334,8 @@ def transition(records: Records, plan: Plan | None, report: Report, now: float) 
         _expire(step, report)
     elif isinstance(report, Released):
         _released(step, report)
+    elif isinstance(report, Recovered):
+        _recovered(step, report)
     else:  # pragma: no cover - a new report type without a handler
         raise TypeError(f"unknown report {type(report).__name__}")
     return step.records, tuple(step.actions), tuple(step.events)
@@ -383,13 +428,27 @@ def _booked(step: _Step, report: Booked) -> None:
         for grp, n in mine.items():
             requested[grp] = requested.get(grp, 0) + n
         step.put(rec, requested=requested, requested_at=step.now, deadline=step.now + g.deadline_seconds,
-                 pods=g.pods)
-    step.actions.append(ApplyScaleUp(dict(report.intents)))
+                 pods=g.pods, attempt=rec.attempt + 1)
+    step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
+
+
+def _book_calls(step: _Step, report: Booked) -> tuple[dict[str, str], ...]:
+    """Per atomic unit, each group's client token, recorded on the records it buys for (write-ahead)."""
+    tokens = []
+    for keys, unit in report.units:
+        members = [step.records[k] for k in sorted(keys, key=str) if k in step.records and report.intents.get(k)]
+        by_group = {grp: client_token(members, grp, unit) for grp in unit}
+        for rec in members:
+            mine = report.intents[rec.key]
+            step.put(rec, calls={**rec.calls, **{g: (t, mine[g]) for g, t in by_group.items() if mine.get(g)}})
+        tokens.append(by_group)
+    return tuple(tokens)
 
 
 def _applied(step: _Step, plan: Plan | None, report: Applied) -> None:
     """Every listed gang takes the plan's decision; gangs no longer listed are running or cancelled."""
     results = {GangKey(r.namespace, r.name, r.api): r for r in (plan.gangs if plan else [])}
+    _confirm_calls(step, report)
     for g in report.gangs:
         res = results.get(g.key)
         if res is None or cooling(step.records.get(g.key), g.generation, step.now, report.rules.backoff_seconds):
@@ -495,3 +554,36 @@ def _released(step: _Step, report: Released) -> None:
             step.emit(target, "ScaleUpTimedOut", rec.reason, True)
             if n:
                 step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang")
+
+
+# ------------------------------------------------------------ write-ahead calls
+
+
+def _confirm_calls(step: _Step, report: Applied) -> None:
+    """A call whose outcome the scale-up reported is no longer unconfirmed."""
+    settled = set(report.applied) | set(report.failed)
+    for key in report.intents:
+        rec = step.records.get(key)
+        if rec is not None and any(g in settled for g in rec.calls):
+            step.put(rec, calls={g: c for g, c in rec.calls.items() if g not in settled})
+
+
+def _recovered(step: _Step, report: Recovered) -> None:
+    """After a restart: adopted instances are the gang's nodes on their way; otherwise unbook the call."""
+    for out in report.outcomes:
+        rec = step.records.get(out.key)
+        call = rec.calls.get(out.group) if rec is not None else None
+        if rec is None or call is None or call[0] != out.token:
+            continue
+        calls = {g: c for g, c in rec.calls.items() if g != out.group}
+        if out.adopted:
+            why = f"{out.adopted} nodes launched in {out.group} before a restart joined the group"
+            state = rec.state if rec.state in IN_FLIGHT or rec.state in TERMINAL else GangState.PROVISIONING
+            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls)
+            continue
+        requested = dict(rec.requested)
+        requested[out.group] = max(0, requested.get(out.group, 0) - call[1])
+        kept = {g: n for g, n in requested.items() if n > 0}
+        step.put(rec, calls=calls, requested=kept,
+                 reason=f"the scale-up of {out.group} did not complete before a restart ({out.note or 'nothing launched'}); "
+                        "re-planning")

@@ -43,6 +43,9 @@ class Metrics:
                                 registry=r)
         self.dollars = Gauge("gangscale_requested_dollars_per_hour",
                              "Hourly price of the nodes requested and not yet given back", registry=r)
+        self.orphans_terminated = Counter("gangscale_orphan_instances_terminated_total",
+                                          "Instances launched outside any group and claimed by no record, "
+                                          "terminated by the janitor", ["node_group"], registry=r)
         self.leader = Gauge("gangscale_leader", "1 while this replica holds the lease", registry=r)
         self.reconciles = Counter("gangscale_reconciles_total", "Reconcile passes by result", ["result"],
                                   registry=r)

@@ -6,17 +6,21 @@ only in `lifecycle.transition` (pure); the cloud is touched only through the
 reports and emits events, and changes nothing); controller policy
 (reservations, ageing, held gangs) goes into `build_snapshot` as a
 `SnapshotPolicy`, so no snapshot object is changed after it is built. The
-scale-up's records are saved before the cloud is called (write-ahead).
+scale-up's records are saved before the cloud is called (write-ahead), with
+the client token of each call; a pass that starts with a token still in a
+record (a crash or a deposed leader left it) first settles that call: the
+instances it launched join their group or are terminated (`janitor.py`).
+Every save and every cloud mutation is fenced by the leader elector.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from cloud_adapters.base import NodeGroupProvider
+from cloud_adapters.base import LooseInstance, NodeGroupProvider
 
 from ..apply import ExecutionReport
 from ..ingest import Cluster, ingest
@@ -25,8 +29,9 @@ from ..plan import Plan
 from ..planner import make_plan
 from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, metrics as observe
+from . import backoff, janitor, metrics as observe
 from .actuator import Actuator
+from .crashpoints import crash_point
 from .config import ControllerConfig
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink
@@ -36,6 +41,7 @@ from .lifecycle import (
     ApplyScaleUp,
     BackOff,
     Booked,
+    CallRecovered,
     Event,
     Expire,
     GangEvent,
@@ -44,6 +50,7 @@ from .lifecycle import (
     LaunchesFailed,
     Record,
     Release,
+    Recovered,
     Released,
     ReleaseOutcome,
     Report,
@@ -52,6 +59,7 @@ from .lifecycle import (
     Takeover,
     transition,
 )
+from ..apply import atomic_units_with_gangs
 from .limits import gang_limits, inflight_by_namespace, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
@@ -69,9 +77,11 @@ class Reconciler:
 
     def __init__(self, cfg: ControllerConfig, provider: NodeGroupProvider, *, store: StateStore | None = None,
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
-                 identity: str = "gangscale") -> None:
+                 identity: str = "gangscale", fence: Callable[[str], None] | None = None) -> None:
         self.cfg = cfg
-        self.actuator = Actuator(provider)
+        self.fence = fence  # raises LostLeadership when this replica may no longer act
+        self.actuator = Actuator(provider, fence)
+        self.last_sweep = 0.0
         self.store = store
         self.events = events or EventSink(None)
         self.metrics = metrics or Metrics()
@@ -113,6 +123,8 @@ class Reconciler:
         enforce = leader and self.cfg.mode == "enforce"
         self.replan_soon = False
         cluster, warnings = self._read(objects)
+        if enforce and self._loose(cluster, now):
+            cluster, warnings = self._read(objects)  # adopted instances raised a group's target
         if enforce:
             self._launches(cluster, now)
         snap, plan = self._plan(cluster, warnings, now)
@@ -123,9 +135,17 @@ class Reconciler:
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now)
         self._observe(plan)
-        if leader and self.store is not None:
-            self.store.save(self.state)
+        if leader:
+            self._save()
         return plan
+
+    def _save(self) -> None:
+        """Persist the records, fenced: a deposed leader never overwrites its successor's state."""
+        if self.store is None:
+            return
+        if self.fence is not None:
+            self.fence("save the records")
+        self.store.save(self.state)
 
     # ----------------------------------------------------------------- steps
 
@@ -167,17 +187,53 @@ class Reconciler:
         """Book the new nodes on their gangs, save them (write-ahead), then grow the groups."""
         intents = attribute_new_nodes(plan, snap, owned_in_flight(self.state.records, snap.gangs))
         warn_bad_deadlines(g for g in snap.gangs if intents.get(g.gang_key))
+        units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         self.state.records, actions, events = transition(self.state.records, plan,
-                                                         Booked(self._facts(snap), intents), now)
+                                                         Booked(self._facts(snap), intents, units), now)
         self._emit(events)
-        if self.store is not None:
-            self.store.save(self.state)  # write-ahead: a crash right after the cloud call keeps who it was for
+        self._save()  # write-ahead: records and client tokens, before the cloud is called
+        crash_point("record-saved")
         report = None
         for a in actions:
             if isinstance(a, ApplyScaleUp):
-                report = self.actuator.apply(plan, cluster)
+                report = self.actuator.apply(plan, cluster, a.tokens)
+                crash_point("call-confirmed")
                 self._back_off(backoff.from_scale_up(report), now)
         return intents, report
+
+    def _loose(self, cluster: Cluster, now: float) -> bool:
+        """Settle unconfirmed calls, then end orphans past the grace; True when instances joined a group."""
+        calls = janitor.unconfirmed_calls(self.state.records.values(),
+                                          {g.gang_key: g.uid or "-" for g in cluster.gangs})
+        if not calls and now - self.last_sweep < min(60.0, max(1.0, self.cfg.orphan_grace_seconds / 4)):
+            return False
+        self.last_sweep = now
+        loose = self.actuator.loose_instances()
+        if loose is None:
+            return False
+        adopted = self._settle(calls, loose, cluster, now) if calls else 0
+        due = janitor.orphans_due(loose, set(calls), now, self.cfg.orphan_grace_seconds)
+        if due and self.actuator.terminate_loose([i.id for i in due]) is None:
+            for i in due:
+                self.metrics.orphans_terminated.labels(i.group).inc()
+            log.warning("terminated orphan instances", extra={
+                "instances": [i.id for i in due], "node_groups": sorted({i.group for i in due}),
+                "grace_seconds": self.cfg.orphan_grace_seconds})
+        return adopted > 0
+
+    def _settle(self, calls: dict[str, list[janitor.PendingCall]], loose: list[LooseInstance], cluster: Cluster, now: float) -> int:
+        """Each unconfirmed call's instances join the group (a record still wants them) or are terminated."""
+        outcomes, adopted = [], 0
+        for token, shares in calls.items():
+            ids = janitor.launched_by(loose, token)
+            n, note = self.actuator.settle_call(shares[0].group, ids, any(s.wanted for s in shares))
+            adopted += n
+            log.info("unconfirmed scale-up settled", extra={"node_group": shares[0].group, "token": token,
+                                                             "instances": ids, "adopted": n, "note": note})
+            outcomes.extend(CallRecovered(s.key, s.group, token, n, note) for s in shares)
+        self._step(None, Recovered(tuple(outcomes)), cluster, now)
+        self._save()
+        return adopted
 
     def _applied(self, snap: ClusterSnapshot, plan: Plan,
                  scaled: tuple[dict[GangKey, dict[str, int]], ExecutionReport | None] | None,

@@ -2,7 +2,10 @@
 
 A change to a pod, group or node starts a short batching window, so a gang
 created pod by pod is planned once, about a second after its last pod
-appears; a periodic resync catches anything a watch missed.
+appears; a periodic resync catches anything a watch missed. The lease is
+renewed on its own thread (`LeaseKeeper`), so a long pass never lets it lapse;
+a pass that finds itself deposed (`LostLeadership`, raised by the fence before
+a mutation) is abandoned without saving anything.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..kube.informer import ClusterCache
 from ..kube.refs import ResourceRef
 from .config import ControllerConfig, load_config
 from .events import EventSink
-from .leader import LeaderElector
+from .leader import LeaderElector, LeaseKeeper, LostLeadership
 from .logs import setup_logging
 from .metrics import HealthServer, Metrics
 from .reconciler import Reconciler
@@ -38,10 +41,11 @@ class Controller:
                  gang_refs: list[ResourceRef]) -> None:
         self.cfg = cfg
         self.metrics = Metrics()
-        self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
-                                     events=EventSink(client), metrics=self.metrics, identity=identity)
         self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
                                      duration=cfg.lease_duration_seconds)
+        self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
+                                     events=EventSink(client), metrics=self.metrics, identity=identity,
+                                     fence=self.elector.check)
         self.cache = ClusterCache(client, gang_refs, namespace=cfg.watch_namespace, on_change=self._changed)
         self._lock = threading.Lock()
         self._first_change = 0.0
@@ -72,21 +76,18 @@ class Controller:
         log.info("starting", extra={"mode": self.cfg.mode, "metrics_port": health.port,
                                     "identity": self.elector.identity})
         self.cache.start()
-        leader = False
-        next_renew = 0.0
+        keeper = LeaseKeeper(self.elector, self.cfg.lease_renew_seconds).start()
+        term = 0
         try:
             while not stop.is_set():
                 now = time.time()
                 self.heartbeat = now
-                if now >= next_renew:
-                    was = leader
-                    leader = self.elector.try_acquire_or_renew()
-                    next_renew = now + self.cfg.lease_renew_seconds
-                    self.metrics.leader.set(1 if leader else 0)
-                    if leader and not was:
-                        self.reconciler.load_state()  # the previous leader's records, from the cluster
-                        self.last_pass = 0.0
-                leader = leader and self.elector.is_leader
+                leader = self.elector.is_leader
+                self.metrics.leader.set(1 if leader else 0)
+                if leader and self.elector.terms != term:
+                    term = self.elector.terms
+                    self.reconciler.load_state()  # the previous leader's records, from the cluster
+                    self.last_pass = 0.0
                 if leader and self.cache.synced and self._due(now):
                     with self._lock:
                         self._first_change = self._last_change = 0.0
@@ -94,6 +95,7 @@ class Controller:
                 self._wake.wait(0.1)
                 self._wake.clear()
         finally:
+            keeper.stop()
             self.cache.stop()
             self.elector.release()
             health.stop()
@@ -103,6 +105,9 @@ class Controller:
         try:
             self.reconciler.reconcile(self.cache.snapshot(), leader=True)
             self.metrics.reconciles.labels("ok").inc()
+        except LostLeadership as exc:
+            log.warning("pass abandoned: leadership lost", extra={"error": str(exc)})
+            self.metrics.reconciles.labels("deposed").inc()
         except Exception:  # noqa: BLE001 - one bad pass must not stop the controller
             log.exception("reconcile failed")
             self.metrics.reconciles.labels("error").inc()

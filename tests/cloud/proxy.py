@@ -287,3 +287,41 @@ def query_error(code: str, message: str, status: int = 403) -> Response:
             f"<Code>{code}</Code><Message>{message}</Message></Error><RequestId>{uuid.uuid4()}</RequestId>"
             "</ErrorResponse>")
     return Response(status, body.encode(), {"Content-Type": "text/xml"})
+
+
+class PendingInstances:
+    """DescribeInstances shows every instance as `pending` for `seconds` after the proxy first reports it.
+
+    Moto starts instances `running` at once; a real fleet's instances take tens of seconds.
+    """
+
+    def __init__(self, seconds: float, clock: Callable[[], float] | None = None):
+        import time
+
+        self.seconds = seconds
+        self.clock = clock or time.monotonic
+        self.first_seen: dict[str, float] = {}
+        self.rewritten = 0
+
+    def __call__(self, req: Request, forward: Forward) -> Response:
+        resp = forward()
+        if resp.status != 200:
+            return resp
+        root = ET.fromstring(resp.body)
+        ns, q = _ec2_xml(root)
+        now = self.clock()
+        for item in root.iter(q("item")):
+            iid, state = item.find(q("instanceId")), item.find(q("instanceState"))
+            if iid is None or state is None or not iid.text:
+                continue
+            since = self.first_seen.setdefault(iid.text, now)
+            name = state.find(q("name"))
+            if now - since < self.seconds and name is not None and name.text == "running":
+                name.text = "pending"
+                code = state.find(q("code"))
+                if code is not None:
+                    code.text = "0"
+                self.rewritten += 1
+        if ns:
+            ET.register_namespace("", ns)
+        return Response(200, ET.tostring(root), {"Content-Type": "text/xml"})
