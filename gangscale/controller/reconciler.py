@@ -28,6 +28,7 @@ from ..solver.params import SolveOptions
 from . import backoff, metrics as observe
 from .actuator import Actuator
 from .config import ControllerConfig
+from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink
 from .lifecycle import (
@@ -36,6 +37,7 @@ from .lifecycle import (
     ApplyScaleUp,
     BackOff,
     Booked,
+    Confirmed,
     Event,
     Expire,
     GangEvent,
@@ -114,6 +116,7 @@ class Reconciler:
         self.replan_soon = False
         cluster, warnings = self._read(objects)
         if enforce:
+            self._confirm(cluster, now)
             self._launches(cluster, now)
         snap, plan = self._plan(cluster, warnings, now)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
@@ -134,6 +137,12 @@ class Reconciler:
         cluster = ingest(objects, node_group_label=self.cfg.node_group_label)
         return cluster, self.actuator.refresh(cluster).warnings
 
+    def _confirm(self, cluster: Cluster, now: float) -> None:
+        """Records booked before a call whose outcome was never recorded: keep what the groups show landed."""
+        if any(r.unconfirmed for r in self.state.records.values()):
+            desired = {name: g.current_size for name, g in self.groups.items()}
+            self._step(None, Confirmed(desired), cluster, now)
+
     def _launches(self, cluster: Cluster, now: float) -> None:
         """Launches that failed since a gang's request: re-plan the gang on the alternatives this pass."""
         watched: dict[str, float] = {}
@@ -143,7 +152,9 @@ class Reconciler:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
         failures = self.actuator.launch_failures(watched)
         if failures:
-            self._step(None, LaunchesFailed(failures), cluster, now)
+            released = self._step(None, LaunchesFailed(failures), cluster, now)
+            if released:  # what was just given back is not on its way: the snapshot must not count it
+                self.actuator.refresh(cluster)
 
     def _policy(self, cluster: Cluster, now: float) -> SnapshotPolicy:
         """What the controller decides around the planner: reservations, cooling, size limits, ageing."""
@@ -167,15 +178,18 @@ class Reconciler:
         """Book the new nodes on their gangs, save them (write-ahead), then grow the groups."""
         intents = attribute_new_nodes(plan, snap, owned_in_flight(self.state.records, snap.gangs))
         warn_bad_deadlines(g for g in snap.gangs if intents.get(g.gang_key))
+        desired = {name: g.current_size for name, g in self.groups.items()}
         self.state.records, actions, events = transition(self.state.records, plan,
-                                                         Booked(self._facts(snap), intents), now)
+                                                         Booked(self._facts(snap), intents, desired), now)
         self._emit(events)
         if self.store is not None:
             self.store.save(self.state)  # write-ahead: a crash right after the cloud call keeps who it was for
+        crash_point("record-saved")
         report = None
         for a in actions:
             if isinstance(a, ApplyScaleUp):
                 report = self.actuator.apply(plan, cluster)
+                crash_point("call-sent")
                 self._back_off(backoff.from_scale_up(report), now)
         return intents, report
 
@@ -195,13 +209,16 @@ class Reconciler:
         default = self.cfg.provisioning_deadline_seconds
         return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in snap.gangs)
 
-    def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> None:
-        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more."""
+    def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> int:
+        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more.
+
+        Returns how many nodes the cloud gave back."""
         self.state.records, actions, events = transition(self.state.records, plan, report, now)
         released = self._act(actions, cluster, now)
         self._emit(events)
         if released:
             self._step(plan, Released(tuple(released)), cluster, now)
+        return sum(o.released for o in released)
 
     def _act(self, actions: Sequence[Action], cluster: Cluster, now: float) -> list[ReleaseOutcome]:
         self._back_off([a for a in actions if isinstance(a, BackOff)], now)
