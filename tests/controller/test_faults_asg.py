@@ -56,23 +56,23 @@ def last_state(ctl, key: str) -> dict:
 def test_a_kill_in_the_write_ahead_window_buys_each_gang_exactly_once(cluster, world, controllers, proxy, step):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     first = controllers("a", env={"GANGSCALE_TEST_CRASH_AT": step})
-    gang(cluster, "zz-train", 3)  # named to sort after the second gang: attribution must not follow names
+    gang(cluster, "aa-train", 3)  # sorts before the second gang: attribution by name order would give it the new nodes
     crash(first)
     assert world.desired("cpu") == (3 if step == "call-sent" else 0)
-    gang(cluster, "aa-second", 2)  # arrives while nobody is watching
+    gang(cluster, "zz-second", 2)  # arrives while nobody is watching
     second = controllers("b")
     wait_for(lambda: world.desired("cpu") == 5, timeout=30, what="both gangs bought")
     time.sleep(3)  # several resyncs: nothing more is bought
     assert world.desired("cpu") == 5 and max(desired_calls(proxy)) == 5
     recs = state_records(cluster)
-    train, other = recs[f"default/zz-train/{API}"], recs[f"default/aa-second/{API}"]
+    train, other = recs[f"default/aa-train/{API}"], recs[f"default/zz-second/{API}"]
     assert train["requested"] == {"cpu": 3} and other["requested"] == {"cpu": 2}
     assert train["state"] == other["state"] == "provisioning" and not train.get("unconfirmed")
     by_gang = {}
     for e in events(cluster, "TriggeredScaleUp"):
         by_gang.setdefault(e["involvedObject"]["name"], []).append(e["message"])
-    assert any("cpu +2" in m for m in by_gang["aa-second"])  # the event names the gang the nodes were for
-    assert not any("cpu +2" in m for m in by_gang.get("zz-train", []))
+    assert any("cpu +2" in m for m in by_gang["zz-second"])  # the event names the gang the nodes were for
+    assert not any("cpu +2" in m for m in by_gang.get("aa-train", []))
     second.assert_no_tracebacks()
 
 
@@ -187,8 +187,9 @@ def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, worl
     wait_for(lambda: state_records(cluster)[key]["requested"] == {"launcher": 1},
              what="the workers given back, the record kept while it holds the launcher")
     wait_for(lambda: world.desired("launcher") == 0, timeout=30, what="the launcher given back at the deadline")
-    assert state_records(cluster)[key]["state"] == "timed-out"
-    assert [e for e in events(cluster, "ScaleUpTimedOut") if e["involvedObject"]["name"] == "mpi"]
+    wait_for(lambda: state_records(cluster)[key]["state"] == "timed-out", what="the timed-out record saved")
+    wait_for(lambda: [e for e in events(cluster, "ScaleUpTimedOut") if e["involvedObject"]["name"] == "mpi"],
+             what="the ScaleUpTimedOut event")
     changes = [(l["from"], l["to"]) for l in ctl.logged("gang state", gang=key)]
     assert len(changes) == len(set(changes)), changes  # each state change logged once
     # the nodes just given back are not "on their way"

@@ -8,7 +8,7 @@ from gangscale.controller.config import ControllerConfig
 from gangscale.controller.limits import gang_limits, over_caps
 from gangscale.ingest import ingest
 from gangscale.planner import make_plan
-from gangscale.snapshot import PreDecision, SnapshotPolicy, build_snapshot
+from gangscale.snapshot import SnapshotPolicy, build_snapshot
 from gangscale.solver.params import SolveOptions
 
 GPU8 = group("gpu", cpu="190", mem="1900Gi", gpu=8, price=50.0, max_size=2000)
