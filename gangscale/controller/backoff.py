@@ -30,10 +30,15 @@ def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGr
 
 def from_scale_up(report: ExecutionReport) -> list[BackOff]:
     """Groups the scale-up itself found unable to deliver (typed errors), and launches that failed after it."""
-    out = [BackOff(a.group, a.error_kind.value, f"{a.error_kind.value}: {a.message}") for a in report.actions
+    out = [BackOff(a.group, a.error_kind.value, _with_kind(a.error_kind.value, a.message)) for a in report.actions
            if a.status == "failed" and a.error_kind in BACKOFF_KINDS]
     out += [BackOff(err.group, err.kind.value, str(err)) for err in report.launch_failures]
     return out
+
+
+def _with_kind(kind: str, message: str) -> str:
+    """The message led by its kind once (a CloudError's text already starts with it)."""
+    return message if message.startswith(f"{kind}:") else f"{kind}: {message}"
 
 
 def extend(backoff: Mapping[str, float], actions: Iterable[BackOff], until: float

@@ -62,8 +62,14 @@ class LeaderElector:
         """True only while our last successful renewal is comfortably inside the lease."""
         return self.clock() < self._held_until
 
-    def check(self, what: str = "", margin: float = FENCE_MARGIN) -> None:
-        """The fence: raise `LostLeadership` unless the lease is ours for at least `margin` more seconds."""
+    def check(self, what: str = "", margin: float | None = None) -> None:
+        """The fence: raise `LostLeadership` unless the lease is ours for at least `margin` more seconds.
+
+        The default margin is `FENCE_MARGIN`, or a quarter of a shorter lease, so that a lease of a
+        few seconds is not lost to the margin alone between two renewals.
+        """
+        if margin is None:
+            margin = min(FENCE_MARGIN, self.duration / 4)
         left = self._held_until - self.clock()
         if left < margin:
             raise LostLeadership(f"not the leader any more (lease {'lapsed' if left <= 0 else 'about to lapse'})"

@@ -10,12 +10,15 @@ log lines, metric samples). Records, actions and events are frozen values; a
 
 The reports, in the order a pass produces them:
 
+- `Confirmed`: at the start of a pass, records booked before a cloud call whose outcome
+  was never recorded (the controller died in the write-ahead window) are settled
+  against the groups' actual desired capacity: a record keeps only what provably landed;
 - `LaunchesFailed`: launches failed in groups that provisioning gangs wait on;
 - `Booked`: the plan's new nodes are booked on their gangs before the cloud is
   called (the write-ahead records), and the scale-up is to be applied;
 - `Applied`: the plan (and the scale-up's outcome, when there was one) moves
   every listed gang, and gangs no longer listed become running or cancelled;
-- `Expire`: cancel-grace and deadlines give capacity back;
+- `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some;
 - `Released`: what the cloud actually gave back, for the reasons and events;
 - `Recovered` (after a restart): what became of scale-up calls a record booked
   and never confirmed (launched instances adopted, or nothing to keep).
@@ -25,6 +28,13 @@ client token of the call that buys its nodes there (`Record.calls`, derived
 from gang key + generation + attempt by `client_token`). The token is saved
 before the call; `Applied` removes it once the call's outcome is known, so a
 token still in a saved record means "sent, or about to be, outcome unknown".
+
+`Booked` also saves, per group, `Record.unconfirmed`: the group's desired
+capacity below this record's share, and the nodes booked. After a restart,
+`Recovered` first settles the `calls` whose instances may run outside the
+group (aws-fleet); then `Confirmed` credits every other unconfirmed booking
+with what the group's desired capacity proves landed. Each settles a group in
+both maps, so no booking is ever undone twice.
 """
 
 from __future__ import annotations
@@ -65,11 +75,14 @@ class ReleaseWhy(StrEnum):
     LAUNCH_FAILED = "launch-failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed-out"
+    UNUSABLE = "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
 
 
 REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangscale_gangs{state}` series
 TERMINAL = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED, GangState.INFEASIBLE})
 IN_FLIGHT = frozenset({GangState.PROVISIONING, GangState.READY})  # capacity bought and not yet used
+RESTARTS = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED})  # pending again: a new record
+UNUSABLE = frozenset({GangState.BELOW_QUORUM, GangState.WAITING_FOR_PODGROUP})  # cannot use what it holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +104,9 @@ class Record:
     pods: tuple[str, ...] = ()  # pod uids this generation was planned for
     attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
     calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # group -> (token, nodes): unconfirmed
+    # write-ahead: group -> (desired capacity below this record's share, nodes booked) for a cloud call whose
+    # outcome is not recorded yet; settled by `Confirmed` (a restart) or by `Applied` (the same pass)
+    unconfirmed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def key(self) -> GangKey:
@@ -105,6 +121,8 @@ class Record:
             out["attempt"] = self.attempt
         if self.calls:
             out["calls"] = {g: [t, n] for g, (t, n) in self.calls.items()}
+        if self.unconfirmed:
+            out["unconfirmed"] = {g: [base, n] for g, (base, n) in self.unconfirmed.items()}
         return out
 
     @classmethod
@@ -115,6 +133,7 @@ class Record:
         known["pods"] = tuple(known.get("pods") or ())
         known["attempt"] = int(known.get("attempt") or 0)
         known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
+        known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
         return cls(**known)
 
 
@@ -126,6 +145,11 @@ def client_token(members: Iterable[Record], group: str, unit: Mapping[str, int])
 
 
 Records = Mapping[GangKey, Record]
+
+
+def holds(rec: Record) -> bool:
+    """The record owns capacity (nodes bought for it, not yet used or given back), whatever its state."""
+    return bool(rec.requested)
 
 
 # ------------------------------------------------------------------ inputs
@@ -201,6 +225,7 @@ class Booked:
     gangs: tuple[GangFacts, ...]
     intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
     units: tuple[tuple[frozenset[GangKey], Mapping[str, int]], ...] = ()  # the atomic units and their gangs
+    desired: Mapping[str, int] = field(default_factory=dict)  # each group's desired capacity before the call
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +242,13 @@ class CallRecovered:
 @dataclass(frozen=True, slots=True)
 class Recovered:
     outcomes: tuple[CallRecovered, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    """The groups' desired capacity now, read before anything else in the pass changes it."""
+
+    desired: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +344,7 @@ class Latency:
     seconds: float
 
 
-Report = Union[LaunchesFailed, Booked, Applied, Expire, Released, Recovered]
+Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -324,7 +356,9 @@ Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
 def transition(records: Records, plan: Plan | None, report: Report, now: float) -> Result:
     """Move the records by one report. Pure: the same inputs always give the same outputs."""
     step = _Step(dict(records), now)
-    if isinstance(report, LaunchesFailed):
+    if isinstance(report, Confirmed):
+        _confirmed(step, report)
+    elif isinstance(report, LaunchesFailed):
         _launches_failed(step, report)
     elif isinstance(report, Booked):
         _booked(step, report)
@@ -381,11 +415,11 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
-    if rec is not None and rec.generation == g.generation and rec.state not in TERMINAL and not replaced:
-        return rec
+    if rec is not None and rec.generation == g.generation and rec.state not in RESTARTS and not replaced:
+        return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
                  first_seen=step.now)
-    if rec is not None and rec.requested and rec.state in (*IN_FLIGHT, GangState.CANCELLED):
+    if rec is not None and holds(rec):
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
                       state=GangState.PROVISIONING)
@@ -398,6 +432,36 @@ def _without(requested: Mapping[str, int], group: str) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------ phases
+
+
+def _confirmed(step: _Step, report: Confirmed) -> None:
+    """Settle write-ahead bookings whose call's outcome was never recorded: keep what provably landed.
+
+    A record booked `n` nodes of a group whose desired capacity was `base` below its share; the
+    call landed for `clamp(desired_now - base, 0, n)` of them. The rest is taken off the record,
+    so nothing is counted (or later given back) that the call never bought.
+    """
+    for key, rec in list(step.records.items()):
+        if not rec.unconfirmed:
+            continue
+        requested, landed = dict(rec.requested), {}
+        for grp, (base, n) in sorted(rec.unconfirmed.items()):
+            got = max(0, min(n, report.desired.get(grp, base) - base))
+            requested[grp] = requested.get(grp, 0) - (n - got)
+            if got:
+                landed[grp] = got
+        requested = {g: n for g, n in requested.items() if n > 0}
+        calls = {g: c for g, c in rec.calls.items() if g not in rec.unconfirmed}  # settled here too
+        if landed:
+            bought = ", ".join(f"{g} +{n}" for g, n in sorted(landed.items()))
+            step.events.extend(ScaledUp(g, n) for g, n in sorted(landed.items()))
+            rec = step.set(rec, GangState.PROVISIONING, f"the scale-up made before a restart landed: {bought}",
+                           requested=requested, unconfirmed={}, calls=calls)
+            step.emit(EventTarget.of_record(rec), "TriggeredScaleUp", f"pod group triggered scale-up: {bought}")
+        else:
+            state = GangState.PLANNED if rec.state == GangState.NEW else rec.state
+            step.set(rec, state, "the scale-up booked before a restart never reached the cloud; re-planning",
+                     requested=requested, unconfirmed={}, calls=calls)
 
 
 def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
@@ -419,16 +483,19 @@ def _launch_failed_reason(group: str, why: str, released: int | None) -> str:
 
 def _booked(step: _Step, report: Booked) -> None:
     """Book the plan's new nodes on the gangs they are for (the write-ahead record), then apply."""
+    below = dict(report.desired)  # per group: the desired capacity below the next gang's share
     for g in report.gangs:
         mine = report.intents.get(g.key)
         if not mine:
             continue
         rec = current_record(step, g)
-        requested = dict(rec.requested)
-        for grp, n in mine.items():
+        requested, unconfirmed = dict(rec.requested), {}
+        for grp, n in sorted(mine.items()):
             requested[grp] = requested.get(grp, 0) + n
+            unconfirmed[grp] = (below.get(grp, 0), n)
+            below[grp] = below.get(grp, 0) + n
         step.put(rec, requested=requested, requested_at=step.now, deadline=step.now + g.deadline_seconds,
-                 pods=g.pods, attempt=rec.attempt + 1)
+                 pods=g.pods, attempt=rec.attempt + 1, unconfirmed=unconfirmed)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
 
 
@@ -476,7 +543,7 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
     if mine and all(grp in report.applied for grp in mine):
         step.events.extend(ScaledUp(grp, n) for grp, n in mine.items())
         step.events.append(Latency("requested", max(0.0, step.now - rec.first_seen)))
-        step.set(rec, GangState.PROVISIONING, reason)
+        step.set(rec, GangState.PROVISIONING, reason, unconfirmed={})
         step.emit(g.target, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
             f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
     elif mine:
@@ -487,7 +554,7 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
         why = "; ".join(f"{grp}: {report.failed[grp]}" for grp in mine if grp in report.failed)
         rec = step.set(rec, GangState.PLANNED, f"scale-up not applied ({why or 'another group failed'}); "
                                                "re-planning on the alternatives",
-                       requested={grp: n for grp, n in requested.items() if n > 0})
+                       requested={grp: n for grp, n in requested.items() if n > 0}, unconfirmed={})
         step.emit(g.target, "NotTriggerScaleUp", rec.reason, True)
     elif rec.state == GangState.PROVISIONING and rec.requested:
         step.set(rec, GangState.PROVISIONING, f"capacity on its way: {reason}")
@@ -500,8 +567,8 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
     """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
     for key, rec in list(step.records.items()):
-        if key in seen or rec.state in TERMINAL:
-            continue
+        if key in seen or rec.state == GangState.CANCELLED or (rec.state in TERMINAL and not holds(rec)):
+            continue  # an infeasible gang that still holds nodes is cancelled, so they go back
         if key.group in report.bound_groups:
             step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
@@ -517,16 +584,21 @@ def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
 
 def _expire(step: _Step, report: Expire) -> None:
     """Cancelled past the grace, or not delivered by the deadline: give the unused capacity back."""
+    grace = report.rules.cancel_grace_seconds
     for key, rec in list(step.records.items()):
-        if rec.state == GangState.CANCELLED and rec.requested \
-                and step.now - rec.since >= report.rules.cancel_grace_seconds:
-            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED))
-            step.put(rec, requested={})
-        elif rec.state in IN_FLIGHT and rec.deadline and step.now > rec.deadline:
+        if rec.state == GangState.CANCELLED:
+            if holds(rec) and step.now - rec.since >= grace:
+                step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED))
+                step.put(rec, requested={})
+        elif (rec.state in IN_FLIGHT or holds(rec)) and rec.state not in RESTARTS and rec.deadline \
+                and step.now > rec.deadline:  # whatever state it reached: below quorum, infeasible, planned...
             for group in rec.requested:  # it did not deliver in time: try the alternatives first
                 step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT.value, f"timed-out: nodes for {rec.gang} did not arrive"))
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT))
             step.set(rec, GangState.TIMED_OUT, _timed_out_reason(rec, None), requested={})
+        elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
+            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE))
+            step.put(rec, requested={})
 
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
@@ -545,6 +617,12 @@ def _released(step: _Step, report: Released) -> None:
             group = next(iter(out.action.groups), "")
             rec = step.put(rec, reason=_launch_failed_reason(group, out.action.detail, n))
             step.emit(target, "NotTriggerScaleUp", rec.reason, True)
+        elif out.action.why == ReleaseWhy.UNUSABLE:
+            rec = step.put(rec, reason=f"{rec.reason}; it could not use its nodes within the cancel grace, "
+                                       f"gave back {n} unused nodes bought for it")
+            if n:
+                step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang "
+                                                      f"({rec.state.value})")
         elif out.action.why == ReleaseWhy.CANCELLED:
             rec = step.put(rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes")
             if n:
@@ -576,14 +654,16 @@ def _recovered(step: _Step, report: Recovered) -> None:
         if rec is None or call is None or call[0] != out.token:
             continue
         calls = {g: c for g, c in rec.calls.items() if g != out.group}
+        unconfirmed = {g: u for g, u in rec.unconfirmed.items() if g != out.group}  # settled here, not by Confirmed
         if out.adopted:
             why = f"{out.adopted} nodes launched in {out.group} before a restart joined the group"
             state = rec.state if rec.state in IN_FLIGHT or rec.state in TERMINAL else GangState.PROVISIONING
-            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls)
+            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls,
+                     unconfirmed=unconfirmed)
             continue
         requested = dict(rec.requested)
         requested[out.group] = max(0, requested.get(out.group, 0) - call[1])
         kept = {g: n for g, n in requested.items() if n > 0}
-        step.put(rec, calls=calls, requested=kept,
+        step.put(rec, calls=calls, unconfirmed=unconfirmed, requested=kept,
                  reason=f"the scale-up of {out.group} did not complete before a restart ({out.note or 'nothing launched'}); "
                         "re-planning")

@@ -16,10 +16,8 @@ from ..model import Gang, GangKey
 from ..plan import Plan
 from ..resources import GPU
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
-from .config import ControllerConfig
-from .lifecycle import IN_FLIGHT, Record
-
-CAP_ROUNDS = 4  # each round only removes gangs, so this settles quickly
+from .config import ControllerConfig, NamespaceCap
+from .lifecycle import Record, holds
 
 
 def parse_time(stamp: str) -> float | None:
@@ -60,11 +58,15 @@ def gang_limits(gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_
 
 def inflight_by_namespace(records: Iterable[Record], prices: Mapping[str, float]
                           ) -> tuple[dict[str, int], dict[str, float]]:
-    """Nodes and dollars per hour bought for each namespace's gangs and still on their way."""
+    """Nodes and dollars per hour each namespace's records hold (bought and not yet used or given back).
+
+    Every state counts: a gang below quorum, infeasible or cancelled within its grace still holds
+    what was bought for it until that is given back.
+    """
     nodes: dict[str, int] = defaultdict(int)
     dollars: dict[str, float] = defaultdict(float)
     for r in records:
-        if r.state in IN_FLIGHT:
+        if holds(r):
             for g, n in r.requested.items():
                 nodes[r.namespace] += n
                 dollars[r.namespace] += n * prices.get(g, 0.0)
@@ -93,42 +95,80 @@ def _new_nodes_per_gang(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, tupl
     return gang_nodes
 
 
+def _cap_order(g: Gang) -> tuple[int, float, str]:
+    """The documented order within a namespace: highest priority first, then the oldest."""
+    created = parse_time(g.created) or min((parse_time(p.created) or float("inf") for p in g.pending),
+                                           default=float("inf"))
+    return (-g.effective_priority, created, str(g.gang_key))
+
+
+def _cap_text(cap: NamespaceCap) -> str:
+    return " ".join(x for x in (f"maxNodes {cap.max_nodes}" if cap.max_nodes is not None else "",
+                                f"maxDollarsPerHour {cap.max_dollars_per_hour:g}"
+                                if cap.max_dollars_per_hour is not None else "") if x)
+
+
+def _within(cap: NamespaceCap, nodes: int, dollars: float) -> bool:
+    return ((cap.max_nodes is None or nodes <= cap.max_nodes)
+            and (cap.max_dollars_per_hour is None or dollars <= cap.max_dollars_per_hour + 1e-9))
+
+
 def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
-              inflight_nodes: Mapping[str, int], inflight_dollars: Mapping[str, float]) -> dict[GangKey, str]:
-    """Gangs to hold back so every namespace stays within its caps, lowest priority and youngest first."""
-    nodes, dollars = namespace_usage(plan)
+              inflight_nodes: Mapping[str, int], inflight_dollars: Mapping[str, float]) -> dict[GangKey, PreDecision]:
+    """Gangs to hold back so every namespace stays within its caps.
+
+    In each capped namespace the gangs the plan buys for are kept in the documented order
+    (highest priority, then oldest) while they fit; one that could never fit the cap alone is
+    `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
+    every other gang of it that the plan could not serve is deferred too, so the next plan cannot
+    hand the room freed by the deferred gangs to them.
+    """
     gang_nodes = _new_nodes_per_gang(plan, snap)
-    held: dict[GangKey, str] = {}
-    for ns in sorted(set(nodes) | set(inflight_nodes)):
+    decision = {GangKey(r.namespace, r.name, r.api): r.decision for r in plan.gangs}
+    held: dict[GangKey, PreDecision] = {}
+    for ns in sorted({k.namespace for k in gang_nodes}):
         cap = cfg.cap_for(ns)
-        used_n = nodes.get(ns, 0) + inflight_nodes.get(ns, 0)
-        used_d = dollars.get(ns, 0.0) + inflight_dollars.get(ns, 0.0)
-        candidates = sorted((g for g in snap.gangs if g.namespace == ns and g.gang_key in gang_nodes),
-                            key=lambda g: (g.effective_priority, g.created), reverse=True)
-        while candidates and ((cap.max_nodes is not None and used_n > cap.max_nodes)
-                              or (cap.max_dollars_per_hour is not None and used_d > cap.max_dollars_per_hour + 1e-9)):
-            g = candidates.pop()  # lowest priority, youngest
+        if cap.max_nodes is None and cap.max_dollars_per_hour is None:
+            continue
+        limit, ahead = _cap_text(cap), inflight_nodes.get(ns, 0)
+        used_n, used_d = ahead, inflight_dollars.get(ns, 0.0)
+        for g in sorted((g for g in snap.gangs if g.namespace == ns and g.gang_key in gang_nodes), key=_cap_order):
             c, d = gang_nodes[g.gang_key]
-            used_n -= c
-            used_d -= d
-            limit = (f"maxNodes {cap.max_nodes}" if cap.max_nodes is not None else "") + (
-                f" maxDollarsPerHour {cap.max_dollars_per_hour:g}" if cap.max_dollars_per_hour is not None else "")
-            held[g.gang_key] = (f"namespace {ns} is at its cap ({limit.strip()}): {c} more nodes "
-                                f"(${d:.2f}/h) for this gang would exceed it; waiting for capacity to free up")
+            if not _within(cap, c, d):
+                held[g.gang_key] = PreDecision("infeasible", f"needs {c} new nodes (${d:.2f}/h), more than "
+                                               f"namespace {ns}'s cap ({limit}) allows at all")
+            elif _within(cap, used_n + c, used_d + d):
+                used_n, used_d = used_n + c, used_d + d
+            else:
+                held[g.gang_key] = PreDecision("deferred", (
+                    f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
+                    f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
+                    "waiting for capacity to free up"))
+        if cap.max_nodes is not None and used_n >= cap.max_nodes and any(k.namespace == ns for k in held):
+            for g in snap.gangs:
+                if g.namespace == ns and g.gang_key not in gang_nodes and g.key not in snap.decided \
+                        and decision.get(g.gang_key) in ("infeasible", "deferred"):
+                    held[g.gang_key] = PreDecision("deferred", f"namespace {ns} is at its cap ({limit}) with "
+                                                               f"{used_n} nodes; waiting for capacity to free up")
     return held
 
 
 def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: Callable[[ClusterSnapshot], Plan],
                      policy: SnapshotPolicy, cfg: ControllerConfig, inflight: tuple[Mapping[str, int],
                      Mapping[str, float]]) -> tuple[ClusterSnapshot, Plan]:
-    """Plan; while a namespace would go over its cap, hold its lowest gangs back (deferred) and plan again."""
+    """Plan; while a namespace would go over its cap, hold gangs back and plan again.
+
+    The plan returned is always within caps: it is checked after every round, and every round
+    holds at least one more gang (a held gang rides no new node), so this ends within one
+    round per gang — in practice two.
+    """
     snap = build(policy)
     plan = make(snap)
-    for _ in range(CAP_ROUNDS):
+    for _ in range(len(snap.gangs) + 1):
         held = over_caps(plan, snap, cfg, *inflight)
         if not held:
-            break
-        policy = policy.holding({key: PreDecision("deferred", reason) for key, reason in held.items()})
+            return snap, plan
+        policy = policy.holding(held)
         snap = build(policy)
         plan = make(snap)
-    return snap, plan
+    raise AssertionError("holding gangs back for the caps did not settle")  # pragma: no cover - see the docstring

@@ -31,8 +31,8 @@ from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_deci
 from ..solver.params import SolveOptions
 from . import backoff, janitor, metrics as observe
 from .actuator import Actuator
-from .crashpoints import crash_point
 from .config import ControllerConfig
+from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink
 from .lifecycle import (
@@ -42,6 +42,7 @@ from .lifecycle import (
     BackOff,
     Booked,
     CallRecovered,
+    Confirmed,
     Event,
     Expire,
     GangEvent,
@@ -126,6 +127,7 @@ class Reconciler:
         if enforce and self._loose(cluster, now):
             cluster, warnings = self._read(objects)  # adopted instances raised a group's target
         if enforce:
+            self._confirm(cluster, now)
             self._launches(cluster, now)
         snap, plan = self._plan(cluster, warnings, now)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
@@ -154,6 +156,12 @@ class Reconciler:
         cluster = ingest(objects, node_group_label=self.cfg.node_group_label)
         return cluster, self.actuator.refresh(cluster).warnings
 
+    def _confirm(self, cluster: Cluster, now: float) -> None:
+        """Records booked before a call whose outcome was never recorded: keep what the groups show landed."""
+        if any(r.unconfirmed for r in self.state.records.values()):
+            desired = {name: g.current_size for name, g in self.groups.items()}
+            self._step(None, Confirmed(desired), cluster, now)
+
     def _launches(self, cluster: Cluster, now: float) -> None:
         """Launches that failed since a gang's request: re-plan the gang on the alternatives this pass."""
         watched: dict[str, float] = {}
@@ -163,7 +171,9 @@ class Reconciler:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
         failures = self.actuator.launch_failures(watched)
         if failures:
-            self._step(None, LaunchesFailed(failures), cluster, now)
+            released = self._step(None, LaunchesFailed(failures), cluster, now)
+            if released:  # what was just given back is not on its way: the snapshot must not count it
+                self.actuator.refresh(cluster)
 
     def _policy(self, cluster: Cluster, now: float) -> SnapshotPolicy:
         """What the controller decides around the planner: reservations, cooling, size limits, ageing."""
@@ -188,10 +198,11 @@ class Reconciler:
         intents = attribute_new_nodes(plan, snap, owned_in_flight(self.state.records, snap.gangs))
         warn_bad_deadlines(g for g in snap.gangs if intents.get(g.gang_key))
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
+        desired = {name: g.current_size for name, g in self.groups.items()}
         self.state.records, actions, events = transition(self.state.records, plan,
-                                                         Booked(self._facts(snap), intents, units), now)
+                                                         Booked(self._facts(snap), intents, units, desired), now)
         self._emit(events)
-        self._save()  # write-ahead: records and client tokens, before the cloud is called
+        self._save()  # write-ahead: records, client tokens and the desired sizes below them, before the cloud call
         crash_point("record-saved")
         report = None
         for a in actions:
@@ -251,13 +262,16 @@ class Reconciler:
         default = self.cfg.provisioning_deadline_seconds
         return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in snap.gangs)
 
-    def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> None:
-        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more."""
+    def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> int:
+        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more.
+
+        Returns how many nodes the cloud gave back."""
         self.state.records, actions, events = transition(self.state.records, plan, report, now)
         released = self._act(actions, cluster, now)
         self._emit(events)
         if released:
             self._step(plan, Released(tuple(released)), cluster, now)
+        return sum(o.released for o in released)
 
     def _act(self, actions: Sequence[Action], cluster: Cluster, now: float) -> list[ReleaseOutcome]:
         self._back_off([a for a in actions if isinstance(a, BackOff)], now)

@@ -15,14 +15,14 @@ from collections.abc import Iterable, Mapping
 from ..model import Gang, GangKey
 from ..plan import Plan
 from ..snapshot import ClusterSnapshot
-from .lifecycle import GangState, Record
+from .lifecycle import GangState, Record, holds
 
 
 def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...]]:
     """Per group, the gangs its upcoming nodes were bought for, one entry per node, oldest request first."""
     out: dict[str, list[GangKey]] = defaultdict(list)
-    provisioning = sorted((r for r in records if r.state == GangState.PROVISIONING and r.requested),
-                          key=lambda r: r.requested_at)
+    provisioning = sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED),
+                          key=lambda r: r.requested_at)  # a cancelled gang's nodes are free until given back
     for rec in provisioning:
         for group, n in rec.requested.items():
             out[group].extend([rec.key] * n)
@@ -34,7 +34,7 @@ def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) ->
     out = {}
     for g in gangs:
         rec = records.get(g.gang_key)
-        if rec is not None and rec.state == GangState.PROVISIONING:
+        if rec is not None and holds(rec):
             out[g.gang_key] = dict(rec.requested)
     return out
 

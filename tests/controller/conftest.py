@@ -39,12 +39,13 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "c
 class ControllerProcess:
     """`gangscale run` in a subprocess; its JSON log lines are parsed on demand."""
 
-    def __init__(self, tmp: Path, kubeconfig: str, config: dict[str, Any], identity: str) -> None:
+    def __init__(self, tmp: Path, kubeconfig: str, config: dict[str, Any], identity: str,
+                 env: dict[str, str] | None = None) -> None:
         self.log_path = tmp / f"controller-{identity}.log"
         cfg_path = tmp / f"config-{identity}.yaml"
         cfg_path.write_text(yaml.safe_dump(config))
         self._log = open(self.log_path, "w")
-        env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gangscale", "run", "--kubeconfig", kubeconfig, "--config", str(cfg_path),
              "--identity", identity, "--log-level", "debug"],
@@ -63,6 +64,10 @@ class ControllerProcess:
     def logged(self, msg: str, **fields: Any) -> list[dict[str, Any]]:
         return [line for line in self.lines() if line.get("msg") == msg
                 and all(line.get(k) == v for k, v in fields.items())]
+
+    def exited(self) -> int | None:
+        """The exit status once the process is gone (137 after a crash hook)."""
+        return self.proc.poll()
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
@@ -91,7 +96,7 @@ def controllers(tmp_path: Path, cluster: Emulator, proxy) -> Iterator[Callable[.
     kubeconfig = cluster.kubeconfig(str(tmp_path / "kubeconfig"))
     started: list[ControllerProcess] = []
 
-    def start(identity: str = "a", **overrides: Any) -> ControllerProcess:
+    def start(identity: str = "a", env: dict[str, str] | None = None, **overrides: Any) -> ControllerProcess:
         config = {
             "mode": "enforce", "provider": "aws-asg", "clusterName": CLUSTER, "region": REGION,
             "awsEndpointUrl": proxy.url, "metricsAddress": "127.0.0.1:0",
@@ -100,7 +105,7 @@ def controllers(tmp_path: Path, cluster: Emulator, proxy) -> Iterator[Callable[.
             "emptyNodeGraceSeconds": 3600, "launchFailureBackoffSeconds": 600,
         }
         config.update(overrides)
-        proc = ControllerProcess(tmp_path, kubeconfig, config, identity)
+        proc = ControllerProcess(tmp_path, kubeconfig, config, identity, env)
         started.append(proc)
         return proc
 

@@ -11,6 +11,7 @@ from gangscale.controller.lifecycle import (
     ApplyScaleUp,
     BackOff,
     Booked,
+    Confirmed,
     EventTarget,
     Expire,
     GangEvent,
@@ -249,9 +250,21 @@ EXPIRE_TABLE = [
     ("provisioning before its deadline", rec(S.PROVISIONING, requested={"cpu": 2}, deadline=NOW + 1),
      S.PROVISIONING, []),
     ("no deadline", rec(S.PROVISIONING, requested={"cpu": 2}), S.PROVISIONING, []),
+    # issue 17: capacity bought for a gang goes back at its deadline whatever state the gang reached
+    *[(f"{s.value} holding nodes past its deadline", rec(s, requested={"cpu": 1}, requested_at=NOW - 100,
+                                                         deadline=NOW - 1), S.TIMED_OUT,
+       [BackOff("cpu", "timed-out", "timed-out: nodes for default/job/scheduling.k8s.io/v1alpha2 did not arrive"),
+        Release(KEY, {"cpu": 1}, "timed-out")])
+      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP, S.DEFERRED, S.INVALID, S.INFEASIBLE)],
+    *[(f"{s.value} holding nothing is not expired", rec(s, deadline=NOW - 1), s, [])
+      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.DEFERRED, S.INFEASIBLE)],
     *[(f"{s.value} is not expired", rec(s, requested={"cpu": 1}, deadline=NOW - 1), s, [])
-      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP, S.DEFERRED, S.INVALID, S.INFEASIBLE,
-                S.RUNNING, S.TIMED_OUT)],
+      for s in (S.RUNNING, S.TIMED_OUT)],
+    # issue 17: a gang that cannot use its nodes gives them back after the cancel grace, before any deadline
+    *[(f"{s.value} past the cancel grace", rec(s, since=NOW - 61, requested={"cpu": 2}, deadline=NOW + 600), s,
+       [Release(KEY, {"cpu": 2}, "unusable")]) for s in (S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP)],
+    ("below quorum within the cancel grace", rec(S.BELOW_QUORUM, since=NOW - 59, requested={"cpu": 2},
+                                                  deadline=NOW + 600), S.BELOW_QUORUM, []),
 ]
 
 
@@ -317,3 +330,78 @@ def test_every_state_keeps_its_persisted_string():
         "new", "waiting-for-podgroup", "below-quorum", "planned", "provisioning", "ready", "running", "infeasible",
         "timed-out", "cancelled", "invalid", "deferred"}
     assert str(KEY) == "default/job/scheduling.k8s.io/v1alpha2"
+
+
+# ------------------------------------------------- issue 17: the write-ahead window, holding states
+
+
+def test_booking_remembers_where_each_gangs_share_of_the_call_starts():
+    report = Booked((facts(), facts(OTHER)), {KEY: {"cpu": 3}, OTHER: {"cpu": 2}}, desired={"cpu": 1})
+    new, _, _ = transition({}, None, report, NOW)
+    assert new[KEY].unconfirmed == {"cpu": (1, 3)} and new[OTHER].unconfirmed == {"cpu": (4, 2)}
+    assert Record.from_json(new[OTHER].to_json()) == new[OTHER]  # survives the ConfigMap
+
+
+CONFIRM_TABLE = [
+    # (id, desired now, KEY's requested after, KEY's state, OTHER's requested after)
+    ("both calls landed", 6, {"cpu": 3}, S.PROVISIONING, {"cpu": 2}),
+    ("the call never reached the cloud", 1, {}, S.PLANNED, {}),
+    ("only part landed: the first share is credited first", 3, {"cpu": 2}, S.PROVISIONING, {}),
+    ("desired lowered by someone else since", 0, {}, S.PLANNED, {}),
+]
+
+
+@pytest.mark.parametrize("desired, mine, state, other", [r[1:] for r in CONFIRM_TABLE],
+                         ids=[r[0] for r in CONFIRM_TABLE])
+def test_a_restart_keeps_only_what_the_group_shows_landed(desired, mine, state, other):
+    booked, _, _ = transition({}, None, Booked((facts(), facts(OTHER)), {KEY: {"cpu": 3}, OTHER: {"cpu": 2}},
+                                               desired={"cpu": 1}), NOW - 5)
+    new, actions, events = transition(booked, None, Confirmed({"cpu": desired}), NOW)
+    assert new[KEY].requested == mine and new[KEY].state == state and new[OTHER].requested == other
+    assert not new[KEY].unconfirmed and not new[OTHER].unconfirmed and actions == ()
+    triggered = [e.target.key for e in events_of(events) if e.reason == "TriggeredScaleUp"]
+    assert triggered == [k for k, r in ((KEY, mine), (OTHER, other)) if r]  # each event on its own gang
+
+
+def test_a_restart_keeps_what_a_provisioning_gang_had_before_an_unconfirmed_booking():
+    old = rec(S.PROVISIONING, requested={"cpu": 5}, unconfirmed={"cpu": (4, 2)})
+    new, _, _ = transition({KEY: old}, None, Confirmed({"cpu": 4}), NOW)
+    assert new[KEY].requested == {"cpu": 3} and new[KEY].state == S.PROVISIONING and not new[KEY].unconfirmed
+
+
+def test_an_applied_scale_up_confirms_the_booking():
+    old = rec(S.NEW, requested={"cpu": 2}, unconfirmed={"cpu": (0, 2)})
+    report = Applied((facts(),), RULES, intents={KEY: {"cpu": 2}}, applied=frozenset({"cpu"}))
+    new, _, _ = transition({KEY: old}, plan("scale-up"), report, NOW)
+    assert new[KEY].state == S.PROVISIONING and new[KEY].requested == {"cpu": 2} and not new[KEY].unconfirmed
+
+
+def test_an_infeasible_gang_keeps_its_record_and_its_state_change_is_logged_once():
+    records: dict = {}
+    changes = []
+    for i in range(5):
+        records, _, events = transition(records, plan("infeasible"), Applied((facts(),), RULES), NOW + i)
+        changes += events_of(events, StateChanged)
+    assert [(c.old, c.new) for c in changes] == [(S.NEW, S.INFEASIBLE)]
+
+
+def test_a_half_bought_infeasible_gang_keeps_what_it_holds_until_its_deadline():
+    old = rec(S.PLANNED, requested={"launcher": 1}, requested_at=NOW - 30, deadline=NOW + 30)
+    new, _, _ = transition({KEY: old}, plan("infeasible"), Applied((facts(),), RULES), NOW)
+    assert new[KEY].state == S.INFEASIBLE and new[KEY].requested == {"launcher": 1}
+    later, actions, _ = transition(new, None, Expire(RULES), NOW + 31)
+    assert later[KEY].state == S.TIMED_OUT and Release(KEY, {"launcher": 1}, "timed-out") in actions
+
+
+def test_an_unlisted_infeasible_gang_that_holds_nodes_is_cancelled_so_they_go_back():
+    old = rec(S.INFEASIBLE, requested={"cpu": 1})
+    new, _, _ = transition({KEY: old}, None, Applied((), RULES), NOW)
+    assert new[KEY].state == S.CANCELLED and new[KEY].requested == {"cpu": 1}
+
+
+def test_a_below_quorum_release_says_what_went_back():
+    recs = {KEY: rec(S.BELOW_QUORUM, reason="1 of 3 pods")}
+    out = ReleaseOutcome(Release(KEY, {"cpu": 2}, "unusable"), 2)
+    new, _, events = transition(recs, None, Released((out,)), NOW)
+    assert "gave back 2 unused nodes" in new[KEY].reason
+    assert [e.reason for e in events_of(events)] == ["CapacityReleased"]

@@ -8,7 +8,7 @@ from gangscale.controller.config import ControllerConfig
 from gangscale.controller.limits import gang_limits, over_caps
 from gangscale.ingest import ingest
 from gangscale.planner import make_plan
-from gangscale.snapshot import PreDecision, SnapshotPolicy, build_snapshot
+from gangscale.snapshot import SnapshotPolicy, build_snapshot
 from gangscale.solver.params import SolveOptions
 
 GPU8 = group("gpu", cpu="190", mem="1900Gi", gpu=8, price=50.0, max_size=2000)
@@ -63,9 +63,9 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     cfg = ControllerConfig(namespaceCaps={"team": {"maxDollarsPerHour": 1.5}})
     held = over_caps(plan, snap, cfg, {}, {})
     assert list(held) == [next(g.gang_key for g in snap.gangs if g.name == "later")]
-    assert "maxDollarsPerHour 1.5" in next(iter(held.values()))
+    assert "maxDollarsPerHour 1.5" in next(iter(held.values())).reason
     # money already on its way counts too
     assert len(over_caps(plan, snap, cfg, {"team": 1}, {"team": 1.0})) == 2
-    policy = SnapshotPolicy(held={key: PreDecision("deferred", reason) for key, reason in held.items()})
+    policy = SnapshotPolicy(held=held)
     assert make_plan(snapshot_with(objs, [group("cpu", price=1.0)], policy), SolveOptions(time_limit=5)).scale_up \
         == {"cpu": 1}

@@ -1,0 +1,212 @@
+"""Issue 17 on aws-asg: the real `gangscale run` under crashes, deleted pods, caps and failing launches.
+
+Every test runs the controller as a process against the API emulator and moto behind the fault
+proxy. Crashes inside the write-ahead window use the test-only hook
+`GANGSCALE_TEST_CRASH_AT=<step>` (`gangscale/controller/crashpoints.py`): the process exits with
+137 exactly there, like `kill -9`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from builders import pod, podgroup
+
+from cloud.proxy import failed_activity
+
+from .conftest import events, state_records, wait_for
+
+API = "scheduling.k8s.io/v1alpha2"
+
+
+def gang(emu, name: str, members: int, *, ns: str = "default", cpu: str = "6", annotations: dict | None = None,
+         selector: dict | None = None, created: str | None = None) -> None:
+    pg = podgroup(name, ns, min_count=members)
+    if annotations:
+        pg["metadata"]["annotations"] = annotations
+    if created:
+        pg["metadata"]["creationTimestamp"] = created
+    emu.apply(pg)
+    for i in range(members):
+        emu.apply(pod(f"{name}-{i}", ns, cpu=cpu, mem="4Gi", group=name, selector=selector))
+
+
+def desired_calls(proxy) -> list[int]:
+    """Every DesiredCapacity the controller asked for, in order."""
+    return [int(m.group(1)) for b in proxy.bodies.get("SetDesiredCapacity", [])
+            for m in [re.search(rb"DesiredCapacity=(\d+)", b)] if m]
+
+
+def crash(ctl) -> None:
+    wait_for(lambda: ctl.exited() is not None, timeout=30, what="the crash hook")
+    assert ctl.exited() == 137
+
+
+def last_state(ctl, key: str) -> dict:
+    lines = ctl.logged("gang state", gang=key)
+    return lines[-1] if lines else {}
+
+
+# ------------------------------------------------------------------- item 3
+
+
+@pytest.mark.parametrize("step", ["record-saved", "call-sent"])
+def test_a_kill_in_the_write_ahead_window_buys_each_gang_exactly_once(cluster, world, controllers, proxy, step):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    first = controllers("a", env={"GANGSCALE_TEST_CRASH_AT": step})
+    gang(cluster, "aa-train", 3)  # sorts before the second gang: attribution by name order would give it the new nodes
+    crash(first)
+    assert world.desired("cpu") == (3 if step == "call-sent" else 0)
+    gang(cluster, "zz-second", 2)  # arrives while nobody is watching
+    second = controllers("b")
+    wait_for(lambda: world.desired("cpu") == 5, timeout=30, what="both gangs bought")
+    time.sleep(3)  # several resyncs: nothing more is bought
+    assert world.desired("cpu") == 5 and max(desired_calls(proxy)) == 5
+    recs = state_records(cluster)
+    train, other = recs[f"default/aa-train/{API}"], recs[f"default/zz-second/{API}"]
+    assert train["requested"] == {"cpu": 3} and other["requested"] == {"cpu": 2}
+    assert train["state"] == other["state"] == "provisioning" and not train.get("unconfirmed")
+    by_gang = {}
+    for e in events(cluster, "TriggeredScaleUp"):
+        by_gang.setdefault(e["involvedObject"]["name"], []).append(e["message"])
+    assert any("cpu +2" in m for m in by_gang["zz-second"])  # the event names the gang the nodes were for
+    assert not any("cpu +2" in m for m in by_gang.get("aa-train", []))
+    second.assert_no_tracebacks()
+
+
+def test_a_kill_before_the_call_never_gives_back_another_gangs_nodes_at_the_deadline(cluster, world, controllers,
+                                                                                      proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    first = controllers("a", env={"GANGSCALE_TEST_CRASH_AT": "record-saved"})
+    gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "12"})
+    crash(first)
+    assert state_records(cluster)[f"default/train/{API}"]["requested"] == {"cpu": 3}  # booked, never sent
+    second = controllers("b")
+    wait_for(lambda: world.desired("cpu") == 3, timeout=30, what="the gang bought once")
+    gang(cluster, "other", 2)
+    wait_for(lambda: world.desired("cpu") == 5, what="the other gang bought")
+    wait_for(lambda: state_records(cluster)[f"default/train/{API}"]["state"] == "timed-out", timeout=30,
+             what="the first gang's deadline")
+    wait_for(lambda: world.desired("cpu") == 2, what="its own 3 nodes given back")
+    time.sleep(2)
+    assert world.desired("cpu") == 2  # the other gang's 2 nodes stay
+    assert "gave back 3" in state_records(cluster)[f"default/train/{API}"]["reason"]
+    assert state_records(cluster)[f"default/other/{API}"]["requested"] == {"cpu": 2}
+    second.assert_no_tracebacks()
+
+
+# ------------------------------------------------------------------- item 4
+
+
+def test_a_gang_whose_pods_are_deleted_gives_its_nodes_back_after_the_grace(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=2)
+    gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    for i in range(3):
+        cluster.delete("v1", "Pod", "default", f"train-{i}")  # the PodGroup stays
+    wait_for(lambda: world.desired("cpu") == 0, timeout=20, what="the nodes of a gang without pods given back")
+    wait_for(lambda: [e for e in events(cluster, "CapacityReleased") if e["involvedObject"]["name"] == "train"],
+             what="the CapacityReleased event")
+    assert ctl.logged("gang state", gang=f"default/train/{API}", to="below-quorum")
+    ctl.assert_no_tracebacks()
+
+
+def test_nodes_held_by_a_gang_below_quorum_count_toward_the_namespace_cap(cluster, world, controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=600, defaultNamespaceCap={"maxNodes": 5})
+    gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    cluster.delete("v1", "Pod", "default", "train-2")  # 2 of 3: below quorum, still holding 3 nodes
+    wait_for(lambda: ctl.logged("gang state", gang=f"default/train/{API}", to="below-quorum"), what="below quorum")
+    gang(cluster, "next", 4)
+    wait_for(lambda: ctl.logged("gang state", gang=f"default/next/{API}", to="deferred"), what="next deferred")
+    time.sleep(2.5)
+    assert world.desired("cpu") == 3 and max(desired_calls(proxy)) == 3
+    assert "maxNodes 5" in last_state(ctl, f"default/next/{API}")["reason"]
+    ctl.assert_no_tracebacks()
+
+
+# ---------------------------------------------------------------- items 5, 6
+
+
+def test_twenty_one_node_gangs_under_a_cap_of_one_buy_one_node_and_the_rest_are_deferred(cluster, world,
+                                                                                         controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=4)
+    for i in range(20):
+        gang(cluster, f"g{i:02d}", 1, created=f"2026-01-01T00:00:{i:02d}Z")
+    ctl = controllers(defaultNamespaceCap={"maxNodes": 1}, ageingSeconds=10**9)
+    wait_for(lambda: world.desired("cpu") >= 1, what="a scale-up")
+    time.sleep(3)
+    assert world.desired("cpu") == 1 and desired_calls(proxy) == [1]
+    states = {i: last_state(ctl, f"default/g{i:02d}/{API}") for i in range(20)}
+    assert states[0]["to"] == "provisioning"  # the oldest
+    for i in range(1, 20):
+        assert states[i]["to"] == "deferred" and "maxNodes 1" in states[i]["reason"], (i, states[i])
+    ctl.assert_no_tracebacks()
+
+
+def test_the_cap_buys_for_the_older_gang_and_one_that_can_never_fit_blocks_nobody(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=20)
+    gang(cluster, "huge", 16, created="2025-12-01T00:00:00Z")  # the oldest, but 16 nodes can never fit 1
+    gang(cluster, "zz-old", 1, created="2026-01-01T00:00:00Z")
+    gang(cluster, "aa-young", 1, created="2026-02-01T00:00:00Z")
+    ctl = controllers(defaultNamespaceCap={"maxNodes": 1}, ageingSeconds=10**9)
+    wait_for(lambda: world.desired("cpu") >= 1, what="a scale-up")
+    time.sleep(2.5)
+    assert world.desired("cpu") == 1
+    assert last_state(ctl, f"default/zz-old/{API}")["to"] == "provisioning"
+    young = last_state(ctl, f"default/aa-young/{API}")
+    assert young["to"] == "deferred" and "maxNodes 1" in young["reason"]
+    huge = last_state(ctl, f"default/huge/{API}")
+    assert huge["to"] == "infeasible" and "maxNodes 1" in huge["reason"]
+    ctl.assert_no_tracebacks()
+
+
+# ---------------------------------------------------------------- items 7, 8
+
+
+def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, world, controllers, proxy):
+    world.asg("launcher", "m5.2xlarge", max_size=10)
+    world.asg("workers", "m6i.4xlarge", max_size=10)
+    proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
+        "workers", "We currently do not have sufficient m6i.4xlarge capacity. InsufficientInstanceCapacity")
+        if b"workers" in req.body else None)
+    ctl = controllers(provisioningDeadlineSeconds=10)
+    cluster.apply(podgroup("mpi", min_count=3))
+    cluster.apply(pod("mpi-launcher", cpu="6", mem="4Gi", group="mpi",
+                      selector={"node.kubernetes.io/instance-type": "m5.2xlarge"}))
+    for i in range(2):
+        cluster.apply(pod(f"mpi-w{i}", cpu="6", mem="4Gi", group="mpi",
+                          selector={"node.kubernetes.io/instance-type": "m6i.4xlarge"}))
+    wait_for(lambda: world.desired("launcher") == 1, what="the launcher bought")
+    wait_for(lambda: ctl.logged("node group backed off", node_group="workers"), what="the workers' launch failure")
+    key = f"default/mpi/{API}"
+    wait_for(lambda: state_records(cluster)[key]["requested"] == {"launcher": 1},
+             what="the workers given back, the record kept while it holds the launcher")
+    wait_for(lambda: world.desired("launcher") == 0, timeout=30, what="the launcher given back at the deadline")
+    wait_for(lambda: state_records(cluster)[key]["state"] == "timed-out", what="the timed-out record saved")
+    wait_for(lambda: [e for e in events(cluster, "ScaleUpTimedOut") if e["involvedObject"]["name"] == "mpi"],
+             what="the ScaleUpTimedOut event")
+    changes = [(l["from"], l["to"]) for l in ctl.logged("gang state", gang=key)]
+    assert len(changes) == len(set(changes)), changes  # each state change logged once
+    # the nodes just given back are not "on their way"
+    assert not [l for l in ctl.logged("gang state", gang=key) if "on its way" in l["reason"]]
+    ctl.assert_no_tracebacks()
+
+
+def test_a_refused_scale_call_is_logged_with_its_kind_once(cluster, world, controllers, proxy):
+    from cloud.proxy import query_error
+
+    world.asg("cheap", "m5.2xlarge", max_size=10)
+    world.asg("backup", "m6i.4xlarge", max_size=10)
+    proxy.add("SetDesiredCapacity", lambda req, fwd: query_error(
+        "InsufficientInstanceCapacity", "no m5.2xlarge capacity", 400) if b"cheap" in req.body else None)
+    ctl = controllers()
+    gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("backup") >= 2, what="the gang bought on the backup group")
+    backed = ctl.logged("node group backed off", node_group="cheap")
+    assert backed and all(not l["error"].startswith("capacity: capacity:") for l in backed), backed
+    ctl.assert_no_tracebacks()
