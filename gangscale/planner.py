@@ -4,8 +4,9 @@ Guarantees: the plan never costs more than the greedy plan at equal gangs and
 pods; a lower bound on cost is always reported (the fluid bound at least), and
 an upper bound on gangs started per priority level (`gangsUpperBound`); and
 every phase -- greedy, patterns, CP-SAT stages, bounds, explanations -- works
-to one deadline, `time_limit` seconds after the call, returning the best plan
-so far. When the greedy plan already meets the gang and pod bounds of every
+to one deadline, `time_limit` seconds after the call (by default a budget that
+grows with the pending pods, `SolveOptions.seconds_for`), returning the best
+plan so far. When the greedy plan already meets the gang and pod bounds of every
 level, the CP-SAT placement stages are skipped; when its cost also meets the
 cost bound, CP-SAT is not run at all (both gaps closed: stop early).
 """
@@ -28,6 +29,7 @@ from .solver.problem import MICRO, Problem, build_problem
 __all__ = ["SolveOptions", "make_plan"]
 
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
+AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
@@ -39,15 +41,21 @@ def _placement(a: Assignment) -> tuple[int, int]:
 def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     opts = opts or SolveOptions()
     start = time.perf_counter()
-    deadline = start + opts.time_limit
+    limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
+    deadline = start + limit
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
-    hint = greedy(prob, deadline=deadline)  # the plan of last resort gets the whole budget if it needs it
+    # the plan of last resort gets the whole budget if it needs it; with the default budget it always finishes
+    # (every gang's quorum tried) and the later phases keep a minimal share of time after it
+    hint = greedy(prob, deadline=deadline if opts.time_limit is not None else None)
+    if opts.time_limit is None:
+        deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
+                       + 4e-5 * len(prob.classes))
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
-                              deadline=min(start + 0.25 * opts.time_limit, deadline - finish))
+                              deadline=min(start + 0.25 * limit, deadline - finish))
     spent = time.perf_counter() - start
-    model_budget = max(0.2, (opts.time_limit - spent) * 0.85)
+    model_budget = max(0.2, (limit - spent) * 0.85)
     bounds: dict[tuple, tuple[int, bool]] = {}
 
     def bound_for(a: Assignment, seconds: float) -> int:
@@ -71,7 +79,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
     budget = min(model_budget, deadline - finish - reserve - 15e-6 * n_patterns - time.perf_counter())
     if cost_closed:  # both gaps closed: only a short polish of the node count (fewer nodes break cost ties)
-        budget = min(budget, max(0.2, POLISH_SHARE * opts.time_limit))
+        budget = min(budget, max(0.2, POLISH_SHARE * limit))
     if budget < 0.3:
         outcome = SolveOutcome(hint, proven, False, True, 0, 0.0)
     else:
