@@ -133,6 +133,12 @@ def render_markdown(plan: Plan) -> str:
     out += ["", f"**Total {_money(plan.cost_per_hour)}** against a proven lower bound of "
                 f"{_money(plan.lower_bound_per_hour)} (gap {plan.solver.gap:.2%}).", "",
             f"**Gangs:** {_gang_line(plan)}.", ""]
+    if len(plan.solver.by_priority) > 1:
+        out += ["| priority | gangs started | gang upper bound | pods placed | pod upper bound |",
+                "|---:|---:|---:|---:|---:|"]
+        out += [f"| {t.priority} | {t.gangs_started} | {t.gangs_upper_bound} | {t.pods_placed} | "
+                f"{'n/a' if t.pods_upper_bound is None else t.pods_upper_bound} |" for t in plan.solver.by_priority]
+        out.append("")
     if plan.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in plan.warnings] + [""]
     return "\n".join(out)

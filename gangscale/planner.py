@@ -98,6 +98,8 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
+    if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
+        lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, deadline - finish)
     gangs_closed = _closed(tiers)
     plan = _render(snap, prob, best, cost, lb, deadline)
@@ -245,7 +247,8 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     if alone_placed >= want:
         return "deferred", (
             f"fits alone ({alone_placed} of {info.pending} pods), but the capacity and node-group limits it needs "
-            "go to higher-priority or older gangs in this plan"
+            "go to higher-priority gangs, or equal-priority ones whose quorum uses less of the scarce capacity, "
+            "in this plan"
         )
     topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
     return "infeasible", (
