@@ -19,6 +19,11 @@ Families (the `family` of a `BacklogSpec`):
 - ``mixed``: gang and basic PodGroups, ungrouped pods and a few GPU gangs.
 - ``busy``: ``mixed`` on a cluster of hundreds to thousands of existing nodes
   whose free capacity is fragmented by running pods, with nodes upcoming.
+- ``elastic``: `gangs` gang PodGroups of 1-16 pods, 80% elastic (minCount
+  below the size), two priority levels, over eight pod shapes (four CPU, and
+  1-GPU L4, 4-GPU A10G, 8-GPU A100 and H100 pods chosen by product selector),
+  the rest of the pods in basic groups; existing nodes 30-90% used and tight
+  node-group maxSize (issue 11's backlog: the first objective, gangs, is hard).
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same
 bytes.
@@ -60,7 +65,7 @@ API_NATIVE = "scheduling.k8s.io/v1alpha2"
 API_COSCHED = "scheduling.x-k8s.io/v1alpha1"
 API_VOLCANO = "scheduling.volcano.sh/v1beta1"
 
-FAMILIES = ("llm", "gpu-mix", "cpu-mpi", "mixed", "busy")
+FAMILIES = ("llm", "gpu-mix", "cpu-mpi", "mixed", "busy", "elastic")
 
 # Instance types per role, most important first (the catalog takes a prefix).
 TRAIN_TYPES = ["p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge"]
@@ -119,6 +124,7 @@ class GangPlan:
     roles: list[tuple[str, int, PodT]]
     min_count: int
     topology: bool = False
+    priority: int = 0
 
     @property
     def size(self) -> int:
@@ -164,6 +170,30 @@ def _infer_pod(rng: random.Random, product: str) -> PodT:
 
 
 # ------------------------------------------------------------------- families
+
+# the eight shapes of the `elastic` family: (template, weight); CPU first, then 1-, 4- and 8-GPU pods
+_ELASTIC_SHAPES = [
+    (PodT("1", "2Gi"), 20), (PodT("2", "8Gi"), 20), (PodT("8", "32Gi"), 12), (PodT("4", "32Gi"), 10),
+    (PodT("3", "12Gi", 1, {PRODUCT_KEY: L4}, gpu_toleration=True), 16),
+    (PodT("40", "150Gi", 4, {PRODUCT_KEY: A10G}, gpu_toleration=True), 10),
+    (PodT("90", "1000Gi", 8, {PRODUCT_KEY: A100_40}, gpu_toleration=True), 7),
+    (PodT("176", "1800Gi", 8, {PRODUCT_KEY: H100}, gpu_toleration=True), 5),
+]
+
+
+def _elastic_gang(rng: random.Random, i: int) -> GangPlan:
+    """1-16 pods of one shape; 80% elastic (minCount below the size); a fifth at a higher priority."""
+    tmpl = rng.choices([t for t, _ in _ELASTIC_SHAPES], [w for _, w in _ELASTIC_SHAPES])[0]
+    hi = 16 if tmpl.gpus < 4 else (8 if tmpl.gpus == 4 else 4)
+    n = rng.randint(1, hi)
+    if n > 1 and rng.random() < 0.8:
+        min_count = rng.randint(max(1, n // 2), n - 1)
+    else:
+        min_count = n
+    api = _gang_api(rng)
+    prio = 1000 if rng.random() < 0.2 else 0
+    return GangPlan(f"elastic-{i:05d}", rng.choice(["train", "sim", "render", "etl"]), api, [("worker", n, tmpl)],
+                    min_count, priority=prio)
 
 _LLM_SIZES = ([2, 4, 8, 16, 32, 64], [25, 25, 20, 15, 10, 5])
 
@@ -253,6 +283,12 @@ def _plans(spec: BacklogSpec, rng: random.Random, scale: float = 1.0) -> list[Ga
         while total < target:
             add(_cpu_gang(rng, i, 10, 500, mean))
             i += 1
+    elif fam == "elastic":
+        for i in range(spec.gangs or 500):
+            add(_elastic_gang(rng, i))
+        while total < target:  # the rest: basic groups of CPU pods
+            add(_basic_group(rng, i, 24))
+            i += 1
     else:  # mixed, busy
         kinds = ["cpu", "basic", "none", "gpu", "llm"]
         weights = [50, 20, 12, 10, 8]
@@ -278,7 +314,7 @@ def _calibrated_plans(spec: BacklogSpec, rng: random.Random) -> list[GangPlan]:
     """Plans whose gang-policy PodGroup count is close to `spec.gangs` (when set)."""
     state = rng.getstate()
     plans = _plans(spec, rng)
-    if not spec.gangs:
+    if not spec.gangs or spec.family == "elastic":
         return plans
     scale = 1.0
     for _ in range(6):
@@ -304,6 +340,9 @@ def _catalog_types(spec: BacklogSpec) -> list[str]:
                  *CPU_TYPES[1:]]
     elif fam == "cpu-mpi":
         order = list(CPU_TYPES)
+    elif fam == "elastic":
+        order = [CPU_TYPES[0], "g6.xlarge", "g5.12xlarge", TRAIN_TYPES[1], TRAIN_TYPES[0], CPU_TYPES[1], CPU_TYPES[2],
+                 "g6.12xlarge", CPU_TYPES[3], "g5.xlarge", *CPU_TYPES[4:]]
     else:
         order = [CPU_TYPES[0], CPU_TYPES[1], TRAIN_TYPES[1], CPU_TYPES[2], "g6.xlarge", TRAIN_TYPES[0],
                  "g5.xlarge", CPU_TYPES[3], "g4dn.xlarge", "g6.12xlarge", CPU_TYPES[4], TRAIN_TYPES[2],
@@ -393,7 +432,7 @@ def _quantity_map(t: PodT) -> dict[str, str]:
 
 
 def _pod(name: str, ns: str, uid: str, created: str, t: PodT, role: str, *, link: tuple[str, str] | None,
-         node: str | None = None) -> dict[str, Any]:
+         node: str | None = None, priority: int = 0) -> dict[str, Any]:
     requests = _quantity_map(t)
     limits = {"memory": t.memory}
     if t.gpus:
@@ -402,7 +441,7 @@ def _pod(name: str, ns: str, uid: str, created: str, t: PodT, role: str, *, link
     meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": created, "labels": labels}
     spec: dict[str, Any] = {
         "schedulerName": "default-scheduler",
-        "priority": 0,
+        "priority": priority,
         "restartPolicy": "Never" if link else "Always",
         "containers": [{"name": role, "image": f"registry.example.com/{role}:1.0",
                         "resources": {"requests": requests, "limits": limits}}],
@@ -497,8 +536,9 @@ def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: li
             nodes.append(_node(name, g, labels, taints, alloc, ids, ready, cordoned))
             # running pods: 1-3 per node using 35-100% of CPU and 30-100% of memory
             k = rng.randint(1, 3)
-            cpu_left = int(g.cpu_m * rng.uniform(0.35, 1.0))
-            mem_left = int(g.mem * rng.uniform(0.3, 1.0))
+            lo, hi = (0.3, 0.9) if spec.family == "elastic" else (0.35, 1.0)  # elastic: 30-90% used
+            cpu_left = int(g.cpu_m * rng.uniform(lo, hi))
+            mem_left = int(g.mem * rng.uniform(0.3, hi))
             gpu_left = rng.choice([0, g.gpus // 2, g.gpus, g.gpus]) if g.gpus else 0
             for j in range(k):
                 share = 1.0 / (k - j)
@@ -555,7 +595,7 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
         for role, cnt, t in p.roles:
             for _ in range(cnt):
                 name = p.name if p.kind == "none" else f"{p.name}-{role}-{k}"
-                pending.append(_pod(name, p.namespace, ids.uid(), created, t, role, link=link))
+                pending.append(_pod(name, p.namespace, ids.uid(), created, t, role, link=link, priority=p.priority))
                 k += 1
     objects.extend(bound)
     objects.extend(pending)

@@ -151,6 +151,29 @@ def model_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def quality_table(doc: dict) -> str:
+    """Issue 11: gangs, the gang bound and the cost gap at the default flags (median run) and at the long limit."""
+    lines = ["| backlog | run | median s | gangs started | gang upper bound | gangs vs long run | $/h | cost gap | "
+             "status | load avg |", "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for case in doc["cases"]:
+        long_runs = case.get("long_runs") or []
+        if not long_runs or not case["gangscale_runs"]:
+            continue
+        ref = long_runs[0].get("gangs_started") or 0
+        runs = sorted(case["gangscale_runs"], key=lambda r: r["seconds"])
+        label = "default flags" if case.get("default_flags") else f"--time-limit {case.get('time_limit')}"
+        for name, group in ((label, runs), ("long: " + long_runs[0]["command"].split("--time-limit ")[-1].split()[0]
+                                            + " s", long_runs)):
+            r = group[len(group) // 2]
+            gangs = r.get("gangs_started")
+            rel = f"{(gangs - ref) / ref:+.1%}" if ref and gangs is not None else "n/a"
+            gap = r.get("gap")
+            lines.append(f"| {case['name']} | {name} | {statistics.median(x['seconds'] for x in group):.2f} | {gangs} | "
+                         f"{r.get('gangs_upper_bound')} | {rel} | {_fmt_money(r.get('cost') or 0.0)} | "
+                         f"{'n/a' if gap is None else f'{gap:.2%}'} | {r.get('status')} | {r.get('load_avg')} |")
+    return "\n".join(lines)
+
+
 def markdown_report(doc: dict) -> str:
     checks = doc["checks"]
     out = [f"# gangscale benchmark: `{doc['suite']}` suite", "",
@@ -167,6 +190,9 @@ def markdown_report(doc: dict) -> str:
     timing = timing_table(doc)
     if timing.count("\n") > 1:
         out += ["## Whole-process timing of `gangscale plan`", "", timing, ""]
+    quality = quality_table(doc)
+    if quality.count("\n") > 1:
+        out += ["## Gangs and cost at the default flags and at the long limit", "", quality, ""]
     out += ["## Per backlog", "", case_table(doc), ""]
     models = model_table(doc)
     if models.count("\n") > 1:

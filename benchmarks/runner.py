@@ -58,6 +58,7 @@ class CaseResult:
     metrics: dict[str, Metrics] = field(default_factory=dict)
     gangscale_runs: list[dict] = field(default_factory=list)
     yaml_runs: list[dict] = field(default_factory=list)
+    long_runs: list[dict] = field(default_factory=list)  # the reference run at the case's long_time_limit
     load_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -70,6 +71,8 @@ class CaseResult:
             "gangscale_median_seconds": statistics.median(r["seconds"] for r in runs) if runs else None,
             "gangscale_max_peak_mb": max(r["peak_mb"] for r in runs) if runs else None,
             "yaml_runs": self.yaml_runs,
+            "long_runs": self.long_runs,
+            "default_flags": self.case.default_flags,
             "load_seconds": round(self.load_seconds, 3),
             "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
         }
@@ -83,11 +86,15 @@ def _wait(proc: subprocess.Popen) -> tuple[int, float]:
     return proc.returncode, usage.ru_maxrss / 1024.0
 
 
-def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float) -> dict:
-    """One `gangscale plan` process; returns seconds, peak MB and the command."""
+def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float | None,
+                  relative_gap: float | None = None) -> dict:
+    """One `gangscale plan` process; returns seconds, peak MB, the command and the plan's own gang and cost
+    figures. `time_limit=None`: no solver flags at all (the shipped defaults)."""
     cmd = [sys.executable, "-m", "benchmarks.measure", "plan", "--cluster", str(cluster), "--nodegroups", str(catalog),
-           "-o", "json", "--output-file", str(plan_path), "--time-limit", f"{time_limit:g}",
-           "--relative-gap", str(cfg.relative_gap)]
+           "-o", "json", "--output-file", str(plan_path)]
+    if time_limit is not None:
+        gap = cfg.relative_gap if relative_gap is None else relative_gap
+        cmd += ["--time-limit", f"{time_limit:g}", "--relative-gap", str(gap)]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     code, peak = _wait(proc)
@@ -99,7 +106,16 @@ def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig,
     if own and own[-1].isdigit():
         peak = int(own[-1]) / 1024.0  # the process's own peak since exec (see benchmarks/measure.py)
     shown = " ".join([sys.executable, "-m", "gangscale", *cmd[3:]])
-    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": shown}
+    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": shown, **plan_figures(plan_path)}
+
+
+def plan_figures(plan_path: Path) -> dict:
+    """The plan's own account: gangs started, their upper bound, cost, cost gap, status, load average."""
+    plan = orjson.loads(plan_path.read_bytes())
+    sv = plan.get("solver", {})
+    return {"gangs_started": sv.get("gangsStarted"), "gangs_upper_bound": sv.get("gangsUpperBound"),
+            "cost": plan.get("costPerHour"), "gap": sv.get("gap"), "status": sv.get("status"),
+            "load_avg": round(os.getloadavg()[0], 2)}
 
 
 def run_baseline(world: World, name: str):
@@ -160,7 +176,7 @@ def _ratio(cost: float, lb: float | None) -> float | None:
 
 def _case_steps(case: Case, cfg: RunConfig) -> int:
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
-    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1 + 1
+    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1 + 1 + (1 if case.long_time_limit and runs else 0)
 
 
 def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult:
@@ -173,6 +189,12 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
     plan_path = backlog.cluster.parent / "plan.json"
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
     limit = case.time_limit if case.time_limit is not None else cfg.time_limit
+    if case.default_flags:
+        limit = None  # the shipped defaults: no --time-limit / --relative-gap
+    if case.long_time_limit is not None and runs:
+        advance(f"{spec.name}: gangscale plan --time-limit {case.long_time_limit:g}")
+        res.long_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name("plan-long.json"),
+                                           cfg, case.long_time_limit, relative_gap=0.0))
     for i in range(max(1, runs)):
         advance(f"{spec.name}: gangscale plan ({i + 1}/{max(1, runs)})")
         res.gangscale_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path, cfg, limit))

@@ -15,6 +15,8 @@ class Case:
     target_mb: float | None = None  # the issue's peak-memory target
     yaml_runs: int = 0  # also time the same cluster written as YAML
     time_limit: float | None = None  # `gangscale plan --time-limit` for this backlog (None: the run's default)
+    default_flags: bool = False  # time `gangscale plan` with no solver flags at all (the shipped defaults)
+    long_time_limit: float | None = None  # also one run at this --time-limit (--relative-gap 0): the reference
 
 
 def _s(name: str, family: str, pods: int, groups: int, nodes: int = 0, gangs: int | None = None,
@@ -34,9 +36,12 @@ STANDARD: list[Case] = [
     Case(_s("busy-1k", "busy", 1000, 30, nodes=300, supply=0.8)),
     Case(_s("busy-5k", "busy", 5000, 45, nodes=2000, supply=0.8)),
     Case(_s("target-10k", "mixed", 10000, 50, nodes=1000, gangs=500, supply=0.9),
-         timing_runs=5, target_seconds=2.0, yaml_runs=1, time_limit=1.0),
+         timing_runs=5, target_seconds=2.0, yaml_runs=1, default_flags=True, long_time_limit=60.0),
     Case(_s("target-100k", "mixed", 100000, 60, nodes=5000, gangs=5000, supply=0.9),
-         timing_runs=5, target_seconds=15.0, target_mb=2048.0, time_limit=4.0),
+         timing_runs=5, target_seconds=15.0, target_mb=2048.0, default_flags=True, long_time_limit=60.0),
+    # issue 11: elastic gangs (80% minCount < size), 8 shapes incl. 1/4/8-GPU pods, tight maxSize, 30-90% used nodes
+    Case(_s("elastic-10k", "elastic", 10000, 50, nodes=1000, gangs=500, supply=0.7),
+         timing_runs=5, target_seconds=2.0, default_flags=True, long_time_limit=60.0),
 ]
 
 QUICK: list[Case] = [
@@ -45,6 +50,7 @@ QUICK: list[Case] = [
     Case(_s("q-cpumpi", "cpu-mpi", 200, 6, supply=1.0)),
     Case(_s("q-mixed", "mixed", 150, 12, supply=0.9)),
     Case(_s("q-busy", "busy", 200, 15, nodes=60, supply=0.8)),
+    Case(_s("q-elastic", "elastic", 300, 15, nodes=40, gangs=30, supply=0.7)),
 ]
 
 SUITES = {"standard": STANDARD, "quick": QUICK}

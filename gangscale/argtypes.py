@@ -58,6 +58,14 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 
 
 seconds = float_in(0.0, MAX_SECONDS, low_open=True)  # a positive, finite duration
+
+
+def time_limit(text: str) -> float | None:
+    """`auto` (None: the planner sizes the budget by what is pending) or positive, finite seconds."""
+    return None if text.strip().lower() == "auto" else seconds(text)
+
+
+time_limit.__name__ = "seconds or 'auto'"
 fraction = float_in(0.0, 1.0)  # e.g. a relative gap
 workers = int_in(0, MAX_WORKERS)  # 0: one per core
 seed = int_in(0, MAX_SEED)

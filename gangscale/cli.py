@@ -24,14 +24,17 @@ from .output import emit, output_format
 from .plan import Plan, render_markdown, render_table
 from .planner import SolveOptions, make_plan
 from .snapshot import build_snapshot
+from .solver.params import AUTO_BASE_SECONDS, AUTO_SECONDS_PER_POD
 
 OUTPUTS = ("json", "yaml", "table", "markdown")
 
 
 def add_solver_flags(p: argparse.ArgumentParser) -> None:
     d = SolveOptions()
-    p.add_argument("--time-limit", type=argtypes.seconds, default=d.time_limit, metavar="SECONDS",
-                   help=f"wall-clock budget for the solver (default {d.time_limit:g}); a timeout still returns a valid plan")
+    p.add_argument("--time-limit", type=argtypes.time_limit, default=d.time_limit, metavar="SECONDS",
+                   help=f"wall-clock budget for planning (default auto: {AUTO_BASE_SECONDS:g} s + "
+                        f"{AUTO_SECONDS_PER_POD * 1e6:g} us per pending pod; it stops earlier once the gang and cost "
+                        "gaps are closed); a timeout still returns a valid plan")
     p.add_argument("--workers", type=argtypes.workers, default=0,
                    help=f"CP-SAT workers, at most {argtypes.MAX_WORKERS} (default 0: one per core)")
     p.add_argument("--relative-gap", type=argtypes.fraction, default=d.relative_gap,

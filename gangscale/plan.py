@@ -42,6 +42,16 @@ class NewNode(_Model):
     price_per_hour: float = Field(default=0.0, alias="pricePerHour")
 
 
+class PriorityBound(_Model):
+    """One priority level: gangs started and pods placed, against upper bounds no plan can beat there."""
+
+    priority: int
+    gangs_started: int = Field(alias="gangsStarted")
+    gangs_upper_bound: int = Field(alias="gangsUpperBound")
+    pods_placed: int = Field(alias="podsPlaced")
+    pods_upper_bound: int | None = Field(default=None, alias="podsUpperBound")
+
+
 class SolverInfo(_Model):
     status: Literal["OPTIMAL", "FEASIBLE"]
     seconds: float
@@ -52,6 +62,14 @@ class SolverInfo(_Model):
     pod_classes: int = Field(default=0, alias="podClasses")
     bin_kinds: int = Field(default=0, alias="binKinds")
     patterns: int = 0
+    gangs_started: int = Field(default=0, alias="gangsStarted")
+    gangs_upper_bound: int = Field(default=0, alias="gangsUpperBound")
+    by_priority: list[PriorityBound] = Field(default_factory=list, alias="byPriority")
+
+    @property
+    def gang_gap(self) -> int:
+        """Gangs the bound still allows beyond the plan (0: the plan starts the most gangs possible)."""
+        return max(0, self.gangs_upper_bound - self.gangs_started)
 
 
 class Plan(_Model):
@@ -75,6 +93,12 @@ def _money(x: float) -> str:
     return f"${x:,.2f}/h"
 
 
+def _gang_line(plan: Plan) -> str:
+    sv = plan.solver
+    gap = f"gang gap {sv.gang_gap}" if sv.gang_gap else "gang gap closed"
+    return f"{sv.gangs_started} gangs started of at most {sv.gangs_upper_bound} possible ({gap})"
+
+
 def _summary_lines(plan: Plan) -> list[str]:
     nodes = sum(plan.scale_up.values())
     ok = sum(1 for g in plan.gangs if g.decision in ("scale-up", "fits-existing"))
@@ -82,6 +106,7 @@ def _summary_lines(plan: Plan) -> list[str]:
         f"{ok} of {len(plan.gangs)} groups placed; {nodes} new nodes for {_money(plan.cost_per_hour)} "
         f"(lower bound {_money(plan.lower_bound_per_hour)}, gap {plan.solver.gap:.2%}); "
         f"solver {plan.solver.status} in {plan.solver.seconds:.2f}s",
+        _gang_line(plan),
     ]
 
 
@@ -106,7 +131,14 @@ def render_markdown(plan: Plan) -> str:
     for name, itype, cnt, price, cost in _group_rows(plan):
         out.append(f"| {name} | {itype} | {cnt} | {_money(price)} | {_money(cost)} |")
     out += ["", f"**Total {_money(plan.cost_per_hour)}** against a proven lower bound of "
-                f"{_money(plan.lower_bound_per_hour)} (gap {plan.solver.gap:.2%}).", ""]
+                f"{_money(plan.lower_bound_per_hour)} (gap {plan.solver.gap:.2%}).", "",
+            f"**Gangs:** {_gang_line(plan)}.", ""]
+    if len(plan.solver.by_priority) > 1:
+        out += ["| priority | gangs started | gang upper bound | pods placed | pod upper bound |",
+                "|---:|---:|---:|---:|---:|"]
+        out += [f"| {t.priority} | {t.gangs_started} | {t.gangs_upper_bound} | {t.pods_placed} | "
+                f"{'n/a' if t.pods_upper_bound is None else t.pods_upper_bound} |" for t in plan.solver.by_priority]
+        out.append("")
     if plan.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in plan.warnings] + [""]
     return "\n".join(out)

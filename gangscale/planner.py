@@ -1,9 +1,14 @@
 """snapshot -> plan: run the solver and say, for every gang, what happens and why.
 
 Guarantees: the plan never costs more than the greedy plan at equal gangs and
-pods; a lower bound is always reported (the fluid bound at least); and every
-phase -- greedy, patterns, CP-SAT stages, bound, explanations -- works to one
-deadline, `time_limit` seconds after the call, returning the best plan so far.
+pods; a lower bound on cost is always reported (the fluid bound at least), and
+an upper bound on gangs started per priority level (`gangsUpperBound`); and
+every phase -- greedy, patterns, CP-SAT stages, bounds, explanations -- works
+to one deadline, `time_limit` seconds after the call (by default a budget that
+grows with the pending pods, `SolveOptions.seconds_for`), returning the best
+plan so far. When the greedy plan already meets the gang and pod bounds of every
+level, the CP-SAT placement stages are skipped; when its cost also meets the
+cost bound, CP-SAT is not run at all (both gaps closed: stop early).
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ import time
 from collections import Counter
 
 from .explain import pod_misfit
-from .plan import GangResult, NewNode, Plan, SolverInfo
+from .plan import GangResult, NewNode, Plan, PriorityBound, SolverInfo
 from .snapshot import ClusterSnapshot
-from .solver.bound import lower_bound
+from .solver.bound import TierBound, gangs_upper_bound, lower_bound, tier_counts
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.params import SolveOptions
@@ -24,6 +29,8 @@ from .solver.problem import MICRO, Problem, build_problem
 __all__ = ["SolveOptions", "make_plan"]
 
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
+AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
+POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
 
@@ -34,15 +41,21 @@ def _placement(a: Assignment) -> tuple[int, int]:
 def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     opts = opts or SolveOptions()
     start = time.perf_counter()
-    deadline = start + opts.time_limit
+    limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
+    deadline = start + limit
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
-    hint = greedy(prob, deadline=deadline)  # the plan of last resort gets the whole budget if it needs it
+    # the plan of last resort gets the whole budget if it needs it; with the default budget it always finishes
+    # (every gang's quorum tried) and the later phases keep a minimal share of time after it
+    hint = greedy(prob, deadline=deadline if opts.time_limit is not None else None)
+    if opts.time_limit is None:
+        deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
+                       + 4e-5 * len(prob.classes))
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
-                              deadline=min(start + 0.25 * opts.time_limit, deadline - finish))
+                              deadline=min(start + 0.25 * limit, deadline - finish))
     spent = time.perf_counter() - start
-    model_budget = max(0.2, (opts.time_limit - spent) * 0.85)
+    model_budget = max(0.2, (limit - spent) * 0.85)
     bounds: dict[tuple, tuple[int, bool]] = {}
 
     def bound_for(a: Assignment, seconds: float) -> int:
@@ -51,16 +64,27 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
             bounds[key] = lower_bound(prob, dict(key), opts, seconds)
         return bounds[key][0]
 
+    # The gang bound of the greedy plan: if it meets every level's gang and pod bounds, the placement is proven
+    # and only cost is left to improve; if the cost meets its bound too, both gaps are closed: stop here.
+    hint_tiers = (gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), deadline - finish)
+                  if not hint.stopped_early else [])
+    proven = bool(hint_tiers) and _closed(hint_tiers)
+    cost_closed = False
+    if proven:
+        lb0 = bound_for(hint, max(0.0, min(1.0, deadline - finish - time.perf_counter())))
+        cost_closed = hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
     # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
     # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
     n_patterns = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
     reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
-    if opts.time_limit - spent - 15e-6 * n_patterns < 0.3 + reserve + finish:
-        outcome = SolveOutcome(hint, False, False, True, 0, 0.0)
+    budget = min(model_budget, deadline - finish - reserve - 15e-6 * n_patterns - time.perf_counter())
+    if cost_closed:  # both gaps closed: only a short polish of the node count (fewer nodes break cost ties)
+        budget = min(budget, max(0.2, POLISH_SHARE * limit))
+    if budget < 0.3:
+        outcome = SolveOutcome(hint, proven, False, True, 0, 0.0)
     else:
-        outcome = solve_model(prob, patterns, hint, opts, min(model_budget, deadline - finish - reserve
-                                                                  - 15e-6 * n_patterns - time.perf_counter()),
-                              bound_for)
+        outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bound_for,
+                              placement_proven=proven)
     best = outcome.assignment
     if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):
         best = hint  # pragma: no cover - solve_model already keeps the cheaper of equal placements
@@ -74,9 +98,13 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
+    if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
+        lb = cost
+    tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, deadline - finish)
+    gangs_closed = _closed(tiers)
     plan = _render(snap, prob, best, cost, lb, deadline)
     plan.solver = SolverInfo(
-        status="OPTIMAL" if outcome.placement_optimal and (outcome.cost_optimal or lb >= cost) else "FEASIBLE",
+        status="OPTIMAL" if gangs_closed and (outcome.cost_optimal or lb >= cost) else "FEASIBLE",
         seconds=round(time.perf_counter() - start, 3),
         gap=round((cost - lb) / cost, 6) if cost else 0.0,
         lowerBoundProven=lb_proven,
@@ -85,8 +113,30 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         podClasses=len(prob.classes),
         binKinds=len(prob.kinds),
         patterns=sum(len(p) for p in patterns.by_kind),
+        gangsStarted=sum(t.gangs for t in tiers),
+        gangsUpperBound=sum(t.gangs_bound for t in tiers),
+        byPriority=[PriorityBound(priority=t.priority, gangsStarted=t.gangs, gangsUpperBound=t.gangs_bound,
+                                  podsPlaced=t.pods, podsUpperBound=t.pods_bound) for t in tiers],
     )
     return plan
+
+
+def _closed(tiers: list[TierBound]) -> bool:
+    """Every level's gangs and pods meet their bounds: no plan is lexicographically better in placement."""
+    return all(t.gangs == t.gangs_bound and t.pods_bound is not None and t.pods == t.pods_bound for t in tiers)
+
+
+def _gang_tiers(prob: Problem, best: Assignment, hint: Assignment, hint_tiers: list[TierBound],
+                placement_optimal: bool, deadline: float) -> list[TierBound]:
+    """Per priority level, the plan's gangs and pods against their bounds (CP-SAT's proof, else the LP's)."""
+    tiers = tier_counts(prob, best.y, best.satisfied)
+    if placement_optimal:  # proven by CP-SAT over complete patterns, or by the LP bounds themselves
+        for t in tiers:
+            t.gangs_bound, t.pods_bound = t.gangs, t.pods
+        return tiers
+    if best is hint and hint_tiers:
+        return hint_tiers
+    return gangs_upper_bound(prob, tiers, deadline)
 
 
 def _domain_variables(prob: Problem) -> int:
@@ -197,7 +247,8 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     if alone_placed >= want:
         return "deferred", (
             f"fits alone ({alone_placed} of {info.pending} pods), but the capacity and node-group limits it needs "
-            "go to higher-priority or older gangs in this plan"
+            "go to higher-priority gangs, or equal-priority ones whose quorum uses less of the scarce capacity, "
+            "in this plan"
         )
     topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
     return "infeasible", (

@@ -112,3 +112,32 @@ def test_no_plan_costs_more_than_the_greedy_plan_at_equal_gangs_and_pods(cluster
     if plan.solver.greedy_only:
         assert plan.cost_per_hour == round(hint.cost(prob) / MICRO, 6)
     assert 0 <= plan.lower_bound_per_hour <= plan.cost_per_hour
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.booleans())
+def test_the_greedy_plan_alone_passes_the_checker_in_either_order(cluster, quorum_first):
+    """The greedy is the fallback plan: quorum-first or whole-gang-first, it must be valid on its own."""
+    from builders import snapshot
+    from gangscale.planner import _render
+    from gangscale.solver.greedy import greedy
+    from gangscale.solver.problem import build_problem
+
+    objects, catalog = cluster
+    snap = snapshot(objects, catalog)
+    prob = build_problem(snap)
+    a = greedy(prob, quorum_first=quorum_first)
+    plan = _render(snap, prob, a, a.cost(prob), 0)
+    assert not check_plan(objects, catalog, plan.to_dict())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_an_optimal_plan_has_both_gaps_closed(cluster):
+    objects, catalog = cluster
+    plan = plan_for(objects, catalog, time_limit=2.0)
+    sv = plan.solver
+    assert sv.gangs_started <= sv.gangs_upper_bound
+    assert sum(t.gangs_upper_bound for t in sv.by_priority) == sv.gangs_upper_bound
+    if sv.status == "OPTIMAL":
+        assert sv.gang_gap == 0 and plan.lower_bound_per_hour == plan.cost_per_hour

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from .params import SolveOptions, make_solver
-from .problem import Problem
+from .problem import MICRO, Problem
 
 
 BUILD_SECONDS_PER_PAIR = 2e-5  # measured: building the CP-SAT relaxation costs ~18 us per (shape, kind) pair
@@ -72,11 +73,71 @@ def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOpti
     if not demand:
         return 0, True
     fluid = fluid_bound(prob, demand)
+    if seconds - (time.perf_counter() - start) > 0.02:
+        fluid = max(fluid, lp_cost_bound(prob, demand, start + seconds))
     pairs = sum(len(prob.compat[s]) for s in demand)
     if seconds - (time.perf_counter() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
         return fluid, False
     found, proven = _aggregate_bound(prob, demand, opts, start + seconds)
     return max(fluid, found), proven
+
+
+def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
+    """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
+    pooled by labels and taints. Every plan is a point of it, so its optimum is a lower bound; it is rounded
+    down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
+    the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
+    try:
+        from ortools.linear_solver import pywraplp
+    except Exception:  # pragma: no cover
+        return 0
+    s = pywraplp.Solver.CreateSolver("GLOP")
+    if s is None:  # pragma: no cover
+        return 0
+    R = len(prob.resources)
+    inf = s.infinity()
+    caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
+    scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
+    cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
+    obj = s.Objective()
+    pools: dict[tuple, list[int]] = {}
+    for k in prob.kinds:
+        pools.setdefault((tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid), []).append(k.kid)
+    for kids in pools.values():
+        new = prob.kinds[kids[0]].new
+        n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
+        if new:
+            obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
+        cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
+        rows: dict[int, object] = {}
+        for sh, cov in cover.items():
+            per = [prob.fit_count.get((sh, k), 0) for k in kids]
+            if not any(per):
+                continue
+            u = s.NumVar(0, inf, "")
+            cov.SetCoefficient(u, 1)
+            if new:
+                slots = s.Constraint(-inf, 0)
+                slots.SetCoefficient(u, 1)
+                slots.SetCoefficient(n, -per[0])
+            else:
+                u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+            for r, q in enumerate(prob.shapes[sh].req):
+                if q:
+                    row = rows.get(r)
+                    if row is None:
+                        row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                        if new:
+                            row.SetCoefficient(n, -float(cap[r] / scale[r]))
+                    row.SetCoefficient(u, float(q / scale[r]))
+    obj.SetMinimization()
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return 0
+    s.SetTimeLimit(max(1, int(left * 1000)))
+    if s.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0
+    return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1)
 
 
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
@@ -140,3 +201,184 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     if status == cp_model.FEASIBLE:
         return max(0, math.floor(solver.best_objective_bound)), False
     return 0, False  # no bound proven in time (or the relaxation is infeasible): 0 is always valid
+
+
+# ------------------------------------------------------------- gangs (first objective)
+
+LP_BUILD_SECONDS = 1e-5  # measured: ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
+
+
+def _lp_size(prob: Problem) -> int:
+    return len(prob.classes) + len(prob.gangs) + sum(len(k) for k in prob.compat)
+
+
+LP_SLACK = 1e-4  # an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
+
+
+@dataclass(slots=True)
+class TierBound:
+    """One priority level: what a plan achieved and what no plan (of the planner's lexicographic aim) can beat."""
+
+    priority: int
+    gangs: int  # gangs the plan starts (quorum reached)
+    pods: int  # pods the plan places at this level
+    gangs_bound: int  # upper bound on gangs started by the lexicographically best plan
+    pods_bound: int | None  # upper bound on its pods at this level (None: not computed)
+
+
+def tier_counts(prob: Problem, y: list[int], satisfied: list[bool]) -> list[TierBound]:
+    """Per priority level (highest first): gangs started and pods placed by a plan; bounds left open."""
+    levels = sorted({g.priority for g in prob.gangs}, reverse=True)
+    out = []
+    for lvl in levels:
+        gs = [g for g in prob.gangs if g.priority == lvl]
+        started = sum(1 for g in gs if g.is_gang and satisfied[g.gid])
+        pods = sum(y[c] for g in gs for c in g.classes)
+        out.append(TierBound(lvl, started, pods, sum(1 for g in gs if g.is_gang), None))
+    return out
+
+
+def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | None = None) -> list[TierBound]:
+    """Fill in `gangs_bound` / `pods_bound` per priority level from an aggregate-capacity LP relaxation.
+
+    Soundness. The planner's aim is lexicographic by priority level L1 > L2 > ...:
+    (gangs started at L1, pods placed at L1, gangs at L2, pods at L2, ...); call its optimum O. The relaxation
+    R keeps, of a plan, only: a gang g started (x_g = 1) places between need_g and all of its pods, an unstarted
+    gang none (y_c <= count_c x_g, sum y_c >= need_g x_g); basic pods freely; and pods of a shape go to
+    compatible bin kinds (u[s,k]) whose *aggregate* capacity -- free capacity summed over existing nodes with
+    the same labels and taints, n_k x allocatable for n_k <= headroom new nodes -- covers their requests in
+    every resource and their count in pods-per-node slots. Every plan satisfies all of this (with x, n
+    integral), so O is a point of R, and so is the LP relaxation of R (x, n fractional). Hence:
+      * G1(O) <= max G1 over R. The plan in hand is feasible, so G1(O) >= its G1 (O is lexicographically at
+        least as good), and P1(O) <= max P1 over R with G1 >= plan's G1.
+      * If the plan's G1 equals its bound and its P1 equals that pods bound, O agrees with it on level 1, so
+        G2(O) >= plan's G2 may join the constraints for the next level's bounds; otherwise only the levels
+        already proven equal are held, which is weaker but still sound.
+    Each LP optimum is floored (after `LP_SLACK` for solver tolerance). `tests/test_gang_bound.py` checks the
+    bounds against brute force on small clusters. Past `deadline` the bounds not yet computed stay trivial
+    (every gang of the level).
+    """
+    if not tiers or (deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * _lp_size(prob) > deadline):
+        return tiers  # no time to build the LP: the trivial bounds stand
+    try:
+        lp = _GangLP(prob, deadline)
+    except Exception:  # pragma: no cover - no LP solver: the trivial bound (every gang) stays
+        return tiers
+    held: list[tuple[int, TierBound]] = []  # levels whose plan counts O is proven to match
+    for t in tiers:
+        ub = lp.maximize(gangs_of=t.priority, held=held, floor_gangs=None)
+        t.gangs_bound = max(t.gangs, min(t.gangs_bound, ub)) if ub is not None else t.gangs_bound
+        pb = lp.maximize(pods_of=t.priority, held=held, floor_gangs=(t.priority, t.gangs))
+        t.pods_bound = max(t.pods, pb) if pb is not None else None
+        if t.gangs_bound == t.gangs and t.pods_bound == t.pods:
+            held.append((t.priority, t))
+        else:
+            break  # below an open level no plan count can be held: the remaining bounds ignore the plan
+    for t in tiers[len(held) + 1:]:
+        ub = lp.maximize(gangs_of=t.priority, held=held, floor_gangs=None)
+        if ub is not None:
+            t.gangs_bound = max(t.gangs, min(t.gangs_bound, ub))
+    return tiers
+
+
+class _GangLP:
+    """The relaxation R of `gangs_upper_bound` as one GLOP model; objectives and held levels vary per call."""
+
+    def __init__(self, prob: Problem, deadline: float | None = None) -> None:
+        from ortools.linear_solver import pywraplp
+
+        self.prob = prob
+        self.deadline = deadline
+        s = self.solver = pywraplp.Solver.CreateSolver("GLOP")
+        if s is None:  # pragma: no cover
+            raise RuntimeError("GLOP unavailable")
+        R = len(prob.resources)
+        caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
+        scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)  # per resource, for numerics
+        inf = s.infinity()
+        self.x = {g.gid: s.NumVar(0, 1, "") for g in prob.gangs if g.is_gang}
+        self.y = [s.NumVar(0, c.count, "") for c in prob.classes]
+        for g in prob.gangs:  # (raw constraints: pywraplp's expression sums cost ~10x more to build)
+            if g.is_gang:
+                x = self.x[g.gid]
+                quorum = s.Constraint(0, inf)  # sum y_c - need x >= 0
+                quorum.SetCoefficient(x, -g.need)
+                for c in g.classes:
+                    link = s.Constraint(0, inf)  # count_c x - y_c >= 0
+                    link.SetCoefficient(x, prob.classes[c].count)
+                    link.SetCoefficient(self.y[c], -1)
+                    quorum.SetCoefficient(self.y[c], 1)
+        cover: dict[int, object] = {}  # per shape: sum u - sum y == 0
+        for c in prob.classes:
+            if c.shape not in cover:
+                cover[c.shape] = s.Constraint(0, 0)
+            cover[c.shape].SetCoefficient(self.y[c.cid], -1)
+        pools: dict[tuple, list[int]] = {}
+        for k in prob.kinds:
+            key = (tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid)
+            pools.setdefault(key, []).append(k.kid)
+        for kids in pools.values():
+            new = prob.kinds[kids[0]].new
+            n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
+            cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
+            load: dict[int, object] = {}
+            for sh, cov in cover.items():
+                per = [prob.fit_count.get((sh, k), 0) for k in kids]
+                if not any(per):
+                    continue
+                u = s.NumVar(0, inf, "")
+                cov.SetCoefficient(u, 1)
+                if new:  # u <= per n
+                    slots = s.Constraint(-inf, 0)
+                    slots.SetCoefficient(u, 1)
+                    slots.SetCoefficient(n, -per[0])
+                else:
+                    u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+                req = prob.shapes[sh].req
+                for r in range(R):
+                    if req[r]:
+                        row = load.get(r)
+                        if row is None:  # sum req u <= cap (x n for a node group)
+                            row = load[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                            if new:
+                                row.SetCoefficient(n, -float(cap[r] / scale[r]))
+                        row.SetCoefficient(u, float(req[r] / scale[r]))
+        self.extra: list = []
+
+    def _gangs(self, lvl: int):
+        return [self.x[g.gid] for g in self.prob.gangs if g.is_gang and g.priority == lvl]
+
+    def _pods(self, lvl: int):
+        return [self.y[c] for g in self.prob.gangs if g.priority == lvl for c in g.classes]
+
+    def maximize(self, *, held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None = None,
+                 pods_of: int | None = None) -> int | None:
+        """Floor of the LP optimum of one level's gangs (or pods), the held levels' counts at least the plan's."""
+        from ortools.linear_solver import pywraplp
+
+        s = self.solver
+        for c in self.extra:
+            c.SetBounds(-s.infinity(), s.infinity())
+        self.extra = []
+        for lvl, t in held:
+            for terms, at_least in ((self._gangs(lvl), t.gangs), (self._pods(lvl), t.pods)):
+                if terms:
+                    self.extra.append(s.Add(sum(terms) >= at_least))
+        if floor_gangs is not None and self._gangs(floor_gangs[0]):
+            self.extra.append(s.Add(sum(self._gangs(floor_gangs[0])) >= floor_gangs[1]))
+        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(pods_of)
+        if not terms:
+            return 0
+        obj = s.Objective()
+        obj.Clear()
+        for v in terms:
+            obj.SetCoefficient(v, 1)
+        obj.SetMaximization()
+        if self.deadline is not None:
+            left = self.deadline - time.perf_counter()
+            if left <= 0:
+                return None
+            s.SetTimeLimit(max(1, int(left * 1000)))
+        if s.Solve() != pywraplp.Solver.OPTIMAL:
+            return None  # nothing proven: the caller keeps its trivial bound
+        return math.floor(obj.Value() + LP_SLACK)

@@ -268,9 +268,10 @@ MIN_STAGE_SECONDS = 0.05  # below this CP-SAT cannot even load the model: skip t
 
 
 def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float,
-                bound_fn: BoundFn | None = None) -> SolveOutcome:
+                bound_fn: BoundFn | None = None, placement_proven: bool = False) -> SolveOutcome:
     """Lexicographic solve within `budget` seconds; `bound_fn(assignment, seconds)` lets the cost stage stop near
-    a proven bound."""
+    a proven bound. `placement_proven`: the hint's gangs and pods already meet their bounds (the gang LP), so
+    the placement stages are skipped and their values held."""
     start = time.perf_counter()
     deadline = start + budget
     model = _Model(prob, patterns)
@@ -279,11 +280,16 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
     optimal = patterns.complete
     tiers = _tiers(prob)
     stages = len(tiers) + 1
+    if placement_proven:
+        stages = 1
     for si, (gw, cw) in enumerate(tiers):
         expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
         hint_value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
         left = deadline - time.perf_counter()
         status = cp_model.UNKNOWN
+        if placement_proven:
+            m.add(expr >= hint_value)
+            continue
         if left >= MIN_STAGE_SECONDS:
             model.hint(best)
             m.maximize(expr)
@@ -300,7 +306,7 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
         else:
             optimal = False
         m.add(expr >= value)
-    placement_optimal = optimal
+    placement_optimal = optimal or placement_proven
     left = deadline - time.perf_counter()
     if left >= MIN_STAGE_SECONDS:
         model.hint(best)

@@ -1,11 +1,20 @@
-"""A fast, gang-aware first-fit-decreasing plan.
+"""A fast, gang-aware first-fit-decreasing plan, quorum first.
 
 It seeds CP-SAT (as a hint and as extra packing patterns) and is the plan
 returned when the solver finds nothing better in its time limit, so it must
-be valid on its own: gangs are placed whole (at least their quorum) or rolled
-back, highest priority and oldest first; existing free capacity is used
-before any node is bought; a new node comes from the group with the lowest
-price per pod it can carry.
+be valid on its own: a gang gets at least its quorum or nothing (a trial that
+falls short is rolled back); existing free capacity is used before any node
+is bought; a new node comes from the group with the lowest price per pod it
+can carry.
+
+The first objective is gangs started, so per priority level (highest first)
+it places every gang's quorum (`minCount` less the members already bound)
+before any extra member: equal-priority gangs go in order of the scarce
+capacity their quorum uses (`scarcity`: a pod's share of its pool, priced by
+how oversubscribed the pool is), then age. Then extra members and basic
+groups, in the same order; then a cost repair re-packs the chosen pods whole
+gang by whole gang and keeps that when it places them all for less.
+`quorum_first=False` is the older whole-gang-first order (priority, age).
 
 Its time depends on the pending pods, not on the cluster's limits: bins are
 rows added as nodes are opened (never one per possible node), a gang with a
@@ -113,6 +122,7 @@ class _State:
         self.contents: list[dict[int, int]] = [dict() for _ in range(existing)]  # one per open bin
         self.log: list[tuple[int, int, int]] = []  # (bin, class, count); class -1 marks an open
         self.cost = 0
+        self.y = [0] * len(prob.classes)  # pods placed per class
         # per shape: boolean mask over kinds, and the kinds' topology domains
         self.compat_mask = base.compat_mask
 
@@ -120,6 +130,7 @@ class _State:
         self.version[self.kind[b]] += 1
         self.free[b] -= count * self.req[self.prob.classes[cid].shape]
         self.contents[b][cid] = self.contents[b].get(cid, 0) + count
+        self.y[cid] += count
         self.log.append((b, cid, count))
 
     def open(self, kid: int) -> int:
@@ -152,6 +163,7 @@ class _State:
             else:
                 self.version[self.kind[b]] += 1
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
+                self.y[cid] -= count
                 left = self.contents[b][cid] - count
                 if left:
                     self.contents[b][cid] = left
@@ -194,8 +206,10 @@ def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None) -> 
     return mask
 
 
-def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | None) -> int:
-    """Place as many of the gang's pods as fit; returns how many."""
+def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | None, limit: int | None = None,
+                target: list[int] | None = None) -> int:
+    """Place more of the gang's pods -- up to `limit` more, each class up to `target` (default: all of it)
+    counting what it already has -- as far as they fit; returns how many were added."""
     info = prob.gangs[gid]
     # largest pods first (by their biggest share of any compatible bin)
     base = _base(prob)
@@ -204,8 +218,13 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     placed = 0
     for cid in order:
         shape = prob.classes[cid].shape
+        want = (target[cid] if target is not None else prob.classes[cid].count) - st.y[cid]
+        if limit is not None:
+            want = min(want, limit - placed)
+        if want <= 0:
+            continue
         dk = _domain_kinds(prob, shape, domain)
-        left = prob.classes[cid].count
+        left = want
         counts = st.fits(shape, dk)
         lo = int(st.start[shape])  # `fits` left only zeros before its cursor
         for b in (np.flatnonzero(counts[lo:]) + lo).tolist():
@@ -230,7 +249,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
             take = min(left, prob.fit_count[(shape, best)])
             st.place(b, cid, take)
             left -= take
-        placed += prob.classes[cid].count - left
+        placed += want - left
     return placed
 
 
@@ -294,72 +313,187 @@ def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict) -> _Trials:
                    np.zeros(n, dtype=np.int64))
 
 
-def _try(st: _State, prob: Problem, gid: int, d: tuple[str, ...] | None) -> tuple[int, int] | None:
-    """(pods placed, added cost) of placing the gang in domain `d`, then undone; None below quorum."""
+def _try(st: _State, prob: Problem, gid: int, d: tuple[str, ...] | None,
+         limit: int | None = None) -> tuple[int, int] | None:
+    """(pods placed, added cost) of placing the gang (up to `limit` pods) in domain `d`, then undone; None below
+    quorum."""
     mark, cost0 = len(st.log), st.cost
-    placed = _place_gang(st, prob, gid, d)
+    placed = _place_gang(st, prob, gid, d, limit) if limit is not None else _place_gang(st, prob, gid, d)
     cost = st.cost - cost0
     st.undo(mark)
     return (placed, cost) if placed >= max(prob.gangs[gid].need, 1) else None
 
 
-def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None) -> Assignment:
-    """First-fit-decreasing by gang; past `deadline` (a `time.perf_counter()` value) the rest stay unplaced."""
-    order = order if order is not None else gang_order(prob)
-    st = _State(prob, order)
-    satisfied = [False] * len(prob.gangs)
-    domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
-    by_make: dict[tuple, _Trials] = {}  # gang signature -> its trials per domain
-    domain_sets: dict[tuple, tuple] = {}  # (topology keys, shapes) -> (candidate domains, their kind masks)
-    fresh: dict[tuple, tuple[int, int] | None] = {}  # (signature, look of an untouched domain) -> trial
-    stopped = False
-    for gid in order:
-        if deadline is not None and time.perf_counter() > deadline:
-            stopped = True
-            break
+def scarcity(prob: Problem) -> np.ndarray:
+    """Per shape, the scarce capacity one pod uses: sum over resources of its share of its pool's supply,
+    times how oversubscribed that pool is by everything pending (a cheap stand-in for an LP dual price).
+
+    A shape's pool is the capacity of its compatible kinds (free capacity of existing nodes plus node-group
+    headroom); a kind's load spreads each shape's demand over its pool in proportion to capacity.
+    """
+    base = _base(prob)
+    R = len(prob.resources)
+    if not prob.shapes or not prob.kinds:
+        return np.zeros(len(prob.shapes))
+    caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
+    K = caps * np.array([k.max_count for k in prob.kinds], dtype=float)[:, None]  # kinds x R
+    M = base.compat_mask.astype(float)  # shapes x kinds
+    pods = np.zeros(len(prob.shapes))
+    for c in prob.classes:
+        pods[c.shape] += c.count
+    req = base.req.astype(float)
+    S = M @ K  # shapes x R: each shape's pool
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(S > 0, pods[:, None] * req / S, 0.0)  # shapes x R: demand over pool
+        U = M.T @ per  # kinds x R: utilisation of each kind
+        price = np.where(S > 0, (M @ (K * U)) / S, 0.0)  # shapes x R: utilisation of the shape's pool
+        w = np.where(S > 0, price * req / S, 0.0).sum(axis=1)
+    return np.nan_to_num(w)
+
+
+def quorum_order(prob: Problem) -> list[int]:
+    """Priority first; inside a level, gangs before basic groups, the quorum using least scarce capacity first,
+    then age and name."""
+    w = scarcity(prob)
+    size = _base(prob).size
+
+    def weight(g: int) -> float:
+        info = prob.gangs[g]
+        left, total = info.need, 0.0
+        for cid in sorted(info.classes, key=lambda c: -size[prob.classes[c].shape]):  # the order they are placed
+            take = min(left, prob.classes[cid].count)
+            total += take * float(w[prob.classes[cid].shape])
+            left -= take
+        return total
+
+    return sorted(
+        range(len(prob.gangs)),
+        key=lambda g: (-prob.gangs[g].priority, not prob.gangs[g].is_gang, weight(g) if prob.gangs[g].is_gang else 0.0,
+                       prob.gangs[g].gang.created, prob.gangs[g].gang.namespace, prob.gangs[g].gang.name),
+    )
+
+
+@dataclass(slots=True)
+class _Chooser:
+    """Picks a gang's topology domain by trial placements, re-trying a domain only when it changed."""
+
+    by_make: dict = field(default_factory=dict)  # (gang signature, limit mode) -> its trials per domain
+    domain_sets: dict = field(default_factory=dict)  # (topology keys, shapes) -> (candidate domains, kind masks)
+    fresh: dict = field(default_factory=dict)  # (signature, look of an untouched domain) -> trial
+
+    def place(self, st: _State, prob: Problem, gid: int, limit: int | None,
+              deadline: float | None) -> tuple[bool, tuple[str, ...] | None]:
+        """Place the gang (up to `limit` pods) in its best domain; (quorum reached, domain)."""
         info = prob.gangs[gid]
         shapes = sorted({prob.classes[c].shape for c in info.classes})
         if not any(prob.shapes[s].topology_keys for s in shapes):
-            if _try(st, prob, gid, None) is None:
-                continue
+            if _try(st, prob, gid, None, limit) is None:
+                return False, None
             chosen = None
         else:
-            sig = _signature(prob, gid)
-            tr = by_make.get(sig)
+            sig = (_signature(prob, gid), limit is None)
+            tr = self.by_make.get(sig)
             if tr is None:
-                tr = by_make[sig] = _trials(prob, gid, shapes, domain_sets)
+                tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets)
             now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
             versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
             for i in np.flatnonzero(now != tr.stamp).tolist():
                 fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
-                if fkey is not None and fkey in fresh:
-                    res = fresh[fkey]
+                if fkey is not None and fkey in self.fresh:
+                    res = self.fresh[fkey]
                 else:
-                    res = _try(st, prob, gid, tr.domains[i])
+                    res = _try(st, prob, gid, tr.domains[i], limit)
                     st.version[:] = versions
                     if fkey is not None:
-                        fresh[fkey] = res
+                        self.fresh[fkey] = res
                 tr.stamp[i] = now[i]
                 tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
                 if deadline is not None and time.perf_counter() > deadline and tr.best(now) is not None:
                     break  # out of time: the best domain found so far
             b = tr.best(now)
             if b is None:
-                continue
+                return False, None
             chosen = tr.domains[b]
-        _place_gang(st, prob, gid, chosen)
-        satisfied[gid] = True
-        domain[gid] = chosen
+        if limit is not None:
+            _place_gang(st, prob, gid, chosen, limit)
+        else:
+            _place_gang(st, prob, gid, chosen)
+        return True, chosen
 
-    y = [0] * len(prob.classes)
+
+def _levels(prob: Problem, order: list[int]) -> list[list[int]]:
+    """`order` cut into runs of equal priority (order is by priority first)."""
+    out: list[list[int]] = []
+    for g in order:
+        if out and prob.gangs[out[-1][0]].priority == prob.gangs[g].priority:
+            out[-1].append(g)
+        else:
+            out.append([g])
+    return out
+
+
+def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfied: list[bool]) -> _State | None:
+    """The same pods per class and domains, placed whole gang by whole gang; None unless every pod finds room."""
+    st = _State(prob, order)
+    for gid in order:
+        if satisfied[gid]:
+            _place_gang(st, prob, gid, domain[gid], None, y)
+    return st if st.y == y else None
+
+
+def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
+           quorum_first: bool = True) -> Assignment:
+    """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
+    the rest stay unplaced."""
+    order = order if order is not None else (quorum_order(prob) if quorum_first else gang_order(prob))
+    st = _State(prob, order)
+    satisfied = [False] * len(prob.gangs)
+    domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
+    chooser = _Chooser()
+    stopped = False
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    levels = _levels(prob, order)
+    for li, level in enumerate(levels):
+        if quorum_first:
+            for gid in level:  # every gang's quorum before any extra member
+                if not prob.gangs[gid].is_gang:
+                    continue
+                if late():
+                    stopped = True
+                    break
+                satisfied[gid], domain[gid] = chooser.place(st, prob, gid, prob.gangs[gid].need, deadline)
+        if stopped:
+            break
+        for i, gid in enumerate(level):  # then extra members and basic groups (whole-gang-first: everything)
+            if late():
+                # only extra members are cut when every gang left here had its quorum tried and no level follows
+                stopped = li + 1 < len(levels) or not quorum_first or any(
+                    not prob.gangs[g].is_gang for g in level[i:])
+                break
+            if satisfied[gid]:
+                _place_gang(st, prob, gid, domain[gid])
+            elif not (quorum_first and prob.gangs[gid].is_gang):
+                satisfied[gid], domain[gid] = chooser.place(st, prob, gid, None, deadline)
+        if stopped:
+            break
+
+    if quorum_first and not late():  # cost repair: the same pods packed whole gang by whole gang
+        again = _repack(prob, order, st.y, domain, satisfied)
+        if again is not None and again.cost < st.cost:
+            st = again
+    return _assignment(prob, st, satisfied, domain, stopped)
+
+
+def _assignment(prob: Problem, st: _State, satisfied: list[bool], domain: list, stopped: bool) -> Assignment:
     bins, names = [], []
     for b in range(st.n):
         if st.contents[b]:  # an existing node the plan leaves empty is not a bin of it
-            for cid, cnt in st.contents[b].items():
-                y[cid] += cnt
             bins.append((int(st.kind[b]), dict(st.contents[b])))
             names.append(st.names[b])
-    return Assignment(y, satisfied, domain, bins, names, stopped)
+    return Assignment(list(st.y), satisfied, domain, bins, names, stopped)
 
 
 def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:

@@ -52,3 +52,29 @@ def test_sizes_and_gang_targets():
     assert kinds == {"Node", "Pod", "PodGroup"}
     apis = {o["apiVersion"] for o in objs if o["kind"] == "PodGroup"}
     assert {"scheduling.k8s.io/v1alpha2", "scheduling.x-k8s.io/v1alpha1"} <= apis
+
+
+def test_the_elastic_family_has_issue_11s_shape():
+    spec = BacklogSpec("el", "elastic", 2000, 50, nodes=200, gangs=100, supply=0.7, seed=1)
+    objects, catalog, stats = build_objects(spec)
+    assert stats["gangs"] == 100 and stats["node_groups"] == 50 and stats["existing_nodes"] == 200
+    pending = [o for o in objects if o["kind"] == "Pod" and "nodeName" not in o["spec"]]
+    gang_sizes: dict[str, int] = {}
+    shapes = set()
+    for p in pending:
+        req = p["spec"]["containers"][0]["resources"]["requests"]
+        shapes.add((req["cpu"], req["memory"], req.get("nvidia.com/gpu"), str(p["spec"].get("nodeSelector"))))
+        if p["metadata"]["name"].startswith("elastic-"):
+            gang_sizes[p["metadata"]["name"].rsplit("-worker-", 1)[0]] = gang_sizes.get(
+                p["metadata"]["name"].rsplit("-worker-", 1)[0], 0) + 1
+    assert {s[2] for s in shapes if s[2]} == {"1", "4", "8"}
+    assert all("gpu.product" in s[3] for s in shapes if s[2])
+    assert len({s for s in shapes if s[0] != "250m"}) >= 8
+    mins = {}
+    for o in objects:
+        if o["kind"] == "PodGroup" and o["metadata"]["name"].startswith("elastic-"):
+            spec_ = o["spec"]
+            mins[o["metadata"]["name"]] = spec_.get("minMember") or spec_["schedulingPolicy"]["gang"]["minCount"]
+    assert set(mins) == set(gang_sizes) and max(gang_sizes.values()) <= 16
+    elastic = sum(1 for g, n in gang_sizes.items() if mins[g] < n)
+    assert elastic >= 0.6 * len(gang_sizes)  # 80% drawn elastic; single-pod gangs cannot be

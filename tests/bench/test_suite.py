@@ -14,7 +14,7 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     doc = orjson.loads((tmp_path / "results.json").read_bytes())
     for name in ("results.md", "cost_ratio.png", "time.png", "gangs.png", "stranded.png"):
         assert (tmp_path / name).stat().st_size > 0, name
-    assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy"}
+    assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy", "q-elastic"}
     for case in doc["cases"]:
         assert set(case["metrics"]) == set(POLICY_ORDER)
         gs = case["metrics"]["gangscale"]

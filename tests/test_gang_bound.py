@@ -1,0 +1,136 @@
+"""The gang upper bound (issue 11): sound against brute force on small clusters, reported in the plan, and
+OPTIMAL only once both the gang gap and the cost gap are closed."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from builders import group, node, plan_for, pod, podgroup, snapshot
+from checker import check_plan
+from gangscale.plan import render_markdown, render_table
+from gangscale.solver.bound import gangs_upper_bound, tier_counts
+from gangscale.solver.greedy import greedy
+from gangscale.solver.problem import build_problem
+
+
+def random_cluster(seed: int) -> tuple[list[dict], list[dict]]:
+    """At most 6 pending pods and 4 bins: small enough to try every placement."""
+    rnd = random.Random(seed)
+    objs: list[dict] = []
+    for n in range(rnd.randint(0, 2)):
+        objs.append(node(f"n{n}", cpu=str(rnd.choice([2, 3, 4])), mem=f"{rnd.choice([4, 8])}Gi"))
+    catalog = [group(f"g{j}", cpu=str(rnd.choice([2, 4])), mem="8Gi", price=1.0, max_size=rnd.randint(1, 2))
+               for j in range(rnd.randint(0, 2))]
+    pods = 0
+    for j in range(rnd.randint(1, 4)):
+        size = rnd.randint(1, 3)
+        if pods + size > 6:
+            break
+        pods += size
+        policy = rnd.choice(["gang", "gang", "basic"])
+        objs.append(podgroup(f"pg{j}", min_count=rnd.randint(1, size), policy=policy,
+                             priority=rnd.choice([0, 0, 100])))
+        for i in range(size):
+            objs.append(pod(f"p{j}-{i}", cpu=rnd.choice(["1", "2", "3"]), mem=rnd.choice(["1Gi", "3Gi"]),
+                            group=f"pg{j}"))
+    return objs, catalog
+
+
+def brute_force_best(prob) -> dict[int, tuple[int, int]]:
+    """Per priority level, (gangs, pods) of the lexicographically best placement, by trying every placement."""
+    bins = [k.kid for k in prob.kinds for _ in range(k.max_count)]
+    caps = [np.array(prob.kinds[k].cap) for k in bins]
+    pods = [(c.cid, c.shape) for c in prob.classes for _ in range(c.count)]
+    levels = sorted({g.priority for g in prob.gangs}, reverse=True)
+    best = None
+    for where in itertools.product(range(-1, len(bins)), repeat=len(pods)):
+        load = [np.zeros(len(prob.resources), dtype=np.int64) for _ in bins]
+        ok = True
+        y = [0] * len(prob.classes)
+        for (cid, shape), b in zip(pods, where):
+            if b < 0:
+                continue
+            if bins[b] not in prob.compat[shape]:
+                ok = False
+                break
+            load[b] += np.array(prob.shapes[shape].req)
+            y[cid] += 1
+        if not ok or any((l > c).any() for l, c in zip(load, caps)):
+            continue
+        value = []
+        for lvl in levels:
+            gangs = pods_ = 0
+            for g in prob.gangs:
+                if g.priority != lvl:
+                    continue
+                placed = sum(y[c] for c in g.classes)
+                if g.is_gang:
+                    if placed >= g.need:
+                        gangs += 1
+                        pods_ += placed
+                else:
+                    pods_ += placed
+            value += [gangs, pods_]
+        if best is None or value > best:
+            best = value
+    return {lvl: (best[2 * i], best[2 * i + 1]) for i, lvl in enumerate(levels)}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_gang_bound_is_never_below_the_brute_force_optimum(seed):
+    objs, catalog = random_cluster(seed)
+    prob = build_problem(snapshot(objs, catalog))
+    if not prob.gangs or sum(k.max_count for k in prob.kinds) > 4:
+        pytest.skip("nothing to place, or too many bins to try every placement")
+    a = greedy(prob)
+    tiers = gangs_upper_bound(prob, tier_counts(prob, a.y, a.satisfied))
+    best = brute_force_best(prob)
+    for t in tiers:
+        gangs, pods = best[t.priority]
+        assert gangs <= t.gangs_bound, (t, best)
+        if t.pods_bound is not None:
+            assert pods <= t.pods_bound, (t, best)
+
+
+def fragmented() -> tuple[list[dict], list[dict]]:
+    """Three nodes of 3 free cpus, three gangs of two 2-cpu pods (distinct shapes): only one gang fits, while
+    the aggregate capacity (9 cpus) would take two."""
+    objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
+    for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
+        objs.append(podgroup(f"g{j}", min_count=2))
+        objs += [pod(f"g{j}-{i}", cpu="2", mem=mem, group=f"g{j}") for i in range(2)]
+    return objs, []
+
+
+def test_an_open_gang_gap_is_reported_and_the_plan_is_not_optimal():
+    objs, catalog = fragmented()
+    plan = plan_for(objs, catalog, time_limit=0.2)  # no time for CP-SAT: the LP bound stands
+    assert not check_plan(objs, catalog, plan.to_dict())
+    sv = plan.to_dict()["solver"]
+    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (1, 2)
+    assert sv["byPriority"][0]["gangsUpperBound"] == 2
+    assert plan.solver.status == "FEASIBLE"
+    assert "1 gangs started of at most 2 possible (gang gap 1)" in render_markdown(plan)
+    assert "gang gap 1" in render_table(plan)
+
+
+def test_cp_sat_closes_the_gang_gap_when_it_proves_the_placement():
+    objs, catalog = fragmented()
+    plan = plan_for(objs, catalog, time_limit=5.0)
+    sv = plan.to_dict()["solver"]
+    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (1, 1)
+    assert plan.solver.status == "OPTIMAL"
+    assert "gang gap closed" in render_markdown(plan)
+
+
+def test_the_bound_closes_the_gap_of_a_plan_that_starts_every_gang_that_fits():
+    objs = [node("n", cpu="4", mem="16Gi")] + [podgroup(f"g{j}", min_count=2) for j in range(3)]
+    objs += [pod(f"g{j}-{i}", cpu="1", group=f"g{j}") for j in range(3) for i in range(3)]
+    prob = build_problem(snapshot(objs, []))
+    a = greedy(prob)
+    (t,) = gangs_upper_bound(prob, tier_counts(prob, a.y, a.satisfied))
+    assert (t.gangs, t.gangs_bound, t.pods, t.pods_bound) == (2, 2, 4, 4)

@@ -1,0 +1,100 @@
+"""The quorum-first greedy (issue 11): every gang's minCount before any extra member, equal-priority gangs by
+the scarce capacity their quorum uses, then extra members, then a cost repair; always a valid plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import GPU_TOL, group, node, pod, podgroup, snapshot
+from checker import check_plan
+from gangscale.planner import _render, make_plan
+from gangscale.solver import greedy as greedy_mod
+from gangscale.solver.greedy import greedy
+from gangscale.solver.params import SolveOptions
+from gangscale.solver.problem import MICRO, build_problem
+
+
+def aged(pg: dict, minute: int) -> dict:
+    pg["metadata"]["creationTimestamp"] = f"2026-03-02T08:{minute:02d}:00Z"
+    return pg
+
+
+def elastic_pair() -> tuple[list[dict], list[dict]]:
+    """One node with 4 free cpus; an older elastic gang of 4 (minCount 2), a newer gang of 2 (minCount 2)."""
+    objs = [node("n1", cpu="4", mem="16Gi"), aged(podgroup("old", min_count=2), 0), aged(podgroup("new", min_count=2), 5)]
+    objs += [pod(f"old-{i}", cpu="1", group="old") for i in range(4)]
+    objs += [pod(f"new-{i}", cpu="1", group="new") for i in range(2)]
+    return objs, []
+
+
+def started(prob, a) -> set[str]:
+    return {prob.gangs[g].gang.name for g, ok in enumerate(a.satisfied) if ok and prob.gangs[g].is_gang}
+
+
+def as_plan(objs, catalog, quorum_first: bool):
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    a = greedy(prob, quorum_first=quorum_first)
+    return prob, a, _render(snap, prob, a, a.cost(prob), 0)
+
+
+def test_whole_gang_first_loses_a_gang_that_quorum_first_starts():
+    objs, catalog = elastic_pair()
+    prob, whole, whole_plan = as_plan(objs, catalog, quorum_first=False)
+    assert started(prob, whole) == {"old"}  # the older gang takes all four cpus with its extra members
+    prob, quorum, plan = as_plan(objs, catalog, quorum_first=True)
+    assert started(prob, quorum) == {"old", "new"}
+    assert sum(quorum.y) == 4
+    for p in (whole_plan, plan):
+        assert not check_plan(objs, catalog, p.to_dict())
+
+
+def test_the_planner_starts_both_gangs_and_says_the_gang_gap_is_closed():
+    objs, catalog = elastic_pair()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0))
+    assert not check_plan(objs, catalog, plan.to_dict())
+    assert {g.name: g.placed for g in plan.gangs} == {"old": 2, "new": 2}
+    assert (plan.solver.gangs_started, plan.solver.gangs_upper_bound) == (2, 2)
+
+
+def test_equal_priority_gangs_go_by_scarce_capacity_before_age():
+    # 4 GPUs in all; the oldest gang's quorum takes all four, two newer gangs need two each
+    objs = [node("g", cpu="64", mem="256Gi", gpu=4), aged(podgroup("big", min_count=4), 0),
+            aged(podgroup("s1", min_count=2), 1), aged(podgroup("s2", min_count=2), 2)]
+    objs += [pod(f"big-{i}", cpu="1", gpu=1, tolerations=[GPU_TOL], group="big") for i in range(4)]
+    objs += [pod(f"{g}-{i}", cpu="1", gpu=1, tolerations=[GPU_TOL], group=g) for g in ("s1", "s2") for i in range(2)]
+    prob, a, plan = as_plan(objs, [], quorum_first=True)
+    assert started(prob, a) == {"s1", "s2"}
+    assert not check_plan(objs, [], plan.to_dict())
+
+
+def test_priority_still_comes_before_scarcity():
+    objs = [node("g", cpu="64", mem="256Gi", gpu=4), aged(podgroup("big", min_count=4, priority=100), 0),
+            aged(podgroup("s1", min_count=2), 1), aged(podgroup("s2", min_count=2), 2)]
+    objs += [pod(f"big-{i}", cpu="1", gpu=1, tolerations=[GPU_TOL], group="big") for i in range(4)]
+    objs += [pod(f"{g}-{i}", cpu="1", gpu=1, tolerations=[GPU_TOL], group=g) for g in ("s1", "s2") for i in range(2)]
+    prob, a, _ = as_plan(objs, [], quorum_first=True)
+    assert started(prob, a) == {"big"}
+
+
+def test_cost_repair_packs_a_gang_whose_quorum_and_extras_opened_two_nodes_into_one(monkeypatch):
+    # quorum (2 pods) is cheapest on a small node, the 6 extras on a big one: $0.40; the whole gang fits one big
+    catalog = [group("small", cpu="2", mem="8Gi", price=0.10), group("big", cpu="8", mem="32Gi", price=0.30)]
+    objs = [podgroup("job", min_count=2)] + [pod(f"w{i}", cpu="1", mem="1Gi", group="job") for i in range(8)]
+    prob = build_problem(snapshot(objs, catalog))
+    assert greedy(prob).cost(prob) == round(0.30 * MICRO)
+    monkeypatch.setattr(greedy_mod, "_repack", lambda *a: None)
+    assert greedy(prob).cost(prob) == round(0.40 * MICRO)
+
+
+@pytest.mark.parametrize("quorum_first", [True, False])
+def test_a_greedy_plan_with_node_groups_topology_and_basic_pods_passes_the_checker(quorum_first):
+    zone = "topology.kubernetes.io/zone"
+    catalog = [group(f"ng-{z}", cpu="4", mem="16Gi", price=0.2, max_size=2, labels={zone: z}) for z in ("a", "b")]
+    objs = [podgroup("t", min_count=3, topology=[zone]), podgroup("e", min_count=2), podgroup("b", policy="basic")]
+    objs += [pod(f"t-{i}", cpu="1", group="t") for i in range(6)]
+    objs += [pod(f"e-{i}", cpu="2", group="e") for i in range(5)]
+    objs += [pod(f"b-{i}", cpu="1", group="b") for i in range(4)] + [pod("lone", cpu="3")]
+    _, a, plan = as_plan(objs, catalog, quorum_first)
+    assert not check_plan(objs, catalog, plan.to_dict())
+    assert a.satisfied.count(True) >= 2
