@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from gangscale.model import Node, NodeGroup
+from .types import Node, NodeGroup
 
 from .errors import CloudError, NotFoundError, UnsupportedError
 
