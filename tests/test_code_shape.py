@@ -49,3 +49,15 @@ def test_the_controller_never_builds_a_gang_key_by_hand_or_parses_upcoming_node_
         assert '"/".join(' not in text, path
         assert "/upcoming-" not in text, path
         assert '.split(":", 1)' not in text, path
+
+
+def test_indented_json_and_yaml_output_is_written_only_by_output_render():
+    # loader.py indents JSON only to measure nesting depth (it never writes it out)
+    allowed = {ROOT / "gangscale/output.py", ROOT / "gangscale/loader.py"}
+    writers = []
+    for package in ("gangscale", "cloud_adapters", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text()
+            if path not in allowed and ("OPT_INDENT_2" in text or "safe_dump(" in text):
+                writers.append(str(path.relative_to(ROOT)))
+    assert writers == []
