@@ -16,6 +16,7 @@ from typing import Sequence
 import orjson
 
 from gangscale import argtypes
+from gangscale.output import render
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         placed = BASELINES[args.policy](load_world(args.cluster, args.nodegroups))
         out = {"existingNodes": placed.existing,
                "newNodes": [{"nodeGroup": g, "pods": pods} for g, pods in placed.new_nodes], "notes": placed.notes}
-        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(render(out, "json"))
         return 0
     return 2  # pragma: no cover
 

@@ -43,6 +43,7 @@ import orjson
 import yaml
 
 from gangscale.instance_types import load_instance_types
+from gangscale.output import render
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -623,7 +624,7 @@ def write_backlog(spec: BacklogSpec, out_dir: str | Path, *, yaml_too: bool = Fa
     if yaml_too:
         (d / "cluster.yaml").write_text(yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
                                                   sort_keys=False, default_flow_style=False))
-    (d / "nodegroups.yaml").write_text(yaml.safe_dump({"nodeGroups": catalog}, sort_keys=False))
-    (d / "spec.json").write_bytes(orjson.dumps({"spec": spec.to_dict(), "stats": stats}, option=orjson.OPT_INDENT_2))
+    (d / "nodegroups.yaml").write_text(render({"nodeGroups": catalog}, "yaml"))
+    (d / "spec.json").write_text(render({"spec": spec.to_dict(), "stats": stats}, "json"))
     return Backlog(spec, d / "cluster.json", d / "nodegroups.yaml", stats["pending_pods"], stats["groups"],
                    stats["gangs"], stats["existing_nodes"], stats["node_groups"])

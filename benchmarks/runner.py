@@ -18,15 +18,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-from gangscale.solver.bound import lower_bound
-from gangscale.planner import SolveOptions
-from gangscale.solver.problem import MICRO, build_problem
+from gangscale.api import PlacementBound
+from gangscale.output import render
 
 from .baselines import BASELINES
 from .evaluate import MODEL_PROFILES, Metrics, evaluate, model_run, placed_from_plan
@@ -147,21 +145,14 @@ def run_baseline(world: World, name: str):
 # ------------------------------------------------------------------- bounds
 
 class Bounds:
-    """Proven lower bounds on the hourly cost of placing a given set of pods (gangscale.solver.bound)."""
+    """Proven lower bounds on the hourly cost of placing a given set of pods (`gangscale.api.PlacementBound`)."""
 
     def __init__(self, world: World, seconds: float) -> None:
-        self.prob = build_problem(world.snap)
-        self.shape_of: dict[str, int] = {}
-        for c in self.prob.classes:
-            for p in c.pods:
-                self.shape_of[p.key] = c.shape
-        self.seconds = seconds
+        self.bound = PlacementBound(world.snap, seconds)
         self.world = world
 
     def of(self, pods: list[int]) -> tuple[float, bool]:
-        per_shape: Counter[int] = Counter(self.shape_of[self.world.pods[p].key] for p in pods)
-        lb, proven = lower_bound(self.prob, dict(per_shape), SolveOptions(time_limit=self.seconds), self.seconds)
-        return lb / MICRO, proven
+        return self.bound.of(self.world.pods[p].key for p in pods)
 
 
 def _ratio(cost: float, lb: float | None) -> float | None:
@@ -289,6 +280,6 @@ def write_artifacts(results: list[CaseResult], cfg: RunConfig, elapsed: float) -
         "cases": [r.to_dict() for r in results],
         "checks": checks,
     }
-    (cfg.out / "results.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    (cfg.out / "results.json").write_text(render(doc, "json"))
     (cfg.out / "results.md").write_text(markdown_report(doc))
     plot_results(doc, cfg.out)

@@ -1,7 +1,8 @@
 """Cloud adapters: one narrow NodeGroupProvider interface; AWS (ASG, EKS, EC2 Fleet) and a simulated cloud.
 
-Adapters take and return `gangscale.model.NodeGroup` templates and plain
-ints. They never import the solver or Kubernetes clients.
+Adapters take and return `cloud_adapters.types.NodeGroup` templates (which the
+planner re-exports as `gangscale.model.NodeGroup`) and plain ints. This is the
+lowest package: it imports nothing from gangscale or benchmarks.
 """
 
 from .base import (

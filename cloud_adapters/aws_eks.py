@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from gangscale.model import Node, Taint
+from .types import Node, Taint
 
 from .aws_asg import MUTATING_OPERATIONS, asg_instance
 from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type

@@ -1,6 +1,6 @@
 """The one narrow interface every cloud implements (after Cluster Autoscaler's NodeGroup).
 
-Adapters speak in `gangscale.model.NodeGroup` templates and plain ints; they
+Adapters speak in `types.NodeGroup` templates and plain ints; they
 know nothing of pods or the solver. A template's `current_size` is the
 group's *target* size, so the snapshot counts target-minus-registered nodes
 as capacity already on its way.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, ClassVar, Literal
 
-from gangscale.model import Node, NodeGroup
+from .types import Node, NodeGroup
 
 from .errors import CloudError, NotFoundError, UnsupportedError
 

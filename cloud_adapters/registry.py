@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from .base import NodeGroupProvider
+from .types import NodeGroup
 
 PROVIDERS = ("aws-asg", "aws-eks", "aws-fleet", "simulated")
 
@@ -15,21 +17,23 @@ def create_provider(
     cluster_name: str | None = None,
     region: str | None = None,
     endpoint_url: str | None = None,
-    catalog: str | Path | None = None,
+    groups: Sequence[NodeGroup] | None = None,
     simulated_state: str | Path | None = None,
     aws_options=None,
     **simulated,
 ) -> tuple[NodeGroupProvider, list[str]]:
-    """The provider called `name`, and any warnings from reading its seed catalog (simulated only).
+    """The provider called `name` and its warnings (none today; the CLI adds its catalog's).
 
+    The simulated cloud is seeded from `groups` (`gangscale.providers.open_provider` reads them from
+    a catalog file: reading catalogs is the planner's business, not the adapters').
     boto3 is imported only for the AWS providers, so the simulated cloud needs no AWS packages.
     """
     if name == "simulated":
-        if catalog is None:
+        if groups is None:
             raise ValueError("the simulated provider is seeded from a node-group catalog (--nodegroups)")
         from .simulated import SimulatedProvider
 
-        return SimulatedProvider.from_catalog(catalog, state_file=simulated_state, **simulated)
+        return SimulatedProvider(list(groups), state_file=simulated_state, **simulated), []
     if name not in PROVIDERS:
         raise ValueError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     from .aws_common import AwsOptions

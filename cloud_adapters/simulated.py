@@ -1,6 +1,7 @@
 """`simulated`: an in-memory cloud for the bundled example, the benchmarks and tests.
 
-Groups are seeded from a node-group catalog. Each launch takes
+Groups are seeded from node-group templates (the CLI reads them from a catalog
+with `gangscale.providers.open_provider`). Each launch takes
 `provisioning_delay` seconds of the injectable clock and fails with
 `failure_probability` (seeded RNG, so runs repeat). A failed launch drops
 out of the target size and is reported as a CapacityError, as a cloud with
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from gangscale.model import NodeGroup
+from .types import NodeGroup
 
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .errors import CapacityError, NotFoundError, SizeLimitError
@@ -74,14 +75,6 @@ class SimulatedProvider(NodeGroupProvider):
             self._groups[g.name] = _SimGroup(replace(g, labels=dict(g.labels)), g.current_size, members, [])
         if self._state_file and self._state_file.exists():
             self._load(self._state_file)
-
-    @classmethod
-    def from_catalog(cls, path: str | Path, **kwargs) -> tuple["SimulatedProvider", list[str]]:
-        """Seed from a `--nodegroups` catalog; the catalog's warnings come back alongside."""
-        from gangscale.catalog import load_catalog
-
-        groups, warnings = load_catalog(path)
-        return cls(groups, **kwargs), warnings
 
     @property
     def atomic(self) -> bool:  # type: ignore[override]

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from gangscale.model import Taint
-from gangscale.resources import QuantityError, to_units
+from .types import Taint
+from .resources import QuantityError, to_units
 
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gangscale.instance_types import MIB, eks_reserved_cpu_millis, eks_reserved_memory_mib, load_instance_types
-from gangscale.model import NodeGroup, Taint
-from gangscale.resources import CPU, GPU, MEMORY, PODS
+from .instance_types import MIB, eks_reserved_cpu_millis, eks_reserved_memory_mib, load_instance_types
+from .types import NodeGroup, Taint
+from .resources import CPU, GPU, MEMORY, PODS
 
 from .base import SystemReserve
 from .tags import PRICE_TAG, TemplateTags

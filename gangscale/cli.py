@@ -2,29 +2,27 @@
 
 Exit codes: 0 a plan was made, 2 the input could not be read at all (file or
 cluster); `check`: 1 when a prerequisite failed.
+
+Start-up: building the parser imports neither OR-Tools (nor the pandas it pulls in),
+pydantic, the Kubernetes client nor boto3; each command imports what it uses when it
+runs. `gangscale bench` runs `python -m benchmarks` in a child process: gangscale
+imports nothing from `benchmarks` (which imports gangscale).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from typing import Sequence
-
-import orjson
-import yaml
 
 from cloud_adapters.registry import PROVIDERS
 
 from . import argtypes
-from .catalog import load_catalog
-from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
+from .ingest import DEFAULT_NODE_GROUP_LABEL
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
 from .loader import InputError, read_objects
-from .output import emit, output_format
-from .plan import Plan, render_markdown, render_table
-from .planner import SolveOptions, make_plan
-from .snapshot import build_snapshot
-from .solver.params import AUTO_BASE_SECONDS, AUTO_SECONDS_PER_POD
+from .solver.params import AUTO_BASE_SECONDS, AUTO_SECONDS_PER_POD, SolveOptions
 
 OUTPUTS = ("json", "yaml", "table", "markdown")
 
@@ -46,16 +44,6 @@ def add_solver_flags(p: argparse.ArgumentParser) -> None:
 def solve_options(args: argparse.Namespace) -> SolveOptions:
     return SolveOptions(time_limit=args.time_limit, workers=args.workers, relative_gap=args.relative_gap,
                         seed=args.seed)
-
-
-def render(plan: Plan, fmt: str) -> str:
-    if fmt == "json":
-        return orjson.dumps(plan.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
-    if fmt == "yaml":
-        return yaml.safe_dump(plan.to_dict(), sort_keys=False)
-    if fmt == "markdown":
-        return render_markdown(plan)
-    return render_table(plan)
 
 
 def add_cloud_flags(p: argparse.ArgumentParser) -> None:
@@ -100,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_plan(args: argparse.Namespace) -> int:
     cloud = bool(args.provider or args.execute)
     if cloud:
-        from .execute import check_args
+        from .cli_execute import check_args
 
         check_args(args)
     elif not args.nodegroups:
@@ -111,15 +99,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:  # no file: the live cluster, read-only
         objects, live_warnings = read_live_objects(args)
     if cloud:
-        from .execute import run_from_args
+        from .cli_execute import run_from_args
 
-        return run_from_args(args, objects, live_warnings, solve_options(args), render)
+        return run_from_args(args, objects, live_warnings, solve_options(args))
+    return plan_from_files(args, objects, live_warnings)
+
+
+def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list[str]) -> int:
+    """Catalog + cluster objects → plan → output. The planner (OR-Tools, pandas) is imported only here."""
+    from .catalog import load_catalog
+    from .ingest import ingest
+    from .output import emit, output_format, render_plan
+    from .planner import make_plan
+    from .snapshot import build_snapshot
+
     groups, warnings = load_catalog(args.nodegroups)
     cluster = ingest(objects, node_group_label=args.node_group_label)
     cluster.warnings[:0] = live_warnings
     snap = build_snapshot(cluster, groups, warnings)
     plan = make_plan(snap, solve_options(args))
-    emit(render(plan, output_format(args.output, args.output_file)), args.output_file)
+    emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 
 
@@ -132,12 +131,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run}
 
 
+def bench(argv: Sequence[str]) -> int:
+    """`python -m benchmarks ...` as a child process with the same interpreter, streams and exit code."""
+    try:
+        return subprocess.call([sys.executable, "-m", "benchmarks", *argv])
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # `gangscale bench ...` = `python -m benchmarks ...` (parses its own flags)
-        from benchmarks.cli import main as bench_main
-
-        return bench_main(argv[1:])
+        return bench(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

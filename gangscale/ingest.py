@@ -8,6 +8,8 @@ a warning. An object listed twice (same uid, or same namespace/name) is read
 once, so no pod is placed twice and no node's capacity counted twice. Every
 amount is at most resources.MAX_UNITS, a pod's total requests included, and
 warnings are capped per kind (warnlog), so output follows what is pending.
+Parsed pieces are memoised in a `ParseCache` owned by the caller (by default one
+per `ingest` call): nothing parsed outlives the pass that asked for it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping  # abc isinstance is ~5x faster than typing.Mapping
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import orjson
 
@@ -115,24 +117,53 @@ def _str_map(raw: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(raw, where).items()}
 
 
-_RESOURCE_CACHE: dict[tuple, dict[str, int]] = {}  # all-string ResourceLists repeat across pods and nodes
+_T = TypeVar("_T")
 
 
-def _resources(raw: Any, where: str) -> dict[str, int]:
+@dataclass(slots=True)
+class ParseCache:
+    """Parsed pieces by the exact input they came from: pods of one workload share their spec, nodes of
+    one group their allocatable, so each distinct one is parsed once.
+
+    Owned by whoever calls `ingest` (by default a fresh one per call), never by the module, so a
+    long-running controller holds no parse results between passes. At most `limit` entries per table.
+    Values are immutable or copied on the way out.
+    """
+
+    limit: int = 100_000
+    resources: dict[tuple, dict[str, int]] = field(default_factory=dict)
+    requests: dict[bytes, dict[str, int]] = field(default_factory=dict)
+    placements: dict[bytes, Placement] = field(default_factory=dict)
+    rules: dict[bytes, PodRules] = field(default_factory=dict)
+
+    def memo(self, table: dict[Any, _T], key: Any, make: Callable[[], _T]) -> _T:
+        """`table[key]`, made (and kept while the table has room) on a miss; no key: no caching."""
+        hit = table.get(key) if key is not None else None
+        if hit is None:
+            hit = make()
+            if key is not None and len(table) < self.limit:
+                table[key] = hit
+        return hit
+
+    def __len__(self) -> int:
+        return len(self.resources) + len(self.requests) + len(self.placements) + len(self.rules)
+
+
+def _resources(raw: Any, where: str, cache: ParseCache | None = None) -> dict[str, int]:
+    if cache is None:
+        return _parse_resources(raw, where)
     key = None
     # str keys too: 1 == True == 1.0 would make {1: ...} and {True: ...} share an entry
     if type(raw) is dict and all(type(k) is str and type(v) is str for k, v in raw.items()):
         key = tuple(raw.items())
-        hit = _RESOURCE_CACHE.get(key)
-        if hit is not None:
-            return dict(hit)
+    return dict(cache.memo(cache.resources, key, lambda: _parse_resources(raw, where)))
+
+
+def _parse_resources(raw: Any, where: str) -> dict[str, int]:
     try:
-        out = parse_resource_list(raw, field=where)
+        return parse_resource_list(raw, field=where)
     except QuantityError as exc:
         raise ObjectError(str(exc)) from None
-    if key is not None and len(_RESOURCE_CACHE) < 100_000:
-        _RESOURCE_CACHE[key] = dict(out)
-    return out
 
 
 def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
@@ -168,7 +199,8 @@ def _int_field(raw: Any, where: str, *, minimum: int = INT32_MIN, maximum: int =
 # ----------------------------------------------------------------------- nodes
 
 
-def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Node:
+def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
+               cache: ParseCache | None = None) -> Node:
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
@@ -182,7 +214,7 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         name=str(meta["name"]),
         labels=labels,
         taints=_taints(spec.get("taints"), "spec.taints"),
-        allocatable=_resources(alloc, "status.allocatable"),
+        allocatable=_resources(alloc, "status.allocatable", cache),
         ready=ready,
         unschedulable=spec.get("unschedulable") is True or str(spec.get("unschedulable")).lower() == "true",
         node_group=labels.get(node_group_label),
@@ -382,7 +414,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(out))
 
 
-def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, strict: bool = True) -> PodRules:
+def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, strict: bool = True,
+              cache: ParseCache | None = None) -> PodRules:
     """The pod's per-node rules; with `strict` (pending pods) an unsupported form is an ObjectError."""
     affinity = spec.get("affinity")
     has_pod_aff = isinstance(affinity, Mapping) and ("podAffinity" in affinity or "podAntiAffinity" in affinity)
@@ -393,18 +426,10 @@ def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, st
         return NO_RULES  # the common pod: nothing to parse
     # pods of one workload share these fields: parse once (labels matter only to *LabelKeys)
     key = _spec_key(spec, ("affinity", "topologySpreadConstraints", "hostNetwork", "containers", "initContainers"))
-    if key is not None and b"LabelKeys" not in key:
+    if cache is not None and key is not None and b"LabelKeys" not in key:
         key = b"%s|%d|%s" % (ns.encode(), strict, key)
-        hit = _RULES_CACHE.get(key)
-        if hit is None:
-            hit = _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
-            if len(_RULES_CACHE) < 100_000:
-                _RULES_CACHE[key] = hit
-        return hit
+        return cache.memo(cache.rules, key, lambda: _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None))
     return _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
-
-
-_RULES_CACHE: dict[bytes, PodRules] = {}
 
 
 def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
@@ -422,9 +447,6 @@ def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], st
 
 # Pods of one workload share their spec: parse each distinct requests/placement once. The key is the
 # exact JSON of the fields the parser reads (a different key order only costs a cache miss).
-_REQUESTS_CACHE: dict[bytes, dict[str, int]] = {}
-_PLACEMENT_CACHE: dict[bytes, Placement] = {}
-
 
 def _spec_key(spec: Mapping[str, Any], fields: tuple[str, ...]) -> bytes | None:
     try:
@@ -433,24 +455,14 @@ def _spec_key(spec: Mapping[str, Any], fields: tuple[str, ...]) -> bytes | None:
         return None
 
 
-def _pod_requests_cached(spec: Mapping[str, Any]) -> dict[str, int]:
+def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str, int]:
     key = _spec_key(spec, ("containers", "initContainers", "resources", "overhead"))
-    hit = _REQUESTS_CACHE.get(key) if key is not None else None
-    if hit is None:
-        hit = pod_requests(spec)
-        if key is not None and len(_REQUESTS_CACHE) < 100_000:
-            _REQUESTS_CACHE[key] = hit
-    return dict(hit)
+    return dict(cache.memo(cache.requests, key, lambda: pod_requests(spec)))
 
 
-def _pod_placement_cached(spec: Mapping[str, Any]) -> Placement:
+def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placement:
     key = _spec_key(spec, ("nodeSelector", "affinity", "tolerations"))
-    hit = _PLACEMENT_CACHE.get(key) if key is not None else None
-    if hit is None:
-        hit = pod_placement(spec)  # immutable: safe to share
-        if key is not None and len(_PLACEMENT_CACHE) < 100_000:
-            _PLACEMENT_CACHE[key] = hit
-    return hit
+    return cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable: safe to share
 
 
 def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -556,8 +568,13 @@ def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Cluster:
-    """Read nodes, pods and every gang flavour; attach pods to their gangs."""
+def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
+           cache: ParseCache | None = None) -> Cluster:
+    """Read nodes, pods and every gang flavour; attach pods to their gangs.
+
+    `cache`: parse results to reuse (and fill); None: a fresh one, dropped when this call returns.
+    """
+    cache = ParseCache() if cache is None else cache
     cluster = Cluster()
     warnings = WarningLog()
     defs: dict[tuple[str, str, str], _GroupDef] = {}
@@ -579,9 +596,9 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             seen.update(ids)
         try:
             if kind == "Node":
-                cluster.nodes.append(parse_node(obj, node_group_label))
+                cluster.nodes.append(parse_node(obj, node_group_label, cache))
             elif kind == "Pod":
-                pods.append(_ingest_pod(obj))
+                pods.append(_ingest_pod(obj, cache))
             elif kind == "Workload" and api != API_WORKLOAD:
                 continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
             elif kind == "PodGroup" or kind == "Workload":
@@ -590,7 +607,14 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             _reject(obj, kind, str(exc), pods, warnings)
         except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
             _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
+    _attach_pods(cluster, defs, pods)
+    cluster.warnings = warnings.lines()
+    return cluster
 
+
+def _attach_pods(cluster: Cluster, defs: dict[tuple[str, str, str], _GroupDef],
+                 pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]]) -> None:
+    """Gangs from the group objects, then every pod counted in (or making) its gang."""
     gangs: dict[tuple[str, str, str], Gang] = {}
     for key, d in defs.items():
         ns, family, name = key
@@ -618,8 +642,6 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             cluster.bound.append(pod)
 
     cluster.gangs = [g for g in gangs.values() if _worth_listing(g)]
-    cluster.warnings = warnings.lines()
-    return cluster
 
 
 def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog) -> None:
@@ -701,7 +723,7 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
     return Gang(ns, name, api, exists=False)
 
 
-def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None]:
+def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[str, str, str], None]:
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
@@ -712,8 +734,8 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
         namespace=ns,
         name=str(meta["name"]),
         uid=str(meta.get("uid") or ""),
-        requests=_pod_requests_cached(spec),
-        placement=_pod_placement_cached(spec),
+        requests=_pod_requests_cached(spec, cache),
+        placement=_pod_placement_cached(spec, cache),
         priority=_int_field(priority if priority is not None else 0, "spec.priority"),
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
         phase=str(status.get("phase") or "Pending"),
@@ -727,7 +749,7 @@ def _ingest_pod(obj: Mapping[str, Any]) -> tuple[Pod, tuple[str, str, str], None
         ),
     )
     pod.labels = _str_map(meta.get("labels"), "metadata.labels")
-    pod.rules = pod_rules(spec, ns, pod.labels, strict=pod.node_name is None)
+    pod.rules = pod_rules(spec, ns, pod.labels, strict=pod.node_name is None, cache=cache)
     if meta.get("deletionTimestamp") and not pod.node_name:
         pod.phase = "Terminating"  # going away: never scale for it
     if pod.scheduling_gates and not pod.node_name:

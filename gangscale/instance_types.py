@@ -1,85 +1,18 @@
-"""EC2 instance types: capacity, price and the allocatable kubelet reports.
+"""EC2 instance types (capacity, price, EKS allocatable), as the planner imports them.
 
-The table is data (`config/aws-instance-types.yaml`); the kube-reserved
-formula is the EKS AMI's, so a template matches what a real node advertises.
+The table and the kube-reserved formula live in `cloud_adapters.instance_types`
+(node templates need them too); this is its name on the planner's side, so
+dependencies point one way (gangscale → cloud_adapters).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
+from cloud_adapters.instance_types import (
+    MIB,
+    InstanceType,
+    eks_reserved_cpu_millis,
+    eks_reserved_memory_mib,
+    load_instance_types,
+)
 
-import yaml
-
-from .config_dir import config_dir
-from .resources import CPU, GPU, MEMORY, PODS
-
-MIB = 2**20
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceType:
-    name: str
-    vcpu: int
-    memory_mib: int
-    max_pods: int
-    price_per_hour: float
-    gpus: int = 0
-    gpu_product: str = ""
-
-    def allocatable(self) -> dict[str, int]:
-        alloc = {
-            CPU: self.vcpu * 1000 - eks_reserved_cpu_millis(self.vcpu),
-            MEMORY: (self.memory_mib - eks_reserved_memory_mib(self.max_pods)) * MIB,
-            PODS: self.max_pods,
-        }
-        if self.gpus:
-            alloc[GPU] = self.gpus
-        return alloc
-
-    def labels(self) -> dict[str, str]:
-        labels = {
-            "node.kubernetes.io/instance-type": self.name,
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/os": "linux",
-        }
-        if self.gpus:
-            labels["nvidia.com/gpu.product"] = self.gpu_product
-            labels["nvidia.com/gpu.count"] = str(self.gpus)
-        return labels
-
-
-def eks_reserved_cpu_millis(vcpu: int) -> int:
-    """kube-reserved CPU on the EKS AMI: 6% of core 1, 1% of core 2, 0.5% of 3-4, 0.25% above."""
-    steps = ((1, 60.0), (1, 10.0), (2, 5.0))
-    left, reserved = vcpu, 0.0
-    for cores, millis in steps:
-        take = min(left, cores)
-        reserved += take * millis
-        left -= take
-    reserved += max(left, 0) * 2.5
-    return math.ceil(reserved)
-
-
-def eks_reserved_memory_mib(max_pods: int) -> int:
-    """kube-reserved memory (255Mi + 11Mi per pod) plus the 100Mi hard eviction threshold."""
-    return 255 + 11 * max_pods + 100
-
-
-@lru_cache(maxsize=4)
-def load_instance_types(path: Path | None = None) -> dict[str, InstanceType]:
-    raw = yaml.safe_load((path or config_dir() / "aws-instance-types.yaml").read_text())
-    out = {}
-    for name, spec in raw["instanceTypes"].items():
-        out[name] = InstanceType(
-            name=name,
-            vcpu=int(spec["vcpu"]),
-            memory_mib=int(spec["memoryMiB"]),
-            max_pods=int(spec["maxPods"]),
-            price_per_hour=float(spec["pricePerHour"]),
-            gpus=int(spec.get("gpus", 0)),
-            gpu_product=str(spec.get("gpuProduct", "")),
-        )
-    return out
+__all__ = ["MIB", "InstanceType", "eks_reserved_cpu_millis", "eks_reserved_memory_mib", "load_instance_types"]

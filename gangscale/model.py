@@ -2,12 +2,16 @@
 
 Plain slotted dataclasses: they are built once by `ingest`/`catalog` from
 whatever the edges read (files, the API server, a cloud) and then only read.
+`Node`, `NodeGroup` and `Taint` are shared with the cloud adapters and defined
+in `cloud_adapters.types` (dependencies point one way: gangscale → cloud_adapters).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from cloud_adapters.types import Node, NodeGroup, Taint  # noqa: F401  (re-exported: shared with the cloud adapters)
 
 Policy = Literal["gang", "basic"]
 
@@ -35,13 +39,6 @@ class GangKey:
     def group(self) -> tuple[str, str]:
         """(namespace, name): what a pod's `group_key` points at."""
         return (self.namespace, self.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,37 +132,6 @@ class Pod:
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
-
-
-@dataclass(slots=True)
-class Node:
-    name: str
-    labels: dict[str, str]
-    taints: tuple[Taint, ...]
-    allocatable: dict[str, int]
-    ready: bool = True
-    unschedulable: bool = False
-    node_group: str | None = None
-    provider_id: str = ""
-
-
-@dataclass(slots=True)
-class NodeGroup:
-    """A group of identical nodes the cloud can grow (CA's NodeGroup)."""
-
-    name: str
-    instance_type: str
-    price_per_hour: float
-    min_size: int
-    max_size: int
-    current_size: int
-    allocatable: dict[str, int]
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
-
-    @property
-    def headroom(self) -> int:
-        return max(0, self.max_size - self.current_size)
 
 
 @dataclass(slots=True)

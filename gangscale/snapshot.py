@@ -29,7 +29,7 @@ from .warnlog import summarise
 RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on an upcoming node reserved for one gang
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A node that can take pods now (or soon, when `upcoming`)."""
 
@@ -68,7 +68,7 @@ class SnapshotPolicy:
         return replace(self, held={**self.held, **more})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     nodes: list[NodeView]
     groups: list[NodeGroup]

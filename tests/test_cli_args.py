@@ -49,9 +49,16 @@ def test_a_hostile_number_for_a_gangscale_flag_exits_2_naming_the_flag(argv, fla
 @pytest.mark.parametrize("argv, flag, value", cases(BENCH_FLAGS))
 def test_a_hostile_number_for_a_bench_flag_exits_2_naming_the_flag(argv, flag, value, capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["bench", *argv, f"{flag}={value}"])
+        bench_main([*argv, f"{flag}={value}"])  # what `gangscale bench` runs (in a child process)
     assert exc.value.code == 2
     assert f"argument {flag}: {value!r} is " in capsys.readouterr().err
+
+
+def test_gangscale_bench_runs_the_benchmark_cli_in_a_child_and_passes_its_exit_code_and_errors_on(capfd):
+    assert main(["bench", "run", "--quick", "--time-limit=nan"]) == 2
+    assert "argument --time-limit: 'nan' is " in capfd.readouterr().err
+    assert main(["bench", "list", "--quick"]) == 0
+    assert "pods=" in capfd.readouterr().out
 
 
 def test_the_extreme_valid_values_are_accepted():

@@ -144,3 +144,25 @@ items:
     (g,) = cluster.gangs
     assert g.pending[0].requests["cpu"] == 2000  # the merge key is honoured: both containers request 1 cpu
     assert g.pending[0].created == "2026-11-30T02:00:00Z"  # an unquoted timestamp keeps the API's form
+
+
+def test_parse_results_belong_to_the_caller_and_nothing_is_kept_in_the_module_between_ingests():
+    import gangscale.ingest as ingest_module
+
+    def workload(i: int) -> list[dict]:
+        spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": f"{i + 1}", "memory": "1Gi"}}}],
+                "nodeSelector": {"pool": f"p{i}"}}
+        return [{"kind": "Pod", "apiVersion": "v1", "metadata": {"name": f"w{i}-{j}", "namespace": "ns"},
+                 "spec": spec, "status": {"phase": "Pending"}} for j in range(3)]
+
+    before = {k: len(v) for k, v in vars(ingest_module).items() if isinstance(v, dict)}
+    for i in range(50):
+        ingest(workload(i))
+    after = {k: len(v) for k, v in vars(ingest_module).items() if isinstance(v, dict)}
+    assert after == before  # no module-level table grew with what was read
+    from gangscale.ingest import ParseCache
+
+    owned = ParseCache(limit=10)
+    cluster = ingest([o for i in range(20) for o in workload(i)], cache=owned)
+    assert [p.requests["cpu"] for p in cluster.gangs[0].pending] == [1000]
+    assert len(owned.requests) == 10 and len(owned.placements) == 10  # one entry per distinct spec, bounded

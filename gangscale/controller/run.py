@@ -19,12 +19,11 @@ import threading
 import time
 from typing import Any
 
-from cloud_adapters.registry import create_provider
-
 from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.informer import ClusterCache
 from ..kube.refs import ResourceRef
+from ..providers import open_provider
 from .config import ControllerConfig, load_config
 from .events import EventSink
 from .leader import LeaderElector, LeaseKeeper, LostLeadership
@@ -125,9 +124,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = cfg.model_copy(update=overrides)
     identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     client = connect(args.kubeconfig, args.context)
-    provider, warnings = create_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
-                                         endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
-                                         simulated_state=args.simulated_state)
+    provider, warnings = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
+                                       endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
+                                       simulated_state=args.simulated_state)
     for w in warnings:
         log.warning(w)
     apis = choose_gang_apis(discover(client))

@@ -6,12 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-import orjson
 
 from ..catalog import load_catalog
 from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_iam_scope, run_checks
 from .client import KubeClient, connect
-from ..output import emit
+from ..output import emit, render
 from .dump import dump_document, dump_header, render_dump
 from .errors import KubeConfigError
 from .lister import DEFAULT_MAX_ITEMS
@@ -80,7 +79,7 @@ def check(args: argparse.Namespace) -> int:
     if getattr(args, "provider", None):
         report.results.append(_iam_scope(args))
     if args.output == "json":
-        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(render(report.to_dict(), "json"))
     else:
         sys.stdout.write(report.render_text())
     return report.exit_code

@@ -14,10 +14,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Iterable
 
-import orjson
-import yaml
-
 from ..ingest import VOLCANO_ANNOTATIONS
+from ..output import render
 from .live import LiveCluster
 
 _CONTAINER_DROP = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "livenessProbe",
@@ -83,7 +81,5 @@ def dump_header(live: LiveCluster, host: str, context: str | None) -> list[str]:
 
 
 def render_dump(doc: dict[str, Any], fmt: str, header: list[str] | None = None) -> bytes:
-    if fmt == "yaml":
-        comments = "".join(f"# {line}\n" for line in header or [])
-        return (comments + yaml.safe_dump(doc, sort_keys=False)).encode()
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    """JSON, or YAML with the header as comments (`output.render`)."""
+    return render(doc, "yaml" if fmt == "yaml" else "json", header=header or []).encode()

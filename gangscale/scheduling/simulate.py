@@ -385,6 +385,23 @@ def _skip_reason(g: Gang) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class _Run:
+    """One simulation's working state: where committed pods are, which gangs started, first failures."""
+
+    gangs: list[Gang]
+    cluster: _Cluster
+    eng: _Engine
+    where: dict[str, int] = field(default_factory=dict)  # committed pod key -> node index
+    started: set[int] = field(default_factory=set)
+    failed: dict[int, Pod] = field(default_factory=dict)
+    committed: list[int] = field(default_factory=list)
+
+    def need(self, gi: int) -> int:
+        g = self.gangs[gi]
+        return max(0, g.min_count - g.bound) if g.policy == "gang" else 1
+
+
 def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
              config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4) -> SimResult:
     """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring."""
@@ -395,67 +412,76 @@ def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable
     cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
     eng = _Engine(cluster, config, seed)
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
-    where: dict[str, int] = {}  # committed pod key -> node index
-    started: set[int] = set()
-    failed: dict[int, Pod] = {}
-    committed = [0] * len(gangs)
-
-    def need(gi: int) -> int:
-        g = gangs[gi]
-        return max(0, g.min_count - g.bound) if g.policy == "gang" else 1
-
+    run = _Run(gangs, cluster, eng, committed=[0] * len(gangs))
     for _ in range(max_passes):
-        before = len(where)
+        before = len(run.where)
         assumed: dict[int, list[tuple[Pod, int]]] = {}
         retry: list[Entry] = []  # re-queued in the order they failed (the queue timestamp is the re-queue time)
         for e in entries:
-            gi, g = e.gang_index, gangs[e.gang_index]
-            pods = [e.pod] if e.pod is not None else sorted(g.pending, key=pod_key)
-            got: list[tuple[Pod, int]] = []
-            for p in pods:
-                if p.key in where:
-                    continue
-                j = eng.select(p)
-                if j is None:
-                    failed.setdefault(gi, p)
-                    continue
-                cluster.place(j, p)
-                got.append((p, j))
-            if e.pod is not None and not got or e.pod is None and len(got) + committed[gi] < len(g.pending):
-                retry.append(e)
-            if not got:
-                continue
-            mode = gang_mode(g)
-            if mode == MODE_PERMIT:
-                got = assumed.setdefault(gi, []) + got
-                assumed[gi] = got
-            if mode == MODE_POD or gi in started or committed[gi] + len(got) >= need(gi):
-                started.add(gi)
-                for p, j in got:
-                    where[p.key] = j
-                committed[gi] += len(got)
-                assumed.pop(gi, None)
-            elif mode == MODE_GROUP:
-                for p, j in got:
-                    cluster.remove(j, p)
-        rolled = False
-        for gi, held in assumed.items():  # Permit timeout: the gang never reached quorum
-            for p, j in held:
-                cluster.remove(j, p)
-                retry.append(next(e for e in entries if e.pod is p))
-            failed.setdefault(gi, held[0][0])
-            rolled = True
-        if len(where) == before and not rolled:
+            _schedule_entry(run, e, assumed, retry)
+        rolled = _permit_timeout(run, assumed, entries, retry)
+        if len(run.where) == before and not rolled:
             break
-        seen: set[int] = set()
-        entries = []
-        for e in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
-            if id(e) not in seen and (e.pod is None or e.pod.key not in where):
-                seen.add(id(e))
-                entries.append(e)
-        entries.sort(key=lambda e: e.key.neg_priority)  # stable: priority first, then re-queue order
+        entries = _requeue(run, retry)
+    return _result(cluster, eng, gangs, run.where, run.started, run.failed, skipped, run.committed, run.need)
 
-    return _result(cluster, eng, gangs, where, started, failed, skipped, committed, need)
+
+def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]]], retry: list[Entry]) -> None:
+    """One queue entry (a pod, or a whole gang): select nodes, then commit, hold (Permit) or undo."""
+    gi, g = e.gang_index, run.gangs[e.gang_index]
+    pods = [e.pod] if e.pod is not None else sorted(g.pending, key=pod_key)
+    got: list[tuple[Pod, int]] = []
+    for p in pods:
+        if p.key in run.where:
+            continue
+        j = run.eng.select(p)
+        if j is None:
+            run.failed.setdefault(gi, p)
+            continue
+        run.cluster.place(j, p)
+        got.append((p, j))
+    if e.pod is not None and not got or e.pod is None and len(got) + run.committed[gi] < len(g.pending):
+        retry.append(e)
+    if not got:
+        return
+    mode = gang_mode(g)
+    if mode == MODE_PERMIT:
+        got = assumed.setdefault(gi, []) + got
+        assumed[gi] = got
+    if mode == MODE_POD or gi in run.started or run.committed[gi] + len(got) >= run.need(gi):
+        run.started.add(gi)
+        for p, j in got:
+            run.where[p.key] = j
+        run.committed[gi] += len(got)
+        assumed.pop(gi, None)
+    elif mode == MODE_GROUP:
+        for p, j in got:
+            run.cluster.remove(j, p)
+
+
+def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entries: list[Entry],
+                    retry: list[Entry]) -> bool:
+    """Gangs still held at Permit never reached quorum: release their pods and re-queue them."""
+    rolled = False
+    for gi, held in assumed.items():
+        for p, j in held:
+            run.cluster.remove(j, p)
+            retry.append(next(e for e in entries if e.pod is p))
+        run.failed.setdefault(gi, held[0][0])
+        rolled = True
+    return rolled
+
+
+def _requeue(run: _Run, retry: list[Entry]) -> list[Entry]:
+    """The next pass's queue: each failed entry once, priority first, then re-queue order (stable sort)."""
+    seen: set[int] = set()
+    entries = []
+    for e in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
+        if id(e) not in seen and (e.pod is None or e.pod.key not in run.where):
+            seen.add(id(e))
+            entries.append(e)
+    entries.sort(key=lambda e: e.key.neg_priority)
+    return entries
 
 
 # --------------------------------------------------------------------------------------- reasons

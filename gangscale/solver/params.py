@@ -1,11 +1,16 @@
-"""Solver options and the CP-SAT parameters every model in gangscale shares."""
+"""Solver options and the CP-SAT parameters every model in gangscale shares.
+
+Importing this module imports no OR-Tools: the CLI reads `SolveOptions` defaults to build its parser.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ortools.sat.python import cp_model
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 
 AUTO_BASE_SECONDS = 0.5
@@ -32,8 +37,9 @@ class SolveOptions:
         return self.workers or max(1, os.cpu_count() or 1)
 
 
-
 def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
+    from ortools.sat.python import cp_model  # here, so that `SolveOptions` (the CLI's defaults) costs no OR-Tools import
+
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.05, seconds)

@@ -9,7 +9,8 @@ import pytest
 from cloud_adapters import CapacityError
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.cli import main
-from gangscale.execute import apply_plan, assign_node_groups, atomic_units, plan_from_cloud
+from gangscale.apply import apply_plan, assign_node_groups, atomic_units
+from gangscale.cli_execute import plan_from_cloud
 from gangscale.ingest import ingest
 from gangscale.model import NodeGroup
 from gangscale.planner import SolveOptions

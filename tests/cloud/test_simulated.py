@@ -8,6 +8,7 @@ import pytest
 
 from cloud_adapters import CapacityError, NotFoundError, SizeLimitError, UnsupportedError, create_provider
 from cloud_adapters.simulated import SimulatedProvider
+from gangscale.providers import open_provider
 from gangscale.catalog import parse_catalog
 
 
@@ -96,7 +97,7 @@ def test_state_file_survives_between_runs(tmp_path):
 def test_registry_builds_the_simulated_provider_from_a_catalog(tmp_path):
     catalog = tmp_path / "c.yaml"
     catalog.write_text("- {name: cpu, instanceType: m5.xlarge, maxSize: 3}\n- {name: bad, maxSize: 1}\n")
-    provider, warnings = create_provider("simulated", catalog=catalog)
+    provider, warnings = open_provider("simulated", catalog=catalog)
     assert [g.name for g in provider.discover().groups] == ["cpu"]
     assert len(warnings) == 1 and "bad" in warnings[0]
     with pytest.raises(ValueError):

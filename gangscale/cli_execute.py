@@ -1,6 +1,6 @@
 """`gangscale plan --provider ... [--execute]`: plan against a cloud's discovered groups, apply once.
 
-The CLI glue between the planner and `cloud_adapters`: discover the groups
+CLI glue only (imported by `cli.py` when `--provider` or `--execute` is given): discover the groups
 (their target sizes are the cloud's desired capacity), match registered Nodes
 to their group through spec.providerID, plan, then apply the scale-up with
 `gangscale.apply` (which the controller uses too). Re-running on the same
@@ -12,32 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-import orjson
-import yaml
+from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider
 
-from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider, create_provider
-
-from .apply import ExecutionReport, GroupAction, apply_plan, assign_node_groups, atomic_units
+from .apply import ExecutionReport, apply_plan, assign_node_groups
 from .ingest import ingest
 from .loader import InputError
-from .output import emit, output_format
+from .output import emit, output_format, render_plan
 from .plan import Plan
 from .planner import SolveOptions, make_plan
+from .providers import open_provider
 from .snapshot import build_snapshot
-
-__all__ = [
-    "PROVIDERS",
-    "ExecutionReport",
-    "GroupAction",
-    "apply_plan",
-    "assign_node_groups",
-    "atomic_units",
-    "check_args",
-    "plan_from_cloud",
-    "run_from_args",
-]
 
 EXIT_CLOUD_ERROR = 3
 
@@ -68,8 +54,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("--provider simulated is seeded from a node-group catalog: pass --nodegroups")
 
 
-def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions,
-                  render: Callable[[Plan, str], str]) -> int:
+def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions) -> int:
     """`gangscale plan --provider ... [--execute]`: exit 0, 2 on bad input, 3 on a cloud error."""
     check_args(args)
     name = args.provider
@@ -77,7 +62,7 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
     if name.startswith("aws-") and args.nodegroups:
         warnings.append(f"--nodegroups {args.nodegroups} ignored: node groups come from {name} discovery")
     try:
-        provider, seed_warnings = create_provider(
+        provider, seed_warnings = open_provider(
             name, cluster_name=args.cluster_name, region=args.region, endpoint_url=args.aws_endpoint_url,
             catalog=args.nodegroups if name == "simulated" else None,
             simulated_state=getattr(args, "simulated_state", None))
@@ -94,7 +79,7 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
         return EXIT_CLOUD_ERROR
     finally:
         provider.close()
-    emit(render_with_execution(plan, report, output_format(args.output, args.output_file), render), args.output_file)
+    emit(render_plan(plan, output_format(args.output, args.output_file), report), args.output_file)
     if report is not None and report.failed:
         print(f"gangscale: {name}: {_one_line(report.first_error())}", file=sys.stderr)
         return EXIT_CLOUD_ERROR
@@ -106,16 +91,3 @@ def _one_line(text: str, limit: int = 400) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
-
-def render_with_execution(plan: Plan, report: ExecutionReport | None, fmt: str,
-                          render: Callable[[Plan, str], str]) -> str:
-    """The plan as usual; with --execute an `execution` key (JSON/YAML) or section (table/markdown)."""
-    if report is None:
-        return render(plan, fmt)
-    if fmt in ("json", "yaml"):
-        doc = plan.to_dict()
-        doc["execution"] = report.to_dict()
-        if fmt == "json":
-            return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
-        return yaml.safe_dump(doc, sort_keys=False)
-    return render(plan, fmt) + "\n" + report.render_text()

@@ -1,0 +1,48 @@
+"""The node and node-group shapes the planner and the cloud adapters share.
+
+They live here, in the lowest package, so that `cloud_adapters` imports nothing
+from `gangscale` (gangscale re-exports them from `gangscale.model`). Slotted
+dataclasses, built once at the edges (catalog, discovery, ingest) and then only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: dict[str, int]
+    ready: bool = True
+    unschedulable: bool = False
+    node_group: str | None = None
+    provider_id: str = ""
+
+
+@dataclass(slots=True)
+class NodeGroup:
+    """A group of identical nodes the cloud can grow (CA's NodeGroup)."""
+
+    name: str
+    instance_type: str
+    price_per_hour: float
+    min_size: int
+    max_size: int
+    current_size: int
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def headroom(self) -> int:
+        return max(0, self.max_size - self.current_size)
