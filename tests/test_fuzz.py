@@ -224,7 +224,7 @@ def plan_and_check(objects: list[Any], catalog: list[Any], base_objects: list[di
     return seconds
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=25)
 @given(mutated(EXAMPLE))
 def test_mutations_of_the_bundled_example_never_escape_and_every_plan_passes_the_checker(case):
     objects, catalog, log = case.objects, case.catalog, case.log
@@ -232,7 +232,7 @@ def test_mutations_of_the_bundled_example_never_escape_and_every_plan_passes_the
     assert seconds <= TIME_LIMIT + SLACK, (seconds, log)
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=25)
 @given(mutated(FIXTURE))
 def test_mutations_of_the_fixtures_never_escape_and_every_plan_passes_the_checker(case):
     objects, catalog, log = case.objects, case.catalog, case.log
@@ -266,7 +266,7 @@ def test_planning_1000_mutated_pods_stays_within_the_time_limit(case):
     assert seconds <= TIME_LIMIT + SLACK, (seconds, log)
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=25)
 @given(mutated(EXAMPLE, duplicates=True))
 def test_huge_quantities_and_duplicated_objects_never_escape_and_every_plan_passes_the_checker(case):
     plan_and_check(case.objects, case.catalog, EXAMPLE[0], strict=True)
