@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
