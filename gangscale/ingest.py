@@ -105,6 +105,13 @@ def _map(raw: Any, where: str) -> Mapping[str, Any]:
     return raw
 
 
+def _entry(raw: Any, where: str) -> Mapping[str, Any]:
+    """A list entry: the API server decodes `null` there to an empty struct and rejects it, so must we."""
+    if not isinstance(raw, Mapping):
+        raise ObjectError(f"{where} must be an object, got {_short(raw)}")
+    return raw
+
+
 def _list(raw: Any, where: str) -> list[Any]:
     if raw is None:
         return []
@@ -169,7 +176,7 @@ def _parse_resources(raw: Any, where: str) -> dict[str, int]:
 def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
     out = []
     for i, t in enumerate(_list(raw, where)):
-        t = _map(t, f"{where}[{i}]")
+        t = _entry(t, f"{where}[{i}]")
         if not t.get("key") or t.get("effect") not in TAINT_EFFECTS:
             raise ObjectError(f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
         out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
@@ -236,12 +243,14 @@ def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, int]:
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """Requests as the scheduler sums them (sidecar-aware), plus overhead and one pod slot."""
     containers: dict[str, int] = {}
+    if not _list(spec.get("containers"), "spec.containers"):
+        raise ObjectError("spec.containers is missing: a pod needs at least one container")
     for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
-        containers = add(containers, _container_requests(_map(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+        containers = add(containers, _container_requests(_entry(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
-        c = _map(c, f"spec.initContainers[{i}]")
+        c = _entry(c, f"spec.initContainers[{i}]")
         req = _container_requests(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":  # sidecar: runs beside everything after it
             sidecars = add(sidecars, req)
@@ -356,7 +365,7 @@ def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, st
     for i, t in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"), where)):
         w = f"{where}[{i}]"
         try:
-            t = _map(t, w)
+            t = _entry(t, w)
             if t.get("topologyKey") != HOSTNAME:
                 raise ObjectError(f"{w}.topologyKey {t.get('topologyKey')!r} is not supported (only {HOSTNAME})")
             if t.get("labelSelector") is None:
@@ -375,7 +384,7 @@ def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool) -> tuple
     for i, c in enumerate(_list(raw, "spec.topologySpreadConstraints")):
         w = f"spec.topologySpreadConstraints[{i}]"
         try:
-            c = _map(c, w)
+            c = _entry(c, w)
             if c.get("whenUnsatisfiable", "DoNotSchedule") == "ScheduleAnyway":
                 continue  # a score, not a filter: it never keeps a pod pending
             if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
@@ -465,12 +474,20 @@ def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placeme
     return cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable: safe to share
 
 
-def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(family, group name) the pod points at, or None for an ungrouped pod."""
+def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any], strict: bool = True) -> tuple[str, str] | None:
+    """(family, group name) the pod points at, or None for an ungrouped pod.
+
+    strict: a reference without its name is refused, as the API server does; otherwise it is
+    ignored (for a pod already rejected, which only needs some gang to report on)."""
     sg = spec.get("schedulingGroup")
+    if strict and sg is not None and not (isinstance(sg, Mapping) and isinstance(sg.get("podGroupName"), str)
+                                          and sg["podGroupName"]):
+        raise ObjectError("spec.schedulingGroup.podGroupName is missing")
     if isinstance(sg, Mapping) and sg.get("podGroupName"):
         return FAMILY_NATIVE, str(sg["podGroupName"])
     wr = spec.get("workloadRef")
+    if strict and wr is not None and not (isinstance(wr, Mapping) and isinstance(wr.get("name"), str) and wr["name"]):
+        raise ObjectError("spec.workloadRef.name is missing")
     if isinstance(wr, Mapping) and wr.get("name"):
         name = f"{wr['name']}/{wr.get('podGroup') or ''}"
         if wr.get("podGroupReplicaKey"):
@@ -521,7 +538,7 @@ def _parse_native_podgroup(obj: Mapping[str, Any], api: str) -> _GroupDef:
     keys = []
     constraints = _map(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
     for i, t in enumerate(_list(constraints.get("topology"), "spec.schedulingConstraints.topology")):
-        t = _map(t, f"spec.schedulingConstraints.topology[{i}]")
+        t = _entry(t, f"spec.schedulingConstraints.topology[{i}]")
         if not isinstance(t.get("key"), str) or not t["key"]:
             raise ObjectError(f"spec.schedulingConstraints.topology[{i}].key is missing")
         keys.append(t["key"])
@@ -728,7 +745,7 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[s
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
     ns = str(meta.get("namespace") or "default")
-    link = _group_link(meta, spec)
+    link = _group_link(meta, spec, strict=not spec.get("nodeName"))  # a bound pod still uses capacity
     priority = spec.get("priority", 0)
     pod = Pod(
         namespace=ns,
@@ -738,7 +755,7 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[s
         placement=_pod_placement_cached(spec, cache),
         priority=_int_field(priority if priority is not None else 0, "spec.priority"),
         node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
-        phase=str(status.get("phase") or "Pending"),
+        phase=_phase(status),
         created=_timestamp(meta.get("creationTimestamp")),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
         owner_kinds=tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
@@ -759,13 +776,21 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[s
     return pod, (ns, family, gname), None
 
 
+def _phase(status: Mapping[str, Any]) -> str:
+    """status.phase; none is Pending, as the API server sets it on create."""
+    phase = status.get("phase")
+    if phase is not None and not isinstance(phase, str):
+        raise ObjectError(f"status.phase must be a string, got {_short(phase)}")
+    return phase or "Pending"
+
+
 def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str, str], str]:
     """A pod we cannot read still marks its gang invalid, so the problem is visible."""
     meta = obj["metadata"]
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     raw_ns = meta.get("namespace")
     ns = raw_ns if isinstance(raw_ns, str) and raw_ns else _short(raw_ns) if raw_ns not in (None, "") else "default"
-    link = _group_link(meta, spec)
+    link = _group_link(meta, spec, strict=False)
     family, gname = link if link else (FAMILY_NONE, str(meta["name"]))
     pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement())
     pod.group_key = (ns, gname)

@@ -138,8 +138,17 @@ def test_quantities_outside_the_api_servers_ascii_grammar_are_refused(bad):
     (lambda p: p["metadata"].update(namespace=7), "metadata.namespace"),
     (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="١٢"), "requests.cpu"),
     (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(memory=" 2 "), "requests.memory"),
+    # shapes the API server refuses: a null list entry decodes to an empty struct, names are required
+    (lambda p: p["spec"]["containers"].append(None), "spec.containers[1] must be an object"),
+    (lambda p: p["spec"].update(containers=[]), "spec.containers is missing"),
+    (lambda p: p["spec"].update(initContainers=[None]), "spec.initContainers[0] must be an object"),
+    (lambda p: p["spec"].update(topologySpreadConstraints=[None]), "spec.topologySpreadConstraints[0] must be an object"),
+    (lambda p: p["spec"].update(workloadRef={"podGroup": "workers"}), "spec.workloadRef.name is missing"),
+    (lambda p: p["spec"].update(schedulingGroup={}), "spec.schedulingGroup.podGroupName is missing"),
+    (lambda p: p["status"].update(phase=7), "status.phase must be a string"),
 ], ids=["toleration-key-object", "toleration-effect-list", "toleration-value-int", "toleration-effect-unknown",
-        "namespace-int", "unicode-digits", "spaces"])
+        "namespace-int", "unicode-digits", "spaces", "null-container", "no-containers", "null-init-container",
+        "null-spread-constraint", "workload-ref-without-name", "scheduling-group-without-name", "phase-int"])
 def test_a_mistyped_field_makes_the_pods_gang_invalid_with_the_field_named(mutate, field):
     bad = pod("bad")
     mutate(bad)
@@ -147,6 +156,15 @@ def test_a_mistyped_field_makes_the_pods_gang_invalid_with_the_field_named(mutat
     decision, reason = _decisions(plan)["bad"]
     assert decision == "invalid" and field in reason, reason
     _assert_good_gang_served(plan)
+
+
+@pytest.mark.parametrize("status", [{}, None, {"phase": ""}], ids=["no-phase", "null-status", "empty-phase"])
+def test_a_pod_without_a_phase_is_pending_as_the_api_server_makes_it_and_is_planned(status):
+    other = [podgroup("other", min_count=1), {**pod("other-0", group="other", cpu="1"), "status": status}]
+    plan = plan_for(GOOD + other, CATALOG, time_limit=3)
+    assert _decisions(plan)["other"][0] == "scale-up"
+    stored = GOOD + [other[0], {**other[1], "status": {"phase": "Pending"}}]  # as the API server stores it
+    assert not check_plan(stored, CATALOG, plan.to_dict())
 
 
 @pytest.mark.parametrize("bad", [

@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..loader import InputError
+from ..loader import InputError, read_documents
 
 Mode = Literal["dry-run", "enforce"]
 
@@ -71,12 +70,10 @@ class ControllerConfig(BaseModel):
 def load_config(path: str | Path | None) -> ControllerConfig:
     if path is None:
         return ControllerConfig()
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: invalid YAML: {exc}") from None
+    docs = read_documents(path)  # the loader's alias budget and depth limit; one-line InputError
+    if len(docs) > 1:
+        raise InputError(f"{path}: expected one YAML document, got {len(docs)}")
+    raw = docs[0] if docs else {}
     try:
         return ControllerConfig.model_validate(raw)
     except ValidationError as exc:

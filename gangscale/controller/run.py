@@ -23,6 +23,7 @@ from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.informer import ClusterCache
 from ..kube.refs import ResourceRef
+from ..loader import InputError
 from ..providers import open_provider
 from .config import ControllerConfig, load_config
 from .events import EventSink
@@ -124,9 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = cfg.model_copy(update=overrides)
     identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     client = connect(args.kubeconfig, args.context)
-    provider, warnings = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
-                                       endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
-                                       simulated_state=args.simulated_state)
+    try:
+        provider, warnings = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
+                                           endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
+                                           simulated_state=args.simulated_state)
+    except ValueError as exc:  # a bad catalog or --simulated-state: one line, exit 2
+        raise InputError(str(exc)) from None
     for w in warnings:
         log.warning(w)
     apis = choose_gang_apis(discover(client))
