@@ -556,8 +556,16 @@ def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL) -> Cluster:
-    """Read nodes, pods and every gang flavour; attach pods to their gangs."""
+def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
+           plan_unadmitted: bool = False) -> Cluster:
+    """Read nodes, pods and every gang flavour; attach pods to their gangs.
+
+    DRA claims, Kueue Workloads and YuniKorn task groups: `ingest_inputs` (`plan_unadmitted`: plan what
+    Kueue has not admitted yet).
+    """
+    from .ingest_inputs import Inputs  # imports this module
+
+    extra = Inputs(plan_unadmitted)
     cluster = Cluster()
     warnings = WarningLog()
     defs: dict[tuple[str, str, str], _GroupDef] = {}
@@ -582,6 +590,9 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
                 cluster.nodes.append(parse_node(obj, node_group_label))
             elif kind == "Pod":
                 pods.append(_ingest_pod(obj))
+                extra.note_pod(len(pods) - 1, obj)
+            elif extra.takes(kind, api):
+                extra.add(obj, kind, warnings)
             elif kind == "Workload" and api != API_WORKLOAD:
                 continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
             elif kind == "PodGroup" or kind == "Workload":
@@ -591,6 +602,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
         except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
             _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
 
+    extra.finish(pods, defs, cluster.nodes, warnings)
     gangs: dict[tuple[str, str, str], Gang] = {}
     for key, d in defs.items():
         ns, family, name = key
@@ -613,6 +625,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             gang.pending.append(pod)
         elif pod.phase in ("SchedulingGated", "Terminating"):
             gang.gated += 1
+    extra.mark(gangs, pods)
     for pod, _key, problem in pods:
         if pod is not None and pod.node_name and not pod.terminal and not problem:
             cluster.bound.append(pod)
@@ -633,7 +646,7 @@ def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warning
 
 def _worth_listing(g: Gang) -> bool:
     """Gangs with pending members, too few members, or a problem to report."""
-    if g.invalid or g.pending:
+    if g.invalid or g.pending or g.admission:
         return True
     return g.policy == "gang" and g.bound < g.min_count
 
