@@ -62,14 +62,15 @@ def test_the_yunikorn_fixture_pods_and_task_groups_validate():
     assert list(schema("yunikorn-task-groups.json").iter_errors([{"name": "a", "minMember": 0, "minResource": {}}]))
 
 
-@pytest.mark.parametrize("fixture, api, min_count, pending", [
-    ("dra-claims.yaml", "scheduling.k8s.io/v1alpha2", 2, 2),
-    ("kueue-workload.yaml", "kueue.x-k8s.io/v1beta1", 4, 4),
-    ("yunikorn-taskgroups.yaml", "yunikorn.apache.org", 4, 4),
+@pytest.mark.parametrize("fixture, api, min_count, pending, devices", [
+    ("dra-claims.yaml", "scheduling.k8s.io/v1alpha2", 2, 2, 3),  # a GPU each, and the shared claim's once
+    ("kueue-workload.yaml", "kueue.x-k8s.io/v1beta1", 4, 4, 0),
+    ("yunikorn-taskgroups.yaml", "yunikorn.apache.org", 4, 4, 0),
 ])
-def test_every_input_fixture_is_one_gang_for_ingest(fixture, api, min_count, pending):
+def test_every_input_fixture_is_one_gang_for_ingest(fixture, api, min_count, pending, devices):
     cluster = ingest(load_fixture(fixture))
     assert [(g.api, g.policy, g.min_count, len(g.pending), g.invalid) for g in cluster.gangs] == [
         (api, "gang", min_count, pending, None)
     ]
+    assert sum(p.requests.get("dra.gangscale.io/gpu.nvidia.com", 0) for p in cluster.gangs[0].pending) == devices
     assert not cluster.warnings
