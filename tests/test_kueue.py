@@ -24,7 +24,7 @@ def plan_unadmitted(objects: list[dict]):
 
 
 def test_an_unadmitted_workload_waits_for_admission_and_the_rest_is_planned():
-    plan = plan_for(load_fixture("kueue-workload.yaml") + [pod("plain", cpu="2")], CATALOG)
+    plan = plan_for(load_fixture("inputs/kueue-workload.yaml") + [pod("plain", cpu="2")], CATALOG)
     g = gang(plan, "job-train-3f2a1", "research")
     assert (g.decision, g.min_count, g.pending, g.placed) == ("waiting-for-admission", 4, 4, 0)
     assert "Kueue has not admitted" in g.reason
@@ -34,14 +34,14 @@ def test_an_unadmitted_workload_waits_for_admission_and_the_rest_is_planned():
 
 def test_plan_unadmitted_plans_the_pod_sets_as_one_gang_at_the_known_optimum():
     # launcher 2 CPU + 3 workers of 6 CPU on 8-CPU nodes: 3 nodes (the launcher shares one with a worker).
-    plan = plan_unadmitted(load_fixture("kueue-workload.yaml"))
+    plan = plan_unadmitted(load_fixture("inputs/kueue-workload.yaml"))
     g = gang(plan, "job-train-3f2a1", "research")
     assert (g.decision, g.placed, g.priority) == ("scale-up", 4, 100)
     assert plan.scale_up == {"cpu8": 3}
 
 
 def test_min_count_makes_the_gang_quorum():
-    wl = copy.deepcopy(load_fixture("kueue-workload.yaml")[0])
+    wl = copy.deepcopy(load_fixture("inputs/kueue-workload.yaml")[0])
     wl["spec"]["podSets"][1]["minCount"] = 2
     assert ingest([wl]).gangs[0].min_count == 3
 
@@ -66,7 +66,7 @@ def test_plan_unadmitted_lifts_only_the_kueue_gate():
 
 
 def test_an_admitted_workloads_job_pods_are_one_gang():
-    wl = copy.deepcopy(load_fixture("kueue-workload.yaml")[0])
+    wl = copy.deepcopy(load_fixture("inputs/kueue-workload.yaml")[0])
     wl["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "launcher"}, {"name": "workers"}]}}
     pods = [pod(f"train-{i}", "research", cpu="6", extra={"metadata": {"name": f"train-{i}", "namespace": "research",
                                                                        "labels": {"batch.kubernetes.io/job-name": "train"}}})
@@ -84,7 +84,7 @@ def test_an_admitted_workloads_job_pods_are_one_gang():
      "spec.podSets[1].template"),
 ])
 def test_a_bad_workload_is_invalid_naming_the_field(change, field):
-    wl = copy.deepcopy(load_fixture("kueue-workload.yaml")[0])
+    wl = copy.deepcopy(load_fixture("inputs/kueue-workload.yaml")[0])
     change(wl["spec"])
     plan = plan_for([wl, pod("plain")], CATALOG)
     g = gang(plan, "job-train-3f2a1", "research")

@@ -14,7 +14,7 @@ TG = "yunikorn.apache.org/task-group-name"
 
 def test_task_groups_make_one_gang_planned_at_the_known_optimum():
     # driver 1 CPU + 3 executors of 4 CPU (one exists, two are planned from minResource): 13 CPU on two 8-CPU nodes.
-    plan = plan_for(load_fixture("yunikorn-taskgroups.yaml"), CATALOG)
+    plan = plan_for(load_fixture("inputs/yunikorn-taskgroups.yaml"), CATALOG)
     g = gang(plan, "spark-pi-0001", "spark")
     assert (g.api, g.policy, g.min_count, g.pending, g.placed, g.decision) == (
         "yunikorn.apache.org", "gang", 4, 4, 4, "scale-up")
@@ -22,7 +22,7 @@ def test_task_groups_make_one_gang_planned_at_the_known_optimum():
 
 
 def executor(name: str, *, placeholder: bool = False, node_name: str | None = None) -> dict:
-    exec_pod = copy.deepcopy(load_fixture("yunikorn-taskgroups.yaml")[1])
+    exec_pod = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml")[1])
     exec_pod["metadata"]["name"] = name
     if placeholder:
         exec_pod["metadata"]["annotations"]["yunikorn.apache.org/placeholder"] = "true"
@@ -33,7 +33,7 @@ def executor(name: str, *, placeholder: bool = False, node_name: str | None = No
 
 
 def test_pending_executors_take_the_slots_of_bound_placeholders():
-    driver = copy.deepcopy(load_fixture("yunikorn-taskgroups.yaml")[0])
+    driver = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml")[0])
     driver["spec"]["nodeName"], driver["status"]["phase"] = "n0", "Running"
     objs = [node("n0", cpu="16", mem="64Gi"), driver]
     objs += [executor(f"tg-ph-{i}", placeholder=True, node_name="n0") for i in range(3)]
@@ -44,7 +44,7 @@ def test_pending_executors_take_the_slots_of_bound_placeholders():
 
 
 def test_a_bad_task_groups_annotation_makes_the_gang_invalid_naming_it():
-    driver, exec_pod = copy.deepcopy(load_fixture("yunikorn-taskgroups.yaml"))
+    driver, exec_pod = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml"))
     driver["metadata"]["annotations"]["yunikorn.apache.org/task-groups"] = '[{"name": "spark-driver", "minMember": 0}]'
     cluster = ingest([driver, exec_pod])
     assert "yunikorn.apache.org/task-groups" in cluster.gangs[0].invalid
@@ -52,14 +52,14 @@ def test_a_bad_task_groups_annotation_makes_the_gang_invalid_naming_it():
 
 
 def test_a_task_group_name_that_is_not_defined_is_invalid():
-    driver, exec_pod = copy.deepcopy(load_fixture("yunikorn-taskgroups.yaml"))
+    driver, exec_pod = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml"))
     exec_pod["metadata"]["annotations"][TG] = "spark-worker"
     cluster = ingest([driver, exec_pod])
     assert "'spark-worker' names no task group" in cluster.gangs[0].invalid
 
 
 def test_a_task_group_pod_without_an_application_id_is_invalid():
-    _driver, exec_pod = copy.deepcopy(load_fixture("yunikorn-taskgroups.yaml"))
+    _driver, exec_pod = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml"))
     del exec_pod["metadata"]["labels"]["applicationId"]
     cluster = ingest([exec_pod])
     assert "no application id" in cluster.gangs[0].invalid

@@ -25,21 +25,21 @@ def schema(name: str) -> jsonschema.protocols.Validator:
 
 @pytest.mark.parametrize("release", ["1.36", "1.37"])
 def test_the_dra_fixture_validates_strictly_against_the_official_schemas(release):
-    for obj in load_fixture("dra-claims.yaml"):
+    for obj in load_fixture("inputs/dra-claims.yaml"):
         if obj["apiVersion"].startswith("scheduling.k8s.io") and release != "1.36":
             continue  # the PodGroup is v1alpha2 (1.36)
         kubernetes_validate.validate(obj, release, strict=True)
 
 
 def test_a_dra_request_with_a_typo_fails_the_official_schema():
-    tmpl = next(o for o in load_fixture("dra-claims.yaml") if o["kind"] == "ResourceClaimTemplate")
+    tmpl = next(o for o in load_fixture("inputs/dra-claims.yaml") if o["kind"] == "ResourceClaimTemplate")
     tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMod"] = "All"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(tmpl, "1.36", strict=True)
 
 
 def test_the_kueue_fixture_validates_against_the_crd_and_its_templates_as_pods():
-    for obj in load_fixture("kueue-workload.yaml"):
+    for obj in load_fixture("inputs/kueue-workload.yaml"):
         schema("kueue-workload-v1beta1.json").validate(obj)
         for ps in obj["spec"]["podSets"]:
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", **ps["template"].get("metadata", {})},
@@ -48,13 +48,13 @@ def test_the_kueue_fixture_validates_against_the_crd_and_its_templates_as_pods()
 
 
 def test_the_kueue_crd_schema_rejects_a_bad_count():
-    wl = load_fixture("kueue-workload.yaml")[0]
+    wl = load_fixture("inputs/kueue-workload.yaml")[0]
     wl["spec"]["podSets"][0]["count"] = "3"
     assert list(schema("kueue-workload-v1beta1.json").iter_errors(wl))
 
 
 def test_the_yunikorn_fixture_pods_and_task_groups_validate():
-    for obj in load_fixture("yunikorn-taskgroups.yaml"):
+    for obj in load_fixture("inputs/yunikorn-taskgroups.yaml"):
         kubernetes_validate.validate(obj, "1.36", strict=True)
         text = obj["metadata"]["annotations"].get("yunikorn.apache.org/task-groups")
         if text:
@@ -63,9 +63,9 @@ def test_the_yunikorn_fixture_pods_and_task_groups_validate():
 
 
 @pytest.mark.parametrize("fixture, api, min_count, pending, devices", [
-    ("dra-claims.yaml", "scheduling.k8s.io/v1alpha2", 2, 2, 3),  # a GPU each, and the shared claim's once
-    ("kueue-workload.yaml", "kueue.x-k8s.io/v1beta1", 4, 4, 0),
-    ("yunikorn-taskgroups.yaml", "yunikorn.apache.org", 4, 4, 0),
+    ("inputs/dra-claims.yaml", "scheduling.k8s.io/v1alpha2", 2, 2, 3),  # a GPU each, and the shared claim's once
+    ("inputs/kueue-workload.yaml", "kueue.x-k8s.io/v1beta1", 4, 4, 0),
+    ("inputs/yunikorn-taskgroups.yaml", "yunikorn.apache.org", 4, 4, 0),
 ])
 def test_every_input_fixture_is_one_gang_for_ingest(fixture, api, min_count, pending, devices):
     cluster = ingest(load_fixture(fixture))

@@ -34,7 +34,7 @@ def test_discovery_picks_the_best_served_dra_version(make_emulator, client_for, 
 
 
 def test_a_live_read_includes_claims_and_workloads(make_emulator, client_for):
-    emu = serve(make_emulator, ["dra-claims.yaml", "kueue-workload.yaml"], dra_versions=("v1",), kueue=True)
+    emu = serve(make_emulator, ["inputs/dra-claims.yaml", "inputs/kueue-workload.yaml"], dra_versions=("v1",), kueue=True)
     live = read_cluster(client_for(emu))
     kinds = {o["kind"] for o in live.objects}
     assert {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "Workload"} <= kinds
@@ -44,7 +44,7 @@ def test_a_live_read_includes_claims_and_workloads(make_emulator, client_for):
 
 
 def test_plan_from_the_live_cluster_reports_waiting_for_admission(make_emulator, kubeconfig_for, tmp_path):
-    emu = serve(make_emulator, ["kueue-workload.yaml"], kueue=True)
+    emu = serve(make_emulator, ["inputs/kueue-workload.yaml"], kueue=True)
     out = tmp_path / "plan.json"
     args = ["plan", "--kubeconfig", kubeconfig_for(emu), "--nodegroups", str(FIXTURES / "catalog.yaml"),
             "-o", "json", "--output-file", str(out), "--time-limit", "5"]
