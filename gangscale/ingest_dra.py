@@ -167,6 +167,9 @@ class DraIndex:
             except ObjectError as exc:
                 pods[index] = (pod, key, str(exc))
                 continue
+            except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: this pod's gang, not the pass
+                pods[index] = (pod, key, f"spec.resourceClaims cannot be read ({type(exc).__name__})")
+                continue
             for res, n in demand.items():
                 pod.requests[res] = pod.requests.get(res, 0) + n
 

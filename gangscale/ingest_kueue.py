@@ -71,28 +71,32 @@ class KueueIndex:
             key = (wl.ns, FAMILY_KUEUE, wl.name)
             base = dict(created=_timestamp(wl.meta.get("creationTimestamp")), uid=str(wl.meta.get("uid") or ""))
             try:
-                sets, priority = _pod_sets(wl.spec)
+                self._workload(wl, key, base, pods, defs, owned, plan_unadmitted, note_pod)
             except ObjectError as exc:
                 defs[key] = _GroupDef(API_KUEUE, invalid=f"Workload {wl.ns}/{wl.name}: {exc}", **base)
-                continue
-            if _condition(wl.status, "Finished") or wl.spec.get("active") is False:
-                continue  # done, or deactivated: Kueue will not admit it
-            defs[key] = _GroupDef(API_KUEUE, "gang", max(1, sum(m for _n, _c, m, _t in sets)), priority, **base)
-            owned[(wl.ns, "group", wl.name)] = key
-            admitted = bool(wl.status.get("admission")) or _condition(wl.status, "Admitted")
-            owners = [o for o in _list(wl.meta.get("ownerReferences"), "metadata.ownerReferences")
-                      if isinstance(o, Mapping)]
-            for o in owners:
-                if o.get("kind") == "Job":
-                    owned[(wl.ns, "job", str(o.get("name")))] = key
-            if admitted or any(o.get("kind") == "Pod" for o in owners):
-                continue  # the pods exist (admitted Job, or gated plain pods): they are the members
-            if not plan_unadmitted:
-                self.waiting[key] = (f"Kueue has not admitted Workload {wl.ns}/{wl.name} (queue "
-                                     f"{wl.spec.get('queueName') or '?'}); no capacity is bought before admission "
-                                     "(--plan-unadmitted plans it anyway)")
-            self._template_pods(wl, key, sets, pods, note_pod)
         self._rekey(pods, owned, plan_unadmitted)
+
+    def _workload(self, wl: _Workload, key: tuple, base: dict, pods: list, defs: dict, owned: dict,
+                  plan_unadmitted: bool, note_pod: Any) -> None:
+        """One Workload's gang definition, and its template pods while Kueue has not admitted it."""
+        sets, priority = _pod_sets(wl.spec)
+        if _condition(wl.status, "Finished") or wl.spec.get("active") is False:
+            return  # done, or deactivated: Kueue will not admit it
+        defs[key] = _GroupDef(API_KUEUE, "gang", max(1, sum(m for _n, _c, m, _t in sets)), priority, **base)
+        owned[(wl.ns, "group", wl.name)] = key
+        admitted = bool(wl.status.get("admission")) or _condition(wl.status, "Admitted")
+        owners = [o for o in _list(wl.meta.get("ownerReferences"), "metadata.ownerReferences")
+                  if isinstance(o, Mapping)]
+        for o in owners:
+            if o.get("kind") == "Job":
+                owned[(wl.ns, "job", str(o.get("name")))] = key
+        if admitted or any(o.get("kind") == "Pod" for o in owners):
+            return  # the pods exist (admitted Job, or gated plain pods): they are the members
+        if not plan_unadmitted:
+            self.waiting[key] = (f"Kueue has not admitted Workload {wl.ns}/{wl.name} (queue "
+                                 f"{wl.spec.get('queueName') or '?'}); no capacity is bought before admission "
+                                 "(--plan-unadmitted plans it anyway)")
+        self._template_pods(wl, key, sets, pods, note_pod)
 
     def _template_pods(self, wl: _Workload, key: tuple, sets: list, pods: list, note_pod: Any) -> None:
         made = 0
@@ -148,7 +152,7 @@ def synth_pod(obj: dict[str, Any], key: tuple[str, str, str], where: str) -> tup
         pod.phase = "Pending"
         pod.scheduling_gates = ()
         problem = None
-    except ObjectError as exc:
+    except Exception as exc:  # noqa: BLE001 - as ingest: one bad template, never the whole pass
         meta = obj["metadata"]
         pod = Pod(str(meta["namespace"]), str(meta["name"]), "", {PODS: 1}, Placement())
         problem = f"{where}: {exc}"
