@@ -17,6 +17,10 @@ from .config_dir import config_dir
 from .resources import CPU, GPU, MEMORY, PODS
 
 MIB = 2**20
+# NVIDIA's DRA driver (github.com/NVIDIA/k8s-dra-driver-gpu) publishes every full GPU as a device of
+# driver `gpu.nvidia.com`, requested through the DeviceClass of the same name (MIG slices use
+# `mig.nvidia.com`, not modelled). A table entry with `gpus: N` offers N such devices to DRA claims.
+NVIDIA_GPU_DEVICE_CLASS = "gpu.nvidia.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,12 @@ class InstanceType:
         if self.gpus:
             alloc[GPU] = self.gpus
         return alloc
+
+    def devices(self) -> dict[str, int]:
+        """DRA devices per DeviceClass a node of this type offers (NVIDIA GPUs: `gpu.nvidia.com`)."""
+        if self.gpus and self.gpu_product.startswith("NVIDIA"):
+            return {NVIDIA_GPU_DEVICE_CLASS: self.gpus}
+        return {}
 
     def labels(self) -> dict[str, str]:
         labels = {

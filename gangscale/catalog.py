@@ -1,7 +1,10 @@
 """The node-group catalog file (`--nodegroups`), validated with pydantic.
 
 An entry may leave out `allocatable` and `pricePerHour` when its instance type
-is in `config/aws-instance-types.yaml`; explicit values always win. A bad
+is in `config/aws-instance-types.yaml`; explicit values always win. `devices`
+(DRA devices per DeviceClass, e.g. `{gpu.nvidia.com: 8}`) defaults to the
+table's GPUs; `devices: {}` offers none. They become allocatable
+`dra.gangscale.io/<class>` units (`ingest_dra.device_resource`). A bad
 entry is skipped with a warning that names the field; the rest still loads.
 
 Invariant: every loaded price is a finite number within [0, MAX_PRICE_PER_HOUR]
@@ -16,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .ingest_dra import device_resource
 from .instance_types import load_instance_types
 from .loader import InputError, read_documents
 from .model import NodeGroup, Taint
@@ -48,6 +52,15 @@ class NodeGroupSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
     zone: str | None = None  # shorthand for the topology.kubernetes.io/zone label
+    devices: dict[str, int] | None = None  # DRA devices per DeviceClass; None: from the instance-type table
+
+    @field_validator("devices")
+    @classmethod
+    def _device_counts(cls, v: dict[str, int] | None) -> dict[str, int] | None:
+        for name, n in (v or {}).items():
+            if not name or isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 2**20:
+                raise ValueError(f"devices.{name}: must be a whole number of devices from 0 to {2**20}")
+        return v
 
     @field_validator("allocatable")
     @classmethod
@@ -78,6 +91,10 @@ class NodeGroupSpec(BaseModel):
             if itype is None:
                 raise ValueError(f"pricePerHour: missing and instance type {self.instance_type!r} is not in the table")
             price = itype.price_per_hour
+        devices = self.devices if self.devices is not None else (itype.devices() if itype else {})
+        for cls, n in devices.items():
+            if n:
+                alloc[device_resource(cls)] = n
         labels = dict(itype.labels()) if itype else {"node.kubernetes.io/instance-type": self.instance_type}
         if self.zone:
             labels["topology.kubernetes.io/zone"] = self.zone

@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the simulated provider is seeded from it)")
     p.add_argument("--node-group-label", default=DEFAULT_NODE_GROUP_LABEL,
                    help=f"node label naming a node's group (default {DEFAULT_NODE_GROUP_LABEL})")
+    p.add_argument("--plan-unadmitted", action="store_true",
+                   help="plan capacity for Kueue workloads not admitted yet (default: report them "
+                        "waiting-for-admission; Kueue decides admission)")
     p.add_argument("-o", "--output", choices=OUTPUTS, default=None,
                    help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
@@ -114,7 +117,7 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     from .snapshot import build_snapshot
 
     groups, warnings = load_catalog(args.nodegroups)
-    cluster = ingest(objects, node_group_label=args.node_group_label)
+    cluster = ingest(objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted)
     cluster.warnings[:0] = live_warnings
     snap = build_snapshot(cluster, groups, warnings)
     plan = make_plan(snap, solve_options(args))

@@ -30,10 +30,12 @@ EXIT_CLOUD_ERROR = 3
 
 def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solve: SolveOptions | None = None,
                     node_group_label: str | None = None, execute: bool = False,
-                    warnings: list[str] | None = None) -> tuple[Plan, ExecutionReport | None]:
+                    warnings: list[str] | None = None,
+                    plan_unadmitted: bool = False) -> tuple[Plan, ExecutionReport | None]:
     """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate."""
     discovery = provider.discover()
-    cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}))
+    cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}),
+                     plan_unadmitted=plan_unadmitted)
     report = ExecutionReport(provider.name)
     report.nodes_matched = assign_node_groups(cluster, provider)
     snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings])
@@ -73,7 +75,8 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
         return EXIT_CLOUD_ERROR
     try:
         plan, report = plan_from_cloud(objects, provider, solve=solve, node_group_label=args.node_group_label,
-                                       execute=bool(args.execute), warnings=[*seed_warnings, *warnings])
+                                       execute=bool(args.execute), warnings=[*seed_warnings, *warnings],
+                                       plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)))
     except CloudError as exc:
         print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CLOUD_ERROR

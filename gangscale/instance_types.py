@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from cloud_adapters.instance_types import (
     MIB,
+    NVIDIA_GPU_DEVICE_CLASS,
     InstanceType,
     eks_reserved_cpu_millis,
     eks_reserved_memory_mib,
     load_instance_types,
 )
 
-__all__ = ["MIB", "InstanceType", "eks_reserved_cpu_millis", "eks_reserved_memory_mib", "load_instance_types"]
+__all__ = ["MIB", "NVIDIA_GPU_DEVICE_CLASS", "InstanceType", "eks_reserved_cpu_millis", "eks_reserved_memory_mib", "load_instance_types"]

@@ -153,6 +153,7 @@ class Gang:
     created: str = ""
     uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
     annotations: dict[str, str] = field(default_factory=dict)  # of the group object (or the lone pod)
+    admission: str | None = None  # why Kueue has not admitted it yet (decision waiting-for-admission)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -12,7 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Decision = Literal[
-    "fits-existing", "scale-up", "infeasible", "deferred", "waiting-for-podgroup", "below-quorum", "invalid"
+    "fits-existing", "scale-up", "infeasible", "deferred", "waiting-for-podgroup", "below-quorum", "invalid",
+    "waiting-for-admission",
 ]
 
 

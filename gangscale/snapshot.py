@@ -44,7 +44,7 @@ class NodeView:
 
 @dataclass(slots=True)
 class PreDecision:
-    decision: str  # invalid | waiting-for-podgroup | below-quorum
+    decision: str  # invalid | waiting-for-admission | waiting-for-podgroup | below-quorum
     reason: str
 
 
@@ -86,6 +86,8 @@ def pre_decide(g: Gang) -> PreDecision | None:
     """Decisions that need no solver: the gang cannot be planned as it stands."""
     if g.invalid:
         return PreDecision("invalid", g.invalid)
+    if g.admission:  # Kueue decides admission; capacity is bought after it (ingest's plan_unadmitted)
+        return PreDecision("waiting-for-admission", g.admission)
     if not g.exists:
         return PreDecision(
             "waiting-for-podgroup",

@@ -153,6 +153,7 @@ def check_gang_apis(info: ServerInfo, apis: GangApis) -> CheckResult:
     served = [f"{g}: {', '.join(info.groups[g])}" for g in sorted(info.groups) if g.startswith("scheduling.")]
     detail = [f"served versions: {'; '.join(served) or 'no scheduling group'}"]
     detail += [f"served but not read: {u}" for u in apis.unread]
+    detail.append("also read: " + (", ".join(r.label for r in apis.inputs) or "no DRA (resource.k8s.io) or Kueue API"))
     if not apis.refs:
         detail.append(f"to enable the native API: {_enable_hint(info.minor)}")
         detail.append("or install the scheduler-plugins Coscheduling plugin or Volcano")

@@ -13,11 +13,15 @@ from typing import Any
 
 from .client import KubeClient
 from .errors import KubeError
-from .refs import COSCHEDULING_GROUP, GANG_GROUPS, NATIVE_GROUP, VOLCANO_GROUP, ResourceRef
+from .refs import COSCHEDULING_GROUP, DRA_GROUP, GANG_GROUPS, INPUT_GROUPS, KUEUE_GROUP, NATIVE_GROUP, VOLCANO_GROUP, ResourceRef
 
 # Native versions the planner's ingest understands, best first.
 NATIVE_PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
 WORKLOAD_VERSION = "v1alpha1"  # 1.35: pods point at Workload pod groups
+# DRA (GA in 1.34; 1.32/1.33 serve only beta) and Kueue: the versions ingest reads, best first.
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+DRA_PLURALS = ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices")
+KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 MATURITY = {"v1alpha1": "alpha", "v1alpha2": "alpha", "v1alpha3": "alpha", "v1beta1": "beta"}
 
 
@@ -52,6 +56,7 @@ class GangApis:
     coscheduling: ResourceRef | None = None
     volcano: ResourceRef | None = None
     unread: list[str] = field(default_factory=list)  # served gang resources the planner does not read
+    inputs: list[ResourceRef] = field(default_factory=list)  # DRA and Kueue resources read beside the gangs
 
     @property
     def refs(self) -> list[ResourceRef]:
@@ -99,7 +104,7 @@ def _resource_list(doc: dict[str, Any], group: str, version: str) -> dict[str, R
     return out
 
 
-def discover(client: KubeClient, groups: tuple[str, ...] = (*GANG_GROUPS, "apps")) -> ServerInfo:
+def discover(client: KubeClient, groups: tuple[str, ...] = (*GANG_GROUPS, *INPUT_GROUPS, "apps")) -> ServerInfo:
     """Server version, served versions of `groups`, and their resources."""
     git, major, minor = parse_version(client.get("/version"))
     info = ServerInfo(git, major, minor)
@@ -135,11 +140,23 @@ def choose_gang_apis(info: ServerInfo) -> GangApis:
     apis.workload = info.ref(NATIVE_GROUP, WORKLOAD_VERSION, "workloads")
     apis.coscheduling = info.ref(COSCHEDULING_GROUP, "v1alpha1", "podgroups")
     apis.volcano = info.ref(VOLCANO_GROUP, "v1beta1", "podgroups")
+    apis.inputs = choose_input_apis(info)
     for chosen, group in ((apis.native, NATIVE_GROUP), (apis.coscheduling, COSCHEDULING_GROUP),
                           (apis.volcano, VOLCANO_GROUP)):
         if chosen is None:
             apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(group, "podgroups")]
     return apis
+
+
+def choose_input_apis(info: ServerInfo) -> list[ResourceRef]:
+    """One served version each of the DRA resources and of Kueue's Workload, best first."""
+    out = []
+    for group, versions, plurals in ((DRA_GROUP, DRA_VERSIONS, DRA_PLURALS), (KUEUE_GROUP, KUEUE_VERSIONS, ("workloads",))):
+        for plural in plurals:
+            ref = next((r for v in versions if (r := info.ref(group, v, plural)) is not None), None)
+            if ref is not None:
+                out.append(ref)
+    return out
 
 
 def describe(apis: GangApis) -> str:

@@ -54,7 +54,7 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
         )
     live.objects += pods.items
     live.warnings += pods.skipped
-    for ref in apis.refs:
+    for ref in [*apis.refs, *apis.inputs]:
         try:
             result = list_all(client, ref, namespace, page_size=page_size, max_items=max_items)
         except KubeError as exc:

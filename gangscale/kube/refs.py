@@ -51,6 +51,9 @@ NATIVE_GROUP = "scheduling.k8s.io"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 VOLCANO_GROUP = "scheduling.volcano.sh"
 GANG_GROUPS = (NATIVE_GROUP, COSCHEDULING_GROUP, VOLCANO_GROUP)
+DRA_GROUP = "resource.k8s.io"  # ResourceClaims, templates, DeviceClasses, ResourceSlices (ingest_dra)
+KUEUE_GROUP = "kueue.x-k8s.io"  # Kueue Workloads (ingest_kueue)
+INPUT_GROUPS = (DRA_GROUP, KUEUE_GROUP)
 
 
 def object_key(obj: Any) -> tuple[str, str] | None:

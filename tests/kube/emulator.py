@@ -77,6 +77,11 @@ NATIVE = {
 COSCHED_PG = Kind(COSCHED, "podgroups", "PodGroup", builtin=False)
 VOLCANO_PG = Kind(VOLCANO, "podgroups", "PodGroup", builtin=False)
 VOLCANO_QUEUE = Kind(VOLCANO, "queues", "Queue", namespaced=False, builtin=False)
+DRA = "resource.k8s.io"
+DRA_KINDS = [Kind(DRA, "resourceclaims", "ResourceClaim"), Kind(DRA, "resourceclaimtemplates", "ResourceClaimTemplate"),
+             Kind(DRA, "deviceclasses", "DeviceClass", namespaced=False),
+             Kind(DRA, "resourceslices", "ResourceSlice", namespaced=False)]
+KUEUE_WL = Kind("kueue.x-k8s.io", "workloads", "Workload", builtin=False)
 
 # What each release can serve in scheduling.k8s.io (when enabled), and the pod field it knows.
 RELEASE_NATIVE = {
@@ -152,6 +157,8 @@ class Emulator:
     generic_workload: bool | None = None  # the gate; None: on iff a native version is served
     coscheduling: bool = False
     volcano: bool = False
+    dra_versions: tuple[str, ...] = ()  # resource.k8s.io versions served, e.g. ("v1",) or ("v1beta1",)
+    kueue: bool = False  # Kueue's Workload CRD (kueue.x-k8s.io/v1beta1)
     token: str = "test-token"
     bookmark_interval: float = 0.2
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
@@ -237,6 +244,10 @@ class Emulator:
             groups[COSCHED] = {"v1alpha1": [COSCHED_PG]}
         if self.volcano:
             groups[VOLCANO] = {"v1beta1": [VOLCANO_PG, VOLCANO_QUEUE]}
+        if self.dra_versions:
+            groups[DRA] = {v: DRA_KINDS for v in self.dra_versions}
+        if self.kueue:
+            groups[KUEUE_WL.group] = {"v1beta1": [KUEUE_WL]}
         return groups
 
     def _kind_for(self, group: str, version: str, plural: str) -> Kind | None:
@@ -247,7 +258,8 @@ class Emulator:
     def _kind_of(self, obj: dict[str, Any]) -> tuple[Kind, str]:
         api = str(obj.get("apiVersion", ""))
         group, _, version = api.rpartition("/")
-        for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE]:
+        for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE] \
+                + DRA_KINDS + [KUEUE_WL]:
             if k.group == group and k.kind == obj.get("kind"):
                 return k, version
         raise ValueError(f"emulator does not know {api} {obj.get('kind')}")

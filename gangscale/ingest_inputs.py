@@ -1,0 +1,53 @@
+"""The inputs beyond gang APIs that `ingest` reads: DRA claims, Kueue Workloads, YuniKorn task groups.
+
+They are collected while `ingest` walks the objects (in any order) and applied once everything is read,
+before pods join their gangs. Nothing here is silently dropped: an object that cannot be modelled makes
+its gang invalid or adds a warning that names the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .ingest_dra import DRA_APIS, DRA_KINDS, DraIndex
+from .ingest_kueue import KUEUE_APIS, KueueIndex
+from .ingest_yunikorn import group_yunikorn
+from .model import Gang, Node
+from .warnlog import WarningLog
+
+
+class Inputs:
+    """One ingest pass's DRA, Kueue and YuniKorn state."""
+
+    def __init__(self, plan_unadmitted: bool = False) -> None:
+        self.plan_unadmitted = plan_unadmitted
+        self.dra = DraIndex()
+        self.kueue = KueueIndex()
+
+    @staticmethod
+    def takes(kind: Any, api: str) -> bool:
+        return (kind in DRA_KINDS and api in DRA_APIS) or (kind == "Workload" and api in KUEUE_APIS)
+
+    def add(self, obj: Mapping[str, Any], kind: str, warnings: WarningLog) -> None:
+        if kind == "Workload":
+            self.kueue.add(obj)
+        else:
+            self.dra.add(obj, kind, warnings)
+
+    def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
+        self.dra.note_pod(index, obj)
+
+    def finish(self, pods: list, defs: dict, nodes: list[Node], warnings: WarningLog) -> None:
+        """Gangs for Workloads and task groups, then device demand and node devices (templates included)."""
+        self.kueue.finish(pods, defs, self.plan_unadmitted, self.dra.note_pod)
+        group_yunikorn(pods, defs, self.dra.note_pod)
+        self.dra.resolve(pods, warnings)
+        devices = self.dra.node_devices()
+        for node in nodes:
+            for res, n in devices.get(node.name, {}).items():
+                node.allocatable[res] = node.allocatable.get(res, 0) + n
+        self.dra.fold_aliases(pods, nodes)
+
+    def mark(self, gangs: dict[tuple[str, str, str], Gang], pods: list) -> None:
+        self.kueue.mark(gangs, pods)

@@ -1,0 +1,163 @@
+"""DRA ResourceClaims: device demand planned like an extended resource, never silently device-free."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gangscale.ingest import ingest
+from gangscale.ingest_dra import device_resource
+from tests.builders import gang, group, node, plan_for, pod, podgroup
+
+GPU = "gpu.nvidia.com"
+DEV = device_resource(GPU)
+
+
+def template(name: str, count: int = 1, ns: str = "default", **exactly) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name, "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "r", "exactly": {"deviceClassName": GPU, "allocationMode": "ExactCount", "count": count, **exactly}}]}}}}
+
+
+def claim(name: str, count: int = 1, ns: str = "default", allocated: list[str] | None = None) -> dict:
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": ns},
+           "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": GPU, "count": count}}]}}}
+    if allocated:
+        obj["status"] = {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": GPU, "pool": p, "device": d} for p, d in (a.split("/") for a in allocated)]}}}
+    return obj
+
+
+def dra_pod(name: str, *, tmpl: str | None = None, shared: str | None = None, **kw) -> dict:
+    refs = []
+    if tmpl:
+        refs.append({"name": "t", "resourceClaimTemplateName": tmpl})
+    if shared:
+        refs.append({"name": "s", "resourceClaimName": shared})
+    return pod(name, resourceClaims=refs, **kw)
+
+
+def gpu_group(name: str, devices: int, price: float, **kw) -> dict:
+    g = group(name, cpu="16", mem="64Gi", price=price, **kw)
+    g["devices"] = {GPU: devices}
+    return g
+
+
+def slice_(node_name: str, n: int) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {"driver": GPU, "nodeName": node_name, "pool": {"name": node_name, "generation": 1},
+                     "devices": [{"name": f"gpu-{i}"} for i in range(n)]}}
+
+
+def test_the_device_demand_alone_decides_the_node_group_and_the_plan_is_optimal():
+    # 4 pods x 2 GPUs = 8 devices: 2 x gpu4 ($20) beats 1 x gpu8 ($25); the cheap CPU group has no devices.
+    objs = [podgroup("train", min_count=4), template("two-gpus", 2)]
+    objs += [dra_pod(f"w{i}", tmpl="two-gpus", group="train", cpu="1") for i in range(4)]
+    plan = plan_for(objs, [group("cpu", cpu="64", mem="256Gi", price=1.0), gpu_group("gpu4", 4, 10.0),
+                           gpu_group("gpu8", 8, 25.0)])
+    assert gang(plan, "train").decision == "scale-up"
+    assert plan.scale_up == {"gpu4": 2}
+    assert plan.cost_per_hour == pytest.approx(20.0)
+    assert plan.solver.status == "OPTIMAL"
+
+
+def test_a_claim_shared_by_two_pods_counts_once():
+    objs = [podgroup("pair", min_count=2), claim("four", 4)]
+    objs += [dra_pod(f"p{i}", shared="four", group="pair") for i in range(2)]
+    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0)])
+    assert plan.scale_up == {"gpu4": 1}
+
+
+@pytest.mark.parametrize("exactly, field", [
+    ({"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].memory > 40"}}]}, "exactly.selectors"),
+    ({"allocationMode": "All"}, "exactly.allocationMode All"),
+    ({"adminAccess": True}, "exactly.adminAccess"),
+    ({"capacity": {"requests": {"memory": "10Gi"}}}, "exactly.capacity"),
+])
+def test_an_unsupported_claim_feature_makes_the_gang_invalid_and_the_rest_is_planned(exactly, field):
+    objs = [template("odd", **exactly), dra_pod("odd-0", tmpl="odd"), pod("plain", cpu="2")]
+    plan = plan_for(objs, [group("cpu", price=1.0)])
+    bad = gang(plan, "odd-0")
+    assert bad.decision == "invalid"
+    assert "ResourceClaimTemplate default/odd" in bad.reason and field in bad.reason
+    assert gang(plan, "plain").decision == "scale-up"
+
+
+def test_a_prioritized_list_request_is_refused_by_name():
+    t = template("alt")
+    t["spec"]["spec"]["devices"]["requests"] = [{"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": GPU}]}]
+    cluster = ingest([t, dra_pod("a", tmpl="alt")])
+    assert "firstAvailable" in cluster.gangs[0].invalid
+
+
+def test_a_claim_that_was_not_listed_is_invalid_not_device_free():
+    plan = plan_for([dra_pod("lost", shared="nowhere")], [group("cpu", price=1.0)])
+    g = gang(plan, "lost")
+    assert g.decision == "invalid"
+    assert "ResourceClaim default/nowhere was not listed" in g.reason and "spec.resourceClaims[0]" in g.reason
+
+
+def test_v1beta1_requests_with_inline_fields_are_read():
+    t = template("old", 3)
+    t["apiVersion"] = "resource.k8s.io/v1beta1"
+    t["spec"]["spec"]["devices"]["requests"] = [{"name": "r", "deviceClassName": GPU, "count": 3}]
+    cluster = ingest([t, dra_pod("a", tmpl="old")])
+    assert cluster.gangs[0].pending[0].requests[DEV] == 3
+
+
+def test_existing_nodes_offer_their_unallocated_slice_devices():
+    # gpu-0 publishes 4 devices, one allocated to a running claim: 3 free.
+    base = [node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 4), claim("busy", 1, allocated=["gpu-0/gpu-0"])]
+    fits = plan_for(base + [template("three", 3), dra_pod("a", tmpl="three")], [gpu_group("gpu4", 4, 10.0)])
+    assert gang(fits, "a").decision == "fits-existing" and fits.scale_up == {}
+    more = plan_for(base + [template("four", 4), dra_pod("a", tmpl="four")], [gpu_group("gpu4", 4, 10.0)])
+    assert more.scale_up == {"gpu4": 1}
+
+
+def test_a_bound_pods_allocated_claim_is_not_counted_again():
+    objs = [node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 2), claim("mine", 1, allocated=["gpu-0/gpu-1"]),
+            dra_pod("running", shared="mine", node="gpu-0")]
+    cluster = ingest(objs)
+    assert cluster.nodes[0].allocatable[DEV] == 1
+    assert DEV not in cluster.bound[0].requests
+
+
+def mapping_class(ext: str = "nvidia.com/gpu") -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{GPU}'"}}], "extendedResourceName": ext}}
+
+
+def test_an_extended_resource_served_by_dra_counts_once_with_claims():
+    # 4 pods ask nvidia.com/gpu: 1 (KEP-5004 maps it to gpu.nvidia.com), 4 pods claim one device each:
+    # 8 GPUs, so two 4-GPU nodes; counted in two dimensions they would share one node.
+    objs = [mapping_class(), template("one"), podgroup("mix", min_count=8)]
+    objs += [pod(f"x{i}", gpu=1, group="mix", tolerations=[]) for i in range(4)]
+    objs += [dra_pod(f"d{i}", tmpl="one", group="mix") for i in range(4)]
+    g = gpu_group("gpu4", 4, 10.0, gpu=4)
+    plan = plan_for(objs, [g])
+    assert plan.scale_up == {"gpu4": 2}
+
+
+def test_an_extended_resource_request_fits_a_node_that_publishes_the_devices_in_slices():
+    objs = [mapping_class(), node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 4),
+            podgroup("x", min_count=2)] + [pod(f"x{i}", gpu=2, group="x", tolerations=[]) for i in range(2)]
+    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0, gpu=4)])
+    assert gang(plan, "x").decision == "fits-existing"
+
+
+def test_catalog_gpu_types_offer_dra_devices_from_the_instance_table():
+    from gangscale.catalog import parse_catalog
+
+    groups, warnings = parse_catalog([{"name": "p5", "instanceType": "p5.48xlarge", "maxSize": 1},
+                                      {"name": "off", "instanceType": "p5.48xlarge", "maxSize": 1, "devices": {}}])
+    assert not warnings
+    assert groups[0].allocatable[DEV] == 8 and DEV not in groups[1].allocatable
+
+
+def test_partitionable_devices_are_not_counted_and_say_so():
+    s = slice_("gpu-0", 2)
+    s["spec"]["devices"][1]["consumesCounters"] = [{"counterSet": "c", "counters": {"memory": {"value": "10Gi"}}}]
+    cluster = ingest([node("gpu-0"), copy.deepcopy(s)])
+    assert cluster.nodes[0].allocatable[DEV] == 1
+    assert any("consumesCounters" in w for w in cluster.warnings)
