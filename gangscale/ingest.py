@@ -19,6 +19,7 @@ from typing import Any
 from .ingest_inputs import Inputs
 from .model import API_WORKLOAD, Gang, Pod
 from .parse import (
+    CAPACITY_GATE,
     DEFAULT_NODE_GROUP_LABEL,
     VOLCANO_ANNOTATIONS,
     Cluster,
@@ -37,7 +38,7 @@ from .parse import (
 )
 from .warnlog import WarningLog
 
-__all__ = ["DEFAULT_NODE_GROUP_LABEL", "VOLCANO_ANNOTATIONS", "Cluster", "ParseCache", "ingest", "pod_requests"]
+__all__ = ["CAPACITY_GATE", "DEFAULT_NODE_GROUP_LABEL", "VOLCANO_ANNOTATIONS", "Cluster", "ParseCache", "ingest", "pod_requests"]
 
 
 def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL,

@@ -41,6 +41,8 @@ from .model import (
 from .resources import PODS, QuantityError, add, check_bound, parse_resource_list, vmax
 
 DEFAULT_NODE_GROUP_LABEL = "gangscale.io/node-group"
+# gangscale's own scheduling gate (gate mode, docs/scheduling.md): a pod held only by it is pending to plan for
+CAPACITY_GATE = "gangscale.io/capacity"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 # 1.37 serves v1beta1 and v1alpha3; 1.36 v1alpha2: the PodGroup fields gangscale reads are the same.
@@ -675,8 +677,8 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     pod.rules = pod_rules(spec, ns, pod.labels, strict=pod.node_name is None, cache=cache)
     if meta.get("deletionTimestamp") and not pod.node_name:
         pod.phase = "Terminating"  # going away: never scale for it
-    if pod.scheduling_gates and not pod.node_name:
-        pod.phase = "SchedulingGated"  # cannot enter the scheduling queue yet
+    if pod.scheduling_gates and not pod.node_name and pod.scheduling_gates != (CAPACITY_GATE,):
+        pod.phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
     family, gname = link if link else (FAMILY_NONE, pod.name)
     pod.group_key = (ns, gname)
     return pod, (ns, family, gname), None

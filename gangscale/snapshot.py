@@ -143,7 +143,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     registered: dict[str, int] = {}
     nodes: list[NodeView] = []
     for n in cluster.nodes:
-        if n.node_group:
+        if n.node_group and n.ready:  # registered but NotReady: still on its way (CA's NotStarted), not bought again
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue

@@ -277,9 +277,12 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
         gname, _, suffix = name.partition("/upcoming-")
         if nd is None and suffix and gname in groups:  # capacity on its way: the group's template
             g = groups[gname]
-            registered = sum(1 for n in nodes.values() if n["metadata"].get("labels", {}).get(GROUP_LABEL) == gname)
+            # a registered node that is not Ready yet is still on its way (docs/controller.md)
+            registered = sum(1 for n in nodes.values() if n["metadata"].get("labels", {}).get(GROUP_LABEL) == gname
+                             and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                     for c in (n.get("status") or {}).get("conditions", [])))
             if int(suffix) > g.get("currentSize", 0) - registered:
-                errors.append(f"{name}: more upcoming nodes than currentSize - registered")
+                errors.append(f"{name}: more upcoming nodes than currentSize - registered Ready nodes")
             cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
             placements.append((f"upcoming {name}", g.get("labels", {}), g.get("taints", []), cap, plist))
             continue

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..loader import InputError, read_documents
 
 Mode = Literal["dry-run", "enforce"]
+GateMode = Literal["off", "opt-in", "all"]
 
 
 class NamespaceCap(BaseModel):
@@ -41,6 +42,8 @@ class ControllerConfig(BaseModel):
     empty_node_grace_seconds: float = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
     orphan_grace_seconds: float = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
+    # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready
+    gate_mode: GateMode = Field(default="opt-in", alias="gateMode")
     # fairness and safety
     max_gang_pods: int = Field(default=1024, alias="maxGangPods", ge=1)
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)

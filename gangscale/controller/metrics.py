@@ -46,6 +46,10 @@ class Metrics:
         self.orphans_terminated = Counter("gangscale_orphan_instances_terminated_total",
                                           "Instances launched outside any group and claimed by no record, "
                                           "terminated by the janitor", ["node_group"], registry=r)
+        self.gates_lifted = Counter("gangscale_gates_lifted_total",
+                                    "Pods whose gangscale.io/capacity scheduling gate was removed, by why "
+                                    "(capacity-ready: gate mode released the gang; not-held: gate mode is off for it)",
+                                    ["why"], registry=r)
         self.leader = Gauge("gangscale_leader", "1 while this replica holds the lease", registry=r)
         self.reconciles = Counter("gangscale_reconciles_total", "Reconcile passes by result", ["result"],
                                   registry=r)

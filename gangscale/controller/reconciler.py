@@ -10,7 +10,9 @@ scale-up's records are saved before the cloud is called (write-ahead), with
 the client token of each call; a pass that starts with a token still in a
 record (a crash or a deposed leader left it) first settles that call: the
 instances it launched join their group or are terminated (`janitor.py`).
-Every save and every cloud mutation is fenced by the leader elector.
+Every save and every cloud mutation is fenced by the leader elector, and so
+is every pod patch of gate mode (lifting `gangscale.io/capacity`, `gates.py`),
+which comes last: after the scale-up, from the same plan and snapshot.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from ..plan import Plan
 from ..planner import make_plan
 from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, janitor, metrics as observe
+from . import backoff, gates, janitor, metrics as observe
 from .actuator import Actuator
 from .config import ControllerConfig
 from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink
+from ..kube.podgates import PodGateLifter
 from .lifecycle import (
     Action,
     Applied,
@@ -44,6 +47,7 @@ from .lifecycle import (
     CallRecovered,
     Confirmed,
     Event,
+    EventTarget,
     Expire,
     GangEvent,
     GangFacts,
@@ -78,8 +82,11 @@ class Reconciler:
 
     def __init__(self, cfg: ControllerConfig, provider: NodeGroupProvider, *, store: StateStore | None = None,
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
-                 identity: str = "gangscale", fence: Callable[[str], None] | None = None) -> None:
+                 identity: str = "gangscale", fence: Callable[[str], None] | None = None,
+                 pod_gates: PodGateLifter | None = None) -> None:
         self.cfg = cfg
+        self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
+        self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, so a reason is logged when it changes
         self.fence = fence  # raises LostLeadership when this replica may no longer act
         self.actuator = Actuator(provider, fence)
         self.last_sweep = 0.0
@@ -136,6 +143,7 @@ class Reconciler:
             self._step(plan, Expire(self.rules), cluster, now)
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now)
+        self._gates(objects, cluster, snap, plan, enforce)
         self._observe(plan)
         if leader:
             self._save()
@@ -324,6 +332,45 @@ class Reconciler:
             self.metrics.released.labels(e.group.name, "empty").inc()
             log.info("scaled down an empty node", extra={"node": e.node, "node_group": e.group.name,
                                                           "empty_seconds": round(now - e.empty_since)})
+
+    def _gates(self, objects: list[dict[str, Any]], cluster: Cluster, snap: ClusterSnapshot, plan: Plan,
+               enforce: bool) -> None:
+        """Gate mode: lift `gangscale.io/capacity` from the gangs whose capacity is Ready (gates.py), fenced."""
+        if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
+            self.gates_held = {}
+            return
+        ns_labels = gates.namespace_labels(objects)
+        decision = gates.decide(cluster.gangs, plan, snap,
+                                lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels))
+        for key, why in decision.held.items():
+            if self.gates_held.get(key) != why:
+                log.info("gate held", extra={"gang": str(key), "reason": why})
+        self.gates_held = dict(decision.held)
+        for lift in decision.lifts:
+            self._lift(lift, enforce)
+
+    def _lift(self, lift: gates.Lift, enforce: bool) -> None:
+        key = str(lift.gang.gang_key)
+        pods = [p.key for p in lift.pods]
+        if not enforce or self.pod_gates is None:
+            log.info("gate lift skipped (dry-run)", extra={"gang": key, "pods": pods, "why": lift.why})
+            return
+        done, failed = [], {}
+        for p in lift.pods:
+            if self.fence is not None:
+                self.fence(f"lift the scheduling gate of pod {p.key}")
+            err = self.pod_gates.remove(p.namespace, p.name, gates.remove_gate_patch(p.scheduling_gates))
+            if err is None:
+                done.append(p.key)
+            else:
+                failed[p.key] = err
+        if done:
+            self.metrics.gates_lifted.labels(lift.why).inc(len(done))
+            log.info("gate lifted", extra={"gang": key, "pods": done, "why": lift.why, "reason": lift.message})
+            self.events.emit(EventTarget.of_gang(lift.gang), "GateLifted",
+                             f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}")
+        if failed:
+            log.warning("cannot lift the scheduling gate", extra={"gang": key, "errors": failed})
 
     def _observe(self, plan: Plan) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}

@@ -22,7 +22,8 @@ from typing import Any
 from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.informer import ClusterCache
-from ..kube.refs import ResourceRef
+from ..kube.podgates import PodGateLifter
+from ..kube.refs import NAMESPACES, ResourceRef
 from ..loader import InputError
 from ..providers import open_provider
 from .config import ControllerConfig, load_config
@@ -45,8 +46,10 @@ class Controller:
                                      duration=cfg.lease_duration_seconds)
         self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
                                      events=EventSink(client), metrics=self.metrics, identity=identity,
-                                     fence=self.elector.check)
-        self.cache = ClusterCache(client, gang_refs, namespace=cfg.watch_namespace, on_change=self._changed)
+                                     fence=self.elector.check, pod_gates=PodGateLifter(client))
+        # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
+        refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])
+        self.cache = ClusterCache(client, refs, namespace=cfg.watch_namespace, on_change=self._changed)
         self._lock = threading.Lock()
         self._first_change = 0.0
         self._last_change = 0.0

@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import orjson
 import urllib3
@@ -201,6 +201,11 @@ class KubeClient:
     def patch(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
         """JSON merge patch (RFC 7386): works for CRDs too, unlike strategic merge."""
         return self._call("PATCH", path, query, body, content_type="application/merge-patch+json")
+
+    def json_patch(self, path: str, ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """JSON patch (RFC 6902): the only way to remove one entry of a list such as spec.schedulingGates."""
+        resp = self._request("PATCH", path, None, [dict(o) for o in ops], None, "application/json-patch+json")
+        return self._json(resp, f"PATCH {path}")
 
     def delete(self, path: str, query: Query | None = None) -> dict[str, Any]:
         return self._call("DELETE", path, query)

@@ -46,6 +46,7 @@ NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment")
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 
 NATIVE_GROUP = "scheduling.k8s.io"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"

@@ -50,11 +50,16 @@ def test_deployment_is_ha_non_root_and_read_only():
     assert next(d for d in docs() if d["kind"] == "PodDisruptionBudget")["spec"]["minAvailable"] == 1
 
 
-def test_rbac_is_read_only_on_the_cluster():
+def test_rbac_is_read_only_on_the_cluster_but_for_patching_pods_gates():
     role = next(d for d in docs() if d["kind"] == "ClusterRole")
+    writes = []
     for rule in role["rules"]:
-        if set(rule["resources"]) & {"pods", "nodes", "podgroups", "workloads"}:
-            assert set(rule["verbs"]) <= {"get", "list", "watch"}
+        if set(rule["resources"]) & {"pods", "nodes", "namespaces", "podgroups", "workloads"}:
+            extra = set(rule["verbs"]) - {"get", "list", "watch"}
+            writes += [(r, v) for r in rule["resources"] for v in sorted(extra)]
+    assert writes == [("pods", "patch")]  # gate mode's JSON patch removing gangscale.io/capacity, nothing more
+    reads = {r for rule in role["rules"] if "watch" in rule["verbs"] for r in rule["resources"]}
+    assert "namespaces" in reads  # gate mode's opt-in label
     ns_role = next(d for d in docs() if d["kind"] == "Role")
     named = [r for r in ns_role["rules"] if "update" in r["verbs"]]
     assert all(r.get("resourceNames") for r in named)  # updates only on the lease and the state ConfigMap

@@ -12,7 +12,8 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
 - watch as chunked JSON lines from any resourceVersion, BOOKMARK events with
   `allowWatchBookmarks`, 410 (as an ERROR event, or HTTP 410) for versions
   older than the last compaction, `timeoutSeconds`;
-- create / update (409 on a stale resourceVersion) / merge-patch / delete,
+- create / update (409 on a stale resourceVersion) / merge-patch / JSON patch (RFC 6902) / delete,
+  a pod's schedulingGates only ever removed (KEP-3521),
   and server-side dry-run create (`dryRun=All`) that drops the pod's
   `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
   the release does not know the field;
@@ -134,6 +135,70 @@ class _Route:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pointer(doc: Any, path: str) -> tuple[Any, str | int]:
+    """The parent container and last key of an RFC 6901 pointer (422 when a step is missing)."""
+    steps = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+    if not steps:
+        raise ApiError(422, "Invalid", "the root cannot be patched")
+    cur = doc
+    for step in steps[:-1]:
+        try:
+            cur = cur[int(step)] if isinstance(cur, list) else cur[step]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ApiError(422, "Invalid", f"the server rejected our request: path {path} does not exist") from None
+    last = steps[-1]
+    if isinstance(cur, list):
+        if last == "-":
+            return cur, len(cur)
+        try:
+            return cur, int(last)
+        except ValueError:
+            raise ApiError(422, "Invalid", f"path {path}: {last!r} is not a list index") from None
+    if not isinstance(cur, dict):
+        raise ApiError(422, "Invalid", f"path {path} does not exist")
+    return cur, last
+
+
+def _json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
+    """RFC 6902 add / remove / replace / test, all or nothing (as the API server applies it)."""
+    if not isinstance(ops, list):
+        raise ApiError(400, "BadRequest", "a JSON patch is a list of operations")
+    doc = copy.deepcopy(target)
+    for op in ops:
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise ApiError(400, "BadRequest", f"malformed JSON patch operation: {op!r}")
+        parent, key = _pointer(doc, op["path"])
+        kind = op.get("op")
+        missing = (key not in parent) if isinstance(parent, dict) else not (0 <= key < len(parent))  # type: ignore[operator]
+        if kind == "add":
+            if isinstance(parent, list):
+                parent.insert(key, copy.deepcopy(op.get("value")))  # type: ignore[arg-type]
+            else:
+                parent[key] = copy.deepcopy(op.get("value"))
+        elif kind in ("remove", "replace", "test"):
+            if missing:
+                raise ApiError(422, "Invalid", f"the server rejected our request: path {op['path']} does not exist")
+            if kind == "remove":
+                del parent[key]
+            elif kind == "replace":
+                parent[key] = copy.deepcopy(op.get("value"))
+            elif parent[key] != op.get("value"):
+                raise ApiError(422, "Invalid", f"the server rejected our request: test failed at {op['path']}")
+        else:
+            raise ApiError(400, "BadRequest", f"unsupported JSON patch operation {kind!r}")
+    return doc
+
+
+def _check_gates_only_removed(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """KEP-3521: after creation a pod's scheduling gates can only be removed, never added."""
+    before = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or [] if isinstance(g, dict)}
+    for g in (new.get("spec") or {}).get("schedulingGates") or []:
+        name = g.get("name") if isinstance(g, dict) else None
+        if name not in before:
+            raise ApiError(422, "Invalid", f"Pod \"{old['metadata']['name']}\" is invalid: spec.schedulingGates: "
+                           f"Forbidden: only deletion is allowed, but found new scheduling gate '{name}'")
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -433,6 +498,7 @@ class Emulator:
                            "the object has been modified; please apply your changes to the latest version")
         if kind.kind == "Pod":
             self._drop_pod_fields(obj, False)
+            _check_gates_only_removed(old, obj)
         for k in ("uid", "creationTimestamp", "namespace"):
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
@@ -537,7 +603,10 @@ class Emulator:
                 current = self._store.get(kind.key, {}).get(key)
                 if current is None:
                     raise ApiError(404, "NotFound", f'{kind.plural} "{route.name}" not found')
-                patched = _merge_patch(current, h.read_json())
+                if (h.headers.get("Content-Type") or "").startswith("application/json-patch+json"):
+                    patched = _json_patch(current, h.read_any())
+                else:
+                    patched = _merge_patch(current, h.read_json())
                 patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
             if method == "DELETE" and route.name:
@@ -698,6 +767,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         self.emulator.handle(self, "DELETE")
+
+    def read_any(self) -> Any:
+        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(n) or b"null")
+        except ValueError:
+            raise ApiError(400, "BadRequest", "the body is not JSON") from None
 
     def read_json(self) -> dict[str, Any]:
         n = int(self.headers.get("Content-Length") or 0)

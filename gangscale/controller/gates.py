@@ -1,0 +1,248 @@
+"""Gate mode: which gangs' pods leave the `gangscale.io/capacity` scheduling gate this pass, in which order.
+
+Invariant: pure functions of the cluster, the plan and the snapshot it was made from. A gang gate
+mode holds is released only when (1) the plan starts it (`fits-existing` or `scale-up`), (2) every
+pod the plan placed for it is on a registered, Ready, schedulable node (a live node of the
+snapshot, never an upcoming or a new one), and (3) the scheduler model (`gangscale.scheduling.
+simulate`, on the live nodes with the pods already in the scheduler's queue, under every seed of
+`SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
+a node the plan gave to a gang still held, leaves that gang room to start on the nodes the plan
+counts on for it (live, upcoming and new). Held gangs are tried in `release_order` (priority, then
+the biggest per-pod GPU / extended-resource request first), so a big-GPU gang is released before
+the small pods that could take its nodes, and a small gang whose pods would land on a still-held
+big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
+elastic gang's extra members stay gated). Deferred and infeasible gangs stay gated.
+
+Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
+released at once: the gate is gangscale's, and nobody else lifts it. The gate's state lives in the
+pods, so no record is kept: a restarted controller re-derives everything from the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..ingest import CAPACITY_GATE
+from ..model import Gang, GangKey, Pod
+from ..plan import Plan
+from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate
+from ..scheduling.scores import is_scalar
+from ..snapshot import ClusterSnapshot
+
+GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
+SEEDS = (0, 1, 2)  # score ties are random in kube-scheduler: a release must hold under each
+STARTING = ("fits-existing", "scale-up")
+CAPACITY_READY, NOT_HELD = "capacity-ready", "not-held"
+
+
+@dataclass(frozen=True, slots=True)
+class Lift:
+    """Remove the gate from these pods of one gang now."""
+
+    gang: Gang
+    pods: tuple[Pod, ...]
+    why: str  # CAPACITY_READY | NOT_HELD
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    lifts: tuple[Lift, ...]  # in release order
+    held: Mapping[GangKey, str]  # gangs that stay gated, with the reason
+
+
+def gated(pod: Pod) -> bool:
+    """Held by gangscale's gate (a pending pod carries no other gate: ingest)."""
+    return CAPACITY_GATE in pod.scheduling_gates
+
+
+def namespace_labels(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Labels of the listed Namespace objects, by name (malformed ones read as unlabelled)."""
+    out: dict[str, dict[str, str]] = {}
+    for o in objects:
+        if isinstance(o, Mapping) and o.get("kind") == "Namespace" and isinstance(o.get("metadata"), Mapping):
+            meta = o["metadata"]
+            labels = meta.get("labels")
+            if isinstance(meta.get("name"), str):
+                out[meta["name"]] = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+    return out
+
+
+def _flag(value: str | None) -> bool | None:
+    v = (value or "").strip().lower()
+    return True if v == "true" else False if v == "false" else None
+
+
+def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether gate mode holds this gang: `off` never; else the gang's annotation, the namespace label, the mode."""
+    if mode == "off":
+        return False
+    own = _flag(gang.annotations.get(GATE_MODE_KEY))
+    if own is None:  # podless groups: the pods carry it
+        own = next((f for p in gang.pending if (f := _flag(p.annotations.get(GATE_MODE_KEY))) is not None), None)
+    if own is not None:
+        return own
+    ns = _flag(ns_labels.get(gang.namespace, {}).get(GATE_MODE_KEY))
+    return ns if ns is not None else mode == "all"
+
+
+def _scalars(p: Pod) -> list[int]:
+    return [v for r, v in p.requests.items() if is_scalar(r) and v > 0]
+
+
+def release_key(g: Gang) -> tuple:
+    """Priority first; then the biggest per-pod GPU (extended resource) request and the gang's total; then age."""
+    biggest = max((max(_scalars(p), default=0) for p in g.pending), default=0)
+    total = sum(sum(_scalars(p)) for p in g.pending)
+    created = g.created or min((p.created for p in g.pending), default="")
+    return (-g.effective_priority, -biggest, -total, created, str(g.gang_key))
+
+
+def release_order(gangs: Iterable[Gang]) -> list[Gang]:
+    """The order in which held gangs are considered for release."""
+    return sorted(gangs, key=release_key)
+
+
+@dataclass(slots=True)
+class _World:
+    """What a release is checked against: live nodes, bound pods, the plan's node claims, the model's runs."""
+
+    gangs: Sequence[Gang]
+    snap: ClusterSnapshot
+    config: SchedulerConfig | None
+    where: dict[str, str]  # pod key -> the node the plan put it on
+    new_groups: list[str]  # the plan's new nodes' groups, in order (named as `planned_nodes` names them)
+    claims: dict[str, set[GangKey]] = field(default_factory=dict)
+    released: dict[GangKey, set[str]] = field(default_factory=dict)
+    baseline: dict[int, SimResult] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        gang_of = {p.key: g.gang_key for g in self.gangs for p in g.pending}
+        for pod_key, node in self.where.items():
+            if pod_key in gang_of:
+                self.claims.setdefault(node, set()).add(gang_of[pod_key])
+
+    def run(self, extra: Mapping[GangKey, set[str]], seed: int) -> SimResult:
+        """The scheduler on the live nodes, with the ungated pods and those `extra` releases queued."""
+        nodes = nodes_from_views([v for v in self.snap.nodes if not v.upcoming], self.snap.bound)
+        queue = []
+        for g in self.gangs:
+            out = extra.get(g.gang_key, set())
+            pending = [p for p in g.pending if not gated(p) or p.key in out]
+            if pending:
+                queue.append(replace(g, pending=pending))
+        return simulate(nodes, queue, bound=self.snap.bound, config=self.config, seed=seed)
+
+    def base(self, seed: int) -> SimResult:
+        if seed not in self.baseline:
+            self.baseline[seed] = self.run(self.released, seed)
+        return self.baseline[seed]
+
+    def still_fits(self, held: Gang, after: SimResult, seed: int) -> bool:
+        """Whether `held`'s planned pods still start on every node the plan counts on (live, upcoming and
+        new), once the pods of `after` are bound where the scheduler put them."""
+        mine = {p.key for p in held.pending}
+        pods = {p.key: p for g in self.gangs for p in g.pending if p.key not in mine}
+        bound = list(self.snap.bound) + [replace(pods[k], node_name=n) for k, n in after.placement.items() if k in pods]
+        known = {g.name for g in self.snap.groups}
+        nodes = nodes_from_views(self.snap.nodes, self.snap.bound) + planned_nodes(
+            self.snap.groups, [name for name in self.new_groups if name in known])
+        planned = [p for p in held.pending if p.key in self.where]
+        res = simulate(nodes, [replace(held, pending=planned)], bound=bound, config=self.config, seed=seed)
+        return held.gang_key in res.started
+
+
+def _conflict(w: _World, g: Gang, pods: Sequence[Pod], still_held: Mapping[GangKey, Gang]) -> str | None:
+    """Why releasing `pods` now would not land as the plan put them (None: it would)."""
+    extra = {**w.released, g.gang_key: w.released.get(g.gang_key, set()) | {p.key for p in pods}}
+    runs = {}
+    for seed in SEEDS:
+        res = runs[seed] = w.run(extra, seed)
+        out = res.outcomes.get(g.gang_key)
+        if out is None or not out.started:
+            return f"the scheduler would not start it on the Ready nodes yet: {out.reason if out else 'not queued'}"
+        lost = sorted(str(k) for k in w.base(seed).started - res.started)
+        if lost:
+            return f"releasing it now would keep {lost[0]} from starting"
+        for victim, node in _trespassed(w, g, pods, res, still_held):
+            if not w.still_fits(still_held[victim], res, seed):
+                return (f"the scheduler would put its pods on node {node}, which the plan keeps for {victim}, "
+                        "and that gang would no longer fit; it waits until that gang has bound")
+    w.released = extra
+    w.baseline = runs
+    return None
+
+
+def _trespassed(w: _World, g: Gang, pods: Sequence[Pod], res: SimResult, still_held: Mapping[GangKey, Gang]
+                ) -> list[tuple[GangKey, str]]:
+    """Still-held gangs whose planned nodes the released pods land on (nodes not planned for `g` too)."""
+    out: dict[GangKey, str] = {}
+    for p in pods:
+        node = res.placement.get(p.key, "")
+        claimed = w.claims.get(node, set())
+        if g.gang_key not in claimed:
+            for k in sorted(claimed & still_held.keys(), key=str):
+                out.setdefault(k, node)
+    return sorted(out.items(), key=lambda kv: str(kv[0]))
+
+
+def _placement(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[str, str], set[str]]:
+    """Pod key -> the node the plan put it on (new nodes named as `planned_nodes` names them), and the live nodes."""
+    where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
+    for i, n in enumerate(plan.new_nodes):
+        where.update({p: f"{n.node_group}/new-{i + 1}" for p in n.pods})
+    return where, {v.name for v in snap.nodes if not v.upcoming}
+
+
+def _ready(g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, str], live: set[str]
+           ) -> tuple[list[Pod], str]:
+    """The gated pods to release once the checks pass, or why the gang's capacity is not Ready."""
+    if plan_decision is None or plan_decision[0] not in STARTING:
+        decision, reason = plan_decision or ("not planned", "the plan does not list it")
+        return [], f"{decision}: {reason}"
+    planned = [p for p in g.pending if p.key in where]
+    if not planned:
+        return [], "the plan places none of its pods"
+    waiting = [p for p in planned if where[p.key] not in live]
+    if waiting:
+        return [], (f"waiting for its capacity: {len(waiting)} of the {len(planned)} pods the plan placed are on "
+                    "nodes not yet registered, Ready and schedulable")
+    return [p for p in planned if gated(p)], ""
+
+
+def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
+           config: SchedulerConfig | None = None) -> GateDecision:
+    """The gates to lift this pass (see the module docstring); `gangs` as ingested, not as the policy planned them."""
+    mine = [g for g in gangs if any(gated(p) for p in g.pending)]
+    lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
+             for g in mine if not holding(g)]
+    held_gangs = release_order(g for g in mine if holding(g))
+    decisions = {(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
+    where, live = _placement(plan, snap)
+    world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])
+    still_held = {g.gang_key: g for g in held_gangs}
+    held: dict[GangKey, str] = {}
+    for g in held_gangs:
+        pods, why = _ready(g, decisions.get(g.key), where, live)
+        if not pods:
+            if why:
+                held[g.gang_key] = why
+            continue
+        why = _conflict(world, g, pods, still_held) or ""
+        if why:
+            held[g.gang_key] = why
+            continue
+        still_held.pop(g.gang_key)
+        lifts.append(Lift(g, tuple(pods), CAPACITY_READY,
+                          f"its capacity is Ready: {len(pods)} pod(s) go to the nodes the plan placed them on"))
+    return GateDecision(tuple(lifts), held)
+
+
+def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[dict[str, Any]]:
+    """The JSON patch removing `gate` (KEP-3521: gates can only be removed after creation); the test op makes
+    a patch built from a stale read fail instead of removing someone else's gate."""
+    i = list(gates).index(gate)
+    return [{"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": gate},
+            {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]

@@ -1,0 +1,182 @@
+"""Gate mode end to end: `gangscale run` as a process, the API emulator, moto behind the fault proxy.
+
+Pods carry the scheduling gate `gangscale.io/capacity` (KEP-3521); the controller removes it with a
+JSON patch once the capacity the plan bought is Ready. Nodes "register" by being created in the
+emulator with the providerID of the instance moto launched, as the other controller tests do. The
+emulator refuses adding a gate to an existing pod, as the API server does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from builders import node, pod, podgroup
+from gangscale.ingest import CAPACITY_GATE
+
+from .conftest import events, wait_for
+
+GATE = [{"name": CAPACITY_GATE}]
+KUEUE = "kueue.x-k8s.io/admission"
+PG = "scheduling.k8s.io/v1alpha2"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "scheduling.md"
+
+
+def namespace(emu, name: str, gate_mode: bool) -> None:
+    labels = {"gangscale.io/gate-mode": "true"} if gate_mode else {}
+    emu.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+
+
+def gated_gang(emu, name: str, members: int, *, ns: str = "team", cpu: str = "6", gpu: int = 0, mem: str = "4Gi",
+               priority: int | None = None, created: str = "2030-01-01T00:00:00Z", gates=GATE) -> None:
+    pg = podgroup(name, ns, min_count=members, priority=priority)
+    pg["metadata"]["creationTimestamp"] = created
+    emu.apply(pg)
+    for i in range(members):
+        p = pod(f"{name}-{i}", ns, cpu=cpu, mem=mem, gpu=gpu, group=name, priority=priority,
+                **({"schedulingGates": gates} if gates else {}))
+        p["metadata"]["creationTimestamp"] = created
+        emu.apply(p)
+
+
+def gates_of(emu, ns: str, name: str) -> list[str]:
+    return [g["name"] for g in emu.get("v1", "Pod", ns, name)["spec"].get("schedulingGates") or []]
+
+
+def register(emu, world, group: str, *, ready: bool) -> list[str]:
+    """A Node per instance of the group (the kubelet registering), Ready or not."""
+    names = []
+    for i, inst in enumerate(world.group(group)["Instances"]):
+        n = node(f"{group}-{i}", cpu="8", mem="32Gi", ready=ready)
+        n["spec"]["providerID"] = f"aws:///us-east-1a/{inst['InstanceId']}"
+        emu.apply(n)
+        names.append(n["metadata"]["name"])
+    return names
+
+
+def bind(emu, ns: str, name: str, node_name: str) -> None:
+    """What kube-scheduler and the kubelet do once the pod may be scheduled."""
+    p = emu.get("v1", "Pod", ns, name)
+    assert not p["spec"].get("schedulingGates"), "a gated pod cannot be bound"
+    p["spec"]["nodeName"] = node_name
+    p["status"] = {"phase": "Running"}
+    emu.apply(p)
+
+
+def test_a_gated_gang_is_released_only_once_its_nodes_are_ready(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    namespace(cluster, "team", gate_mode=True)
+    ctl = controllers()
+    gated_gang(cluster, "train", 2)
+    wait_for(lambda: world.desired("cpu") == 2, what="the gated gang planned and bought for")
+    time.sleep(2.5)  # bought, not registered: the gates stay
+    assert gates_of(cluster, "team", "train-0") == [CAPACITY_GATE] == gates_of(cluster, "team", "train-1")
+    register(cluster, world, "cpu", ready=False)
+    time.sleep(2.5)  # registered but NotReady: still gated
+    assert gates_of(cluster, "team", "train-0") == [CAPACITY_GATE]
+    assert ctl.logged("gate held", gang=f"team/train/{PG}")
+    register(cluster, world, "cpu", ready=True)
+    wait_for(lambda: not gates_of(cluster, "team", "train-0") and not gates_of(cluster, "team", "train-1"),
+             what="the gates lifted")
+    lifted = events(cluster, "GateLifted")
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in lifted] == [("PodGroup", "train")]
+    assert ctl.logged("gate lifted", gang=f"team/train/{PG}", why="capacity-ready")
+    port = next(line["metrics_port"] for line in ctl.lines() if line.get("msg") == "starting")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'gangscale_gates_lifted_total{why="capacity-ready"} 2.0' in text
+    assert world.desired("cpu") == 2  # gated pods were planned once, not bought for twice
+    ctl.assert_no_tracebacks()
+
+
+def test_a_deferred_gang_stays_gated_while_the_gang_the_plan_chose_is_released(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=1)
+    namespace(cluster, "team", gate_mode=True)
+    ctl = controllers()
+    # the older gang would win the scheduler's queue (same priority: creation time); the plan picks the urgent one
+    gated_gang(cluster, "urgent", 1, priority=10, created="2030-01-01T00:00:10Z")
+    gated_gang(cluster, "older", 1, priority=0, created="2030-01-01T00:00:00Z")
+    wait_for(lambda: world.desired("cpu") == 1, what="one node, for the urgent gang")
+    (n,) = register(cluster, world, "cpu", ready=True)
+    wait_for(lambda: not gates_of(cluster, "team", "urgent-0"), what="the urgent gang released")
+    time.sleep(2.5)
+    assert gates_of(cluster, "team", "older-0") == [CAPACITY_GATE]  # deferred: it cannot take the node
+    held = ctl.logged("gate held", gang=f"team/older/{PG}")
+    assert held and held[-1]["reason"].startswith(("deferred", "infeasible"))
+    bind(cluster, "team", "urgent-0", n)
+    time.sleep(2.5)
+    assert gates_of(cluster, "team", "older-0") == [CAPACITY_GATE]  # still no room for it
+    ctl.assert_no_tracebacks()
+
+
+def test_a_big_gpu_gang_is_released_before_an_older_small_gang_that_could_take_its_node(cluster, world, controllers):
+    namespace(cluster, "team", gate_mode=True)
+    cluster.apply(node("g12", cpu="48", mem="192Gi", gpu=4))
+    cluster.apply(node("g1", cpu="4", mem="16Gi", gpu=1))
+    ctl = controllers()
+    # under LeastAllocated the older 1-GPU pod goes to the emptiest node, g12, and the 4-GPU pod fits nowhere
+    gated_gang(cluster, "small", 1, cpu="1", mem="1Gi", gpu=1, created="2030-01-01T00:00:00Z")
+    gated_gang(cluster, "big", 1, cpu="8", mem="8Gi", gpu=4, created="2030-01-01T00:00:10Z")
+    wait_for(lambda: not gates_of(cluster, "team", "big-0"), what="the big gang released")
+    time.sleep(2.5)
+    assert gates_of(cluster, "team", "small-0") == [CAPACITY_GATE]  # waits until the big one has bound
+    reason = ctl.logged("gate held", gang=f"team/small/{PG}")[-1]["reason"]
+    assert "would keep team/big" in reason
+    bind(cluster, "team", "big-0", "g12")
+    wait_for(lambda: not gates_of(cluster, "team", "small-0"), what="the small gang released after the big one bound")
+    order = [line["gang"] for line in ctl.logged("gate lifted")]
+    assert order == [f"team/big/{PG}", f"team/small/{PG}"]
+    ctl.assert_no_tracebacks()
+
+
+def test_a_namespace_that_did_not_opt_in_keeps_todays_behaviour(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    namespace(cluster, "plain", gate_mode=False)
+    ctl = controllers()
+    gated_gang(cluster, "free", 2, ns="plain", gates=None)  # no gate: planned and bought for as always
+    gated_gang(cluster, "queued", 1, ns="plain", gates=[{"name": KUEUE}])  # Kueue's gate: not planned, not touched
+    gated_gang(cluster, "mixed", 1, ns="plain", gates=[{"name": KUEUE}] + GATE)
+    wait_for(lambda: world.desired("cpu") == 2, what="the ungated gang scaled")
+    rv = {n: cluster.get("v1", "Pod", "plain", n)["metadata"]["resourceVersion"] for n in ("free-0", "queued-0", "mixed-0")}
+    time.sleep(3)
+    assert world.desired("cpu") == 2  # nothing bought for the Kueue-gated pods
+    assert {n: cluster.get("v1", "Pod", "plain", n)["metadata"]["resourceVersion"] for n in rv} == rv  # never patched
+    assert gates_of(cluster, "plain", "mixed-0") == [KUEUE, CAPACITY_GATE]
+    # our gate on a pod gate mode does not hold is lifted at once, with no capacity yet: it is ours, nobody else would
+    gated_gang(cluster, "stray", 1, ns="plain")
+    wait_for(lambda: not gates_of(cluster, "plain", "stray-0"), what="the stray gate lifted")
+    assert ctl.logged("gate lifted", gang=f"plain/stray/{PG}", why="not-held")
+    assert not ctl.logged("gate lifted", gang=f"plain/free/{PG}")
+    ctl.assert_no_tracebacks()
+
+
+def _documented_fallback() -> str:
+    """The kubectl command docs/scheduling.md gives for lifting every gate by hand."""
+    text = DOCS.read_text()
+    start = text.index("<!-- gate-fallback -->")
+    block = text[start:].split("```sh\n", 1)[1].split("```", 1)[0]
+    return block
+
+
+@pytest.mark.skipif(not all(os.path.exists(f"/usr/bin/{t}") or any(
+    os.path.exists(os.path.join(d, t)) for d in os.environ.get("PATH", "").split(os.pathsep)) for t in ("kubectl", "jq")),
+    reason="kubectl and jq are needed to run the documented fallback")
+def test_the_documented_kubectl_fallback_lifts_every_gangscale_gate_and_only_those(cluster, tmp_path):
+    kubeconfig = cluster.kubeconfig(str(tmp_path / "kubeconfig"))
+    cluster.token = ""  # kubectl sends no bearer token over plain http (the emulator is http on loopback)
+    namespace(cluster, "team", gate_mode=True)
+    namespace(cluster, "other", gate_mode=False)
+    gated_gang(cluster, "a", 2)
+    gated_gang(cluster, "b", 1, ns="other", gates=[{"name": KUEUE}] + GATE)  # ours second: index 1
+    gated_gang(cluster, "k", 1, ns="other", gates=[{"name": KUEUE}])
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", _documented_fallback()], capture_output=True, text=True,
+                         env=dict(os.environ, KUBECONFIG=kubeconfig, NO_PROXY="127.0.0.1", no_proxy="127.0.0.1"),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert gates_of(cluster, "team", "a-0") == [] == gates_of(cluster, "team", "a-1")
+    assert gates_of(cluster, "other", "b-0") == [KUEUE]
+    assert gates_of(cluster, "other", "k-0") == [KUEUE]

@@ -1,0 +1,177 @@
+"""Gate mode's pure decisions (gangscale/controller/gates.py): who is held, in which order gangs are released.
+
+The scheduler's behaviour these rely on is the model's (tests/scheduling/): PrioritySort puts the
+older pod first, and NodeResourcesFit LeastAllocated on cpu/memory sends a 1-GPU pod to the
+emptiest node, the big GPU node (issue 9).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import group, node, pod, podgroup
+from gangscale.catalog import parse_catalog
+from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NOT_HELD, decide, holds, release_order,
+                                        remove_gate_patch)
+from gangscale.ingest import CAPACITY_GATE, ingest
+from gangscale.model import Gang, Pod, Placement
+from gangscale.planner import make_plan
+from gangscale.snapshot import build_snapshot
+from gangscale.solver.params import SolveOptions
+
+GATE = [{"name": CAPACITY_GATE}]
+KUEUE = [{"name": "kueue.x-k8s.io/admission"}]
+
+
+def gated_pod(name: str, *, created: str = "2030-01-01T00:00:10Z", gates=GATE, **kw) -> dict:
+    p = pod(name, schedulingGates=gates, **kw)
+    p["metadata"]["creationTimestamp"] = created
+    return p
+
+
+def pg(name: str, created: str, **kw) -> dict:
+    g = podgroup(name, **kw)
+    g["metadata"]["creationTimestamp"] = created
+    return g
+
+
+def plan_and_decide(objs: list[dict], catalog: list[dict] | None = None, held=lambda g: True):
+    groups, _ = parse_catalog(catalog or [])
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, groups)
+    plan = make_plan(snap, SolveOptions(time_limit=5))
+    return plan, decide(cluster.gangs, plan, snap, held)
+
+
+def lifted(decision) -> list[str]:
+    return [g.gang.name for g in decision.lifts]
+
+
+# ------------------------------------------------------------------------------------------ ingest
+
+def test_a_pod_held_only_by_our_gate_is_pending_to_plan_for_and_one_held_by_kueue_is_not():
+    cluster = ingest([gated_pod("ours", cpu="1"), gated_pod("kueue", cpu="1", gates=KUEUE),
+                      gated_pod("both", cpu="1", gates=GATE + KUEUE)])
+    pending = {p.name for g in cluster.gangs for p in g.pending}
+    assert pending == {"ours"}  # the other two keep today's treatment: gated, not planned
+
+
+# ------------------------------------------------------------------------------------------ opt-in
+
+@pytest.mark.parametrize("mode, ns_label, annotation, expected", [
+    ("opt-in", None, None, False),
+    ("opt-in", "true", None, True),
+    ("opt-in", None, "true", True),
+    ("opt-in", "true", "false", False),  # the gang opts out of its namespace's choice
+    ("all", None, None, True),
+    ("all", "false", None, False),
+    ("off", "true", "true", False),  # the switch wins
+    ("opt-in", "yes", None, False),  # only "true" / "false" count
+])
+def test_which_gangs_gate_mode_holds(mode, ns_label, annotation, expected):
+    g = Gang("team", "job", "scheduling.k8s.io/v1alpha2", annotations={GATE_MODE_KEY: annotation} if annotation else {})
+    labels = {"team": {GATE_MODE_KEY: ns_label}} if ns_label else {}
+    assert holds(g, mode, labels) is expected
+
+
+def test_a_lone_pod_opts_in_with_its_own_annotation():
+    p = gated_pod("solo")
+    p["metadata"]["annotations"] = {GATE_MODE_KEY: "true"}
+    (g,) = ingest([p]).gangs
+    assert holds(g, "opt-in", {})
+
+
+# ------------------------------------------------------------------------------------------ order
+
+def _gang(name: str, *, gpu: int = 0, pods: int = 1, priority: int = 0, created: str = "2030-01-01T00:00:00Z") -> Gang:
+    req = {"cpu": 1000, "pods": 1, **({"nvidia.com/gpu": gpu} if gpu else {})}
+    members = [Pod("ns", f"{name}-{i}", "", dict(req), Placement(), priority=priority) for i in range(pods)]
+    return Gang("ns", name, "v1", pending=members, created=created)
+
+
+@pytest.mark.parametrize("gangs, expected", [
+    ([_gang("small", gpu=1), _gang("big", gpu=4)], ["big", "small"]),  # big GPU pods first
+    ([_gang("wide", gpu=1, pods=8), _gang("big", gpu=4)], ["big", "wide"]),  # per-pod size before the total
+    ([_gang("a", gpu=2, pods=1), _gang("b", gpu=2, pods=3)], ["b", "a"]),  # same pod size: the larger total
+    ([_gang("big", gpu=8), _gang("urgent", gpu=1, priority=10)], ["urgent", "big"]),  # priority first
+    ([_gang("young", created="2030-01-02T00:00:00Z"), _gang("old", created="2030-01-01T00:00:00Z")],
+     ["old", "young"]),  # otherwise queue order
+    ([_gang("cpu-only"), _gang("gpu", gpu=1)], ["gpu", "cpu-only"]),
+])
+def test_release_order(gangs, expected):
+    assert [g.name for g in release_order(gangs)] == expected
+
+
+def test_the_patch_removes_our_gate_where_it_is_and_tests_it_first():
+    assert remove_gate_patch(["kueue.x-k8s.io/admission", CAPACITY_GATE]) == [
+        {"op": "test", "path": "/spec/schedulingGates/1/name", "value": CAPACITY_GATE},
+        {"op": "remove", "path": "/spec/schedulingGates/1"}]
+
+
+# ------------------------------------------------------------------------------------------ decide
+
+BIG = dict(cpu="48", mem="192Gi", gpu=4)
+SMALL = dict(cpu="4", mem="16Gi", gpu=1)
+
+
+def gpu_gangs(*, big_bound: bool = False) -> list[dict]:
+    """A 4-GPU gang (younger) and a 1-GPU gang (older): the small one would take the big node."""
+    objs = [node("g12", **BIG), node("g1", **SMALL),
+            pg("big", "2030-01-01T00:00:20Z"), pg("small", "2030-01-01T00:00:10Z"),
+            gated_pod("s0", cpu="1", mem="1Gi", gpu=1, group="small", created="2030-01-01T00:00:10Z")]
+    if big_bound:
+        objs.append(pod("b0", cpu="8", mem="8Gi", gpu=4, group="big", node="g12"))
+    else:
+        objs.append(gated_pod("b0", cpu="8", mem="8Gi", gpu=4, group="big", created="2030-01-01T00:00:20Z"))
+    return objs
+
+
+def test_the_big_gpu_gang_is_released_first_and_the_small_one_waits_until_it_has_bound():
+    plan, d = plan_and_decide(gpu_gangs())
+    assert plan.existing_nodes == {"g12": ["default/b0"], "g1": ["default/s0"]}
+    assert lifted(d) == ["big"] and d.lifts[0].why == CAPACITY_READY
+    assert "would keep default/big" in d.held[next(k for k in d.held if k.name == "small")]
+    _, d = plan_and_decide(gpu_gangs(big_bound=True))
+    assert lifted(d) == ["small"]
+
+
+def test_a_small_gang_waits_while_the_big_gang_holding_its_landing_node_is_not_ready():
+    objs = gpu_gangs()
+    objs.append(gated_pod("b1", cpu="8", mem="8Gi", gpu=4, group="big", created="2030-01-01T00:00:20Z"))
+    objs[2]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+    # one 4-GPU node is still on its way: the big gang's capacity is not Ready
+    plan, d = plan_and_decide(objs, [group("g12x", cpu="48", mem="192Gi", gpu=4, current=1)])
+    by_name = {k.name: why for k, why in d.held.items()}
+    assert "waiting for its capacity: 1 of the 2 pods" in by_name["big"]
+    assert "on node g12, which the plan keeps for default/big" in by_name["small"]
+    assert lifted(d) == []
+
+
+def test_gangs_that_fit_existing_capacity_are_released_at_once():
+    objs = [node("n1", cpu="8"), node("n2", cpu="8"), pg("a", "2030-01-01T00:00:01Z"), pg("b", "2030-01-01T00:00:02Z"),
+            gated_pod("a0", cpu="6", group="a"), gated_pod("b0", cpu="6", group="b")]
+    _, d = plan_and_decide(objs)
+    assert lifted(d) == ["a", "b"] and not d.held
+
+
+def test_a_deferred_gang_stays_gated():
+    objs = [node("n1", cpu="8"), pg("first", "2030-01-01T00:00:01Z", priority=10),
+            pg("later", "2030-01-01T00:00:00Z"),  # older: the scheduler would give it the node
+            gated_pod("f0", cpu="6", group="first", priority=10), gated_pod("l0", cpu="6", group="later")]
+    plan, d = plan_and_decide(objs)
+    assert {g.name: g.decision for g in plan.gangs}["later"] in ("deferred", "infeasible")
+    assert lifted(d) == ["first"]
+    assert next(why for k, why in d.held.items() if k.name == "later").startswith(("deferred", "infeasible"))
+
+
+def test_a_gang_gate_mode_does_not_hold_is_released_at_once_even_without_capacity():
+    objs = [pg("x", "2030-01-01T00:00:01Z"), gated_pod("x0", cpu="6", group="x")]
+    _, d = plan_and_decide(objs, [group("cpu")], held=lambda g: False)
+    assert lifted(d) == ["x"] and d.lifts[0].why == NOT_HELD
+
+
+def test_only_the_members_the_plan_placed_leave_the_gate():
+    objs = [node("n1", cpu="8"), pg("elastic", "2030-01-01T00:00:01Z", min_count=1)]
+    objs += [gated_pod(f"e{i}", cpu="3", group="elastic") for i in range(3)]  # two fit, the third does not
+    _, d = plan_and_decide(objs)
+    assert len(d.lifts) == 1 and len(d.lifts[0].pods) == 2
