@@ -4,9 +4,10 @@ For each provider (aws-asg: SetDesiredCapacity; aws-fleet: CreateFleet then Atta
 `gangscale run` replicas run at once with short leases, and one is killed at each seeded point:
 inside the write-ahead protocol (`GANGSCALE_TEST_CRASH_AT` = record-saved, call-sent,
 after-<Operation>, call-confirmed) or by SIGKILL of the leader after a random delay. A replacement
-starts after each kill, so two replicas are always up. Gangs arrive in batches; eight live gangs are
-pinned to groups `a` and `b` (shared), two doomed ones to `spare` and deleted along the way. Two
-clean replicas then settle, and:
+starts after each kill, so two replicas are always up. Gangs arrive spread over the kill points
+(two per kill point in CI, one every fifth in the full run); eight live gangs are pinned to
+groups `a` and `b` (shared), two doomed ones to `spare` and deleted along the way. Two clean
+replicas then settle, and:
 
 - the final desired capacity of every group is exactly what the surviving gangs need (`spare`: 0);
 - no instance is left outside an Auto Scaling group (the janitor's grace is 2 s here);
@@ -127,16 +128,17 @@ def test_seeded_kills_of_two_replicas_never_buy_twice_never_orphan_and_settle_on
     sizes = {n: rng.randint(1, 3) for n in names}
     doomed = set(rng.sample(names, 2))  # deleted some time after they are created
     home = {n: "spare" if n in doomed else rng.choice(("a", "b")) for n in names}
+    arrives = {n: i * KILL_POINTS // len(names) for i, n in enumerate(names)}  # spread over the kill points
     waiting, live, created = list(names), [], Counter()
     replicas: dict = {}
     kills, started = [], 0
     for k in range(KILL_POINTS):
-        for _ in range(rng.randint(1, 2) if waiting else 0):
-            name = waiting.pop(0)
+        for name in [n for n in waiting if arrives[n] == k]:
+            waiting.remove(name)
             _create(cluster, name, sizes[name], home[name])
             live.append(name)
             created[home[name]] += sizes[name]
-        for name in [n for n in live if n in doomed and rng.random() < 0.5]:
+        for name in [n for n in live if n in doomed and arrives[n] < k and rng.random() < 0.5]:
             _delete(cluster, name, sizes[name])
             live.remove(name)
         step = rng.choice(STEPS[provider])
