@@ -647,23 +647,30 @@ def _confirm_calls(step: _Step, report: Applied) -> None:
 
 
 def _recovered(step: _Step, report: Recovered) -> None:
-    """After a restart: adopted instances are the gang's nodes on their way; otherwise unbook the call."""
+    """After a restart: the call's loose instances were adopted or terminated; the record is settled once.
+
+    A booking with an `unconfirmed` share is left to `Confirmed`, which reads the group's desired
+    capacity afterwards: adopted instances raised it, terminated ones did not, and instances the call
+    attached before the crash (none loose, "nothing launched") are in it already. Undoing the share
+    here too would take it off the record twice, or take off nodes that did land. Only a legacy
+    record without a share (a controller from before `unconfirmed`) is settled from the count here.
+    """
     for out in report.outcomes:
         rec = step.records.get(out.key)
         call = rec.calls.get(out.group) if rec is not None else None
         if rec is None or call is None or call[0] != out.token:
             continue
         calls = {g: c for g, c in rec.calls.items() if g != out.group}
-        unconfirmed = {g: u for g, u in rec.unconfirmed.items() if g != out.group}  # settled here, not by Confirmed
-        if out.adopted:
+        if out.group in rec.unconfirmed:
+            step.put(rec, calls=calls)  # `Confirmed` settles the share from the group's desired capacity
+        elif out.adopted:
             why = f"{out.adopted} nodes launched in {out.group} before a restart joined the group"
             state = rec.state if rec.state in IN_FLIGHT or rec.state in TERMINAL else GangState.PROVISIONING
-            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls,
-                     unconfirmed=unconfirmed)
-            continue
-        requested = dict(rec.requested)
-        requested[out.group] = max(0, requested.get(out.group, 0) - call[1])
-        kept = {g: n for g, n in requested.items() if n > 0}
-        step.put(rec, calls=calls, unconfirmed=unconfirmed, requested=kept,
-                 reason=f"the scale-up of {out.group} did not complete before a restart ({out.note or 'nothing launched'}); "
-                        "re-planning")
+            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls)
+        else:
+            requested = dict(rec.requested)
+            requested[out.group] = max(0, requested.get(out.group, 0) - call[1])
+            kept = {g: n for g, n in requested.items() if n > 0}
+            step.put(rec, calls=calls, requested=kept,
+                     reason=f"the scale-up of {out.group} did not complete before a restart "
+                            f"({out.note or 'nothing launched'}); re-planning")

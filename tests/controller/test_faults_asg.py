@@ -52,15 +52,22 @@ def last_state(ctl, key: str) -> dict:
 # ------------------------------------------------------------------- item 3
 
 
+@pytest.mark.parametrize("standby", [False, True], ids=["restart", "standby-takes-over"])
 @pytest.mark.parametrize("step", ["record-saved", "call-sent"])
-def test_a_kill_in_the_write_ahead_window_buys_each_gang_exactly_once(cluster, world, controllers, proxy, step):
+def test_a_kill_in_the_write_ahead_window_buys_each_gang_exactly_once(cluster, world, controllers, proxy, step,
+                                                                      standby):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     first = controllers("a", env={"GANGSCALE_TEST_CRASH_AT": step})
+    if standby:  # the shipped setup: a second replica is already up and takes the lease when `a` dies
+        wait_for(lambda: first.logged("leading"), what="a to lead")
+        second = controllers("b")
     gang(cluster, "aa-train", 3)  # sorts before the second gang: attribution by name order would give it the new nodes
     crash(first)
-    assert world.desired("cpu") == (3 if step == "call-sent" else 0)
-    gang(cluster, "zz-second", 2)  # arrives while nobody is watching
-    second = controllers("b")
+    if not standby:
+        assert world.desired("cpu") == (3 if step == "call-sent" else 0)
+    gang(cluster, "zz-second", 2)  # arrives while nobody (or only the standby) is watching
+    if not standby:
+        second = controllers("b")
     wait_for(lambda: world.desired("cpu") == 5, timeout=30, what="both gangs bought")
     time.sleep(3)  # several resyncs: nothing more is bought
     assert world.desired("cpu") == 5 and max(desired_calls(proxy)) == 5
@@ -168,13 +175,31 @@ def test_the_cap_buys_for_the_older_gang_and_one_that_can_never_fit_blocks_nobod
 # ---------------------------------------------------------------- items 7, 8
 
 
-def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, world, controllers, proxy):
+class Replicas:
+    """One or two replicas of the controller, read as one log (only the leader passes; a follower logs no gang)."""
+
+    def __init__(self, controllers, n: int, **config) -> None:
+        self.procs = [controllers("a", **config)]
+        if n > 1:
+            wait_for(lambda: self.procs[0].logged("leading"), what="a to lead")
+            self.procs.append(controllers("b", **config))
+
+    def logged(self, msg: str, **fields) -> list[dict]:
+        return [line for p in self.procs for line in p.logged(msg, **fields)]
+
+    def assert_no_tracebacks(self) -> None:
+        for p in self.procs:
+            p.assert_no_tracebacks()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, world, controllers, proxy, replicas):
     world.asg("launcher", "m5.2xlarge", max_size=10)
     world.asg("workers", "m6i.4xlarge", max_size=10)
     proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
         "workers", "We currently do not have sufficient m6i.4xlarge capacity. InsufficientInstanceCapacity")
         if b"workers" in req.body else None)
-    ctl = controllers(provisioningDeadlineSeconds=10)
+    ctl = Replicas(controllers, replicas, provisioningDeadlineSeconds=10)
     cluster.apply(podgroup("mpi", min_count=3))
     cluster.apply(pod("mpi-launcher", cpu="6", mem="4Gi", group="mpi",
                       selector={"node.kubernetes.io/instance-type": "m5.2xlarge"}))
@@ -197,14 +222,15 @@ def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, worl
     ctl.assert_no_tracebacks()
 
 
-def test_a_refused_scale_call_is_logged_with_its_kind_once(cluster, world, controllers, proxy):
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_refused_scale_call_is_logged_with_its_kind_once(cluster, world, controllers, proxy, replicas):
     from cloud.proxy import query_error
 
     world.asg("cheap", "m5.2xlarge", max_size=10)
     world.asg("backup", "m6i.4xlarge", max_size=10)
     proxy.add("SetDesiredCapacity", lambda req, fwd: query_error(
         "InsufficientInstanceCapacity", "no m5.2xlarge capacity", 400) if b"cheap" in req.body else None)
-    ctl = controllers()
+    ctl = Replicas(controllers, replicas)
     gang(cluster, "train", 3)
     wait_for(lambda: world.desired("backup") >= 2, what="the gang bought on the backup group")
     backed = ctl.logged("node group backed off", node_group="cheap")

@@ -180,3 +180,23 @@ def test_the_janitor_spares_instances_a_record_claims_and_young_ones():
     loose = [LooseInstance("i-claimed", "gpu", "tok", 0.0), LooseInstance("i-young", "gpu", "", 95.0),
              LooseInstance("i-old", "gpu", "other", 10.0)]
     assert [i.id for i in orphans_due(loose, {"tok"}, 100.0, 60.0)] == ["i-old"]
+
+
+def test_a_kill_after_AttachInstances_keeps_the_nodes_on_the_gangs_record_so_they_go_back_when_it_is_deleted(
+        cluster, world, controllers, proxy, monkeypatch):
+    world.asg("gpu", "m5.2xlarge", max_size=10)
+    monkeypatch.setenv(CRASH_ENV, "after-AttachInstances")
+    first = controllers("a", **FLEET)
+    monkeypatch.delenv(CRASH_ENV)
+    gang(cluster, "train", 3)
+    wait_for(lambda: first.proc.poll() is not None, timeout=30, what="the crash point")
+    assert first.proc.returncode == EXIT_CODE and world.desired("gpu") == 3 and loose(world, "gpu") == set()
+    second = controllers("b", **FLEET, cancelGraceSeconds=1)
+    wait_for(lambda: state_records(cluster).get(KEY, {}).get("state") == "provisioning"
+             and not state_records(cluster)[KEY].get("calls"), timeout=30, what="the call settled")
+    rec = state_records(cluster)[KEY]
+    assert rec["requested"] == {"gpu": 3} and rec["state"] == "provisioning", rec  # the group shows it landed
+    delete_gang(cluster, "train", 3)
+    wait_for(lambda: world.desired("gpu") == 0, timeout=30, what="the deleted gang's nodes given back")
+    assert proxy.count("CreateFleet") == 1
+    second.assert_no_tracebacks()

@@ -369,6 +369,34 @@ def test_a_restart_keeps_what_a_provisioning_gang_had_before_an_unconfirmed_book
     assert new[KEY].requested == {"cpu": 3} and new[KEY].state == S.PROVISIONING and not new[KEY].unconfirmed
 
 
+RECOVER_TABLE = [
+    # (id, instances the restart adopted, the group's desired capacity after that, requested after, state after)
+    # KEY already held 2 gpu nodes (landed earlier); a fleet call for 3 more was booked at desired 4 and never confirmed
+    ("its loose instances were adopted: desired rose", 3, 7, {"gpu": 5}, S.PROVISIONING),
+    ("attached before the crash: nothing loose, desired rose", 0, 7, {"gpu": 5}, S.PROVISIONING),
+    ("one attached before the crash, two adopted", 2, 7, {"gpu": 5}, S.PROVISIONING),
+    ("nothing launched: reduced once", 0, 4, {"gpu": 2}, S.NEW),
+    ("launched and terminated (gang gone): reduced once", 0, 4, {"gpu": 2}, S.NEW),
+]
+
+
+@pytest.mark.parametrize("adopted, desired, requested, state", [r[1:] for r in RECOVER_TABLE],
+                         ids=[r[0] for r in RECOVER_TABLE])
+def test_a_fleet_call_recovered_after_a_restart_is_then_confirmed_by_desired_capacity_once(
+        adopted, desired, requested, state):
+    from gangscale.controller.lifecycle import CallRecovered, Recovered
+
+    old = rec(S.NEW, requested={"gpu": 5}, unconfirmed={"gpu": (4, 3)}, calls={"gpu": ("tok", 3)}, attempt=2)
+    recovered, _, _ = transition({KEY: old}, None, Recovered((CallRecovered(KEY, "gpu", "tok", adopted),)), NOW)
+    assert not recovered[KEY].calls
+    new, actions, events = transition(recovered, None, Confirmed({"gpu": desired}), NOW)
+    assert new[KEY].requested == requested and not new[KEY].unconfirmed and not new[KEY].calls and actions == ()
+    assert new[KEY].state == (S.PLANNED if state is S.NEW else state)
+    triggered = [e for e in events_of(events) if e.reason == "TriggeredScaleUp"]
+    assert len(triggered) == (1 if state is S.PROVISIONING else 0)
+    assert [e for e in events if isinstance(e, ScaledUp)] == ([ScaledUp("gpu", 3)] if desired == 7 else [])
+
+
 def test_an_applied_scale_up_confirms_the_booking():
     old = rec(S.NEW, requested={"cpu": 2}, unconfirmed={"cpu": (0, 2)})
     report = Applied((facts(),), RULES, intents={KEY: {"cpu": 2}}, applied=frozenset({"cpu"}))
