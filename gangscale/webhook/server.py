@@ -27,6 +27,7 @@ from .rules import Policy
 
 CERT_RECHECK_SECONDS = 10.0
 READ_TIMEOUT_SECONDS = 10.0
+LINGER_SECONDS, LINGER_CHUNKS = 1.0, 64  # after a 413: at most 4 MiB or 1 s per read
 
 
 class CertStore:
@@ -109,6 +110,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _linger(self) -> None:
+        """Read and drop a little of the unread body, so closing does not reset the answer away (bounded)."""
+        self.connection.settimeout(LINGER_SECONDS)
+        try:
+            for _ in range(LINGER_CHUNKS):
+                if not self.rfile.read1(65536):
+                    break
+        except OSError:
+            pass
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path in ("/healthz", "/readyz"):
             self._send(200, {"status": "ok"})
@@ -123,6 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
         if int(length) > self.server.policy.config.admission.max_body_bytes:
             self._send(413, {"error": f"body of {length} bytes is over the limit of "
                                       f"{self.server.policy.config.admission.max_body_bytes}"})
+            self._linger()
             return
         body = self.rfile.read(int(length))
         try:
