@@ -12,11 +12,12 @@ exceeds the namespace's cap.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..controller.config import ControllerConfig
 from ..explain import group_misfit
+from ..fit import labels_match, tolerates_all
 from ..model import API_COSCHEDULING, API_VOLCANO, API_WORKLOAD, NodeGroup, Placement, Pod, Toleration
 from ..parse import (
     COSCHEDULING_LABEL,
@@ -56,12 +57,38 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupClass:
+    """Node groups whose nodes are alike (allocatable, labels, taints): one fit test answers for all of them."""
+
+    groups: tuple[NodeGroup, ...]
+    max_nodes: int  # sum of maxSize
+    cheapest: float  # $/h of the cheapest node
+
+    @property
+    def node(self) -> NodeGroup:
+        return self.groups[0]
+
+
+def group_classes(groups: tuple[NodeGroup, ...]) -> tuple[GroupClass, ...]:
+    by: dict[tuple, list[NodeGroup]] = {}
+    for g in groups:
+        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())), g.taints)
+        by.setdefault(key, []).append(g)
+    return tuple(GroupClass(tuple(gs), sum(g.max_size for g in gs), min(g.price_per_hour for g in gs))
+                 for gs in by.values())
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """What the webhook decides with: the config, the node-group catalog, the gang APIs the server serves."""
 
     config: ControllerConfig
     groups: tuple[NodeGroup, ...] = ()
     served: frozenset[str] | None = None  # apiVersions; None: unknown, the feature rule stays silent
+    classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "classes", group_classes(tuple(self.groups)))
 
 
 # ------------------------------------------------------------------ groups
@@ -204,29 +231,45 @@ def per_node(pod: Pod, group: NodeGroup) -> int:
     return min(counts) if counts else 0
 
 
+def _usable(member: Pod, group: NodeGroup) -> int:
+    """Pods like `member` one node of `group` holds, 0 when selectors, taints or size rule it out (no strings)."""
+    if member.placement.node_selector or member.placement.affinity:
+        if not labels_match(member.placement, group.labels):
+            return 0
+    if group.taints and not tolerates_all(member.placement.tolerations, group.taints):
+        return 0
+    return per_node(member, group)
+
+
+def _misfit_reasons(member: Pod, count: int, policy: Policy, fits: list[tuple[GroupClass, int]]) -> str:
+    """The denial's words, as plan's: the first few groups and why, then a count (only built when denying)."""
+    reasons: list[str] = []
+    fitting = {id(g) for c, _ in fits for g in c.groups}
+    for g in policy.groups:
+        if len(reasons) >= SHOWN_REASONS:
+            break
+        if id(g) not in fitting:
+            why = group_misfit(member, replace(g, current_size=0))  # maxSize, not today's size, is the limit
+            reasons.append(f"{g.name}: {why or 'a node holds none'}")
+    for c, n in fits:
+        for g in c.groups[:max(0, SHOWN_REASONS - len(reasons))]:
+            reasons.append(f"{g.name}: maxSize {g.max_size} holds {g.max_size * n} of {count} pods")
+    more = f"; and {len(policy.groups) - len(reasons)} more" if len(policy.groups) > len(reasons) else ""
+    return "; ".join(reasons) + more
+
+
 def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[Finding]:
     """noNodeGroupFits and namespaceCaps for `count` pods shaped like `member`."""
     if not policy.groups:
         return []  # no catalog: nothing is known about capacity
-    reasons: list[str] = []
-    fits: list[tuple[NodeGroup, int]] = []
-    for g in policy.groups:
-        why = group_misfit(member, replace(g, current_size=0))  # maxSize, not today's size, is the limit
-        n = per_node(member, g) if why is None else 0
-        if why is None and n > 0:
-            fits.append((g, n))
-        else:
-            reasons.append(f"{g.name}: {why or 'a node holds none'}")
-    if sum(g.max_size * n for g, n in fits) < count:
-        for g, n in fits:
-            reasons.append(f"{g.name}: maxSize {g.max_size} holds {g.max_size * n} of {count} pods")
-        shown = "; ".join(reasons[:SHOWN_REASONS])
-        more = f"; and {len(reasons) - SHOWN_REASONS} more" if len(reasons) > SHOWN_REASONS else ""
-        return [Finding(RULE_NO_GROUP, f"no node group can ever hold {label} ({shown}{more})")]
+    fits = [(c, n) for c in policy.classes if (n := _usable(member, c.node)) > 0]
+    if sum(c.max_nodes * n for c, n in fits) < count:
+        why = _misfit_reasons(member, count, policy, fits)
+        return [Finding(RULE_NO_GROUP, f"no node group can ever hold {label} ({why})")]
     return check_caps(member, count, label, fits, policy.config)
 
 
-def check_caps(member: Pod, count: int, label: str, fits: list[tuple[NodeGroup, int]],
+def check_caps(member: Pod, count: int, label: str, fits: list[tuple[GroupClass, int]],
                cfg: ControllerConfig) -> list[Finding]:
     """Lower bounds (densest group for nodes, cheapest per pod for $/h) against the namespace's caps."""
     ns = member.namespace
@@ -239,7 +282,7 @@ def check_caps(member: Pod, count: int, label: str, fits: list[tuple[NodeGroup, 
     if cap.max_nodes is not None and nodes > cap.max_nodes:
         out.append(Finding(RULE_CAPS, f"{label} needs at least {nodes} nodes, namespace {ns} cap maxNodes is "
                                       f"{cap.max_nodes}"))
-    dollars = count * min(g.price_per_hour / n for g, n in fits)
+    dollars = count * min(c.cheapest / n for c, n in fits)
     if cap.max_dollars_per_hour is not None and dollars > cap.max_dollars_per_hour + 1e-9:
         out.append(Finding(RULE_CAPS, f"{label} costs at least ${dollars:.2f}/h, namespace {ns} cap "
                                       f"maxDollarsPerHour is {cap.max_dollars_per_hour:g}"))

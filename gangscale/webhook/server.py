@@ -69,6 +69,7 @@ class WebhookServer(ThreadingHTTPServer):
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         request.settimeout(READ_TIMEOUT_SECONDS)
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle wait
         try:
             tls = self.certs.context().wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError):
