@@ -67,25 +67,31 @@ def write_pair(cert_path: str, key_path: str, cert_pem: bytes, key_pem: bytes) -
         os.replace(tmp, path)  # the server never reads half a file
 
 
-def patch_ca_bundle(client: Any, name: str, ca_pem: bytes) -> list[str]:
-    """Set caBundle on every webhook of both configurations named `name`; returns what was patched."""
+def patch_ca_bundle(client: Any, name: str, ca_pem: bytes, admission: Any = None) -> list[str]:
+    """Set caBundle on every webhook of both configurations named `name`; returns what was patched.
+
+    `admission` (AdmissionConfig): also write its failurePolicy (validating; mutating stays Ignore) and
+    timeoutSeconds, so the config file is the one place they are set."""
     bundle = base64.b64encode(ca_pem).decode()
     done = []
     for base in CONFIG_PATHS:
         obj = client.get(f"{base}/{name}")
         for hook in obj.get("webhooks") or []:
             hook.setdefault("clientConfig", {})["caBundle"] = bundle
+            if admission is not None:
+                hook["timeoutSeconds"] = admission.timeout_seconds
+                hook["failurePolicy"] = admission.failure_policy if "validating" in base else "Ignore"
         client.put(f"{base}/{name}", obj)  # carries resourceVersion: a concurrent edit gets 409, not lost
         done.append(f"{base.rsplit('/', 1)[1]}/{name}")
     return done
 
 
-def bootstrap(args: argparse.Namespace, cert_path: str, key_path: str) -> None:
+def bootstrap(args: argparse.Namespace, cert_path: str, key_path: str, admission: Any = None) -> None:
     from ..kube.commands import _connect
 
     ca_pem, cert_pem, key_pem = make_pair(dns_names(args.service))
     write_pair(cert_path, key_path, cert_pem, key_pem)
     with _connect(args) as client:
-        done = patch_ca_bundle(client, args.webhook_configuration, ca_pem)
+        done = patch_ca_bundle(client, args.webhook_configuration, ca_pem, admission)
     print(json.dumps({"msg": "self-signed certificate made, caBundle patched", "patched": done}),
           file=sys.stderr, flush=True)

@@ -79,5 +79,5 @@ def cmd_webhook(args: argparse.Namespace) -> int:
     if args.self_signed:
         from .certs import bootstrap
 
-        bootstrap(args, cert, key)
+        bootstrap(args, cert, key, policy.config.admission)
     return serve(policy, cert, key, args.listen)

@@ -278,6 +278,8 @@ def check_caps(member: Pod, count: int, label: str, fits: list[tuple[GroupClass,
     gpus = member.requests.get(GPU, 0) * count
     if cap.max_gpus is not None and gpus > cap.max_gpus:
         out.append(Finding(RULE_CAPS, f"{label} needs {gpus} {GPU}, namespace {ns} cap maxGPUs is {cap.max_gpus}"))
+    if gpus > cfg.max_gang_gpus:
+        out.append(Finding(RULE_CAPS, f"{label} needs {gpus} {GPU}, above maxGangGPUs {cfg.max_gang_gpus}"))
     nodes = -(-count // max(n for _, n in fits))
     if cap.max_nodes is not None and nodes > cap.max_nodes:
         out.append(Finding(RULE_CAPS, f"{label} needs at least {nodes} nodes, namespace {ns} cap maxNodes is "

@@ -38,8 +38,8 @@ def tls_pair(tmp_path_factory) -> tuple[str, str, str]:
     return str(d / "ca.crt"), str(d / "tls.crt"), str(d / "tls.key")
 
 
-def make_config(**admission: Any) -> ControllerConfig:
-    raw: dict[str, Any] = {
+def make_config(top: dict[str, Any] | None = None, **admission: Any) -> ControllerConfig:
+    raw: dict[str, Any] = {**(top or {}),
         "maxGangPods": 64,
         "namespaceCaps": {"capped": {"maxNodes": 2, "maxDollarsPerHour": 15, "maxGPUs": 8, "maxGangPods": 4}},
         "admission": {"servedGangAPIs": SERVED, **admission},
@@ -94,9 +94,10 @@ def hook_factory(tls_pair):
     ca, cert, key = tls_pair
     servers: list[WebhookServer] = []
 
-    def make(catalog: list[dict] | None = None, **admission: Any) -> Hook:
+    def make(catalog: list[dict] | None = None, top: dict[str, Any] | None = None, **admission: Any) -> Hook:
+        """A server whose config has `admission` keys (and `top`: other top-level keys)."""
         groups, _ = parse_catalog(CATALOG if catalog is None else catalog)
-        cfg = make_config(**admission)
+        cfg = make_config(top, **admission)
         served = cfg.admission.served_gang_apis
         policy = Policy(cfg, tuple(groups), frozenset(served) if served is not None else None)
         server = start(policy, cert, key)

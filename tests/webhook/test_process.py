@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from gangscale.cli import main
+from gangscale.controller.config import ControllerConfig
 from gangscale.webhook.certs import patch_ca_bundle
 from tests.builders import pod
 from tests.kube.conftest import _no_proxy, client_for, kubeconfig_for, make_emulator  # noqa: F401 - fixtures
@@ -70,12 +70,15 @@ def test_check_names_an_empty_ca_bundle_and_a_missing_half(make_emulator, kubeco
 def test_the_self_signed_bootstrap_patches_ca_bundle_of_both_configurations(make_emulator, client_for):  # noqa: F811
     emu = make_emulator(release="1.36")
     emu.apply_all(installed(None, None))
-    done = patch_ca_bundle(client_for(emu), "gangscale", b"-----BEGIN CERTIFICATE-----\nx\n")
+    admission = ControllerConfig.model_validate({"admission": {"failurePolicy": "Fail", "timeoutSeconds": 3}}).admission
+    done = patch_ca_bundle(client_for(emu), "gangscale", b"-----BEGIN CERTIFICATE-----\nx\n", admission)
     assert done == ["mutatingwebhookconfigurations/gangscale", "validatingwebhookconfigurations/gangscale"]
     want = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nx\n").decode()
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         obj = emu.get("admissionregistration.k8s.io/v1", kind, "", "gangscale")
         assert [h["clientConfig"]["caBundle"] for h in obj["webhooks"]] == [want]
+        assert [h["timeoutSeconds"] for h in obj["webhooks"]] == [3]
+        assert obj["webhooks"][0]["failurePolicy"] == ("Fail" if kind.startswith("Validating") else "Ignore")
 
 
 def _free_port() -> int:

@@ -92,6 +92,12 @@ def test_a_gang_over_the_namespace_caps_is_denied_naming_each_cap(hook):
     assert hook.review(volcano_pg("ok", "capped", min_member=2, min_resources={"cpu": "4"}))["allowed"]
 
 
+def test_a_gang_over_max_gang_gpus_is_denied_in_any_namespace(hook_factory):
+    hook = hook_factory(top={"maxGangGPUs": 16})
+    r = hook.review(volcano_pg("t", "default", min_member=3, min_resources={"cpu": "3", "nvidia.com/gpu": "24"}))
+    assert not r["allowed"] and "needs 24 nvidia.com/gpu, above maxGangGPUs 16" in r["status"]["message"]
+
+
 def test_a_pod_of_an_api_the_server_does_not_serve_gets_a_warning_by_default_and_a_denial_when_configured(
         hook_factory):
     hook = hook_factory(servedGangAPIs=["scheduling.volcano.sh/v1beta1"])
