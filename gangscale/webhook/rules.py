@@ -141,6 +141,8 @@ def _group_shape(obj: Mapping[str, Any], api: str, ns: str, name: str, count: in
 def review_group(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]:
     """Findings for a PodGroup (any flavour) or a Workload."""
     kind, api = str(obj.get("kind")), str(obj.get("apiVersion", ""))
+    if kind == "Workload" and api != API_WORKLOAD:
+        return []  # 1.36+ Workloads hold pod-group templates only; their PodGroups carry the gang (as ingest reads)
     findings = check_min_counts(obj, kind, api, ns, policy.config)
     defs: dict = {}
     try:

@@ -128,6 +128,13 @@ def test_an_unreadable_gang_object_is_denied_naming_the_field(hook):
     assert not r["allowed"] and "spec.schedulingPolicy" in r["status"]["message"]
 
 
+def test_a_1_36_workload_of_templates_is_admitted_as_ingest_reads_it(hook):
+    wl = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "w", "namespace": "a"},
+          "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}}]}}
+    r = hook.review(wl)
+    assert r["allowed"] and "warnings" not in r
+
+
 def test_a_pod_outside_any_gang_and_a_delete_are_admitted_untouched(hook):
     r = hook.review(pod("alone", cpu="64"))
     assert r == {"uid": r["uid"], "allowed": True}
