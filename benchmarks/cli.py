@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--yaml", action="store_true", help="also write cluster.yaml")
     ls = sub.add_parser("list", help="list the suite's backlogs")
     ls.add_argument("--quick", action="store_true")
+    w = sub.add_parser("webhook", help="admission latency per review over HTTPS (p50/p99) on a large catalog")
+    w.add_argument("--groups", type=argtypes.int_in(1, 100000), default=1000, help="node groups (default 1000)")
+    w.add_argument("--reviews", type=argtypes.int_in(10, 1000000), default=2000, help="reviews sent (default 2000)")
+    w.add_argument("--distinct", action="store_true", help="no two node groups alike (the rules' worst case)")
     b = sub.add_parser("baseline", help="print one baseline's decisions for a cluster file")
     b.add_argument("policy", choices=["ca", "ca-atomic", "karpenter"])
     b.add_argument("--cluster", required=True)
@@ -62,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in checks["failed"]:
             print(f"  FAILED {f['case']} vs {f['policy']}: {f['property']} ({f['detail']})")
         return 1 if args.check and not checks["all_ok"] else 0
+    if args.command == "webhook":
+        from .webhook import run as run_webhook
+
+        print(orjson.dumps(run_webhook(args.groups, args.reviews, args.distinct)).decode())
+        return 0
     if args.command == "generate":
         from .generate import write_backlog
         from .suite import SUITES

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .controller.flags import add_run_command
 
     add_run_command(sub)
+    from .webhook.command import add_webhook_command
+
+    add_webhook_command(sub)
     return parser
 
 
@@ -131,7 +134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
-COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run}
+def cmd_webhook(args: argparse.Namespace) -> int:
+    from .webhook.command import cmd_webhook as serve_webhook  # pydantic, the catalog: only when it runs
+
+    return serve_webhook(args)
+
+
+COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "webhook": cmd_webhook}
 
 
 def bench(argv: Sequence[str]) -> int:

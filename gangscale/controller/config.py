@@ -22,6 +22,44 @@ class NamespaceCap(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
     max_nodes: int | None = Field(default=None, alias="maxNodes", ge=0)
     max_dollars_per_hour: float | None = Field(default=None, alias="maxDollarsPerHour", ge=0)
+    # admission only (docs/webhook.md): None = no cap of that kind, maxGangPods falls back to the top-level one
+    max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0)
+    max_gang_pods: int | None = Field(default=None, alias="maxGangPods", ge=1)
+
+
+RuleAction = Literal["deny", "warn", "off"]
+
+
+class AdmissionRules(BaseModel):
+    """What each validating rule does when it fires: deny the request, warn (admit with a warning), or off."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    cross_namespace_group: RuleAction = Field(default="deny", alias="crossNamespaceGroup")
+    min_count: RuleAction = Field(default="deny", alias="minCount")
+    namespace_caps: RuleAction = Field(default="deny", alias="namespaceCaps")
+    no_node_group_fits: RuleAction = Field(default="deny", alias="noNodeGroupFits")
+    gang_feature_off: RuleAction = Field(default="warn", alias="gangFeatureOff")
+    unreadable: RuleAction = Field(default="deny", alias="unreadable")
+
+
+class AdmissionConfig(BaseModel):
+    """`admission:` of the config file: the webhook's rules (version 1; a new meaning gets a new version)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+    version: Literal[1] = 1
+    rules: AdmissionRules = Field(default_factory=AdmissionRules)
+    failure_policy: Literal["Ignore", "Fail"] = Field(default="Ignore", alias="failurePolicy")  # validating hook
+    timeout_seconds: int = Field(default=5, alias="timeoutSeconds", ge=1, le=5)
+    gate: str = "gangscale.io/capacity"
+    # pods another controller gates (Kueue) are left alone unless their gate is listed here
+    # a pod with another scheduling gate, or with a label in foreignGateLabels (Kueue's queue label: Kueue
+    # gates it, perhaps after this hook ran), is left alone unless that gate or label is in gateAlongside
+    foreign_gate_labels: list[str] = Field(default_factory=lambda: ["kueue.x-k8s.io/queue-name"],
+                                           alias="foreignGateLabels")
+    gate_alongside: list[str] = Field(default_factory=list, alias="gateAlongside")
+    # apiVersions serving gang objects; None: ask the API server at start-up (discovery)
+    served_gang_apis: list[str] | None = Field(default=None, alias="servedGangAPIs")
+    max_body_bytes: int = Field(default=3 * 1024 * 1024, alias="maxBodyBytes", ge=1024)
 
 
 class ControllerConfig(BaseModel):
@@ -65,9 +103,16 @@ class ControllerConfig(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="awsEndpointUrl")
     nodegroups: str | None = None  # catalog seeding the simulated provider
     metrics_address: str = Field(default="0.0.0.0:8080", alias="metricsAddress")
+    # admission webhook (`gangscale webhook`, docs/webhook.md)
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
 
     def cap_for(self, namespace: str) -> NamespaceCap:
         return self.namespace_caps.get(namespace, self.default_namespace_cap)
+
+    def gang_size_cap(self, namespace: str) -> int:
+        """Largest minCount a gang of `namespace` may ask for (its cap's maxGangPods, else the global one)."""
+        cap = self.cap_for(namespace).max_gang_pods
+        return cap if cap is not None else self.max_gang_pods
 
 
 def load_config(path: str | Path | None) -> ControllerConfig:

@@ -386,6 +386,67 @@ def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
                        [f"groups: {', '.join(names)}"])
 
 
+WEBHOOK_CONFIGS = (("mutating", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"),
+                   ("validating", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"))
+WEBHOOK_SUFFIX = ".gangscale.io"  # validate.gangscale.io, gate.gangscale.io (config/deploy/webhook)
+WEBHOOK_PROBE_SECONDS = 3.0
+
+
+def _gangscale_hooks(client: KubeClient) -> dict[str, list[dict[str, Any]]]:
+    """kind (mutating/validating) -> gangscale's webhooks installed in the cluster."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind, path in WEBHOOK_CONFIGS:
+        items = client.get(path).get("items") or []
+        out[kind] = [h for cfg in items for h in (cfg.get("webhooks") or [])
+                     if str(h.get("name", "")).endswith(WEBHOOK_SUFFIX)]
+    return out
+
+
+def _probe_hook(client: KubeClient, hook: dict[str, Any]) -> str | None:
+    """None when the hook's server answers /healthz over TLS with its caBundle, else why not."""
+    import base64
+    import ssl
+    import urllib.parse
+    import urllib.request
+
+    cc = hook.get("clientConfig") or {}
+    if not cc.get("caBundle"):
+        return "caBundle is empty (cert-manager's cainjector, or `gangscale webhook --self-signed`, fills it)"
+    svc = cc.get("service")
+    try:
+        if svc:  # through the API server's service proxy
+            client.get(f"/api/v1/namespaces/{svc.get('namespace')}/services/https:{svc.get('name')}:"
+                       f"{svc.get('port', 443)}/proxy/healthz", timeout=WEBHOOK_PROBE_SECONDS)
+            return None
+        ctx = ssl.create_default_context(cadata=base64.b64decode(cc["caBundle"]).decode())
+        url = urllib.parse.urljoin(str(cc.get("url", "")), "/healthz")
+        with urllib.request.urlopen(url, timeout=WEBHOOK_PROBE_SECONDS, context=ctx) as resp:  # noqa: S310 - https
+            return None if resp.status == 200 else f"/healthz answered {resp.status}"
+    except (KubeError, OSError, ValueError) as exc:
+        return f"not reachable: {str(exc)[:160]}"
+
+
+def check_webhooks(client: KubeClient) -> CheckResult:
+    """Are gangscale's admission webhooks installed, and does their server answer?"""
+    try:
+        hooks = _gangscale_hooks(client)
+    except KubeError as exc:
+        return CheckResult("webhooks", WARN, f"cannot list webhook configurations: {exc}")
+    installed = [k for k, hs in hooks.items() if hs]
+    if not installed:
+        return CheckResult("webhooks", INFO, "gangscale's admission webhooks are not installed (optional)",
+                           ["install: the config/deploy/webhook kustomize component (docs/webhook.md)"])
+    problems = [f"{h.get('name')}: {why}" for hs in hooks.values() for h in hs if (why := _probe_hook(client, h))]
+    missing = [k for k in hooks if k not in installed]
+    detail = [f"{k}: {', '.join(str(h.get('name')) for h in hooks[k])}" for k in installed] + problems
+    if missing:
+        detail.append(f"no {' or '.join(missing)} gangscale webhook: install the whole component")
+    if problems or missing:
+        return CheckResult("webhooks", WARN, "gangscale's admission webhooks are installed but "
+                           + ("not reachable" if problems else "incomplete"), detail)
+    return CheckResult("webhooks", OK, "gangscale's admission webhooks are installed and answer", detail)
+
+
 def run_checks(client: KubeClient, *, namespace: str | None = None,
                nodegroups: Sequence[str] | None = None) -> CheckReport:
     report = CheckReport(client.display_host, client.context)
@@ -404,6 +465,7 @@ def run_checks(client: KubeClient, *, namespace: str | None = None,
         lambda: check_control_plane(client, info),
         lambda: check_rbac(client, apis, namespace),
         lambda: check_cluster_autoscaler(client, nodegroups),
+        lambda: check_webhooks(client),
     )
     for step in steps:
         try:

@@ -83,6 +83,10 @@ DRA_KINDS = [Kind(DRA, "resourceclaims", "ResourceClaim"), Kind(DRA, "resourcecl
              Kind(DRA, "deviceclasses", "DeviceClass", namespaced=False),
              Kind(DRA, "resourceslices", "ResourceSlice", namespaced=False)]
 KUEUE_WL = Kind("kueue.x-k8s.io", "workloads", "Workload", builtin=False)
+ADMISSION = [Kind("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                  namespaced=False),
+             Kind("admissionregistration.k8s.io", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+                  namespaced=False)]
 
 # What each release can serve in scheduling.k8s.io (when enabled), and the pod field it knows.
 RELEASE_NATIVE = {
@@ -300,7 +304,8 @@ class Emulator:
 
     def served(self) -> dict[str, dict[str, list[Kind]]]:
         """group -> version -> kinds, as this simulated server has them enabled."""
-        groups: dict[str, dict[str, list[Kind]]] = {"apps": {"v1": APPS}, LEASES.group: {"v1": [LEASES]}}
+        groups: dict[str, dict[str, list[Kind]]] = {"apps": {"v1": APPS}, LEASES.group: {"v1": [LEASES]},
+                                                    ADMISSION[0].group: {"v1": ADMISSION}}
         native: dict[str, list[Kind]] = {"v1": [NATIVE["priorityclasses"]]}
         for v in self.native_versions or ():
             native[v] = [NATIVE[p] for p in RELEASE_NATIVE[self.release][v]]
@@ -324,7 +329,7 @@ class Emulator:
         api = str(obj.get("apiVersion", ""))
         group, _, version = api.rpartition("/")
         for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE] \
-                + DRA_KINDS + [KUEUE_WL]:
+                + DRA_KINDS + [KUEUE_WL] + ADMISSION:
             if k.group == group and k.kind == obj.get("kind"):
                 return k, version
         raise ValueError(f"emulator does not know {api} {obj.get('kind')}")

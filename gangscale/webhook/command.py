@@ -1,0 +1,83 @@
+"""`gangscale webhook` flags and start-up: config + catalog + served gang APIs -> Policy -> HTTPS server.
+
+The parser half imports nothing heavy (cli.py builds every parser at start-up);
+`cmd_webhook` imports the rest when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+DEFAULT_LISTEN = "0.0.0.0:8443"
+DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+
+
+def add_webhook_command(sub: Any) -> None:
+    w = sub.add_parser("webhook", help="serve the admission webhooks (validating + mutating) over HTTPS")
+    w.add_argument("--config", metavar="FILE", help="controller config (config/deploy/config.yaml): admission rules, "
+                                                    "namespace caps, nodegroups")
+    w.add_argument("--nodegroups", metavar="FILE", help="node-group catalog (default: the config's nodegroups)")
+    w.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}")
+    w.add_argument("--cert-dir", default=DEFAULT_CERT_DIR, metavar="DIR",
+                   help="tls.crt and tls.key (a cert-manager Secret mount); re-read when they change")
+    w.add_argument("--self-signed", action="store_true",
+                   help="no cert-manager: make a CA and serving pair in --cert-dir and patch the webhook "
+                        "configurations' caBundle (docs/webhook.md)")
+    w.add_argument("--service", default="gangscale-webhook.gangscale-system", metavar="NAME.NAMESPACE",
+                   help="the Service the API server calls (the certificate's DNS names)")
+    w.add_argument("--webhook-configuration", default="gangscale", metavar="NAME",
+                   help="Mutating/ValidatingWebhookConfiguration whose caBundle --self-signed patches")
+    w.add_argument("--no-discovery", action="store_true",
+                   help="do not ask the API server which gang APIs it serves (the gangFeatureOff rule then "
+                        "uses admission.servedGangAPIs, or stays silent)")
+    from ..kube.flags import add_kube_flags
+
+    add_kube_flags(w)
+
+
+def served_gang_apis(args: argparse.Namespace, configured: list[str] | None) -> frozenset[str] | None:
+    """The gang apiVersions the server serves: configured, else discovered, else unknown (None)."""
+    if configured is not None:
+        return frozenset(configured)
+    if args.no_discovery:
+        return None
+    from ..kube.commands import _connect
+    from ..kube.discovery import discover
+    from ..kube.errors import KubeConfigError, KubeError
+
+    try:
+        with _connect(args) as client:
+            info = discover(client)
+    except (KubeError, KubeConfigError) as exc:
+        print(json.dumps({"msg": "gang API discovery failed: gangFeatureOff stays silent", "error": str(exc)}),
+              file=sys.stderr)
+        return None
+    return frozenset(f"{g}/{v}" for g, versions in info.groups.items() for v in versions)
+
+
+def build_policy(args: argparse.Namespace) -> Any:
+    from ..catalog import load_catalog
+    from ..controller.config import load_config
+    from .rules import Policy
+
+    cfg = load_config(args.config)
+    catalog = args.nodegroups or cfg.nodegroups
+    groups = tuple(load_catalog(catalog)[0]) if catalog else ()
+    return Policy(cfg, groups, served_gang_apis(args, cfg.admission.served_gang_apis))
+
+
+def cmd_webhook(args: argparse.Namespace) -> int:
+    import os
+
+    from .server import serve
+
+    policy = build_policy(args)
+    cert, key = os.path.join(args.cert_dir, "tls.crt"), os.path.join(args.cert_dir, "tls.key")
+    if args.self_signed:
+        from .certs import bootstrap
+
+        bootstrap(args, cert, key, policy.config.admission)
+    return serve(policy, cert, key, args.listen)

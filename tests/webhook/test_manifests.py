@@ -1,0 +1,72 @@
+"""The webhook component's manifests: valid for 1.35-1.37, and the safety settings the issue asks for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gangscale.controller.config import ControllerConfig
+from gangscale.webhook.certs import dns_names
+
+COMPONENT = Path(__file__).resolve().parents[2] / "config" / "deploy" / "webhook"
+
+
+def docs() -> list[dict]:
+    kust = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    out = []
+    for name in kust["resources"]:
+        out += [d for d in yaml.safe_load_all((COMPONENT / name).read_text()) if d]
+    return out
+
+
+def one(kind: str) -> dict:
+    return next(d for d in docs() if d["kind"] == kind)
+
+
+def test_the_component_lists_every_manifest_in_its_folder():
+    kust = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    assert kust["kind"] == "Component"
+    assert sorted(kust["resources"]) == sorted(p.name for p in COMPONENT.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+@pytest.mark.parametrize("version", ["1.35.0", "1.36.0", "1.37.0"])
+def test_webhook_manifests_validate_against_the_official_schemas(version):
+    for doc in docs():
+        if not doc["apiVersion"].startswith("cert-manager.io/"):
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_hooks_skip_system_namespaces_time_out_within_5_s_and_the_mutating_one_is_opt_in_and_ignored_on_failure():
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for hook in one(kind)["webhooks"]:
+            assert hook["timeoutSeconds"] <= 5
+            excluded = hook["namespaceSelector"]["matchExpressions"][0]
+            assert excluded["operator"] == "NotIn" and set(excluded["values"]) == {"kube-system", "gangscale-system"}
+            assert one(kind)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+                "gangscale-system/gangscale-webhook"
+    mutating = one("MutatingWebhookConfiguration")["webhooks"][0]
+    assert mutating["failurePolicy"] == "Ignore"
+    assert mutating["namespaceSelector"]["matchLabels"] == {"gangscale.io/capacity-gate": "enabled"}
+    validating = one("ValidatingWebhookConfiguration")["webhooks"][0]
+    assert validating["failurePolicy"] == ControllerConfig().admission.failure_policy
+
+
+def test_the_certificate_covers_the_service_and_lands_where_the_server_reads_it():
+    cert, svc, dep = one("Certificate"), one("Service"), one("Deployment")
+    assert set(dns_names(f"{svc['metadata']['name']}.{svc['metadata']['namespace']}")[:2]) == set(cert["spec"]["dnsNames"])
+    spec = dep["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    cert_dir = args[args.index("--cert-dir") + 1]
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == cert_dir)
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    sa = one("ServiceAccount")
+    assert "eks.amazonaws.com/role-arn" not in (sa["metadata"].get("annotations") or {})  # no cloud access
+
+
+def test_the_webhook_may_only_touch_its_own_webhook_configurations():
+    for rule in one("ClusterRole")["rules"]:
+        assert rule["resourceNames"] == ["gangscale"] and set(rule["verbs"]) <= {"get", "update"}

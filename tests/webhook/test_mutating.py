@@ -1,0 +1,57 @@
+"""The mutating hook: the capacity gate as a JSONPatch, applied to the pod; idempotent; other controllers' pods alone."""
+
+from __future__ import annotations
+
+import jsonpatch
+
+from tests.builders import pod
+
+from .conftest import patch_of
+
+GATE = {"name": "gangscale.io/capacity"}
+
+
+def gated(hook, obj: dict) -> dict:
+    """The pod as the API server stores it after applying the hook's patch."""
+    r = hook.review(obj, path="/mutate")
+    assert r["allowed"]
+    patch = patch_of(r)
+    return jsonpatch.apply_patch(obj, patch) if patch else obj
+
+
+def test_a_gang_pod_gets_the_capacity_gate_and_a_second_pass_adds_nothing(hook):
+    p = pod("p", group="pg")
+    once = gated(hook, p)
+    assert once["spec"]["schedulingGates"] == [GATE]
+    assert "schedulingGates" not in p["spec"]  # the patch, not the hook, changed it
+    r = hook.review(once, path="/mutate")  # reinvocation or a retried review
+    assert patch_of(r) is None
+    assert gated(hook, once)["spec"]["schedulingGates"] == [GATE]
+
+
+def test_every_gang_flavour_is_gated(hook):
+    for p in (pod("a", volcano="pg"), pod("b", cosched="pg"), pod("c", workload={"name": "wl", "podGroup": "w"})):
+        assert gated(hook, p)["spec"]["schedulingGates"] == [GATE]
+
+
+def test_a_pod_gated_by_kueue_or_queued_in_kueue_is_left_alone_unless_configured(hook_factory):
+    hook = hook_factory()
+    kueue_gated = pod("k", group="pg", schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])
+    assert patch_of(hook.review(kueue_gated, path="/mutate")) is None
+    queued = pod("q", group="pg")
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
+    assert patch_of(hook.review(queued, path="/mutate")) is None
+    along = hook_factory(gateAlongside=["kueue.x-k8s.io/admission", "kueue.x-k8s.io/queue-name"])
+    assert gated(along, kueue_gated)["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}, GATE]
+    assert gated(along, queued)["spec"]["schedulingGates"] == [GATE]
+
+
+def test_pods_outside_gangs_bound_pods_and_updates_are_not_patched(hook):
+    assert patch_of(hook.review(pod("alone"), path="/mutate")) is None
+    assert patch_of(hook.review(pod("bound", group="pg", node="n1"), path="/mutate")) is None
+    assert patch_of(hook.review(pod("u", group="pg"), path="/mutate", operation="UPDATE")) is None
+    assert patch_of(hook.review(pod("bad", group="pg", cpu="lots"), path="/mutate")) is not None  # size is not its job
+
+
+def test_a_pod_with_an_empty_gate_list_gets_the_gate_appended(hook):
+    assert gated(hook, pod("p", group="pg", schedulingGates=[]))["spec"]["schedulingGates"] == [GATE]
