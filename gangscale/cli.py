@@ -12,13 +12,14 @@ imports nothing from `benchmarks` (which imports gangscale).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from typing import Sequence
 
 from cloud_adapters.registry import PROVIDERS
 
-from . import argtypes
+from . import __version__, argtypes
 from .ingest import DEFAULT_NODE_GROUP_LABEL
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
 from .loader import InputError, read_objects
@@ -62,6 +63,8 @@ def add_cloud_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gangscale", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"gangscale {__version__}",
+                        help="print gangscale's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="plan the node groups' scale-up for the pending gangs (dry run)")
     p.add_argument("--cluster", metavar="FILE",
@@ -85,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .controller.flags import add_run_command
 
     add_run_command(sub)
+    sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
+                   help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline)")
     return parser
 
 
@@ -136,8 +141,9 @@ COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_r
 
 def bench(argv: Sequence[str]) -> int:
     """`python -m benchmarks ...` as a child process with the same interpreter, streams and exit code."""
+    env = {**os.environ, "GANGSCALE_BENCH_PROG": "gangscale bench"}  # its usage names the command typed
     try:
-        return subprocess.call([sys.executable, "-m", "benchmarks", *argv])
+        return subprocess.call([sys.executable, "-m", "benchmarks", *argv], env=env)
     except KeyboardInterrupt:
         return 130
 
