@@ -57,6 +57,9 @@ def add_cloud_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cluster-name", default=None,
                    help="cluster name of the discovery tag k8s.io/cluster-autoscaler/<name> (EKS: the cluster)")
     g.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
+    g.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
+                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "
+                        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)")
     g.add_argument("--simulated-state", default=None, metavar="FILE",
                    help="simulated provider: keep its cloud state in this JSON file between runs")
 

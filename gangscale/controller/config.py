@@ -10,11 +10,13 @@ number of seconds or a duration such as `30s`, `15m`, `1h30m` or `500ms`.
 
 from __future__ import annotations
 
-from pathlib import Path
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from cloud_adapters.tags import parse_auto_discovery
 
 from ..loader import InputError, read_documents
 
@@ -87,9 +89,18 @@ class ControllerConfig(BaseModel):
     provider: str = "simulated"
     region: str | None = None
     cluster_name: str | None = Field(default=None, alias="clusterName")
+    # CA-style `asg:tag=<key>[=<value>],...` filters; empty: gangscale's own tags (cloud_adapters/tags.py)
+    node_group_auto_discovery: list[str] = Field(default_factory=list, alias="nodeGroupAutoDiscovery")
     aws_endpoint_url: str | None = Field(default=None, alias="awsEndpointUrl")
     nodegroups: str | None = None  # catalog seeding the simulated provider
     metrics_address: str = Field(default="0.0.0.0:8080", alias="metricsAddress")
+
+    @field_validator("node_group_auto_discovery")
+    @classmethod
+    def _filters_parse(cls, specs: list[str]) -> list[str]:
+        for spec in specs:
+            parse_auto_discovery(spec)  # TagError (a ValueError): pydantic names the field
+        return specs
 
     def cap_for(self, namespace: str) -> NamespaceCap:
         return self.namespace_caps.get(namespace, self.default_namespace_cap)

@@ -18,6 +18,9 @@ def add_run_command(sub: Any) -> None:
     p.add_argument("--simulated-state", metavar="FILE", help="simulated provider: persist its state here")
     p.add_argument("--region", help="AWS region (overrides the config's region)")
     p.add_argument("--cluster-name", help="cluster name the node groups are discovered by")
+    p.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
+                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable, replaces the config's; "
+                        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)")
     p.add_argument("--aws-endpoint-url", metavar="URL", help="send AWS calls here (tests, moto)")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
                    help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
