@@ -88,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_solver_flags(p)
     add_cloud_flags(p)
     add_kube_commands(sub)
-    from .controller.flags import add_run_command
+    from .controller.flags import add_run_command, add_status_command
 
     add_run_command(sub)
+    add_status_command(sub)
     sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
                    help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline)")
     return parser
@@ -139,7 +140,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
-COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run}
+def cmd_status(args: argparse.Namespace) -> int:
+    from .controller.status import cmd_status as status  # imports the Kubernetes client: only when run
+
+    return status(args)
+
+
+COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "status": cmd_status}
 
 
 def bench(argv: Sequence[str]) -> int:
