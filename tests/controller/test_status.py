@@ -27,8 +27,10 @@ def test_after_one_enforce_pass_status_shows_the_gang_provisioning_with_its_node
     gang(cluster, "train", 2)
     wait_for(lambda: world.desired("cpu") == 2, what="scale-up")
     kc = cluster.kubeconfig(str(tmp_path / "status-kc"))
-    doc = wait_for(lambda: (lambda d: d if d["gangs"] else None)(json.loads(status(kc, capsys, "-o", "json")[1])),
-                   what="a saved record")
+    def provisioning():  # the write-ahead record ("new") is saved first, then the pass's outcome
+        d = json.loads(status(kc, capsys, "-o", "json")[1])
+        return d if [g["state"] for g in d["gangs"]] == ["provisioning"] else None
+    doc = wait_for(provisioning, what="the saved record of the pass")
     [row] = doc["gangs"]
     assert (row["namespace"], row["name"], row["state"]) == ("default", "train", "provisioning")
     assert row["nodesRequested"] == 2 and row["requested"] == {"cpu": 2}
