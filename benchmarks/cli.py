@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -20,7 +21,8 @@ from gangscale.output import render
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="gangscale benchmark suite")
+    prog = os.environ.get("GANGSCALE_BENCH_PROG", "python -m benchmarks")  # `gangscale bench` sets it
+    parser = argparse.ArgumentParser(prog=prog, description="gangscale benchmark suite")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the standard (or --quick) suite and write the artifacts")
     r.add_argument("--quick", action="store_true", help="the reduced CI smoke suite")
@@ -33,19 +35,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--check", action="store_true", help="exit 1 when a property check fails")
     g = sub.add_parser("generate", help="write one backlog of the suite")
-    g.add_argument("name")
-    g.add_argument("--out", type=Path, default=Path("bench-out/backlogs"))
+    g.add_argument("name", help="the backlog's name (`list` shows them)")
+    g.add_argument("--out", type=Path, default=Path("bench-out/backlogs"),
+                   help="output directory (default bench-out/backlogs)")
     g.add_argument("--yaml", action="store_true", help="also write cluster.yaml")
     ls = sub.add_parser("list", help="list the suite's backlogs")
-    ls.add_argument("--quick", action="store_true")
+    ls.add_argument("--quick", action="store_true", help="list the reduced CI smoke suite")
     w = sub.add_parser("webhook", help="admission latency per review over HTTPS (p50/p99) on a large catalog")
     w.add_argument("--groups", type=argtypes.int_in(1, 100000), default=1000, help="node groups (default 1000)")
     w.add_argument("--reviews", type=argtypes.int_in(10, 1000000), default=2000, help="reviews sent (default 2000)")
     w.add_argument("--distinct", action="store_true", help="no two node groups alike (the rules' worst case)")
     b = sub.add_parser("baseline", help="print one baseline's decisions for a cluster file")
-    b.add_argument("policy", choices=["ca", "ca-atomic", "karpenter"])
-    b.add_argument("--cluster", required=True)
-    b.add_argument("--nodegroups", required=True)
+    b.add_argument("policy", choices=["ca", "ca-atomic", "karpenter"], help="the baseline autoscaler to model")
+    b.add_argument("--cluster", required=True, help="cluster file, as `gangscale plan --cluster` reads")
+    b.add_argument("--nodegroups", required=True, help="node-group catalog, as `gangscale plan --nodegroups` reads")
     return parser
 
 

@@ -1,6 +1,7 @@
 """`aws-asg`: EC2 Auto Scaling groups, discovered and templated exactly as Cluster Autoscaler does.
 
-Discovery by the `k8s.io/cluster-autoscaler/enabled` and `.../<cluster>` tags;
+Discovery by gangscale's own tags (`gangscale.io/cluster=<cluster>`, or `gangscale.io/enabled=true`
+with `gangscale.io/<cluster>`), or by CA-style `asg:tag=...` filters (`AwsOptions.auto_discovery`);
 the template from the launch template, mixed-instances policy or launch
 configuration's instance type through DescribeInstanceTypes; growth through
 SetDesiredCapacity; launch failures from DescribeScalingActivities; specific
@@ -19,10 +20,9 @@ from .cache import TTLMemo
 from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
                      classify_message)
 from .tags import (
-    ENABLED_TAG,
-    GANGSCALE_CLUSTER_TAG,
     TagError,
-    cluster_tag,
+    auto_discovery_filters,
+    ca_manages,
     discovery_state,
     missing_cluster_tag,
     parse_template_tags,
@@ -109,7 +109,9 @@ class AsgProvider(NodeGroupProvider):
         self._groups: TTLMemo[list[dict[str, Any]]] = TTLMemo(self.options.groups_ttl, maxsize=4)
         self._launch_types: TTLMemo[tuple[str, ...]] = TTLMemo(self.options.templates_ttl)
         self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
+        self.iam_unscoped: list[str] = []  # discovered groups the IAM policy's tag conditions deny scaling
+        self.ca_managed: list[str] = []  # discovered groups CA's default auto-discovery also finds
+        self.filters = auto_discovery_filters(self.options.auto_discovery, cluster_name, cluster_named_tag=True)
 
     # ------------------------------------------------------------ describe
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
@@ -122,18 +124,18 @@ class AsgProvider(NodeGroupProvider):
         return out
 
     def _tagged_groups(self) -> list[dict[str, Any]]:
-        """Groups carrying gangscale.io/cluster=<cluster>, or CA's auto-discovery tags for the cluster."""
+        """Groups matching a discovery filter (cloud_adapters/tags.py), each found once."""
         return self._groups.get("tagged", self._describe_tagged)
 
     def _describe_tagged(self) -> list[dict[str, Any]]:
-        by_ca = [{"Name": "tag-key", "Values": [ENABLED_TAG]},
-                 {"Name": "tag-key", "Values": [cluster_tag(self.cluster_name)]}]
-        by_own = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]}]
         found: dict[str, dict[str, Any]] = {}
-        for filters in (by_own, by_ca):
+        for f in self.filters:
+            aws_filters = [{"Name": f"tag:{k}", "Values": [v]} if v is not None else {"Name": "tag-key", "Values": [k]}
+                           for k, v in f.tags]
             for raw in aws_pages(self.clients, self.name, "autoscaling", "DescribeAutoScalingGroups",
-                                 "AutoScalingGroups", Filters=filters):
-                found.setdefault(str(raw.get("AutoScalingGroupName")), raw)
+                                 "AutoScalingGroups", Filters=aws_filters):
+                if f.matches(tag_map(raw.get("Tags"))):
+                    found.setdefault(str(raw.get("AutoScalingGroupName")), raw)
         return list(found.values())
 
     def _group(self, group: str) -> dict[str, Any]:
@@ -175,7 +177,7 @@ class AsgProvider(NodeGroupProvider):
         self._groups.invalidate()
         out = Discovery()
         raws = self._tagged_groups()
-        self.iam_unscoped = []
+        self.iam_unscoped, self.ca_managed = [], []
         specs: dict[str, LaunchSpec | Exception] = {}
         wanted: set[str] = set()
         for raw in raws:
@@ -204,11 +206,13 @@ class AsgProvider(NodeGroupProvider):
     def _template_of(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]):
         name = raw["AutoScalingGroupName"]
         tags = tag_map(raw.get("Tags"))
-        why = discovery_state(tags, self.cluster_name)
+        why = discovery_state(tags, self.cluster_name, filters=self.filters)
         if why:
             raise TagError(why)
         if missing_cluster_tag(tags, self.cluster_name):
             self.iam_unscoped.append(name)
+        if ca_manages(tags, self.cluster_name):
+            self.ca_managed.append(name)
         if raw.get("Status"):  # only set while the group is being deleted
             raise TemplateError(f"status is {raw['Status']!r}")
         template_tags = parse_template_tags(tags)

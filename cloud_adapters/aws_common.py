@@ -43,6 +43,8 @@ class AwsOptions:
     update_timeout: float = 600.0  # EKS UpdateNodegroupConfig
     running_timeout: float = 600.0  # aws-fleet: instances running before AttachInstances
     sleep: Callable[[float], None] = time.sleep
+    # CA-style `asg:tag=<key>[=<value>],...` discovery filters; empty: gangscale's own tags (tags.py)
+    auto_discovery: tuple[str, ...] = ()
 
 
 class AwsClients:

@@ -29,7 +29,8 @@ from .errors import (
     classify_message,
     error_class,
 )
-from .tags import TagError, discovery_state, missing_cluster_tag, parse_template_tags, tag_map
+from .tags import (TagError, auto_discovery_filters, ca_manages, discovery_state, missing_cluster_tag,
+                   parse_template_tags, tag_map)
 from .template import MachineShape, TemplateError, build_template
 
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
@@ -57,7 +58,10 @@ class EksProvider(NodeGroupProvider):
         self.types = InstanceTypes(self.clients, self.name)
         self._static: TTLMemo[Any] = TTLMemo(self.options.templates_ttl)
         self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
+        self.iam_unscoped: list[str] = []  # discovered node groups the IAM policy's tag conditions deny scaling
+        self.ca_managed: list[str] = []  # discovered node groups CA's auto-discovery tags also mark
+        # gangscale's own tags (the `enabled` one alone: a node group belongs to its cluster) or CA-style filters
+        self.filters = auto_discovery_filters(self.options.auto_discovery, cluster_name, cluster_named_tag=False)
 
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
         mutating = operation in MUTATING_OPERATIONS
@@ -84,8 +88,8 @@ class EksProvider(NodeGroupProvider):
             except NotFoundError as exc:  # deleted between ListNodegroups and DescribeNodegroup
                 out.warnings.append(f"{self.name} node group {n}: skipped: {exc}")
         tagged = [r for r in raws if discovery_state(tag_map(r.get("tags")), self.cluster_name,
-                                                     ca_cluster_tag=False) != "untagged"]
-        self.iam_unscoped = []
+                                                     filters=self.filters) != "untagged"]
+        self.iam_unscoped, self.ca_managed = [], []
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
         for raw in tagged:
@@ -103,11 +107,13 @@ class EksProvider(NodeGroupProvider):
     def _template_of(self, raw: dict[str, Any], warnings: list[str]):
         name = raw["nodegroupName"]
         tags = tag_map(raw.get("tags"))
-        why = discovery_state(tags, self.cluster_name, ca_cluster_tag=False)
+        why = discovery_state(tags, self.cluster_name, filters=self.filters)
         if why:
             raise TagError(why)
-        if missing_cluster_tag(tags, self.cluster_name):
+        if missing_cluster_tag(tags, self.cluster_name, cluster_in_arn=True):
             self.iam_unscoped.append(name)
+        if ca_manages(tags, self.cluster_name, cluster_named_tag=False):
+            self.ca_managed.append(name)
         if raw.get("status") not in _PLANNABLE:
             raise TemplateError(f"status is {raw.get('status')!r}")
         template_tags = parse_template_tags(tags)

@@ -20,6 +20,7 @@ def create_provider(
     groups: Sequence[NodeGroup] | None = None,
     simulated_state: str | Path | None = None,
     aws_options=None,
+    auto_discovery: Sequence[str] = (),
     **simulated,
 ) -> tuple[NodeGroupProvider, list[str]]:
     """The provider called `name` and its warnings (none today; the CLI adds its catalog's).
@@ -43,6 +44,8 @@ def create_provider(
         options.region = region
     if endpoint_url:
         options.endpoint_url = endpoint_url
+    if auto_discovery:  # CA-style asg:tag=... filters instead of gangscale's own tags (tags.py)
+        options.auto_discovery = tuple(auto_discovery)
     if name == "aws-asg":
         from .aws_asg import AsgProvider
 

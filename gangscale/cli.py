@@ -12,13 +12,14 @@ imports nothing from `benchmarks` (which imports gangscale).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from typing import Sequence
 
 from cloud_adapters.registry import PROVIDERS
 
-from . import argtypes
+from . import __version__, argtypes
 from .ingest import DEFAULT_NODE_GROUP_LABEL
 from .kube.flags import add_kube_commands, add_kube_flags, cmd_check, cmd_dump, read_live_objects
 from .loader import InputError, read_objects
@@ -56,12 +57,17 @@ def add_cloud_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cluster-name", default=None,
                    help="cluster name of the discovery tag k8s.io/cluster-autoscaler/<name> (EKS: the cluster)")
     g.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
+    g.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
+                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "
+                        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)")
     g.add_argument("--simulated-state", default=None, metavar="FILE",
                    help="simulated provider: keep its cloud state in this JSON file between runs")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gangscale", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"gangscale {__version__}",
+                        help="print gangscale's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="plan the node groups' scale-up for the pending gangs (dry run)")
     p.add_argument("--cluster", metavar="FILE",
@@ -82,12 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_solver_flags(p)
     add_cloud_flags(p)
     add_kube_commands(sub)
-    from .controller.flags import add_run_command
+    from .controller.flags import add_run_command, add_status_command
 
     add_run_command(sub)
     from .webhook.command import add_webhook_command
 
     add_webhook_command(sub)
+    add_status_command(sub)
+    sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
+                   help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline)")
     return parser
 
 
@@ -140,13 +149,21 @@ def cmd_webhook(args: argparse.Namespace) -> int:
     return serve_webhook(args)
 
 
-COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "webhook": cmd_webhook}
+def cmd_status(args: argparse.Namespace) -> int:
+    from .controller.status import cmd_status as status  # imports the Kubernetes client: only when run
+
+    return status(args)
+
+
+COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "status": cmd_status,
+            "webhook": cmd_webhook}
 
 
 def bench(argv: Sequence[str]) -> int:
     """`python -m benchmarks ...` as a child process with the same interpreter, streams and exit code."""
+    env = {**os.environ, "GANGSCALE_BENCH_PROG": "gangscale bench"}  # its usage names the command typed
     try:
-        return subprocess.call([sys.executable, "-m", "benchmarks", *argv])
+        return subprocess.call([sys.executable, "-m", "benchmarks", *argv], env=env)
     except KeyboardInterrupt:
         return 130
 

@@ -67,7 +67,8 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
         provider, seed_warnings = open_provider(
             name, cluster_name=args.cluster_name, region=args.region, endpoint_url=args.aws_endpoint_url,
             catalog=args.nodegroups if name == "simulated" else None,
-            simulated_state=getattr(args, "simulated_state", None))
+            simulated_state=getattr(args, "simulated_state", None),
+            auto_discovery=getattr(args, "node_group_auto_discovery", None) or ())
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except CloudError as exc:

@@ -3,19 +3,47 @@
 Validated with pydantic so a typo stops the controller at start-up with the
 field named, instead of silently running with a default; no number may be
 infinite or NaN (`resyncSeconds: .inf` would make the loop sleep forever).
+The file may say `apiVersion: gangscale.io/v1alpha1` / `kind: ControllerConfig`
+(an unversioned file is read as v1alpha1), and every `*Seconds` key takes a
+number of seconds or a duration such as `30s`, `15m`, `1h30m` or `500ms`.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from cloud_adapters.tags import parse_auto_discovery
 
 from ..loader import InputError, read_documents
 
 Mode = Literal["dry-run", "enforce"]
 GateMode = Literal["off", "opt-in", "all"]
+API_VERSION = "gangscale.io/v1alpha1"
+KIND = "ControllerConfig"
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(value: object) -> object:
+    """`30s`, `15m`, `1h30m`, `500ms` → seconds; anything else goes on to pydantic's float check unchanged."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number of seconds or a duration like 30s, 15m, 1h") from None
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
 class NamespaceCap(BaseModel):
@@ -67,18 +95,20 @@ class ControllerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
+    api_version: Literal["gangscale.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["ControllerConfig"] = KIND
     mode: Mode = "dry-run"
     # loop
-    batch_window_seconds: float = Field(default=0.5, alias="batchWindowSeconds", ge=0)
-    max_batch_delay_seconds: float = Field(default=2.0, alias="maxBatchDelaySeconds", ge=0)
-    resync_seconds: float = Field(default=30.0, alias="resyncSeconds", gt=0)
-    solver_time_limit_seconds: float = Field(default=5.0, alias="solverTimeLimitSeconds", gt=0)
+    batch_window_seconds: Seconds = Field(default=0.5, alias="batchWindowSeconds", ge=0)
+    max_batch_delay_seconds: Seconds = Field(default=2.0, alias="maxBatchDelaySeconds", ge=0)
+    resync_seconds: Seconds = Field(default=30.0, alias="resyncSeconds", gt=0)
+    solver_time_limit_seconds: Seconds = Field(default=5.0, alias="solverTimeLimitSeconds", gt=0)
     # provisioning lifecycle
-    provisioning_deadline_seconds: float = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
-    launch_failure_backoff_seconds: float = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
-    cancel_grace_seconds: float = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
-    empty_node_grace_seconds: float = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
-    orphan_grace_seconds: float = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
+    provisioning_deadline_seconds: Seconds = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
+    launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
+    cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
+    empty_node_grace_seconds: Seconds = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
+    orphan_grace_seconds: Seconds = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
     # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready
     gate_mode: GateMode = Field(default="opt-in", alias="gateMode")
@@ -87,24 +117,33 @@ class ControllerConfig(BaseModel):
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)
     namespace_caps: dict[str, NamespaceCap] = Field(default_factory=dict, alias="namespaceCaps")
     default_namespace_cap: NamespaceCap = Field(default_factory=NamespaceCap, alias="defaultNamespaceCap")
-    ageing_seconds: float = Field(default=600.0, alias="ageingSeconds", gt=0)
+    ageing_seconds: Seconds = Field(default=600.0, alias="ageingSeconds", gt=0)
     # cluster
     node_group_label: str = Field(default="gangscale.io/node-group", alias="nodeGroupLabel")
     watch_namespace: str | None = Field(default=None, alias="watchNamespace")
     state_namespace: str = Field(default="gangscale-system", alias="stateNamespace")
     state_configmap: str = Field(default="gangscale-state", alias="stateConfigMap")
     lease_name: str = Field(default="gangscale-leader", alias="leaseName")
-    lease_duration_seconds: float = Field(default=15.0, alias="leaseDurationSeconds", gt=0)
-    lease_renew_seconds: float = Field(default=5.0, alias="leaseRenewSeconds", gt=0)
+    lease_duration_seconds: Seconds = Field(default=15.0, alias="leaseDurationSeconds", gt=0)
+    lease_renew_seconds: Seconds = Field(default=5.0, alias="leaseRenewSeconds", gt=0)
     # cloud
     provider: str = "simulated"
     region: str | None = None
     cluster_name: str | None = Field(default=None, alias="clusterName")
+    # CA-style `asg:tag=<key>[=<value>],...` filters; empty: gangscale's own tags (cloud_adapters/tags.py)
+    node_group_auto_discovery: list[str] = Field(default_factory=list, alias="nodeGroupAutoDiscovery")
     aws_endpoint_url: str | None = Field(default=None, alias="awsEndpointUrl")
     nodegroups: str | None = None  # catalog seeding the simulated provider
     metrics_address: str = Field(default="0.0.0.0:8080", alias="metricsAddress")
     # admission webhook (`gangscale webhook`, docs/webhook.md)
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+
+    @field_validator("node_group_auto_discovery")
+    @classmethod
+    def _filters_parse(cls, specs: list[str]) -> list[str]:
+        for spec in specs:
+            parse_auto_discovery(spec)  # TagError (a ValueError): pydantic names the field
+        return specs
 
     def cap_for(self, namespace: str) -> NamespaceCap:
         return self.namespace_caps.get(namespace, self.default_namespace_cap)

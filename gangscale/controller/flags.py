@@ -13,12 +13,35 @@ def add_run_command(sub: Any) -> None:
     p.add_argument("--mode", choices=("dry-run", "enforce"), help="dry-run (default) plans and reports only")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--provider", choices=PROVIDERS)
+    p.add_argument("--provider", choices=PROVIDERS, help="node-group provider (overrides the config's provider)")
     p.add_argument("--nodegroups", metavar="FILE", help="catalog seeding the simulated provider")
     p.add_argument("--simulated-state", metavar="FILE", help="simulated provider: persist its state here")
-    p.add_argument("--region")
-    p.add_argument("--cluster-name")
-    p.add_argument("--aws-endpoint-url", metavar="URL")
-    p.add_argument("--metrics-address", metavar="HOST:PORT")
+    p.add_argument("--region", help="AWS region (overrides the config's region)")
+    p.add_argument("--cluster-name", help="cluster name the node groups are discovered by")
+    p.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
+                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable, "
+                        "replaces the config's; default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled "
+                        "with gangscale.io/<cluster>)")
+    p.add_argument("--aws-endpoint-url", metavar="URL", help="send AWS calls here (tests, moto)")
+    p.add_argument("--metrics-address", metavar="HOST:PORT",
+                   help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
     p.add_argument("--identity", default=None, help="leader-election identity (default: $POD_NAME or hostname)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
+
+
+STATUS_OUTPUTS = ("table", "markdown", "json", "yaml")
+
+
+def add_status_command(sub: Any) -> None:
+    from ..kube.flags import add_kube_flags  # argparse only
+
+    p = sub.add_parser("status", help="every gang's provisioning state, age, nodes requested and deadline, "
+                                      "read from the controller's state ConfigMap (read-only)")
+    add_kube_flags(p)
+    p.add_argument("--state-namespace", default="gangscale-system",
+                   help="namespace of the controller's state ConfigMap (default gangscale-system)")
+    p.add_argument("--state-configmap", default="gangscale-state",
+                   help="name of the controller's state ConfigMap (default gangscale-state)")
+    p.add_argument("-o", "--output", choices=STATUS_OUTPUTS, default=None,
+                   help="output format (default: table on a terminal, json otherwise)")
+    p.add_argument("--output-file", metavar="FILE", help="write the status here instead of stdout")

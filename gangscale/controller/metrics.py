@@ -1,4 +1,7 @@
-"""Prometheus metrics (`gangscale_*`) and the /metrics, /healthz, /readyz endpoints."""
+"""Prometheus metrics (`gangscale_*`, and the process' `process_*`) and the /metrics, /healthz, /readyz endpoints.
+
+Every `gangscale_pending_gangs{state}` series (one per plan decision) is set on each pass, 0 when no
+gang has that decision, so a dashboard never shows a stale count for a decision that stopped occurring."""
 
 from __future__ import annotations
 
@@ -7,11 +10,12 @@ import time
 from collections import Counter as Tally
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, get_args
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               generate_latest)
 
-from ..plan import Plan
+from ..plan import Decision, Plan
 from .lifecycle import REPORTED, Latency, Record, ScaledUp
 
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -22,6 +26,10 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
+        self.pending_gangs = Gauge("gangscale_pending_gangs",
+                                   "Gangs with pending pods by state: the last plan's decision for each",
+                                   ["state"], registry=r)
         self.queue_latency = Histogram(
             "gangscale_gang_queue_latency_seconds",
             "Time from a gang's first pending pod to its scale-up request (stage=requested) or to running",
@@ -111,6 +119,9 @@ def observe_gangs(m: Metrics, plan: Plan) -> None:
     """Per-gang series for the gangs the plan lists now (and only those)."""
     m.feasible.clear()
     m.min_count.clear()
+    decisions = Tally(r.decision for r in plan.gangs)
+    for d in get_args(Decision):
+        m.pending_gangs.labels(d).set(decisions.get(d, 0))
     for r in plan.gangs:
         m.feasible.labels(r.namespace, r.name).set(r.placed + r.bound)
         m.min_count.labels(r.namespace, r.name).set(r.min_count)

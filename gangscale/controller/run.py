@@ -124,14 +124,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in {
         "mode": args.mode, "provider": args.provider, "nodegroups": args.nodegroups, "region": args.region,
         "cluster_name": args.cluster_name, "aws_endpoint_url": args.aws_endpoint_url,
-        "metrics_address": args.metrics_address}.items() if v is not None}
+        "metrics_address": args.metrics_address,
+        "node_group_auto_discovery": getattr(args, "node_group_auto_discovery", None)}.items() if v is not None}
     cfg = cfg.model_copy(update=overrides)
     identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     client = connect(args.kubeconfig, args.context)
     try:
         provider, warnings = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
                                            endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
-                                           simulated_state=args.simulated_state)
+                                           simulated_state=args.simulated_state,
+                                           auto_discovery=tuple(cfg.node_group_auto_discovery))
     except ValueError as exc:  # a bad catalog or --simulated-state: one line, exit 2
         raise InputError(str(exc)) from None
     for w in warnings:

@@ -323,7 +323,8 @@ def check_cluster_autoscaler(client: KubeClient, nodegroups: Sequence[str] | Non
         "if CA manages the node groups gangscale scales, both act on them: CA adds nodes pod by pod for gangs "
         "gangscale sizes whole, and scales down nodes gangscale just bought",
         f"fix: remove CA's auto-discovery tags ({CA_TAGS}) from gangscale's node groups, or drop them "
-        "from CA's --nodes; give gangscale node groups of its own",
+        "from CA's --nodes; give gangscale node groups of its own (found by gangscale.io/enabled and "
+        "gangscale.io/<cluster>; `gangscale check --provider ...` names the groups both manage)",
     ]
     return CheckResult("cluster-autoscaler", WARN, f"Cluster Autoscaler is running: {'; '.join(found)}", detail)
 
@@ -362,11 +363,11 @@ def check_control_plane(client: KubeClient, info: ServerInfo) -> CheckResult | N
 
 
 def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
-    """Discovered groups the shipped IAM policy would not let gangscale scale (no gangscale.io/cluster tag)."""
+    """Discovered groups the shipped IAM policy would not let gangscale scale (not tagged as it asks)."""
     from cloud_adapters import CloudError
-    from cloud_adapters.tags import GANGSCALE_CLUSTER_TAG
+    from cloud_adapters.tags import own_tags_hint
 
-    tag = f"{GANGSCALE_CLUSTER_TAG}={cluster_name}"
+    tag = own_tags_hint(cluster_name, cluster_in_arn=provider.name == "aws-eks")
     try:
         found = provider.discover()
     except CloudError as exc:
@@ -375,13 +376,14 @@ def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
     unscoped = sorted(set(getattr(provider, "iam_unscoped", ())) & set(names))
     if unscoped:
         return CheckResult(
-            "iam-scope", WARN, f"{len(unscoped)} of {len(names)} {provider.name} node groups lack tag {tag}: "
-            f"config/iam-policy.json denies scaling them: {', '.join(unscoped)}",
-            ["they were found by Cluster Autoscaler's auto-discovery tags, which the IAM policy does not trust",
-             f"fix: tag them {tag} (and their launch templates, for aws-fleet)"])
+            "iam-scope", WARN, f"{len(unscoped)} of {len(names)} {provider.name} node groups lack gangscale's "
+            f"tags ({tag}): config/iam-policy.json denies scaling them: {', '.join(unscoped)}",
+            ["they were found by --node-group-auto-discovery filters the IAM policy does not trust",
+             f"fix: tag them {tag} (and their launch templates gangscale.io/cluster=<cluster>, for aws-fleet)"])
     if not names:
-        return CheckResult("iam-scope", WARN, f"no {provider.name} node group is tagged {tag} "
-                           "or with Cluster Autoscaler's auto-discovery tags")
+        filters = ", ".join(str(f) for f in getattr(provider, "filters", ())) or tag
+        return CheckResult("iam-scope", WARN, f"no {provider.name} node group matches the discovery tags "
+                           f"({filters})", [f"fix: tag gangscale's groups {tag}"])
     return CheckResult("iam-scope", OK, f"every {provider.name} node group gangscale scales is tagged {tag}",
                        [f"groups: {', '.join(names)}"])
 
@@ -445,6 +447,26 @@ def check_webhooks(client: KubeClient) -> CheckResult:
         return CheckResult("webhooks", WARN, "gangscale's admission webhooks are installed but "
                            + ("not reachable" if problems else "incomplete"), detail)
     return CheckResult("webhooks", OK, "gangscale's admission webhooks are installed and answer", detail)
+
+
+def check_ca_overlap(provider: Any) -> CheckResult | None:
+    """Groups gangscale discovered that Cluster Autoscaler's auto-discovery tags also mark (after a discover())."""
+    from cloud_adapters.tags import ENABLED_TAG
+
+    if not hasattr(provider, "ca_managed"):
+        return None
+    both = sorted(provider.ca_managed)
+    if not both:
+        return CheckResult("ca-overlap", OK, f"no {provider.name} node group gangscale scales carries Cluster "
+                           "Autoscaler's auto-discovery tags")
+    return CheckResult(
+        "ca-overlap", WARN, f"Cluster Autoscaler also manages {len(both)} {provider.name} node groups gangscale "
+        f"scales (they carry {CA_TAGS}): {', '.join(both)}",
+        ["both would act on them: CA adds nodes pod by pod for gangs gangscale sizes whole, and scales down "
+         "nodes gangscale just bought",
+         f"fix: remove {ENABLED_TAG} from these groups (gangscale finds them by its own tags), or keep CA off "
+         "them with a narrower --node-group-auto-discovery / --nodes on CA; to hand a group back to CA, remove "
+         "gangscale's tags instead"])
 
 
 def run_checks(client: KubeClient, *, namespace: str | None = None,

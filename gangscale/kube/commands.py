@@ -8,7 +8,7 @@ from typing import Any
 
 
 from ..catalog import load_catalog
-from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_iam_scope, run_checks
+from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_ca_overlap, check_iam_scope, run_checks
 from .client import KubeClient, connect
 from ..output import emit, render
 from .dump import dump_document, dump_header, render_dump
@@ -48,18 +48,22 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _iam_scope(args: argparse.Namespace) -> CheckResult:
+def _iam_scope(args: argparse.Namespace) -> list[CheckResult]:
+    """The IAM scope of the discovered groups, then which of them Cluster Autoscaler also manages."""
     from cloud_adapters import CloudError, create_provider
 
     if not args.cluster_name:
-        return CheckResult("iam-scope", WARN, f"--provider {args.provider} needs --cluster-name")
+        return [CheckResult("iam-scope", WARN, f"--provider {args.provider} needs --cluster-name")]
     try:
         provider, _ = create_provider(args.provider, cluster_name=args.cluster_name, region=args.region,
-                                      endpoint_url=args.aws_endpoint_url)
+                                      endpoint_url=args.aws_endpoint_url,
+                                      auto_discovery=getattr(args, "node_group_auto_discovery", None) or ())
     except (CloudError, ValueError) as exc:
-        return CheckResult("iam-scope", WARN, f"cannot use --provider {args.provider}: {exc}")
+        return [CheckResult("iam-scope", WARN, f"cannot use --provider {args.provider}: {exc}")]
     try:
-        return check_iam_scope(provider, args.cluster_name)
+        scope = check_iam_scope(provider, args.cluster_name)
+        overlap = check_ca_overlap(provider)  # discover() was just run by check_iam_scope
+        return [scope] + ([overlap] if overlap else [])
     finally:
         provider.close()
 
@@ -77,7 +81,7 @@ def check(args: argparse.Namespace) -> int:
     with client:
         report = run_checks(client, namespace=args.namespace, nodegroups=names)
     if getattr(args, "provider", None):
-        report.results.append(_iam_scope(args))
+        report.results.extend(_iam_scope(args))
     if args.output == "json":
         sys.stdout.write(render(report.to_dict(), "json"))
     else:

@@ -54,8 +54,12 @@ def add_kube_commands(sub: Any) -> None:
                    help="node-group catalog: also name the groups Cluster Autoscaler scales as well")
     a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups")
     a.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet"), default=None,
-                   help="discover this provider's node groups and report the ones lacking gangscale.io/cluster")
+                   help="discover this provider's node groups; report the ones the IAM policy would not let "
+                        "gangscale scale and the ones Cluster Autoscaler also manages")
     a.add_argument("--cluster-name", default=None, help="the cluster name of the discovery and IAM tags")
+    a.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
+                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "
+                        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)")
     a.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)")
     a.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
 

@@ -134,12 +134,15 @@ class World:
             cluster: str | None = CLUSTER, zones: tuple[str, ...] = ("us-east-1a",), desired: int = 0,
             max_size: int = 10, min_size: int = 0, mixed: list[str] | None = None,
             launch_configuration: bool = False, propagate: dict[str, str] | None = None,
-            ca_tags: bool = True) -> None:
+            ca_tags: bool = True, own_tags: bool = True) -> None:
+        """An ASG tagged for discovery by gangscale (`own_tags`) and by Cluster Autoscaler (`ca_tags`)."""
         if not self.subnets:
             self.network()
         all_tags = {"k8s.io/cluster-autoscaler/enabled": "true"} if ca_tags else {}
         if cluster and ca_tags:
             all_tags[f"k8s.io/cluster-autoscaler/{cluster}"] = "owned"
+        if cluster and own_tags:
+            all_tags.update({"gangscale.io/enabled": "true", f"gangscale.io/{cluster}": "owned"})
         all_tags.update(tags or {})
         tag_list = [{"Key": k, "Value": v, "PropagateAtLaunch": False, "ResourceId": name,
                      "ResourceType": "auto-scaling-group"} for k, v in all_tags.items()]
@@ -182,8 +185,10 @@ class World:
     def nodegroup(self, name: str, instance_types: list[str], *, cluster: str = CLUSTER,
                   tags: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                   taints: list[dict[str, str]] | None = None, desired: int = 0, max_size: int = 10,
-                  zones: tuple[str, ...] = ("us-east-1a",), ca_tags: bool = True) -> None:
+                  zones: tuple[str, ...] = ("us-east-1a",), ca_tags: bool = True, own_tags: bool = True) -> None:
         base = {"k8s.io/cluster-autoscaler/enabled": "true"} if ca_tags else {}
+        if own_tags:
+            base["gangscale.io/enabled"] = "true"
         self.client("eks").create_nodegroup(
             clusterName=cluster, nodegroupName=name, nodeRole=ROLE, subnets=[self.subnets[z] for z in zones],
             instanceTypes=instance_types, scalingConfig={"minSize": 0, "maxSize": max_size, "desiredSize": desired},

@@ -24,12 +24,17 @@ def by_name(groups):
     return {g.name: g for g in groups}
 
 
-def test_discovery_by_cluster_autoscaler_tags(world, proxy):
-    world.asg("cpu", "m5.xlarge")
-    world.asg("other-cluster", "m5.xlarge", cluster="someone-else")
+CA_DISCOVERY = (f"asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{CLUSTER}",)
+
+
+def test_discovery_by_cluster_autoscaler_tags_when_configured(world, proxy):
+    world.asg("cpu", "m5.xlarge", own_tags=False)
+    world.asg("other-cluster", "m5.xlarge", cluster="someone-else", own_tags=False)
     world.asg("untagged", "m5.xlarge", cluster=None)
-    world.asg("disabled", "m5.xlarge", tags={"k8s.io/cluster-autoscaler/enabled": "false"})
-    found = provider(proxy).discover()
+    world.asg("disabled", "m5.xlarge", tags={"k8s.io/cluster-autoscaler/enabled": "false"}, own_tags=False)
+    clients = fast_clients(proxy.url)
+    clients.options.auto_discovery = CA_DISCOVERY
+    found = AsgProvider(CLUSTER, clients.options, clients).discover()
     assert [g.name for g in found.groups] == ["cpu"]
     assert any("disabled" in w and "'false'" in w for w in found.warnings)
     assert not any("other-cluster" in w or "untagged" in w for w in found.warnings)

@@ -26,11 +26,13 @@ def test_discovery_and_gpu_template(world, proxy):
                     taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
                     tags={"gangscale.io/price-per-hour": "0.9"})
     world.nodegroup("cpu", ["m5.2xlarge", "m5.xlarge"], zones=("us-east-1a", "us-east-1b"))
-    world.nodegroup("off", ["m5.xlarge"], tags={"k8s.io/cluster-autoscaler/enabled": "no"})
+    world.nodegroup("off", ["m5.xlarge"], tags={"gangscale.io/enabled": "no"})
+    world.nodegroup("ca-only", ["m5.xlarge"], own_tags=False)
     found = provider(proxy).discover()
     groups = {g.name: g for g in found.groups}
     assert sorted(groups) == ["cpu", "gpu"]
     assert any("off" in w and "'no'" in w for w in found.warnings)
+    assert not any("ca-only" in w for w in found.warnings)
     gpu = groups["gpu"]
     assert (gpu.min_size, gpu.max_size, gpu.current_size) == (0, 4, 1)
     assert gpu.allocatable["nvidia.com/gpu"] == 1 and gpu.labels["nvidia.com/gpu.product"] == "NVIDIA-A10G"

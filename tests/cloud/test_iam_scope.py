@@ -1,9 +1,12 @@
 """The IAM policy's scope: gangscale may change only its own cluster's resources, in its own region.
 
 The intent is tested over config/iam-policy.json with a small evaluator
-(`iam_sim.py`); the code side (discovery by `gangscale.io/cluster`, fleet
-instances tagged with it, `gangscale check` naming groups the policy would
-refuse) against moto and the Kubernetes emulator.
+(`iam_sim.py`); the code side (discovery by `gangscale.io/cluster`, or by
+`gangscale.io/enabled` with `gangscale.io/<cluster>`, fleet instances tagged
+with the first, `gangscale check` naming groups the policy would refuse and
+groups Cluster Autoscaler also manages) against moto and the Kubernetes emulator.
+Discovery and policy agree: the groups the default tags find are exactly the
+ones the policy lets gangscale scale.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ ACCOUNT = "123456789012"
 OTHER_REGION = "eu-west-1"
 VALUES = {"ACCOUNT_ID": ACCOUNT, "CLUSTER_NAME": CLUSTER, "REGION": REGION, "NODE_ROLE_NAME": "eks-nodes"}
 OWN = {"gangscale.io/cluster": CLUSTER}
+ENABLED = {"gangscale.io/enabled": "true", f"gangscale.io/{CLUSTER}": "owned"}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +76,17 @@ def test_asg_scaling_is_allowed_only_on_our_clusters_tagged_group_in_our_region(
     assert decide(policy, action, asg_arn("ours"), ctx(OTHER_REGION, resource=OWN)) == DENY
 
 
+@pytest.mark.parametrize("action", ASG_ACTIONS)
+def test_asg_scaling_is_allowed_on_groups_enabled_for_our_cluster_by_gangscales_own_tags(policy, action):
+    assert decide(policy, action, asg_arn("ours"), ctx(resource=ENABLED)) == ALLOW
+    assert decide(policy, action, asg_arn("ours"), ctx(resource={**ENABLED, **CA_ONLY})) == ALLOW
+    assert decide(policy, action, asg_arn("other"),
+                  ctx(resource={"gangscale.io/enabled": "true", "gangscale.io/other-cluster": "owned"})) == DENY
+    assert decide(policy, action, asg_arn("off"), ctx(resource={**ENABLED, "gangscale.io/enabled": "false"})) == DENY
+    assert decide(policy, action, asg_arn("half"), ctx(resource={"gangscale.io/enabled": "true"})) == DENY
+    assert decide(policy, action, asg_arn("ours", OTHER_REGION), ctx(OTHER_REGION, resource=ENABLED)) == DENY
+
+
 def test_eks_node_group_updates_need_our_cluster_tag_and_region(policy):
     ng = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{CLUSTER}/gpu/uuid"
     assert decide(policy, "eks:UpdateNodegroupConfig", ng, ctx(resource=OWN)) == ALLOW
@@ -81,6 +96,10 @@ def test_eks_node_group_updates_need_our_cluster_tag_and_region(policy):
     assert decide(policy, "eks:UpdateNodegroupConfig", other, ctx(resource={"gangscale.io/cluster": CLUSTER})) == DENY
     ng_far = f"arn:aws:eks:{OTHER_REGION}:{ACCOUNT}:nodegroup/{CLUSTER}/gpu/uuid"
     assert decide(policy, "eks:UpdateNodegroupConfig", ng_far, ctx(OTHER_REGION, resource=OWN)) == DENY
+    enabled = {"gangscale.io/enabled": "true"}  # the ARN names the cluster already
+    assert decide(policy, "eks:UpdateNodegroupConfig", ng, ctx(resource=enabled)) == ALLOW
+    assert decide(policy, "eks:UpdateNodegroupConfig", other, ctx(resource=enabled)) == DENY
+    assert decide(policy, "eks:UpdateNodegroupConfig", ng, ctx(resource={"gangscale.io/enabled": "no"})) == DENY
 
 
 def test_terminate_instances_only_gives_back_our_clusters_fleet_instances_in_our_region(policy):
@@ -140,29 +159,48 @@ def asg_provider(proxy, cls=AsgProvider):
     return cls(CLUSTER, clients.options, clients)
 
 
-def test_asg_discovery_finds_groups_by_the_gangscale_cluster_tag_and_still_by_ca_tags(world, proxy):
-    world.asg("own", ca_tags=False, tags=OWN)
-    world.asg("both", tags=OWN)
-    world.asg("ca-only")
-    world.asg("theirs", ca_tags=False, tags={"gangscale.io/cluster": "other-cluster"})
-    world.asg("confused", tags={"gangscale.io/cluster": "other-cluster"})  # CA tags for us, our tag for them
+CA_DISCOVERY = f"asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{CLUSTER}"
+
+
+def test_asg_discovery_with_default_tags_finds_gangscale_groups_and_leaves_ca_only_groups_alone(world, proxy):
+    world.asg("own", ca_tags=False, own_tags=False, tags=OWN)  # gangscale.io/cluster=<cluster>
+    world.asg("enabled", ca_tags=False)  # gangscale.io/enabled + gangscale.io/<cluster>
+    world.asg("both")  # gangscale's tags and CA's
+    world.asg("ca-only", own_tags=False)
+    world.asg("other-enabled", ca_tags=False, cluster="other-cluster")
+    world.asg("theirs", ca_tags=False, own_tags=False, tags={"gangscale.io/cluster": "other-cluster"})
+    world.asg("confused", ca_tags=False, tags={"gangscale.io/cluster": "other-cluster"})  # enabled for us, not
     p = asg_provider(proxy)
     found = p.discover()
-    assert sorted(g.name for g in found.groups) == ["both", "ca-only", "own"]
-    assert sorted(p.iam_unscoped) == ["ca-only"]
+    assert sorted(g.name for g in found.groups) == ["both", "enabled", "own"]
+    assert p.iam_unscoped == []  # what the default tags find, the policy lets gangscale scale
+    assert p.ca_managed == ["both"]
     assert any("confused" in w and "names another cluster" in w for w in found.warnings)
-    assert not any("theirs" in w for w in found.warnings)
+    assert not any("ca-only" in w or "theirs" in w or "other-enabled" in w for w in found.warnings)
+    assert world.desired("ca-only") == 0 and "ca-only" not in p._raw  # noqa: SLF001 - never read as ours
 
 
-def test_eks_discovery_finds_node_groups_by_the_gangscale_cluster_tag(world, proxy):
+def test_asg_discovery_by_configured_ca_filters_finds_ca_groups_the_policy_does_not_trust(world, proxy):
+    world.asg("own", ca_tags=False, own_tags=False, tags=OWN)
+    world.asg("ca-only", own_tags=False)
+    world.asg("both")
+    clients = fast_clients(proxy.url)
+    clients.options.auto_discovery = (CA_DISCOVERY,)
+    p = AsgProvider(CLUSTER, clients.options, clients)
+    assert sorted(g.name for g in p.discover().groups) == ["both", "ca-only"]
+    assert p.iam_unscoped == ["ca-only"]
+
+
+def test_eks_discovery_finds_node_groups_by_gangscales_own_tags_only(world, proxy):
     world.eks_cluster()
-    world.nodegroup("own", ["m5.xlarge"], ca_tags=False, tags=OWN)
-    world.nodegroup("ca-only", ["m5.xlarge"])
-    world.nodegroup("untagged", ["m5.xlarge"], ca_tags=False)
+    world.nodegroup("own", ["m5.xlarge"], ca_tags=False, own_tags=False, tags=OWN)
+    world.nodegroup("enabled", ["m5.xlarge"], ca_tags=False)
+    world.nodegroup("ca-only", ["m5.xlarge"], own_tags=False)
+    world.nodegroup("untagged", ["m5.xlarge"], ca_tags=False, own_tags=False)
     clients = fast_clients(proxy.url)
     p = EksProvider(CLUSTER, clients.options, clients)
-    assert sorted(g.name for g in p.discover().groups) == ["ca-only", "own"]
-    assert p.iam_unscoped == ["ca-only"]
+    assert sorted(g.name for g in p.discover().groups) == ["enabled", "own"]
+    assert p.iam_unscoped == [] and p.ca_managed == []
 
 
 def test_fleet_instances_carry_the_cluster_tag_the_policy_lets_us_terminate(world, proxy, policy):
@@ -182,20 +220,42 @@ def test_fleet_instances_carry_the_cluster_tag_the_policy_lets_us_terminate(worl
 def test_check_reports_groups_the_policy_would_not_let_gangscale_scale(world, proxy, tmp_path, capsys):
     from tests.kube.emulator import Emulator
 
-    world.asg("own", ca_tags=False, tags=OWN)
-    world.asg("ca-only")
+    world.asg("own", ca_tags=False, own_tags=False, tags=OWN)
+    world.asg("ca-only", own_tags=False)
     emu = Emulator(release="1.36").start()
     try:
         kc = emu.kubeconfig(str(tmp_path / "kc"))
         code = main(["check", "--kubeconfig", kc, "-o", "json", "--provider", "aws-asg", "--cluster-name", CLUSTER,
-                     "--region", REGION, "--aws-endpoint-url", proxy.url])
+                     "--region", REGION, "--aws-endpoint-url", proxy.url,
+                     "--node-group-auto-discovery", f"asg:tag=gangscale.io/cluster={CLUSTER}",
+                     "--node-group-auto-discovery", CA_DISCOVERY])
     finally:
         emu.stop()
     report = json.loads(capsys.readouterr().out)
     scope = next(r for r in report["results"] if r["name"] == "iam-scope")
     assert code == 0 and scope["verdict"] == "warn"
-    assert scope["summary"] == (f"1 of 2 aws-asg node groups lack tag gangscale.io/cluster={CLUSTER}: "
-                                "config/iam-policy.json denies scaling them: ca-only")
+    assert scope["summary"] == (
+        f"1 of 2 aws-asg node groups lack gangscale's tags (gangscale.io/cluster={CLUSTER}, or gangscale.io/enabled="
+        f"true with gangscale.io/{CLUSTER}): config/iam-policy.json denies scaling them: ca-only")
+
+
+def test_check_says_which_groups_cluster_autoscaler_also_manages_and_what_to_do(world, proxy, tmp_path, capsys):
+    from tests.kube.emulator import Emulator
+
+    world.asg("both")
+    world.asg("mine", ca_tags=False)
+    world.asg("ca-only", own_tags=False)
+    emu = Emulator(release="1.36").start()
+    try:
+        code = main(["check", "--kubeconfig", emu.kubeconfig(str(tmp_path / "kc")), "-o", "json", "--provider",
+                     "aws-asg", "--cluster-name", CLUSTER, "--region", REGION, "--aws-endpoint-url", proxy.url])
+    finally:
+        emu.stop()
+    results = {r["name"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert code == 0 and results["iam-scope"]["verdict"] == "ok"
+    overlap = results["ca-overlap"]
+    assert overlap["verdict"] == "warn" and overlap["summary"].endswith(": both")
+    assert any(d.startswith("fix: remove k8s.io/cluster-autoscaler/enabled") for d in overlap["detail"])
 
 
 def test_the_evaluator_follows_deny_over_allow_wildcards_and_condition_rules():

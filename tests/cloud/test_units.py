@@ -19,7 +19,7 @@ from cloud_adapters import (
     instance_id_from_provider_id,
 )
 from cloud_adapters.errors import classify_message, error_class
-from cloud_adapters.tags import TagError, discovery_state, parse_template_tags
+from cloud_adapters.tags import TagError, discovery_state, parse_auto_discovery, parse_template_tags
 from cloud_adapters.template import eni_max_pods
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,9 +72,30 @@ def test_template_tags():
 
 def test_discovery_state():
     tags = {"k8s.io/cluster-autoscaler/enabled": "TRUE", "k8s.io/cluster-autoscaler/c1": "owned"}
-    assert discovery_state(tags, "c1") is None
-    assert discovery_state(tags, "c2") == "untagged"
-    assert "not 'true'" in discovery_state({**tags, "k8s.io/cluster-autoscaler/enabled": "0"}, "c1")
+    ca = (parse_auto_discovery("asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/c1"),)
+    assert discovery_state(tags, "c1", filters=ca) is None
+    assert discovery_state(tags, "c1") == "untagged"  # CA's tags alone: not gangscale's by default
+    assert "not 'true'" in discovery_state({**tags, "k8s.io/cluster-autoscaler/enabled": "0"}, "c1", filters=ca)
+    own = {"gangscale.io/enabled": "true", "gangscale.io/c1": "owned"}
+    assert discovery_state(own, "c1") is None and discovery_state(own, "c2") == "untagged"
+    assert discovery_state({"gangscale.io/cluster": "c1"}, "c1") is None
+    assert "not 'true'" in discovery_state({**own, "gangscale.io/enabled": "yes"}, "c1")
+    assert "names another cluster" in discovery_state({**own, "gangscale.io/cluster": "c2"}, "c1")
+    assert discovery_state({"gangscale.io/enabled": "true"}, "c1", ca_cluster_tag=False) is None  # EKS
+
+
+@pytest.mark.parametrize("spec", ["asg:tag=", "mig:tag=a", "asg:a=b", "tag=a", "asg:tag=a,,b"])
+def test_a_bad_auto_discovery_filter_is_one_sentence_naming_it(spec):
+    with pytest.raises(TagError, match="auto-discovery"):
+        parse_auto_discovery(spec)
+
+
+def test_auto_discovery_filters_read_keys_and_values_as_cluster_autoscaler_does():
+    f = parse_auto_discovery("asg:tag=k8s.io/cluster-autoscaler/enabled,team=ml")
+    assert f.tags == (("k8s.io/cluster-autoscaler/enabled", None), ("team", "ml"))
+    assert f.matches({"k8s.io/cluster-autoscaler/enabled": "x", "team": "ml"})
+    assert not f.matches({"k8s.io/cluster-autoscaler/enabled": "x", "team": "web"})
+    assert str(f) == "asg:tag=k8s.io/cluster-autoscaler/enabled,team=ml"
 
 
 def test_provider_ids_and_eni_max_pods():
@@ -93,6 +114,10 @@ def _operations_called() -> set[str]:
     return ops
 
 
+def _list(value):
+    return value if isinstance(value, list) else [value]
+
+
 def test_iam_policy_allows_every_call_and_conditions_scaling_on_the_cluster_tag():
     policy = json.loads((ROOT / "config" / "iam-policy.json").read_text())
     assert policy["Version"] == "2012-10-17"
@@ -105,9 +130,13 @@ def test_iam_policy_allows_every_call_and_conditions_scaling_on_the_cluster_tag(
         mutating = [a for a in actions if a in ("autoscaling:SetDesiredCapacity", "autoscaling:AttachInstances",
                                                 "autoscaling:TerminateInstanceInAutoScalingGroup",
                                                 "eks:UpdateNodegroupConfig")]
-        if mutating:
-            assert '"aws:ResourceTag/gangscale.io/cluster": "${CLUSTER_NAME}"' in json.dumps(
-                st.get("Condition", {})), st["Sid"]
+        if mutating:  # gangscale.io/cluster=<cluster>, or gangscale.io/enabled=true (+ <cluster> in tag or ARN)
+            cond = json.dumps(st.get("Condition", {}))
+            by_cluster = '"aws:ResourceTag/gangscale.io/cluster": "${CLUSTER_NAME}"' in cond
+            by_enabled = '"aws:ResourceTag/gangscale.io/enabled": "true"' in cond and (
+                '"aws:ResourceTag/gangscale.io/${CLUSTER_NAME}": "false"' in cond
+                or all("/${CLUSTER_NAME}/" in r for r in _list(st["Resource"])))
+            assert by_cluster or by_enabled, st["Sid"]
     called = _operations_called()
     assert {"autoscaling:SetDesiredCapacity", "ec2:CreateFleet", "eks:UpdateNodegroupConfig"} <= called
     assert called <= allowed, sorted(called - allowed)
