@@ -141,56 +141,75 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
 
 
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
+    """Cheapest nodes for `demand` (pods per shape) with existing nodes pooled by what decides compatibility:
+    a relaxation, so its optimum (or proven bound) is a lower bound on any plan's cost."""
     m = cp_model.CpModel()
-    R = len(prob.resources)
-
-    # existing kinds -> pools keyed by what decides compatibility
-    pools: dict[tuple, list[int]] = {}
-    for k in prob.kinds:
-        if not k.new:
-            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
-
     use: dict[int, list] = {s: [] for s in demand}
-    cost_terms = []
-    for kids in pools.values():
-        cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
-        load = [[] for _ in range(R)]
-        for s, n in demand.items():
-            slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
-            if slots <= 0:
-                continue
-            u = m.new_int_var(0, min(n, slots), "")
-            use[s].append(u)
-            for r in range(R):
-                if prob.shapes[s].req[r]:
-                    load[r].append(prob.shapes[s].req[r] * u)
-        for r in range(R):
-            if load[r]:
-                m.add(sum(load[r]) <= cap[r])
-    for k in prob.kinds:
-        if not k.new:
-            continue
-        n_k = m.new_int_var(0, k.max_count, "")
-        cost_terms.append(k.cost * n_k)
-        load = [[] for _ in range(R)]
-        for s, n in demand.items():
-            per = prob.fit_count.get((s, k.kid), 0)
-            if per <= 0:
-                continue
-            u = m.new_int_var(0, n, "")
-            use[s].append(u)
-            m.add(u <= per * n_k)
-            for r in range(R):
-                if prob.shapes[s].req[r]:
-                    load[r].append(prob.shapes[s].req[r] * u)
-        for r in range(R):
-            if load[r]:
-                m.add(sum(load[r]) <= k.cap[r] * n_k)
+    for kids in _existing_pools(prob).values():
+        _add_pool(m, prob, kids, demand, use)
+    cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
     for s, n in demand.items():
         m.add(sum(use[s]) == n)
     if not cost_terms:
         return 0, True
     m.minimize(sum(cost_terms))
+    return _solve_bound(m, opts, deadline)
+
+
+def _existing_pools(prob: Problem) -> dict[tuple, list[int]]:
+    """Existing kinds grouped by what decides compatibility (labels, taints): one capacity pool each."""
+    pools: dict[tuple, list[int]] = {}
+    for k in prob.kinds:
+        if not k.new:
+            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
+    return pools
+
+
+def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
+    """Append shape `s`'s requests times `u` to the per-resource load sums."""
+    for r, q in enumerate(prob.shapes[s].req):
+        if q:
+            load[r].append(q * u)
+
+
+def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list]) -> None:
+    """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
+    R = len(prob.resources)
+    cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
+    load: list[list] = [[] for _ in range(R)]
+    for s, n in demand.items():
+        slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
+        if slots <= 0:
+            continue
+        u = m.new_int_var(0, min(n, slots), "")
+        use[s].append(u)
+        _add_load(prob, load, s, u)
+    for r in range(R):
+        if load[r]:
+            m.add(sum(load[r]) <= cap[r])
+
+
+def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list]):
+    """New nodes of one node group and the pods of each shape they take; returns the group's cost term."""
+    R = len(prob.resources)
+    n_k = m.new_int_var(0, k.max_count, "")
+    load: list[list] = [[] for _ in range(R)]
+    for s, n in demand.items():
+        per = prob.fit_count.get((s, k.kid), 0)
+        if per <= 0:
+            continue
+        u = m.new_int_var(0, n, "")
+        use[s].append(u)
+        m.add(u <= per * n_k)
+        _add_load(prob, load, s, u)
+    for r in range(R):
+        if load[r]:
+            m.add(sum(load[r]) <= k.cap[r] * n_k)
+    return k.cost * n_k
+
+
+def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tuple[int, bool]:
+    """(bound, proven optimal) within the time left; 0 is always a valid bound."""
     left = deadline - time.perf_counter()
     if left < 0.05:
         return 0, False
