@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
-from .base import Discovery, Instance, InstanceState, LaunchFailure, NodeGroupProvider, ScaleResult
+from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
+from .base import Discovery, Instance, InstanceState, LaunchFailure, ScaleResult
 from .cache import TTLMemo
 from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
                      classify_message)
@@ -29,10 +29,6 @@ from .tags import (
     tag_map,
 )
 from .template import TemplateError, build_template
-
-MUTATING_OPERATIONS = frozenset({  # every AWS call that changes something: fenced by the controller's hook
-    "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CreateFleet", "AttachInstances",
-    "TerminateInstances", "UpdateNodegroupConfig"})
 
 ASG_STATES: dict[str, InstanceState] = {
     "Pending": "launching", "Pending:Wait": "launching", "Pending:Proceed": "launching",
@@ -92,35 +88,18 @@ def launch_spec(asg: dict[str, Any]) -> LaunchSpec:
     raise TemplateError("has neither a launch template, a mixed-instances policy nor a launch configuration")
 
 
-class AsgProvider(NodeGroupProvider):
+class AsgProvider(AwsProvider):
     """Auto Scaling groups tagged for this cluster, one node group each."""
 
     name = "aws-asg"
+    no_cluster_name = "a cluster name is needed for tag discovery (--cluster-name)"
 
     def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
-        super().__init__()
-        if not cluster_name:
-            raise CloudError("a cluster name is needed for tag discovery (--cluster-name)", code="NoClusterName",
-                             provider=self.name)
-        self.cluster_name = cluster_name
-        self.options = options or AwsOptions()
-        self.clients = clients or AwsClients(self.options)
-        self.types = InstanceTypes(self.clients, self.name)
+        super().__init__(cluster_name, options, clients)
         self._groups: TTLMemo[list[dict[str, Any]]] = TTLMemo(self.options.groups_ttl, maxsize=4)
         self._launch_types: TTLMemo[tuple[str, ...]] = TTLMemo(self.options.templates_ttl)
-        self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
     # ------------------------------------------------------------ describe
-    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        mutating = operation in MUTATING_OPERATIONS
-        if mutating:
-            self._before_mutation(operation, group)
-        out = aws_call(self.clients, self.name, service, operation, group, **params)
-        if mutating:
-            self._after_mutation(operation, group)
-        return out
-
     def _tagged_groups(self) -> list[dict[str, Any]]:
         """Groups carrying gangscale.io/cluster=<cluster>, or CA's auto-discovery tags for the cluster."""
         return self._groups.get("tagged", self._describe_tagged)

@@ -14,9 +14,9 @@ from typing import Any
 
 from .types import Node, Taint
 
-from .aws_asg import MUTATING_OPERATIONS, asg_instance
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
-from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
+from .aws_asg import asg_instance
+from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
+from .base import Discovery, Instance, LaunchFailure, ScaleResult
 from .cache import TTLMemo
 from .errors import (
     PermissionError_,
@@ -41,32 +41,15 @@ _UPDATE_CAPACITY = {"InsufficientFreeAddresses", "EniLimitReached", "IpNotAvaila
 _ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (default 50) names
 
 
-class EksProvider(NodeGroupProvider):
+class EksProvider(AwsProvider):
     """The cluster's managed node groups tagged `gangscale.io/cluster=<cluster>` or `k8s.io/cluster-autoscaler/enabled=true`."""
 
     name = "aws-eks"
+    no_cluster_name = "an EKS cluster name is needed (--cluster-name)"
 
     def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
-        super().__init__()
-        if not cluster_name:
-            raise CloudError("an EKS cluster name is needed (--cluster-name)", code="NoClusterName",
-                             provider=self.name)
-        self.cluster_name = cluster_name
-        self.options = options or AwsOptions()
-        self.clients = clients or AwsClients(self.options)
-        self.types = InstanceTypes(self.clients, self.name)
+        super().__init__(cluster_name, options, clients)
         self._static: TTLMemo[Any] = TTLMemo(self.options.templates_ttl)
-        self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
-
-    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        mutating = operation in MUTATING_OPERATIONS
-        if mutating:
-            self._before_mutation(operation, group)
-        out = aws_call(self.clients, self.name, service, operation, group, **params)
-        if mutating:
-            self._after_mutation(operation, group)
-        return out
 
     def _nodegroup(self, group: str) -> dict[str, Any]:
         return self._call("eks", "DescribeNodegroup", group, clusterName=self.cluster_name,

@@ -100,10 +100,7 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    pools: dict[tuple, list[int]] = {}
-    for k in prob.kinds:
-        pools.setdefault((tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid), []).append(k.kid)
-    for kids in pools.values():
+    for kids in _pools(prob):
         new = prob.kinds[kids[0]].new
         n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
         if new:
@@ -145,7 +142,7 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     a relaxation, so its optimum (or proven bound) is a lower bound on any plan's cost."""
     m = cp_model.CpModel()
     use: dict[int, list] = {s: [] for s in demand}
-    for kids in _existing_pools(prob).values():
+    for kids in _pools(prob, groups=False):
         _add_pool(m, prob, kids, demand, use)
     cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
     for s, n in demand.items():
@@ -156,13 +153,16 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     return _solve_bound(m, opts, deadline)
 
 
-def _existing_pools(prob: Problem) -> dict[tuple, list[int]]:
-    """Existing kinds grouped by what decides compatibility (labels, taints): one capacity pool each."""
+def _pools(prob: Problem, groups: bool = True) -> list[list[int]]:
+    """Kinds pooled by what decides compatibility: existing nodes by labels and taints (one capacity pool each),
+    every node group alone (left out with `groups=False`); in kind order."""
     pools: dict[tuple, list[int]] = {}
     for k in prob.kinds:
         if not k.new:
             pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
-    return pools
+        elif groups:
+            pools[("new", k.kid)] = [k.kid]
+    return list(pools.values())
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
@@ -332,11 +332,7 @@ class _GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        pools: dict[tuple, list[int]] = {}
-        for k in prob.kinds:
-            key = (tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid)
-            pools.setdefault(key, []).append(k.kid)
-        for kids in pools.values():
+        for kids in _pools(prob):
             new = prob.kinds[kids[0]].new
             n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
             cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
