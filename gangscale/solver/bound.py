@@ -95,38 +95,14 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     if s is None:  # pragma: no cover
         return 0
     R = len(prob.resources)
-    inf = s.infinity()
     caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
     for kids in _pools(prob):
-        new = prob.kinds[kids[0]].new
-        n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-        if new:
+        n = _lp_pool(s, prob, kids, cover, caps, scale)
+        if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
-        cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
-        rows: dict[int, object] = {}
-        for sh, cov in cover.items():
-            per = [prob.fit_count.get((sh, k), 0) for k in kids]
-            if not any(per):
-                continue
-            u = s.NumVar(0, inf, "")
-            cov.SetCoefficient(u, 1)
-            if new:
-                slots = s.Constraint(-inf, 0)
-                slots.SetCoefficient(u, 1)
-                slots.SetCoefficient(n, -per[0])
-            else:
-                u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
-            for r, q in enumerate(prob.shapes[sh].req):
-                if q:
-                    row = rows.get(r)
-                    if row is None:
-                        row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
-                        if new:
-                            row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                    row.SetCoefficient(u, float(q / scale[r]))
     obj.SetMinimization()
     left = deadline - time.perf_counter()
     if left <= 0:
@@ -135,6 +111,37 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     if s.Solve() != pywraplp.Solver.OPTIMAL:
         return 0
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1)
+
+
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, scale: np.ndarray):
+    """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
+    within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
+    inf = s.infinity()
+    new = prob.kinds[kids[0]].new
+    n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
+    cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
+    rows: dict[int, object] = {}
+    for sh, cov in cover.items():
+        per = [prob.fit_count.get((sh, k), 0) for k in kids]
+        if not any(per):
+            continue
+        u = s.NumVar(0, inf, "")
+        cov.SetCoefficient(u, 1)
+        if new:  # u <= per n
+            slots = s.Constraint(-inf, 0)
+            slots.SetCoefficient(u, 1)
+            slots.SetCoefficient(n, -per[0])
+        else:
+            u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+        for r, q in enumerate(prob.shapes[sh].req):
+            if q:
+                row = rows.get(r)
+                if row is None:  # sum req u <= cap (x n for a node group)
+                    row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                    if new:
+                        row.SetCoefficient(n, -float(cap[r] / scale[r]))
+                row.SetCoefficient(u, float(q / scale[r]))
+    return n
 
 
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
@@ -333,31 +340,7 @@ class _GangLP:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
         for kids in _pools(prob):
-            new = prob.kinds[kids[0]].new
-            n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-            cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
-            load: dict[int, object] = {}
-            for sh, cov in cover.items():
-                per = [prob.fit_count.get((sh, k), 0) for k in kids]
-                if not any(per):
-                    continue
-                u = s.NumVar(0, inf, "")
-                cov.SetCoefficient(u, 1)
-                if new:  # u <= per n
-                    slots = s.Constraint(-inf, 0)
-                    slots.SetCoefficient(u, 1)
-                    slots.SetCoefficient(n, -per[0])
-                else:
-                    u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
-                req = prob.shapes[sh].req
-                for r in range(R):
-                    if req[r]:
-                        row = load.get(r)
-                        if row is None:  # sum req u <= cap (x n for a node group)
-                            row = load[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
-                            if new:
-                                row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                        row.SetCoefficient(u, float(req[r] / scale[r]))
+            _lp_pool(s, prob, kids, cover, caps, scale)
         self.extra: list = []
 
     def _gangs(self, lvl: int):
