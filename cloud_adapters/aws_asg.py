@@ -16,7 +16,7 @@ from typing import Any
 from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
 from .base import Discovery, Instance, InstanceState, LaunchFailure, ScaleResult
 from .cache import TTLMemo
-from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
+from .errors import (NotFoundError, SizeLimitError,
                      classify_message)
 from .tags import (
     ENABLED_TAG,
@@ -167,20 +167,12 @@ class AsgProvider(AwsProvider):
         self._raw = {}
         for raw in sorted(raws, key=lambda r: r["AutoScalingGroupName"]):
             name = raw["AutoScalingGroupName"]
-            spec = specs[name]
-            try:
-                if isinstance(spec, Exception):
-                    raise spec
-                out.groups.append(self._template_of(raw, spec, out.warnings))
-                self._raw[name] = raw
-            except (PermissionError_, ThrottledError):
-                raise  # account-wide: every group would fail the same way, say so once
-            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
-                # one odd group (an unknown AWS error code, a field missing) must not hide the others
-                out.warnings.append(f"{self.name} group {name}: skipped: {exc}")
+            self._adopt(out, "group", name, raw, lambda: self._template_of(raw, specs[name], out.warnings))
         return out
 
-    def _template_of(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]):
+    def _template_of(self, raw: dict[str, Any], spec: LaunchSpec | Exception, warnings: list[str]):
+        if isinstance(spec, Exception):
+            raise spec
         name = raw["AutoScalingGroupName"]
         tags = tag_map(raw.get("Tags"))
         why = discovery_state(tags, self.cluster_name)

@@ -14,11 +14,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from .base import NodeGroupProvider, SystemReserve
+from .base import Discovery, NodeGroupProvider, SystemReserve
 from .cache import TTLMemo
-from .errors import CloudError, NotFoundError, PermissionError_, error_class
+from .errors import CloudError, NotFoundError, PermissionError_, ThrottledError, error_class
 from .redact import redact_text, redact_url  # noqa: F401 - redact_url is re-exported for older imports
+from .tags import TagError
 from .template import MachineShape, TemplateError, shape_from_describe
+from .types import NodeGroup
 
 log = logging.getLogger("gangscale.cloud")
 
@@ -237,3 +239,14 @@ class AwsProvider(NodeGroupProvider):
         if mutating:
             self._after_mutation(operation, group)
         return out
+
+    def _adopt(self, out: Discovery, what: str, name: str, raw: dict[str, Any], build: Callable[[], NodeGroup]) -> None:
+        """One discovered group into `out`; an odd one (an unknown AWS error code, a field missing) is skipped with
+        a warning and never hides the others, an account-wide error (permissions, throttling) is raised once."""
+        try:
+            out.groups.append(build())
+            self._raw[name] = raw
+        except (PermissionError_, ThrottledError):
+            raise
+        except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
+            out.warnings.append(f"{self.name} {what} {name}: skipped: {exc}")

@@ -19,8 +19,6 @@ from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_t
 from .base import Discovery, Instance, LaunchFailure, ScaleResult
 from .cache import TTLMemo
 from .errors import (
-    PermissionError_,
-    ThrottledError,
     CapacityError,
     CloudError,
     ConflictError,
@@ -72,15 +70,7 @@ class EksProvider(AwsProvider):
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
         for raw in tagged:
-            name = raw["nodegroupName"]
-            try:
-                out.groups.append(self._template_of(raw, out.warnings))
-                self._raw[name] = raw
-            except (PermissionError_, ThrottledError):
-                raise  # account-wide: every group would fail the same way, say so once
-            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
-                # one odd group (an unknown AWS error code, a field missing) must not hide the others
-                out.warnings.append(f"{self.name} node group {name}: skipped: {exc}")
+            self._adopt(out, "node group", raw["nodegroupName"], raw, lambda: self._template_of(raw, out.warnings))
         return out
 
     def _template_of(self, raw: dict[str, Any], warnings: list[str]):
