@@ -178,7 +178,7 @@ def test_ingest_builds_gangs_and_pods_with_their_final_values_and_nobody_can_cha
     cluster = ingest(objs)
     gangs = {g.name: g for g in cluster.gangs}
     assert gangs["train"].bound == 1 and gangs["train"].invalid.startswith("pod default/w-bad:")
-    assert gangs["serve"].pending == tuple(gangs["serve"].pending) and len(gangs["serve"].pending) == 2
+    assert isinstance(gangs["serve"].pending, tuple) and len(gangs["serve"].pending) == 2
     assert all(p.group_key == ("default", "serve") for p in gangs["serve"].pending)
     with pytest.raises(dataclasses.FrozenInstanceError):
         gangs["serve"].bound = 2  # type: ignore[misc]
