@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
-from .base import Discovery, Instance, InstanceState, LaunchFailure, NodeGroupProvider, ScaleResult
+from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
+from .base import Discovery, Instance, InstanceState, LaunchFailure, ScaleResult
 from .cache import TTLMemo
-from .errors import (CloudError, NotFoundError, PermissionError_, SizeLimitError, ThrottledError,
+from .errors import (NotFoundError, SizeLimitError,
                      classify_message)
 from .tags import (
     TagError,
@@ -29,10 +29,6 @@ from .tags import (
     tag_map,
 )
 from .template import TemplateError, build_template
-
-MUTATING_OPERATIONS = frozenset({  # every AWS call that changes something: fenced by the controller's hook
-    "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CreateFleet", "AttachInstances",
-    "TerminateInstances", "UpdateNodegroupConfig"})
 
 ASG_STATES: dict[str, InstanceState] = {
     "Pending": "launching", "Pending:Wait": "launching", "Pending:Proceed": "launching",
@@ -92,37 +88,20 @@ def launch_spec(asg: dict[str, Any]) -> LaunchSpec:
     raise TemplateError("has neither a launch template, a mixed-instances policy nor a launch configuration")
 
 
-class AsgProvider(NodeGroupProvider):
+class AsgProvider(AwsProvider):
     """Auto Scaling groups tagged for this cluster, one node group each."""
 
     name = "aws-asg"
+    no_cluster_name = "a cluster name is needed for tag discovery (--cluster-name)"
 
     def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
-        super().__init__()
-        if not cluster_name:
-            raise CloudError("a cluster name is needed for tag discovery (--cluster-name)", code="NoClusterName",
-                             provider=self.name)
-        self.cluster_name = cluster_name
-        self.options = options or AwsOptions()
-        self.clients = clients or AwsClients(self.options)
-        self.types = InstanceTypes(self.clients, self.name)
+        super().__init__(cluster_name, options, clients)
         self._groups: TTLMemo[list[dict[str, Any]]] = TTLMemo(self.options.groups_ttl, maxsize=4)
         self._launch_types: TTLMemo[tuple[str, ...]] = TTLMemo(self.options.templates_ttl)
-        self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups the IAM policy's tag conditions deny scaling
         self.ca_managed: list[str] = []  # discovered groups CA's default auto-discovery also finds
         self.filters = auto_discovery_filters(self.options.auto_discovery, cluster_name, cluster_named_tag=True)
 
     # ------------------------------------------------------------ describe
-    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        mutating = operation in MUTATING_OPERATIONS
-        if mutating:
-            self._before_mutation(operation, group)
-        out = aws_call(self.clients, self.name, service, operation, group, **params)
-        if mutating:
-            self._after_mutation(operation, group)
-        return out
-
     def _tagged_groups(self) -> list[dict[str, Any]]:
         """Groups matching a discovery filter (cloud_adapters/tags.py), each found once."""
         return self._groups.get("tagged", self._describe_tagged)
@@ -190,20 +169,12 @@ class AsgProvider(NodeGroupProvider):
         self._raw = {}
         for raw in sorted(raws, key=lambda r: r["AutoScalingGroupName"]):
             name = raw["AutoScalingGroupName"]
-            spec = specs[name]
-            try:
-                if isinstance(spec, Exception):
-                    raise spec
-                out.groups.append(self._template_of(raw, spec, out.warnings))
-                self._raw[name] = raw
-            except (PermissionError_, ThrottledError):
-                raise  # account-wide: every group would fail the same way, say so once
-            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
-                # one odd group (an unknown AWS error code, a field missing) must not hide the others
-                out.warnings.append(f"{self.name} group {name}: skipped: {exc}")
+            self._adopt(out, "group", name, raw, lambda: self._template_of(raw, specs[name], out.warnings))
         return out
 
-    def _template_of(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]):
+    def _template_of(self, raw: dict[str, Any], spec: LaunchSpec | Exception, warnings: list[str]):
+        if isinstance(spec, Exception):
+            raise spec
         name = raw["AutoScalingGroupName"]
         tags = tag_map(raw.get("Tags"))
         why = discovery_state(tags, self.cluster_name, filters=self.filters)

@@ -14,11 +14,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from .base import SystemReserve
+from .base import Discovery, NodeGroupProvider, SystemReserve
 from .cache import TTLMemo
-from .errors import CloudError, NotFoundError, PermissionError_, error_class
+from .errors import CloudError, NotFoundError, PermissionError_, ThrottledError, error_class
 from .redact import redact_text, redact_url  # noqa: F401 - redact_url is re-exported for older imports
+from .tags import TagError
 from .template import MachineShape, TemplateError, shape_from_describe
+from .types import NodeGroup
 
 log = logging.getLogger("gangscale.cloud")
 
@@ -207,3 +209,46 @@ def launch_template_instance_type(clients: AwsClients, provider: str, group: str
                         Versions=[version])["LaunchTemplateVersions"]
     itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
     return str(itype) if itype else None
+
+
+MUTATING_OPERATIONS = frozenset({  # every AWS call that changes something: fenced by the controller's hook
+    "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CreateFleet", "AttachInstances",
+    "TerminateInstances", "UpdateNodegroupConfig"})
+
+
+class AwsProvider(NodeGroupProvider):
+    """What every AWS provider shares: a cluster name, options, clients, the EC2 type table, and one `_call`
+    that runs the controller's fence hooks around every mutating operation."""
+
+    no_cluster_name = "a cluster name is needed (--cluster-name)"
+
+    def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
+        super().__init__()
+        if not cluster_name:
+            raise CloudError(self.no_cluster_name, code="NoClusterName", provider=self.name)
+        self.cluster_name = cluster_name
+        self.options = options or AwsOptions()
+        self.clients = clients or AwsClients(self.options)
+        self.types = InstanceTypes(self.clients, self.name)
+        self._raw: dict[str, dict[str, Any]] = {}
+        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
+
+    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
+        mutating = operation in MUTATING_OPERATIONS
+        if mutating:
+            self._before_mutation(operation, group)
+        out = aws_call(self.clients, self.name, service, operation, group, **params)
+        if mutating:
+            self._after_mutation(operation, group)
+        return out
+
+    def _adopt(self, out: Discovery, what: str, name: str, raw: dict[str, Any], build: Callable[[], NodeGroup]) -> None:
+        """One discovered group into `out`; an odd one (an unknown AWS error code, a field missing) is skipped with
+        a warning and never hides the others, an account-wide error (permissions, throttling) is raised once."""
+        try:
+            out.groups.append(build())
+            self._raw[name] = raw
+        except (PermissionError_, ThrottledError):
+            raise
+        except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
+            out.warnings.append(f"{self.name} {what} {name}: skipped: {exc}")

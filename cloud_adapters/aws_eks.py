@@ -14,13 +14,11 @@ from typing import Any
 
 from .types import Node, Taint
 
-from .aws_asg import MUTATING_OPERATIONS, asg_instance
-from .aws_common import AwsClients, AwsOptions, InstanceTypes, aws_call, aws_pages, launch_template_instance_type
-from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
+from .aws_asg import asg_instance
+from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
+from .base import Discovery, Instance, LaunchFailure, ScaleResult
 from .cache import TTLMemo
 from .errors import (
-    PermissionError_,
-    ThrottledError,
     CapacityError,
     CloudError,
     ConflictError,
@@ -42,35 +40,18 @@ _UPDATE_CAPACITY = {"InsufficientFreeAddresses", "EniLimitReached", "IpNotAvaila
 _ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (default 50) names
 
 
-class EksProvider(NodeGroupProvider):
+class EksProvider(AwsProvider):
     """The cluster's managed node groups tagged `gangscale.io/cluster=<cluster>` or `k8s.io/cluster-autoscaler/enabled=true`."""
 
     name = "aws-eks"
+    no_cluster_name = "an EKS cluster name is needed (--cluster-name)"
 
     def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
-        super().__init__()
-        if not cluster_name:
-            raise CloudError("an EKS cluster name is needed (--cluster-name)", code="NoClusterName",
-                             provider=self.name)
-        self.cluster_name = cluster_name
-        self.options = options or AwsOptions()
-        self.clients = clients or AwsClients(self.options)
-        self.types = InstanceTypes(self.clients, self.name)
+        super().__init__(cluster_name, options, clients)
         self._static: TTLMemo[Any] = TTLMemo(self.options.templates_ttl)
-        self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered node groups the IAM policy's tag conditions deny scaling
         self.ca_managed: list[str] = []  # discovered node groups CA's auto-discovery tags also mark
         # gangscale's own tags (the `enabled` one alone: a node group belongs to its cluster) or CA-style filters
         self.filters = auto_discovery_filters(self.options.auto_discovery, cluster_name, cluster_named_tag=False)
-
-    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
-        mutating = operation in MUTATING_OPERATIONS
-        if mutating:
-            self._before_mutation(operation, group)
-        out = aws_call(self.clients, self.name, service, operation, group, **params)
-        if mutating:
-            self._after_mutation(operation, group)
-        return out
 
     def _nodegroup(self, group: str) -> dict[str, Any]:
         return self._call("eks", "DescribeNodegroup", group, clusterName=self.cluster_name,
@@ -93,15 +74,7 @@ class EksProvider(NodeGroupProvider):
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
         for raw in tagged:
-            name = raw["nodegroupName"]
-            try:
-                out.groups.append(self._template_of(raw, out.warnings))
-                self._raw[name] = raw
-            except (PermissionError_, ThrottledError):
-                raise  # account-wide: every group would fail the same way, say so once
-            except (TagError, TemplateError, CloudError, KeyError, TypeError, ValueError) as exc:
-                # one odd group (an unknown AWS error code, a field missing) must not hide the others
-                out.warnings.append(f"{self.name} node group {name}: skipped: {exc}")
+            self._adopt(out, "node group", raw["nodegroupName"], raw, lambda: self._template_of(raw, out.warnings))
         return out
 
     def _template_of(self, raw: dict[str, Any], warnings: list[str]):

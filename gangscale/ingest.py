@@ -14,6 +14,7 @@ object is seen. Dependencies point down: parse <- ingest_{dra,kueue,yunikorn}
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .ingest_inputs import Inputs
@@ -94,35 +95,52 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
 
 def _attach_pods(cluster: Cluster, defs: dict[tuple[str, str, str], _GroupDef],
                  pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]], extra: Inputs) -> None:
-    """Gangs from the group objects, then every pod counted in (or making) its gang (`extra` marks its own)."""
-    gangs: dict[tuple[str, str, str], Gang] = {}
+    """Gangs from the group objects, then every pod counted in (or making) its gang (`extra` marks its own):
+    the members are tallied first and each gang is built once, with its final values."""
+    heads: dict[tuple[str, str, str], Gang] = {}
     for key, d in defs.items():
         ns, family, name = key
         if d.api == API_WORKLOAD:
             continue  # Workload pod groups become gangs per replica key, when pods point at them
-        gangs[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,  # type: ignore[arg-type]
+        heads[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,  # type: ignore[arg-type]
                           invalid=d.invalid, created=d.created, uid=d.uid, annotations=d.annotations)
-
+    members: dict[tuple[str, str, str], _Members] = {key: _Members() for key in heads}
     for pod, key, problem in pods:
         if pod is None or key is None:
             continue
-        gang = gangs.get(key)
-        if gang is None:
-            gang = gangs[key] = _gang_for(key, defs, pod)
-        if problem and not gang.invalid:
-            gang.invalid = f"pod {pod.key}: {problem}"
-        if pod.node_name and not pod.terminal:
-            gang.bound += 1
-        elif pod.phase == "Pending" and not problem:
-            gang.pending.append(pod)
-        elif pod.phase in ("SchedulingGated", "Terminating"):
-            gang.gated += 1
-    extra.mark(gangs, pods)
-    for pod, _key, problem in pods:
-        if pod is not None and pod.node_name and not pod.terminal and not problem:
-            cluster.bound.append(pod)
+        if key not in heads:
+            heads[key] = _gang_for(key, defs, pod)
+        members.setdefault(key, _Members()).add(pod, problem)
+    admission = extra.admissions(pods)
+    gangs = [m.gang(heads[key], admission.get(key)) for key, m in members.items()]
+    cluster.bound.extend(pod for pod, _key, problem in pods
+                         if pod is not None and pod.node_name and not pod.terminal and not problem)
+    cluster.gangs = [g for g in gangs if _worth_listing(g)]
 
-    cluster.gangs = [g for g in gangs.values() if _worth_listing(g)]
+
+class _Members:
+    """One gang's members as ingest meets them: the first bad pod, bound, pending and gated counts."""
+
+    def __init__(self) -> None:
+        self.invalid: str | None = None
+        self.bound = 0
+        self.gated = 0
+        self.pending: list[Pod] = []
+
+    def add(self, pod: Pod, problem: str | None) -> None:
+        if problem and self.invalid is None:
+            self.invalid = f"pod {pod.key}: {problem}"
+        if pod.node_name and not pod.terminal:
+            self.bound += 1
+        elif pod.phase == "Pending" and not problem:
+            self.pending.append(pod)
+        elif pod.phase in ("SchedulingGated", "Terminating"):
+            self.gated += 1
+
+    def gang(self, head: Gang, admission: str | None) -> Gang:
+        """The gang object (or its stand-in) with its members: an object's own problem wins over a pod's."""
+        return replace(head, invalid=head.invalid or self.invalid, bound=self.bound, gated=self.gated,
+                       pending=tuple(self.pending), admission=admission)
 
 
 def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .parse import ObjectError, _int_field, _list, _map, _short
@@ -170,8 +170,8 @@ class DraIndex:
             except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: this pod's gang, not the pass
                 pods[index] = (pod, key, f"spec.resourceClaims cannot be read ({type(exc).__name__})")
                 continue
-            for res, n in demand.items():
-                pod.requests[res] = pod.requests.get(res, 0) + n
+            if demand:
+                pods[index] = (replace(pod, requests=_plus(pod.requests, demand)), key, problem)
 
     def _pod_demand(self, ns: str, claims: list[Any], statuses: list[Any], counted: set, warnings: WarningLog,
                     pod: Pod) -> dict[str, int]:
@@ -210,14 +210,26 @@ class DraIndex:
         """KEP-5004: requests and node capacity of a mapped extended resource count as the class's devices."""
         if not self.aliases:
             return
-        for i, (pod, _key, _problem) in enumerate(pods):
-            if pod is not None and pod.node_name and i in self.dra_served:
-                for name in [k for k in pod.requests if k in self.aliases]:
-                    del pod.requests[name]  # counted by its allocated claim: the slices no longer offer them
-            elif pod is not None:
-                _rename(pod.requests, self.aliases)
+        for i, (pod, key, problem) in enumerate(pods):
+            if pod is None or not any(k in self.aliases for k in pod.requests):
+                continue
+            if pod.node_name and i in self.dra_served:
+                # counted by its allocated claim: the slices no longer offer them
+                requests = {k: v for k, v in pod.requests.items() if k not in self.aliases}
+            else:
+                requests = dict(pod.requests)
+                _rename(requests, self.aliases)
+            pods[i] = (replace(pod, requests=requests), key, problem)
         for node in nodes:
             _rename(node.allocatable, self.aliases)
+
+
+def _plus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """`a` with `b` added, key by key (a new dict)."""
+    out = dict(a)
+    for k, n in b.items():
+        out[k] = out.get(k, 0) + n
+    return out
 
 
 def _rename(amounts: dict[str, int], aliases: Mapping[str, str]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from .ingest_dra import DRA_APIS, DRA_KINDS, DraIndex
 from .ingest_kueue import KUEUE_APIS, KueueIndex
 from .ingest_yunikorn import group_yunikorn
-from .model import Gang, Node
+from .model import Node
 from .warnlog import WarningLog
 
 
@@ -49,5 +49,6 @@ class Inputs:
                 node.allocatable[res] = node.allocatable.get(res, 0) + n
         self.dra.fold_aliases(pods, nodes)
 
-    def mark(self, gangs: dict[tuple[str, str, str], Gang], pods: list) -> None:
-        self.kueue.mark(gangs, pods)
+    def admissions(self, pods: list) -> dict[tuple[str, str, str], str]:
+        """Why a gang waits for Kueue admission, per gang key."""
+        return self.kueue.admissions(pods)

@@ -17,7 +17,7 @@ pkg/controller/admissionchecks/provisioning (one PodTemplate per pod set).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .parse import (
@@ -30,7 +30,7 @@ from .parse import (
     _map,
     _timestamp,
 )
-from .model import Gang, Placement, Pod
+from .model import Placement, Pod
 from .resources import PODS
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -118,9 +118,10 @@ class KueueIndex:
             if pod is None:
                 continue
             if plan_unadmitted and ADMISSION_GATE in pod.scheduling_gates and not pod.node_name:
-                pod.scheduling_gates = tuple(g for g in pod.scheduling_gates if g != ADMISSION_GATE)
-                if not pod.scheduling_gates and pod.phase == "SchedulingGated":
-                    pod.phase = "Pending"
+                gates = tuple(g for g in pod.scheduling_gates if g != ADMISSION_GATE)
+                phase = "Pending" if not gates and pod.phase == "SchedulingGated" else pod.phase
+                pod = replace(pod, scheduling_gates=gates, phase=phase)
+                pods[i] = (pod, key, problem)
             if key is None or key[1] != FAMILY_NONE:
                 continue
             target = None
@@ -130,34 +131,28 @@ class KueueIndex:
                 if target is None and pod.labels.get(label):
                     target = owned.get((key[0], "job", pod.labels[label]))
             if target is not None:
-                pod.group_key = (target[0], target[2])
-                pods[i] = (pod, target, problem)
+                pods[i] = (replace(pod, group_key=(target[0], target[2])), target, problem)
 
-    def mark(self, gangs: dict[tuple[str, str, str], Gang], pods: list) -> None:
-        """Gangs with a member Kueue has not admitted wait for admission (the decision `waiting-for-admission`)."""
-        for key, why in self.waiting.items():
-            if key in gangs:
-                gangs[key].admission = why
+    def admissions(self, pods: list) -> dict[tuple[str, str, str], str]:
+        """Why a gang waits for Kueue admission (the decision `waiting-for-admission`), per gang key."""
+        out = dict(self.waiting)
         for pod, key, _problem in pods:
-            if pod is not None and key in gangs and ADMISSION_GATE in pod.scheduling_gates and not pod.node_name:
-                gangs[key].admission = gangs[key].admission or (
-                    f"pod {pod.key} is held by the {ADMISSION_GATE} scheduling gate until Kueue admits its workload; "
-                    "no capacity is bought before admission (--plan-unadmitted plans it anyway)")
+            if pod is not None and key is not None and key not in out and ADMISSION_GATE in pod.scheduling_gates \
+                    and not pod.node_name:
+                out[key] = (f"pod {pod.key} is held by the {ADMISSION_GATE} scheduling gate until Kueue admits its "
+                            "workload; no capacity is bought before admission (--plan-unadmitted plans it anyway)")
+        return out
 
 
 def synth_pod(obj: dict[str, Any], key: tuple[str, str, str], where: str) -> tuple[Pod, tuple, str | None]:
     """A pod that does not exist yet, read from a template; a bad template marks the gang invalid."""
     try:
         pod, _key, _ = _ingest_pod(obj)
-        pod.phase = "Pending"
-        pod.scheduling_gates = ()
-        problem = None
+        return replace(pod, phase="Pending", scheduling_gates=(), group_key=(key[0], key[2])), key, None
     except Exception as exc:  # noqa: BLE001 - as ingest: one bad template, never the whole pass
         meta = obj["metadata"]
-        pod = Pod(str(meta["namespace"]), str(meta["name"]), "", {PODS: 1}, Placement())
-        problem = f"{where}: {exc}"
-    pod.group_key = (key[0], key[2])
-    return pod, key, problem
+        pod = Pod(str(meta["namespace"]), str(meta["name"]), "", {PODS: 1}, Placement(), group_key=(key[0], key[2]))
+        return pod, key, f"{where}: {exc}"
 
 
 def _pod_sets(spec: Mapping[str, Any]) -> tuple[list[tuple[str, int, int, Mapping[str, Any]]], int | None]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .parse import FAMILY_NONE, ObjectError, _GroupDef, _int_field, _map
@@ -80,9 +81,7 @@ def group_yunikorn(pods: list, defs: dict, note_pod: Any) -> None:
             pods[i] = (pod, key, problem or f"annotation {TASK_GROUP_NAME} is set but the pod has no application id "
                                             f"(label {APP_ID_KEYS[0]} or {APP_ID_KEYS[1]})")
             continue
-        new_key = (key[0], FAMILY_YUNIKORN, app)
-        pod.group_key = (key[0], app)
-        pods[i] = (pod, new_key, problem)
+        pods[i] = (replace(pod, group_key=(key[0], app)), (key[0], FAMILY_YUNIKORN, app), problem)
         apps.setdefault((key[0], app), []).append(i)
     for (ns, app), members in apps.items():
         _app_gang(ns, app, members, pods, defs, note_pod)
@@ -122,8 +121,7 @@ def _task_group(ns: str, app: str, tg: Mapping[str, Any], members: list[int], po
                     and not _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
     for i in pending_real[:len(bound_ph)]:  # will replace a placeholder: counts as bound, needs nothing new
         pod, k, problem = pods[i]
-        pod.phase = "Replacing"
-        pods[i] = (pod, k, problem)
+        pods[i] = (replace(pod, phase="Replacing"), k, problem)
     present = sum(1 for i in members if not pods[i][0].terminal and pods[i][0].phase != "Replacing")
     for j in range(max(0, int(tg["minMember"]) - present)):
         spec = {"containers": [{"name": "placeholder", "resources": {"requests": dict(tg["minResource"])}}]}

@@ -1,7 +1,8 @@
 """The planner's own view of a cluster: pods, nodes, gangs and node groups.
 
-Plain slotted dataclasses: they are built once by `ingest`/`catalog` from
-whatever the edges read (files, the API server, a cloud) and then only read.
+Frozen slotted dataclasses: `ingest`/`catalog` build each one with its final
+values from whatever the edges read (files, the API server, a cloud); a later
+stage that needs another value makes a copy (`dataclasses.replace`).
 `Node`, `NodeGroup` and `Taint` are shared with the cloud adapters and defined
 in `cloud_adapters.types` (dependencies point one way: gangscale → cloud_adapters).
 """
@@ -105,7 +106,7 @@ class PodRules:
 NO_RULES = PodRules()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -134,7 +135,7 @@ class Pod:
         return self.phase in ("Succeeded", "Failed")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Gang:
     """A scheduling group: the unit that is placed whole or not at all."""
 
@@ -145,7 +146,7 @@ class Gang:
     min_count: int = 1
     priority: int | None = None  # group priority; None: take the pods'
     topology_keys: tuple[str, ...] = ()
-    pending: list[Pod] = field(default_factory=list)
+    pending: tuple[Pod, ...] = ()  # in the order ingest read them
     bound: int = 0  # members already bound to a node (count toward minCount)
     gated: int = 0  # members held by schedulingGates or terminating: not schedulable yet
     exists: bool = True  # False: pods point at a group object that is missing

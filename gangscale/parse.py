@@ -654,33 +654,32 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     status = _map(obj.get("status"), "status")
     ns = str(meta.get("namespace") or "default")
     link = _group_link(meta, spec, strict=not spec.get("nodeName"))  # a bound pod still uses capacity
+    name = str(meta["name"])
+    uid = str(meta.get("uid") or "")
+    requests = _pod_requests_cached(spec, cache)
+    placement = _pod_placement_cached(spec, cache)
     priority = spec.get("priority", 0)
-    pod = Pod(
-        namespace=ns,
-        name=str(meta["name"]),
-        uid=str(meta.get("uid") or ""),
-        requests=_pod_requests_cached(spec, cache),
-        placement=_pod_placement_cached(spec, cache),
-        priority=_int_field(priority if priority is not None else 0, "spec.priority"),
-        node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
-        phase=_phase(status),
-        created=_timestamp(meta.get("creationTimestamp")),
-        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
-        owner_kinds=tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
-                          if isinstance(o, Mapping)),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        scheduling_gates=tuple(
-            str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
-        ),
+    priority = _int_field(priority if priority is not None else 0, "spec.priority")
+    node_name = str(spec["nodeName"]) if spec.get("nodeName") else None
+    phase = _phase(status)
+    created = _timestamp(meta.get("creationTimestamp"))
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations")
+    owner_kinds = tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+                        if isinstance(o, Mapping))
+    scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+    gates = tuple(
+        str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
     )
-    pod.labels = _str_map(meta.get("labels"), "metadata.labels")
-    pod.rules = pod_rules(spec, ns, pod.labels, strict=pod.node_name is None, cache=cache)
-    if meta.get("deletionTimestamp") and not pod.node_name:
-        pod.phase = "Terminating"  # going away: never scale for it
-    if pod.scheduling_gates and not pod.node_name and pod.scheduling_gates != (CAPACITY_GATE,):
-        pod.phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
-    family, gname = link if link else (FAMILY_NONE, pod.name)
-    pod.group_key = (ns, gname)
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    rules = pod_rules(spec, ns, labels, strict=node_name is None, cache=cache)
+    if meta.get("deletionTimestamp") and not node_name:
+        phase = "Terminating"  # going away: never scale for it
+    if gates and not node_name and gates != (CAPACITY_GATE,):
+        phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
+    family, gname = link if link else (FAMILY_NONE, name)
+    pod = Pod(ns, name, uid, requests, placement, priority, node_name, phase, (ns, gname), created=created,
+              scheduling_gates=gates, annotations=annotations, owner_kinds=owner_kinds, labels=labels, rules=rules,
+              scheduler_name=scheduler_name)
     return pod, (ns, family, gname), None
 
 
@@ -700,6 +699,5 @@ def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str,
     ns = raw_ns if isinstance(raw_ns, str) and raw_ns else _short(raw_ns) if raw_ns not in (None, "") else "default"
     link = _group_link(meta, spec, strict=False)
     family, gname = link if link else (FAMILY_NONE, str(meta["name"]))
-    pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement())
-    pod.group_key = (ns, gname)
+    pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement(), group_key=(ns, gname))
     return pod, (ns, family, gname), problem

@@ -123,8 +123,8 @@ def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang
     key = g.gang_key
     if key in reserved:
         tol = Toleration(RESERVED_TAINT, "Equal", str(key), "NoSchedule")
-        g = replace(g, pending=[replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
-                                for p in g.pending])
+        g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
+                                     for p in g.pending))
     if key in policy.priority:
         g = replace(g, priority=policy.priority[key])
     return g

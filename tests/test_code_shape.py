@@ -10,12 +10,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 60
 PACKAGES = ("gangscale", "cloud_adapters")
-# Over 60 lines, to be split when the solver branch (quorum-first greedy, gang bound) is merged: splitting
-# them here would only conflict with it. An entry that no longer exceeds the limit fails the test below.
-PENDING_SPLIT = {
-    "gangscale/solver/bound.py _aggregate_bound",
-    "gangscale/solver/cpsat.py __init__",
-}
+# Functions still over 60 lines while a split is under way elsewhere (none now). An entry that no longer
+# exceeds the limit fails the test below.
+PENDING_SPLIT: set[str] = set()
 
 
 def long_functions(package: str) -> list[str]:

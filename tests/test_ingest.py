@@ -166,3 +166,21 @@ def test_parse_results_belong_to_the_caller_and_nothing_is_kept_in_the_module_be
     cluster = ingest([o for i in range(20) for o in workload(i)], cache=owned)
     assert [p.requests["cpu"] for p in cluster.gangs[0].pending] == [1000]
     assert len(owned.requests) == 10 and len(owned.placements) == 10  # one entry per distinct spec, bounded
+
+
+def test_ingest_builds_gangs_and_pods_with_their_final_values_and_nobody_can_change_them_afterwards():
+    import dataclasses
+
+    bad = pod("w-bad", group="train")
+    bad["spec"]["priority"] = "high"  # a bad member: the gang is invalid, its name in the reason
+    objs = [podgroup("train", min_count=3), pod("w-0", group="train"), pod("w-1", group="train", node="n1"), bad,
+            podgroup("serve", min_count=2), pod("s-0", group="serve"), pod("s-1", group="serve")]
+    cluster = ingest(objs)
+    gangs = {g.name: g for g in cluster.gangs}
+    assert gangs["train"].bound == 1 and gangs["train"].invalid.startswith("pod default/w-bad:")
+    assert isinstance(gangs["serve"].pending, tuple) and len(gangs["serve"].pending) == 2
+    assert all(p.group_key == ("default", "serve") for p in gangs["serve"].pending)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gangs["serve"].bound = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gangs["serve"].pending[0].phase = "Running"  # type: ignore[misc]

@@ -98,3 +98,22 @@ def test_a_greedy_plan_with_node_groups_topology_and_basic_pods_passes_the_check
     _, a, plan = as_plan(objs, catalog, quorum_first)
     assert not check_plan(objs, catalog, plan.to_dict())
     assert a.satisfied.count(True) >= 2
+
+
+def test_greedy_and_explanations_leave_the_problem_as_build_problem_made_it():
+    import dataclasses
+
+    import numpy as np
+
+    objs, catalog = elastic_pair()
+    prob = build_problem(snapshot(objs, catalog))
+    before = dataclasses.astuple(prob.arrays)
+    first = greedy(prob)
+    greedy_mod.max_placeable(prob, 0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        prob.arrays = None  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        prob.arrays.free[0, 0] = 0  # the arrays every greedy state starts from refuse writes
+    after = dataclasses.astuple(prob.arrays)
+    assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(before, after))
+    assert greedy(prob) == first

@@ -95,41 +95,14 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     if s is None:  # pragma: no cover
         return 0
     R = len(prob.resources)
-    inf = s.infinity()
     caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    pools: dict[tuple, list[int]] = {}
-    for k in prob.kinds:
-        pools.setdefault((tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid), []).append(k.kid)
-    for kids in pools.values():
-        new = prob.kinds[kids[0]].new
-        n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-        if new:
+    for kids in _pools(prob):
+        n = _lp_pool(s, prob, kids, cover, caps, scale)
+        if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
-        cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
-        rows: dict[int, object] = {}
-        for sh, cov in cover.items():
-            per = [prob.fit_count.get((sh, k), 0) for k in kids]
-            if not any(per):
-                continue
-            u = s.NumVar(0, inf, "")
-            cov.SetCoefficient(u, 1)
-            if new:
-                slots = s.Constraint(-inf, 0)
-                slots.SetCoefficient(u, 1)
-                slots.SetCoefficient(n, -per[0])
-            else:
-                u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
-            for r, q in enumerate(prob.shapes[sh].req):
-                if q:
-                    row = rows.get(r)
-                    if row is None:
-                        row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
-                        if new:
-                            row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                    row.SetCoefficient(u, float(q / scale[r]))
     obj.SetMinimization()
     left = deadline - time.perf_counter()
     if left <= 0:
@@ -140,57 +113,110 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1)
 
 
-def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
-    m = cp_model.CpModel()
-    R = len(prob.resources)
-
-    # existing kinds -> pools keyed by what decides compatibility
-    pools: dict[tuple, list[int]] = {}
-    for k in prob.kinds:
-        if not k.new:
-            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
-
-    use: dict[int, list] = {s: [] for s in demand}
-    cost_terms = []
-    for kids in pools.values():
-        cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
-        load = [[] for _ in range(R)]
-        for s, n in demand.items():
-            slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
-            if slots <= 0:
-                continue
-            u = m.new_int_var(0, min(n, slots), "")
-            use[s].append(u)
-            for r in range(R):
-                if prob.shapes[s].req[r]:
-                    load[r].append(prob.shapes[s].req[r] * u)
-        for r in range(R):
-            if load[r]:
-                m.add(sum(load[r]) <= cap[r])
-    for k in prob.kinds:
-        if not k.new:
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, scale: np.ndarray):
+    """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
+    within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
+    inf = s.infinity()
+    new = prob.kinds[kids[0]].new
+    n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
+    cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
+    rows: dict[int, object] = {}
+    for sh, cov in cover.items():
+        per = [prob.fit_count.get((sh, k), 0) for k in kids]
+        if not any(per):
             continue
-        n_k = m.new_int_var(0, k.max_count, "")
-        cost_terms.append(k.cost * n_k)
-        load = [[] for _ in range(R)]
-        for s, n in demand.items():
-            per = prob.fit_count.get((s, k.kid), 0)
-            if per <= 0:
-                continue
-            u = m.new_int_var(0, n, "")
-            use[s].append(u)
-            m.add(u <= per * n_k)
-            for r in range(R):
-                if prob.shapes[s].req[r]:
-                    load[r].append(prob.shapes[s].req[r] * u)
-        for r in range(R):
-            if load[r]:
-                m.add(sum(load[r]) <= k.cap[r] * n_k)
+        u = s.NumVar(0, inf, "")
+        cov.SetCoefficient(u, 1)
+        if new:  # u <= per n
+            slots = s.Constraint(-inf, 0)
+            slots.SetCoefficient(u, 1)
+            slots.SetCoefficient(n, -per[0])
+        else:
+            u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+        for r, q in enumerate(prob.shapes[sh].req):
+            if q:
+                row = rows.get(r)
+                if row is None:  # sum req u <= cap (x n for a node group)
+                    row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                    if new:
+                        row.SetCoefficient(n, -float(cap[r] / scale[r]))
+                row.SetCoefficient(u, float(q / scale[r]))
+    return n
+
+
+def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
+    """Cheapest nodes for `demand` (pods per shape) with existing nodes pooled by what decides compatibility:
+    a relaxation, so its optimum (or proven bound) is a lower bound on any plan's cost."""
+    m = cp_model.CpModel()
+    use: dict[int, list] = {s: [] for s in demand}
+    for kids in _pools(prob, groups=False):
+        _add_pool(m, prob, kids, demand, use)
+    cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
     for s, n in demand.items():
         m.add(sum(use[s]) == n)
     if not cost_terms:
         return 0, True
     m.minimize(sum(cost_terms))
+    return _solve_bound(m, opts, deadline)
+
+
+def _pools(prob: Problem, groups: bool = True) -> list[list[int]]:
+    """Kinds pooled by what decides compatibility: existing nodes by labels and taints (one capacity pool each),
+    every node group alone (left out with `groups=False`); in kind order."""
+    pools: dict[tuple, list[int]] = {}
+    for k in prob.kinds:
+        if not k.new:
+            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
+        elif groups:
+            pools[("new", k.kid)] = [k.kid]
+    return list(pools.values())
+
+
+def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
+    """Append shape `s`'s requests times `u` to the per-resource load sums."""
+    for r, q in enumerate(prob.shapes[s].req):
+        if q:
+            load[r].append(q * u)
+
+
+def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list]) -> None:
+    """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
+    R = len(prob.resources)
+    cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
+    load: list[list] = [[] for _ in range(R)]
+    for s, n in demand.items():
+        slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
+        if slots <= 0:
+            continue
+        u = m.new_int_var(0, min(n, slots), "")
+        use[s].append(u)
+        _add_load(prob, load, s, u)
+    for r in range(R):
+        if load[r]:
+            m.add(sum(load[r]) <= cap[r])
+
+
+def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list]):
+    """New nodes of one node group and the pods of each shape they take; returns the group's cost term."""
+    R = len(prob.resources)
+    n_k = m.new_int_var(0, k.max_count, "")
+    load: list[list] = [[] for _ in range(R)]
+    for s, n in demand.items():
+        per = prob.fit_count.get((s, k.kid), 0)
+        if per <= 0:
+            continue
+        u = m.new_int_var(0, n, "")
+        use[s].append(u)
+        m.add(u <= per * n_k)
+        _add_load(prob, load, s, u)
+    for r in range(R):
+        if load[r]:
+            m.add(sum(load[r]) <= k.cap[r] * n_k)
+    return k.cost * n_k
+
+
+def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tuple[int, bool]:
+    """(bound, proven optimal) within the time left; 0 is always a valid bound."""
     left = deadline - time.perf_counter()
     if left < 0.05:
         return 0, False
@@ -313,36 +339,8 @@ class _GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        pools: dict[tuple, list[int]] = {}
-        for k in prob.kinds:
-            key = (tuple(sorted(k.labels.items())), k.taints) if not k.new else ("new", k.kid)
-            pools.setdefault(key, []).append(k.kid)
-        for kids in pools.values():
-            new = prob.kinds[kids[0]].new
-            n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-            cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
-            load: dict[int, object] = {}
-            for sh, cov in cover.items():
-                per = [prob.fit_count.get((sh, k), 0) for k in kids]
-                if not any(per):
-                    continue
-                u = s.NumVar(0, inf, "")
-                cov.SetCoefficient(u, 1)
-                if new:  # u <= per n
-                    slots = s.Constraint(-inf, 0)
-                    slots.SetCoefficient(u, 1)
-                    slots.SetCoefficient(n, -per[0])
-                else:
-                    u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
-                req = prob.shapes[sh].req
-                for r in range(R):
-                    if req[r]:
-                        row = load.get(r)
-                        if row is None:  # sum req u <= cap (x n for a node group)
-                            row = load[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
-                            if new:
-                                row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                        row.SetCoefficient(u, float(req[r] / scale[r]))
+        for kids in _pools(prob):
+            _lp_pool(s, prob, kids, cover, caps, scale)
         self.extra: list = []
 
     def _gangs(self, lvl: int):

@@ -76,64 +76,80 @@ def _tiers(prob: Problem) -> list[tuple[dict[int, int], dict[int, int]]]:
 
 
 class _Model:
+    """The CP-SAT model: pattern counts per kind, pods per class (and domain), gang and domain choices."""
+
     def __init__(self, prob: Problem, patterns: PatternSet) -> None:
         self.prob = prob
         self.pats = patterns
-        m = self.m = cp_model.CpModel()
-        self.z: list[list[cp_model.IntVar]] = []
-        for k in prob.kinds:
-            zs = [m.new_int_var(0, k.max_count, f"z{k.kid}_{i}") for i in range(len(patterns.by_kind[k.kid]))]
-            if len(zs) > 1:
-                m.add(sum(zs) <= k.max_count)
-            self.z.append(zs)
-
-        self.domains: list[list[tuple[str, ...] | None]] = []
-        for g in prob.gangs:
-            ds: set = set()
-            topo = False
-            for c in g.classes:
-                s = prob.classes[c].shape
-                if prob.shapes[s].topology_keys:
-                    topo = True
-                    ds.update(prob.domain(s, k) for k in prob.compat[s])
-            self.domains.append(sorted(ds) if topo else [None])
-
+        self.m = cp_model.CpModel()
+        self.z: list[list[cp_model.IntVar]] = [self._pattern_vars(k) for k in prob.kinds]
+        self.domains: list[list[tuple[str, ...] | None]] = [prob.gang_domains(g.gid) for g in prob.gangs]
         self.y: list[cp_model.IntVar] = []
         self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
         self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
         self.s: dict[int, cp_model.IntVar] = {}
         for g in prob.gangs:
-            doms = self.domains[g.gid]
-            if doms != [None]:
-                sels = []
-                for d in doms:
-                    sv = m.new_bool_var(f"sel{g.gid}_{d}")
-                    self.sel[(g.gid, d)] = sv
-                    sels.append(sv)
-                m.add(sum(sels) <= 1)
+            self._domain_choice(g.gid)
         for c in prob.classes:
-            y = m.new_int_var(0, c.count, f"y{c.cid}")
-            self.y.append(y)
-            doms = self.domains[c.gang]
-            if doms != [None]:
-                parts = []
-                for d in doms:
-                    yd = m.new_int_var(0, c.count, f"y{c.cid}_{d}")
-                    m.add(yd <= c.count * self.sel[(c.gang, d)])
-                    self.yd[(c.cid, d)] = yd
-                    parts.append(yd)
-                m.add(y == sum(parts))
+            self._class_vars(c.cid)
         for g in prob.gangs:
             if g.is_gang:
-                s = self.s[g.gid] = m.new_bool_var(f"s{g.gid}")
-                for c in g.classes:
-                    m.add(self.y[c] <= prob.classes[c].count * s)
-                m.add(sum(self.y[c] for c in g.classes) >= g.need * s)
+                self._quorum(g.gid)
+        self._coverage()
+        self.cost_expr = sum(k.cost * z for k in prob.kinds if k.new for z in self.z[k.kid])
+        self.nodes_expr = sum(z for k in prob.kinds if k.new for z in self.z[k.kid])
+        self.max_nodes = sum(k.max_count for k in prob.kinds if k.new)
 
-        # coverage: pods of a shape never exceed the slots the chosen bins offer
+    def _pattern_vars(self, k) -> list[cp_model.IntVar]:
+        """Bins of kind `k` filled with each of its patterns, together within its count."""
+        zs = [self.m.new_int_var(0, k.max_count, f"z{k.kid}_{i}") for i in range(len(self.pats.by_kind[k.kid]))]
+        if len(zs) > 1:
+            self.m.add(sum(zs) <= k.max_count)
+        return zs
+
+    def _domain_choice(self, gid: int) -> None:
+        """A gang with a topology constraint picks at most one domain."""
+        doms = self.domains[gid]
+        if doms == [None]:
+            return
+        sels = []
+        for d in doms:
+            sv = self.m.new_bool_var(f"sel{gid}_{d}")
+            self.sel[(gid, d)] = sv
+            sels.append(sv)
+        self.m.add(sum(sels) <= 1)
+
+    def _class_vars(self, cid: int) -> None:
+        """Pods placed of a class, split per domain (only in the chosen one) when its gang has a topology."""
+        c = self.prob.classes[cid]
+        m = self.m
+        y = m.new_int_var(0, c.count, f"y{cid}")
+        self.y.append(y)
+        doms = self.domains[c.gang]
+        if doms == [None]:
+            return
+        parts = []
+        for d in doms:
+            yd = m.new_int_var(0, c.count, f"y{cid}_{d}")
+            m.add(yd <= c.count * self.sel[(c.gang, d)])
+            self.yd[(cid, d)] = yd
+            parts.append(yd)
+        m.add(y == sum(parts))
+
+    def _quorum(self, gid: int) -> None:
+        """A gang places members only when it reaches its quorum (`s`: it does)."""
+        g, prob, m = self.prob.gangs[gid], self.prob, self.m
+        s = self.s[gid] = m.new_bool_var(f"s{gid}")
+        for c in g.classes:
+            m.add(self.y[c] <= prob.classes[c].count * s)
+        m.add(sum(self.y[c] for c in g.classes) >= g.need * s)
+
+    def _coverage(self) -> None:
+        """Pods of a shape (per domain) never exceed the slots the chosen bins offer."""
+        prob = self.prob
         slots: dict[tuple[int, tuple[str, ...] | None], list] = {}
         for k in prob.kinds:
-            for i, pat in enumerate(patterns.by_kind[k.kid]):
+            for i, pat in enumerate(self.pats.by_kind[k.kid]):
                 for s, cnt in pat:
                     slots.setdefault((s, prob.domain(s, k.kid)), []).append(cnt * self.z[k.kid][i])
         demand: dict[tuple[int, tuple[str, ...] | None], list] = {}
@@ -144,11 +160,7 @@ class _Model:
                 for d in self.domains[c.gang]:
                     demand.setdefault((c.shape, d), []).append(self.yd[(c.cid, d)])
         for key, ys in demand.items():
-            m.add(sum(ys) <= sum(slots.get(key, [])))
-
-        self.cost_expr = sum(k.cost * z for k in prob.kinds if k.new for z in self.z[k.kid])
-        self.nodes_expr = sum(z for k in prob.kinds if k.new for z in self.z[k.kid])
-        self.max_nodes = sum(k.max_count for k in prob.kinds if k.new)
+            self.m.add(sum(ys) <= sum(slots.get(key, [])))
 
     # ------------------------------------------------------------------ hints
 
@@ -275,59 +287,79 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
     start = time.perf_counter()
     deadline = start + budget
     model = _Model(prob, patterns)
-    m = model.m
-    best = hint
-    optimal = patterns.complete
     tiers = _tiers(prob)
-    stages = len(tiers) + 1
-    if placement_proven:
-        stages = 1
-    for si, (gw, cw) in enumerate(tiers):
-        expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
-        hint_value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
-        left = deadline - time.perf_counter()
-        status = cp_model.UNKNOWN
+    stages = 1 if placement_proven else len(tiers) + 1
+    best, optimal = hint, patterns.complete
+    for si, tier in enumerate(tiers):
         if placement_proven:
-            m.add(expr >= hint_value)
+            _hold(model, best, tier)
             continue
-        if left >= MIN_STAGE_SECONDS:
-            model.hint(best)
-            m.maximize(expr)
-            solver = make_solver(opts, left / (stages - si))
-            status = solver.solve(m)
-        value = hint_value
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
-            found = int(round(solver.objective_value))
-            cand = model.decode(solver)
-            # this stage ignores cost: an equal placement replaces the plan in hand only if it is no dearer
-            if found > hint_value or cand.cost(prob) <= best.cost(prob):
-                best, value = cand, found
-            optimal &= status == cp_model.OPTIMAL
-        else:
-            optimal = False
-        m.add(expr >= value)
+        best, stage_optimal = _placement_stage(model, best, tier, opts, deadline, stages - si)
+        optimal &= stage_optimal
     placement_optimal = optimal or placement_proven
+    best, cost_optimal = _cost_stage(model, best, opts, deadline, bound_fn)
+    optimal &= cost_optimal
+    return SolveOutcome(best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start)
+
+
+def _tier_expr(model: _Model, best: Assignment, tier: tuple[dict, dict]) -> tuple:
+    """(the tier's placement objective, its value in `best`)."""
+    gw, cw = tier
+    expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
+    value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
+    return expr, value
+
+
+def _hold(model: _Model, best: Assignment, tier: tuple[dict, dict]) -> None:
+    """Later stages keep at least what `best` reaches in this tier."""
+    expr, value = _tier_expr(model, best, tier)
+    model.m.add(expr >= value)
+
+
+def _placement_stage(model: _Model, best: Assignment, tier: tuple[dict, dict], opts: SolveOptions, deadline: float,
+                     stages_left: int) -> tuple[Assignment, bool]:
+    """Maximise one priority tier's gangs and pods (its share of the time left), then hold the value reached;
+    (the plan in hand, proven optimal)."""
+    m, prob = model.m, model.prob
+    expr, hint_value = _tier_expr(model, best, tier)
     left = deadline - time.perf_counter()
+    status = cp_model.UNKNOWN
     if left >= MIN_STAGE_SECONDS:
         model.hint(best)
-        scale = model.max_nodes + 1
-        m.minimize(model.cost_expr * scale + model.nodes_expr)
-        callback = None
-        if bound_fn is not None:
-            lb = bound_fn(best, max(MIN_STAGE_SECONDS, left * 0.25))
-            callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
-            left = deadline - time.perf_counter()
-        status = cp_model.UNKNOWN
-        if left >= MIN_STAGE_SECONDS:
-            solver = make_solver(opts, left)
-            status = solver.solve(m, callback)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            cand = model.decode(solver)
-            if cand.cost(prob) <= best.cost(prob):
-                best = cand
-            optimal &= status == cp_model.OPTIMAL
-        else:
-            optimal = False
-    else:
-        optimal = False
-    return SolveOutcome(best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start)
+        m.maximize(expr)
+        solver = make_solver(opts, left / stages_left)
+        status = solver.solve(m)
+    value, optimal = hint_value, False
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
+        found = int(round(solver.objective_value))
+        cand = model.decode(solver)
+        # this stage ignores cost: an equal placement replaces the plan in hand only if it is no dearer
+        if found > hint_value or cand.cost(prob) <= best.cost(prob):
+            best, value = cand, found
+        optimal = status == cp_model.OPTIMAL
+    m.add(expr >= value)
+    return best, optimal
+
+
+def _cost_stage(model: _Model, best: Assignment, opts: SolveOptions, deadline: float,
+                bound_fn: BoundFn | None) -> tuple[Assignment, bool]:
+    """Cheapest (then fewest) new nodes with the placement held; stops near `bound_fn`'s bound when given."""
+    m, prob = model.m, model.prob
+    left = deadline - time.perf_counter()
+    if left < MIN_STAGE_SECONDS:
+        return best, False
+    model.hint(best)
+    m.minimize(model.cost_expr * (model.max_nodes + 1) + model.nodes_expr)
+    callback = None
+    if bound_fn is not None:
+        lb = bound_fn(best, max(MIN_STAGE_SECONDS, left * 0.25))
+        callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
+        left = deadline - time.perf_counter()
+    status = cp_model.UNKNOWN
+    if left >= MIN_STAGE_SECONDS:
+        solver = make_solver(opts, left)
+        status = solver.solve(m, callback)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return best, False
+    cand = model.decode(solver)
+    return (cand if cand.cost(prob) <= best.cost(prob) else best), status == cp_model.OPTIMAL

@@ -57,54 +57,12 @@ def gang_order(prob: Problem) -> list[int]:
     )
 
 
-@dataclass(slots=True)
-class _Base:
-    """Per-problem arrays shared by every `_State` (built once: explanations make many states)."""
-
-    prob: Problem
-    req: np.ndarray  # shapes x resources
-    free: np.ndarray  # existing nodes x resources
-    kind: np.ndarray  # existing nodes -> kind
-    names: list[str | None]
-    compat_mask: np.ndarray  # shapes x kinds
-    size: np.ndarray  # per shape: its largest share of any compatible bin (the placement order)
-    new_compat: list[list[int]]  # per shape: compatible kinds that are node groups
-    domain_kinds: dict = field(default_factory=dict)  # (topology keys, domain) -> kinds mask
-    shape_domains: dict = field(default_factory=dict)  # shape -> topology domains of its compatible kinds
-
-
-def _base(prob: Problem) -> _Base:
-    if prob.greedy_base is not None:
-        return prob.greedy_base
-    R, nk = len(prob.resources), len(prob.kinds)
-    req = np.array([s.req for s in prob.shapes], dtype=np.int64).reshape(len(prob.shapes), R)
-    existing = [(k.kid, name) for k in prob.kinds if not k.new for name in k.nodes]
-    caps = np.array([k.cap for k in prob.kinds], dtype=np.int64).reshape(nk, R)
-    free = caps[[kid for kid, _ in existing]].reshape(len(existing), R)
-    kind = np.array([kid for kid, _ in existing], dtype=np.int64)
-    compat_mask = np.zeros((len(prob.shapes), nk), dtype=bool)
-    for s, ks in enumerate(prob.compat):
-        compat_mask[s, ks] = True
-    size = np.zeros(len(prob.shapes), dtype=float)
-    capf = caps.astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for s, ks in enumerate(prob.compat):
-            if ks:
-                c = capf[ks]
-                share = np.where(c > 0, req[s].astype(float) / c, 0.0)
-                size[s] = share.max()
-    new_compat = [[kid for kid in ks if prob.kinds[kid].new] for ks in prob.compat]
-    base = _Base(prob, req, free, kind, [name for _, name in existing], compat_mask, size, new_compat)
-    prob.greedy_base = base
-    return base
-
-
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
-    def __init__(self, prob: Problem, gangs: list[int]) -> None:
+    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None) -> None:
         self.prob = prob
-        base = _base(prob)  # the arrays every state of this problem starts from (built once)
+        base = prob.arrays  # the arrays every state of this problem starts from (built once, read-only)
         self.req = base.req
         existing = len(base.names)
         size = existing + max(16, min(sum(prob.gangs[g].pending for g in gangs), 1024))  # grows as bins open
@@ -123,8 +81,9 @@ class _State:
         self.log: list[tuple[int, int, int]] = []  # (bin, class, count); class -1 marks an open
         self.cost = 0
         self.y = [0] * len(prob.classes)  # pods placed per class
-        # per shape: boolean mask over kinds, and the kinds' topology domains
-        self.compat_mask = base.compat_mask
+        self.compat_mask = base.compat_mask  # per shape: boolean mask over kinds
+        # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
+        self.masks: dict = masks if masks is not None else {}
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -189,20 +148,15 @@ class _State:
         return out
 
 
-def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None) -> np.ndarray | None:
+def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None, memo: dict) -> np.ndarray | None:
+    """The kinds in `domain` for the shape's topology keys (None: no domain), memoised in the caller's `memo`."""
     if domain is None:
         return None
-    cache = _base(prob).domain_kinds
     keys = prob.shapes[shape].topology_keys
-    mask = cache.get((keys, domain))
+    mask = memo.get((keys, domain))
     if mask is None:
-        ids = cache.get(keys)
-        if ids is None:  # per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds
-            seen: dict[tuple, int] = {}
-            ids = cache[keys] = (seen, np.array(
-                [seen.setdefault(d, len(seen)) if None not in (d := tuple(k.labels.get(key) for key in keys)) else -1
-                 for k in prob.kinds], dtype=np.int64))
-        mask = cache[(keys, domain)] = ids[1] == ids[0].get(domain, -2)
+        seen, ids = prob.arrays.domain_ids[keys]
+        mask = memo[(keys, domain)] = ids == seen.get(domain, -2)
     return mask
 
 
@@ -212,7 +166,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     counting what it already has -- as far as they fit; returns how many were added."""
     info = prob.gangs[gid]
     # largest pods first (by their biggest share of any compatible bin)
-    base = _base(prob)
+    base = prob.arrays
     order = sorted(info.classes, key=lambda c: -base.size[prob.classes[c].shape])
     new_compat = base.new_compat
     placed = 0
@@ -223,7 +177,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
             want = min(want, limit - placed)
         if want <= 0:
             continue
-        dk = _domain_kinds(prob, shape, domain)
+        dk = _domain_kinds(prob, shape, domain, st.masks)
         left = want
         counts = st.fits(shape, dk)
         lo = int(st.start[shape])  # `fits` left only zeros before its cursor
@@ -254,17 +208,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
 
 
 def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
-    info = prob.gangs[gid]
-    shapes = {prob.classes[c].shape for c in info.classes}
-    if not any(prob.shapes[s].topology_keys for s in shapes):
-        return [None]
-    domains = set()
-    cache = _base(prob).shape_domains
-    for s in shapes:
-        if s not in cache:
-            cache[s] = {d for d in (prob.domain(s, kid) for kid in prob.compat[s]) if d is not None}
-        domains |= cache[s]
-    return sorted(domains)
+    return prob.gang_domains(gid)
 
 
 def _signature(prob: Problem, gid: int) -> tuple:
@@ -277,7 +221,7 @@ def _fresh_key(prob: Problem, shapes: list[int], mask: np.ndarray) -> tuple:
     """Two untouched domains whose kinds look alike to these shapes give the same trial result."""
     kids = np.flatnonzero(mask)
     look = tuple((k.cap, k.cost, k.max_count, k.new, len(k.nodes)) for k in (prob.kinds[i] for i in kids.tolist()))
-    return look, _base(prob).compat_mask[np.ix_(shapes, kids)].tobytes()
+    return look, prob.arrays.compat_mask[np.ix_(shapes, kids)].tobytes()
 
 
 @dataclass(slots=True)
@@ -300,12 +244,12 @@ class _Trials:
         return int(np.argmax(cand))
 
 
-def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict) -> _Trials:
+def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict, memo: dict) -> _Trials:
     key = (prob.shapes[shapes[0]].topology_keys, tuple(shapes))
     shared = cache.get(key)
     if shared is None:
         domains = candidate_domains(prob, gid)
-        masks = np.array([_domain_kinds(prob, shapes[0], d) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
+        masks = np.array([_domain_kinds(prob, shapes[0], d, memo) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
         shared = cache[key] = (domains, masks)
     domains, masks = shared
     n = len(domains)
@@ -331,7 +275,7 @@ def scarcity(prob: Problem) -> np.ndarray:
     A shape's pool is the capacity of its compatible kinds (free capacity of existing nodes plus node-group
     headroom); a kind's load spreads each shape's demand over its pool in proportion to capacity.
     """
-    base = _base(prob)
+    base = prob.arrays
     R = len(prob.resources)
     if not prob.shapes or not prob.kinds:
         return np.zeros(len(prob.shapes))
@@ -355,7 +299,7 @@ def quorum_order(prob: Problem) -> list[int]:
     """Priority first; inside a level, gangs before basic groups, the quorum using least scarce capacity first,
     then age and name."""
     w = scarcity(prob)
-    size = _base(prob).size
+    size = prob.arrays.size
 
     def weight(g: int) -> float:
         info = prob.gangs[g]
@@ -394,7 +338,7 @@ class _Chooser:
             sig = (_signature(prob, gid), limit is None)
             tr = self.by_make.get(sig)
             if tr is None:
-                tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets)
+                tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
             now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
             versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
             for i in np.flatnonzero(now != tr.stamp).tolist():
@@ -432,9 +376,10 @@ def _levels(prob: Problem, order: list[int]) -> list[list[int]]:
     return out
 
 
-def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfied: list[bool]) -> _State | None:
+def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfied: list[bool],
+            masks: dict) -> _State | None:
     """The same pods per class and domains, placed whole gang by whole gang; None unless every pod finds room."""
-    st = _State(prob, order)
+    st = _State(prob, order, masks)
     for gid in order:
         if satisfied[gid]:
             _place_gang(st, prob, gid, domain[gid], None, y)
@@ -481,7 +426,7 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
             break
 
     if quorum_first and not late():  # cost repair: the same pods packed whole gang by whole gang
-        again = _repack(prob, order, st.y, domain, satisfied)
+        again = _repack(prob, order, st.y, domain, satisfied, st.masks)
         if again is not None and again.cost < st.cost:
             st = again
     return _assignment(prob, st, satisfied, domain, stopped)
@@ -499,9 +444,9 @@ def _assignment(prob: Problem, st: _State, satisfied: list[bool], domain: list, 
 def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:
     """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
     the most found so far)."""
-    best = 0
+    best, masks = 0, {}
     for d in candidate_domains(prob, gid):
-        best = max(best, _place_gang(_State(prob, [gid]), prob, gid, d))
+        best = max(best, _place_gang(_State(prob, [gid], masks), prob, gid, d))
         if deadline is not None and time.perf_counter() > deadline:
             break
     return best

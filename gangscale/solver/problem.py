@@ -20,8 +20,6 @@ least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from ..fit import NodeLimits, label_keys, node_limits, placement_allows
@@ -77,23 +75,50 @@ class BinKind:
     price: float = 0.0
 
 
-@dataclass(slots=True)
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class Arrays:
+    """What the greedy derives from a problem, computed once by `build_problem` and read-only (numpy arrays
+    refuse writes): every greedy state, trial and explanation starts from these."""
+
+    req: np.ndarray  # shapes x resources
+    free: np.ndarray  # existing nodes x resources
+    kind: np.ndarray  # existing nodes -> kind
+    names: tuple[str, ...]  # existing node names, in the order of `free`
+    compat_mask: np.ndarray  # shapes x kinds
+    size: np.ndarray  # per shape: its largest share of any compatible bin (the placement order)
+    new_compat: tuple[tuple[int, ...], ...]  # per shape: compatible kinds that are node groups
+    # per topology-key tuple: (domain -> id, per kind the id of its domain, -1 where it lacks a key)
+    domain_ids: dict[tuple[str, ...], tuple[dict[tuple[str, ...], int], np.ndarray]]
+    shape_domains: tuple[frozenset[tuple[str, ...]], ...]  # per shape: topology domains of its compatible kinds
+
+
+@dataclass(frozen=True, slots=True)
 class Problem:
-    resources: list[str]
-    shapes: list[Shape]
-    classes: list[PodClass]
-    gangs: list[GangInfo]
-    kinds: list[BinKind]
-    compat: list[list[int]]  # shape -> compatible kind ids
+    """Never changed once built: per-run caches live in the solver's own state."""
+
+    resources: tuple[str, ...]
+    shapes: tuple[Shape, ...]
+    classes: tuple[PodClass, ...]
+    gangs: tuple[GangInfo, ...]
+    kinds: tuple[BinKind, ...]
+    compat: tuple[tuple[int, ...], ...]  # shape -> compatible kind ids
     fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
-    greedy_base: Any = None  # arrays the greedy derives once per problem (a Problem is never mutated)
+    arrays: Arrays
 
     def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
-        keys = self.shapes[shape].topology_keys
-        if not keys:
-            return None
-        labels = self.kinds[kind].labels
-        return tuple(labels[k] for k in keys)
+        return _domain(self.shapes[shape], self.kinds[kind])
+
+    def gang_domains(self, gid: int) -> list[tuple[str, ...] | None]:
+        """The topology domains a gang may choose, sorted ([None]: it has no topology constraint)."""
+        shapes = {self.classes[c].shape for c in self.gangs[gid].classes}
+        if not any(self.shapes[s].topology_keys for s in shapes):
+            return [None]
+        return sorted(frozenset().union(*(self.arrays.shape_domains[s] for s in shapes)))
 
 
 def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
@@ -153,7 +178,53 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
                 compat[s.sid].append(k.kid)
                 fit_count[(s.sid, k.kid)] = n
     _cap_headroom(kinds, compat, classes)
-    return Problem(resources, shapes, classes, gangs, kinds, compat, fit_count)
+    compat_t = tuple(tuple(ks) for ks in compat)
+    return Problem(tuple(resources), tuple(shapes), tuple(classes), tuple(gangs), tuple(kinds), compat_t, fit_count,
+                   _arrays(resources, shapes, kinds, compat_t))
+
+
+def _arrays(resources: list[str], shapes: list[Shape], kinds: list[BinKind],
+            compat: tuple[tuple[int, ...], ...]) -> Arrays:
+    R, nk = len(resources), len(kinds)
+    req = np.array([s.req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
+    existing = [(k.kid, name) for k in kinds if not k.new for name in k.nodes]
+    caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(nk, R)
+    free = caps[[kid for kid, _ in existing]].reshape(len(existing), R)
+    kind = np.array([kid for kid, _ in existing], dtype=np.int64)
+    compat_mask = np.zeros((len(shapes), nk), dtype=bool)
+    for s, ks in enumerate(compat):
+        compat_mask[s, list(ks)] = True
+    new_compat = tuple(tuple(kid for kid in ks if kinds[kid].new) for ks in compat)
+    domain_ids = {keys: _domain_ids(kinds, keys) for keys in {s.topology_keys for s in shapes if s.topology_keys}}
+    shape_domains = tuple(frozenset(_domain(s, kinds[kid]) for kid in compat[s.sid]) if s.topology_keys else frozenset()
+                          for s in shapes)
+    return Arrays(_readonly(req), _readonly(free), _readonly(kind), tuple(name for _, name in existing),
+                  _readonly(compat_mask), _readonly(_sizes(req, caps, compat)), new_compat, domain_ids, shape_domains)
+
+
+def _sizes(req: np.ndarray, caps: np.ndarray, compat: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """Per shape, its largest share of any compatible bin: big pods are placed first."""
+    size = np.zeros(len(compat), dtype=float)
+    capf = caps.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s, ks in enumerate(compat):
+            if ks:
+                c = capf[list(ks)]
+                size[s] = np.where(c > 0, req[s].astype(float) / c, 0.0).max()
+    return size
+
+
+def _domain(shape: Shape, kind: BinKind) -> tuple[str, ...] | None:
+    keys = shape.topology_keys
+    return tuple(kind.labels[k] for k in keys) if keys else None
+
+
+def _domain_ids(kinds: list[BinKind], keys: tuple[str, ...]) -> tuple[dict[tuple[str, ...], int], np.ndarray]:
+    """Per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds."""
+    seen: dict[tuple[str, ...], int] = {}
+    ids = [seen.setdefault(d, len(seen)) if None not in (d := tuple(k.labels.get(key) for key in keys)) else -1
+           for k in kinds]
+    return seen, _readonly(np.array(ids, dtype=np.int64))
 
 
 def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> None:

@@ -7,6 +7,8 @@ scheduler-plugins pkg/coscheduling (Permit with minMember, group-aware Less).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gangscale.model import API_COSCHEDULING, API_WORKLOAD
 from gangscale.scheduling import parse_scheduler_config, simulate, strategy_config
 
@@ -123,9 +125,7 @@ def test_a_pods_scheduler_name_picks_its_profile():
                              {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
                              {"name": GPU, "weight": 5}]}}}]}]})
     nodes, gangs = _g5_cluster()
-    for g in gangs:
-        for p in g.pending:
-            p.scheduler_name = "bin-packing"
+    gangs = [replace(g, pending=tuple(replace(p, scheduler_name="bin-packing") for p in g.pending)) for g in gangs]
     res = simulate(nodes, gangs, config=cfg)
     assert res.placement["team-a/infer"] == "g5-xl"
     assert any(d.startswith("bin-packing: NodeResourcesFit MostAllocated") for d in res.profiles)
