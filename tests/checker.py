@@ -410,6 +410,11 @@ def _pkey(o: dict) -> str:
     return f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}"
 
 
+def _api(o: dict) -> str:
+    """The apiVersion; ingest reads a pod whatever its apiVersion says, so the checker must too."""
+    return o["apiVersion"] if isinstance(o.get("apiVersion"), str) else ""
+
+
 def _true_condition(status: dict, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
 
@@ -433,7 +438,7 @@ class Inputs:
     def _kueue(self, objects: list[dict], plan_unadmitted: bool) -> None:
         jobs: dict[tuple[str, str], str] = {}
         for o in objects:
-            if o["kind"] != "Workload" or not o["apiVersion"].startswith("kueue.x-k8s.io/"):
+            if o["kind"] != "Workload" or not _api(o).startswith("kueue.x-k8s.io/"):
                 continue
             ns, name, spec, status = o["metadata"].get("namespace", "default"), o["metadata"]["name"], o["spec"], o.get("status", {})
             if _true_condition(status, "Finished") or spec.get("active") is False:
@@ -516,7 +521,7 @@ class Inputs:
 
     # DRA: per-class device counts of claims; devices of existing nodes from ResourceSlices
     def _dra(self, objects: list[dict]) -> None:
-        dra = [o for o in objects if o["apiVersion"].startswith("resource.k8s.io/")]
+        dra = [o for o in objects if _api(o).startswith("resource.k8s.io/")]
         drivers: dict[str, str] = {}
         allocated: set[tuple[str, str, str]] = set()
         for o in dra:
