@@ -19,7 +19,8 @@ from .resources import CPU, GPU, MEMORY, PODS
 MIB = 2**20
 # NVIDIA's DRA driver (github.com/NVIDIA/k8s-dra-driver-gpu) publishes every full GPU as a device of
 # driver `gpu.nvidia.com`, requested through the DeviceClass of the same name (MIG slices use
-# `mig.nvidia.com`, not modelled). A table entry with `gpus: N` offers N such devices to DRA claims.
+# `mig.nvidia.com`, not modelled). A table entry with `gpus: N` offers N such devices to DRA claims when the
+# catalog opts in (`devices: {gpu.nvidia.com: auto}`); otherwise its GPUs are the device plugin's `nvidia.com/gpu`.
 NVIDIA_GPU_DEVICE_CLASS = "gpu.nvidia.com"
 
 

@@ -2,14 +2,16 @@
 
 An entry may leave out `allocatable` and `pricePerHour` when its instance type
 is in `config/aws-instance-types.yaml`; explicit values always win. `devices`
-(DRA devices per DeviceClass, e.g. `{gpu.nvidia.com: 8}`) defaults to the
-table's GPUs; `devices: {}` offers none. They become allocatable
-`dra.gangscale.io/<class>` units (`ingest_dra.device_resource`). A bad
-entry is skipped with a warning that names the field; the rest still loads.
+(DRA devices per DeviceClass, e.g. `{gpu.nvidia.com: 8}`, or `auto` for the
+table's GPU count) is opt-in: without it a group offers no DRA devices. They
+become allocatable `dra.gangscale.io/<class>` units (`ingest_dra.device_resource`).
+A bad entry is skipped with a warning that names the field; the rest still loads.
 
 Invariant: every loaded price is a finite number within [0, MAX_PRICE_PER_HOUR]
 and every size an integer within [0, MAX_GROUP_SIZE], so no cost or node count
-downstream can overflow or become NaN.
+downstream can overflow or become NaN. A physical GPU is offered once: a group
+with `gpu.nvidia.com` DRA devices offers no `nvidia.com/gpu` (a node's GPUs are
+run by either the device plugin or the DRA driver, never both).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .ingest_dra import device_resource
-from .instance_types import load_instance_types
+from .instance_types import NVIDIA_GPU_DEVICE_CLASS, load_instance_types
 from .loader import InputError, read_documents
 from .model import NodeGroup, Taint
-from .resources import QuantityError, parse_resource_list
+from .resources import GPU, QuantityError, parse_resource_list
 
 
 MAX_GROUP_SIZE = 2**31 - 1  # an Auto Scaling group's MaxSize is a 32-bit integer
@@ -52,14 +54,16 @@ class NodeGroupSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
     zone: str | None = None  # shorthand for the topology.kubernetes.io/zone label
-    devices: dict[str, int] | None = None  # DRA devices per DeviceClass; None: from the instance-type table
+    devices: dict[str, Any] | None = None  # DRA devices per DeviceClass (a count or "auto"); None: none
 
     @field_validator("devices")
     @classmethod
-    def _device_counts(cls, v: dict[str, int] | None) -> dict[str, int] | None:
+    def _device_counts(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         for name, n in (v or {}).items():
+            if n == "auto" and name:
+                continue
             if not name or isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 2**20:
-                raise ValueError(f"devices.{name}: must be a whole number of devices from 0 to {2**20}")
+                raise ValueError(f"devices.{name}: must be 'auto' or a whole number of devices from 0 to {2**20}")
         return v
 
     @field_validator("allocatable")
@@ -78,6 +82,18 @@ class NodeGroupSpec(BaseModel):
             raise ValueError(f"maxSize ({self.max_size}) is below minSize ({self.min_size})")
         return self
 
+    def _device_counts_for(self, itype: Any) -> dict[str, int]:
+        """The declared devices, `auto` filled from the instance-type table (no entry: none are offered)."""
+        out: dict[str, int] = {}
+        for cls, n in (self.devices or {}).items():
+            if n == "auto":
+                if itype is None:
+                    raise ValueError(f"devices.{cls}: auto needs an instance type in the table, and "
+                                     f"{self.instance_type!r} is not; give a number")
+                n = itype.devices().get(cls, 0)
+            out[cls] = n
+        return out
+
     def to_node_group(self) -> NodeGroup:
         itype = load_instance_types().get(self.instance_type)
         if self.allocatable is not None:
@@ -91,7 +107,12 @@ class NodeGroupSpec(BaseModel):
             if itype is None:
                 raise ValueError(f"pricePerHour: missing and instance type {self.instance_type!r} is not in the table")
             price = itype.price_per_hour
-        devices = self.devices if self.devices is not None else (itype.devices() if itype else {})
+        devices = self._device_counts_for(itype)
+        if devices.get(NVIDIA_GPU_DEVICE_CLASS):
+            if self.allocatable is not None and GPU in alloc:
+                raise ValueError(f"devices.{NVIDIA_GPU_DEVICE_CLASS} and allocatable.{GPU}: a node's GPUs are run "
+                                 "by either NVIDIA's DRA driver or its device plugin, not both; keep one")
+            alloc.pop(GPU, None)  # the table's GPUs: the DRA driver owns them on this group
         for cls, n in devices.items():
             if n:
                 alloc[device_resource(cls)] = n

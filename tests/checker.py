@@ -8,11 +8,17 @@ NoSchedule/NoExecute taints, native PodGroups with gang/basic policy and
 topology keys, Ready/unschedulable nodes, bound pods, and the pod-to-pod rules
 of kube-scheduler's InterPodAffinity (required anti-affinity on the hostname),
 NodePorts (hostPort) and PodTopologySpread (DoNotSchedule; skew = matching pods
-on the node minus the minimum over eligible nodes, final state) filters.
+on the node minus the minimum over eligible nodes, final state) filters; DRA
+claims (ExactCount devices per DeviceClass against catalog `dra.gangscale.io/*`
+and ResourceSlice devices; a shared claim once; KEP-5004 extended-resource
+mapping), Kueue Workloads and YuniKorn task groups (membership, quorum, the
+members that do not exist yet, and no capacity for an unadmitted Workload).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter, defaultdict
 from fractions import Fraction
 
@@ -216,10 +222,12 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
     return errors
 
 
-def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str]:
+def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmitted: bool = False) -> list[str]:
     """Every violated rule, as a sentence (empty: the plan is valid)."""
     errors: list[str] = []
-    pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o for o in objects if o["kind"] == "Pod"}
+    inputs = Inputs(objects, plan_unadmitted)
+    pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o
+            for o in objects + inputs.extra_pods if o["kind"] == "Pod"}
     nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
     groups = {g["name"]: g for g in catalog}
     # (namespace, gang name) -> (minCount or None for basic, topology keys)
@@ -233,12 +241,25 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
             pgs[(ns, o["metadata"]["name"])] = (gang["minCount"] if gang else None, keys)
         elif o["kind"] == "PodGroup":
             pgs[(ns, o["metadata"]["name"])] = (spec["minMember"], [])
-        elif o["kind"] == "Workload":
+        elif o["kind"] == "Workload" and o["apiVersion"].startswith("scheduling.k8s.io/"):
             for g in spec["podGroups"]:
                 gang = g["policy"].get("gang")
                 pgs[(ns, f"{o['metadata']['name']}/{g['name']}")] = (gang["minCount"] if gang else None, [])
+    pgs.update({gk: (q, []) for gk, q in inputs.quorum.items()})
+
+    def demand(key: str) -> dict[str, Fraction]:
+        """What a pod uses: requests (mapped extended resources as devices) plus the devices it claims."""
+        p = pods[key]
+        if p["spec"].get("nodeName"):
+            return inputs.renamed(requests_of(p), drop=bool(p.get("status", {}).get("extendedResourceClaimStatus")))
+        out = inputs.renamed(requests_of(p))
+        for k, v in inputs.demand.get(key, {}).items():
+            out[k] += v
+        return out
 
     def gang_of(key: str) -> tuple[str, str]:
+        if key in inputs.gang_of:
+            return inputs.gang_of[key]
         p = pods[key]
         meta, spec = p["metadata"], p["spec"]
         ns = meta.get("namespace", "default")
@@ -292,10 +313,12 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
         if nd["spec"].get("unschedulable") or not any(
                 c["type"] == "Ready" and c["status"] == "True" for c in nd["status"].get("conditions", [])):
             errors.append(f"pods planned onto node {name}, which is not Ready or is unschedulable")
-        cap = {k: _amount(k, v) for k, v in nd["status"]["allocatable"].items()}
-        for p in pods.values():
+        cap = inputs.renamed({k: _amount(k, v) for k, v in nd["status"]["allocatable"].items()})
+        for k, n in inputs.node_devices.get(name, {}).items():
+            cap[k] += n
+        for pk, p in pods.items():
             if p["spec"].get("nodeName") == name and p["status"].get("phase") not in ("Succeeded", "Failed"):
-                for k, v in requests_of(p).items():
+                for k, v in demand(pk).items():
                     cap[k] = cap.get(k, Fraction(0)) - v
         placements.append((f"node {name}", nd["metadata"].get("labels", {}), nd["spec"].get("taints", []), cap, plist))
 
@@ -315,7 +338,9 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
                 errors.append(f"{where}: pod {key} selector/affinity does not match")
             if not _taints_ok(p, taints):
                 errors.append(f"{where}: pod {key} does not tolerate the taints")
-            for k, v in requests_of(p).items():
+            if key in inputs.unplannable:
+                errors.append(f"{where}: pod {key} placed although {inputs.unplannable[key]}")
+            for k, v in demand(key).items():
                 load[k] += v
             gk = gang_of(key)
             placed_per_gang[gk] += 1
@@ -368,3 +393,219 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict) -> list[str
     if any(not n["pods"] for n in plan["newNodes"]):
         errors.append("a new node carries no pod")
     return errors
+
+
+# ---------------------------------------------------------------- DRA claims, Kueue Workloads, YuniKorn task groups
+#
+# Re-derived from the upstream objects, not from gangscale's ingest: kubernetes/kubernetes
+# staging/src/k8s.io/api/resource/v1/types.go, kubernetes-sigs/kueue apis/kueue/v1beta1/workload_types.go,
+# apache/yunikorn-k8shim pkg/cache/placeholder.go. Pod names of members that do not exist yet (an
+# unadmitted Workload's templates, a task group's missing members) are the plan's interface.
+
+DEVICE_PREFIX = "dra.gangscale.io/"
+IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+YK_TASK_GROUP, YK_TASK_GROUPS = "yunikorn.apache.org/task-group-name", "yunikorn.apache.org/task-groups"
+YK_APP_KEYS = ("applicationId", "yunikorn.apache.org/app-id", "spark-app-selector")
+
+
+def _pkey(o: dict) -> str:
+    return f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}"
+
+
+def _api(o: dict) -> str:
+    """The apiVersion; ingest reads a pod whatever its apiVersion says, so the checker must too."""
+    return o["apiVersion"] if isinstance(o.get("apiVersion"), str) else ""
+
+
+def _true_condition(status: dict, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+class Inputs:
+    """Members, quorums, device demand and node devices from DRA, Kueue and YuniKorn objects."""
+
+    def __init__(self, objects: list[dict], plan_unadmitted: bool) -> None:
+        self.extra_pods: list[dict] = []  # members that do not exist yet, as pods
+        self.gang_of: dict[str, tuple[str, str]] = {}  # pod key -> (namespace, gang name)
+        self.quorum: dict[tuple[str, str], int] = {}
+        self.unplannable: dict[str, str] = {}  # pod key -> why it must not be placed
+        self.aliases: dict[str, str] = {}  # extended resource -> device resource (KEP-5004)
+        self.node_devices: dict[str, Counter] = defaultdict(Counter)
+        self.demand: dict[str, Counter] = defaultdict(Counter)  # pod key -> devices it claims
+        self._kueue(objects, plan_unadmitted)
+        self._yunikorn(objects + self.extra_pods)
+        self._dra(objects + self.extra_pods)
+
+    # Kueue: one gang per Workload; its pods by pod-group label or owning Job; templates while not admitted
+    def _kueue(self, objects: list[dict], plan_unadmitted: bool) -> None:
+        jobs: dict[tuple[str, str], str] = {}
+        for o in objects:
+            if o["kind"] != "Workload" or not _api(o).startswith("kueue.x-k8s.io/"):
+                continue
+            ns, name, spec, status = o["metadata"].get("namespace", "default"), o["metadata"]["name"], o["spec"], o.get("status", {})
+            if _true_condition(status, "Finished") or spec.get("active") is False:
+                continue
+            sets = spec["podSets"]
+            self.quorum[(ns, name)] = max(1, sum(s.get("count", 1) if s.get("minCount") is None else s["minCount"]
+                                                 for s in sets))
+            owners = o["metadata"].get("ownerReferences") or []
+            jobs.update({(ns, r["name"]): name for r in owners if r.get("kind") == "Job"})
+            admitted = bool(status.get("admission")) or _true_condition(status, "Admitted")
+            if admitted or any(r.get("kind") == "Pod" for r in owners):
+                continue
+            for s in sets:
+                for j in range(s.get("count", 1)):
+                    meta = {**s["template"].get("metadata", {}), "name": f"{name}-{s['name']}-{j}", "namespace": ns}
+                    pod = {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": s["template"]["spec"],
+                           "status": {"phase": "Pending"}}
+                    self.extra_pods.append(pod)
+                    self.gang_of[_pkey(pod)] = (ns, name)
+                    if not plan_unadmitted:
+                        self.unplannable[_pkey(pod)] = f"Workload {ns}/{name} is not admitted by Kueue"
+        workloads = {(ns, n) for ns, n in self.quorum}
+        for o in objects:
+            if o["kind"] != "Pod":
+                continue
+            ns, labels = o["metadata"].get("namespace", "default"), o["metadata"].get("labels", {})
+            wl = labels.get("kueue.x-k8s.io/pod-group-name")
+            wl = wl if (ns, wl) in workloads else next(
+                (jobs[(ns, labels[k])] for k in ("batch.kubernetes.io/job-name", "job-name") if (ns, labels.get(k)) in jobs), None)
+            if wl:
+                self.gang_of[_pkey(o)] = (ns, wl)
+            gates = [g.get("name") for g in o["spec"].get("schedulingGates") or []]
+            if KUEUE_ADMISSION_GATE in gates and not plan_unadmitted:
+                self.unplannable[_pkey(o)] = f"gated by {KUEUE_ADMISSION_GATE}"
+
+    # YuniKorn: one gang per application; minMember per task group, missing members planned as placeholders
+    def _yunikorn(self, objects: list[dict]) -> None:
+        apps: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        for o in objects:
+            meta = o["metadata"] if o["kind"] == "Pod" else {}
+            ann, labels = meta.get("annotations", {}), meta.get("labels", {})
+            if YK_TASK_GROUP not in ann or _pkey(o) in self.gang_of:
+                continue
+            app = next((labels.get(k) or ann.get(k) for k in YK_APP_KEYS if labels.get(k) or ann.get(k)), None)
+            if app:
+                apps[(meta.get("namespace", "default"), app)].append(o)
+        for (ns, app), members in apps.items():
+            for m in members:
+                self.gang_of[_pkey(m)] = (ns, app)
+            text = next((m["metadata"]["annotations"][YK_TASK_GROUPS] for m in members
+                         if YK_TASK_GROUPS in m["metadata"]["annotations"]), None)
+            if text is None:
+                continue
+            groups = json.loads(text)
+            self.quorum[(ns, app)] = sum(int(g["minMember"]) for g in groups)
+            for g in groups:
+                mine = [m for m in members if m["metadata"]["annotations"][YK_TASK_GROUP] == g["name"]]
+                self._task_group(ns, app, g, mine)
+
+    def _task_group(self, ns: str, app: str, g: dict, mine: list[dict]) -> None:
+        def placeholder(m: dict) -> bool:
+            meta = m["metadata"]
+            flag = meta.get("annotations", {}).get("yunikorn.apache.org/placeholder") or meta.get("labels", {}).get("placeholder")
+            return str(flag or "").lower() == "true"
+        bound_ph = sum(1 for m in mine if m["spec"].get("nodeName") and placeholder(m))
+        waiting_real = [m for m in mine if not m["spec"].get("nodeName") and m["status"].get("phase") == "Pending"
+                        and not placeholder(m)][:bound_ph]
+        for m in waiting_real:  # takes a bound placeholder's slot: never new capacity
+            self.unplannable[_pkey(m)] = "it replaces a bound YuniKorn placeholder"
+        live = sum(1 for m in mine if m["status"].get("phase") not in ("Succeeded", "Failed")) - len(waiting_real)
+        for j in range(max(0, int(g["minMember"]) - live)):
+            spec = {"containers": [{"name": "placeholder", "resources": {"requests": dict(g["minResource"])}}]}
+            spec.update({f: g[f] for f in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints")
+                         if g.get(f) is not None})
+            pod = {"kind": "Pod", "apiVersion": "v1", "spec": spec, "status": {"phase": "Pending"},
+                   "metadata": {"name": f"tg-{app}-{g['name']}-planned-{j}", "namespace": ns,
+                                "annotations": {YK_TASK_GROUP: g["name"]}}}
+            self.extra_pods.append(pod)
+            self.gang_of[_pkey(pod)] = (ns, app)
+
+    # DRA: per-class device counts of claims; devices of existing nodes from ResourceSlices
+    def _dra(self, objects: list[dict]) -> None:
+        dra = [o for o in objects if _api(o).startswith("resource.k8s.io/")]
+        drivers: dict[str, str] = {}
+        allocated: set[tuple[str, str, str]] = set()
+        for o in dra:
+            if o["kind"] == "DeviceClass":
+                name = o["metadata"]["name"]
+                for sel in o["spec"].get("selectors") or []:
+                    m = re.search(r"""device\.driver\s*==\s*["']([^"']+)["']""", sel.get("cel", {}).get("expression", ""))
+                    if m:
+                        drivers[name] = m.group(1)
+                if o["spec"].get("extendedResourceName"):
+                    self.aliases[o["spec"]["extendedResourceName"]] = DEVICE_PREFIX + name
+                self.aliases[IMPLICIT_CLASS_PREFIX + name] = DEVICE_PREFIX + name
+            for r in (o.get("status", {}).get("allocation", {}).get("devices", {}).get("results") or []):
+                allocated.add((r["driver"], r["pool"], r["device"]))
+        claims = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): o for o in dra
+                  if o["kind"] == "ResourceClaim"}
+        templates = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): o for o in dra
+                     if o["kind"] == "ResourceClaimTemplate"}
+        counted: set = set()
+        for p in objects:
+            if p["kind"] != "Pod" or p["spec"].get("nodeName"):
+                continue
+            ns = p["metadata"].get("namespace", "default")
+            made = {s.get("name"): s.get("resourceClaimName") for s in p.get("status", {}).get("resourceClaimStatuses") or []}
+            for ref in p["spec"].get("resourceClaims") or []:
+                if ref.get("resourceClaimName"):
+                    key = (ns, ref["resourceClaimName"])
+                    if key in counted:
+                        continue
+                    counted.add(key)
+                    spec, status = (claims[key]["spec"], claims[key].get("status", {})) if key in claims else (None, {})
+                else:
+                    gen = claims.get((ns, made.get(ref.get("name"))))
+                    if gen is not None and gen.get("status", {}).get("allocation"):
+                        continue
+                    key = (ns, ref.get("resourceClaimTemplateName"))
+                    spec, status = (templates[key]["spec"]["spec"], {}) if key in templates else (None, {})
+                if status.get("allocation"):
+                    continue
+                why = self._claim_demand(spec, self.demand[_pkey(p)])
+                if why:
+                    self.unplannable[_pkey(p)] = f"claim {key[1]}: {why}"
+        newest: dict[tuple[str, str], int] = {}
+        slices = [o["spec"] for o in dra if o["kind"] == "ResourceSlice"]
+        for s in slices:
+            pool = (s["driver"], s["pool"]["name"])
+            newest[pool] = max(newest.get(pool, 0), s["pool"].get("generation", 0))
+        for s in slices:
+            if s["pool"].get("generation", 0) != newest[(s["driver"], s["pool"]["name"])]:
+                continue
+            classes = sorted(c for c, d in drivers.items() if d == s["driver"]) or [s["driver"]]
+            for d in s.get("devices") or []:
+                node = d.get("nodeName") or s.get("nodeName")
+                if node and not d.get("consumesCounters") and (s["driver"], s["pool"]["name"], d["name"]) not in allocated:
+                    for c in classes:
+                        self.node_devices[node][DEVICE_PREFIX + c] += 1
+
+    @staticmethod
+    def _claim_demand(spec: dict | None, into: Counter) -> str | None:
+        """Add a claim's ExactCount devices to `into`, or say why the planner cannot count them."""
+        if spec is None:
+            return "not listed"
+        for req in spec.get("devices", {}).get("requests") or []:
+            if req.get("firstAvailable"):
+                return "firstAvailable"
+            body = req.get("exactly", req)  # v1beta1 carries the fields inline
+            for unsupported in ("selectors", "capacity"):
+                if body.get(unsupported):
+                    return unsupported
+            if body.get("adminAccess") is True or (body.get("allocationMode") or "ExactCount") != "ExactCount":
+                return "adminAccess or allocationMode"
+            into[DEVICE_PREFIX + body["deviceClassName"]] += body.get("count") or 1
+        return None
+
+    def renamed(self, amounts: dict[str, Fraction], drop: bool = False) -> dict[str, Fraction]:
+        """KEP-5004: an extended resource a DeviceClass maps is that class's devices (dropped: already allocated)."""
+        out: dict[str, Fraction] = defaultdict(Fraction)
+        for k, v in amounts.items():
+            if k in self.aliases:
+                if not drop:
+                    out[self.aliases[k]] += v
+            else:
+                out[k] += v
+        return out

@@ -134,7 +134,7 @@ def test_an_extended_resource_served_by_dra_counts_once_with_claims():
     objs = [mapping_class(), template("one"), podgroup("mix", min_count=8)]
     objs += [pod(f"x{i}", gpu=1, group="mix", tolerations=[]) for i in range(4)]
     objs += [dra_pod(f"d{i}", tmpl="one", group="mix") for i in range(4)]
-    g = gpu_group("gpu4", 4, 10.0, gpu=4)
+    g = gpu_group("gpu4", 4, 10.0)
     plan = plan_for(objs, [g])
     assert plan.scale_up == {"gpu4": 2}
 
@@ -142,17 +142,47 @@ def test_an_extended_resource_served_by_dra_counts_once_with_claims():
 def test_an_extended_resource_request_fits_a_node_that_publishes_the_devices_in_slices():
     objs = [mapping_class(), node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 4),
             podgroup("x", min_count=2)] + [pod(f"x{i}", gpu=2, group="x", tolerations=[]) for i in range(2)]
-    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0, gpu=4)])
+    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0)])
     assert gang(plan, "x").decision == "fits-existing"
 
 
-def test_catalog_gpu_types_offer_dra_devices_from_the_instance_table():
+def test_catalog_gpu_types_offer_dra_devices_only_when_asked_and_then_not_as_device_plugin_gpus():
     from gangscale.catalog import parse_catalog
 
     groups, warnings = parse_catalog([{"name": "p5", "instanceType": "p5.48xlarge", "maxSize": 1},
-                                      {"name": "off", "instanceType": "p5.48xlarge", "maxSize": 1, "devices": {}}])
+                                      {"name": "dra", "instanceType": "p5.48xlarge", "maxSize": 1,
+                                       "devices": {GPU: "auto"}},
+                                      {"name": "six", "instanceType": "p5.48xlarge", "maxSize": 1, "devices": {GPU: 6}}])
     assert not warnings
-    assert groups[0].allocatable[DEV] == 8 and DEV not in groups[1].allocatable
+    plugin, dra, six = (g.allocatable for g in groups)
+    assert plugin["nvidia.com/gpu"] == 8 and DEV not in plugin
+    assert dra[DEV] == 8 and "nvidia.com/gpu" not in dra
+    assert six[DEV] == 6 and "nvidia.com/gpu" not in six
+
+
+def test_a_catalog_entry_offering_the_same_gpus_twice_is_skipped_with_the_fields_named():
+    from gangscale.catalog import parse_catalog
+
+    both = group("both", gpu=8)
+    both["devices"] = {GPU: 8}
+    unknown = {"name": "odd", "instanceType": "x9.huge", "pricePerHour": 1.0, "maxSize": 1,
+               "allocatable": {"cpu": "4", "memory": "8Gi"}, "devices": {GPU: "auto"}}
+    groups, warnings = parse_catalog([both, unknown, group("ok")])
+    assert [g.name for g in groups] == ["ok"]
+    assert "devices.gpu.nvidia.com and allocatable.nvidia.com/gpu" in warnings[0]
+    assert "devices.gpu.nvidia.com: auto" in warnings[1]
+
+
+def test_a_default_gpu_group_is_not_packed_with_a_device_plugin_pod_and_a_dra_pod_on_the_same_gpus():
+    # One p5 has 8 physical GPUs. A pod asking nvidia.com/gpu: 8 and a DRA pod claiming 8 devices need two
+    # nodes; when the table gave the group both 8 nvidia.com/gpu and 8 DRA devices, one node took both.
+    objs = [podgroup("mix", min_count=2), template("eight", 8),
+            pod("plugin", gpu=8, cpu="1", group="mix", tolerations=[]),
+            dra_pod("dra", tmpl="eight", group="mix", cpu="1")]
+    plan = plan_for(objs, [{"name": "p5", "instanceType": "p5.48xlarge", "maxSize": 4},
+                           {"name": "p5-dra", "instanceType": "p5.48xlarge", "maxSize": 4, "devices": {GPU: "auto"}}])
+    assert gang(plan, "mix").decision == "scale-up"
+    assert plan.scale_up == {"p5": 1, "p5-dra": 1}
 
 
 def test_partitionable_devices_are_not_counted_and_say_so():

@@ -59,11 +59,11 @@ EXAMPLE = (read_objects(ROOT / "config/examples/backlog.yaml"), _catalog(ROOT / 
 def _fixtures() -> list[dict]:
     """Every fixture file's objects; namespaced ones moved to a namespace per file (they reuse names)."""
     out: list[dict] = []
-    for f in sorted(FIXTURES.glob("*.yaml")):
+    for f in sorted([*FIXTURES.glob("*.yaml"), *FIXTURES.glob("inputs/*.yaml")]):  # inputs: DRA, Kueue, YuniKorn
         if f.name == "catalog.yaml":
             continue
         for o in read_objects(f):
-            if o["kind"] != "Node":
+            if o["kind"] not in ("Node", "DeviceClass", "ResourceSlice"):  # namespaced objects only
                 o["metadata"]["namespace"] = f"{o['metadata'].get('namespace', 'default')}-{f.stem}"
                 if "uid" in o["metadata"]:
                     o["metadata"]["uid"] += f"-{f.stem}"
@@ -71,7 +71,9 @@ def _fixtures() -> list[dict]:
     return out
 
 
-FIXTURE = (_fixtures(), _catalog(FIXTURES / "catalog.yaml"))
+# The fixtures' groups plus one whose GPUs NVIDIA's DRA driver runs, so DRA gangs are planned, not infeasible.
+DRA_GROUP = {"name": "gpu-dra", "instanceType": "g5.12xlarge", "maxSize": 4, "devices": {"gpu.nvidia.com": "auto"}}
+FIXTURE = (_fixtures(), [*_catalog(FIXTURES / "catalog.yaml"), DRA_GROUP])
 
 
 def nested(depth: int) -> Any:
@@ -269,3 +271,15 @@ def test_planning_1000_mutated_pods_stays_within_the_time_limit(case):
 @given(mutated(EXAMPLE, duplicates=True))
 def test_huge_quantities_and_duplicated_objects_never_escape_and_every_plan_passes_the_checker(case):
     plan_and_check(case.objects, case.catalog, EXAMPLE[0], strict=True)
+
+
+def test_the_fuzzed_fixtures_include_dra_kueue_and_yunikorn_gangs_and_their_plan_passes_the_checker():
+    objects, catalog = copy.deepcopy(FIXTURE[0]), FIXTURE[1]
+    assert {"ResourceClaimTemplate", "ResourceSlice", "Workload"} <= {o["kind"] for o in objects}
+    groups, warnings = parse_catalog(catalog)
+    plan = make_plan(build_snapshot(ingest(objects), groups, warnings), SolveOptions(time_limit=5.0, workers=2)).to_dict()
+    decisions = {g["name"]: g["decision"] for g in plan["gangs"]}
+    assert decisions["dra-train"] == "scale-up" and decisions["spark-pi-0001"] == "scale-up"
+    assert decisions["job-train-3f2a1"] == "waiting-for-admission"
+    assert any("dra-train-0" in p for n in plan["newNodes"] if n["nodeGroup"] == "gpu-dra" for p in n["pods"])
+    assert check_plan(objects, checker_catalog(groups), plan) == []

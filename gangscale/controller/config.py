@@ -118,6 +118,8 @@ class ControllerConfig(BaseModel):
     namespace_caps: dict[str, NamespaceCap] = Field(default_factory=dict, alias="namespaceCaps")
     default_namespace_cap: NamespaceCap = Field(default_factory=NamespaceCap, alias="defaultNamespaceCap")
     ageing_seconds: Seconds = Field(default=600.0, alias="ageingSeconds", gt=0)
+    # Kueue decides admission: a Workload it has not admitted is waiting-for-admission; true plans it anyway
+    plan_unadmitted: bool = Field(default=False, alias="planUnadmitted")
     # cluster
     node_group_label: str = Field(default="gangscale.io/node-group", alias="nodeGroupLabel")
     watch_namespace: str | None = Field(default=None, alias="watchNamespace")

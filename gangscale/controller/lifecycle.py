@@ -57,6 +57,7 @@ class GangState(StrEnum):
 
     NEW = "new"  # a record just created, before the pass decides (also the write-ahead state)
     WAITING_FOR_PODGROUP = "waiting-for-podgroup"
+    WAITING_FOR_ADMISSION = "waiting-for-admission"  # Kueue has not admitted it: nothing is bought before Kueue
     BELOW_QUORUM = "below-quorum"
     PLANNED = "planned"
     PROVISIONING = "provisioning"
@@ -82,7 +83,8 @@ REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangsca
 TERMINAL = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED, GangState.INFEASIBLE})
 IN_FLIGHT = frozenset({GangState.PROVISIONING, GangState.READY})  # capacity bought and not yet used
 RESTARTS = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED})  # pending again: a new record
-UNUSABLE = frozenset({GangState.BELOW_QUORUM, GangState.WAITING_FOR_PODGROUP})  # cannot use what it holds
+UNUSABLE = frozenset({GangState.BELOW_QUORUM, GangState.WAITING_FOR_PODGROUP,
+                      GangState.WAITING_FOR_ADMISSION})  # cannot use what it holds
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,7 +161,7 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = ingest(objects, node_group_label=self.cfg.node_group_label)
+        cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted)
         return cluster, self.actuator.refresh(cluster).warnings
 
     def _confirm(self, cluster: Cluster, now: float) -> None:

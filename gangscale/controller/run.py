@@ -139,8 +139,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in warnings:
         log.warning(w)
     apis = choose_gang_apis(discover(client))
-    log.info("gang APIs", extra={"read": [r.label for r in apis.refs], "unread": apis.unread})
-    controller = Controller(cfg, client, provider, identity, apis.refs)
+    log.info("gang APIs", extra={"read": [r.label for r in apis.refs], "unread": apis.unread,
+                                 "inputs": [r.label for r in apis.inputs]})
+    controller = Controller(cfg, client, provider, identity, [*apis.refs, *apis.inputs])  # DRA, Kueue too
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

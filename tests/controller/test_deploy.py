@@ -65,11 +65,26 @@ def test_rbac_is_read_only_on_the_cluster_but_for_patching_pods_gates():
     assert all(r.get("resourceNames") for r in named)  # updates only on the lease and the state ConfigMap
 
 
+def test_rbac_lets_the_controller_watch_the_dra_and_kueue_resources_it_reads():
+    from gangscale.kube.discovery import DRA_PLURALS
+    from gangscale.kube.refs import DRA_GROUP, KUEUE_GROUP
+
+    role = next(d for d in docs() if d["kind"] == "ClusterRole")
+    granted = {(g, r) for rule in role["rules"] if {"list", "watch"} <= set(rule["verbs"])
+               for g in rule["apiGroups"] for r in rule["resources"]}
+    wanted = {(DRA_GROUP, p) for p in DRA_PLURALS} | {(KUEUE_GROUP, "workloads")}
+    assert wanted <= granted, wanted - granted
+    for rule in role["rules"]:
+        if set(rule["apiGroups"]) & {DRA_GROUP, KUEUE_GROUP}:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}
+
+
 def test_shipped_config_is_valid_and_starts_in_dry_run():
     cfg = load_config(DEPLOY / "config.yaml")
     assert cfg.mode == "dry-run"
     assert cfg.cap_for("ml-research").max_nodes == 128 and cfg.cap_for("other").max_nodes == 64
     assert ControllerConfig().mode == "dry-run"
+    assert cfg.plan_unadmitted is False and ControllerConfig.model_validate({"planUnadmitted": True}).plan_unadmitted
 
 
 def test_a_bad_config_names_the_field_and_exits_2(tmp_path):

@@ -89,6 +89,10 @@ APPLIED_TABLE = [
     ("below quorum", None, "below-quorum", {}, S.BELOW_QUORUM, "because", "NotTriggerScaleUp", False),
     ("waiting for its podgroup", rec(S.NEW), "waiting-for-podgroup", {}, S.WAITING_FOR_PODGROUP, "because",
      "NotTriggerScaleUp", False),
+    ("waiting for kueue admission", None, "waiting-for-admission", {}, S.WAITING_FOR_ADMISSION, "because",
+     "NotTriggerScaleUp", False),
+    ("planned, then kueue evicted it", rec(S.PLANNED), "waiting-for-admission", {}, S.WAITING_FOR_ADMISSION,
+     "because", "NotTriggerScaleUp", False),
     ("running record, gang pending again", rec(S.RUNNING), "fits-existing", {}, S.READY, "capacity", None, False),
     ("infeasible record, now fits", rec(S.INFEASIBLE), "fits-existing", {}, S.READY, "capacity", None, False),
     ("cancelled record, gang back", rec(S.CANCELLED), "below-quorum", {}, S.BELOW_QUORUM, "because",
@@ -255,14 +259,16 @@ EXPIRE_TABLE = [
                                                          deadline=NOW - 1), S.TIMED_OUT,
        [BackOff("cpu", "timed-out", "timed-out: nodes for default/job/scheduling.k8s.io/v1alpha2 did not arrive"),
         Release(KEY, {"cpu": 1}, "timed-out")])
-      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP, S.DEFERRED, S.INVALID, S.INFEASIBLE)],
+      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP, S.WAITING_FOR_ADMISSION, S.DEFERRED,
+                S.INVALID, S.INFEASIBLE)],
     *[(f"{s.value} holding nothing is not expired", rec(s, deadline=NOW - 1), s, [])
-      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.DEFERRED, S.INFEASIBLE)],
+      for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_ADMISSION, S.DEFERRED, S.INFEASIBLE)],
     *[(f"{s.value} is not expired", rec(s, requested={"cpu": 1}, deadline=NOW - 1), s, [])
       for s in (S.RUNNING, S.TIMED_OUT)],
     # issue 17: a gang that cannot use its nodes gives them back after the cancel grace, before any deadline
     *[(f"{s.value} past the cancel grace", rec(s, since=NOW - 61, requested={"cpu": 2}, deadline=NOW + 600), s,
-       [Release(KEY, {"cpu": 2}, "unusable")]) for s in (S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP)],
+       [Release(KEY, {"cpu": 2}, "unusable")]) for s in (S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP,
+                                                         S.WAITING_FOR_ADMISSION)],
     ("below quorum within the cancel grace", rec(S.BELOW_QUORUM, since=NOW - 59, requested={"cpu": 2},
                                                   deadline=NOW + 600), S.BELOW_QUORUM, []),
 ]
@@ -327,7 +333,7 @@ def test_records_written_by_the_previous_controller_still_load_and_round_trip():
 
 def test_every_state_keeps_its_persisted_string():
     assert {s.value for s in GangState} == {
-        "new", "waiting-for-podgroup", "below-quorum", "planned", "provisioning", "ready", "running", "infeasible",
+        "new", "waiting-for-podgroup", "waiting-for-admission", "below-quorum", "planned", "provisioning", "ready", "running", "infeasible",
         "timed-out", "cancelled", "invalid", "deferred"}
     assert str(KEY) == "default/job/scheduling.k8s.io/v1alpha2"
 
