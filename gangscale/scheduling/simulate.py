@@ -32,7 +32,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..fit import labels_match, tolerates, tolerates_all
+from ..fit import labels_match, term_matches, tolerates, tolerates_all
 from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
                      NodeGroup, Placement, Pod, Taint)
 from ..resources import CPU, GPU, MEMORY
@@ -148,6 +148,7 @@ class _Cluster:
         self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
+        self.anti_nodes: Counter[int] = Counter()  # nodes holding pods with required anti-affinity (symmetry)
         self._compat: dict[Placement, np.ndarray] = {}
         self._prefer: dict[Placement, np.ndarray] = {}
         for p in bound:
@@ -175,6 +176,10 @@ class _Cluster:
             self.pods_on[j].append(pod)
         else:
             self.pods_on[j].remove(pod)
+        if pod.rules.anti_affinity:
+            self.anti_nodes[j] += sign
+            if not self.anti_nodes[j]:
+                del self.anti_nodes[j]
 
     def place(self, j: int, pod: Pod) -> None:
         self._add(j, pod, +1)
@@ -217,6 +222,35 @@ class _Cluster:
     def fits(self, req: np.ndarray) -> np.ndarray:
         need = req > 0
         return ((self.alloc[:, need] - self.used[:, need]) >= req[need]).all(axis=1)
+
+
+def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """The per-node pod rules gangscale admits (ingest refuses the rest), as their filter plugins check them:
+    NodePorts (a hostPort taken on the node), InterPodAffinity (the pod's required anti-affinity on the
+    hostname, and existing pods' anti-affinity against it: symmetry) and PodTopologySpread
+    (DoNotSchedule on the hostname: matching pods on the node + self - the minimum over the nodes the
+    pod's node affinity and taints allow <= maxSkew). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
+    podtopologyspread}/filtering.go."""
+    ok = np.ones(len(c.nodes), dtype=bool)
+    rules = pod.rules
+    check = set(np.flatnonzero(mask).tolist()) if (rules.anti_affinity or rules.host_ports) else set()
+    check |= {j for j in c.anti_nodes if mask[j]}
+    for j in check:
+        others = c.pods_on[j]
+        if rules.host_ports and any(set(q.rules.host_ports) & set(rules.host_ports) for q in others):
+            ok[j] = False
+        elif any(term_matches(t, q) for t in rules.anti_affinity for q in others):
+            ok[j] = False
+        elif any(term_matches(t, pod) for q in others for t in q.rules.anti_affinity):
+            ok[j] = False
+    for term, skew in rules.spread:
+        counts = np.array([sum(1 for q in c.pods_on[j] if term_matches(term, q)) if eligible[j] else 0
+                           for j in range(len(c.nodes))], dtype=np.int64)
+        if not eligible.any():
+            break
+        low = int(counts[eligible].min())
+        ok &= counts + int(term_matches(term, pod)) - low <= skew
+    return ok
 
 
 # ------------------------------------------------------------------------------------------ scores
@@ -327,9 +361,11 @@ class _Engine:
         return prof
 
     def feasible(self, pod: Pod, prof: Profile) -> np.ndarray:
-        mask = self.c.compat(pod.placement, prof)
+        eligible = mask = self.c.compat(pod.placement, prof)
         if "NodeResourcesFit" in prof.filters:
             mask = mask & self.c.fits(self.c.vec(pod))
+        if pod.rules or self.c.anti_nodes:
+            mask = mask & _pod_rules_ok(self.c, pod, mask, eligible)
         return mask
 
     def select(self, pod: Pod) -> int | None:
