@@ -10,9 +10,11 @@ the round's plan, nothing more can be bought, the rounds or the deadline run out
 round (most gangs started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
-under every seed of the final node set; every new node holds a promised gang's pod under every seed
-(so no seed leaves it empty); `newNodes[].pods` / `existingNodes` are seed 0's placement of the
-promised gangs' pods.
+under every seed of the final node set; a new node is dropped when some seed leaves it without a
+promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
+capacity until its timeout, so an idle node can matter): such nodes are counted in
+`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are seed 0's placement of the promised
+gangs' pods.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
+MAX_SINGLE_TRIES = 8  # idle nodes tried one by one per cleaning step, when dropping them all loses a gang
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,18 +112,34 @@ def _observe(ctx: _Ctx, new: list[SimNode]) -> tuple[list[SimResult], set[GangKe
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
-    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is dropped."""
-    dropped = 0
-    raw = None
+    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is dropped.
+
+    A drop that would lose a promised gang is undone (an idle node can still matter: a gang held at Permit
+    below quorum takes capacity until its timeout); then idle nodes are tried one at a time, and those that
+    cannot go without losing a gang stay (`scheduler.idleNodes`)."""
+    sims, promised = _observe(ctx, new)
+    raw, dropped, keep = sims, 0, set()
     while True:
-        sims, promised = _observe(ctx, new)
-        raw = raw or sims
-        idle = {n.name for n in new for s in sims
-                if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ()))}
+        idle = {n: c for n, c in _idle(ctx, new, sims, promised).items() if n not in keep}
         if not idle:
             return _State(new, sims, promised, dropped, raw)
-        dropped += len(idle)
-        new = [n for n in new if n.name not in idle]
+        everywhere = {n for n, c in idle.items() if c == len(sims)}
+        for batch in [everywhere or set(idle)] + [{n} for n in sorted(idle)][:MAX_SINGLE_TRIES]:
+            trial = [n for n in new if n.name not in batch]
+            s2, p2 = _observe(ctx, trial)
+            if p2 >= promised:
+                new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
+                break
+            if len(batch) == 1:
+                keep |= batch
+        else:
+            keep |= set(idle)
+
+
+def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
+    """New node -> how many seeds leave it without a pod of a promised gang."""
+    return Counter(n.name for n in new for s in sims
+                   if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())))
 
 
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
@@ -169,7 +188,8 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         realized = placed <= state.promised and not state.dropped
         if _better(state, best, ctx.price):
             best = state
-    info = SchedulerInfo(mode="observe", profile=ctx.config.default.describe(),
+    idle = len(_idle(ctx, best.new, best.sims, best.promised))
+    info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
                          scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),
                          rounds=ctx.runs, gangsStarted=len(best.promised), realized=realized and best is state,
                          seconds=round(time.perf_counter() - start, 3))
