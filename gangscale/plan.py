@@ -88,6 +88,7 @@ class SchedulerInfo(_Model):
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
     idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept: dropping loses a gang
     seconds: float = 0.0
+    note: str = ""  # why observe mode was not applied, when it was asked for
 
 
 class Plan(_Model):

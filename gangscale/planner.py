@@ -49,9 +49,13 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     """
     opts = opts or SolveOptions()
     scheduler = scheduler or SchedulerModel()
-    if not scheduler.enabled:
+    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
+    if not scheduler.enabled or spread:
         plan = solve_plan(snap, opts)
-        plan.scheduler = SchedulerInfo(mode="off")
+        plan.scheduler = SchedulerInfo(mode="off", note=(
+            f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
+            "checks pod by pod against pods this plan would not promise; the solver's plan is returned") if spread
+            and scheduler.enabled else "")
         return plan
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))

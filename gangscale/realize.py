@@ -13,8 +13,8 @@ Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existin
 under every seed of the final node set; a new node is dropped when some seed leaves it without a
 promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
 capacity until its timeout, so an idle node can matter): such nodes are counted in
-`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are seed 0's placement of the promised
-gangs' pods.
+`scheduler.idleNodes` (never idle under the listed seed); `newNodes[].pods` / `existingNodes` are one
+seed's placement of the promised gangs' pods (the first under which every new node holds one).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
-MAX_SINGLE_TRIES = 8  # idle nodes tried one by one per cleaning step, when dropping them all loses a gang
+MAX_SINGLE_TRIES = 8  # idle nodes tried one by one (per cleaning) when dropping them all loses a gang
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,7 @@ class _State:
     promised: set[GangKey]
     dropped: int = 0  # new nodes the cleaning dropped
     raw: list[SimResult] | None = None  # the model's runs before cleaning (the reasons name the nodes it left empty)
+    listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
 
     def cost(self, price: dict[str, int]) -> int:
         return sum(price[n.node_group or ""] for n in self.new)
@@ -76,6 +77,8 @@ class _Ctx:
     price: dict[str, int]  # group -> micro-dollars per hour
     runs: int = 0
     serial: int = 0
+    deadline: float = float("inf")  # past it, cleaning stops and the last drop is not re-checked by the model
+    unchecked: int = 0  # nodes dropped past the deadline without another model run
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -118,28 +121,44 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     below quorum takes capacity until its timeout); then idle nodes are tried one at a time, and those that
     cannot go without losing a gang stay (`scheduler.idleNodes`)."""
     sims, promised = _observe(ctx, new)
-    raw, dropped, keep = sims, 0, set()
+    raw, dropped, keep, tries = sims, 0, set(), MAX_SINGLE_TRIES
     while True:
         idle = {n: c for n, c in _idle(ctx, new, sims, promised).items() if n not in keep}
-        if not idle:
+        if not idle or time.perf_counter() > ctx.deadline:
             return _State(new, sims, promised, dropped, raw)
         everywhere = {n for n, c in idle.items() if c == len(sims)}
-        for batch in [everywhere or set(idle)] + [{n} for n in sorted(idle)][:MAX_SINGLE_TRIES]:
+        batches = [everywhere or set(idle)] + [{n} for n in sorted(idle)][:tries]
+        for b, batch in enumerate(batches):
             trial = [n for n in new if n.name not in batch]
             s2, p2 = _observe(ctx, trial)
-            if p2 >= promised:
+            tries -= 1 if b else 0
+            if p2 >= promised or (b == 0 and tries <= 0):  # out of single tries: the drop stands, gangs lost
                 new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
                 break
-            if len(batch) == 1:
-                keep |= batch
-        else:
-            keep |= set(idle)
+            if b:
+                keep |= batch  # its drop loses a gang: it stays (scheduler.idleNodes)
 
 
 def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
     """New node -> how many seeds leave it without a pod of a promised gang."""
     return Counter(n.name for n in new for s in sims
                    if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())))
+
+
+def _listable(ctx: _Ctx, st: _State) -> _State:
+    """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
+    under the best seed and run the model again. A kept idle node (see `_clean`) is idle under some seed only."""
+    while True:
+        bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
+                for s in st.sims]
+        i = min(range(len(bare)), key=lambda j: len(bare[j]))
+        if not bare[i] or time.perf_counter() > ctx.deadline:
+            # past the deadline: drop what the listed seed leaves bare; its placement of promised pods is unchanged
+            ctx.unchecked += len(bare[i])
+            return _State([n for n in st.new if n.name not in bare[i]], st.sims, st.promised, st.dropped, st.raw, i)
+        new = [n for n in st.new if n.name not in bare[i]]
+        sims, promised = _observe(ctx, new)
+        st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
 
 
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
@@ -170,6 +189,7 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
     """The solver's `first` plan, checked and repaired against the scheduler model (see the module docstring)."""
     start = time.perf_counter()
     ctx = _context(snap, model)
+    ctx.deadline = deadline
     proposed = {GangKey(r.namespace, r.name, r.api) for r in first.gangs if r.placed}
     state = best = _clean(ctx, new_sim_nodes(ctx, [n.node_group for n in first.new_nodes]))
     first_reasons = _reasons(state, proposed)
@@ -188,11 +208,17 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         realized = placed <= state.promised and not state.dropped
         if _better(state, best, ctx.price):
             best = state
+    realized = realized and best is state
+    best = _listable(ctx, best)
     idle = len(_idle(ctx, best.new, best.sims, best.promised))
     info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
                          scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),
-                         rounds=ctx.runs, gangsStarted=len(best.promised), realized=realized and best is state,
-                         seconds=round(time.perf_counter() - start, 3))
+                         rounds=ctx.runs, gangsStarted=len(best.promised),
+                         realized=realized and not ctx.unchecked,
+                         seconds=round(time.perf_counter() - start, 3),
+                         note=f"time limit reached: {ctx.unchecked} idle new nodes dropped without another model run "
+                              "(the listed placement is unchanged; other tie-breaks not re-checked)"
+                         if ctx.unchecked else "")
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 
 
@@ -226,7 +252,7 @@ def _why_not(sims: list[SimResult], key: GangKey) -> str:
 
 def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
               info: SchedulerInfo) -> Plan:
-    sim = st.sims[0]
+    sim = st.sims[st.listing]
     new_names = {n.name: n for n in st.new}
     on_node: dict[str, list[str]] = {}
     for k, node in sim.placement.items():
@@ -241,7 +267,9 @@ def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_
     cost = round(cost_micro / MICRO, 6)
     lb = min(first.lower_bound_per_hour, cost)
     gangs = [_gang(ctx, r, st, proposed, first_reasons, new_names) for r in first.gangs]
-    solver = first.solver.model_copy(update={"gap": round((cost - lb) / cost, 6) if cost else 0.0})
+    same = abs(cost - first.cost_per_hour) < 1e-9 and lb == first.lower_bound_per_hour
+    solver = first.solver.model_copy(update={"gap": round((cost - lb) / cost, 6) if cost else 0.0,
+                                             "status": first.solver.status if same else "FEASIBLE"})
     return Plan(scaleUp=dict(sorted(Counter(n.node_group for n in new_nodes).items())),
                 newNodes=sorted(new_nodes, key=lambda n: n.node_group), existingNodes=existing, gangs=gangs,
                 costPerHour=cost, lowerBoundPerHour=lb, solver=solver, warnings=first.warnings, scheduler=info)
@@ -264,7 +292,7 @@ def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_re
 
 def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str | None,
              new_names: dict[str, SimNode]) -> GangResult:
-    sim = st.sims[0]
+    sim = st.sims[st.listing]
     g = next(x for x in ctx.gangs if x.gang_key == key)
     where = [sim.placement[p.key] for p in g.pending if p.key in sim.placement]
     per_group = Counter(new_names[n].node_group for n in set(where) if n in new_names)
