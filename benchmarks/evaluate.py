@@ -165,7 +165,7 @@ def placed_from_plan(plan: dict) -> Placed:
     out = Placed(existing={k: list(v) for k, v in plan.get("existingNodes", {}).items()},
                  new_nodes=[(n["nodeGroup"], list(n["pods"])) for n in plan.get("newNodes", [])])
     solver = plan.get("solver", {})
-    out.notes = {"status": solver.get("status"), "greedyOnly": solver.get("greedyOnly"),
+    out.notes = {"scheduler": (plan.get("scheduler") or {}).get("mode"), "status": solver.get("status"), "greedyOnly": solver.get("greedyOnly"),
                  "solverSeconds": solver.get("seconds"), "gap": solver.get("gap"),
                  "planLowerBound": plan.get("lowerBoundPerHour"), "planCost": plan.get("costPerHour")}
     return out
@@ -176,7 +176,7 @@ def placed_from_plan(plan: dict) -> Placed:
 MODEL_PROFILES = ("LeastAllocated", "MostAllocated")
 
 
-def model_run(world: World, placed: Placed, strategy: str, seed: int = 0) -> dict:
+def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promised: set[str] | None = None) -> dict:
     """Run kube-scheduler's model over existing + upcoming + the policy's new nodes and every pending gang.
 
     The scheduler does not know which pods a policy meant for which node: it places every pending
@@ -195,8 +195,32 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0) -> dic
     started = sum(1 for g in gangs if res.outcomes[g.gang_key].started)
     new_empty = sum(1 for n in res.empty_nodes if "/new-" in n)
     cost = sum(float(world.group_price[world.group_index[g]]) for g, _ in placed.new_nodes if g in world.group_index)
-    return {"gangs_started": started, "gangs": len(gangs),
+    extra = {}
+    if promised is not None:  # observe mode: the gangs ("namespace/name") the plan promises
+        ok = {f"{g.namespace}/{g.name}" for g in gangs if res.outcomes[g.gang_key].started}
+        extra = {"promised": len(promised), "promised_not_started": len(promised - ok)}
+    return {**extra, "gangs_started": started, "gangs": len(gangs),
             "groups_started": len(res.started), "empty_nodes": new_empty,
             "cost_per_started_gang": round(cost / started, 4) if started else None,
             "pods_placed": len(res.placement), "seconds": round(time.perf_counter() - start, 3),
             "profile": res.profiles[0] if res.profiles else strategy}
+
+
+def promised_gangs(plan: dict) -> set[str]:
+    """The gang-policy groups an observe-mode plan promises ("namespace/name")."""
+    return {f"{g['namespace']}/{g['name']}" for g in plan.get("gangs", [])
+            if g.get("policy") == "gang" and g.get("decision") in ("scale-up", "fits-existing")}
+
+
+# MostAllocated on cpu and memory as a KubeSchedulerConfiguration: what gangscale plans against for that column
+MOST_ALLOCATED_FILE = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
+"""

@@ -27,7 +27,7 @@ from gangscale.api import PlacementBound
 from gangscale.output import render
 
 from .baselines import BASELINES
-from .evaluate import MODEL_PROFILES, Metrics, evaluate, model_run, placed_from_plan
+from .evaluate import MODEL_PROFILES, MOST_ALLOCATED_FILE, Metrics, evaluate, model_run, placed_from_plan, promised_gangs
 from .generate import write_backlog
 from .measure import MARK
 from .suite import SUITES, Case
@@ -57,6 +57,8 @@ class CaseResult:
     gangscale_runs: list[dict] = field(default_factory=list)
     yaml_runs: list[dict] = field(default_factory=list)
     long_runs: list[dict] = field(default_factory=list)  # the reference run at the case's long_time_limit
+    # observe mode planned against MostAllocated (--scheduler-config), and the solver alone (--scheduler-model off)
+    variant_runs: dict[str, dict] = field(default_factory=dict)
     load_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -70,6 +72,7 @@ class CaseResult:
             "gangscale_max_peak_mb": max(r["peak_mb"] for r in runs) if runs else None,
             "yaml_runs": self.yaml_runs,
             "long_runs": self.long_runs,
+            "variant_runs": self.variant_runs,
             "default_flags": self.case.default_flags,
             "load_seconds": round(self.load_seconds, 3),
             "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
@@ -85,14 +88,15 @@ def _wait(proc: subprocess.Popen) -> tuple[int, float]:
 
 
 def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float | None,
-                  relative_gap: float | None = None) -> dict:
+                  relative_gap: float | None = None, extra: tuple[str, ...] = ()) -> dict:
     """One `gangscale plan` process; returns seconds, peak MB, the command and the plan's own gang and cost
     figures. `time_limit=None`: no solver flags at all (the shipped defaults)."""
-    cmd = [sys.executable, "-m", "benchmarks.measure", "plan", "--cluster", str(cluster), "--nodegroups", str(catalog),
-           "-o", "json", "--output-file", str(plan_path)]
+    cmd = [sys.executable, "-m", "benchmarks.measure", "plan", "--scheduler-model", "observe",  # `extra` may say off
+           "--cluster", str(cluster), "--nodegroups", str(catalog), "-o", "json", "--output-file", str(plan_path)]
     if time_limit is not None:
         gap = cfg.relative_gap if relative_gap is None else relative_gap
         cmd += ["--time-limit", f"{time_limit:g}", "--relative-gap", str(gap)]
+    cmd += list(extra)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     code, peak = _wait(proc)
@@ -167,7 +171,7 @@ def _ratio(cost: float, lb: float | None) -> float | None:
 
 def _case_steps(case: Case, cfg: RunConfig) -> int:
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
-    return 1 + runs + case.yaml_runs + 1 + len(BASELINES) + 1 + 1 + (1 if case.long_time_limit and runs else 0)
+    return 1 + runs + case.yaml_runs + 2 + 1 + len(BASELINES) + 1 + 1 + (1 if case.long_time_limit and runs else 0)
 
 
 def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult:
@@ -194,6 +198,13 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
         res.yaml_runs.append(run_gangscale(backlog.cluster.with_suffix(".yaml"), backlog.catalog,
                                            plan_path.with_name("plan-yaml.json"), cfg, limit))
 
+    most = backlog.cluster.parent / "scheduler-most.yaml"
+    most.write_text(MOST_ALLOCATED_FILE)
+    variants = {"MostAllocated": ("--scheduler-config", str(most)), "off": ("--scheduler-model", "off")}
+    for tag, flags in variants.items():
+        advance(f"{spec.name}: gangscale plan {' '.join(flags[:1])} {tag}")
+        res.variant_runs[tag] = run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name(f"plan-{tag}.json"),
+                                              cfg, limit, extra=flags)
     advance(f"{spec.name}: loading")
     start = time.perf_counter()
     world = load_world(backlog.cluster, backlog.catalog)
@@ -214,11 +225,21 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
         res.metrics[name] = bm
 
     advance(f"{spec.name}: scheduler model")
-    placements = {"gangscale": placed_from_plan(plan), **placed_by}
+    plans = {"LeastAllocated": plan, "MostAllocated": orjson.loads(plan_path.with_name("plan-MostAllocated.json")
+                                                                   .read_bytes())}
+    off_plan = orjson.loads(plan_path.with_name("plan-off.json").read_bytes())
+    res.metrics["gangscale-off"] = evaluate(world, placed_from_plan(off_plan), "gangscale-off")
+    res.metrics["gangscale-off"].seconds = res.variant_runs["off"]["seconds"]
+    res.metrics["gangscale-off"].peak_mb = res.variant_runs["off"]["peak_mb"]
+    placements = {"gangscale-off": placed_from_plan(off_plan), **placed_by}
     if len(world.pods) <= cfg.model_max_pods:
         for name, met in res.metrics.items():
             for strategy in MODEL_PROFILES:
-                met.model[strategy] = model_run(world, placements[name], strategy)
+                if name == "gangscale":  # observe mode: the plan made against this profile
+                    p = plans[strategy]
+                    met.model[strategy] = model_run(world, placed_from_plan(p), strategy, promised=promised_gangs(p))
+                else:
+                    met.model[strategy] = model_run(world, placements[name], strategy)
 
     advance(f"{spec.name}: lower bounds")
     bounds = Bounds(world, cfg.bound_seconds)

@@ -42,6 +42,23 @@ def add_solver_flags(p: argparse.ArgumentParser) -> None:
                    help=f"solver random seed, 0 to {argtypes.MAX_SEED} (default 0)")
 
 
+def add_scheduler_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler-config", metavar="FILE", default=None,
+                   help="the cluster's KubeSchedulerConfiguration the plan is checked against "
+                        "(default: upstream kube-scheduler defaults; docs/scheduling.md)")
+    p.add_argument("--scheduler-model", choices=("observe", "off"), default="off",
+                   help="observe: promise only what the scheduler model starts (slow at 10k pods until the model is "
+                        "incremental; docs/scheduling.md); off (default): the solver's plan as is, as if the "
+                        "scheduler followed it")
+
+
+def scheduler_model(args: argparse.Namespace):
+    """The SchedulerModel the flags name; a bad --scheduler-config file is an InputError (exit 2)."""
+    from .realize import scheduler_model_from
+
+    return scheduler_model_from(getattr(args, "scheduler_config", None), getattr(args, "scheduler_model", "observe"))
+
+
 def solve_options(args: argparse.Namespace) -> SolveOptions:
     return SolveOptions(time_limit=args.time_limit, workers=args.workers, relative_gap=args.relative_gap,
                         seed=args.seed)
@@ -86,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
     add_solver_flags(p)
+    add_scheduler_flags(p)
     add_cloud_flags(p)
     add_kube_commands(sub)
     from .controller.flags import add_run_command, add_status_command
@@ -132,7 +150,7 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     cluster = ingest(objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted)
     cluster.warnings[:0] = live_warnings
     snap = build_snapshot(cluster, groups, warnings)
-    plan = make_plan(snap, solve_options(args))
+    plan = make_plan(snap, solve_options(args), scheduler_model(args))
     emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 

@@ -34,6 +34,9 @@ class GangResult(_Model):
     bound: int = 0
     priority: int = 0
     topology_domain: dict[str, str] | None = Field(default=None, alias="topologyDomain")
+    # observe mode: does the scheduler model start it under every tie-break seed, and why not
+    model_started: bool | None = Field(default=None, alias="modelStarted")
+    model_reason: str | None = Field(default=None, alias="modelReason")
 
 
 class NewNode(_Model):
@@ -73,6 +76,22 @@ class SolverInfo(_Model):
         return max(0, self.gangs_upper_bound - self.gangs_started)
 
 
+class SchedulerInfo(_Model):
+    """The kube-scheduler profile the plan assumed and how the plan was checked against it (docs/scheduling.md)."""
+
+    mode: Literal["observe", "off"]
+    profile: str = ""  # Profile.describe() of the default profile
+    scoring_strategy: str = Field(default="", alias="scoringStrategy")
+    source: Literal["default", "file", "eks"] = "default"
+    seeds: list[int] = Field(default_factory=list)
+    rounds: int = 0  # model runs over the whole node set (each under every seed)
+    gangs_started: int = Field(default=0, alias="gangsStarted")  # gangs the model starts under every seed
+    realized: bool = False  # the last round's plan was what the model did (no repair left to do)
+    idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept: dropping loses a gang
+    seconds: float = 0.0
+    note: str = ""  # why observe mode was not applied, when it was asked for
+
+
 class Plan(_Model):
     scale_up: dict[str, int] = Field(alias="scaleUp")
     new_nodes: list[NewNode] = Field(alias="newNodes")
@@ -82,6 +101,7 @@ class Plan(_Model):
     lower_bound_per_hour: float = Field(alias="lowerBoundPerHour")
     solver: SolverInfo
     warnings: list[str] = Field(default_factory=list)
+    scheduler: SchedulerInfo | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(by_alias=True, mode="json")

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import replace
 
 from .explain import pod_misfit
-from .plan import GangResult, NewNode, Plan, PriorityBound, SolverInfo
+from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
+from .realize import OFF, SchedulerModel, realize
 from .snapshot import ClusterSnapshot
 from .solver.bound import TierBound, gangs_upper_bound, lower_bound, tier_counts
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
@@ -26,7 +28,7 @@ from .solver.params import SolveOptions
 from .solver.patterns import build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 
-__all__ = ["SolveOptions", "make_plan"]
+__all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
 
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
@@ -38,7 +40,38 @@ def _placement(a: Assignment) -> tuple[int, int]:
     return sum(a.satisfied), sum(a.y)
 
 
-def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
+def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler: SchedulerModel | None = None
+              ) -> Plan:
+    """Plan, then (observe mode, the default) check and repair the plan against the scheduler model.
+
+    The solver gets 80% of an explicit --time-limit; re-plan rounds work to the limit itself. The model's
+    check of the final node set always runs, even past the limit: a promise is never left unchecked.
+    """
+    opts = opts or SolveOptions()
+    scheduler = scheduler or SchedulerModel()
+    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
+    if not scheduler.enabled or spread:
+        plan = solve_plan(snap, opts)
+        plan.scheduler = SchedulerInfo(mode="off", note=(
+            f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
+            "checks pod by pod against pods this plan would not promise; the solver's plan is returned") if spread
+            and scheduler.enabled else "")
+        return plan
+    start = time.perf_counter()
+    limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
+    first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)
+    deadline = max(start + limit, time.perf_counter())
+
+    def again(residual: ClusterSnapshot, seconds: float) -> Plan:
+        return solve_plan(residual, replace(opts, time_limit=seconds))
+
+    plan = realize(snap, first, scheduler, again, deadline)
+    plan.solver.seconds = round(time.perf_counter() - start, 3)
+    return plan
+
+
+def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
+    """The solver's plan alone: gangscale's placement, as if the scheduler followed it."""
     opts = opts or SolveOptions()
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))

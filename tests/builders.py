@@ -96,8 +96,9 @@ def snapshot(objects: list[dict], catalog: list[dict]) -> ClusterSnapshot:
     return build_snapshot(ingest(objects), groups, warnings)
 
 
-def plan_for(objects: list[dict], catalog: list[dict], time_limit: float = 10.0) -> Plan:
-    return make_plan(snapshot(objects, catalog), SolveOptions(time_limit=time_limit))
+def plan_for(objects: list[dict], catalog: list[dict], time_limit: float = 10.0, scheduler=None) -> Plan:
+    """`scheduler`: a `gangscale.realize.SchedulerModel` (None: observe mode with the upstream defaults)."""
+    return make_plan(snapshot(objects, catalog), SolveOptions(time_limit=time_limit), scheduler)
 
 
 def gang(plan: Plan, name: str, ns: str = "default"):

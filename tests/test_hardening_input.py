@@ -19,7 +19,7 @@ from gangscale.cli import main
 from gangscale.ingest import ingest
 from gangscale.instance_types import load_instance_types
 from gangscale.loader import parse_documents
-from gangscale.planner import make_plan
+from gangscale.planner import OFF, make_plan
 from gangscale.resources import MAX_UNITS, QuantityError, parse_quantity, to_units
 from gangscale.solver.params import SolveOptions
 from gangscale.warnlog import PER_KIND, TOTAL, WarningLog, summarise
@@ -202,7 +202,7 @@ def test_pods_listed_twice_are_placed_once(same):
     if same == "uid":  # a copy under another name but the same uid is still the same pod
         for o in twice[3:]:
             o["metadata"]["name"] += "-copy"
-    plan = plan_for(twice, CATALOG, time_limit=3)
+    plan = plan_for(twice, CATALOG, time_limit=3, scheduler=OFF)  # the solver's reasons; observe mode: tests/scheduling
     assert not check_plan(objects, CATALOG, plan.to_dict())
     assert plan.scale_up == {"g": 2}
     g = _decisions(plan)["good"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builders import GPU_TAINT, gang, group, node, plan_for, pod, podgroup
+from gangscale.planner import OFF
 from checker import check_plan
 
 CPU_GROUP = group("cpu", cpu="8", mem="32Gi", price=0.40)
@@ -139,7 +140,7 @@ def test_node_selector_and_taints_choose_the_group():
     objs = [pod("on-h100", cpu="8", gpu=8, selector={"nvidia.com/gpu.product": "H100"}),
             pod("any-gpu", cpu="8", gpu=8),
             pod("no-toleration", cpu="8", gpu=8, tolerations=[])]
-    plan = checked(objs, catalog)
+    plan = checked(objs, catalog, scheduler=OFF)  # the solver's own choice (observe mode: see tests/scheduling)
     assert plan.scale_up == {"h100": 1, "a100": 1}
     assert gang(plan, "no-toleration").decision == "infeasible"
     assert "not tolerated" in gang(plan, "no-toleration").reason
@@ -224,7 +225,7 @@ def test_pod_priority_is_used_when_the_group_has_none():
 def test_satisfying_a_gang_beats_placing_more_loose_pods():
     objs = [podgroup("gang", min_count=2)] + [pod(f"g{i}", cpu="6", group="gang") for i in range(2)]
     objs += [pod(f"loose{i}", cpu="2") for i in range(9)]  # 9 loose pods fit 3 nodes
-    plan = checked(objs, [CPU_GROUP | {"maxSize": 3}])
+    plan = checked(objs, [CPU_GROUP | {"maxSize": 3}], scheduler=OFF)
     assert gang(plan, "gang").placed == 2
     # the gang's two nodes keep 2 cpu each (one loose pod each); the third node takes 4
     assert sum(1 for g in plan.gangs if g.name.startswith("loose") and g.placed) == 6
@@ -297,6 +298,8 @@ def test_timeout_still_returns_a_valid_plan():
         objs += [pod(f"j{j}-{i}", cpu=str(1 + (i + j) % 5), mem=f"{2 + j}Gi", group=f"job{j}") for i in range(5)]
     catalog = [group(f"g{i}", cpu=str(4 * (i + 1)), mem=f"{16 * (i + 1)}Gi", price=0.2 * (i + 1) * (1.1 if i % 2 else 1))
                for i in range(5)]
-    plan = checked(objs, catalog, time_limit=0.3)
+    plan = checked(objs, catalog, time_limit=0.3, scheduler=OFF)
     assert all(g.decision == "scale-up" for g in plan.gangs)
     assert plan.lower_bound_per_hour <= plan.cost_per_hour
+    observed = checked(objs, catalog, time_limit=0.3)  # observe mode: valid too, whatever the repair had time for
+    assert observed.lower_bound_per_hour <= observed.cost_per_hour

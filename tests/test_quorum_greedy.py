@@ -7,7 +7,7 @@ import pytest
 
 from builders import GPU_TOL, group, node, pod, podgroup, snapshot
 from checker import check_plan
-from gangscale.planner import _render, make_plan
+from gangscale.planner import OFF, _render, make_plan
 from gangscale.solver import greedy as greedy_mod
 from gangscale.solver.greedy import greedy
 from gangscale.solver.params import SolveOptions
@@ -51,7 +51,7 @@ def test_whole_gang_first_loses_a_gang_that_quorum_first_starts():
 
 def test_the_planner_starts_both_gangs_and_says_the_gang_gap_is_closed():
     objs, catalog = elastic_pair()
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0))
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)  # the solver's plan
     assert not check_plan(objs, catalog, plan.to_dict())
     assert {g.name: g.placed for g in plan.gangs} == {"old": 2, "new": 2}
     assert (plan.solver.gangs_started, plan.solver.gangs_upper_bound) == (2, 2)

@@ -103,6 +103,11 @@ class ControllerConfig(BaseModel):
     max_batch_delay_seconds: Seconds = Field(default=2.0, alias="maxBatchDelaySeconds", ge=0)
     resync_seconds: Seconds = Field(default=30.0, alias="resyncSeconds", gt=0)
     solver_time_limit_seconds: Seconds = Field(default=5.0, alias="solverTimeLimitSeconds", gt=0)
+    # the cluster's KubeSchedulerConfiguration the plan is checked against (docs/scheduling.md); none: defaults
+    scheduler_config_file: str | None = Field(default=None, alias="schedulerConfigFile")
+    # off by default for now: namespace caps, ageing and reservations are decided on the solver's plan, and observe
+    # mode's repair can buy for other gangs than those (docs/scheduling.md)
+    scheduler_model: Literal["observe", "off"] = Field(default="off", alias="schedulerModel")
     # provisioning lifecycle
     provisioning_deadline_seconds: Seconds = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
     launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
@@ -164,8 +169,16 @@ def load_config(path: str | Path | None) -> ControllerConfig:
         raise InputError(f"{path}: expected one YAML document, got {len(docs)}")
     raw = docs[0] if docs else {}
     try:
-        return ControllerConfig.model_validate(raw)
+        cfg = ControllerConfig.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise InputError(f"{path}: {where}: {first['msg']}") from None
+    if cfg.scheduler_config_file and cfg.scheduler_model == "observe":  # a bad file is refused at start, not per pass
+        from ..realize import scheduler_model_from
+
+        try:
+            scheduler_model_from(cfg.scheduler_config_file)
+        except InputError as exc:
+            raise InputError(f"{path}: schedulerConfigFile: {exc}") from None
+    return cfg

@@ -29,6 +29,7 @@ from ..ingest import Cluster, ingest
 from ..model import GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
+from ..realize import scheduler_model_from
 from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, metrics as observe
@@ -197,7 +198,9 @@ class Reconciler:
         opts = SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: make_plan(snap, opts), self._policy(cluster, now), self.cfg,
+                                lambda snap: make_plan(snap, opts, scheduler_model_from(
+                                    self.cfg.scheduler_config_file, self.cfg.scheduler_model)),
+                                self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 
     def _scale_up(self, snap: ClusterSnapshot, plan: Plan, cluster: Cluster, now: float

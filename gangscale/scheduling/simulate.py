@@ -32,7 +32,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..fit import labels_match, tolerates, tolerates_all
+from ..fit import labels_match, term_matches, tolerates, tolerates_all
 from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
                      NodeGroup, Placement, Pod, Taint)
 from ..resources import CPU, GPU, MEMORY
@@ -148,6 +148,8 @@ class _Cluster:
         self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
+        self.anti_nodes: Counter[int] = Counter()  # nodes holding pods with required anti-affinity (symmetry)
+        self.spread_pods: list[tuple[Pod, int]] = []  # placed pods with DoNotSchedule spread, and their node
         self._compat: dict[Placement, np.ndarray] = {}
         self._prefer: dict[Placement, np.ndarray] = {}
         for p in bound:
@@ -175,6 +177,15 @@ class _Cluster:
             self.pods_on[j].append(pod)
         else:
             self.pods_on[j].remove(pod)
+        if pod.rules.spread:
+            if sign > 0:
+                self.spread_pods.append((pod, j))
+            else:
+                self.spread_pods.remove((pod, j))
+        if pod.rules.anti_affinity:
+            self.anti_nodes[j] += sign
+            if not self.anti_nodes[j]:
+                del self.anti_nodes[j]
 
     def place(self, j: int, pod: Pod) -> None:
         self._add(j, pod, +1)
@@ -204,6 +215,14 @@ class _Cluster:
             hit = self._compat[pl] = out
         return hit
 
+    def affinity_nodes(self, pl: Placement) -> np.ndarray:
+        """PodTopologySpread's eligible nodes: nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore (the defaults)."""
+        key = ("affinity", pl)
+        hit = self._compat.get(key)  # type: ignore[call-overload]
+        if hit is None:
+            hit = self._compat[key] = np.array([labels_match(pl, n.labels) for n in self.nodes], dtype=bool)  # type: ignore[index]
+        return hit
+
     def prefer_counts(self, pl: Placement) -> np.ndarray:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
@@ -217,6 +236,52 @@ class _Cluster:
     def fits(self, req: np.ndarray) -> np.ndarray:
         need = req > 0
         return ((self.alloc[:, need] - self.used[:, need]) >= req[need]).all(axis=1)
+
+
+def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """The per-node pod rules gangscale admits (ingest refuses the rest), as their filter plugins check them:
+    NodePorts (a hostPort taken on the node), InterPodAffinity (the pod's required anti-affinity on the
+    hostname, and existing pods' anti-affinity against it: symmetry) and PodTopologySpread
+    (DoNotSchedule on the hostname: matching pods on the node + self - the minimum over the nodes the
+    pod's node affinity allows, taints ignored as by default <= maxSkew). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
+    podtopologyspread}/filtering.go."""
+    ok = np.ones(len(c.nodes), dtype=bool)
+    rules = pod.rules
+    check = set(np.flatnonzero(mask).tolist()) if (rules.anti_affinity or rules.host_ports) else set()
+    check |= {j for j in c.anti_nodes if mask[j]}
+    for j in check:
+        others = c.pods_on[j]
+        if rules.host_ports and any(set(q.rules.host_ports) & set(rules.host_ports) for q in others):
+            ok[j] = False
+        elif any(term_matches(t, q) for t in rules.anti_affinity for q in others):
+            ok[j] = False
+        elif any(term_matches(t, pod) for q in others for t in q.rules.anti_affinity):
+            ok[j] = False
+    for term, skew in rules.spread:
+        counts = np.array([sum(1 for q in c.pods_on[j] if term_matches(term, q)) if eligible[j] else 0
+                           for j in range(len(c.nodes))], dtype=np.int64)
+        if not eligible.any():
+            break
+        low = int(counts[eligible].min())
+        ok &= counts + int(term_matches(term, pod)) - low <= skew
+    for q, jq in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
+        if ok[jq] and mask[jq] and _breaks_spread(c, q, jq, pod):
+            ok[jq] = False
+    return ok
+
+
+def _breaks_spread(c: _Cluster, q: Pod, jq: int, pod: Pod) -> bool:
+    """Would `pod` on q's node put q's DoNotSchedule spread over maxSkew (checked on the final state)?"""
+    for term, skew in q.rules.spread:
+        if not term_matches(term, pod):
+            continue
+        elig = c.affinity_nodes(q.placement)
+        counts = np.array([sum(1 for x in c.pods_on[j] if term_matches(term, x)) if elig[j] else 0
+                           for j in range(len(c.nodes))], dtype=np.int64)
+        counts[jq] += 1
+        if elig.any() and counts[jq] - int(counts[elig].min()) > skew:
+            return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------ scores
@@ -330,6 +395,8 @@ class _Engine:
         mask = self.c.compat(pod.placement, prof)
         if "NodeResourcesFit" in prof.filters:
             mask = mask & self.c.fits(self.c.vec(pod))
+        if pod.rules or self.c.anti_nodes or self.c.spread_pods:
+            mask = mask & _pod_rules_ok(self.c, pod, mask, self.c.affinity_nodes(pod.placement))
         return mask
 
     def select(self, pod: Pod) -> int | None:

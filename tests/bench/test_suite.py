@@ -17,7 +17,12 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy", "q-elastic"}
     for case in doc["cases"]:
         assert set(case["metrics"]) == set(POLICY_ORDER)
-        gs = case["metrics"]["gangscale"]
+        observe = case["metrics"]["gangscale"]
+        assert observe["stranded_nodes"] == 0
+        for strategy in ("LeastAllocated", "MostAllocated"):  # observe mode: promised ⊆ started, no empty node
+            r = observe["model"][strategy]
+            assert (r["promised_not_started"], r["empty_nodes"]) == (0, 0), (case["name"], strategy, r)
+        gs = case["metrics"]["gangscale-off"]  # the solver's own selection, compared on paper
         assert gs["stranded_nodes"] == 0
         for name, m in case["metrics"].items():
             assert m["violation_count"] == 0, (case["name"], name, m["violations"])

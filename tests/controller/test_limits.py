@@ -7,7 +7,7 @@ from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.limits import gang_limits, over_caps
 from gangscale.ingest import ingest
-from gangscale.planner import make_plan
+from gangscale.planner import OFF, make_plan  # the controller plans with schedulerModel: off by default
 from gangscale.snapshot import SnapshotPolicy, build_snapshot
 from gangscale.solver.params import SolveOptions
 
@@ -25,7 +25,7 @@ def test_a_gang_asking_for_too_many_gpus_is_refused_before_planning():
     objs += [podgroup("ok", min_count=2)] + [pod(f"o{i}", cpu="8", gpu=8, group="ok") for i in range(2)]
     refused, _ = gang_limits(snapshot(objs, [GPU8]).solvable, ControllerConfig(maxGangGPUs=512, maxGangPods=2000),
                              NOW, {})
-    plan = make_plan(snapshot_with(objs, [GPU8], SnapshotPolicy(held=refused)), SolveOptions(time_limit=5))
+    plan = make_plan(snapshot_with(objs, [GPU8], SnapshotPolicy(held=refused)), SolveOptions(time_limit=5), OFF)
     huge = next(g for g in plan.gangs if g.name == "huge")
     assert huge.decision == "infeasible" and "10000 GPUs" in huge.reason and "maxGangGPUs limit of 512" in huge.reason
     assert plan.scale_up == {"gpu": 2}  # the cluster is not scaled to its maximum
@@ -45,13 +45,13 @@ def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones_without_c
         small += [podgroup(f"s{j}", min_count=1), pod(f"s{j}-0", cpu="6", group=f"s{j}")]
     catalog = [group("cpu", max_size=3)]
     # without ageing three small gangs beat one big one (3 gangs > 1)
-    plan = plan_for(big + small, catalog)
+    plan = plan_for(big + small, catalog, scheduler=OFF)
     assert next(g for g in plan.gangs if g.name == "big").placed == 0
     snap = snapshot(big + small, catalog)
     first_seen = {g.gang_key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
     _, lifted = gang_limits(snap.solvable, ControllerConfig(ageingSeconds=600), NOW, first_seen)
     assert all(g.priority is None for g in snap.gangs)  # the limits decide; they change no gang
-    plan = make_plan(snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)), SolveOptions(time_limit=5))
+    plan = make_plan(snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)), SolveOptions(time_limit=5), OFF)
     assert next(g for g in plan.gangs if g.name == "big").placed == 2
 
 
@@ -59,7 +59,7 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     objs = [podgroup("important", "team", min_count=1, priority=100), pod("i0", "team", cpu="6", group="important"),
             podgroup("later", "team", min_count=1, priority=1), pod("l0", "team", cpu="6", group="later")]
     snap = snapshot(objs, [group("cpu", price=1.0)])
-    plan = make_plan(snap, SolveOptions(time_limit=5))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     cfg = ControllerConfig(namespaceCaps={"team": {"maxDollarsPerHour": 1.5}})
     held = over_caps(plan, snap, cfg, {}, {})
     assert list(held) == [next(g.gang_key for g in snap.gangs if g.name == "later")]
@@ -67,5 +67,5 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     # money already on its way counts too
     assert len(over_caps(plan, snap, cfg, {"team": 1}, {"team": 1.0})) == 2
     policy = SnapshotPolicy(held=held)
-    assert make_plan(snapshot_with(objs, [group("cpu", price=1.0)], policy), SolveOptions(time_limit=5)).scale_up \
+    assert make_plan(snapshot_with(objs, [group("cpu", price=1.0)], policy), SolveOptions(time_limit=5), OFF).scale_up \
         == {"cpu": 1}

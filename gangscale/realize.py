@@ -1,0 +1,334 @@
+"""Observe mode: the plan is what kube-scheduler does with the nodes it buys.
+
+The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
+repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
+planned nodes under every tie-break seed, then cleans: a new node that, under some seed, holds no
+pod of a gang started under every seed is dropped, and the model runs again, until no such node is
+left. Gangs the model did not start are re-planned against the model's state (seed 0's placement of
+the started gangs counts as bound), which may buy more nodes; the loop ends when the model realizes
+the round's plan, nothing more can be bought, the rounds or the deadline run out. The best cleaned
+round (most gangs started, then cheapest) is the plan.
+
+Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
+under every seed of the final node set; a new node is dropped when some seed leaves it without a
+promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
+capacity until its timeout, so an idle node can matter): such nodes are counted in
+`scheduler.idleNodes` (never idle under the listed seed); `newNodes[].pods` / `existingNodes` are one
+seed's placement of the promised gangs' pods (the first under which every new node holds one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Callable, Sequence
+
+from .model import Gang, GangKey, NodeGroup
+from .plan import GangResult, NewNode, Plan, SchedulerInfo
+from .resources import sub
+from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate
+from .snapshot import ClusterSnapshot, NodeView
+
+MICRO = 1_000_000
+NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
+MAX_SINGLE_TRIES = 8  # idle nodes tried one by one (per cleaning) when dropping them all loses a gang
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerModel:
+    """Which scheduler the plan is checked against (`enabled=False`: plan as the solver alone would)."""
+
+    config: SchedulerConfig | None = None  # None: upstream kube-scheduler defaults
+    source: str = "default"  # default | file | eks: where the configuration came from
+    seeds: tuple[int, ...] = (0, 1, 2)  # tie-break seeds; a gang is promised only if it starts under all
+    enabled: bool = True
+    max_rounds: int = 4  # solver proposals checked (the first plan and up to 3 re-plans)
+
+
+OFF = SchedulerModel(enabled=False)
+
+
+@dataclass(slots=True)
+class _State:
+    """One cleaned round: the new nodes kept, the model's runs over them, the gangs started in all of them."""
+
+    new: list[SimNode]
+    sims: list[SimResult]
+    promised: set[GangKey]
+    dropped: int = 0  # new nodes the cleaning dropped
+    raw: list[SimResult] | None = None  # the model's runs before cleaning (the reasons name the nodes it left empty)
+    listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
+
+    def cost(self, price: dict[str, int]) -> int:
+        return sum(price[n.node_group or ""] for n in self.new)
+
+
+@dataclass(slots=True)
+class _Ctx:
+    snap: ClusterSnapshot
+    model: SchedulerModel
+    config: SchedulerConfig
+    base: list[SimNode]
+    gangs: list[Gang]
+    owner: dict[str, GangKey]  # pending pod key -> its gang
+    labels: dict[str, dict[str, str]]  # node name -> labels (topology domains)
+    price: dict[str, int]  # group -> micro-dollars per hour
+    runs: int = 0
+    serial: int = 0
+    deadline: float = float("inf")  # past it, cleaning stops and the last drop is not re-checked by the model
+    unchecked: int = 0  # nodes dropped past the deadline without another model run
+
+
+def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
+    """Planned nodes of these groups, each with a name unique over every round."""
+    by_name = {g.name: g for g in ctx.snap.groups}
+    out = []
+    for gname in group_names:
+        ctx.serial += 1
+        g = by_name[gname]
+        name = f"{gname}{NEW_PREFIX}{ctx.serial}"
+        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
+        out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
+    return out
+
+
+def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
+    """A gang with topology keys holds only if the model put all its pods in one domain (it does not aim for one)."""
+    if not g.topology_keys:
+        return True
+    doms = {tuple(ctx.labels.get(n, {}).get(k) for k in g.topology_keys)
+            for p in g.pending if (n := sim.placement.get(p.key))}
+    return len(doms) <= 1
+
+
+def _observe(ctx: _Ctx, new: list[SimNode]) -> tuple[list[SimResult], set[GangKey]]:
+    nodes = ctx.base + new
+    for n in new:
+        ctx.labels[n.name] = n.labels
+    sims = [simulate(nodes, ctx.gangs, bound=ctx.snap.bound, config=ctx.config, seed=s) for s in ctx.model.seeds]
+    ctx.runs += 1
+    promised = {g.gang_key for g in ctx.gangs
+                if all(s.outcomes[g.gang_key].started and _one_domain(ctx, g, s) for s in sims)}
+    return sims, promised
+
+
+def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
+    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is dropped.
+
+    A drop that would lose a promised gang is undone (an idle node can still matter: a gang held at Permit
+    below quorum takes capacity until its timeout); then idle nodes are tried one at a time, and those that
+    cannot go without losing a gang stay (`scheduler.idleNodes`)."""
+    sims, promised = _observe(ctx, new)
+    raw, dropped, keep, tries = sims, 0, set(), MAX_SINGLE_TRIES
+    while True:
+        idle = {n: c for n, c in _idle(ctx, new, sims, promised).items() if n not in keep}
+        if not idle or time.perf_counter() > ctx.deadline:
+            return _State(new, sims, promised, dropped, raw)
+        everywhere = {n for n, c in idle.items() if c == len(sims)}
+        batches = [everywhere or set(idle)] + [{n} for n in sorted(idle)][:tries]
+        for b, batch in enumerate(batches):
+            trial = [n for n in new if n.name not in batch]
+            s2, p2 = _observe(ctx, trial)
+            tries -= 1 if b else 0
+            if p2 >= promised or (b == 0 and tries <= 0):  # out of single tries: the drop stands, gangs lost
+                new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
+                break
+            if b:
+                keep |= batch  # its drop loses a gang: it stays (scheduler.idleNodes)
+
+
+def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
+    """New node -> how many seeds leave it without a pod of a promised gang."""
+    return Counter(n.name for n in new for s in sims
+                   if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())))
+
+
+def _listable(ctx: _Ctx, st: _State) -> _State:
+    """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
+    under the best seed and run the model again. A kept idle node (see `_clean`) is idle under some seed only."""
+    while True:
+        bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
+                for s in st.sims]
+        i = min(range(len(bare)), key=lambda j: len(bare[j]))
+        if not bare[i] or time.perf_counter() > ctx.deadline:
+            # past the deadline: drop what the listed seed leaves bare; its placement of promised pods is unchanged
+            ctx.unchecked += len(bare[i])
+            return _State([n for n in st.new if n.name not in bare[i]], st.sims, st.promised, st.dropped, st.raw, i)
+        new = [n for n in st.new if n.name not in bare[i]]
+        sims, promised = _observe(ctx, new)
+        st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+
+
+def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
+    """What is left to plan: the gangs not promised, on the capacity seed 0's placement leaves free."""
+    sim = st.sims[0]
+    pods = {p.key: p for g in ctx.gangs if g.gang_key in st.promised for p in g.pending if p.key in sim.placement}
+    used: dict[str, Counter] = {}
+    for k, p in pods.items():
+        used.setdefault(sim.placement[k], Counter()).update(p.requests)
+    views = [replace(v, free=sub(v.free, used.get(v.name, {}))) for v in ctx.snap.nodes]
+    views += [NodeView(n.name, dict(n.labels), n.taints, sub(n.allocatable, used.get(n.name, {})), n.node_group, True)
+              for n in st.new]
+    kept = Counter(n.node_group for n in st.new)
+    groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
+    bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]
+    gangs = [g for g in ctx.gangs if g.gang_key not in st.promised]
+    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound)
+
+
+def _better(a: _State, b: _State, price: dict[str, int]) -> bool:
+    return (len(a.promised), -a.cost(price)) > (len(b.promised), -b.cost(price))
+
+
+Solve = Callable[[ClusterSnapshot, float], Plan]
+
+
+def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: Solve, deadline: float) -> Plan:
+    """The solver's `first` plan, checked and repaired against the scheduler model (see the module docstring)."""
+    start = time.perf_counter()
+    ctx = _context(snap, model)
+    ctx.deadline = deadline
+    proposed = {GangKey(r.namespace, r.name, r.api) for r in first.gangs if r.placed}
+    state = best = _clean(ctx, new_sim_nodes(ctx, [n.node_group for n in first.new_nodes]))
+    first_reasons = _reasons(state, proposed)
+    realized = proposed <= state.promised and not state.dropped
+    for _ in range(model.max_rounds - 1):
+        left = deadline - time.perf_counter()
+        if realized or left < 0.2:
+            break
+        residual = _residual(ctx, state)
+        sub_plan = solve(residual, max(0.2, 0.5 * left))
+        if not sub_plan.new_nodes:
+            break  # the model already had all the capacity the re-plan would use, and did not start them
+        placed = {GangKey(r.namespace, r.name, r.api) for r in sub_plan.gangs if r.placed}
+        state = _clean(ctx, state.new + new_sim_nodes(ctx, [n.node_group for n in sub_plan.new_nodes]))
+        proposed |= placed
+        realized = placed <= state.promised and not state.dropped
+        if _better(state, best, ctx.price):
+            best = state
+    realized = realized and best is state
+    best = _listable(ctx, best)
+    idle = len(_idle(ctx, best.new, best.sims, best.promised))
+    info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
+                         scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),
+                         rounds=ctx.runs, gangsStarted=len(best.promised),
+                         realized=realized and not ctx.unchecked,
+                         seconds=round(time.perf_counter() - start, 3),
+                         note=f"time limit reached: {ctx.unchecked} idle new nodes dropped without another model run "
+                              "(the listed placement is unchanged; other tie-breaks not re-checked)"
+                         if ctx.unchecked else "")
+    return _assemble(ctx, first, best, proposed, first_reasons, info)
+
+
+def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
+    base = nodes_from_views(snap.nodes, snap.bound)
+    gangs = snap.solvable
+    return _Ctx(snap, model, model.config or default_config(), base, gangs,
+                {p.key: g.gang_key for g in gangs for p in g.pending}, {n.name: n.labels for n in base},
+                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups})
+
+
+def _reasons(st: _State, keys: set[GangKey]) -> dict[GangKey, str]:
+    """The model's first word on each proposed gang it did not start (kept to explain a repair)."""
+    raw = st.raw or st.sims
+    return {k: _why_not(raw if any(not s.outcomes[k].started for s in raw) else st.sims, k)
+            for k in keys - st.promised}
+
+
+def _why_not(sims: list[SimResult], key: GangKey) -> str:
+    outs = [s.outcomes[key] for s in sims]
+    failing = next((o for o in outs if not o.started), None)
+    started = sum(o.started for o in outs)
+    if failing is None:
+        return "the scheduler would spread it over several topology domains; nothing is bought for it"
+    if started:
+        return f"starts under only {started} of {len(outs)} scheduler tie-breaks; {failing.reason}"
+    return failing.reason
+
+
+# ------------------------------------------------------------------------------------------- the plan
+
+def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
+              info: SchedulerInfo) -> Plan:
+    sim = st.sims[st.listing]
+    new_names = {n.name: n for n in st.new}
+    on_node: dict[str, list[str]] = {}
+    for k, node in sim.placement.items():
+        if ctx.owner.get(k) in st.promised:
+            on_node.setdefault(node, []).append(k)
+    itype = {g.name: g.instance_type for g in ctx.snap.groups}
+    new_nodes = [NewNode(nodeGroup=n.node_group or "", pods=sorted(on_node.get(n.name, [])),
+                         instanceType=itype.get(n.node_group or "", ""),
+                         pricePerHour=ctx.price[n.node_group or ""] / MICRO) for n in st.new]
+    existing = {name: sorted(pods) for name, pods in sorted(on_node.items()) if name not in new_names}
+    cost_micro = st.cost(ctx.price)
+    cost = round(cost_micro / MICRO, 6)
+    lb = min(first.lower_bound_per_hour, cost)
+    gangs = [_gang(ctx, r, st, proposed, first_reasons, new_names) for r in first.gangs]
+    same = abs(cost - first.cost_per_hour) < 1e-9 and lb == first.lower_bound_per_hour
+    solver = first.solver.model_copy(update={"gap": round((cost - lb) / cost, 6) if cost else 0.0,
+                                             "status": first.solver.status if same else "FEASIBLE"})
+    return Plan(scaleUp=dict(sorted(Counter(n.node_group for n in new_nodes).items())),
+                newNodes=sorted(new_nodes, key=lambda n: n.node_group), existingNodes=existing, gangs=gangs,
+                costPerHour=cost, lowerBoundPerHour=lb, solver=solver, warnings=first.warnings, scheduler=info)
+
+
+def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
+          new_names: dict[str, SimNode]) -> GangResult:
+    key = GangKey(r.namespace, r.name, r.api)
+    if key not in {g.gang_key for g in ctx.gangs}:
+        return r  # decided before any planning (invalid, waiting, below quorum, held)
+    if key in st.promised:
+        return _started(ctx, r, key, st, first_reasons.get(key), new_names)
+    why = _why_not(st.sims, key)
+    if key in proposed or any(s.outcomes[key].started for s in st.sims):
+        return r.model_copy(update={"placed": 0, "decision": "deferred", "topology_domain": None,
+                                    "reason": f"the scheduler would not start it: {why}",
+                                    "model_started": False, "model_reason": why})
+    return r.model_copy(update={"model_started": False, "model_reason": why})
+
+
+def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str | None,
+             new_names: dict[str, SimNode]) -> GangResult:
+    sim = st.sims[st.listing]
+    g = next(x for x in ctx.gangs if x.gang_key == key)
+    where = [sim.placement[p.key] for p in g.pending if p.key in sim.placement]
+    per_group = Counter(new_names[n].node_group for n in set(where) if n in new_names)
+    on_existing = sum(1 for n in where if n not in new_names)
+    parts = [f"the scheduler starts it under all {len(st.sims)} tie-breaks: {len(where)} of {len(g.pending)} "
+             "pending pods placed"]
+    if on_existing:
+        parts.append(f"{on_existing} on existing or upcoming nodes")
+    if per_group:
+        parts.append("new nodes: " + ", ".join(f"+{n} {grp}" for grp, n in sorted(per_group.items())))
+    if repaired:
+        parts.append(f"re-planned after the model's first run found: {repaired}")
+    elif not r.placed:
+        parts.append("the solver had deferred it, but the scheduler's queue reaches it first")
+    topo = None
+    if g.topology_keys and where:
+        topo = {k: ctx.labels.get(where[0], {}).get(k, "") for k in g.topology_keys}
+    return r.model_copy(update={"placed": len(where), "decision": "scale-up" if per_group else "fits-existing",
+                                "reason": "; ".join(parts), "topology_domain": topo, "model_started": True,
+                                "model_reason": None})
+
+
+# ---------------------------------------------------------------------------------- configuration
+
+def scheduler_model_from(path: str | None, mode: str = "observe") -> SchedulerModel:
+    """`--scheduler-config FILE` / `schedulerConfigFile` and `--scheduler-model` / `schedulerModel` as a
+    SchedulerModel; a bad file raises SchedulerConfigError (an InputError: one sentence naming the field)."""
+    if mode == "off":
+        return OFF
+    if not path:
+        return SchedulerModel()
+    return _loaded(str(path))
+
+
+@lru_cache(maxsize=8)
+def _loaded(path: str) -> SchedulerModel:
+    from .scheduling import load_scheduler_config
+
+    return SchedulerModel(config=load_scheduler_config(path), source="file")

@@ -1,0 +1,146 @@
+"""Observe mode end to end through `make_plan`: the plan promises only what the scheduler model starts.
+
+Scenarios of issue 9 (the scheduler's behaviour they rely on is checked against upstream in
+test_simulate.py): LeastAllocated puts a 1-GPU pod on the 4-GPU node bought for a gang; an older
+gang takes scarce capacity first; an elastic gang takes every member that fits. Every plan must
+pass the independent checker (tests/checker.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builders import GPU_TAINT, GPU_TOL, group, node, pod, podgroup, snapshot
+from checker import check_plan
+from gangscale.planner import OFF, SolveOptions, make_plan
+from gangscale.realize import SchedulerModel, scheduler_model_from
+from gangscale.scheduling import strategy_config
+
+MOST_GPU = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
+"""
+
+
+def gpu_world() -> tuple[list[dict], list[dict]]:
+    """A 1-GPU inference pod and a 4 x 1-GPU training gang; a 1-GPU and a 4-GPU node group."""
+    catalog = [group("g5x", cpu="3920m", mem="14Gi", gpu=1, price=1.006, taints=[GPU_TAINT]),
+               group("g512", cpu="47", mem="180Gi", gpu=4, price=5.672, taints=[GPU_TAINT])]
+    objs = [pod("infer", cpu="2", mem="4Gi", gpu=1, tolerations=[GPU_TOL]), podgroup("train", min_count=4)]
+    objs += [pod(f"t{i}", cpu="8", mem="16Gi", gpu=1, group="train", tolerations=[GPU_TOL]) for i in range(4)]
+    return objs, catalog
+
+
+def planned(objs, catalog, scheduler=None):
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=3.0, workers=1), scheduler)
+    errors = check_plan(objs, catalog, plan.to_dict())
+    assert not errors, errors
+    return plan
+
+
+def by_name(plan):
+    return {g.name: g for g in plan.gangs}
+
+
+def test_under_least_allocated_the_plan_buys_the_nodes_the_scheduler_will_really_use_and_says_why():
+    objs, catalog = gpu_world()
+    assert planned(objs, catalog, OFF).scale_up == {"g512": 1, "g5x": 1}  # the solver alone: the g5x stays empty
+    plan = planned(objs, catalog)
+    assert plan.scale_up == {"g512": 2}
+    gangs = by_name(plan)
+    assert gangs["train"].model_started and gangs["infer"].model_started
+    assert "MostAllocated with a GPU weight avoids it" in gangs["train"].reason
+    assert plan.scheduler.scoring_strategy == "LeastAllocated" and plan.scheduler.source == "default"
+    assert plan.scheduler.seeds == [0, 1, 2]
+
+
+def test_with_most_allocated_and_a_gpu_weight_the_cheap_plan_is_what_happens(tmp_path: Path):
+    objs, catalog = gpu_world()
+    (tmp_path / "s.yaml").write_text(MOST_GPU)
+    plan = planned(objs, catalog, scheduler_model_from(str(tmp_path / "s.yaml")))
+    assert plan.scale_up == {"g512": 1, "g5x": 1}
+    assert plan.scheduler.realized and plan.scheduler.source == "file"
+    assert {n.node_group: n.pods for n in plan.new_nodes}["g5x"] == ["default/infer"]
+
+
+def aged(obj: dict, minute: int) -> dict:
+    obj["metadata"]["creationTimestamp"] = f"2026-03-02T08:{minute:02d}:00Z"
+    return obj
+
+
+def test_an_older_gang_the_solver_deferred_starts_and_the_younger_one_is_deferred_with_the_models_reason():
+    # One free node of 4 cpus, nothing to buy. The solver prefers the younger gang (it uses the node fully,
+    # both are one gang); the scheduler's queue reaches the older one first.
+    objs = [node("n1", cpu="4", mem="16Gi"), aged(podgroup("old", min_count=3), 0), aged(podgroup("young", min_count=4), 5)]
+    objs += [aged(pod(f"old-{i}", cpu="1", group="old"), 0) for i in range(3)]
+    objs += [aged(pod(f"young-{i}", cpu="1", group="young"), 5) for i in range(4)]
+    solver_only = by_name(planned(objs, [], OFF))
+    plan = by_name(planned(objs, []))
+    assert plan["old"].model_started and plan["old"].decision == "fits-existing"
+    assert plan["young"].decision == "deferred" and plan["young"].model_started is False
+    assert "old" in plan["young"].model_reason
+    if solver_only["young"].placed:  # the solver's own choice, which the scheduler would not follow
+        assert "the scheduler's queue reaches it first" in plan["old"].reason
+
+
+def test_an_elastic_gangs_extra_members_take_the_capacity_and_the_other_gang_is_not_promised():
+    objs = [node("n1", cpu="4", mem="16Gi"), aged(podgroup("old", min_count=2), 0), aged(podgroup("new", min_count=2), 5)]
+    objs += [aged(pod(f"old-{i}", cpu="1", group="old"), 0) for i in range(4)]
+    objs += [aged(pod(f"new-{i}", cpu="1", group="new"), 5) for i in range(2)]
+    assert {g.name: g.placed for g in planned(objs, [], OFF).gangs} == {"old": 2, "new": 2}
+    plan = planned(objs, [])
+    assert {g.name: g.placed for g in plan.gangs} == {"old": 4, "new": 0}
+    assert by_name(plan)["new"].decision == "deferred"
+
+
+def test_a_gang_that_starts_under_only_some_tie_break_seeds_is_not_promised():
+    # Two identical empty nodes, an older 3-cpu pod and a 3-pod gang of 2 cpus each needing both nodes' spare:
+    # whether it fits depends on nothing but ties, so it is promised only if every seed starts it.
+    objs = [node("a", cpu="4", mem="16Gi"), node("b", cpu="4", mem="16Gi"), podgroup("g", min_count=2)]
+    objs += [aged(pod("lone", cpu="3"), 0)] + [aged(pod(f"g{i}", cpu="1", group="g"), 5) for i in range(2)]
+    snap = snapshot(objs, [])
+    from gangscale.realize import _context, _observe
+
+    seeds_alone = []
+    for s in range(6):
+        ctx = _context(snap, SchedulerModel(seeds=(s,)))
+        _, promised = _observe(ctx, [])
+        seeds_alone.append({k.name for k in promised})
+    plan = planned(objs, [], SchedulerModel(seeds=tuple(range(6))))
+    together = {g.name for g in plan.gangs if g.model_started}
+    assert together == set.intersection(*seeds_alone)
+
+
+def test_every_new_node_holds_a_promised_pod_under_every_seed_and_the_off_switch_plans_as_before():
+    objs, catalog = gpu_world()
+    plan = planned(objs, catalog)
+    names = {g.name for g in plan.gangs if g.model_started}
+    assert all(n.pods and all(p.split("/")[1].rstrip("0123456789") in {"t", "infer"} for p in n.pods)
+               for n in plan.new_nodes)
+    assert names == {"infer", "train"}
+    off = planned(objs, catalog, OFF)
+    assert off.scheduler.mode == "off" and all(g.model_started is None for g in off.gangs)
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+def test_observe_mode_under_both_profiles_promises_only_model_started_gangs(strategy):
+    from gangscale.scheduling import nodes_from_views, planned_nodes, simulate
+
+    objs, catalog = gpu_world()
+    snap = snapshot(objs, catalog)
+    plan = make_plan(snap, SolveOptions(time_limit=3.0, workers=1), SchedulerModel(config=strategy_config(strategy)))
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [n.node_group for n in plan.new_nodes])
+    res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=7)
+    promised = {(g.namespace, g.name) for g in plan.gangs if g.decision in ("scale-up", "fits-existing")}
+    assert promised <= {(k.namespace, k.name) for k in res.started}
+    assert not [n for n in res.empty_nodes if "/new-" in n]
