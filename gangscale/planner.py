@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from .explain import pod_misfit
@@ -25,7 +26,7 @@ from .solver.bound import TierBound, gangs_upper_bound, lower_bound, tier_counts
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.params import SolveOptions
-from .solver.patterns import build_patterns
+from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 
 __all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
@@ -87,8 +88,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
                               deadline=min(start + 0.25 * limit, deadline - finish))
-    spent = time.perf_counter() - start
-    model_budget = max(0.2, (limit - spent) * 0.85)
+    model_budget = max(0.2, (limit - (time.perf_counter() - start)) * 0.85)
     bounds: dict[tuple, tuple[int, bool]] = {}
 
     def bound_for(a: Assignment, seconds: float) -> int:
@@ -119,30 +119,40 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bound_for,
                               placement_proven=proven)
     best = outcome.assignment
-    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):
-        best = hint  # pragma: no cover - solve_model already keeps the cheaper of equal placements
-    key = tuple(sorted(placed_per_shape(prob, best).items()))
-    final_seconds = deadline - finish - time.perf_counter()
-    if key in bounds and not bounds[key][1]:  # an earlier, shorter try proved nothing or less: try again
-        again = lower_bound(prob, dict(key), opts, final_seconds)
-        bounds[key] = max(bounds[key], again)
-    bound_for(best, final_seconds)
-    lb, lb_proven = bounds[key]
-
+    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
+        best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
+    lb, lb_proven = _final_bound(prob, best, bounds, bound_for, opts, deadline - finish - time.perf_counter())
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, deadline - finish)
-    gangs_closed = _closed(tiers)
     plan = _render(snap, prob, best, cost, lb, deadline)
-    plan.solver = SolverInfo(
-        status="OPTIMAL" if gangs_closed and (outcome.cost_optimal or lb >= cost) else "FEASIBLE",
-        seconds=round(time.perf_counter() - start, 3),
+    plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
+                               greedy_only=best is hint, seconds=time.perf_counter() - start)
+    return plan
+
+
+def _final_bound(prob: Problem, best: Assignment, bounds: dict[tuple, tuple[int, bool]],
+                 bound_for: Callable[[Assignment, float], int], opts: SolveOptions, seconds: float) -> tuple[int, bool]:
+    """The cost bound for the final plan's placement; an earlier, shorter try that proved less is tried again."""
+    key = tuple(sorted(placed_per_shape(prob, best).items()))
+    if key in bounds and not bounds[key][1]:
+        bounds[key] = max(bounds[key], lower_bound(prob, dict(key), opts, seconds))
+    bound_for(best, seconds)
+    return bounds[key]
+
+
+def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], cost: int, lb: int, lb_proven: bool,
+                 cost_optimal: bool, *, greedy_only: bool, seconds: float) -> SolverInfo:
+    """The plan's `solver` section: OPTIMAL only when both the gang and the cost gaps are closed."""
+    return SolverInfo(
+        status="OPTIMAL" if _closed(tiers) and (cost_optimal or lb >= cost) else "FEASIBLE",
+        seconds=round(seconds, 3),
         gap=round((cost - lb) / cost, 6) if cost else 0.0,
         lowerBoundProven=lb_proven,
         patternsComplete=patterns.complete,
-        greedyOnly=best is hint,
+        greedyOnly=greedy_only,
         podClasses=len(prob.classes),
         binKinds=len(prob.kinds),
         patterns=sum(len(p) for p in patterns.by_kind),
@@ -151,7 +161,6 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         byPriority=[PriorityBound(priority=t.priority, gangsStarted=t.gangs, gangsUpperBound=t.gangs_bound,
                                   podsPlaced=t.pods, podsUpperBound=t.pods_bound) for t in tiers],
     )
-    return plan
 
 
 def _closed(tiers: list[TierBound]) -> bool:
