@@ -15,7 +15,7 @@ from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NOT_HELD,
                                         remove_gate_patch)
 from gangscale.ingest import CAPACITY_GATE, ingest
 from gangscale.model import Gang, Pod, Placement
-from gangscale.planner import make_plan
+from gangscale.planner import OFF, make_plan
 from gangscale.snapshot import build_snapshot
 from gangscale.solver.params import SolveOptions
 
@@ -39,7 +39,7 @@ def plan_and_decide(objs: list[dict], catalog: list[dict] | None = None, held=la
     groups, _ = parse_catalog(catalog or [])
     cluster = ingest(objs)
     snap = build_snapshot(cluster, groups)
-    plan = make_plan(snap, SolveOptions(time_limit=5))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)  # the controller's default: gate mode orders the release
     return plan, decide(cluster.gangs, plan, snap, held)
 
 
