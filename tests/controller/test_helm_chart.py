@@ -1,5 +1,6 @@
 """The Helm chart (config/helm/gangscale): lints, renders valid objects, and with its defaults renders
-what the kustomize manifests (config/deploy) apply, apart from the labels Helm adds.
+what the kustomize manifests (config/deploy) apply, apart from the labels Helm adds; with
+`webhook.enabled=true` it adds exactly the objects of the webhook component (config/deploy/webhook).
 
 Helm here is the Helm v4 Go SDK itself, from the `helm-python-sdk` wheel (no Debian package or PyPI
 wheel ships a Linux `helm` binary); `.ci/run` installs it, so in CI a missing SDK fails instead of
@@ -27,6 +28,7 @@ from gangscale.controller.metrics import Metrics
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "config" / "helm" / "gangscale"
 DEPLOY = ROOT / "config" / "deploy"
+WEBHOOK = DEPLOY / "webhook"
 NAMESPACE = "gangscale-system"
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
                "helm.sh/chart"}
@@ -98,8 +100,25 @@ def _drop_helm_labels(node: object) -> None:
             _drop_helm_labels(v)
 
 
+def kustomize_webhook_component() -> list[dict]:
+    """The objects config/deploy/webhook (a Component: no namespace or label transformer) adds."""
+    kust = yaml.safe_load((WEBHOOK / "kustomization.yaml").read_text())
+    assert set(kust) == {"apiVersion", "kind", "resources"}  # nothing else to apply
+    return [d for f in kust["resources"] for d in yaml.safe_load_all((WEBHOOK / f).read_text()) if d]
+
+
+def _without_empty_labels(docs: dict[tuple[str, str], dict]) -> dict[tuple[str, str], dict]:
+    for d in docs.values():
+        if d["metadata"].get("labels") == {}:
+            del d["metadata"]["labels"]
+    return docs
+
+
+WEBHOOK_ON = {"webhook": {"enabled": True}}
+
+
 def test_helm_lint_finds_no_error_or_warning_with_defaults_and_with_monitoring_on():
-    for values in (None, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}):
+    for values in (None, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}, WEBHOOK_ON):
         report = helm.lint(CHART, values, strict=True)
         assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []
 
@@ -123,8 +142,61 @@ def test_helm_template_with_defaults_equals_the_kustomize_output_apart_from_helm
     assert namespace == normalise(kustomize_build())[("Namespace", NAMESPACE)]
 
 
+def test_helm_template_with_the_webhook_enabled_adds_the_kustomize_webhook_component_apart_from_helm_labels():
+    base = normalise(helm_template())
+    with_webhook = normalise(helm_template(WEBHOOK_ON))
+    added = _without_empty_labels({k: v for k, v in with_webhook.items() if k not in base})
+    component = _without_empty_labels(normalise(kustomize_webhook_component()))
+    assert sorted(added) == sorted(component)
+    for key in component:
+        assert added[key] == component[key], key
+    assert {k: with_webhook[k] for k in base} == base  # the controller's objects and config are untouched
+
+
+def test_the_webhook_values_reach_the_hooks_and_the_config_the_webhook_loads(tmp_path):
+    docs = helm_template({"webhook": {"enabled": True, "replicas": 3, "failurePolicy": "Fail", "timeoutSeconds": 3},
+                          "image": {"repository": "registry.example/gs", "tag": "9.9.9"}})
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    validating = objs[("ValidatingWebhookConfiguration", "gangscale")]["webhooks"][0]
+    mutating = objs[("MutatingWebhookConfiguration", "gangscale")]["webhooks"][0]
+    assert (validating["failurePolicy"], validating["timeoutSeconds"]) == ("Fail", 3)
+    assert (mutating["failurePolicy"], mutating["timeoutSeconds"]) == ("Ignore", 3)
+    dep = objs[("Deployment", "gangscale-webhook")]
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/gs:9.9.9"
+    path = tmp_path / "config.yaml"
+    path.write_text(objs[("ConfigMap", "gangscale-config")]["data"]["config.yaml"])
+    admission = load_config(path).admission  # what the --self-signed bootstrap writes back into the hooks
+    assert (admission.failure_policy, admission.timeout_seconds) == ("Fail", 3)
+    assert admission.rules == load_config(DEPLOY / "config.yaml").admission.rules  # the rest is kept
+
+
+def test_without_webhook_values_the_hooks_follow_the_config_admission_section():
+    docs = helm_template({"webhook": {"enabled": True}, "config": {"admission": {"failurePolicy": "Fail",
+                                                                                 "timeoutSeconds": 2}}})
+    validating = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert (validating["failurePolicy"], validating["timeoutSeconds"]) == ("Fail", 2)
+
+
+def test_a_webhook_timeout_above_5_s_fails_the_render_naming_the_value():
+    with pytest.raises(Exception, match="webhook.timeoutSeconds must be 1-5"):
+        helm_template({"webhook": {"enabled": True, "timeoutSeconds": 9}})
+
+
+@pytest.mark.parametrize("version", ["1.35.0", "1.36.0", "1.37.0"])
+def test_the_rendered_webhook_objects_validate_against_the_official_schemas(version):
+    docs = helm_template({"webhook": {"enabled": True}, "nodeSelector": {"role": "system"},
+                          "image": {"pullPolicy": "Always"}, "podAnnotations": {"a": "b"}})
+    kinds = set()
+    for d in docs:
+        if not d["apiVersion"].startswith("cert-manager.io/"):  # a CRD: no official schema
+            kubernetes_validate.validate(d, version, strict=True)
+            kinds.add(d["kind"])
+    assert {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} <= kinds
+
+
 def test_every_object_helm_adds_labels_to_is_labelled_as_helm_documents():
-    for d in helm_template():
+    for d in helm_template(WEBHOOK_ON):
         assert HELM_LABELS <= set(d["metadata"]["labels"]), d["kind"]
 
 
