@@ -43,13 +43,13 @@ def _placement(a: Assignment) -> tuple[int, int]:
 
 def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler: SchedulerModel | None = None
               ) -> Plan:
-    """Plan, then (observe mode, the default) check and repair the plan against the scheduler model.
+    """Plan; in observe mode (`scheduler`, opt-in; default OFF) check and repair it against the scheduler model.
 
     The solver gets 80% of an explicit --time-limit; re-plan rounds work to the limit itself. The model's
     check of the final node set always runs, even past the limit: a promise is never left unchecked.
     """
     opts = opts or SolveOptions()
-    scheduler = scheduler or SchedulerModel()
+    scheduler = scheduler or OFF
     spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
     if not scheduler.enabled or spread:
         plan = solve_plan(snap, opts)

@@ -38,10 +38,9 @@ def test_bundled_example_plans_every_flavour_and_explains_the_edge_cases(example
     assert decisions["ml-research/ddp-resnet"] == "below-quorum"
     assert decisions["ml-research/broken-sweep"] == "invalid"
     assert decisions["ml-research/too-big"] == "infeasible"
-    # observe mode: under LeastAllocated the scheduler puts the cron pod on an emptier new node, so it rides
-    # on the scale-up (the solver alone would fit it on an existing node)
-    assert decisions["batch/report-cron-28917"] in ("fits-existing", "scale-up")
-    assert example_plan["scheduler"]["mode"] == "observe" and example_plan["scheduler"]["source"] == "default"
+    # the default is the solver's plan (observe mode is opt-in): it fits the cron pod on an existing node
+    assert decisions["batch/report-cron-28917"] == "fits-existing"
+    assert example_plan["scheduler"]["mode"] == "off"
     assert {"scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1beta1",
             "scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1", "none"} <= {g["api"] for g in example_plan["gangs"]}
     llm = next(g for g in example_plan["gangs"] if g["name"] == "llm-pretrain")
@@ -57,7 +56,7 @@ def test_bundled_example_plans_every_flavour_and_explains_the_edge_cases(example
     errors = check_plan(read_objects(ROOT / "config/examples/backlog.yaml"), catalog, example_plan)
     assert not errors, errors
     assert 0 < example_plan["lowerBoundPerHour"] <= example_plan["costPerHour"]
-    assert example_plan["solver"]["gap"] < 0.01 or example_plan["scheduler"]["rounds"] > 1
+    assert example_plan["solver"]["gap"] < 0.01
 
 
 @pytest.mark.parametrize("fmt, needle", [("table", "NODE GROUP"), ("markdown", "| gang | api |"), ("yaml", "scaleUp:")])

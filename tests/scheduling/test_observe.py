@@ -42,7 +42,8 @@ def gpu_world() -> tuple[list[dict], list[dict]]:
 
 
 def planned(objs, catalog, scheduler=None):
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=3.0, workers=1), scheduler)
+    """Observe mode (opt-in) unless the test names another scheduler model."""
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=3.0, workers=1), scheduler or SchedulerModel())
     errors = check_plan(objs, catalog, plan.to_dict())
     assert not errors, errors
     return plan
