@@ -128,6 +128,8 @@ def test_a_big_gpu_gang_is_released_before_an_older_small_gang_that_could_take_i
     assert "would keep team/big" in reason
     bind(cluster, "team", "big-0", "g12")
     wait_for(lambda: not gates_of(cluster, "team", "small-0"), what="the small gang released after the big one bound")
+    # the log line follows the API call that lifts the gate: wait for it as well
+    wait_for(lambda: ctl.logged("gate lifted", gang=f"team/small/{PG}"), what="the small gang's 'gate lifted' line")
     order = [line["gang"] for line in ctl.logged("gate lifted")]
     assert order == [f"team/big/{PG}", f"team/small/{PG}"]
     ctl.assert_no_tracebacks()
