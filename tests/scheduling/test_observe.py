@@ -8,6 +8,7 @@ pass the independent checker (tests/checker.py).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,32 @@ def test_observe_mode_under_both_profiles_promises_only_model_started_gangs(stra
     promised = {(g.namespace, g.name) for g in plan.gangs if g.decision in ("scale-up", "fits-existing")}
     assert promised <= {(k.namespace, k.name) for k in res.started}
     assert not [n for n in res.empty_nodes if "/new-" in n]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_past_the_deadline_every_drop_is_still_checked_so_no_promised_gang_fails_to_start(tmp_path: Path, seed: int):
+    """A time limit already spent must not leave a promise unchecked: dropping the nodes the model left bare
+    can move a gang held at Permit onto the capacity left (found on the quick suite's llm backlog under CI load)."""
+    from benchmarks.generate import write_backlog
+    from benchmarks.suite import QUICK
+    from gangscale.catalog import load_catalog
+    from gangscale.ingest import ingest
+    from gangscale.loader import read_objects
+    from gangscale.planner import solve_plan
+    from gangscale.realize import realize
+    from gangscale.scheduling import nodes_from_views, planned_nodes, simulate
+    from gangscale.snapshot import build_snapshot
+
+    spec = next(c.spec for c in QUICK if c.spec.name == "q-llm")
+    backlog = write_backlog(dataclasses.replace(spec, seed=seed), tmp_path)
+    groups, warnings = load_catalog(backlog.catalog)
+    snap = build_snapshot(ingest(read_objects(backlog.cluster)), groups, warnings)
+    opts = SolveOptions(time_limit=1.0, workers=1)
+    first = solve_plan(snap, opts)
+    plan = realize(snap, first, SchedulerModel(), lambda s, t: solve_plan(s, SolveOptions(time_limit=t, workers=1)),
+                   deadline=0.0)
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [n.node_group for n in plan.new_nodes])
+    promised = {(g.namespace, g.name) for g in plan.gangs if g.model_started}
+    for s in (0, 1, 2):
+        res = simulate(nodes, snap.solvable, bound=snap.bound, seed=s)
+        assert promised <= {(k.namespace, k.name) for k in res.started}, (s, promised)
