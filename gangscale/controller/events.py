@@ -85,11 +85,10 @@ def _stamp(epoch: float) -> str:
 
 @dataclass(slots=True)
 class _Series:
-    """One Event object and how often its event happened (`count` ahead of what was written until refresh)."""
+    """One Event object and how often its event happened (ahead of the object's `count` until the refresh)."""
 
     name: str
     count: int
-    written_count: int
     written_at: float
 
 
@@ -128,7 +127,7 @@ class EventSink:
                 return
         name = self._create(obj, reason, message, kind, now, gang)
         if name is not None:
-            self._series[key] = _Series(name, 1, 1, now)
+            self._series[key] = _Series(name, 1, now)
             self._trim(now)
 
     def _create(self, obj: dict[str, Any], reason: str, message: str, kind: str, now: float,
@@ -163,7 +162,7 @@ class EventSink:
                 return False
             log.warning("cannot update event", extra={"gang": gang, "reason": reason, "error": str(exc)})
             return True
-        series.written_count, series.written_at = series.count, now
+        series.written_at = now
         return True
 
     def _trim(self, now: float) -> None:
