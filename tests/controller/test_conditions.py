@@ -201,18 +201,19 @@ def listed(client) -> list[dict[str, Any]]:
 
 def test_a_podgroup_whose_status_cannot_be_written_is_a_log_line_and_the_others_are_written(emu, caplog):
     e, client = emu
-    for name in ("gone", "refused", "fine"):
+    for name in ("gone", "refused", "rejected", "fine"):
         e.apply(podgroup(name))
         e.apply(pod(f"{name}-0", group=name, cpu="64"))  # no node group at all: a record per gang, no scale-up
     objs = listed(client)
     e.delete(API_PODGROUP_V1ALPHA2, "PodGroup", "default", "gone")  # deleted after the informer saw it: 404
     e.fail_next(1, 403, "/podgroups/refused/status")
+    e.fail_next(1, 422, "/podgroups/rejected/status")
     r = Reconciler(ControllerConfig(mode="enforce"), SimulatedProvider([]), events=EventSink(None),
                    conditions=ConditionWriter(client))
     with caplog.at_level(logging.WARNING, logger="gangscale.controller"):
         r.reconcile(objs, leader=True)
     failed = {getattr(x, "gang", "") for x in caplog.records if x.getMessage() == "cannot write the PodGroup condition"}
-    assert failed == {f"default/gone/{API_PODGROUP_V1ALPHA2}", f"default/refused/{API_PODGROUP_V1ALPHA2}"}
+    assert failed == {f"default/{n}/{API_PODGROUP_V1ALPHA2}" for n in ("gone", "refused", "rejected")}
     fine = e.get(API_PODGROUP_V1ALPHA2, "PodGroup", "default", "fine")
     assert [(c["type"], c["reason"]) for c in fine["status"]["conditions"]] == [
         (conditions.CONDITION_TYPE, "WaitingForCapacity")]
