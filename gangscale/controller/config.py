@@ -123,6 +123,12 @@ class ControllerConfig(BaseModel):
     namespace_caps: dict[str, NamespaceCap] = Field(default_factory=dict, alias="namespaceCaps")
     default_namespace_cap: NamespaceCap = Field(default_factory=NamespaceCap, alias="defaultNamespaceCap")
     ageing_seconds: Seconds = Field(default=600.0, alias="ageingSeconds", gt=0)
+    # status (docs/controller.md): an Event's repeats are written at most this often (CA: one per 5 minutes),
+    # and CA-style TriggeredScaleUp/NotTriggerScaleUp events go to at most this many pending pods per gang
+    event_refresh_seconds: Seconds = Field(default=300.0, alias="eventRefreshSeconds", ge=0)
+    pod_events_per_gang: int = Field(default=10, alias="podEventsPerGang", ge=0)
+    # the gangscale.io/CapacityReady condition on PodGroup status (server-side apply, field manager gangscale)
+    podgroup_conditions: bool = Field(default=True, alias="podGroupConditions")
     # Kueue decides admission: a Workload it has not admitted is waiting-for-admission; true plans it anyway
     plan_unadmitted: bool = Field(default=False, alias="planUnadmitted")
     # cluster

@@ -1,9 +1,16 @@
-"""Kubernetes Events on the gang's object, with Cluster Autoscaler's reasons where they mean the same.
+"""Kubernetes Events on the gang's object and its member pods, aggregated, with Cluster Autoscaler's reasons.
 
-`TriggeredScaleUp` / `NotTriggerScaleUp` as CA writes them, plus
-`ScaleUpTimedOut` and `CapacityReleased`. An identical event within the
-dedupe window is not posted again, so a resync every 30 s does not flood
-`kubectl describe`.
+`TriggeredScaleUp` / `NotTriggerScaleUp` as CA writes them (cluster-autoscaler/processors/status/
+eventing_scale_up_processor.go: on each pod, "pod triggered scale-up: ..." / "pod didn't trigger
+scale-up: ..."), plus `ScaleUpTimedOut`, `CapacityReleased` and `GateLifted` on the group object.
+
+Invariant: one Event object per (object, type, reason, message), as client-go's EventCorrelator
+keeps one: a repeat adds to its `count` and moves `lastTimestamp` (a merge patch) instead of
+creating another object. Repeats are counted at once but written at most once per
+`refresh_seconds` per Event, which is CA's own limit (utils/kubernetes/factory.go: one event per
+key per 5 minutes), and a gang's CA-style events go to at most `pods_per_gang` of its pending
+pods (the first by name), so a 1,000-pod gang costs a bounded number of calls per pass.
+Nothing here raises: an Event that cannot be written is a log line.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,37 +62,113 @@ def involved_object(t: EventTarget) -> dict[str, Any]:
     return {"apiVersion": key.api, "kind": kind, "namespace": key.namespace, "name": key.name, "uid": t.uid}
 
 
-class EventSink:
-    """Posts core/v1 Events; never raises (an event that cannot be written is a log line)."""
+# The CA reasons that also go on member pods, and the prefix CA puts on the pod's message.
+POD_MESSAGES: dict[str, str] = {"TriggeredScaleUp": "pod triggered scale-up",
+                                "NotTriggerScaleUp": "pod didn't trigger scale-up"}
+GROUP_PREFIX = "pod group triggered scale-up: "
+EVENT_TTL_SECONDS = 3600.0  # the API server's default --event-ttl: older series are forgotten
+MAX_SERIES = 10000
 
-    def __init__(self, client: KubeClient | None, dedupe_seconds: float = 600.0) -> None:
+
+def pod_object(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid}
+
+
+def pod_message(reason: str, gang: str, message: str) -> str:
+    """CA's pod message, naming the gang: "pod triggered scale-up: gang ns/name: cpu +2; ..."."""
+    return f"{POD_MESSAGES[reason]}: gang {gang}: {message.removeprefix(GROUP_PREFIX)}"
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class _Series:
+    """One Event object and how often its event happened (ahead of the object's `count` until the refresh)."""
+
+    name: str
+    count: int
+    written_at: float
+
+
+class EventSink:
+    """Posts and aggregates core/v1 Events; never raises. `calls` counts API requests made."""
+
+    def __init__(self, client: KubeClient | None, refresh_seconds: float = 300.0, pods_per_gang: int = 10,
+                 clock: Callable[[], float] = time.time) -> None:
         self.client = client
-        self.dedupe_seconds = dedupe_seconds
-        self._recent: dict[tuple, float] = {}
-        self.posted = 0
+        self.refresh_seconds = refresh_seconds
+        self.pods_per_gang = pods_per_gang
+        self.clock = clock
+        self._series: dict[tuple[str, ...], _Series] = {}
+        self.calls = 0
 
     def emit(self, target: EventTarget, reason: str, message: str, *, warning: bool = False) -> None:
+        """The event on the gang's object and, for CA's reasons, on up to `pods_per_gang` pending members."""
         obj = involved_object(target)
-        key = (obj["namespace"], obj["kind"], obj["name"], reason, message)
-        now = time.time()
-        if now - self._recent.get(key, 0.0) < self.dedupe_seconds:
+        self._event(obj, reason, message[:1024], warning, str(target.key))
+        if reason not in POD_MESSAGES or target.on_pod:
             return
-        self._recent[key] = now
-        if len(self._recent) > 10000:
-            self._recent = {k: t for k, t in self._recent.items() if now - t < self.dedupe_seconds}
+        text = pod_message(reason, f"{target.key.namespace}/{target.key.name}", message)[:1024]
+        for name, uid in target.members[:self.pods_per_gang]:
+            self._event(pod_object(target.key.namespace, name, uid), reason, text, warning, str(target.key))
+
+    def _event(self, obj: dict[str, Any], reason: str, message: str, warning: bool, gang: str) -> None:
+        kind = "Warning" if warning else "Normal"
+        key = (obj["namespace"], obj["kind"], obj["name"], obj.get("uid") or "", kind, reason, message)
+        now = self.clock()
+        series = self._series.get(key)
+        if series is not None:
+            series.count += 1
+            if now - series.written_at < self.refresh_seconds or self.client is None:
+                return
+            if self._bump(obj["namespace"], series, now, gang, reason):
+                return
+        name = self._create(obj, reason, message, kind, now, gang)
+        if name is not None:
+            self._series[key] = _Series(name, 1, now)
+            self._trim(now)
+
+    def _create(self, obj: dict[str, Any], reason: str, message: str, kind: str, now: float,
+                gang: str) -> str | None:
+        """POST a new Event with count 1; its name, or None when it could not be written."""
+        name = f"{obj['name'][:200]}.{uuid.uuid4().hex[:16]}"
         if self.client is None:
-            return
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return name
         body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{obj['name'][:200]}.{uuid.uuid4().hex[:16]}", "namespace": obj["namespace"]},
-            "involvedObject": obj, "reason": reason, "message": message[:1024],
-            "type": "Warning" if warning else "Normal", "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": obj["namespace"]},
+            "involvedObject": obj, "reason": reason, "message": message, "type": kind,
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT, "reportingInstance": COMPONENT,
+            "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now), "count": 1,
         }
         try:
+            self.calls += 1
             self.client.post(f"/api/v1/namespaces/{obj['namespace']}/events", body)
-            self.posted += 1
         except KubeError as exc:
-            log.warning("cannot write event", extra={"gang": str(target.key), "reason": reason,
-                                                     "error": str(exc)})
+            log.warning("cannot write event", extra={"gang": gang, "reason": reason, "error": str(exc)})
+            return None
+        return name
+
+    def _bump(self, namespace: str, series: _Series, now: float, gang: str, reason: str) -> bool:
+        """Write the repeats counted since the last write; False when the Event is gone (create anew)."""
+        assert self.client is not None
+        try:
+            self.calls += 1
+            self.client.patch(f"/api/v1/namespaces/{namespace}/events/{series.name}",
+                              {"count": series.count, "lastTimestamp": _stamp(now)})
+        except KubeError as exc:
+            if exc.status == 404:  # expired (--event-ttl) or deleted: a new object starts the count again
+                return False
+            log.warning("cannot update event", extra={"gang": gang, "reason": reason, "error": str(exc)})
+            return True
+        series.written_at = now
+        return True
+
+    def _trim(self, now: float) -> None:
+        if len(self._series) <= MAX_SERIES:
+            return
+        live = {k: s for k, s in self._series.items() if now - s.written_at < EVENT_TTL_SECONDS}
+        if len(live) > MAX_SERIES // 2:
+            live = dict(sorted(live.items(), key=lambda kv: kv[1].written_at)[-(MAX_SERIES // 2):])
+        self._series = live

@@ -166,11 +166,13 @@ class EventTarget:
     pod_name: str = ""  # first pending pod: the object for lone pods and missing group objects
     pod_uid: str = ""
     exists: bool = True
+    members: tuple[tuple[str, str], ...] = ()  # pending pods (name, uid) by name: CA-style pod events go to them
 
     @classmethod
     def of_gang(cls, g: Gang) -> EventTarget:
         pod = g.pending[0] if g.pending else None
-        return cls(g.gang_key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists)
+        return cls(g.gang_key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
+                   tuple(sorted((p.name, p.uid) for p in g.pending)))
 
     @classmethod
     def of_record(cls, rec: Record) -> EventTarget:

@@ -35,10 +35,12 @@ from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, metrics as observe
 from .actuator import Actuator
 from .config import ControllerConfig
+from .conditions import due as conditions_due
 from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink
 from ..kube.podgates import PodGateLifter
+from ..kube.podgroupstatus import ConditionWriter
 from .lifecycle import (
     Action,
     Applied,
@@ -84,8 +86,9 @@ class Reconciler:
     def __init__(self, cfg: ControllerConfig, provider: NodeGroupProvider, *, store: StateStore | None = None,
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
-                 pod_gates: PodGateLifter | None = None) -> None:
+                 pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None) -> None:
         self.cfg = cfg
+        self.conditions = conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
         self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, so a reason is logged when it changes
         self.fence = fence  # raises LostLeadership when this replica may no longer act
@@ -147,8 +150,21 @@ class Reconciler:
         self._gates(objects, cluster, snap, plan, enforce)
         self._observe(plan)
         if leader:
+            self._conditions(objects)
             self._save()
         return plan
+
+    def _conditions(self, objects: list[dict[str, Any]]) -> None:
+        """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
+        if self.conditions is None:
+            return
+        todo = conditions_due(self.state.records.values(), objects)
+        if todo and self.fence is not None:
+            self.fence("write PodGroup conditions")
+        for rec, obj, cond, mode in todo:
+            err = self.conditions.write(obj, cond, mode)
+            if err is not None:
+                log.warning("cannot write the PodGroup condition", extra={"gang": rec.gang, "error": err})
 
     def _save(self) -> None:
         """Persist the records, fenced: a deposed leader never overwrites its successor's state."""

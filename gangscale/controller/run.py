@@ -23,6 +23,7 @@ from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.informer import ClusterCache
 from ..kube.podgates import PodGateLifter
+from ..kube.podgroupstatus import ConditionWriter
 from ..kube.refs import NAMESPACES, ResourceRef
 from ..loader import InputError
 from ..providers import open_provider
@@ -45,8 +46,10 @@ class Controller:
         self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
                                      duration=cfg.lease_duration_seconds)
         self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
-                                     events=EventSink(client), metrics=self.metrics, identity=identity,
-                                     fence=self.elector.check, pod_gates=PodGateLifter(client))
+                                     events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang),
+                                     metrics=self.metrics, identity=identity, fence=self.elector.check,
+                                     pod_gates=PodGateLifter(client),
+                                     conditions=ConditionWriter(client) if cfg.podgroup_conditions else None)
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
         refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])
         self.cache = ClusterCache(client, refs, namespace=cfg.watch_namespace, on_change=self._changed)

@@ -202,10 +202,15 @@ class KubeClient:
         """JSON merge patch (RFC 7386): works for CRDs too, unlike strategic merge."""
         return self._call("PATCH", path, query, body, content_type="application/merge-patch+json")
 
-    def json_patch(self, path: str, ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def json_patch(self, path: str, ops: Sequence[Mapping[str, Any]], query: Query | None = None) -> dict[str, Any]:
         """JSON patch (RFC 6902): the only way to remove one entry of a list such as spec.schedulingGates."""
-        resp = self._request("PATCH", path, None, [dict(o) for o in ops], None, "application/json-patch+json")
+        resp = self._request("PATCH", path, query, [dict(o) for o in ops], None, "application/json-patch+json")
         return self._json(resp, f"PATCH {path}")
+
+    def apply(self, path: str, body: Mapping[str, Any], *, field_manager: str, force: bool = False) -> dict[str, Any]:
+        """Server-side apply: `body` is the whole intent of `field_manager`, which then owns exactly its fields."""
+        query = {"fieldManager": field_manager, **({"force": "true"} if force else {})}
+        return self._call("PATCH", path, query, body, content_type="application/apply-patch+yaml")
 
     def delete(self, path: str, query: Query | None = None) -> dict[str, Any]:
         return self._call("DELETE", path, query)

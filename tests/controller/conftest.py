@@ -114,10 +114,12 @@ def controllers(tmp_path: Path, cluster: Emulator, proxy) -> Iterator[Callable[.
         p.stop()
 
 
-def events(emu: Emulator, reason: str | None = None) -> list[dict[str, Any]]:
+def events(emu: Emulator, reason: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+    """Event objects, by reason and by the kind they are on ("PodGroup", "Pod"; None: any)."""
     with emu._cond:
-        evs = list(emu._store.get("/events", {}).values())
-    return [e for e in evs if reason is None or e["reason"] == reason]
+        evs = [dict(e) for e in emu._store.get("/events", {}).values()]
+    return [e for e in evs if (reason is None or e["reason"] == reason)
+            and (kind is None or e["involvedObject"]["kind"] == kind)]
 
 
 def state_records(emu: Emulator) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def test_seeded_kills_of_two_replicas_never_buy_twice_never_orphan_and_settle_on
 
 def _events_name_the_gangs_own_group(emu, sizes: dict[str, int], home: dict[str, str]) -> None:
     """Every TriggeredScaleUp Event (a restart's included) is on the gang it bought for: its group, its size."""
-    for e in events(emu, "TriggeredScaleUp"):
+    for e in events(emu, "TriggeredScaleUp", kind="PodGroup"):  # member pods carry the same bought-for text
         gang = e["involvedObject"]["name"]
         bought_for = re.findall(r"(\w+) \+(\d+)", e["message"].split(";")[0])
         assert bought_for, e["message"]

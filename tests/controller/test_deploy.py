@@ -50,7 +50,7 @@ def test_deployment_is_ha_non_root_and_read_only():
     assert next(d for d in docs() if d["kind"] == "PodDisruptionBudget")["spec"]["minAvailable"] == 1
 
 
-def test_rbac_is_read_only_on_the_cluster_but_for_patching_pods_gates():
+def test_rbac_is_read_only_on_the_cluster_but_for_patching_pods_gates_and_podgroup_status():
     role = next(d for d in docs() if d["kind"] == "ClusterRole")
     writes = []
     for rule in role["rules"]:
@@ -58,6 +58,11 @@ def test_rbac_is_read_only_on_the_cluster_but_for_patching_pods_gates():
             extra = set(rule["verbs"]) - {"get", "list", "watch"}
             writes += [(r, v) for r in rule["resources"] for v in sorted(extra)]
     assert writes == [("pods", "patch")]  # gate mode's JSON patch removing gangscale.io/capacity, nothing more
+    status = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+              for v in rule["verbs"] if r.endswith("/status")]
+    # its own PodGroup condition: native and Volcano (scheduler-plugins' status has no conditions)
+    assert sorted(status) == [("scheduling.k8s.io", "podgroups/status", "patch"),
+                              ("scheduling.volcano.sh", "podgroups/status", "patch")]
     reads = {r for rule in role["rules"] if "watch" in rule["verbs"] for r in rule["resources"]}
     assert "namespaces" in reads  # gate mode's opt-in label
     ns_role = next(d for d in docs() if d["kind"] == "Role")

@@ -76,7 +76,7 @@ def test_a_kill_in_the_write_ahead_window_buys_each_gang_exactly_once(cluster, w
     assert train["requested"] == {"cpu": 3} and other["requested"] == {"cpu": 2}
     assert train["state"] == other["state"] == "provisioning" and not train.get("unconfirmed")
     by_gang = {}
-    for e in events(cluster, "TriggeredScaleUp"):
+    for e in events(cluster, "TriggeredScaleUp", kind="PodGroup"):
         by_gang.setdefault(e["involvedObject"]["name"], []).append(e["message"])
     assert any("cpu +2" in m for m in by_gang["zz-second"])  # the event names the gang the nodes were for
     assert not any("cpu +2" in m for m in by_gang.get("aa-train", []))

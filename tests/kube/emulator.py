@@ -12,6 +12,9 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
 - watch as chunked JSON lines from any resourceVersion, BOOKMARK events with
   `allowWatchBookmarks`, 410 (as an ERROR event, or HTTP 410) for versions
   older than the last compaction, `timeoutSeconds`;
+- the `status` subresource (writes change only `status`), and server-side apply of
+  `status.conditions` there (`_apply_status`: list-map by type for built-ins, atomic for CRDs,
+  conflicts and `force`, Apply ownership in managedFields);
 - create / update (409 on a stale resourceVersion) / merge-patch / JSON patch (RFC 6902) / delete,
   a pod's schedulingGates only ever removed (KEP-3521),
   and server-side dry-run create (`dryRun=All`) that drops the pod's
@@ -135,6 +138,7 @@ class _Route:
     version: str
     namespace: str | None
     name: str | None
+    subresource: str | None = None  # "status"
 
 
 def _now() -> str:
@@ -214,6 +218,85 @@ def _merge_patch(target: Any, patch: Any) -> Any:
             out.pop(k, None)
         else:
             out[k] = _merge_patch(out.get(k), v)
+    return out
+
+
+def _condition_key(ctype: str) -> str:
+    return "k:" + json.dumps({"type": ctype}, separators=(",", ":"))
+
+
+def _condition_owners(obj: dict[str, Any]) -> dict[str, str]:
+    """Who applied which `status.conditions` entry ("*": the whole atomic list), from managedFields."""
+    owners: dict[str, str] = {}
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        fields = ((entry.get("fieldsV1") or {}).get("f:status") or {}).get("f:conditions")
+        if fields is None or entry.get("operation") != "Apply":
+            continue
+        if not fields:
+            owners["*"] = entry["manager"]
+        for k in fields:
+            owners[json.loads(k[2:])["type"]] = entry["manager"]
+    return owners
+
+
+def _conflict(manager: str, what: str) -> ApiError:
+    return ApiError(409, "Conflict", f'Apply failed with 1 conflict: conflict with "{manager}" with subresource '
+                    f'"status": {what}')
+
+
+def _apply_status(kind: Kind, current: dict[str, Any], body: dict[str, Any], query: dict[str, str],
+                  version: str) -> dict[str, Any]:
+    """Server-side apply of `status.conditions` (only what this emulator needs, honestly).
+
+    Built-in kinds: conditions is a list-map keyed by `type` (`+listType=map`): the applier's
+    entries are merged by type, entries it applied before and omits now are removed, other
+    managers' entries are kept; applying a type another manager applied is a 409 unless
+    `force=true`. CRD kinds (no list-type marker): the list is atomic, so the applier replaces
+    and owns the whole list. Ownership is recorded in `metadata.managedFields` (Apply entries only).
+    """
+    manager = query.get("fieldManager")
+    if not manager:
+        raise ApiError(400, "BadRequest", "PATCH: fieldManager is required for apply requests")
+    force = query.get("force") == "true"
+    applied = body.get("status") if isinstance(body.get("status"), dict) else {}
+    out = copy.deepcopy(current)
+    status = out.get("status") if isinstance(out.get("status"), dict) else {}
+    owners = _condition_owners(out)
+    new = [c for c in applied.get("conditions") or [] if isinstance(c, dict)]
+    if kind.builtin:
+        mine = [c.get("type") for c in new]
+        for t in mine:
+            if owners.get(t, manager) != manager and not force:
+                raise _conflict(owners[t], f'.status.conditions[type="{t}"]')
+        dropped = {t for t, m in owners.items() if m == manager} - set(mine)
+        by_type = {c.get("type"): c for c in new}
+        merged = [by_type.pop(c.get("type"), c) for c in status.get("conditions") or []
+                  if isinstance(c, dict) and c.get("type") not in dropped]
+        status["conditions"] = merged + list(by_type.values())
+        fields = {_condition_key(t): {".": {}, **{f"f:{k}": {} for k in by_t}} for t, by_t in
+                  ((c.get("type"), c) for c in new)}
+    else:
+        if owners.get("*", manager) != manager and not force:
+            raise _conflict(owners["*"], ".status.conditions")
+        status["conditions"] = new
+        fields = {}
+    status.update({k: v for k, v in applied.items() if k != "conditions"})
+    out["status"] = status
+    managed = [e for e in (out["metadata"].get("managedFields") or [])
+               if not (e.get("manager") == manager and e.get("operation") == "Apply")]
+    if not kind.builtin or force:  # forced or atomic: the others lose what this applier now owns
+        taken = set(fields) if kind.builtin else {"*"}
+        for e in managed:
+            conds = ((e.get("fieldsV1") or {}).get("f:status") or {}).get("f:conditions")
+            if conds is not None and e.get("operation") == "Apply":
+                if "*" in taken or not conds:
+                    e["fieldsV1"]["f:status"].pop("f:conditions")
+                for k in taken & set(conds):
+                    conds.pop(k)
+    managed.append({"manager": manager, "operation": "Apply", "subresource": "status",
+                    "apiVersion": f"{kind.group}/{version}" if kind.group else version, "time": _now(),
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": fields}}})
+    out["metadata"]["managedFields"] = managed
     return out
 
 
@@ -507,6 +590,8 @@ class Emulator:
         for k in ("uid", "creationTimestamp", "namespace"):
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
+        if "managedFields" not in meta and "managedFields" in old["metadata"]:  # omitted: the server keeps them
+            meta["managedFields"] = old["metadata"]["managedFields"]
         meta["name"] = key[1]
         meta["resourceVersion"] = str(self._bump())
         store[key] = obj
@@ -545,18 +630,20 @@ class Emulator:
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 2:
+        sub = rest[2] if len(rest) == 3 and rest[2] == "status" else None
+        if not rest or len(rest) > (3 if sub else 2):
             return None
         kind = self._kind_for(group, version, rest[0])
         if kind is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        return _Route(kind, version, namespace, rest[1] if len(rest) == 2 else None)
+        return _Route(kind, version, namespace, rest[1] if len(rest) >= 2 else None, sub)
 
     def handle(self, h: _Handler, method: str) -> None:
         url = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         parts = [p for p in url.path.split("/") if p]
         self.requests.append(Request(method, url.path, query))
+        h.body_read = False
         try:
             if self.token and h.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -579,6 +666,7 @@ class Emulator:
                 return h.send_json(200, self._list(route, query))
             h.send_json(*self._mutate(h, method, route, query))
         except ApiError as exc:
+            h.drain()  # a body left unread would be parsed as the next request on this connection
             h.send_json(exc.code, exc.status())
         except _Dropped:
             h.abort()
@@ -603,20 +691,46 @@ class Emulator:
                 return 201, self._view(kind, route.version, obj, in_list=False)
             key = (ns if kind.namespaced else "", route.name or "")
             if method == "PUT" and route.name:
-                return 200, self._view(kind, route.version, self._update(kind, key, h.read_json()), in_list=False)
+                body = h.read_json()
+                if route.subresource:
+                    body = self._status_only(kind, key, body)
+                return 200, self._view(kind, route.version, self._update(kind, key, body), in_list=False)
             if method == "PATCH" and route.name:
                 current = self._store.get(kind.key, {}).get(key)
                 if current is None:
                     raise ApiError(404, "NotFound", f'{kind.plural} "{route.name}" not found')
-                if (h.headers.get("Content-Type") or "").startswith("application/json-patch+json"):
+                ctype = h.headers.get("Content-Type") or ""
+                if ctype.startswith("application/apply-patch+yaml"):
+                    if route.subresource != "status":
+                        raise ApiError(415, "UnsupportedMediaType", "this emulator applies only to the status subresource")
+                    patched = _apply_status(kind, current, h.read_json(), query, route.version)
+                elif ctype.startswith("application/json-patch+json"):
                     patched = _json_patch(current, h.read_any())
                 else:
                     patched = _merge_patch(current, h.read_json())
+                if route.subresource:
+                    patched = self._status_only(kind, key, patched)
                 patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
             if method == "DELETE" and route.name:
                 return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _status_only(self, kind: Kind, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """A write to the status subresource changes `status` (and managedFields), nothing else."""
+        current = self._store.get(kind.key, {}).get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
+        out = copy.deepcopy(current)
+        out["status"] = copy.deepcopy(body.get("status"))
+        if out["status"] is None:
+            del out["status"]
+        managed = (body.get("metadata") or {}).get("managedFields")
+        if managed is not None:
+            out["metadata"]["managedFields"] = managed
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        out["metadata"]["resourceVersion"] = rv or current["metadata"]["resourceVersion"]
+        return out
 
     def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:
         kind = route.kind
@@ -773,7 +887,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:  # noqa: N802
         self.emulator.handle(self, "DELETE")
 
+    def drain(self) -> None:
+        if not getattr(self, "body_read", True):
+            self.body_read = True
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
     def read_any(self) -> Any:
+        self.body_read = True
         n = int(self.headers.get("Content-Length") or 0)
         try:
             return json.loads(self.rfile.read(n) or b"null")
@@ -781,6 +901,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "BadRequest", "the body is not JSON") from None
 
     def read_json(self) -> dict[str, Any]:
+        self.body_read = True
         n = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(n) or b"{}")

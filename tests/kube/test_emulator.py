@@ -56,3 +56,22 @@ def test_creating_in_a_missing_namespace_is_404(emulator, client):
     with pytest.raises(KubeError) as err:
         client.post(PODS.path("nowhere"), {**POD, "metadata": {"name": "p", "namespace": "nowhere"}})
     assert err.value.status == 404 and "nowhere" in str(err.value)
+
+
+def test_a_refused_patch_leaves_no_unread_body_on_the_connection(emulator, client):
+    """A 404 before the body is read must not turn the body into the next request's first line."""
+    with pytest.raises(KubeError) as missing:
+        client.patch(PODS.path("default", "nope"), {"metadata": {"labels": {"a": "1"}}})
+    assert missing.value.status == 404
+    assert client.post(PODS.path("default"), POD)["metadata"]["name"] == "p"  # same pooled connection
+
+
+def test_status_writes_change_only_status_and_apply_needs_a_field_manager(emulator, client):
+    client.post(PODS.path("default"), POD)
+    path = PODS.path("default", "p") + "/status"
+    client.patch(path, {"metadata": {"labels": {"x": "1"}}, "status": {"phase": "Running"}})
+    got = client.get(PODS.path("default", "p"))
+    assert got["status"] == {"phase": "Running"} and "labels" not in got["metadata"]
+    with pytest.raises(KubeError) as no_manager:
+        client.apply(path, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, field_manager="")
+    assert no_manager.value.status == 400
