@@ -277,7 +277,7 @@ def scoring_of(cluster: dict[str, Any], name: str) -> SchedulerScoring:
     fit = (cluster.get("kubeSchedulerConfig") or {}).get("nodeResourcesFit") or {}
     st = fit.get("scoringStrategy") if isinstance(fit, dict) else None
     if not isinstance(st, dict):
-        return SchedulerScoring(unknown=f"{where} is absent (not set on the cluster, or an EKS API older than the field)")
+        return SchedulerScoring(unknown=f"{where} is absent (not set on the cluster, or an EKS API older than it)")
     kind = st.get("type") or "LeastAllocated"  # upstream's default when the type is unset (v1 defaults.go)
     if kind not in SCORING_TYPES:
         return SchedulerScoring(unknown=f"{where}.type {kind!r} is not one of {', '.join(SCORING_TYPES)}")

@@ -49,12 +49,14 @@ def gpu_world(world) -> None:
 
 
 def gpu_pods() -> list[dict[str, Any]]:
-    """An older 1-GPU pod and a younger 4-GPU gang: under LeastAllocated the pod takes the 4-GPU node."""
-    infer = pod("infer", None, cpu="2", mem="8Gi", gpu=1)
-    infer["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
-    train = pod("train-0", "train", cpu="8", mem="32Gi", gpu=4)
-    train["metadata"]["creationTimestamp"] = "2026-01-01T00:01:00Z"
-    return [infer, podgroup("train", 1), train]
+    """An older 1-GPU gang and a younger 4-GPU one: under LeastAllocated the 1-GPU pod takes the 4-GPU node."""
+    out = []
+    for i, (name, cpu, mem, gpu) in enumerate((("infer", "2", "8Gi", 1), ("train", "8", "32Gi", 4))):
+        created = f"2026-01-01T00:0{i}:00Z"
+        group, member = podgroup(name, 1), pod(f"{name}-0", name, cpu=cpu, mem=mem, gpu=gpu)
+        group["metadata"]["creationTimestamp"] = member["metadata"]["creationTimestamp"] = created
+        out += [group, member]
+    return out
 
 
 def plan(capsys, proxy, tmp_path, *extra: str) -> tuple[int, dict[str, Any], str]:
@@ -127,7 +129,7 @@ def test_the_plan_uses_the_eks_clusters_most_allocated_gpu_weight_and_says_sourc
     assert "NodeResourcesFit MostAllocated (cpu 1, memory 1, nvidia.com/gpu 5)" in sched["profile"]
     # Under the cluster's profile the 1-GPU pod takes the 1-GPU node bought for it: one of each, checked as is.
     assert doc["scaleUp"] == {"big": 1, "small": 1} and sched["realized"] and sched["rounds"] == 1
-    assert {n["nodeGroup"]: n["pods"] for n in doc["newNodes"]} == {"small": ["default/infer"],
+    assert {n["nodeGroup"]: n["pods"] for n in doc["newNodes"]} == {"small": ["default/infer-0"],
                                                                     "big": ["default/train-0"]}
     assert doc["warnings"] == [] and proxy.count("DescribeCluster") == 1
 
@@ -276,3 +278,32 @@ def test_check_warns_when_describe_cluster_is_denied_and_says_which_permission(w
                                                               f"strategy: eks:DescribeCluster {CLUSTER} failed")
     assert "allow eks:DescribeCluster on the cluster (config/iam-policy.json)" in r["detail"][0]
     assert results["iam-scope"]["verdict"] == "ok"  # the rest of the check went on
+
+
+# ------------------------------------------------------------------------------- the controller
+
+
+def test_the_controller_plans_on_the_eks_strategy_and_reads_it_once_per_ttl(world, proxy):
+    from gangscale.controller.config import ControllerConfig
+    from gangscale.controller.reconciler import CLUSTER_SCHEDULER_TTL, Reconciler
+
+    gpu_world(world)
+    scheduler_config(proxy, MOST_GPU)
+    now = [1_800_000_000.0]
+    cfg = ControllerConfig.model_validate({"mode": "dry-run", "schedulerModel": "observe",
+                                           "solverTimeLimitSeconds": 5})
+    clients = fast_clients(proxy.url)
+    r = Reconciler(cfg, EksProvider(CLUSTER, clients.options, clients), clock=lambda: now[0])
+    plan = r.reconcile(gpu_pods(), leader=True)
+    assert (plan.scheduler.source, plan.scheduler.scoring_strategy) == ("eks", "MostAllocated")
+    assert plan.scale_up == {"big": 1, "small": 1}
+    now[0] += CLUSTER_SCHEDULER_TTL - 1
+    r.reconcile(gpu_pods(), leader=True)
+    assert proxy.count("DescribeCluster") == 1
+    proxy.reset()
+    access_denied(proxy)  # the permission was taken away: the next read falls back to the defaults, with a warning
+    now[0] += 1
+    plan = r.reconcile(gpu_pods(), leader=True)
+    assert plan.scheduler.source == "default" and plan.scale_up == {"big": 2}
+    assert any("eks:DescribeCluster" in w and "upstream defaults" in w for w in plan.warnings)
+    assert proxy.count("DescribeCluster") == 1
