@@ -35,22 +35,29 @@ def _requests(pod: dict[str, Any]) -> Iterable[str]:
             yield from (res.get(part) or {})
 
 
-def gpu_users(groups: Sequence[NodeGroup], objects: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
-    """GPU resource name -> what uses it (node groups, Nodes, pods), for the report; empty: no GPUs anywhere."""
+def _name(o: dict[str, Any]) -> str:
+    meta = o.get("metadata") or {}
+    return f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '?')}"
+
+
+def gpu_users(groups: Sequence[NodeGroup], nodes: Iterable[dict[str, Any]] = (),
+              pods: Iterable[dict[str, Any]] = ()) -> dict[str, list[str]]:
+    """GPU resource name -> what uses it (node groups, Nodes, pods), for the report; empty: no GPUs anywhere.
+
+    Nodes and pods come apart: items of a Kubernetes list carry no `kind`."""
     out: dict[str, list[str]] = {}
     for g in groups:
         for r in GPU_RESOURCES:
             if g.allocatable.get(r, 0) > 0:
                 out.setdefault(r, []).append(f"node group {g.name}")
-    for o in objects:
-        meta = o.get("metadata") or {}
-        name = f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '?')}"
-        if o.get("kind") == "Node":
-            used = {r for r in GPU_RESOURCES if str((o.get("status") or {}).get("allocatable", {}).get(r, "0")) != "0"}
-        else:
-            used = set(_requests(o)) & set(GPU_RESOURCES)
-        for r in sorted(used):
-            out.setdefault(r, []).append(f"{o.get('kind', 'Pod').lower()} {name}")
+    for n in nodes:
+        allocatable = (n.get("status") or {}).get("allocatable") or {}
+        for r in GPU_RESOURCES:
+            if str(allocatable.get(r, "0")) not in ("0", ""):
+                out.setdefault(r, []).append(f"node {_name(n)}")
+    for p in pods:
+        for r in sorted(set(_requests(p)) & set(GPU_RESOURCES)):
+            out.setdefault(r, []).append(f"pod {_name(p)}")
     return out
 
 

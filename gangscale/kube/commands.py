@@ -50,18 +50,19 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_objects(client: KubeClient, args: argparse.Namespace) -> list[dict[str, Any]]:
+def _nodes_and_pods(client: KubeClient, args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Nodes and pods, to see whether GPUs are in use (the scheduler-scoring line); unreadable: none."""
     try:
-        return [*list_all(client, NODES, max_items=_max_items(args)).items,
-                *list_all(client, PODS, args.namespace, max_items=_max_items(args)).items]
+        return (list_all(client, NODES, max_items=_max_items(args)).items,
+                list_all(client, PODS, args.namespace, max_items=_max_items(args)).items)
     except KubeError:
-        return []
+        return [], []
 
 
-def _iam_scope(args: argparse.Namespace, objects: Sequence[dict[str, Any]] = ()) -> list[CheckResult]:
+def _iam_scope(args: argparse.Namespace, nodes: Sequence[dict[str, Any]] = (),
+               pods: Sequence[dict[str, Any]] = ()) -> list[CheckResult]:
     """The IAM scope of the discovered groups, which of them Cluster Autoscaler also manages, and (aws-eks) the
-    cluster's scheduler scoring strategy with what GPU gangs need (`objects`: the cluster's Nodes and pods)."""
+    cluster's scheduler scoring strategy with what GPU gangs need (seen on the groups, `nodes` and `pods`)."""
     from cloud_adapters import CloudError, create_provider
 
     if not args.cluster_name:
@@ -77,7 +78,7 @@ def _iam_scope(args: argparse.Namespace, objects: Sequence[dict[str, Any]] = ())
         overlap = check_ca_overlap(provider)  # discover() was just run by check_iam_scope
         region = args.region or getattr(getattr(provider, "clients", None), "region", "") or ""
         scoring = check_scheduler_scoring(provider.scheduler_scoring(), args.cluster_name, region,
-                                          gpu_users(provider.discovered(), objects))
+                                          gpu_users(provider.discovered(), nodes, pods))
         return [scope] + [r for r in (overlap, scoring) if r]
     finally:
         provider.close()
@@ -95,9 +96,9 @@ def check(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     with client:
         report = run_checks(client, namespace=args.namespace, nodegroups=names)
-        objects = _gpu_objects(client, args) if getattr(args, "provider", None) == "aws-eks" else []
+        nodes, pods = _nodes_and_pods(client, args) if getattr(args, "provider", None) == "aws-eks" else ([], [])
     if getattr(args, "provider", None):
-        report.results.extend(_iam_scope(args, objects))
+        report.results.extend(_iam_scope(args, nodes, pods))
     if args.output == "json":
         sys.stdout.write(render(report.to_dict(), "json"))
     else:

@@ -16,7 +16,7 @@ import pytest
 from cloud_adapters.aws_eks import EksProvider, scoring_of
 from gangscale.cli import main
 
-from .clusters import podgroup, pod, write
+from .clusters import node, podgroup, pod, write
 from .conftest import CLUSTER, REGION, fast_clients
 from .proxy import json_answer, json_rewrite
 
@@ -249,6 +249,19 @@ def test_check_counts_gpu_pods_when_no_node_group_has_gpus(world, proxy, tmp_pat
     _, results = check(proxy, tmp_path, capsys, [pod("infer", None, cpu="2", mem="8Gi", gpu=1)])
     r = results["scheduler-scoring"]
     assert r["verdict"] == "warn" and "GPUs in use: nvidia.com/gpu by pod default/infer" in r["detail"]
+
+
+def test_check_counts_gpu_nodes_listed_without_a_kind(world, proxy, tmp_path, capsys):
+    from gangscale.kube.check_scoring import gpu_users
+
+    listed = {"metadata": {"name": "n1"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}  # list items: no kind
+    assert gpu_users([], [listed], []) == {"nvidia.com/gpu": ["node n1"]}
+    world.eks_cluster()
+    world.nodegroup("cpu", ["m5.xlarge"])
+    scheduler_config(proxy, LEAST)
+    _, results = check(proxy, tmp_path, capsys, [node("gpu-1", "aws:///us-east-1a/i-0abc", gpu=8)])
+    r = results["scheduler-scoring"]
+    assert r["verdict"] == "warn" and "GPUs in use: nvidia.com/gpu by node gpu-1" in r["detail"]
 
 
 def test_check_is_content_with_most_allocated_and_a_gpu_weight(world, proxy, tmp_path, capsys):
