@@ -11,6 +11,7 @@ from .base import (
     LaunchFailure,
     NodeGroupProvider,
     ScaleResult,
+    SchedulerScoring,
     SystemReserve,
     instance_id_from_provider_id,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "PermissionError_",
     "QuotaError",
     "ScaleResult",
+    "SchedulerScoring",
     "SizeLimitError",
     "SystemReserve",
     "ThrottledError",

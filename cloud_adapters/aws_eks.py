@@ -4,7 +4,10 @@ Templates from the node group's instance types (the smallest when several),
 labels and taints; growth through UpdateNodegroupConfig, then waiting on
 DescribeUpdate so a rejected update is reported, not assumed. Nodes are
 matched by their `eks.amazonaws.com/nodegroup` label or, through the backing
-Auto Scaling group's instances, by providerID.
+Auto Scaling group's instances, by providerID. The cluster's kube-scheduler
+scoring strategy comes from DescribeCluster (`scheduler_scoring`); reading it
+never raises: a denied call or an absent field is a `SchedulerScoring.unknown`
+sentence, and the planner falls back to upstream defaults.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from .types import Node, Taint
 
 from .aws_asg import asg_instance
 from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
-from .base import Discovery, Instance, LaunchFailure, ScaleResult
+from .base import Discovery, Instance, LaunchFailure, ScaleResult, SchedulerScoring
 from .cache import TTLMemo
 from .errors import (
     CapacityError,
@@ -37,6 +40,9 @@ _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_S
 _PLANNABLE = ("ACTIVE", "UPDATING", "DEGRADED")
 # EKS update error codes that mean "no room" rather than "misconfigured".
 _UPDATE_CAPACITY = {"InsufficientFreeAddresses", "EniLimitReached", "IpNotAvailable", "AsgInstanceLaunchFailures"}
+# botocore data/eks/2017-11-01/service-2.json: shape ScoringStrategyType (enum), ResourceWeightValue (min 1, max 100)
+SCORING_TYPES = ("LeastAllocated", "MostAllocated")
+_WEIGHT_RANGE = (1, 100)
 _ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (default 50) names
 
 
@@ -56,6 +62,15 @@ class EksProvider(AwsProvider):
     def _nodegroup(self, group: str) -> dict[str, Any]:
         return self._call("eks", "DescribeNodegroup", group, clusterName=self.cluster_name,
                           nodegroupName=group)["nodegroup"]
+
+    # ------------------------------------------------------------ scheduler
+    def scheduler_scoring(self) -> SchedulerScoring:
+        """DescribeCluster's `cluster.kubeSchedulerConfig.nodeResourcesFit.scoringStrategy`; never raises."""
+        try:
+            cluster = self._call("eks", "DescribeCluster", name=self.cluster_name)["cluster"]
+        except CloudError as exc:  # AccessDenied (no eks:DescribeCluster), throttled past retries, not found
+            return SchedulerScoring(unknown=f"eks:DescribeCluster {self.cluster_name} failed: {exc}")
+        return scoring_of(cluster if isinstance(cluster, dict) else {}, self.cluster_name)
 
     # ------------------------------------------------------------ discovery
     def _discover(self) -> Discovery:
@@ -253,6 +268,29 @@ class EksProvider(AwsProvider):
         if label and label in self._raw:
             return label
         return super().group_of_node(node, instance_groups)
+
+
+def scoring_of(cluster: dict[str, Any], name: str) -> SchedulerScoring:
+    """The scoring strategy of a DescribeCluster `cluster` (botocore eks 2017-11-01 `KubeSchedulerConfigResponse` →
+    `NodeResourcesFitConfig` → `ScoringStrategy{type, resources[{name, weight}]}`), or why it cannot be used."""
+    where = f"DescribeCluster {name}: kubeSchedulerConfig.nodeResourcesFit.scoringStrategy"
+    fit = (cluster.get("kubeSchedulerConfig") or {}).get("nodeResourcesFit") or {}
+    st = fit.get("scoringStrategy") if isinstance(fit, dict) else None
+    if not isinstance(st, dict):
+        return SchedulerScoring(unknown=f"{where} is absent (not set on the cluster, or an EKS API older than it)")
+    kind = st.get("type") or "LeastAllocated"  # upstream's default when the type is unset (v1 defaults.go)
+    if kind not in SCORING_TYPES:
+        return SchedulerScoring(unknown=f"{where}.type {kind!r} is not one of {', '.join(SCORING_TYPES)}")
+    resources = []
+    for i, r in enumerate(st.get("resources") or []):
+        rname, weight = (r.get("name"), r.get("weight")) if isinstance(r, dict) else (None, None)
+        if not isinstance(rname, str) or not rname:
+            return SchedulerScoring(unknown=f"{where}.resources[{i}].name is empty")
+        low, high = _WEIGHT_RANGE
+        if not isinstance(weight, int) or isinstance(weight, bool) or not low <= weight <= high:
+            return SchedulerScoring(unknown=f"{where}.resources[{i}].weight {weight!r} is not an integer from 1 to 100")
+        resources.append((rname, weight))
+    return SchedulerScoring(str(kind), tuple(resources), source=f"EKS cluster {name} (DescribeCluster)")
 
 
 def issue_error(code: str, text: str) -> type[CloudError]:

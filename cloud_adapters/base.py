@@ -62,6 +62,20 @@ class LooseInstance:
 MutationHook = Callable[[str, str], None]  # (operation, group)
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerScoring:
+    """The cluster's kube-scheduler `NodeResourcesFit` scoring strategy, as a managed control plane reports it.
+
+    Either `strategy` is set (`resources` empty: none named, upstream's cpu 1 / memory 1 apply) or `unknown`
+    says in one sentence why it could not be read; the planner then assumes upstream defaults and says so.
+    """
+
+    strategy: str = ""  # LeastAllocated | MostAllocated
+    resources: tuple[tuple[str, int], ...] = ()  # (resource name, weight 1..100)
+    unknown: str = ""
+    source: str = ""  # where it was read, e.g. "EKS cluster prod (DescribeCluster)"
+
+
 @dataclass(slots=True)
 class Discovery:
     """The groups a provider found, and why any others were skipped."""
@@ -131,6 +145,10 @@ class NodeGroupProvider(ABC):
         self._templates = {g.name: g for g in found.groups}
         return found
 
+    def discovered(self) -> list[NodeGroup]:
+        """The groups the last `discover()` found (none before the first)."""
+        return list(self._templates.values())
+
     def template(self, group: str) -> NodeGroup:
         """The node template of a discovered group (CA's TemplateNodeInfo)."""
         if group not in self._templates:
@@ -197,6 +215,11 @@ class NodeGroupProvider(ABC):
     def terminate_loose(self, instance_ids: list[str]) -> None:
         """Terminate loose instances (never a group member)."""
         raise UnsupportedError(f"{self.name} launches no instances outside its groups", provider=self.name)
+
+    def scheduler_scoring(self) -> SchedulerScoring | None:
+        """The cluster's scheduler scoring strategy where the cloud runs the control plane (aws-eks); None: the
+        provider cannot know it (self-managed kube-scheduler: name its file with --scheduler-config)."""
+        return None
 
     def close(self) -> None:
         """Release connections or persist state; the default has nothing to do."""

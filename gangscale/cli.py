@@ -44,8 +44,9 @@ def add_solver_flags(p: argparse.ArgumentParser) -> None:
 
 def add_scheduler_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler-config", metavar="FILE", default=None,
-                   help="the cluster's KubeSchedulerConfiguration the plan is checked against "
-                        "(default: upstream kube-scheduler defaults; docs/scheduling.md)")
+                   help="the cluster's KubeSchedulerConfiguration the plan is checked against (default: with "
+                        "--provider aws-eks the EKS cluster's scoring strategy, else upstream kube-scheduler "
+                        "defaults; docs/scheduling.md)")
     p.add_argument("--scheduler-model", choices=("observe", "off"), default="off",
                    help="observe: promise only what the scheduler model starts (slow at 10k pods until the model is "
                         "incremental; docs/scheduling.md); off (default): the solver's plan as is, as if the "

@@ -5,7 +5,8 @@ CLI glue only (imported by `cli.py` when `--provider` or `--execute` is given): 
 to their group through spec.providerID, plan, then apply the scale-up with
 `gangscale.apply` (which the controller uses too). Re-running on the same
 cluster file adds nothing twice: nodes asked for but not yet registered count
-as capacity on its way.
+as capacity on its way. With `--scheduler-model observe` and no `--scheduler-config`, aws-eks
+plans against the cluster's own scoring strategy (DescribeCluster; `providers.cluster_scheduler`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .loader import InputError
 from .output import emit, output_format, render_plan
 from .plan import Plan
 from .planner import SolveOptions, make_plan
-from .providers import open_provider
+from .providers import cluster_scheduler, open_provider
+from .realize import OFF, SchedulerModel, scheduler_model_from
 from .snapshot import build_snapshot
 
 EXIT_CLOUD_ERROR = 3
@@ -30,16 +32,20 @@ EXIT_CLOUD_ERROR = 3
 
 def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solve: SolveOptions | None = None,
                     node_group_label: str | None = None, execute: bool = False,
-                    warnings: list[str] | None = None,
-                    plan_unadmitted: bool = False) -> tuple[Plan, ExecutionReport | None]:
-    """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate."""
+                    warnings: list[str] | None = None, plan_unadmitted: bool = False,
+                    scheduler: SchedulerModel = OFF, scheduler_file: bool = False
+                    ) -> tuple[Plan, ExecutionReport | None]:
+    """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate.
+
+    `scheduler_file`: the user named the scheduler's configuration, which wins over the cluster's own."""
     discovery = provider.discover()
+    scheduler, notes = cluster_scheduler(provider, scheduler, scheduler_file)
     cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}),
                      plan_unadmitted=plan_unadmitted)
     report = ExecutionReport(provider.name)
     report.nodes_matched = assign_node_groups(cluster, provider)
-    snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings])
-    plan = make_plan(snap, solve)
+    snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings, *notes])
+    plan = make_plan(snap, solve, scheduler)
     if not execute:
         return plan, None
     return plan, apply_plan(plan, provider, {g.name: g for g in discovery.groups}, cluster, report)
@@ -63,6 +69,8 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
     warnings = list(warnings)
     if name.startswith("aws-") and args.nodegroups:
         warnings.append(f"--nodegroups {args.nodegroups} ignored: node groups come from {name} discovery")
+    scheduler_file = getattr(args, "scheduler_config", None)
+    model = scheduler_model_from(scheduler_file, getattr(args, "scheduler_model", "off"))  # a bad file: exit 2
     try:
         provider, seed_warnings = open_provider(
             name, cluster_name=args.cluster_name, region=args.region, endpoint_url=args.aws_endpoint_url,
@@ -77,7 +85,8 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
     try:
         plan, report = plan_from_cloud(objects, provider, solve=solve, node_group_label=args.node_group_label,
                                        execute=bool(args.execute), warnings=[*seed_warnings, *warnings],
-                                       plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)))
+                                       plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)),
+                                       scheduler=model, scheduler_file=bool(scheduler_file))
     except CloudError as exc:
         print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CLOUD_ERROR

@@ -31,6 +31,8 @@ from ..apply import ExecutionReport, apply_plan, assign_node_groups
 from ..ingest import Cluster
 from ..model import NodeGroup
 from ..plan import Plan
+from ..providers import cluster_scheduler
+from ..realize import SchedulerModel
 from .crashpoints import crash_point
 from .lifecycle import GroupFailure, Release
 from .scaledown import EmptyNode, busy_nodes
@@ -94,6 +96,10 @@ class Actuator:
         self.groups = {g.name: g for g in discovery.groups}
         assign_node_groups(cluster, self._provider)
         return discovery
+
+    def cluster_scheduler(self, model: SchedulerModel) -> tuple[SchedulerModel, list[str]]:
+        """`model` with the cluster's own scoring strategy where the cloud knows it (aws-eks), and warnings."""
+        return cluster_scheduler(self._provider, model, named_file=False)
 
     def launch_failures(self, watched: Mapping[str, float]) -> tuple[GroupFailure, ...]:
         """For each group watched since a time, the first launch that failed since then (typed)."""

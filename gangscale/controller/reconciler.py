@@ -29,7 +29,7 @@ from ..ingest import Cluster, ingest
 from ..model import GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
-from ..realize import scheduler_model_from
+from ..realize import SchedulerModel, scheduler_model_from
 from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, metrics as observe
@@ -76,6 +76,7 @@ from .reservations import attribute_new_nodes, owned_in_flight, pods_on_upcoming
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
+CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
 
@@ -104,6 +105,7 @@ class Reconciler:
         self.passes = 0
         self.identity = identity
         self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds)
+        self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None  # (read at, model, warnings)
 
     @property
     def groups(self) -> dict[str, NodeGroup]:
@@ -209,13 +211,25 @@ class Reconciler:
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
         return SnapshotPolicy(reserved_upcoming(records.values()), lifted, {**held, **refused})
 
+    def _scheduler(self, now: float) -> tuple[SchedulerModel, list[str]]:
+        """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
+        knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing."""
+        model = scheduler_model_from(self.cfg.scheduler_config_file, self.cfg.scheduler_model)
+        if not model.enabled or self.cfg.scheduler_config_file:
+            return model, []
+        cached = self._cluster_scheduler
+        if cached is None or now - cached[0] >= CLUSTER_SCHEDULER_TTL:
+            cached = self._cluster_scheduler = (now, *self.actuator.cluster_scheduler(model))
+        return cached[1], cached[2]
+
     def _plan(self, cluster: Cluster, warnings: list[str], now: float) -> tuple[ClusterSnapshot, Plan]:
         groups = [backoff.backed_off(g, self.state.backoff, now) for g in self.groups.values()]
         opts = SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
+        scheduler, notes = self._scheduler(now)
+        warnings = [*warnings, *notes]
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: make_plan(snap, opts, scheduler_model_from(
-                                    self.cfg.scheduler_config_file, self.cfg.scheduler_model)),
+                                lambda snap: make_plan(snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 
 from ..catalog import load_catalog
@@ -12,9 +12,11 @@ from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_ca_overlap, check_
 from .client import KubeClient, connect
 from ..output import emit, render
 from .dump import dump_document, dump_header, render_dump
-from .errors import KubeConfigError
-from .lister import DEFAULT_MAX_ITEMS
+from .check_scoring import check_scheduler_scoring, gpu_users
+from .errors import KubeConfigError, KubeError
+from .lister import DEFAULT_MAX_ITEMS, list_all
 from .live import read_cluster
+from .refs import NODES, PODS
 
 
 def _connect(args: argparse.Namespace) -> KubeClient:
@@ -48,8 +50,19 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _iam_scope(args: argparse.Namespace) -> list[CheckResult]:
-    """The IAM scope of the discovered groups, then which of them Cluster Autoscaler also manages."""
+def _nodes_and_pods(client: KubeClient, args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes and pods, to see whether GPUs are in use (the scheduler-scoring line); unreadable: none."""
+    try:
+        return (list_all(client, NODES, max_items=_max_items(args)).items,
+                list_all(client, PODS, args.namespace, max_items=_max_items(args)).items)
+    except KubeError:
+        return [], []
+
+
+def _iam_scope(args: argparse.Namespace, nodes: Sequence[dict[str, Any]] = (),
+               pods: Sequence[dict[str, Any]] = ()) -> list[CheckResult]:
+    """The IAM scope of the discovered groups, which of them Cluster Autoscaler also manages, and (aws-eks) the
+    cluster's scheduler scoring strategy with what GPU gangs need (seen on the groups, `nodes` and `pods`)."""
     from cloud_adapters import CloudError, create_provider
 
     if not args.cluster_name:
@@ -63,7 +76,10 @@ def _iam_scope(args: argparse.Namespace) -> list[CheckResult]:
     try:
         scope = check_iam_scope(provider, args.cluster_name)
         overlap = check_ca_overlap(provider)  # discover() was just run by check_iam_scope
-        return [scope] + ([overlap] if overlap else [])
+        region = args.region or getattr(getattr(provider, "clients", None), "region", "") or ""
+        scoring = check_scheduler_scoring(provider.scheduler_scoring(), args.cluster_name, region,
+                                          gpu_users(provider.discovered(), nodes, pods))
+        return [scope] + [r for r in (overlap, scoring) if r]
     finally:
         provider.close()
 
@@ -80,8 +96,9 @@ def check(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     with client:
         report = run_checks(client, namespace=args.namespace, nodegroups=names)
+        nodes, pods = _nodes_and_pods(client, args) if getattr(args, "provider", None) == "aws-eks" else ([], [])
     if getattr(args, "provider", None):
-        report.results.extend(_iam_scope(args))
+        report.results.extend(_iam_scope(args, nodes, pods))
     if args.output == "json":
         sys.stdout.write(render(report.to_dict(), "json"))
     else:

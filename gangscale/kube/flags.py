@@ -52,10 +52,13 @@ def add_kube_commands(sub: Any) -> None:
     c.add_argument("-o", "--output", choices=("table", "json"), default="table", help="format (default table)")
     c.add_argument("--nodegroups", metavar="FILE",
                    help="node-group catalog: also name the groups Cluster Autoscaler scales as well")
-    a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups")
+    a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups "
+                             "and (aws-eks) how the cluster's scheduler scores nodes")
     a.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet"), default=None,
                    help="discover this provider's node groups; report the ones the IAM policy would not let "
-                        "gangscale scale and the ones Cluster Autoscaler also manages")
+                        "gangscale scale and the ones Cluster Autoscaler also manages; aws-eks: also the cluster's "
+                        "scheduler scoring strategy, and for GPUs under LeastAllocated the `aws eks "
+                        "update-cluster-config` call that sets MostAllocated with a GPU weight")
     a.add_argument("--cluster-name", default=None, help="the cluster name of the discovery and IAM tags")
     a.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
                    help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "

@@ -56,6 +56,7 @@ _EKS_ROUTES = [
     ("GET", re.compile(r"^/clusters/[^/]+/updates/[^/]+$"), "DescribeUpdate"),
     ("GET", re.compile(r"^/clusters/[^/]+/node-groups/[^/]+$"), "DescribeNodegroup"),
     ("GET", re.compile(r"^/clusters/[^/]+/node-groups$"), "ListNodegroups"),
+    ("GET", re.compile(r"^/clusters/[^/]+$"), "DescribeCluster"),
 ]
 
 

@@ -102,6 +102,15 @@ def test_eks_node_group_updates_need_our_cluster_tag_and_region(policy):
     assert decide(policy, "eks:UpdateNodegroupConfig", ng, ctx(resource={"gangscale.io/enabled": "no"})) == DENY
 
 
+def test_reading_the_clusters_scheduler_configuration_is_allowed_on_our_cluster_only(policy):
+    cluster = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}"
+    assert decide(policy, "eks:DescribeCluster", cluster, ctx()) == ALLOW
+    assert decide(policy, "eks:DescribeCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/other-cluster", ctx()) == DENY
+    assert decide(policy, "eks:DescribeCluster", f"arn:aws:eks:{OTHER_REGION}:{ACCOUNT}:cluster/{CLUSTER}",
+                  ctx(OTHER_REGION)) == DENY
+    assert decide(policy, "eks:UpdateClusterConfig", cluster, ctx()) == DENY  # gangscale recommends, never sets it
+
+
 def test_terminate_instances_only_gives_back_our_clusters_fleet_instances_in_our_region(policy):
     ours = {"gangscale.io/node-group": "gpu", **OWN}
     instance = ec2_arn("instance", "i-0123")
