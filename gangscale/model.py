@@ -155,6 +155,7 @@ class Gang:
     uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
     annotations: dict[str, str] = field(default_factory=dict)  # of the group object (or the lone pod)
     admission: str | None = None  # why Kueue has not admitted it yet (decision waiting-for-admission)
+    queue_priority: int | None = None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -169,3 +170,8 @@ class Gang:
         if self.priority is not None:
             return self.priority
         return max((p.priority for p in self.pending), default=0)
+
+    @property
+    def scheduler_priority(self) -> int:
+        """The priority kube-scheduler's PrioritySort sees: ageing is gangscale's, the scheduler knows nothing of it."""
+        return self.queue_priority if self.queue_priority is not None else self.effective_priority

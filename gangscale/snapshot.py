@@ -126,7 +126,7 @@ def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang
         g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
                                      for p in g.pending))
     if key in policy.priority:
-        g = replace(g, priority=policy.priority[key])
+        g = replace(g, priority=policy.priority[key], queue_priority=g.scheduler_priority)
     return g
 
 

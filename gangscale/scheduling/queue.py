@@ -39,7 +39,7 @@ def coscheduling_key(pod: Pod, gang: Gang) -> QueueKey:
 def group_key(gang: Gang) -> QueueKey:
     """A whole group as one queue entry (1.36+ PodGroup cycle, Volcano job order)."""
     first = min((p.created for p in gang.pending), default="")
-    return QueueKey(-gang.effective_priority, gang.created or first, f"{gang.namespace}/{gang.name}", "")
+    return QueueKey(-gang.scheduler_priority, gang.created or first, f"{gang.namespace}/{gang.name}", "")
 
 
 @dataclass(order=True, slots=True)

@@ -603,7 +603,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
                 f"{_groups_of(c, cand)} nodes this gang needs, while {len(spare)} "
                 f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}")
     older = tg.created and g.created and tg.created < g.created
-    who = ("higher-priority" if tg.effective_priority > g.effective_priority else "older" if older else "earlier-queued")
+    who = ("higher-priority" if tg.scheduler_priority > g.scheduler_priority else "older" if older else "earlier-queued")
     return f"{have}: {who} gang {tg.gang_key} takes this capacity first ({_groups_of(c, cand)})"
 
 

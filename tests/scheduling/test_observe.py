@@ -175,3 +175,15 @@ def test_past_the_deadline_every_drop_is_still_checked_so_no_promised_gang_fails
     for s in (0, 1, 2):
         res = simulate(nodes, snap.solvable, bound=snap.bound, seed=s)
         assert promised <= {(k.namespace, k.name) for k in res.started}, (s, promised)
+
+
+def test_ageing_lifts_the_planning_priority_but_not_the_priority_the_scheduler_model_queues_by():
+    from gangscale.ingest import ingest
+    from gangscale.snapshot import SnapshotPolicy, build_snapshot
+
+    objs = [podgroup("train", min_count=1), pod("t0", cpu="1", mem="1Gi", group="train", priority=3)]
+    cluster = ingest(objs)
+    key = next(iter(cluster.gangs)).gang_key
+    snap = build_snapshot(cluster, [], [], SnapshotPolicy(priority={key: 50}))
+    g = next(g for g in snap.solvable if g.name == "train")
+    assert (g.effective_priority, g.scheduler_priority) == (50, 3)

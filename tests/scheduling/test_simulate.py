@@ -136,3 +136,15 @@ def test_nodes_that_fail_a_filter_are_never_chosen():
     p = lone(mkpod("sel", 1000, 1, selector=(("pool", "gpu"),)))  # no GPU toleration: the GPU taint filters it
     res = simulate(nodes, [p])
     assert res.placement == {} and "filters" in res.outcomes[p.gang_key].reason
+
+
+def test_a_gang_lifted_by_ageing_still_queues_at_its_own_priority_behind_an_older_lone_pod():
+    # Ageing is gangscale's planning priority; kube-scheduler's PrioritySort sees the pods' own priority
+    # (queuesort/priority_sort.go: corev1helpers.PodPriority, then the queue timestamp).
+    nodes = [node("n1", 4000, 16)]
+    old = lone(mkpod("old", 4000, 8, created=OLD))
+    aged = replace(gang("aged", [mkpod("a0", 4000, 8, created=NEW)], min_count=1, created=NEW), priority=1,
+                   queue_priority=0)
+    res = simulate(nodes, [aged, old])
+    assert res.placement == {"team-a/old": "n1"}
+    assert not res.outcomes[aged.gang_key].started
