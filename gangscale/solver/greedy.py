@@ -143,23 +143,45 @@ class _State:
             self.log.append((b, cid, count))
         self.y[cid] += sum(counts)
 
-    def fits(self, shape: int, domain_kinds: np.ndarray | None) -> tuple[int, np.ndarray]:
-        """(lo, pods of `shape` that still fit on each open bin from `lo` on, 0 where incompatible); no bin before
-        `lo` can take one."""
-        n = self.n
-        lo = min(int(self.start[shape]), n)
+    def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
+        """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
+        in [lo, lo') can take one. Scanned from the shape's cursor, a window with no room moves the cursor."""
+        at_cursor = lo == int(self.start[shape])
         req = self.req[shape]
         pos = self.pos[shape]
-        kinds = self.kind[lo:n]
+        kinds = self.kind[lo:hi]
         ok = self.compat_mask[shape, kinds]
-        counts = (self.free[lo:n][:, pos] // req[pos]).min(axis=1) if len(pos) else np.zeros(n - lo, dtype=np.int64)
+        counts = (self.free[lo:hi][:, pos] // req[pos]).min(axis=1) if len(pos) else np.zeros(hi - lo, dtype=np.int64)
         ok &= counts > 0
-        # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
-        first = int(np.argmax(ok)) if ok.any() else n - lo
-        self.start[shape] = lo + first
+        first = int(np.argmax(ok)) if ok.any() else hi - lo
+        if at_cursor:  # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
+            self.start[shape] = lo + first
         if domain_kinds is not None:
             ok &= domain_kinds[kinds]
         return lo + first, np.where(ok[first:], counts[first:], 0)
+
+
+FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
+
+
+def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int) -> int:
+    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
+    as one scan of all of them, without computing the room of bins after the last one used); returns what is
+    left."""
+    lo = min(int(st.start[shape]), st.n)
+    while left and lo < st.n:
+        hi = min(st.n, lo + FIT_WINDOW)
+        at, counts = st.fits(shape, dk, lo, hi)
+        nz = np.flatnonzero(counts)
+        if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
+            room = counts[nz]
+            k = int(np.searchsorted(np.cumsum(room), left)) + 1
+            takes = room[:k].tolist()
+            takes[-1] -= max(0, sum(takes) - left)
+            st.place_many((nz[:k] + at).tolist(), cid, takes)
+            left -= sum(takes)
+        lo = hi
+    return left
 
 
 def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None, memo: dict) -> np.ndarray | None:
@@ -193,15 +215,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
             continue
         dk = _domain_kinds(prob, shape, domain, st.masks)
         left = want
-        lo, counts = st.fits(shape, dk)
-        nz = np.flatnonzero(counts)
-        if len(nz):  # first fit: the bins (in order) whose room covers `left`, the last one partly
-            room = counts[nz]
-            k = int(np.searchsorted(np.cumsum(room), left)) + 1
-            takes = room[:k].tolist()
-            takes[-1] -= max(0, sum(takes) - left)
-            st.place_many((nz[:k] + lo).tolist(), cid, takes)
-            left -= sum(takes)
+        left = _first_fit(st, shape, cid, dk, left)
         while left:
             best, best_key = -1, None
             for kid in new_compat[shape]:
