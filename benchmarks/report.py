@@ -173,8 +173,8 @@ def model_table(doc: dict) -> str:
 
 def quality_table(doc: dict) -> str:
     """Issue 11: gangs, the gang bound and the cost gap at the default flags (median run) and at the long limit."""
-    lines = ["| backlog | run | median s | gangs started | gang upper bound | gangs vs long run | $/h | cost gap | "
-             "status | load avg |", "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    lines = ["| backlog | run | median s | max RSS MB | gangs started | gang upper bound | gangs vs long run | $/h | "
+             "cost bound $/h | cost gap | status | load avg |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for case in doc["cases"]:
         long_runs = case.get("long_runs") or []
         if not long_runs or not case["gangscale_runs"]:
@@ -188,8 +188,10 @@ def quality_table(doc: dict) -> str:
             gangs = r.get("gangs_started")
             rel = f"{(gangs - ref) / ref:+.1%}" if ref and gangs is not None else "n/a"
             gap = r.get("gap")
-            lines.append(f"| {case['name']} | {name} | {statistics.median(x['seconds'] for x in group):.2f} | {gangs} | "
+            lines.append(f"| {case['name']} | {name} | {statistics.median(x['seconds'] for x in group):.2f} | "
+                         f"{max(x['peak_mb'] for x in group):.0f} | {gangs} | "
                          f"{r.get('gangs_upper_bound')} | {rel} | {_fmt_money(r.get('cost') or 0.0)} | "
+                         f"{_fmt_money(r.get('cost_bound') or 0.0)} | "
                          f"{'n/a' if gap is None else f'{gap:.2%}'} | {r.get('status')} | {r.get('load_avg')} |")
     return "\n".join(lines)
 

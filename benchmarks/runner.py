@@ -116,7 +116,8 @@ def plan_figures(plan_path: Path) -> dict:
     plan = orjson.loads(plan_path.read_bytes())
     sv = plan.get("solver", {})
     return {"gangs_started": sv.get("gangsStarted"), "gangs_upper_bound": sv.get("gangsUpperBound"),
-            "cost": plan.get("costPerHour"), "gap": sv.get("gap"), "status": sv.get("status"),
+            "cost": plan.get("costPerHour"), "cost_bound": plan.get("lowerBoundPerHour"), "gap": sv.get("gap"),
+            "status": sv.get("status"),
             "load_avg": round(os.getloadavg()[0], 2)}
 
 

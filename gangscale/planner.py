@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 
 from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .realize import OFF, SchedulerModel, realize
 from .snapshot import ClusterSnapshot
-from .solver.bound import TierBound, gangs_upper_bound, lower_bound, tier_counts
+from .solver.bound import TierBound, gangs_upper_bound, lower_bound, lp_cost_prices, tier_counts
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
+from .solver.repack import repack
 
 __all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
 
@@ -82,29 +82,24 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     # the plan of last resort gets the whole budget if it needs it; with the default budget it always finishes
     # (every gang's quorum tried) and the later phases keep a minimal share of time after it
     hint = greedy(prob, deadline=deadline if opts.time_limit is not None else None)
+    lp_by = None  # with the default budget the LP steps (gang bound, cost repair, cost bound) always run in full
     if opts.time_limit is None:
         deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
                        + 4e-5 * len(prob.classes))
+    else:
+        lp_by = deadline - finish
+    # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
+    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by)
+    hint, known_lp = _repair(prob, hint, lp_by)
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
                               deadline=min(start + 0.25 * limit, deadline - finish))
     model_budget = max(0.2, (limit - (time.perf_counter() - start)) * 0.85)
-    bounds: dict[tuple, tuple[int, bool]] = {}
-
-    def bound_for(a: Assignment, seconds: float) -> int:
-        key = tuple(sorted(placed_per_shape(prob, a).items()))
-        if key not in bounds:
-            bounds[key] = lower_bound(prob, dict(key), opts, seconds)
-        return bounds[key][0]
-
-    # The gang bound of the greedy plan: if it meets every level's gang and pod bounds, the placement is proven
-    # and only cost is left to improve; if the cost meets its bound too, both gaps are closed: stop here.
-    hint_tiers = (gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), deadline - finish)
-                  if not hint.stopped_early else [])
+    bounds = _Bounds(prob, opts, known_lp, firm=lp_by is None)
     proven = bool(hint_tiers) and _closed(hint_tiers)
     cost_closed = False
     if proven:
-        lb0 = bound_for(hint, max(0.0, min(1.0, deadline - finish - time.perf_counter())))
+        lb0 = bounds.of(hint, max(0.0, min(1.0, deadline - finish - time.perf_counter())))
         cost_closed = hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
     # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
     # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
@@ -116,31 +111,62 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     if budget < 0.3:
         outcome = SolveOutcome(hint, proven, False, True, 0, 0.0)
     else:
-        outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bound_for,
+        outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
                               placement_proven=proven)
     best = outcome.assignment
     if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
         best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
-    lb, lb_proven = _final_bound(prob, best, bounds, bound_for, opts, deadline - finish - time.perf_counter())
+    lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
-    tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, deadline - finish)
+    tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, lp_by)
     plan = _render(snap, prob, best, cost, lb, deadline)
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
                                greedy_only=best is hint, seconds=time.perf_counter() - start)
     return plan
 
 
-def _final_bound(prob: Problem, best: Assignment, bounds: dict[tuple, tuple[int, bool]],
-                 bound_for: Callable[[Assignment, float], int], opts: SolveOptions, seconds: float) -> tuple[int, bool]:
-    """The cost bound for the final plan's placement; an earlier, shorter try that proved less is tried again."""
-    key = tuple(sorted(placed_per_shape(prob, best).items()))
-    if key in bounds and not bounds[key][1]:
-        bounds[key] = max(bounds[key], lower_bound(prob, dict(key), opts, seconds))
-    bound_for(best, seconds)
-    return bounds[key]
+def _repair(prob: Problem, hint: Assignment, deadline: float | None) -> tuple[Assignment, dict[tuple, int]]:
+    """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
+    placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice."""
+    if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
+        return hint, {}
+    per_shape = placed_per_shape(prob, hint)
+    lp, prices = lp_cost_prices(prob, per_shape, deadline)
+    known = {tuple(sorted(per_shape.items())): lp} if lp else {}
+    again = repack(prob, hint, prices, deadline) if prices else None
+    return (again if again is not None and again.cost(prob) < hint.cost(prob) else hint), known
+
+
+class _Bounds:
+    """Cost bounds per placement (pods per shape), each computed once; with `firm` (the default budget) the LP
+    relaxation always runs in full, so the reported gap is never the fluid bound's for want of time."""
+
+    def __init__(self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], firm: bool) -> None:
+        self.prob, self.opts, self.known, self.firm = prob, opts, known_lp, firm
+        self.cache: dict[tuple, tuple[int, bool]] = {}
+
+    def _key(self, a: Assignment) -> tuple:
+        return tuple(sorted(placed_per_shape(self.prob, a).items()))
+
+    def of(self, a: Assignment, seconds: float) -> int:
+        key = self._key(a)
+        if key not in self.cache:
+            if self.firm and key not in self.known:
+                self.known[key] = lp_cost_prices(self.prob, dict(key), None)[0]
+            self.cache[key] = lower_bound(self.prob, dict(key), self.opts, seconds, self.known.get(key, 0))
+        return self.cache[key][0]
+
+    def final(self, best: Assignment, seconds: float) -> tuple[int, bool]:
+        """The bound for the final plan's placement; an earlier, shorter try that proved less is tried again."""
+        key = self._key(best)
+        if key in self.cache and not self.cache[key][1]:
+            self.cache[key] = max(self.cache[key], lower_bound(self.prob, dict(key), self.opts, seconds,
+                                                               self.known.get(key, 0)))
+        self.of(best, seconds)
+        return self.cache[key]
 
 
 def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], cost: int, lb: int, lb_proven: bool,
@@ -169,7 +195,7 @@ def _closed(tiers: list[TierBound]) -> bool:
 
 
 def _gang_tiers(prob: Problem, best: Assignment, hint: Assignment, hint_tiers: list[TierBound],
-                placement_optimal: bool, deadline: float) -> list[TierBound]:
+                placement_optimal: bool, deadline: float | None) -> list[TierBound]:
     """Per priority level, the plan's gangs and pods against their bounds (CP-SAT's proof, else the LP's)."""
     tiers = tier_counts(prob, best.y, best.satisfied)
     if placement_optimal:  # proven by CP-SAT over complete patterns, or by the LP bounds themselves

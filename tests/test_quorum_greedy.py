@@ -117,3 +117,42 @@ def test_greedy_and_explanations_leave_the_problem_as_build_problem_made_it():
     after = dataclasses.astuple(prob.arrays)
     assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(before, after))
     assert greedy(prob) == first
+
+
+def fragments_case() -> tuple[list[dict], list[dict]]:
+    """An existing node with 4 free cpus; an older gang of four 1-cpu pods and a newer one-pod gang of 4 cpus.
+    Small nodes ($0.10, 2 cpus) hold the small pods; only a big one ($1.00, 8 cpus) holds the 4-cpu pod."""
+    catalog = [group("small", cpu="2", mem="8Gi", price=0.10), group("big", cpu="8", mem="32Gi", price=1.00)]
+    objs = [node("n1", cpu="4", mem="16Gi"), aged(podgroup("many", min_count=4), 0), aged(podgroup("one"), 5)]
+    objs += [pod(f"many-{i}", cpu="1", mem="1Gi", group="many") for i in range(4)]
+    objs += [pod("one-0", cpu="4", mem="4Gi", group="one")]
+    return objs, catalog
+
+
+def test_the_price_repack_gives_the_free_node_to_the_pod_that_is_dear_elsewhere_and_the_plan_stays_valid():
+    from gangscale.solver.bound import lp_cost_prices
+    from gangscale.solver.cpsat import placed_per_shape
+    from gangscale.solver.repack import repack
+
+    objs, catalog = fragments_case()
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    first = greedy(prob)  # first fit in gang order: the small pods take the free node, the big pod a $1.00 node
+    assert first.cost(prob) == round(1.00 * MICRO)
+    _, prices = lp_cost_prices(prob, placed_per_shape(prob, first), None)
+    again = repack(prob, first, prices)
+    assert again is not None and again.cost(prob) == round(0.20 * MICRO)  # the 4-cpu pod on n1, two small nodes
+    assert again.y == first.y and again.satisfied == first.satisfied
+    assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())
+
+
+def test_the_planner_keeps_the_repacked_plan_when_cp_sat_gets_no_time(monkeypatch):
+    from gangscale import planner
+
+    monkeypatch.setattr(planner, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)  # as on a loaded machine: the budget is gone after greedy
+    objs, catalog = fragments_case()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)  # default budget
+    assert plan.cost_per_hour == pytest.approx(0.20)
+    assert plan.lower_bound_per_hour > 0  # the LP bound, not a bound skipped for want of time
+    assert not check_plan(objs, catalog, plan.to_dict())

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from builders import group, pod, podgroup, snapshot
+from builders import group, node, pod, podgroup, snapshot
 from checker import check_plan
 from gangscale.planner import OFF, make_plan
 from gangscale.solver import greedy as greedy_mod
@@ -151,3 +151,24 @@ def test_greedy_past_its_deadline_returns_what_it_has_and_the_plan_says_why():
     cut = greedy(prob, deadline=time.perf_counter() - 1)
     assert cut.stopped_early and not any(cut.satisfied) and cut.bins == []
     assert greedy(prob).satisfied == [True, True, True]
+
+
+def test_at_the_default_budget_the_gang_bound_is_computed_even_when_the_machine_is_too_slow_for_its_estimate(monkeypatch):
+    from gangscale.solver import bound
+
+    # three gangs of 4 one-cpu pods, 8 free cpus, nothing to buy: at most 2 start, and the bound says so
+    objs = [node("n1", cpu="8", mem="32Gi")] + [podgroup(f"g{i}", min_count=4) for i in range(3)]
+    objs += [pod(f"g{i}-{j}", cpu="1", mem="1Gi", group=f"g{i}") for i in range(3) for j in range(4)]
+    monkeypatch.setattr(bound, "LP_BUILD_SECONDS", 10.0)  # as on a loaded machine: the LP looks too slow to build
+    plan = make_plan(snapshot(objs, []), SolveOptions(), OFF)
+    assert (plan.solver.gangs_started, plan.solver.gangs_upper_bound) == (2, 2)
+
+
+def test_first_fit_by_windows_of_bins_places_exactly_as_one_scan_of_all_bins(monkeypatch):
+    objs, catalog = distinct_shapes_cluster()
+    objs += [node(f"n{i}", cpu=f"{1 + i % 7}", mem=f"{2 + i % 5}Gi") for i in range(40)]  # fragments first
+    prob = build_problem(snapshot(objs, catalog))
+    whole = greedy(prob)
+    monkeypatch.setattr(greedy_mod, "FIT_WINDOW", 3)  # a window far smaller than the open bins
+    assert len(whole.bins) > 3 * 10
+    assert greedy(prob) == whole

@@ -62,18 +62,19 @@ def fluid_bound(prob: Problem, placed_per_shape: dict[int, int]) -> int:
     return max(0, math.floor(best * (1 - 1e-9)) - 1) if math.isfinite(best) else 0
 
 
-def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOptions, seconds: float) -> tuple[int, bool]:
+def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOptions, seconds: float,
+                known: int = 0) -> tuple[int, bool]:
     """(bound in micro-dollars per hour, the aggregate relaxation was solved to optimality).
 
-    The fluid bound always; the aggregate relaxation with CP-SAT when `seconds`
-    can cover building its model and a short search.
+    The fluid bound always; the LP relaxation unless the caller passes its value as `known` (`lp_cost_prices`);
+    the aggregate relaxation with CP-SAT when `seconds` can cover building its model and a short search.
     """
     start = time.perf_counter()
     demand = {s: n for s, n in placed_per_shape.items() if n > 0}
     if not demand:
         return 0, True
-    fluid = fluid_bound(prob, demand)
-    if seconds - (time.perf_counter() - start) > 0.02:
+    fluid = max(known, fluid_bound(prob, demand))
+    if not known and seconds - (time.perf_counter() - start) > 0.02:
         fluid = max(fluid, lp_cost_bound(prob, demand, start + seconds))
     pairs = sum(len(prob.compat[s]) for s in demand)
     if seconds - (time.perf_counter() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
@@ -87,13 +88,19 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     pooled by labels and taints. Every plan is a point of it, so its optimum is a lower bound; it is rounded
     down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
     the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
+    return lp_cost_prices(prob, demand, deadline)[0]
+
+
+def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None) -> tuple[int, dict[int, float]]:
+    """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
+    `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit)."""
     try:
         from ortools.linear_solver import pywraplp
     except Exception:  # pragma: no cover
-        return 0
+        return 0, {}
     s = pywraplp.Solver.CreateSolver("GLOP")
     if s is None:  # pragma: no cover
-        return 0
+        return 0, {}
     R = len(prob.resources)
     caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
@@ -104,13 +111,15 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
-    left = deadline - time.perf_counter()
-    if left <= 0:
-        return 0
-    s.SetTimeLimit(max(1, int(left * 1000)))
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return 0, {}
+        s.SetTimeLimit(max(1, int(left * 1000)))
     if s.Solve() != pywraplp.Solver.OPTIMAL:
-        return 0
-    return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1)
+        return 0, {}
+    prices = {sh: row.dual_value() for sh, row in cover.items()}
+    return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
 def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, scale: np.ndarray):
@@ -234,7 +243,7 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 LP_BUILD_SECONDS = 1e-5  # measured: ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
 
 
-def _lp_size(prob: Problem) -> int:
+def lp_size(prob: Problem) -> int:
     return len(prob.classes) + len(prob.gangs) + sum(len(k) for k in prob.compat)
 
 
@@ -284,7 +293,7 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
     bounds against brute force on small clusters. Past `deadline` the bounds not yet computed stay trivial
     (every gang of the level).
     """
-    if not tiers or (deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * _lp_size(prob) > deadline):
+    if not tiers or (deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline):
         return tiers  # no time to build the LP: the trivial bounds stand
     try:
         lp = _GangLP(prob, deadline)

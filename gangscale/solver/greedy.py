@@ -82,6 +82,7 @@ class _State:
         self.cost = 0
         self.y = [0] * len(prob.classes)  # pods placed per class
         self.compat_mask = base.compat_mask  # per shape: boolean mask over kinds
+        self.pos = [np.flatnonzero(r > 0) for r in base.req]  # per shape: the resources it requests
         # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
         self.masks: dict = masks if masks is not None else {}
 
@@ -129,23 +130,58 @@ class _State:
                 else:
                     del self.contents[b][cid]
 
-    def fits(self, shape: int, domain_kinds: np.ndarray | None) -> np.ndarray:
-        """Pods of `shape` that still fit on each open bin (0 where incompatible)."""
-        n = self.n
-        lo = min(int(self.start[shape]), n)
+    def place_many(self, bins: list[int], cid: int, counts: list[int]) -> None:
+        """`place` for several bins at once (one vector update of their free capacity)."""
+        if len(bins) == 1:
+            self.place(bins[0], cid, counts[0])
+            return
+        idx = np.array(bins, dtype=np.int64)
+        np.add.at(self.version, self.kind[idx], 1)
+        self.free[idx] -= np.array(counts, dtype=np.int64)[:, None] * self.req[self.prob.classes[cid].shape]
+        for b, count in zip(bins, counts):
+            self.contents[b][cid] = self.contents[b].get(cid, 0) + count
+            self.log.append((b, cid, count))
+        self.y[cid] += sum(counts)
+
+    def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
+        """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
+        in [lo, lo') can take one. Scanned from the shape's cursor, a window with no room moves the cursor."""
+        at_cursor = lo == int(self.start[shape])
         req = self.req[shape]
-        pos = req > 0
-        free = self.free[lo:n, pos]
-        counts = (free // req[pos]).min(axis=1) if pos.any() else np.zeros(n - lo, dtype=np.int64)
-        kinds = self.kind[lo:n]
-        ok = self.compat_mask[shape, kinds] & (counts > 0)
-        # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
-        self.start[shape] = lo + (int(np.argmax(ok)) if ok.any() else n - lo)
+        pos = self.pos[shape]
+        kinds = self.kind[lo:hi]
+        ok = self.compat_mask[shape, kinds]
+        counts = (self.free[lo:hi][:, pos] // req[pos]).min(axis=1) if len(pos) else np.zeros(hi - lo, dtype=np.int64)
+        ok &= counts > 0
+        first = int(np.argmax(ok)) if ok.any() else hi - lo
+        if at_cursor:  # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
+            self.start[shape] = lo + first
         if domain_kinds is not None:
             ok &= domain_kinds[kinds]
-        out = np.zeros(n, dtype=np.int64)
-        out[lo:] = np.where(ok, counts, 0)
-        return out
+        return lo + first, np.where(ok[first:], counts[first:], 0)
+
+
+FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
+
+
+def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int) -> int:
+    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
+    as one scan of all of them, without computing the room of bins after the last one used); returns what is
+    left."""
+    lo = min(int(st.start[shape]), st.n)
+    while left and lo < st.n:
+        hi = min(st.n, lo + FIT_WINDOW)
+        at, counts = st.fits(shape, dk, lo, hi)
+        nz = np.flatnonzero(counts)
+        if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
+            room = counts[nz]
+            k = int(np.searchsorted(np.cumsum(room), left)) + 1
+            takes = room[:k].tolist()
+            takes[-1] -= max(0, sum(takes) - left)
+            st.place_many((nz[:k] + at).tolist(), cid, takes)
+            left -= sum(takes)
+        lo = hi
+    return left
 
 
 def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None, memo: dict) -> np.ndarray | None:
@@ -179,14 +215,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
             continue
         dk = _domain_kinds(prob, shape, domain, st.masks)
         left = want
-        counts = st.fits(shape, dk)
-        lo = int(st.start[shape])  # `fits` left only zeros before its cursor
-        for b in (np.flatnonzero(counts[lo:]) + lo).tolist():
-            take = min(left, int(counts[b]))
-            st.place(b, cid, take)
-            left -= take
-            if not left:
-                break
+        left = _first_fit(st, shape, cid, dk, left)
         while left:
             best, best_key = -1, None
             for kid in new_compat[shape]:
@@ -330,34 +359,36 @@ class _Chooser:
         """Place the gang (up to `limit` pods) in its best domain; (quorum reached, domain)."""
         info = prob.gangs[gid]
         shapes = sorted({prob.classes[c].shape for c in info.classes})
-        if not any(prob.shapes[s].topology_keys for s in shapes):
-            if _try(st, prob, gid, None, limit) is None:
+        if not any(prob.shapes[s].topology_keys for s in shapes):  # one place to try: keep it if it reaches quorum
+            mark = len(st.log)
+            placed = _place_gang(st, prob, gid, None, limit) if limit is not None else _place_gang(st, prob, gid, None)
+            if placed < max(info.need, 1):
+                st.undo(mark)
                 return False, None
-            chosen = None
-        else:
-            sig = (_signature(prob, gid), limit is None)
-            tr = self.by_make.get(sig)
-            if tr is None:
-                tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
-            now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
-            versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
-            for i in np.flatnonzero(now != tr.stamp).tolist():
-                fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
-                if fkey is not None and fkey in self.fresh:
-                    res = self.fresh[fkey]
-                else:
-                    res = _try(st, prob, gid, tr.domains[i], limit)
-                    st.version[:] = versions
-                    if fkey is not None:
-                        self.fresh[fkey] = res
-                tr.stamp[i] = now[i]
-                tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
-                if deadline is not None and time.perf_counter() > deadline and tr.best(now) is not None:
-                    break  # out of time: the best domain found so far
-            b = tr.best(now)
-            if b is None:
-                return False, None
-            chosen = tr.domains[b]
+            return True, None
+        sig = (_signature(prob, gid), limit is None)
+        tr = self.by_make.get(sig)
+        if tr is None:
+            tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
+        now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
+        versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
+        for i in np.flatnonzero(now != tr.stamp).tolist():
+            fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
+            if fkey is not None and fkey in self.fresh:
+                res = self.fresh[fkey]
+            else:
+                res = _try(st, prob, gid, tr.domains[i], limit)
+                st.version[:] = versions
+                if fkey is not None:
+                    self.fresh[fkey] = res
+            tr.stamp[i] = now[i]
+            tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
+            if deadline is not None and time.perf_counter() > deadline and tr.best(now) is not None:
+                break  # out of time: the best domain found so far
+        b = tr.best(now)
+        if b is None:
+            return False, None
+        chosen = tr.domains[b]
         if limit is not None:
             _place_gang(st, prob, gid, chosen, limit)
         else:

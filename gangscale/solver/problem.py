@@ -157,30 +157,37 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
         gangs.append(GangInfo(gi, g, cids, need, g.policy == "gang" and need > 0, g.effective_priority, len(g.pending)))
 
     kinds = _bin_kinds(snap, shapes, vec, limits)
-    compat: list[list[int]] = [[] for _ in shapes]
-    fit_count: dict[tuple[int, int], int] = {}
-    allow_cache: dict[tuple[Placement, int], bool] = {}
-    caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(len(kinds), len(resources))
-    for s in shapes:
-        req = np.array(s.req, dtype=np.int64)
-        pos = req > 0  # pods of the shape that fit each empty bin (none, if it requests nothing)
-        fits = (caps[:, pos] // req[pos]).min(axis=1) if pos.any() else np.zeros(len(kinds), dtype=np.int64)
-        for kid in np.flatnonzero(fits > 0).tolist():
-            k = kinds[kid]
-            if any(key not in k.labels for key in s.topology_keys):
-                continue
-            n = int(fits[kid])
-            ck = (s.placement, k.kid)
-            ok = allow_cache.get(ck)
-            if ok is None:
-                ok = allow_cache[ck] = placement_allows(s.placement, k.labels, k.taints)
-            if ok:
-                compat[s.sid].append(k.kid)
-                fit_count[(s.sid, k.kid)] = n
+    compat, fit_count = _compat(shapes, kinds, len(resources))
     _cap_headroom(kinds, compat, classes)
     compat_t = tuple(tuple(ks) for ks in compat)
     return Problem(tuple(resources), tuple(shapes), tuple(classes), tuple(gangs), tuple(kinds), compat_t, fit_count,
                    _arrays(resources, shapes, kinds, compat_t))
+
+
+def _compat(shapes: list[Shape], kinds: list[BinKind], R: int) -> tuple[list[list[int]], dict[tuple[int, int], int]]:
+    """Per shape, the kinds it fits (requests, selectors and affinity, taints, topology keys present) and how many
+    of its pods one empty bin of each holds. Kinds that look alike to placement (labels and taints) are judged
+    once: a vector per shape over kinds, not a Python step per (shape, kind)."""
+    caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(len(kinds), R)
+    looks: dict[tuple, int] = {}
+    look_of = np.array([looks.setdefault((tuple(sorted(k.labels.items())), k.taints), len(looks)) for k in kinds],
+                       dtype=np.int64)
+    first = {v: i for i, v in reversed(list(enumerate(look_of.tolist())))}  # a kind of each look
+    compat: list[list[int]] = []
+    fit_count: dict[tuple[int, int], int] = {}
+    for s in shapes:
+        req = np.array(s.req, dtype=np.int64)
+        pos = req > 0  # pods of the shape that fit each empty bin (none, if it requests nothing)
+        fits = (caps[:, pos] // req[pos]).min(axis=1) if pos.any() else np.zeros(len(kinds), dtype=np.int64)
+        allow = np.zeros(len(looks), dtype=bool)
+        for look, i in first.items():
+            k = kinds[i]
+            allow[look] = all(key in k.labels for key in s.topology_keys) and placement_allows(
+                s.placement, k.labels, k.taints)
+        kids = np.flatnonzero((fits > 0) & allow[look_of]) if len(kinds) else np.zeros(0, dtype=np.int64)
+        compat.append(kids.tolist())
+        fit_count.update(zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist()))
+    return compat, fit_count
 
 
 def _arrays(resources: list[str], shapes: list[Shape], kinds: list[BinKind],

@@ -1,0 +1,197 @@
+"""Cost repair by prices: the same pods per class and domain, packed again onto existing and new nodes.
+
+Invariant: the result places exactly the plan's pods (`y`, `satisfied` and `domain` are kept), every bin
+within its free capacity and compatible with its pods, every node group within its headroom; so it is as
+valid a plan as the one it repairs, and the caller keeps it only when it costs less.
+
+Why: the greedy fills existing nodes first-fit in gang order, so on a cluster of fragmented nodes the small
+pods of early gangs take the fragments and the large pods of later ones go to new nodes; on the issue-11
+backlog that left the plan 4% above the bound, all of it in CPU packing. Here the free existing capacity goes
+first to the pods the aggregate LP prices highest (the duals of its shape rows in `bound.lp_cost_prices`:
+what a pod of the shape would cost on new nodes), first-fit-decreasing by price over the existing nodes; the
+rest is placed by the greedy's own new-node rule, gangs with the largest pods first.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .greedy import Assignment, _assignment, _place_gang, _State
+from .problem import Problem
+
+Key = tuple[int, object]  # (shape, topology domain or None)
+
+
+def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None) -> Assignment | None:
+    """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
+    first; new nodes follow the LP of what is left, rounded down (`_lp_new_nodes`); the few pods left after that
+    go by the greedy's own rule, gangs with the largest pods first. None when some pod finds no room or
+    `deadline` passes (the caller keeps `a`)."""
+    demand = _demand(prob, a)
+    if not demand:
+        return None
+    left = dict(demand)
+    existing = _fill_existing(prob, left, prices)
+    st = _State(prob, list(range(len(prob.gangs))))
+    queues = _queues(prob, a)
+    for b, fill in enumerate(existing):
+        _hand_out(st, queues, b, fill)
+    for kid, fill in _lp_new_nodes(prob, left, deadline):
+        _hand_out(st, queues, st.open(kid), fill)
+    size = prob.arrays.size
+    order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
+                   key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes))
+    for gid in order:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        _place_gang(st, prob, gid, a.domain[gid], None, a.y)
+    if st.y != list(a.y):
+        return None
+    return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early)
+
+
+def _queues(prob: Problem, a: Assignment) -> dict[Key, list[list[int]]]:
+    """Per key, its classes' placed pods ([class, pods not yet handed out]) in class order."""
+    queues: dict[Key, list[list[int]]] = {}
+    for c in prob.classes:
+        if a.y[c.cid]:
+            key = (c.shape, a.domain[c.gang] if prob.shapes[c.shape].topology_keys else None)
+            queues.setdefault(key, []).append([c.cid, a.y[c.cid]])
+    return queues
+
+
+def _hand_out(st: _State, queues: dict[Key, list[list[int]]], b: int, fill: dict[Key, int]) -> None:
+    """Put a bin's pods per key in it, taken from the key's classes in order."""
+    for key, n in fill.items():
+        q = queues[key]
+        while n:
+            take = min(n, q[0][1])
+            st.place(b, q[0][0], take)
+            q[0][1] -= take
+            n -= take
+            if not q[0][1]:
+                q.pop(0)
+
+
+def _lp_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
+    """New nodes for `left` (changed in place) as the aggregate LP over node groups buys them: a group the LP buys
+    n nodes of gets ceil(n) nodes and the whole pods the LP sends it, spread evenly over them (the LP's mix on
+    every node, as its capacity rows assume), largest first; a pod that does not fit stays in `left`. Nothing
+    when the LP cannot be solved by `deadline`."""
+    plan = _new_lp(prob, {k: n for k, n in left.items() if n}, deadline)
+    req, size = prob.arrays.req, prob.arrays.size
+    out: list[tuple[int, dict[Key, int]]] = []
+    for kid, (nodes, sent) in plan.items():
+        free = np.tile(np.array(prob.kinds[kid].cap, dtype=np.int64), (nodes, 1))
+        fills: list[dict[Key, int]] = [{} for _ in range(nodes)]
+        turn = 0  # where the next key's extra pods start, so that they spread over the nodes
+        for key in sorted(sent, key=lambda key: (-size[key[0]], key[0])):
+            r = req[key[0]]
+            pos = r > 0
+            share = np.full(nodes, sent[key] // nodes, dtype=np.int64)
+            share[(turn + np.arange(sent[key] % nodes)) % nodes] += 1
+            turn += sent[key] % nodes
+            take = np.minimum(share, (free[:, pos] // r[pos]).min(axis=1)) if pos.any() else share * 0
+            free -= take[:, None] * r
+            for j in np.flatnonzero(take).tolist():
+                fills[j][key] = int(take[j])
+            left[key] -= int(take.sum())
+        out.extend((kid, f) for f in fills if f)
+    return out
+
+
+def _new_lp(prob: Problem, demand: dict[Key, int], deadline: float | None) -> dict[int, tuple[int, dict[Key, int]]]:
+    """Per node group, (its node count rounded up, the whole pods per key) of the cheapest fractional purchase."""
+    from ortools.linear_solver import pywraplp
+
+    s = pywraplp.Solver.CreateSolver("GLOP")
+    if s is None or not demand:  # pragma: no cover
+        return {}
+    cover = {key: s.Constraint(float(n), float(n)) for key, n in demand.items()}
+    scale = np.maximum(np.array([k.cap for k in prob.kinds], dtype=float).max(axis=0), 1.0)
+    u: dict[tuple[int, Key], object] = {}
+    count = {k.kid: _new_lp_group(s, prob, k, demand, cover, scale, u) for k in prob.kinds if k.new and k.max_count > 0}
+    s.Objective().SetMinimization()
+    if deadline is not None:
+        if deadline <= time.perf_counter():
+            return {}
+        s.SetTimeLimit(max(1, int((deadline - time.perf_counter()) * 1000)))
+    if s.Solve() != pywraplp.Solver.OPTIMAL:
+        return {}
+    out: dict[int, tuple[int, dict[Key, int]]] = {}
+    for (kid, key), v in u.items():
+        whole = int(v.solution_value() + 1e-6)
+        if whole > 0:
+            nodes = min(prob.kinds[kid].max_count, math.ceil(count[kid].solution_value() - 1e-6))
+            out.setdefault(kid, (max(nodes, 1), {}))[1][key] = whole
+    return out
+
+
+def _new_lp_group(s, prob: Problem, k, demand: dict[Key, int], cover: dict, scale: np.ndarray, u: dict):
+    """One node group's columns: its node count `n` (priced; returned) and the pods per key it takes (`u`, within
+    n x allocatable per resource and n x pods-per-node per key)."""
+    inf = s.infinity()
+    n = s.NumVar(0, k.max_count, "")
+    s.Objective().SetCoefficient(n, k.cost / 1e6)
+    rows = []
+    for r, c in enumerate(k.cap):
+        rows.append(s.Constraint(-inf, 0))
+        rows[r].SetCoefficient(n, -c / scale[r])
+    for key in demand:
+        if not _allowed(prob, key, k.kid):
+            continue
+        v = u[(k.kid, key)] = s.NumVar(0, inf, "")
+        cover[key].SetCoefficient(v, 1)
+        slots = s.Constraint(-inf, 0)
+        slots.SetCoefficient(v, 1)
+        slots.SetCoefficient(n, -prob.fit_count[(key[0], k.kid)])
+        for r, q in enumerate(prob.arrays.req[key[0]]):
+            if q:
+                rows[r].SetCoefficient(v, float(q) / scale[r])
+    return n
+
+
+def _allowed(prob: Problem, key: Key, kid: int) -> bool:
+    s, dom = key
+    return (s, kid) in prob.fit_count and (dom is None or prob.domain(s, kid) == dom)
+
+
+def _demand(prob: Problem, a: Assignment) -> dict[Key, int]:
+    """Placed pods per (shape, domain): the domain only for shapes with topology keys."""
+    out: dict[Key, int] = {}
+    for c in prob.classes:
+        if a.y[c.cid]:
+            key = (c.shape, a.domain[c.gang] if prob.shapes[c.shape].topology_keys else None)
+            out[key] = out.get(key, 0) + a.y[c.cid]
+    return out
+
+
+def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]) -> list[dict[Key, int]]:
+    """Per existing node, the pods it takes: keys by price (then size) descending, each first-fit over the nodes
+    (one vector operation per key); `left` loses what is placed."""
+    base = prob.arrays
+    free = base.free.copy()
+    fills: list[dict[Key, int]] = [{} for _ in base.names]
+    order = sorted(left, key=lambda k: (-prices.get(k[0], 0.0), -base.size[k[0]], k[0]))
+    for key in order:
+        s, dom = key
+        r = base.req[s]
+        pos = r > 0
+        if not pos.any() or not len(free):
+            continue
+        ok = base.compat_mask[s, base.kind]
+        if dom is not None:
+            seen, ids = base.domain_ids[prob.shapes[s].topology_keys]
+            ok = ok & (ids[base.kind] == seen.get(dom, -2))
+        counts = np.where(ok, (free[:, pos] // r[pos]).min(axis=1), 0)
+        for b in np.flatnonzero(counts).tolist():
+            n = min(int(counts[b]), left[key])
+            fills[b][key] = n
+            free[b] -= n * r
+            left[key] -= n
+            if not left[key]:
+                break
+    return fills
