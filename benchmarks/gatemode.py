@@ -9,8 +9,8 @@ scheduler model (`gangscale.scheduling.simulate`) with every bought node Ready:
   the pods the plan placed (an elastic gang's extra members stay gated). Deferred gangs never leave
   the gate, so they take no capacity.
 - Released gangs reach the scheduler one after another in `gates.release_order` (imported, not
-  copied, with `gates.group_choices`): priority, then the biggest per-pod GPU request first, then
-  the gang with the fewest node groups to go to. The replay gives each released
+  copied, with `gates.placement_choices`): priority, then the biggest per-pod GPU request first, then
+  the gang with the fewest places (node groups, nodes) to go. The replay gives each released
   gang's pods a queue timestamp in that order, so one model run schedules them as if each gang
   were bound before the next gate is lifted.
 - gates.py holds a gang whose pods would land on a node the plan keeps for a gang still held, when
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from gangscale.controller.gates import STARTING, group_choices, release_order
+from gangscale.controller.gates import STARTING, placement_choices, release_order
 from gangscale.model import API_NONE, Gang, GangKey
 from gangscale.scheduling import SchedulerConfig, SimNode, SimResult, nodes_from_views, planned_nodes, simulate
 
@@ -128,7 +128,8 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
     starts = plan_starts(plan)
     ungated = [g for g in snap.solvable if g.api == API_NONE]
     held = [g for g in snap.solvable if g.api != API_NONE and g.key in starts]
-    order = [replace(g, pending=[p for p in g.pending if p.key in where]) for g in release_order(held, group_choices(snap.groups))]
+    order = [replace(g, pending=[p for p in g.pending if p.key in where])
+             for g in release_order(held, placement_choices(snap))]
     best: GateRun | None = None
     tried: list[tuple[int, int]] = []
     for _ in range(max(1, rounds)):

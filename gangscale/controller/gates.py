@@ -27,7 +27,7 @@ from typing import Any
 
 from ..fit import placement_allows
 from ..ingest import CAPACITY_GATE
-from ..model import Gang, GangKey, NodeGroup, Pod
+from ..model import Gang, GangKey, Pod
 from ..plan import Plan
 from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate
 from ..scheduling.scores import is_scalar
@@ -96,8 +96,8 @@ def _scalars(p: Pod) -> list[int]:
 
 def release_key(g: Gang, choices: int = 0) -> tuple:
     """Priority first; then the biggest per-pod GPU (extended resource) request; then the gang with the fewest
-    node groups to go to (`choices`: an H100-only gang before an any-8-GPU one, which would take its nodes);
-    then the gang's total request; then age."""
+    places to go (`choices`, node groups and nodes: an H100-only gang before an any-8-GPU one, which would take
+    its nodes); then the gang's total request; then age."""
     biggest = max((max(_scalars(p), default=0) for p in g.pending), default=0)
     total = sum(sum(_scalars(p)) for p in g.pending)
     created = g.created or min((p.created for p in g.pending), default="")
@@ -105,7 +105,7 @@ def release_key(g: Gang, choices: int = 0) -> tuple:
 
 
 def release_order(gangs: Iterable[Gang], choices: Callable[[Gang], int] | None = None) -> list[Gang]:
-    """The order in which held gangs are considered for release (`choices`: see `group_choices`)."""
+    """The order in which held gangs are considered for release (`choices`: see `placement_choices`)."""
     return sorted(gangs, key=lambda g: release_key(g, choices(g) if choices else 0))
 
 
@@ -113,9 +113,11 @@ def _biggest_pod(g: Gang) -> Pod | None:
     return max(g.pending, key=lambda p: (max(_scalars(p), default=0), sum(_scalars(p)), p.key), default=None)
 
 
-def group_choices(groups: Sequence[NodeGroup]) -> Callable[[Gang], int]:
-    """How many node groups a gang's biggest pod may use: its selectors, affinity and tolerations allow the
-    group, and the group's nodes have the GPUs / extended resources it requests."""
+def placement_choices(snap: ClusterSnapshot) -> Callable[[Gang], int]:
+    """How many places a gang's biggest pod may go: node groups and nodes whose labels and taints its selectors,
+    affinity and tolerations allow, with the GPUs / extended resources it requests (a node's: free now)."""
+    places = [(n.labels, n.taints, n.allocatable) for n in snap.groups]
+    places += [(v.labels, v.taints, v.free) for v in snap.nodes]
     memo: dict[tuple, int] = {}
 
     def count(g: Gang) -> int:
@@ -125,8 +127,8 @@ def group_choices(groups: Sequence[NodeGroup]) -> Callable[[Gang], int]:
         scalars = tuple(sorted((r, v) for r, v in p.requests.items() if is_scalar(r) and v > 0))
         key = (p.placement, scalars)
         if key not in memo:
-            memo[key] = sum(1 for n in groups if placement_allows(p.placement, n.labels, n.taints)
-                            and all(n.allocatable.get(r, 0) >= v for r, v in scalars))
+            memo[key] = sum(1 for labels, taints, alloc in places if placement_allows(p.placement, labels, taints)
+                            and all(alloc.get(r, 0) >= v for r, v in scalars))
         return memo[key]
 
     return count
@@ -245,7 +247,7 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
     mine = [g for g in gangs if any(gated(p) for p in g.pending)]
     lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
              for g in mine if not holding(g)]
-    held_gangs = release_order((g for g in mine if holding(g)), group_choices(snap.groups))
+    held_gangs = release_order((g for g in mine if holding(g)), placement_choices(snap))
     decisions = {(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     where, live = _placement(plan, snap)
     world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])
