@@ -16,8 +16,9 @@ scheduler model (`gangscale.scheduling.simulate`) with every bought node Ready:
 - gates.py holds a gang whose pods would land on a node the plan keeps for a gang still held, when
   that gang would then no longer start, until that gang has bound. The replay applies the same rule
   after the fact: a promised gang that does not start moves ahead of the gangs whose pods took its
-  planned nodes, and the model runs again (`ROUNDS` at most; the round starting the most gangs,
-  then leaving the fewest bought nodes empty, is reported).
+  planned nodes; where a bought node stays empty, the gangs whose nodes its gangs took go ahead of
+  them. The model runs again (`ROUNDS` at most, stopping after `STALE_ROUNDS` without a better round;
+  the round starting the most gangs, then groups, then leaving the fewest bought nodes empty, is reported).
 
 Invariant: a gang counts as started only if the model started it from the released pods; nothing of a
 gang that stays gated is ever on a node. Cost: one model run per round, like `evaluate.model_run`.
@@ -36,6 +37,7 @@ from gangscale.scheduling import SchedulerConfig, SimNode, SimResult, nodes_from
 from .world import World
 
 ROUNDS = 8  # model runs: the release order, then up to seven repairs by gates.py's trespass rule
+STALE_ROUNDS = 3  # stop when this many repairs in a row do not beat the best round
 
 
 @dataclass(slots=True)
@@ -45,7 +47,7 @@ class GateRun:
     order: list[GangKey]  # released gangs, in the order their gates were lifted
     result: SimResult
     empty: list[str]  # bought nodes no pod landed on
-    rounds: list[tuple[int, int]] = field(default_factory=list)  # (gangs started, empty nodes) per round
+    rounds: list[tuple[int, int]] = field(default_factory=list)  # (gang-policy groups started, empty nodes) per round
 
     @property
     def started(self) -> set[GangKey]:
@@ -131,14 +133,20 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
     order = [replace(g, pending=[p for p in g.pending if p.key in where])
              for g in release_order(held, placement_choices(snap))]
     best: GateRun | None = None
+    best_score: tuple[int, int, int] = (-1, -1, 0)
     tried: list[tuple[int, int]] = []
+    stale = 0  # rounds since the best one
     for _ in range(max(1, rounds)):
         res = _run(nodes, ungated, order, snap.bound, config, seed)
         run = GateRun([g.gang_key for g in order], res, [n for n in res.empty_nodes if "/new-" in n])
-        score = (len(run.started), len(run.empty))
-        tried.append(score)
-        if best is None or (score[0], -score[1]) > (len(best.started), -len(best.empty)):
-            best = run
+        started = run.started
+        score = (sum(1 for g in order if g.policy == "gang" and g.gang_key in started), len(started), -len(run.empty))
+        tried.append((score[0], -score[2]))
+        stale += 1
+        if best is None or score > best_score:
+            best, best_score, stale = run, score, 0
+        if stale >= STALE_ROUNDS:
+            break
         nxt = _repaired(order, res, where, run.empty)
         if nxt == order:
             break
