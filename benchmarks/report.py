@@ -422,9 +422,10 @@ def _plot_started_empty(doc: dict, out: Path, colors: dict) -> Path:
     axes[0][0].set_ylabel("gangs started (fraction of gangs)")
     axes[1][0].set_ylabel("empty nodes")
     axes[1][0].set_yscale("symlog", linthresh=1)
-    axes[0][0].legend(fontsize=8, ncol=2)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(pols), fontsize=8)
     fig.suptitle(f"What the kube-scheduler model does with each policy's nodes — {doc['suite']} suite")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     path = out / "model_started_empty.png"
     fig.savefig(path)
     plt.close(fig)
