@@ -181,7 +181,9 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
 
     The scheduler does not know which pods a policy meant for which node: it places every pending
     pod in queue order. Reported: gangs (policy ``gang``) that really start, the policy's new nodes
-    left empty, and the policy's $/h per started gang.
+    left empty and their $/h, and the policy's $/h per started gang. A gang below quorum is rolled back
+    (Permit timeout, group cycle), so in the model's final state a bought node holding no useful pod
+    holds no pod at all: the model's stranded nodes are its empty ones.
     """
     import time
 
@@ -193,14 +195,16 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
     res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed)
     gangs = [g for g in snap.solvable if g.policy == "gang"]
     started = sum(1 for g in gangs if res.outcomes[g.gang_key].started)
-    new_empty = sum(1 for n in res.empty_nodes if "/new-" in n)
+    empty = [n.rpartition("/new-")[0] for n in res.empty_nodes if "/new-" in n]
+    new_empty = len(empty)
+    empty_cost = sum(float(world.group_price[world.group_index[g]]) for g in empty if g in world.group_index)
     cost = sum(float(world.group_price[world.group_index[g]]) for g, _ in placed.new_nodes if g in world.group_index)
     extra = {}
     if promised is not None:  # observe mode: the gangs ("namespace/name") the plan promises
         ok = {f"{g.namespace}/{g.name}" for g in gangs if res.outcomes[g.gang_key].started}
         extra = {"promised": len(promised), "promised_not_started": len(promised - ok)}
     return {**extra, "gangs_started": started, "gangs": len(gangs),
-            "groups_started": len(res.started), "empty_nodes": new_empty,
+            "groups_started": len(res.started), "empty_nodes": new_empty, "empty_cost": round(empty_cost, 6),
             "cost_per_started_gang": round(cost / started, 4) if started else None,
             "pods_placed": len(res.placement), "seconds": round(time.perf_counter() - start, 3),
             "profile": res.profiles[0] if res.profiles else strategy}

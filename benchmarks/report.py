@@ -5,7 +5,11 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-POLICY_ORDER = ("gangscale", "gangscale-off", "ca", "ca-atomic", "karpenter")  # gangscale: observe mode
+POLICY_ORDER = ("gangscale", "gangscale-off", "gangscale-gate", "ca", "ca-atomic", "karpenter")  # gangscale: observe
+# on paper gate mode is the solver's plan (gangscale-off): the paper tables and plots show it once
+PAPER_ORDER = tuple(p for p in POLICY_ORDER if p != "gangscale-gate")
+BASELINE_NAMES = ("ca", "ca-atomic", "karpenter")
+LABELS = {"gangscale": "gangscale observe", "gangscale-off": "gangscale off", "gangscale-gate": "gangscale gate"}
 EPS = 1e-6
 
 
@@ -20,6 +24,8 @@ def check_properties(results) -> dict:
                 rows.append({"case": name, "policy": pol, "property": "valid placement", "ok": False,
                              "detail": "; ".join(m.violations[:3])})
         rows += _observe_rows(name, r.metrics["gangscale"])
+        if "gangscale-gate" in r.metrics:
+            rows += _gate_rows(name, r.metrics)
         # the paper comparison with the baselines is the solver's own selection (observe mode promises less:
         # only what the scheduler model starts; compare its model columns instead)
         gs = r.metrics.get("gangscale-off", r.metrics["gangscale"])
@@ -62,6 +68,27 @@ def _observe_rows(case: str, gs) -> list[dict]:
     return rows
 
 
+def _gate_rows(case: str, metrics: dict) -> list[dict]:
+    """Issue 9's Done-when for gate mode, per profile: every promised gang starts, no bought node stays empty,
+    and it starts at least as many gangs as observe mode, the solver's plan and every baseline."""
+    rows = []
+    for strategy, r in metrics["gangscale-gate"].model.items():
+        rows.append({"case": case, "policy": "gangscale-gate", "property": f"promised ⊆ started ({strategy})",
+                     "ok": r["promised_not_started"] == 0,
+                     "detail": f"{r['promised_not_started']} of {r['promised']} promised gangs do not start"
+                               + (f" (e.g. {r['not_started'][0]})" if r.get("not_started") else "")})
+        rows.append({"case": case, "policy": "gangscale-gate", "property": f"no empty new node ({strategy})",
+                     "ok": r["empty_nodes"] == 0, "detail": f"{r['empty_nodes']} empty"})
+        for pol, m in metrics.items():
+            other = m.model.get(strategy)
+            if pol == "gangscale-gate" or not other:
+                continue
+            rows.append({"case": case, "policy": pol, "property": f"gate mode starts >= ({strategy})",
+                         "ok": r["gangs_started"] >= other["gangs_started"],
+                         "detail": f"{r['gangs_started']} vs {other['gangs_started']}"})
+    return rows
+
+
 def _fmt_ratio(x) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -73,9 +100,11 @@ def _fmt_money(x) -> str:
 def headline_table(doc: dict) -> str:
     """Per policy, over the whole suite: gangs, useful pods, stranded nodes, cost ratio."""
     agg = {p: {"gangs": 0, "sat": 0, "useful": 0, "stranded": 0, "stranded_cost": 0.0, "cost": 0.0, "ratios": [],
-               "wins": 0} for p in POLICY_ORDER}
+               "wins": 0} for p in PAPER_ORDER}
     for case in doc["cases"]:
         for p, m in case["metrics"].items():
+            if p not in agg:
+                continue
             a = agg[p]
             a["gangs"] += m["gangs"]
             a["sat"] += m["gangs_satisfied"]
@@ -88,7 +117,7 @@ def headline_table(doc: dict) -> str:
     lines = ["| policy | gangs satisfied | useful pods placed | stranded nodes ($/h) | total $/h bought | "
              "median cost / lower bound | worst cost / lower bound |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for p in POLICY_ORDER:
+    for p in PAPER_ORDER:
         a = agg[p]
         med = statistics.median(a["ratios"]) if a["ratios"] else None
         worst = max(a["ratios"]) if a["ratios"] else None
@@ -105,7 +134,7 @@ def case_table(doc: dict) -> str:
     for case in doc["cases"]:
         st = case["stats"]
         first = True
-        for p in POLICY_ORDER:
+        for p in PAPER_ORDER:
             m = case["metrics"][p]
             head = (f"| {case['name']} | {st['pending_pods']:,} | {st['gangs']} | {st['node_groups']} | "
                     f"{st['existing_nodes']:,} ") if first else "| | | | | "
@@ -147,27 +176,65 @@ def _model_cell(m: dict, strategy: str, key: str) -> str:
     if not r:
         return "n/a"
     v = r.get(key)
+    if key == "promised" and v is None:
+        v = m["gangs_satisfied"]  # a policy without promises of its own: the gangs its placement satisfies
+    if key == "empty_nodes" and v is not None and r.get("empty_cost") is not None:
+        return f"{v} (${_fmt_money(r['empty_cost'])})"
     if v is None:
         return "n/a"
     return f"{v:,.2f}" if isinstance(v, float) else str(v)
 
 
+MODEL_KEYS = ("promised", "gangs_started", "empty_nodes", "cost_per_started_gang")
+
+
 def model_table(doc: dict) -> str:
-    """Per backlog and policy: what kube-scheduler's model does with the policy's nodes (benchmarks/evaluate.py)."""
-    lines = ["| backlog | policy | gangs promised | started (LeastAllocated) | new nodes left empty | "
-             "$/h per started gang | started (MostAllocated) | new nodes left empty | $/h per started gang |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    """Per backlog and policy: what kube-scheduler's model does with the policy's nodes (benchmarks/evaluate.py,
+    benchmarks/gatemode.py), under each profile."""
+    head = " | ".join(f"{k} ({s})" if k == "promised" else k for s in ("LeastAllocated", "MostAllocated")
+                      for k in ("promised", "started", "empty nodes ($/h)", "$/h per started gang"))
+    lines = [f"| backlog | policy | {head} |", "|---|---|" + "---:|" * 8]
     for case in doc["cases"]:
         first = True
         for p in POLICY_ORDER:
-            m = case["metrics"][p]
-            if not m.get("model"):
+            m = case["metrics"].get(p)
+            if not m or not m.get("model"):
                 continue
             head = f"| {case['name']} " if first else "| "
             first = False
-            cells = [_model_cell(m, s, k) for s in ("LeastAllocated", "MostAllocated")
-                     for k in ("gangs_started", "empty_nodes", "cost_per_started_gang")]
-            lines.append(f"{head}| {p} | {m['gangs_satisfied']} | " + " | ".join(cells) + " |")
+            cells = [_model_cell(m, s, k) for s in ("LeastAllocated", "MostAllocated") for k in MODEL_KEYS]
+            lines.append(f"{head}| {LABELS.get(p, p)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def model_totals(doc: dict) -> dict[str, dict[str, dict[str, float]]]:
+    """Per profile and policy, summed over the backlogs the model ran on: promised, started, empty nodes, $/h."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for case in doc["cases"]:
+        for p in POLICY_ORDER:
+            m = case["metrics"].get(p)
+            for strategy, r in (m or {}).get("model", {}).items():
+                a = out.setdefault(strategy, {}).setdefault(p, {"gangs": 0, "promised": 0, "started": 0, "empty": 0,
+                                                                "empty_cost": 0.0, "cost": 0.0})
+                a["gangs"] += r["gangs"]
+                a["promised"] += r["promised"] if r.get("promised") is not None else m["gangs_satisfied"]
+                a["started"] += r["gangs_started"]
+                a["empty"] += r["empty_nodes"]
+                a["empty_cost"] += r.get("empty_cost") or 0.0
+                a["cost"] += (r["cost_per_started_gang"] or 0.0) * r["gangs_started"]
+    return out
+
+
+def model_headline(doc: dict) -> str:
+    """The README's headline: per profile and policy, what really starts over the whole suite."""
+    lines = ["| profile | policy | gangs promised | gangs started | bought nodes left empty ($/h) | "
+             "$/h per started gang |", "|---|---|---:|---:|---:|---:|"]
+    for strategy, per in model_totals(doc).items():
+        for p, a in per.items():
+            per_gang = a["cost"] / a["started"] if a["started"] else None
+            lines.append(f"| {strategy} | {LABELS.get(p, p)} | {a['promised']:,} | {a['started']:,} / {a['gangs']:,} "
+                         f"| {a['empty']:,} (${_fmt_money(a['empty_cost'])}) | "
+                         f"{'n/a' if per_gang is None else _fmt_money(per_gang)} |")
     return "\n".join(lines)
 
 
@@ -215,13 +282,18 @@ def markdown_report(doc: dict) -> str:
     quality = quality_table(doc)
     if quality.count("\n") > 1:
         out += ["## Gangs and cost at the default flags and at the long limit", "", quality, ""]
-    out += ["## Per backlog", "", case_table(doc), ""]
     models = model_table(doc)
+    if models.count("\n") > 1:
+        out += ["## What really starts (gangscale.scheduling model, all backlogs it ran on)", "", model_headline(doc),
+                ""]
+    out += ["## Per backlog", "", case_table(doc), ""]
     if models.count("\n") > 1:
         out += ["## What the scheduler does with the nodes (gangscale.scheduling model)", "",
                 "Every policy's nodes (existing + upcoming + bought) and every pending gang, placed by the model "
-                "of kube-scheduler in queue order; \"gangs promised\" is the evaluator's count of gangs the "
-                "policy's own placement satisfies.", "", models, ""]
+                "of kube-scheduler in queue order (gate mode: ungrouped pods first, then the plan's gangs "
+                "released one by one in gate mode's release order, deferred gangs kept gated: "
+                "benchmarks/gatemode.py). \"promised\": for gangscale the gangs its plan starts, for a "
+                "baseline the gangs its own placement satisfies.", "", models, ""]
     return "\n".join(out)
 
 
@@ -231,9 +303,10 @@ def plot_results(doc: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    markers = {"gangscale": "o", "gangscale-off": "v", "ca": "s", "ca-atomic": "^", "karpenter": "D"}
-    colors = {"gangscale": "#1b7837", "gangscale-off": "#7fbf7b", "ca": "#b2182b", "ca-atomic": "#ef8a62",
-              "karpenter": "#2166ac"}
+    markers = {"gangscale": "o", "gangscale-off": "v", "gangscale-gate": "P", "ca": "s", "ca-atomic": "^",
+               "karpenter": "D"}
+    colors = {"gangscale": "#1b7837", "gangscale-off": "#7fbf7b", "gangscale-gate": "#00441b", "ca": "#b2182b",
+              "ca-atomic": "#ef8a62", "karpenter": "#2166ac"}
     paths = []
     specs = [
         ("cost_ratio.png", "cost_ratio", "cost / proven lower bound (own placed pods)", False,
@@ -246,7 +319,7 @@ def plot_results(doc: dict, out: Path) -> list[Path]:
     cases = doc["cases"]
     for fname, key, ylabel, logy, title in specs:
         fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-        for i, p in enumerate(POLICY_ORDER):
+        for i, p in enumerate(PAPER_ORDER):
             xs, ys = [], []
             for c in cases:
                 m = c["metrics"][p]
@@ -284,7 +357,9 @@ def plot_results(doc: dict, out: Path) -> list[Path]:
         fig.savefig(path)
         plt.close(fig)
         paths.append(path)
-    paths.append(_plot_model(doc, out, markers, colors))
+    if any(c["metrics"].get("gangscale", {}).get("model") for c in cases):
+        paths.append(_plot_model(doc, out, markers, colors))
+        paths.append(_plot_started_empty(doc, out, colors))
     return paths
 
 
@@ -298,7 +373,7 @@ def _plot_model(doc: dict, out: Path, markers: dict, colors: dict) -> Path:
         for i, p in enumerate(POLICY_ORDER):
             xs, ys = [], []
             for k, c in enumerate(cases):
-                m = c["metrics"][p]
+                m = c["metrics"].get(p) or {}
                 r = m.get("model", {}).get(strategy)
                 if not r or not m["gangs"]:
                     continue
@@ -313,6 +388,47 @@ def _plot_model(doc: dict, out: Path, markers: dict, colors: dict) -> Path:
     axes[0].legend()
     fig.tight_layout()
     path = out / "model_started.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _plot_started_empty(doc: dict, out: Path, colors: dict) -> Path:
+    """Gangs the scheduler model really starts (top) and bought nodes it leaves empty (bottom), per backlog and
+    policy, LeastAllocated left and MostAllocated right: one bar per policy."""
+    import matplotlib.pyplot as plt
+
+    cases = [c for c in doc["cases"] if c["metrics"]["gangscale"].get("model")]
+    pols = [p for p in POLICY_ORDER if any(c["metrics"].get(p, {}).get("model") for c in cases)]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 7.5), dpi=110, sharex=True, sharey="row")
+    width = 0.8 / max(1, len(pols))
+    for col, strategy in enumerate(("LeastAllocated", "MostAllocated")):
+        for i, p in enumerate(pols):
+            started, empty, xs = [], [], []
+            for k, c in enumerate(cases):
+                m = c["metrics"].get(p) or {}
+                r = m.get("model", {}).get(strategy)
+                if not r or not r["gangs"]:
+                    continue
+                xs.append(k - 0.4 + width * (i + 0.5))
+                started.append(r["gangs_started"] / r["gangs"])
+                empty.append(r["empty_nodes"])
+            for row, ys in ((0, started), (1, empty)):
+                axes[row][col].bar(xs, ys, width=width, label=LABELS.get(p, p), color=colors[p],
+                                   edgecolor="black", linewidth=0.3)
+        axes[0][col].set_title(f"{strategy}: gangs that really start")
+        axes[1][col].set_title(f"{strategy}: bought nodes left empty")
+        axes[1][col].set_xticks(range(len(cases)), [c["name"] for c in cases], rotation=45, ha="right", fontsize=8)
+        for row in (0, 1):
+            axes[row][col].grid(True, axis="y", alpha=0.25)
+    axes[0][0].set_ylabel("gangs started (fraction of gangs)")
+    axes[1][0].set_ylabel("empty nodes")
+    axes[1][0].set_yscale("symlog", linthresh=1)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(pols), fontsize=8)
+    fig.suptitle(f"What the kube-scheduler model does with each policy's nodes — {doc['suite']} suite")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    path = out / "model_started_empty.png"
     fig.savefig(path)
     plt.close(fig)
     return path

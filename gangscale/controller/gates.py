@@ -8,8 +8,9 @@ simulate`, on the live nodes with the pods already in the scheduler's queue, und
 `SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
 a node the plan gave to a gang still held, leaves that gang room to start on the nodes the plan
 counts on for it (live, upcoming and new). Held gangs are tried in `release_order` (priority, then
-the biggest per-pod GPU / extended-resource request first), so a big-GPU gang is released before
-the small pods that could take its nodes, and a small gang whose pods would land on a still-held
+the biggest per-pod GPU / extended-resource request first, then the gang with the fewest node groups
+to go to), so a big-GPU gang is released before the small pods that could take its nodes, an
+H100-only gang before an any-8-GPU gang that could take its H100 nodes, and a small gang whose pods would land on a still-held
 big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
 elastic gang's extra members stay gated). Deferred and infeasible gangs stay gated.
 
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..fit import placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Pod
 from ..plan import Plan
@@ -92,17 +94,44 @@ def _scalars(p: Pod) -> list[int]:
     return [v for r, v in p.requests.items() if is_scalar(r) and v > 0]
 
 
-def release_key(g: Gang) -> tuple:
-    """Priority first; then the biggest per-pod GPU (extended resource) request and the gang's total; then age."""
+def release_key(g: Gang, choices: int = 0) -> tuple:
+    """Priority first; then the biggest per-pod GPU (extended resource) request; then the gang with the fewest
+    places to go (`choices`, node groups and nodes: an H100-only gang before an any-8-GPU one, which would take
+    its nodes); then the gang's total request; then age."""
     biggest = max((max(_scalars(p), default=0) for p in g.pending), default=0)
     total = sum(sum(_scalars(p)) for p in g.pending)
     created = g.created or min((p.created for p in g.pending), default="")
-    return (-g.effective_priority, -biggest, -total, created, str(g.gang_key))
+    return (-g.effective_priority, -biggest, choices, -total, created, str(g.gang_key))
 
 
-def release_order(gangs: Iterable[Gang]) -> list[Gang]:
-    """The order in which held gangs are considered for release."""
-    return sorted(gangs, key=release_key)
+def release_order(gangs: Iterable[Gang], choices: Callable[[Gang], int] | None = None) -> list[Gang]:
+    """The order in which held gangs are considered for release (`choices`: see `placement_choices`)."""
+    return sorted(gangs, key=lambda g: release_key(g, choices(g) if choices else 0))
+
+
+def _biggest_pod(g: Gang) -> Pod | None:
+    return max(g.pending, key=lambda p: (max(_scalars(p), default=0), sum(_scalars(p)), p.key), default=None)
+
+
+def placement_choices(snap: ClusterSnapshot) -> Callable[[Gang], int]:
+    """How many places a gang's biggest pod may go: node groups and nodes whose labels and taints its selectors,
+    affinity and tolerations allow, with the GPUs / extended resources it requests (a node's: free now)."""
+    places = [(n.labels, n.taints, n.allocatable) for n in snap.groups]
+    places += [(v.labels, v.taints, v.free) for v in snap.nodes]
+    memo: dict[tuple, int] = {}
+
+    def count(g: Gang) -> int:
+        p = _biggest_pod(g)
+        if p is None:
+            return 0
+        scalars = tuple(sorted((r, v) for r, v in p.requests.items() if is_scalar(r) and v > 0))
+        key = (p.placement, scalars)
+        if key not in memo:
+            memo[key] = sum(1 for labels, taints, alloc in places if placement_allows(p.placement, labels, taints)
+                            and all(alloc.get(r, 0) >= v for r, v in scalars))
+        return memo[key]
+
+    return count
 
 
 @dataclass(slots=True)
@@ -218,7 +247,7 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
     mine = [g for g in gangs if any(gated(p) for p in g.pending)]
     lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
              for g in mine if not holding(g)]
-    held_gangs = release_order(g for g in mine if holding(g))
+    held_gangs = release_order((g for g in mine if holding(g)), placement_choices(snap))
     decisions = {(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     where, live = _placement(plan, snap)
     world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])

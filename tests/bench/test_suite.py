@@ -12,7 +12,7 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     code = bench_main(["run", "--quick", "--out", str(tmp_path), "--no-progress", "--time-limit", "2",
                        "--bound-seconds", "1", "--check"])
     doc = orjson.loads((tmp_path / "results.json").read_bytes())
-    for name in ("results.md", "cost_ratio.png", "time.png", "gangs.png", "stranded.png"):
+    for name in ("results.md", "cost_ratio.png", "time.png", "gangs.png", "stranded.png", "model_started_empty.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy", "q-elastic"}
     for case in doc["cases"]:
@@ -22,6 +22,11 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
         for strategy in ("LeastAllocated", "MostAllocated"):  # observe mode: promised ⊆ started, no empty node
             r = observe["model"][strategy]
             assert (r["promised_not_started"], r["empty_nodes"]) == (0, 0), (case["name"], strategy, r)
+        gate = case["metrics"]["gangscale-gate"]  # gate mode: every promised gang starts, no bought node stays empty
+        for strategy in ("LeastAllocated", "MostAllocated"):
+            r = gate["model"][strategy]
+            assert (r["promised_not_started"], r["empty_nodes"]) == (0, 0), (case["name"], strategy, r)
+            assert r["gangs_started"] == r["promised"] >= observe["model"][strategy]["gangs_started"]
         gs = case["metrics"]["gangscale-off"]  # the solver's own selection, compared on paper
         assert gs["stranded_nodes"] == 0
         for name, m in case["metrics"].items():

@@ -147,6 +147,30 @@ def test_a_small_gang_waits_while_the_big_gang_holding_its_landing_node_is_not_r
     assert lifted(d) == []
 
 
+def test_h100_only_gangs_are_released_before_an_older_any_gpu_gang_that_would_take_an_h100_node():
+    product = "nvidia.com/gpu.product"
+    big = dict(cpu="192", mem="2048Gi", gpu=8)  # the H100 nodes are the emptiest: LeastAllocated prefers them
+    objs = [node("h100-a", labels={product: "H100"}, **big), node("h100-b", labels={product: "H100"}, **big),
+            node("a100", cpu="96", mem="1024Gi", gpu=8, labels={product: "A100"}),
+            pg("any", "2030-01-01T00:00:01Z"), pg("h1", "2030-01-01T00:00:02Z"), pg("h2", "2030-01-01T00:00:03Z"),
+            gated_pod("any-0", cpu="8", mem="8Gi", gpu=8, group="any", created="2030-01-01T00:00:01Z")]
+    objs += [gated_pod(f"{n}-0", cpu="8", mem="8Gi", gpu=8, group=n, created=f"2030-01-01T00:00:0{i + 2}Z",
+                       selector={product: "H100"}) for i, n in enumerate(("h1", "h2"))]
+    plan, d = plan_and_decide(objs)
+    assert plan.existing_nodes["a100"] == ["default/any-0"]
+    # tried first, the any-GPU gang would land on an H100 node: one H100 gang would then still fit, so it would
+    # be released, and the other H100 gang would never start; tried last, it waits until both have bound
+    assert lifted(d) == ["h1", "h2"]
+    assert "would keep default/h" in d.held[next(k for k in d.held if k.name == "any")]
+
+
+def test_release_order_puts_the_gang_with_fewer_node_groups_first_among_equal_gpu_sizes():
+    gangs = [_gang("any", gpu=8, created="2030-01-01T00:00:00Z"), _gang("h100", gpu=8, created="2030-01-02T00:00:00Z"),
+             _gang("small", gpu=1)]
+    choices = {"any": 3, "h100": 1, "small": 1}
+    assert [g.name for g in release_order(gangs, lambda g: choices[g.name])] == ["h100", "any", "small"]
+
+
 def test_gangs_that_fit_existing_capacity_are_released_at_once():
     objs = [node("n1", cpu="8"), node("n2", cpu="8"), pg("a", "2030-01-01T00:00:01Z"), pg("b", "2030-01-01T00:00:02Z"),
             gated_pod("a0", cpu="6", group="a"), gated_pod("b0", cpu="6", group="b")]

@@ -1,0 +1,71 @@
+"""Gate mode in the benchmark (benchmarks/gatemode.py) on small worlds whose outcome can be worked out by hand."""
+
+from __future__ import annotations
+
+from benchmarks.evaluate import model_run, placed_from_plan
+from benchmarks.gatemode import gate_model_run, gate_replay
+from gangscale.catalog import parse_catalog
+from gangscale.ingest import ingest
+from gangscale.planner import SolveOptions, make_plan
+from gangscale.realize import SchedulerModel
+from gangscale.scheduling import strategy_config
+from gangscale.snapshot import build_snapshot
+
+from .helpers import group, pod, podgroup, world
+
+OLD, NEW = "2026-03-02T08:00:00Z", "2026-03-02T09:00:00Z"
+
+
+def _plan(objects: list[dict], groups: list[dict], observe: bool = False) -> dict:
+    gs, _ = parse_catalog(groups)
+    scheduler = SchedulerModel() if observe else None
+    return make_plan(build_snapshot(ingest(objects), gs), SolveOptions(time_limit=2), scheduler).to_dict()
+
+
+def _scarce_a100() -> tuple[list[dict], list[dict]]:
+    """Two p4d nodes at most: the older 2-node gang `big` or the younger 1-node gangs `b` and `c`."""
+    objs = [podgroup("big", 2, created=OLD)]
+    objs += [pod(f"big-{i}", "88", "900Gi", gpus=8, group="big", created=OLD) for i in range(2)]
+    for name in ("b", "c"):
+        objs += [podgroup(name, 1, created=NEW), pod(f"{name}-0", "88", "900Gi", gpus=8, group=name, created=NEW)]
+    return objs, [group("gpu-a", "p4d.24xlarge", 2, gpu=True)]
+
+
+def test_gate_mode_never_lets_a_deferred_older_gang_take_the_capacity_the_plan_gave_to_younger_ones(tmp_path):
+    objs, groups = _scarce_a100()
+    w = world(tmp_path, objs, groups)
+    plan = _plan(objs, groups)
+    decisions = {g["name"]: g["decision"] for g in plan["gangs"]}
+    assert decisions["big"] == "deferred" and {decisions["b"], decisions["c"]} == {"scale-up"}
+    for strategy in ("LeastAllocated", "MostAllocated"):
+        # no gate: the scheduler's queue puts the older deferred gang first, and it takes both nodes
+        free = model_run(w, placed_from_plan(plan), strategy)
+        assert free["gangs_started"] == 1
+        run = gate_replay(w, plan, strategy_config(strategy))
+        assert {k.name for k in run.started} == {"b", "c"}
+        assert not [k for k in run.result.placement if k.startswith("default/big-")]  # still gated: on no node
+        gate = gate_model_run(w, plan, strategy)
+        assert (gate["promised"], gate["gangs_started"], gate["empty_nodes"]) == (2, 2, 0)
+
+
+def _a10g_spread() -> tuple[list[dict], list[dict]]:
+    """The issue's case: an older 1-GPU pod and a younger 4-GPU pod, one g5.xlarge and one g5.12xlarge at most."""
+    objs = [podgroup("infer", 1, created=OLD), pod("infer-0", "1", "4Gi", gpus=1, group="infer", created=OLD),
+            podgroup("train", 1, created=NEW), pod("train-0", "8", "32Gi", gpus=4, group="train", created=NEW)]
+    return objs, [group("g5-1", "g5.xlarge", 1, gpu=True), group("g5-4", "g5.12xlarge", 1, gpu=True)]
+
+
+def test_gate_mode_starts_what_least_allocated_spreading_breaks_and_at_least_what_observe_mode_starts(tmp_path):
+    objs, groups = _a10g_spread()
+    w = world(tmp_path, objs, groups)
+    plan = _plan(objs, groups)
+    assert sorted(n["nodeGroup"] for n in plan["newNodes"]) == ["g5-1", "g5-4"]
+    # no gate: LeastAllocated puts the older 1-GPU pod on the emptier g5.12xlarge; the 4-GPU gang no longer fits
+    free = model_run(w, placed_from_plan(plan), "LeastAllocated")
+    assert (free["gangs_started"], free["empty_nodes"]) == (1, 1)
+    observe_plan = _plan(objs, groups, observe=True)
+    observe = model_run(w, placed_from_plan(observe_plan), "LeastAllocated")
+    gate = gate_model_run(w, plan, "LeastAllocated")
+    assert (gate["promised"], gate["gangs_started"], gate["empty_nodes"]) == (2, 2, 0)
+    assert gate["gangs_started"] >= observe["gangs_started"]
+    assert gate["gangs_started"] > free["gangs_started"]
