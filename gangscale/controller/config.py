@@ -180,7 +180,7 @@ def load_config(path: str | Path | None) -> ControllerConfig:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise InputError(f"{path}: {where}: {first['msg']}") from None
-    if cfg.scheduler_config_file and cfg.scheduler_model == "observe":  # a bad file is refused at start, not per pass
+    if cfg.scheduler_config_file:  # a bad file is refused at start, not per pass (gate mode reads it too)
         from ..realize import scheduler_model_from
 
         try:

@@ -211,10 +211,11 @@ class Reconciler:
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
         return SnapshotPolicy(reserved_upcoming(records.values()), lifted, {**held, **refused})
 
-    def _scheduler(self, now: float) -> tuple[SchedulerModel, list[str]]:
+    def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
-        knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing."""
-        model = scheduler_model_from(self.cfg.scheduler_config_file, self.cfg.scheduler_model)
+        knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing,
+        unless `gating`: gate mode's release order models the cluster's scheduler whether the plan does or not."""
+        model = scheduler_model_from(self.cfg.scheduler_config_file, "observe" if gating else self.cfg.scheduler_model)
         if not model.enabled or self.cfg.scheduler_config_file:
             return model, []
         cached = self._cluster_scheduler
@@ -373,8 +374,9 @@ class Reconciler:
             self.gates_held = {}
             return
         ns_labels = gates.namespace_labels(objects)
-        decision = gates.decide(cluster.gangs, plan, snap,
-                                lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels))
+        scheduler, _ = self._scheduler(self.clock(), gating=True)
+        decision = gates.decide(cluster.gangs, plan, snap, lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels),
+                                config=scheduler.config)
         for key, why in decision.held.items():
             if self.gates_held.get(key) != why:
                 log.info("gate held", extra={"gang": str(key), "reason": why})

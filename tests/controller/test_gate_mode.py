@@ -182,3 +182,34 @@ def test_the_documented_kubectl_fallback_lifts_every_gangscale_gate_and_only_tho
     assert gates_of(cluster, "team", "a-0") == [] == gates_of(cluster, "team", "a-1")
     assert gates_of(cluster, "other", "b-0") == [KUEUE]
     assert gates_of(cluster, "other", "k-0") == [KUEUE]
+
+
+MOST_GPU = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
+"""
+
+
+def test_gate_mode_models_the_configured_scheduler_even_when_the_plan_does_not(cluster, world, controllers, tmp_path):
+    # Under MostAllocated with a GPU weight the 1-GPU pod packs onto g1 and cannot take g12 from the 4-GPU gang,
+    # so nothing needs holding: both gangs are released in the same pass (schedulerModel stays off).
+    sched = tmp_path / "scheduler.yaml"
+    sched.write_text(MOST_GPU)
+    namespace(cluster, "team", gate_mode=True)
+    cluster.apply(node("g12", cpu="48", mem="192Gi", gpu=4))
+    cluster.apply(node("g1", cpu="4", mem="16Gi", gpu=1))
+    ctl = controllers(schedulerConfigFile=str(sched), schedulerModel="off")
+    gated_gang(cluster, "small", 1, cpu="1", mem="1Gi", gpu=1, created="2030-01-01T00:00:00Z")
+    gated_gang(cluster, "big", 1, cpu="8", mem="8Gi", gpu=4, created="2030-01-01T00:00:10Z")
+    wait_for(lambda: not gates_of(cluster, "team", "big-0") and not gates_of(cluster, "team", "small-0"),
+             what="both gangs released without waiting for a bind")
+    assert not ctl.logged("gate held", gang=f"team/small/{PG}")
+    ctl.assert_no_tracebacks()
