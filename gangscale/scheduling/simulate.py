@@ -25,6 +25,8 @@ placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive defa
 
 from __future__ import annotations
 
+import copy
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,14 +34,14 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..fit import labels_match, term_matches, tolerates, tolerates_all
+from ..fit import label_keys, labels_match, term_matches, tolerates, tolerates_all
 from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
                      NodeGroup, Placement, Pod, Taint)
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .queue import Entry, coscheduling_key, group_key, pod_key
-from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, is_scalar
+from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 MIN_FEASIBLE_NODES = 100  # schedule_one.go minFeasibleNodesToFind
@@ -144,23 +146,42 @@ class _Cluster:
         for j, n in enumerate(self.nodes):
             for r, v in n.allocatable.items():
                 self.alloc[j, self.ri[r]] = v
+        self.index = {n.name: j for j, n in enumerate(self.nodes)}
+        self.all = np.arange(N)
+        self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
+        self._prefer: dict[Placement, np.ndarray] = {}
+        self._vecs: dict[tuple, np.ndarray] = {}
+        self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+        self._reset()
+
+    def _reset(self) -> None:
+        N, R = self.alloc.shape
         self.used = np.zeros((N, R), dtype=np.int64)
         self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
-        self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
         self.anti_nodes: Counter[int] = Counter()  # nodes holding pods with required anti-affinity (symmetry)
         self.spread_pods: list[tuple[Pod, int]] = []  # placed pods with DoNotSchedule spread, and their node
-        self._compat: dict[Placement, np.ndarray] = {}
-        self._prefer: dict[Placement, np.ndarray] = {}
-        for p in bound:
-            j = self.index.get(p.node_name or "")
-            if j is not None:
-                self._add(j, p, +1)
+        self.log: list[int] = []  # every node a pod was placed on or removed from, in order (shape caches sync from it)
+        self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        for j, p in self._bound:
+            self._add(j, p, +1)
+
+    def fresh(self) -> _Cluster:
+        """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
+        other = copy.copy(self)
+        other._reset()
+        return other
 
     def vec(self, pod: Pod) -> np.ndarray:
-        v = np.zeros(len(self.res), dtype=np.int64)
-        for r, x in pod.requests.items():
-            v[self.ri[r]] = x
+        """The pod's requests over `res` (memoised per request set; callers never write to it)."""
+        key = tuple(pod.requests.items())
+        v = self._vecs.get(key)
+        if v is None:
+            v = np.zeros(len(self.res), dtype=np.int64)
+            for r, x in pod.requests.items():
+                v[self.ri[r]] = x
+            v.flags.writeable = False
+            self._vecs[key] = v
         return v
 
     @staticmethod
@@ -169,6 +190,8 @@ class _Cluster:
         return (cpu or DEFAULT_MILLI_CPU_REQUEST, mem or DEFAULT_MEMORY_REQUEST)
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
+        self.log.append(j)
+        self.removals += sign < 0
         self.used[j] += sign * self.vec(pod)
         c, m = self.nonzero(pod)
         self.nz[j, 0] += sign * c
@@ -199,8 +222,9 @@ class _Cluster:
         if hit is None:
             sigs: dict[tuple, bool] = {}
             out = np.zeros(len(self.nodes), dtype=bool)
+            keys = sorted(label_keys(pl))  # nodes alike on these labels, taints and cordon are alike to the filters
             for j, n in enumerate(self.nodes):
-                key = (tuple(sorted(n.labels.items())), n.taints, n.unschedulable)
+                key = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
                 ok = sigs.get(key)
                 if ok is None:
                     ok = True
@@ -363,28 +387,169 @@ def _taint_scores(c: _Cluster, cand: np.ndarray, pl: Placement) -> np.ndarray:
     return MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top
 
 
-def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
-    """Weighted sum of the modelled score plugins over the candidate nodes."""
+def _base_scores(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
+    """NodeResourcesFit and BalancedAllocation, weighted: each node's own (the taint score is normalised over the candidates)."""
     req = c.vec(pod)
     total = np.zeros(len(cand), dtype=np.int64)
     if prof.weight("NodeResourcesFit"):
         total += prof.weight("NodeResourcesFit") * _fit_scores(c, cand, pod, req, prof)
     if prof.weight("NodeResourcesBalancedAllocation"):
         total += prof.weight("NodeResourcesBalancedAllocation") * _balanced_scores(c, cand, req, prof)
+    return total
+
+
+def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
+    """Weighted sum of the modelled score plugins over the candidate nodes."""
+    total = _base_scores(c, cand, pod, prof)
     if prof.weight("TaintToleration"):
         total += prof.weight("TaintToleration") * _taint_scores(c, cand, pod.placement)
     return total
 
 
+# ------------------------------------------------------------------------- the incremental fast path
+
+FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+
+
+@dataclass(slots=True)
+class _Shape:
+    """One (profile, placement, requests) class: every node's feasibility and base score, current up to `cursor`.
+
+    A placement changes one node, so pods of a shape seen before re-check only the nodes in the cluster's
+    change log since then. The scalar re-check below is the per-node form of `_fit_scores` /
+    `_balanced_scores` (same integer and float operations, so the same numbers; tests/scheduling/
+    test_fastpath.py compares the two paths on random clusters)."""
+
+    pod: Pod
+    prof: Profile
+    feas: np.ndarray  # bool per node: the filters pass
+    base: np.ndarray  # int64 per node: `_base_scores` (valid where feas)
+    compat: np.ndarray
+    need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
+    fit: list[tuple[int, int, int, int]]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
+    bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
+    wfit: int
+    wbal: int
+    cursor: int
+    failed_at: int = -1  # the cluster's `removals` when no node passed the filters (monotone until a removal)
+
+
+def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
+    req = c.vec(pod)
+    nzc, nzm = c.nonzero(pod)
+    fit = []
+    for name, weight in prof.resources:
+        i = c.ri.get(name)
+        if i is None or (is_scalar(name) and req[i] == 0):
+            continue
+        src = 0 if name == CPU else 1 if name == MEMORY else 2
+        fit.append((i, weight, src, nzc if src == 0 else nzm if src == 1 else int(req[i])))
+    bal = [(i, int(req[i])) for name in prof.balanced_resources
+           if (i := c.ri.get(name)) is not None and not (is_scalar(name) and req[i] == 0)]
+    if all(r == 0 for _, r in bal):
+        bal = []  # best-effort pod (or nothing to balance): the plugin scores 0
+    check = "NodeResourcesFit" in prof.filters
+    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
+                [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
+                prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
+    _refresh_all(c, st)
+    return st
+
+
+def _refresh_all(c: _Cluster, st: _Shape) -> None:
+    feas = st.compat.copy()
+    if st.need:
+        feas &= c.fits(c.vec(st.pod))
+    st.feas = feas
+    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
+        base = _fit_scores(c, c.all, st.pod, c.vec(st.pod), st.prof) * st.wfit if st.wfit else 0
+        st.base = base + st.wbal * _balanced_pair(c, st.bal)
+    else:
+        st.base = _base_scores(c, c.all, st.pod, st.prof)
+    st.cursor = len(c.log)
+
+
+def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
+    """`_balanced_scores` over every node for two balanced resources: |f1 - f2| / 2 where the node has both."""
+    (i0, r0), (i1, r1) = bal
+    a0, a1 = c.alloc[:, i0], c.alloc[:, i1]
+    f0 = np.minimum(1.0, (c.used[:, i0] + r0) / np.where(a0 > 0, a0, 1))
+    f1 = np.minimum(1.0, (c.used[:, i1] + r1) / np.where(a1 > 0, a1, 1))
+    std = np.where((a0 > 0) & (a1 > 0), np.abs(f0 - f1) / 2, 0.0)
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def _sync(c: _Cluster, st: _Shape) -> None:
+    """Bring the shape up to date with the nodes placements changed since its last use."""
+    if st.cursor == len(c.log):
+        return
+    dirty = set(c.log[st.cursor:])
+    if len(dirty) > FULL_REFRESH:
+        _refresh_all(c, st)
+        return
+    for j in dirty:
+        a, u = c.alloc[j].tolist(), c.used[j].tolist()
+        ok = bool(st.compat[j]) and all(a[i] - u[i] >= r for i, r in st.need)
+        st.feas[j] = ok
+        if ok:
+            st.base[j] = _score_one(st, a, u, c.nz[j].tolist())
+    st.cursor = len(c.log)
+
+
+def _score_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
+    """`_base_scores` for one node, in Python integers (and the same float steps for the balance)."""
+    total = 0
+    if st.wfit:
+        total += st.wfit * _fit_one(st, a, u, nz)
+    if st.wbal and st.bal:
+        fr = [min(1.0, (u[i] + r) / a[i]) for i, r in st.bal if a[i] > 0]
+        if len(fr) == 2:
+            std = abs(max(fr) - min(fr)) / 2
+        elif len(fr) > 2:
+            mean = sum(fr) / len(fr)
+            std = math.sqrt(sum((f - mean) ** 2 for f in fr) / len(fr))
+        else:
+            std = 0.0
+        total += st.wbal * int((1 - std) * MAX_NODE_SCORE)
+    return total
+
+
+def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
+    strategy = st.prof.strategy
+    total = wsum = 0
+    for i, weight, src, add in st.fit:
+        cap = a[i]
+        if cap <= 0:
+            continue
+        q = (nz[src] if src < 2 else u[i]) + add
+        if strategy == "LeastAllocated":
+            s = 0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap
+        elif strategy == "MostAllocated":
+            s = min(q, cap) * MAX_NODE_SCORE // cap
+        else:
+            s = broken_linear(st.prof.shape, 100 if q >= cap else min(q, cap) * 100 // cap if q > 0 else 0)
+            if s <= 0:
+                continue
+        total += s * weight
+        wsum += weight
+    if not wsum:
+        return 0
+    if strategy == "RequestedToCapacityRatio":
+        return (2 * total + wsum) // (2 * wsum)
+    return total // wsum
+
+
 # ------------------------------------------------------------------------------------- the engine
 
 class _Engine:
-    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int) -> None:
+    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True) -> None:
         self.c = cluster
         self.config = config
         self.rng = random.Random(seed)
         self.used_profiles: dict[str, Profile] = {}
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
+        self.fast = fast
+        self.shapes: dict[tuple, _Shape] = {}
 
     def profile(self, pod: Pod) -> Profile:
         prof = self.config.profile(pod.scheduler_name) or self.config.default
@@ -400,8 +565,13 @@ class _Engine:
         return mask
 
     def select(self, pod: Pod) -> int | None:
-        """One scheduling cycle's node choice (filters, percentageOfNodesToScore, scores, selectHost)."""
+        """One scheduling cycle's node choice (filters, percentageOfNodesToScore, scores, selectHost).
+
+        Pods without pod-to-pod rules, on a cluster where no placed pod has any, take the incremental path;
+        the rest (and `fast=False`, the reference the tests compare against) filter and score every node."""
         prof = self.profile(pod)
+        if self.fast and not (pod.rules or self.c.anti_nodes or self.c.spread_pods):
+            return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
         n = len(mask)
         if n == 0 or not mask.any():
@@ -420,13 +590,49 @@ class _Engine:
         if len(feas) == 1:
             return int(feas[0])
         scores = score_nodes(self.c, feas, pod, prof)
-        best = int(scores.max())
-        ties = feas[scores == best]
-        chosen = int(ties[0])
-        for count, j in enumerate(ties[1:], start=2):  # reservoir sampling, as selectHost
-            if self.rng.randrange(count) == 0:
-                chosen = int(j)
-        return chosen
+        return self._pick(feas[scores == scores.max()])
+
+    def _select_fast(self, pod: Pod, prof: Profile) -> int | None:
+        key = (prof.scheduler_name, pod.placement, tuple(pod.requests.items()))
+        st = self.shapes.get(key)
+        if st is None:
+            st = self.shapes[key] = _new_shape(self.c, pod, prof)
+        elif st.failed_at == self.c.removals:
+            return None  # no node fitted it, and since then pods were only added
+        else:
+            _sync(self.c, st)
+        idx = np.flatnonzero(st.feas)
+        m, n = len(idx), len(st.feas)
+        if m == 0:
+            st.failed_at = self.c.removals
+            return None
+        start = self.next_start % n
+        p = int(np.searchsorted(idx, start))
+        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        if m > k:
+            win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
+            processed = int((int(win[-1]) - start) % n) + 1
+        else:
+            win = np.concatenate((idx[p:], idx[:p])) if p else idx
+            processed = n
+        self.next_start = (start + processed) % n
+        if len(win) == 1:
+            return int(win[0])
+        scores = st.base[win]
+        w = prof.weight("TaintToleration")
+        if w:
+            counts = self.c.prefer_counts(pod.placement)[win]
+            top = int(counts.max())
+            if top:
+                scores = scores + w * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
+        return self._pick(win[scores == scores.max()])
+
+    def _pick(self, ties: np.ndarray) -> int:
+        """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
+        distribution, and the seed fixes it)."""
+        if len(ties) == 1:
+            return int(ties[0])
+        return int(ties[self.rng.randrange(len(ties))])
 
 
 def _entries(gangs: Sequence[Gang]) -> list[Entry]:
@@ -463,6 +669,7 @@ class _Run:
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
+    members: dict[int, list[Pod]] = field(default_factory=dict)  # a group entry's pods in queue order (memo)
 
     def need(self, gi: int) -> int:
         g = self.gangs[gi]
@@ -470,15 +677,33 @@ class _Run:
 
 
 def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
-             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4) -> SimResult:
-    """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring."""
+             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True) -> SimResult:
+    """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring.
+
+    `fast=False` filters and scores every node for every pod (the reference the fast path is tested against)."""
+    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast)[0]
+
+
+def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
+                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
+                   fast: bool = True) -> list[SimResult]:
+    """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
     config = config or default_config()
     gangs = list(gangs)
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
     live = [g for gi, g in enumerate(gangs) if gi not in skipped]
     cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
-    eng = _Engine(cluster, config, seed)
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    out = []
+    for i, seed in enumerate(seeds):
+        c = cluster if i == 0 else cluster.fresh()
+        out.append(_run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes))
+    return out
+
+
+def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
+         max_passes: int) -> SimResult:
+    """One seed's queue passes: schedule every entry, time out Permit waits, re-queue the failures."""
     run = _Run(gangs, cluster, eng, committed=[0] * len(gangs))
     for _ in range(max_passes):
         before = len(run.where)
@@ -496,7 +721,10 @@ def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable
 def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]]], retry: list[Entry]) -> None:
     """One queue entry (a pod, or a whole gang): select nodes, then commit, hold (Permit) or undo."""
     gi, g = e.gang_index, run.gangs[e.gang_index]
-    pods = [e.pod] if e.pod is not None else sorted(g.pending, key=pod_key)
+    if e.pod is not None:
+        pods = [e.pod]
+    elif (pods := run.members.get(gi)) is None:
+        pods = run.members[gi] = sorted(g.pending, key=pod_key)
     got: list[tuple[Pod, int]] = []
     for p in pods:
         if p.key in run.where:
@@ -530,10 +758,11 @@ def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entrie
                     retry: list[Entry]) -> bool:
     """Gangs still held at Permit never reached quorum: release their pods and re-queue them."""
     rolled = False
+    entry_of = {id(e.pod): e for e in entries if e.pod is not None} if assumed else {}
     for gi, held in assumed.items():
         for p, j in held:
             run.cluster.remove(j, p)
-            retry.append(next(e for e in entries if e.pod is p))
+            retry.append(entry_of[id(p)])
         run.failed.setdefault(gi, held[0][0])
         rolled = True
     return rolled
@@ -567,7 +796,8 @@ def _groups_of(c: _Cluster, idx: Iterable[int]) -> str:
 
 
 def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, placed: int, need: int,
-         empty: set[int], owner: Mapping[str, int]) -> str:
+         empty: set[int], owner_on: Sequence[Sequence[int]]) -> str:
+    """Why gang `gi` did not start; `owner_on[j]`: the gang index of each pod on node j (-1: not committed)."""
     g = gangs[gi]
     prof = eng.profile(pod)
     req = c.vec(pod)
@@ -579,17 +809,16 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
     if len(cand) == 0:
         return f"no node the pod may use has the allocatable pod {pod.key} requests"
     takers: Counter[int] = Counter()
-    for j in cand:
-        for p in c.pods_on[j]:
-            t = owner.get(p.key)
-            if t is not None and t != gi:
+    for j in cand.tolist():
+        for t in owner_on[j]:
+            if t >= 0 and t != gi:
                 takers[t] += 1
     have = f"only {placed} of {need} members needed fit" if g.policy == "gang" else "it does not fit"
     if not takers:
         return f"{have}: the {len(cand)} nodes ({_groups_of(c, cand)}) it fits on are full"
     t, _ = takers.most_common(1)[0]
     tg = gangs[t]
-    tpod = next(p for j in cand for p in c.pods_on[j] if owner.get(p.key) == t)
+    tpod = next(p for j in cand.tolist() for p, o in zip(c.pods_on[j], owner_on[j]) if o == t)
     tprof = eng.profile(tpod)
     tok = c.compat(tpod.placement, tprof) & c.fits(c.vec(tpod))
     spare = [j for j in empty if tok[j]]
@@ -610,6 +839,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
             failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
     owner = {p.key: gi for gi, g in enumerate(gangs) for p in g.pending if p.key in where}
+    owner_on = [[owner.get(p.key, -1) for p in pods] for pods in c.pods_on]
     empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
     outcomes = {}
     for gi, g in enumerate(gangs):
@@ -620,7 +850,7 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
         reason = ""
         if not ok:
             pod = failed.get(gi) or g.pending[0]
-            reason = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owner)
+            reason = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owner_on)
         outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
     return SimResult(
         placement={k: c.nodes[j].name for k, j in where.items()},
