@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 from .model import Gang, GangKey, NodeGroup
 from .plan import GangResult, NewNode, Plan, SchedulerInfo
 from .resources import sub
-from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate_seeds
+from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate_iter
 from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
@@ -104,13 +104,22 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     return len(doms) <= 1
 
 
-def _observe(ctx: _Ctx, new: list[SimNode]) -> tuple[list[SimResult], set[GangKey]]:
+def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) -> tuple[list[SimResult], set[GangKey]]:
+    """The model over base + `new` under every seed, and the gangs started (in one domain) under all of them.
+
+    With `need`, seeds stop as soon as one loses a gang of it: the caller only asks whether `need` still holds
+    (then the sims are partial and the answer is no)."""
     nodes = ctx.base + new
     for n in new:
         ctx.labels[n.name] = n.labels
-    sims = simulate_seeds(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config)
+    sims: list[SimResult] = []
+    promised = set(ctx.by_key)
+    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config):
+        sims.append(sim)
+        promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
+        if need is not None and not need <= promised:
+            break
     ctx.runs += 1
-    promised = {k for k, g in ctx.by_key.items() if all(s.outcomes[k].started and _one_domain(ctx, g, s) for s in sims)}
     return sims, promised
 
 
@@ -130,7 +139,8 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
         batches = [everywhere or set(idle)] + [{n} for n in sorted(idle)][:tries]
         for b, batch in enumerate(batches):
             trial = [n for n in new if n.name not in batch]
-            s2, p2 = _observe(ctx, trial)
+            final = b == 0 and tries <= 0  # out of single tries: this drop stands whatever it loses
+            s2, p2 = _observe(ctx, trial, None if final else promised)
             tries -= 1 if b else 0
             if p2 >= promised or (b == 0 and tries <= 0):  # out of single tries: the drop stands, gangs lost
                 new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)

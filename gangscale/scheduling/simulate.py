@@ -30,7 +30,7 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -103,13 +103,24 @@ def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str]) -> list[Sim
     return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class GangOutcome:
     key: GangKey
     started: bool
     placed: int  # members the scheduler binds
     need: int  # members still needed for quorum (minCount - bound); 1 for basic groups
-    reason: str = ""  # why not started (empty when started)
+    why: str | Callable[[], str] = ""  # the reason, or how to word it (worded on first read: most are never read)
+
+    @property
+    def reason(self) -> str:
+        """Why not started (empty when started)."""
+        if callable(self.why):
+            self.why = self.why()
+        return self.why
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GangOutcome) and (self.key, self.started, self.placed, self.need, self.reason) == (
+            other.key, other.started, other.placed, other.need, other.reason)
 
 
 @dataclass(slots=True)
@@ -148,6 +159,7 @@ class _Cluster:
                 self.alloc[j, self.ri[r]] = v
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.all = np.arange(N)
+        self.alloc_rows: list[list[int]] = self.alloc.tolist()
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
@@ -432,6 +444,8 @@ class _Shape:
     wbal: int
     cursor: int
     failed_at: int = -1  # the cluster's `removals` when no node passed the filters (monotone until a removal)
+    prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
+    wtaint: int = 0
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -452,6 +466,10 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
     st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
+    w = prof.weight("TaintToleration")
+    prefer = c.prefer_counts(pod.placement)
+    if w and prefer.any():
+        st.prefer, st.wtaint = prefer, w
     _refresh_all(c, st)
     return st
 
@@ -487,12 +505,19 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     if len(dirty) > FULL_REFRESH:
         _refresh_all(c, st)
         return
+    compat, feas, base, need, alloc = st.compat, st.feas, st.base, st.need, c.alloc_rows
     for j in dirty:
-        a, u = c.alloc[j].tolist(), c.used[j].tolist()
-        ok = bool(st.compat[j]) and all(a[i] - u[i] >= r for i, r in st.need)
-        st.feas[j] = ok
+        if not compat[j]:
+            continue  # never feasible: its arrays never change
+        a, u = alloc[j], c.used[j].tolist()
+        ok = True
+        for i, r in need:
+            if a[i] - u[i] < r:
+                ok = False
+                break
+        feas[j] = ok
         if ok:
-            st.base[j] = _score_one(st, a, u, c.nz[j].tolist())
+            base[j] = _score_one(st, a, u, c.nz[j].tolist())
     st.cursor = len(c.log)
 
 
@@ -550,9 +575,13 @@ class _Engine:
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
         self.fast = fast
         self.shapes: dict[tuple, _Shape] = {}
+        self.pod_shape: dict[int, _Shape] = {}  # id(pod) -> its shape (the gangs outlive the run)
+        self._profiles: dict[str, Profile] = {}
 
     def profile(self, pod: Pod) -> Profile:
-        prof = self.config.profile(pod.scheduler_name) or self.config.default
+        prof = self._profiles.get(pod.scheduler_name)
+        if prof is None:
+            prof = self._profiles[pod.scheduler_name] = self.config.profile(pod.scheduler_name) or self.config.default
         self.used_profiles[prof.scheduler_name] = prof
         return prof
 
@@ -593,21 +622,26 @@ class _Engine:
         return self._pick(feas[scores == scores.max()])
 
     def _select_fast(self, pod: Pod, prof: Profile) -> int | None:
-        key = (prof.scheduler_name, pod.placement, tuple(pod.requests.items()))
-        st = self.shapes.get(key)
+        st = self.pod_shape.get(id(pod))
         if st is None:
-            st = self.shapes[key] = _new_shape(self.c, pod, prof)
+            key = (prof.scheduler_name, pod.placement, tuple(pod.requests.items()))
+            st = self.shapes.get(key)
+            if st is None:
+                st = self.shapes[key] = _new_shape(self.c, pod, prof)
+            else:
+                _sync(self.c, st)
+            self.pod_shape[id(pod)] = st
         elif st.failed_at == self.c.removals:
             return None  # no node fitted it, and since then pods were only added
         else:
             _sync(self.c, st)
-        idx = np.flatnonzero(st.feas)
+        idx = st.feas.nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
             st.failed_at = self.c.removals
             return None
         start = self.next_start % n
-        p = int(np.searchsorted(idx, start))
+        p = int(idx.searchsorted(start))
         k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
         if m > k:
             win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
@@ -619,12 +653,11 @@ class _Engine:
         if len(win) == 1:
             return int(win[0])
         scores = st.base[win]
-        w = prof.weight("TaintToleration")
-        if w:
-            counts = self.c.prefer_counts(pod.placement)[win]
+        if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
+            counts = st.prefer[win]
             top = int(counts.max())
             if top:
-                scores = scores + w * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
+                scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
         return self._pick(win[scores == scores.max()])
 
     def _pick(self, ties: np.ndarray) -> int:
@@ -688,17 +721,22 @@ def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Seque
                    bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
                    fast: bool = True) -> list[SimResult]:
     """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
+    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast))
+
+
+def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
+                  bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
+                  fast: bool = True) -> Iterator[SimResult]:
+    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
     config = config or default_config()
     gangs = list(gangs)
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
     live = [g for gi, g in enumerate(gangs) if gi not in skipped]
     cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
-    out = []
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
-        out.append(_run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes))
-    return out
+        yield _run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes)
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
@@ -838,19 +876,24 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
             failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
-    owner = {p.key: gi for gi, g in enumerate(gangs) for p in g.pending if p.key in where}
-    owner_on = [[owner.get(p.key, -1) for p in pods] for pods in c.pods_on]
     empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
+    owners: list[list[list[int]]] = []  # built on the first reason asked for; the run's state no longer changes
+
+    def why(gi: int, pod: Pod) -> Callable[[], str]:
+        def word() -> str:
+            if not owners:
+                owner = {p.key: i for i, g in enumerate(gangs) for p in g.pending if p.key in where}
+                owners.append([[owner.get(p.key, -1) for p in pods] for pods in c.pods_on])
+            return _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+        return word
+
     outcomes = {}
     for gi, g in enumerate(gangs):
         if gi in skipped:
             outcomes[g.gang_key] = GangOutcome(g.gang_key, False, 0, need(gi), skipped[gi])
             continue
         ok = gi in started
-        reason = ""
-        if not ok:
-            pod = failed.get(gi) or g.pending[0]
-            reason = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owner_on)
+        reason: str | Callable[[], str] = "" if ok else why(gi, failed.get(gi) or g.pending[0])
         outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
     return SimResult(
         placement={k: c.nodes[j].name for k, j in where.items()},
