@@ -3,7 +3,8 @@
 `simulate(nodes, gangs, ...)` pops queue entries in PrioritySort order (queue.py), runs the filters
 (NodeUnschedulable, NodeResourcesFit incl. extended resources and the pods slot, NodeAffinity /
 nodeSelector, TaintToleration) and the scores (scores.py) for one pod at a time, takes the best
-node (ties broken by reservoir sampling, as schedule_one.go `selectHost`), and applies each gang
+node (ties broken uniformly at random with the seeded RNG: schedule_one.go `selectHost` samples a
+reservoir, which is the same distribution; one draw per pod is cheaper), and applies each gang
 API's admission as its scheduler does:
 
 - 1.35 Workload (`GangScheduling`, KEP-4671): pods leave the queue one by one in PrioritySort
@@ -18,7 +19,15 @@ API's admission as its scheduler does:
 - basic groups and lone pods: every pod on its own.
 
 Unplaced pods retry in later passes (the scheduler re-queues them when capacity frees), until a
-pass binds nothing new. Invariant: the same inputs and seed give the same result; nodes and gangs
+pass binds nothing new.
+
+Speed: pods without pod-to-pod rules (on a cluster where no placed pod has any) take an incremental
+path: per shape (profile, placement, requests) the filters' verdict and the node's own scores are
+kept per node, and a pod re-checks only the nodes placements changed since its shape was last used
+(`_Shape`, `_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the
+kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
+tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
+`simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
 are only read. Not modelled: preemption, preferred affinity, inter-pod scoring, topology-aware gang
 placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive default).
 """
@@ -196,6 +205,16 @@ class _Cluster:
             self._vecs[key] = v
         return v
 
+    def nz_vec(self, pod: Pod) -> np.ndarray:
+        """`nonzero(pod)` as a row of `nz` (memoised like `vec`)."""
+        key = ("nz", *pod.requests.items())
+        v = self._vecs.get(key)
+        if v is None:
+            v = np.array(self.nonzero(pod), dtype=np.int64)
+            v.flags.writeable = False
+            self._vecs[key] = v
+        return v
+
     @staticmethod
     def nonzero(pod: Pod) -> tuple[int, int]:
         cpu, mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
@@ -204,13 +223,14 @@ class _Cluster:
     def _add(self, j: int, pod: Pod, sign: int) -> None:
         self.log.append(j)
         self.removals += sign < 0
-        self.used[j] += sign * self.vec(pod)
-        c, m = self.nonzero(pod)
-        self.nz[j, 0] += sign * c
-        self.nz[j, 1] += sign * m
+        v, nz = self.vec(pod), self.nz_vec(pod)
         if sign > 0:
+            self.used[j] += v
+            self.nz[j] += nz
             self.pods_on[j].append(pod)
         else:
+            self.used[j] -= v
+            self.nz[j] -= nz
             self.pods_on[j].remove(pod)
         if pod.rules.spread:
             if sign > 0:
@@ -446,6 +466,7 @@ class _Shape:
     failed_at: int = -1  # the cluster's `removals` when no node passed the filters (monotone until a removal)
     prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
     wtaint: int = 0
+    score: Scorer | None = None  # `_scorer(self)`
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -466,6 +487,7 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
     st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
+    st.score = _scorer(st)
     w = prof.weight("TaintToleration")
     prefer = c.prefer_counts(pod.placement)
     if w and prefer.any():
@@ -505,7 +527,7 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     if len(dirty) > FULL_REFRESH:
         _refresh_all(c, st)
         return
-    compat, feas, base, need, alloc = st.compat, st.feas, st.base, st.need, c.alloc_rows
+    compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
@@ -517,8 +539,44 @@ def _sync(c: _Cluster, st: _Shape) -> None:
                 break
         feas[j] = ok
         if ok:
-            base[j] = _score_one(st, a, u, c.nz[j].tolist())
+            base[j] = score(a, u, c.nz[j].tolist())
     st.cursor = len(c.log)
+
+
+Scorer = Callable[[list[int], list[int], list[int]], int]
+
+
+def _scorer(st: _Shape) -> Scorer:
+    """`_score_one` for this shape; LeastAllocated / MostAllocated with two balanced resources (the default
+    profile's form) gets a closure with the constants bound, the same arithmetic without the generic loops."""
+    if st.prof.strategy not in ("LeastAllocated", "MostAllocated") or len(st.bal) not in (0, 2):
+        return lambda a, u, nz: _score_one(st, a, u, nz)
+    fit, wfit, least = st.fit, st.wfit, st.prof.strategy == "LeastAllocated"
+    wbal = st.wbal if st.bal else 0
+    (i0, r0), (i1, r1) = st.bal or ((0, 0), (0, 0))
+
+    def score(a: list[int], u: list[int], nz: list[int]) -> int:
+        total = 0
+        if wfit:
+            t = w = 0
+            for i, weight, src, add in fit:
+                cap = a[i]
+                if cap > 0:
+                    q = (nz[src] if src < 2 else u[i]) + add
+                    t += weight * ((0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap) if least
+                                   else (q if q < cap else cap) * MAX_NODE_SCORE // cap)
+                    w += weight
+            if w:
+                total = wfit * (t // w)
+        if wbal:
+            a0, a1 = a[i0], a[i1]
+            if a0 > 0 and a1 > 0:
+                f0, f1 = (u[i0] + r0) / a0, (u[i1] + r1) / a1
+                total += wbal * int((1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+            else:
+                total += wbal * MAX_NODE_SCORE  # fewer than two fractions: std 0
+        return total
+    return score
 
 
 def _score_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
