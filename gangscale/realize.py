@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable, Sequence
 
 from .model import Gang, GangKey, NodeGroup
 from .plan import GangResult, NewNode, Plan, SchedulerInfo
 from .resources import sub
-from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate
+from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate_iter
 from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
@@ -76,6 +76,7 @@ class _Ctx:
     owner: dict[str, GangKey]  # pending pod key -> its gang
     labels: dict[str, dict[str, str]]  # node name -> labels (topology domains)
     price: dict[str, int]  # group -> micro-dollars per hour
+    by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (gang_key builds a new key each time)
     runs: int = 0
     serial: int = 0
     deadline: float = float("inf")  # past it, cleaning stops; the final drops are still checked (LATE_RUNS)
@@ -104,14 +105,22 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     return len(doms) <= 1
 
 
-def _observe(ctx: _Ctx, new: list[SimNode]) -> tuple[list[SimResult], set[GangKey]]:
+def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) -> tuple[list[SimResult], set[GangKey]]:
+    """The model over base + `new` under every seed, and the gangs started (in one domain) under all of them.
+
+    With `need`, seeds stop as soon as one loses a gang of it: the caller only asks whether `need` still holds
+    (then the sims are partial and the answer is no)."""
     nodes = ctx.base + new
     for n in new:
         ctx.labels[n.name] = n.labels
-    sims = [simulate(nodes, ctx.gangs, bound=ctx.snap.bound, config=ctx.config, seed=s) for s in ctx.model.seeds]
+    sims: list[SimResult] = []
+    promised = set(ctx.by_key)
+    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config):
+        sims.append(sim)
+        promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
+        if need is not None and not need <= promised:
+            break
     ctx.runs += 1
-    promised = {g.gang_key for g in ctx.gangs
-                if all(s.outcomes[g.gang_key].started and _one_domain(ctx, g, s) for s in sims)}
     return sims, promised
 
 
@@ -131,7 +140,8 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
         batches = [everywhere or set(idle)] + [{n} for n in sorted(idle)][:tries]
         for b, batch in enumerate(batches):
             trial = [n for n in new if n.name not in batch]
-            s2, p2 = _observe(ctx, trial)
+            final = b == 0 and tries <= 0  # out of single tries: this drop stands whatever it loses
+            s2, p2 = _observe(ctx, trial, None if final else promised)
             tries -= 1 if b else 0
             if p2 >= promised or (b == 0 and tries <= 0):  # out of single tries: the drop stands, gangs lost
                 new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
@@ -170,7 +180,7 @@ def _listable(ctx: _Ctx, st: _State) -> _State:
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     """What is left to plan: the gangs not promised, on the capacity seed 0's placement leaves free."""
     sim = st.sims[0]
-    pods = {p.key: p for g in ctx.gangs if g.gang_key in st.promised for p in g.pending if p.key in sim.placement}
+    pods = {p.key: p for k, g in ctx.by_key.items() if k in st.promised for p in g.pending if p.key in sim.placement}
     used: dict[str, Counter] = {}
     for k, p in pods.items():
         used.setdefault(sim.placement[k], Counter()).update(p.requests)
@@ -180,7 +190,7 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     kept = Counter(n.node_group for n in st.new)
     groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
     bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]
-    gangs = [g for g in ctx.gangs if g.gang_key not in st.promised]
+    gangs = [g for k, g in ctx.by_key.items() if k not in st.promised]
     return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound)
 
 
@@ -230,9 +240,10 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
 def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
     gangs = snap.solvable
+    by_key = {g.gang_key: g for g in gangs}
     return _Ctx(snap, model, model.config or default_config(), base, gangs,
-                {p.key: g.gang_key for g in gangs for p in g.pending}, {n.name: n.labels for n in base},
-                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups})
+                {p.key: k for k, g in by_key.items() for p in g.pending}, {n.name: n.labels for n in base},
+                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups}, by_key)
 
 
 def _reasons(st: _State, keys: set[GangKey]) -> dict[GangKey, str]:
@@ -283,7 +294,7 @@ def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_
 def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
           new_names: dict[str, SimNode]) -> GangResult:
     key = GangKey(r.namespace, r.name, r.api)
-    if key not in {g.gang_key for g in ctx.gangs}:
+    if key not in ctx.by_key:
         return r  # decided before any planning (invalid, waiting, below quorum, held)
     if key in st.promised:
         return _started(ctx, r, key, st, first_reasons.get(key), new_names)
@@ -298,7 +309,7 @@ def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_re
 def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str | None,
              new_names: dict[str, SimNode]) -> GangResult:
     sim = st.sims[st.listing]
-    g = next(x for x in ctx.gangs if x.gang_key == key)
+    g = ctx.by_key[key]
     where = [sim.placement[p.key] for p in g.pending if p.key in sim.placement]
     per_group = Counter(new_names[n].node_group for n in set(where) if n in new_names)
     on_existing = sum(1 for n in where if n not in new_names)

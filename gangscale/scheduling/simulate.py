@@ -3,7 +3,8 @@
 `simulate(nodes, gangs, ...)` pops queue entries in PrioritySort order (queue.py), runs the filters
 (NodeUnschedulable, NodeResourcesFit incl. extended resources and the pods slot, NodeAffinity /
 nodeSelector, TaintToleration) and the scores (scores.py) for one pod at a time, takes the best
-node (ties broken by reservoir sampling, as schedule_one.go `selectHost`), and applies each gang
+node (ties broken uniformly at random with the seeded RNG: schedule_one.go `selectHost` samples a
+reservoir, which is the same distribution; one draw per pod is cheaper), and applies each gang
 API's admission as its scheduler does:
 
 - 1.35 Workload (`GangScheduling`, KEP-4671): pods leave the queue one by one in PrioritySort
@@ -18,28 +19,38 @@ API's admission as its scheduler does:
 - basic groups and lone pods: every pod on its own.
 
 Unplaced pods retry in later passes (the scheduler re-queues them when capacity frees), until a
-pass binds nothing new. Invariant: the same inputs and seed give the same result; nodes and gangs
+pass binds nothing new.
+
+Speed: pods without pod-to-pod rules (on a cluster where no placed pod has any) take an incremental
+path: per shape (profile, placement, requests) the filters' verdict and the node's own scores are
+kept per node, and a pod re-checks only the nodes placements changed since its shape was last used
+(`_Shape`, `_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the
+kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
+tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
+`simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
 are only read. Not modelled: preemption, preferred affinity, inter-pod scoring, topology-aware gang
 placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive default).
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..fit import labels_match, term_matches, tolerates, tolerates_all
+from ..fit import label_keys, labels_match, term_matches, tolerates, tolerates_all
 from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
                      NodeGroup, Placement, Pod, Taint)
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .queue import Entry, coscheduling_key, group_key, pod_key
-from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, is_scalar
+from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 MIN_FEASIBLE_NODES = 100  # schedule_one.go minFeasibleNodesToFind
@@ -101,13 +112,24 @@ def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str]) -> list[Sim
     return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class GangOutcome:
     key: GangKey
     started: bool
     placed: int  # members the scheduler binds
     need: int  # members still needed for quorum (minCount - bound); 1 for basic groups
-    reason: str = ""  # why not started (empty when started)
+    why: str | Callable[[], str] = ""  # the reason, or how to word it (worded on first read: most are never read)
+
+    @property
+    def reason(self) -> str:
+        """Why not started (empty when started)."""
+        if callable(self.why):
+            self.why = self.why()
+        return self.why
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GangOutcome) and (self.key, self.started, self.placed, self.need, self.reason) == (
+            other.key, other.started, other.placed, other.need, other.reason)
 
 
 @dataclass(slots=True)
@@ -144,23 +166,53 @@ class _Cluster:
         for j, n in enumerate(self.nodes):
             for r, v in n.allocatable.items():
                 self.alloc[j, self.ri[r]] = v
+        self.index = {n.name: j for j, n in enumerate(self.nodes)}
+        self.all = np.arange(N)
+        self.alloc_rows: list[list[int]] = self.alloc.tolist()
+        self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
+        self._prefer: dict[Placement, np.ndarray] = {}
+        self._vecs: dict[tuple, np.ndarray] = {}
+        self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+        self._reset()
+
+    def _reset(self) -> None:
+        N, R = self.alloc.shape
         self.used = np.zeros((N, R), dtype=np.int64)
         self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
-        self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
         self.anti_nodes: Counter[int] = Counter()  # nodes holding pods with required anti-affinity (symmetry)
         self.spread_pods: list[tuple[Pod, int]] = []  # placed pods with DoNotSchedule spread, and their node
-        self._compat: dict[Placement, np.ndarray] = {}
-        self._prefer: dict[Placement, np.ndarray] = {}
-        for p in bound:
-            j = self.index.get(p.node_name or "")
-            if j is not None:
-                self._add(j, p, +1)
+        self.log: list[int] = []  # every node a pod was placed on or removed from, in order (shape caches sync from it)
+        self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        for j, p in self._bound:
+            self._add(j, p, +1)
+
+    def fresh(self) -> _Cluster:
+        """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
+        other = copy.copy(self)
+        other._reset()
+        return other
 
     def vec(self, pod: Pod) -> np.ndarray:
-        v = np.zeros(len(self.res), dtype=np.int64)
-        for r, x in pod.requests.items():
-            v[self.ri[r]] = x
+        """The pod's requests over `res` (memoised per request set; callers never write to it)."""
+        key = tuple(pod.requests.items())
+        v = self._vecs.get(key)
+        if v is None:
+            v = np.zeros(len(self.res), dtype=np.int64)
+            for r, x in pod.requests.items():
+                v[self.ri[r]] = x
+            v.flags.writeable = False
+            self._vecs[key] = v
+        return v
+
+    def nz_vec(self, pod: Pod) -> np.ndarray:
+        """`nonzero(pod)` as a row of `nz` (memoised like `vec`)."""
+        key = ("nz", *pod.requests.items())
+        v = self._vecs.get(key)
+        if v is None:
+            v = np.array(self.nonzero(pod), dtype=np.int64)
+            v.flags.writeable = False
+            self._vecs[key] = v
         return v
 
     @staticmethod
@@ -169,13 +221,16 @@ class _Cluster:
         return (cpu or DEFAULT_MILLI_CPU_REQUEST, mem or DEFAULT_MEMORY_REQUEST)
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
-        self.used[j] += sign * self.vec(pod)
-        c, m = self.nonzero(pod)
-        self.nz[j, 0] += sign * c
-        self.nz[j, 1] += sign * m
+        self.log.append(j)
+        self.removals += sign < 0
+        v, nz = self.vec(pod), self.nz_vec(pod)
         if sign > 0:
+            self.used[j] += v
+            self.nz[j] += nz
             self.pods_on[j].append(pod)
         else:
+            self.used[j] -= v
+            self.nz[j] -= nz
             self.pods_on[j].remove(pod)
         if pod.rules.spread:
             if sign > 0:
@@ -199,8 +254,9 @@ class _Cluster:
         if hit is None:
             sigs: dict[tuple, bool] = {}
             out = np.zeros(len(self.nodes), dtype=bool)
+            keys = sorted(label_keys(pl))  # nodes alike on these labels, taints and cordon are alike to the filters
             for j, n in enumerate(self.nodes):
-                key = (tuple(sorted(n.labels.items())), n.taints, n.unschedulable)
+                key = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
                 ok = sigs.get(key)
                 if ok is None:
                     ok = True
@@ -363,31 +419,227 @@ def _taint_scores(c: _Cluster, cand: np.ndarray, pl: Placement) -> np.ndarray:
     return MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top
 
 
-def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
-    """Weighted sum of the modelled score plugins over the candidate nodes."""
+def _base_scores(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
+    """NodeResourcesFit and BalancedAllocation, weighted: each node's own (the taint score is normalised over the candidates)."""
     req = c.vec(pod)
     total = np.zeros(len(cand), dtype=np.int64)
     if prof.weight("NodeResourcesFit"):
         total += prof.weight("NodeResourcesFit") * _fit_scores(c, cand, pod, req, prof)
     if prof.weight("NodeResourcesBalancedAllocation"):
         total += prof.weight("NodeResourcesBalancedAllocation") * _balanced_scores(c, cand, req, prof)
+    return total
+
+
+def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.ndarray:
+    """Weighted sum of the modelled score plugins over the candidate nodes."""
+    total = _base_scores(c, cand, pod, prof)
     if prof.weight("TaintToleration"):
         total += prof.weight("TaintToleration") * _taint_scores(c, cand, pod.placement)
     return total
 
 
+# ------------------------------------------------------------------------- the incremental fast path
+
+FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+
+
+@dataclass(slots=True)
+class _Shape:
+    """One (profile, placement, requests) class: every node's feasibility and base score, current up to `cursor`.
+
+    A placement changes one node, so pods of a shape seen before re-check only the nodes in the cluster's
+    change log since then. The scalar re-check below is the per-node form of `_fit_scores` /
+    `_balanced_scores` (same integer and float operations, so the same numbers; tests/scheduling/
+    test_fastpath.py compares the two paths on random clusters)."""
+
+    pod: Pod
+    prof: Profile
+    feas: np.ndarray  # bool per node: the filters pass
+    base: np.ndarray  # int64 per node: `_base_scores` (valid where feas)
+    compat: np.ndarray
+    need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
+    fit: list[tuple[int, int, int, int]]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
+    bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
+    wfit: int
+    wbal: int
+    cursor: int
+    failed_at: int = -1  # the cluster's `removals` when no node passed the filters (monotone until a removal)
+    prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
+    wtaint: int = 0
+    score: Scorer | None = None  # `_scorer(self)`
+
+
+def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
+    req = c.vec(pod)
+    nzc, nzm = c.nonzero(pod)
+    fit = []
+    for name, weight in prof.resources:
+        i = c.ri.get(name)
+        if i is None or (is_scalar(name) and req[i] == 0):
+            continue
+        src = 0 if name == CPU else 1 if name == MEMORY else 2
+        fit.append((i, weight, src, nzc if src == 0 else nzm if src == 1 else int(req[i])))
+    bal = [(i, int(req[i])) for name in prof.balanced_resources
+           if (i := c.ri.get(name)) is not None and not (is_scalar(name) and req[i] == 0)]
+    if all(r == 0 for _, r in bal):
+        bal = []  # best-effort pod (or nothing to balance): the plugin scores 0
+    check = "NodeResourcesFit" in prof.filters
+    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
+                [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
+                prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
+    st.score = _scorer(st)
+    w = prof.weight("TaintToleration")
+    prefer = c.prefer_counts(pod.placement)
+    if w and prefer.any():
+        st.prefer, st.wtaint = prefer, w
+    _refresh_all(c, st)
+    return st
+
+
+def _refresh_all(c: _Cluster, st: _Shape) -> None:
+    feas = st.compat.copy()
+    if st.need:
+        feas &= c.fits(c.vec(st.pod))
+    st.feas = feas
+    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
+        base = _fit_scores(c, c.all, st.pod, c.vec(st.pod), st.prof) * st.wfit if st.wfit else 0
+        st.base = base + st.wbal * _balanced_pair(c, st.bal)
+    else:
+        st.base = _base_scores(c, c.all, st.pod, st.prof)
+    st.cursor = len(c.log)
+
+
+def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
+    """`_balanced_scores` over every node for two balanced resources: |f1 - f2| / 2 where the node has both."""
+    (i0, r0), (i1, r1) = bal
+    a0, a1 = c.alloc[:, i0], c.alloc[:, i1]
+    f0 = np.minimum(1.0, (c.used[:, i0] + r0) / np.where(a0 > 0, a0, 1))
+    f1 = np.minimum(1.0, (c.used[:, i1] + r1) / np.where(a1 > 0, a1, 1))
+    std = np.where((a0 > 0) & (a1 > 0), np.abs(f0 - f1) / 2, 0.0)
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def _sync(c: _Cluster, st: _Shape) -> None:
+    """Bring the shape up to date with the nodes placements changed since its last use."""
+    if st.cursor == len(c.log):
+        return
+    dirty = set(c.log[st.cursor:])
+    if len(dirty) > FULL_REFRESH:
+        _refresh_all(c, st)
+        return
+    compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
+    for j in dirty:
+        if not compat[j]:
+            continue  # never feasible: its arrays never change
+        a, u = alloc[j], c.used[j].tolist()
+        ok = True
+        for i, r in need:
+            if a[i] - u[i] < r:
+                ok = False
+                break
+        feas[j] = ok
+        if ok:
+            base[j] = score(a, u, c.nz[j].tolist())
+    st.cursor = len(c.log)
+
+
+Scorer = Callable[[list[int], list[int], list[int]], int]
+
+
+def _scorer(st: _Shape) -> Scorer:
+    """`_score_one` for this shape; LeastAllocated / MostAllocated with two balanced resources (the default
+    profile's form) gets a closure with the constants bound, the same arithmetic without the generic loops."""
+    if st.prof.strategy not in ("LeastAllocated", "MostAllocated") or len(st.bal) not in (0, 2):
+        return lambda a, u, nz: _score_one(st, a, u, nz)
+    fit, wfit, least = st.fit, st.wfit, st.prof.strategy == "LeastAllocated"
+    wbal = st.wbal if st.bal else 0
+    (i0, r0), (i1, r1) = st.bal or ((0, 0), (0, 0))
+
+    def score(a: list[int], u: list[int], nz: list[int]) -> int:
+        total = 0
+        if wfit:
+            t = w = 0
+            for i, weight, src, add in fit:
+                cap = a[i]
+                if cap > 0:
+                    q = (nz[src] if src < 2 else u[i]) + add
+                    t += weight * ((0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap) if least
+                                   else (q if q < cap else cap) * MAX_NODE_SCORE // cap)
+                    w += weight
+            if w:
+                total = wfit * (t // w)
+        if wbal:
+            a0, a1 = a[i0], a[i1]
+            if a0 > 0 and a1 > 0:
+                f0, f1 = (u[i0] + r0) / a0, (u[i1] + r1) / a1
+                total += wbal * int((1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+            else:
+                total += wbal * MAX_NODE_SCORE  # fewer than two fractions: std 0
+        return total
+    return score
+
+
+def _score_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
+    """`_base_scores` for one node, in Python integers (and the same float steps for the balance)."""
+    total = 0
+    if st.wfit:
+        total += st.wfit * _fit_one(st, a, u, nz)
+    if st.wbal and st.bal:
+        fr = [min(1.0, (u[i] + r) / a[i]) for i, r in st.bal if a[i] > 0]
+        if len(fr) == 2:
+            std = abs(max(fr) - min(fr)) / 2
+        elif len(fr) > 2:
+            mean = sum(fr) / len(fr)
+            std = math.sqrt(sum((f - mean) ** 2 for f in fr) / len(fr))
+        else:
+            std = 0.0
+        total += st.wbal * int((1 - std) * MAX_NODE_SCORE)
+    return total
+
+
+def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
+    strategy = st.prof.strategy
+    total = wsum = 0
+    for i, weight, src, add in st.fit:
+        cap = a[i]
+        if cap <= 0:
+            continue
+        q = (nz[src] if src < 2 else u[i]) + add
+        if strategy == "LeastAllocated":
+            s = 0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap
+        elif strategy == "MostAllocated":
+            s = min(q, cap) * MAX_NODE_SCORE // cap
+        else:
+            s = broken_linear(st.prof.shape, 100 if q >= cap else min(q, cap) * 100 // cap if q > 0 else 0)
+            if s <= 0:
+                continue
+        total += s * weight
+        wsum += weight
+    if not wsum:
+        return 0
+    if strategy == "RequestedToCapacityRatio":
+        return (2 * total + wsum) // (2 * wsum)
+    return total // wsum
+
+
 # ------------------------------------------------------------------------------------- the engine
 
 class _Engine:
-    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int) -> None:
+    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True) -> None:
         self.c = cluster
         self.config = config
         self.rng = random.Random(seed)
         self.used_profiles: dict[str, Profile] = {}
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
+        self.fast = fast
+        self.shapes: dict[tuple, _Shape] = {}
+        self.pod_shape: dict[int, _Shape] = {}  # id(pod) -> its shape (the gangs outlive the run)
+        self._profiles: dict[str, Profile] = {}
 
     def profile(self, pod: Pod) -> Profile:
-        prof = self.config.profile(pod.scheduler_name) or self.config.default
+        prof = self._profiles.get(pod.scheduler_name)
+        if prof is None:
+            prof = self._profiles[pod.scheduler_name] = self.config.profile(pod.scheduler_name) or self.config.default
         self.used_profiles[prof.scheduler_name] = prof
         return prof
 
@@ -400,8 +652,13 @@ class _Engine:
         return mask
 
     def select(self, pod: Pod) -> int | None:
-        """One scheduling cycle's node choice (filters, percentageOfNodesToScore, scores, selectHost)."""
+        """One scheduling cycle's node choice (filters, percentageOfNodesToScore, scores, selectHost).
+
+        Pods without pod-to-pod rules, on a cluster where no placed pod has any, take the incremental path;
+        the rest (and `fast=False`, the reference the tests compare against) filter and score every node."""
         prof = self.profile(pod)
+        if self.fast and not (pod.rules or self.c.anti_nodes or self.c.spread_pods):
+            return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
         n = len(mask)
         if n == 0 or not mask.any():
@@ -420,13 +677,53 @@ class _Engine:
         if len(feas) == 1:
             return int(feas[0])
         scores = score_nodes(self.c, feas, pod, prof)
-        best = int(scores.max())
-        ties = feas[scores == best]
-        chosen = int(ties[0])
-        for count, j in enumerate(ties[1:], start=2):  # reservoir sampling, as selectHost
-            if self.rng.randrange(count) == 0:
-                chosen = int(j)
-        return chosen
+        return self._pick(feas[scores == scores.max()])
+
+    def _select_fast(self, pod: Pod, prof: Profile) -> int | None:
+        st = self.pod_shape.get(id(pod))
+        if st is None:
+            key = (prof.scheduler_name, pod.placement, tuple(pod.requests.items()))
+            st = self.shapes.get(key)
+            if st is None:
+                st = self.shapes[key] = _new_shape(self.c, pod, prof)
+            else:
+                _sync(self.c, st)
+            self.pod_shape[id(pod)] = st
+        elif st.failed_at == self.c.removals:
+            return None  # no node fitted it, and since then pods were only added
+        else:
+            _sync(self.c, st)
+        idx = st.feas.nonzero()[0]
+        m, n = len(idx), len(st.feas)
+        if m == 0:
+            st.failed_at = self.c.removals
+            return None
+        start = self.next_start % n
+        p = int(idx.searchsorted(start))
+        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        if m > k:
+            win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
+            processed = int((int(win[-1]) - start) % n) + 1
+        else:
+            win = np.concatenate((idx[p:], idx[:p])) if p else idx
+            processed = n
+        self.next_start = (start + processed) % n
+        if len(win) == 1:
+            return int(win[0])
+        scores = st.base[win]
+        if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
+            counts = st.prefer[win]
+            top = int(counts.max())
+            if top:
+                scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
+        return self._pick(win[scores == scores.max()])
+
+    def _pick(self, ties: np.ndarray) -> int:
+        """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
+        distribution, and the seed fixes it)."""
+        if len(ties) == 1:
+            return int(ties[0])
+        return int(ties[self.rng.randrange(len(ties))])
 
 
 def _entries(gangs: Sequence[Gang]) -> list[Entry]:
@@ -463,6 +760,7 @@ class _Run:
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
+    members: dict[int, list[Pod]] = field(default_factory=dict)  # a group entry's pods in queue order (memo)
 
     def need(self, gi: int) -> int:
         g = self.gangs[gi]
@@ -470,15 +768,38 @@ class _Run:
 
 
 def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
-             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4) -> SimResult:
-    """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring."""
+             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True) -> SimResult:
+    """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring.
+
+    `fast=False` filters and scores every node for every pod (the reference the fast path is tested against)."""
+    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast)[0]
+
+
+def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
+                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
+                   fast: bool = True) -> list[SimResult]:
+    """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
+    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast))
+
+
+def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
+                  bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
+                  fast: bool = True) -> Iterator[SimResult]:
+    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
     config = config or default_config()
     gangs = list(gangs)
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
     live = [g for gi, g in enumerate(gangs) if gi not in skipped]
     cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
-    eng = _Engine(cluster, config, seed)
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    for i, seed in enumerate(seeds):
+        c = cluster if i == 0 else cluster.fresh()
+        yield _run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes)
+
+
+def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
+         max_passes: int) -> SimResult:
+    """One seed's queue passes: schedule every entry, time out Permit waits, re-queue the failures."""
     run = _Run(gangs, cluster, eng, committed=[0] * len(gangs))
     for _ in range(max_passes):
         before = len(run.where)
@@ -496,7 +817,10 @@ def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable
 def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]]], retry: list[Entry]) -> None:
     """One queue entry (a pod, or a whole gang): select nodes, then commit, hold (Permit) or undo."""
     gi, g = e.gang_index, run.gangs[e.gang_index]
-    pods = [e.pod] if e.pod is not None else sorted(g.pending, key=pod_key)
+    if e.pod is not None:
+        pods = [e.pod]
+    elif (pods := run.members.get(gi)) is None:
+        pods = run.members[gi] = sorted(g.pending, key=pod_key)
     got: list[tuple[Pod, int]] = []
     for p in pods:
         if p.key in run.where:
@@ -530,10 +854,11 @@ def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entrie
                     retry: list[Entry]) -> bool:
     """Gangs still held at Permit never reached quorum: release their pods and re-queue them."""
     rolled = False
+    entry_of = {id(e.pod): e for e in entries if e.pod is not None} if assumed else {}
     for gi, held in assumed.items():
         for p, j in held:
             run.cluster.remove(j, p)
-            retry.append(next(e for e in entries if e.pod is p))
+            retry.append(entry_of[id(p)])
         run.failed.setdefault(gi, held[0][0])
         rolled = True
     return rolled
@@ -567,7 +892,8 @@ def _groups_of(c: _Cluster, idx: Iterable[int]) -> str:
 
 
 def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, placed: int, need: int,
-         empty: set[int], owner: Mapping[str, int]) -> str:
+         empty: set[int], owner_on: Sequence[Sequence[int]]) -> str:
+    """Why gang `gi` did not start; `owner_on[j]`: the gang index of each pod on node j (-1: not committed)."""
     g = gangs[gi]
     prof = eng.profile(pod)
     req = c.vec(pod)
@@ -579,17 +905,16 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
     if len(cand) == 0:
         return f"no node the pod may use has the allocatable pod {pod.key} requests"
     takers: Counter[int] = Counter()
-    for j in cand:
-        for p in c.pods_on[j]:
-            t = owner.get(p.key)
-            if t is not None and t != gi:
+    for j in cand.tolist():
+        for t in owner_on[j]:
+            if t >= 0 and t != gi:
                 takers[t] += 1
     have = f"only {placed} of {need} members needed fit" if g.policy == "gang" else "it does not fit"
     if not takers:
         return f"{have}: the {len(cand)} nodes ({_groups_of(c, cand)}) it fits on are full"
     t, _ = takers.most_common(1)[0]
     tg = gangs[t]
-    tpod = next(p for j in cand for p in c.pods_on[j] if owner.get(p.key) == t)
+    tpod = next(p for j in cand.tolist() for p, o in zip(c.pods_on[j], owner_on[j]) if o == t)
     tprof = eng.profile(tpod)
     tok = c.compat(tpod.placement, tprof) & c.fits(c.vec(tpod))
     spare = [j for j in empty if tok[j]]
@@ -609,18 +934,24 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
             failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
-    owner = {p.key: gi for gi, g in enumerate(gangs) for p in g.pending if p.key in where}
     empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
+    owners: list[list[list[int]]] = []  # built on the first reason asked for; the run's state no longer changes
+
+    def why(gi: int, pod: Pod) -> Callable[[], str]:
+        def word() -> str:
+            if not owners:
+                owner = {p.key: i for i, g in enumerate(gangs) for p in g.pending if p.key in where}
+                owners.append([[owner.get(p.key, -1) for p in pods] for pods in c.pods_on])
+            return _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+        return word
+
     outcomes = {}
     for gi, g in enumerate(gangs):
         if gi in skipped:
             outcomes[g.gang_key] = GangOutcome(g.gang_key, False, 0, need(gi), skipped[gi])
             continue
         ok = gi in started
-        reason = ""
-        if not ok:
-            pod = failed.get(gi) or g.pending[0]
-            reason = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owner)
+        reason: str | Callable[[], str] = "" if ok else why(gi, failed.get(gi) or g.pending[0])
         outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
     return SimResult(
         placement={k: c.nodes[j].name for k, j in where.items()},
