@@ -34,7 +34,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 MAX_SINGLE_TRIES = 8  # idle nodes tried one by one (per cleaning) when dropping them all loses a gang
-LATE_RUNS = 3  # model runs past the deadline that check the final drops (a promise is never left unchecked)
+LATE_RUNS = 1  # model runs past the deadline that check the final drop (a promise is never left unchecked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,20 +160,25 @@ def _listable(ctx: _Ctx, st: _State) -> _State:
     """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
     under the best seed and run the model again. A kept idle node (see `_clean`) is idle under some seed only.
 
-    Every drop is checked by a model run, even past the deadline (a drop can change what the scheduler does: a
-    gang held at Permit moves onto the capacity left), for at most `LATE_RUNS` runs; after that the last checked
-    state stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
+    Past the deadline a drop is still checked by a model run (a drop can change what the scheduler does: a gang
+    held at Permit moves onto the capacity left), `LATE_RUNS` at most, and kept only if every promise holds;
+    otherwise the last checked state stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
     late = 0
     while True:
         bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
                 for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
-        if not bare[i] or late >= LATE_RUNS:
+        past = time.perf_counter() > ctx.deadline
+        if not bare[i] or (past and late >= LATE_RUNS):
             ctx.late_idle = len(bare[i])
             return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
-        late += time.perf_counter() > ctx.deadline
         new = [n for n in st.new if n.name not in bare[i]]
-        sims, promised = _observe(ctx, new)
+        sims, promised = _observe(ctx, new, st.promised if past else None)
+        if past:
+            late += 1
+            if not st.promised <= promised:  # the drop loses a promise: keep the checked state, bare nodes and all
+                ctx.late_idle = len(bare[i])
+                return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
         st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
 
 
