@@ -106,3 +106,18 @@ def gang(plan: Plan, name: str, ns: str = "default"):
         if g.name == name and g.namespace == ns:
             return g
     raise KeyError(f"{ns}/{name} not in plan: {[(g.namespace, g.name) for g in plan.gangs]}")
+
+
+# A KubeSchedulerConfiguration of the profile docs/scheduling.md recommends for GPU batch clusters.
+MOST_GPU = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
+"""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import node, pod, podgroup
+from builders import MOST_GPU, node, pod, podgroup
 from gangscale.ingest import CAPACITY_GATE
 
 from .conftest import events, wait_for
@@ -182,20 +182,6 @@ def test_the_documented_kubectl_fallback_lifts_every_gangscale_gate_and_only_tho
     assert gates_of(cluster, "team", "a-0") == [] == gates_of(cluster, "team", "a-1")
     assert gates_of(cluster, "other", "b-0") == [KUEUE]
     assert gates_of(cluster, "other", "k-0") == [KUEUE]
-
-
-MOST_GPU = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
-"""
 
 
 def test_gate_mode_models_the_configured_scheduler_even_when_the_plan_does_not(cluster, world, controllers, tmp_path):

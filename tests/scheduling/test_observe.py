@@ -13,25 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from builders import GPU_TAINT, GPU_TOL, group, node, pod, podgroup, snapshot
+from builders import GPU_TAINT, GPU_TOL, MOST_GPU, group, node, pod, podgroup, snapshot
 from checker import check_plan
 from gangscale.planner import OFF, SolveOptions, make_plan
 from gangscale.realize import SchedulerModel, scheduler_model_from
 from gangscale.scheduling import strategy_config
-
-MOST_GPU = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
-"""
-
 
 def gpu_world() -> tuple[list[dict], list[dict]]:
     """A 1-GPU inference pod and a 4 x 1-GPU training gang; a 1-GPU and a 4-GPU node group."""
