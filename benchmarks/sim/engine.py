@@ -274,6 +274,8 @@ class Engine:
                 if self.lifted:
                     self._schedule(t)
                 changed = self.lifted or self._mutations() != before
+                if self._mutations() != before:
+                    self._sync_nodes(t)  # instances the scan deleted are gone now, not one step later
             self.steps += 1
             if self.progress is not None:
                 self.progress(t)
