@@ -13,6 +13,7 @@ iteration is over sorted keys.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -246,7 +247,7 @@ class Engine:
             cands.append(self.events[0][0])
         ready = self.cloud.next_change()
         if ready is not None:
-            cands.append(int(ready - T0) + 1)
+            cands.append(math.ceil(ready - T0))
         wake = self.policy.next_wake(t, self._pending())
         if wake is not None:
             cands.append(wake)
