@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from gangscale.catalog import parse_catalog
 from gangscale.ingest import ingest
+from gangscale.parse import ParseCache
 from gangscale.scheduling import SimNode, simulate
 
 from ..generate import NODE_GROUP_LABEL, GangPlan, _pod, _podgroup
@@ -67,10 +68,13 @@ class Engine:
         self.podgroups: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.gangs: dict[str, GangRun] = {}
+        self.waiting: set[str] = set()  # arrived, not started yet
+        self.parse_cache = ParseCache()  # the engine's own reads (the controller parses afresh each pass, as live)
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
-        self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline)
+        self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline,
+                                  self.parse_cache)
         self.events: list[tuple[int, int, str, str]] = []
         self._seq = 0
         for g in trace.gangs:
@@ -111,6 +115,7 @@ class Engine:
     def _arrive(self, name: str, t: int) -> None:
         s = self.specs[name]
         run = self.gangs[name] = GangRun(s)
+        self.waiting.add(name)
         plan = GangPlan(s.name, s.namespace, s.api, list(s.roles), s.min_count)
         pg = _podgroup(plan, f"pg-{s.name}", self._ts(t))
         if pg is not None:
@@ -129,6 +134,7 @@ class Engine:
             self.templates.pop(key, None)
         self.podgroups.pop(f"{run.spec.namespace}/{name}", None)
         run.pods, run.done = [], True
+        self.waiting.discard(name)
 
     def _crash(self, key: str, t: int) -> None:
         """A member fails: its pod is deleted and its controller creates a new pending one."""
@@ -202,7 +208,7 @@ class Engine:
         """kube-scheduler: bind the pending, ungated pods the scheduler model places on Ready nodes."""
         if not any(not p["spec"].get("nodeName") and not p["spec"].get("schedulingGates") for p in self.pods.values()):
             return False
-        cluster = ingest(self.objects())
+        cluster = ingest(self.objects(), cache=self.parse_cache)
         gangs = []
         for g in cluster.gangs:
             pending = tuple(p for p in g.pending if not p.scheduling_gates)
@@ -223,11 +229,11 @@ class Engine:
 
     def _starts(self, t: int) -> None:
         """Gangs whose bound members reach minCount start now; their completion (and crash) is scheduled."""
-        for name, run in sorted(self.gangs.items()):
-            if run.start is not None or run.done:
-                continue
+        for name in sorted(self.waiting):
+            run = self.gangs[name]
             bound = sum(1 for k in run.pods if self.pods[k]["spec"].get("nodeName"))
             if bound >= run.spec.min_count:
+                self.waiting.discard(name)
                 run.start = t
                 self._push(t + run.spec.runtime, "complete", name)
                 if run.spec.crash_after is not None:

@@ -25,6 +25,7 @@ from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
 from gangscale.ingest import ingest
+from gangscale.parse import ParseCache
 from gangscale.snapshot import build_snapshot
 
 from ..baselines import BASELINES
@@ -152,8 +153,9 @@ class Baseline:
 
     gated = False
 
-    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float]) -> None:
+    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], cache: ParseCache | None = None) -> None:
         self.name = name
+        self.cache = cache  # parse memos shared with the engine: the baselines' reads are not what is measured
         self.cloud = cloud
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
@@ -183,7 +185,7 @@ class Baseline:
                 self.watch.pop(g, None)
         in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
         self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
-        cluster = ingest(objects)
+        cluster = ingest(objects, cache=self.cache)
         groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
                   for g in self.cloud.discover().groups]
         world = build_world(build_snapshot(cluster, groups))
@@ -223,9 +225,9 @@ class Baseline:
 
 
 def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
-                on_lift: Callable[[str], None], deadline: int) -> Policy:
-    if name.startswith("gangscale"):
+                on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> Policy:
+    if name in ("gangscale-observe", "gangscale-gate"):
         return Gangscale(name, cloud, clock, pods, on_lift, deadline)
     if name in BASELINES:
-        return Baseline(name, cloud, clock)
+        return Baseline(name, cloud, clock, cache)
     raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
