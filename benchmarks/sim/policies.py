@@ -33,7 +33,7 @@ from ..world import build_world
 from .cloud import SimCloud
 
 POLICIES = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
-RESYNC = 60  # seconds between scans while anything is pending (the real loops scan every 10 s; idle scans are skipped)
+RESYNC = 600  # a safety scan this often while anything is pending; otherwise scans run on a change or a due timer
 
 # the real ones' defaults: CA backs a group off 5 min after a failed scale-up, scales down a node unneeded
 # for 10 min but not within 10 min of a scale-up; Karpenter marks an offering unavailable for 3 min and
@@ -109,6 +109,7 @@ class Gangscale:
         self.metrics = Metrics()
         self.lifter = GateLifter(pods, on_lift)
         self.restarts = 0
+        self.last_scan = -1
         self.rec = self._new()
 
     def _new(self) -> Reconciler:
@@ -118,15 +119,18 @@ class Gangscale:
         return r
 
     def restart(self) -> None:
-        """A new process: only what the store saved survives (records, backoffs)."""
+        """A new process: only what the store saved survives (records, backoffs); it scans at once."""
         self.restarts += 1
         self.rec = self._new()
+        self.last_scan = -1
 
     def scan(self, objects: list[dict[str, Any]], now: int) -> None:
         self.rec.reconcile(objects, leader=True)
+        self.last_scan = now
 
     def next_wake(self, now: int, pending: bool) -> int | None:
-        """The controller's timers: deadlines, cancel grace, backoffs, cooling, ageing, empty-node grace."""
+        """The first of the controller's timers since its last pass (deadlines, cancel grace, backoffs,
+        cooling, ageing, empty-node grace): due now when it fell between that pass and now."""
         t0 = self.clock() - now
         cfg, times = self.cfg, []
         for r in self.rec.state.records.values():
@@ -137,10 +141,11 @@ class Gangscale:
                 times.append(r.first_seen + cfg.ageing_seconds)
         times += list(self.rec.state.backoff.values())
         times += [s + cfg.empty_node_grace_seconds for s in self.rec.empty_since.values()]
-        due = [int(t - t0) + 1 for t in times if t - t0 >= now]
-        if pending or self.rec.replan_soon or any(r.state in (GangState.PROVISIONING, GangState.READY)
-                                                  for r in self.rec.state.records.values()):
-            due.append(now + (10 if self.rec.replan_soon else RESYNC))
+        due = [int(t - t0) + 1 for t in times if int(t - t0) + 1 > self.last_scan]
+        if self.rec.replan_soon:
+            due.append(self.last_scan + 10)
+        elif pending or any(r.state in (GangState.PROVISIONING, GangState.READY) for r in self.rec.state.records.values()):
+            due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 
     def given_back_at_deadlines(self) -> int:
@@ -167,6 +172,7 @@ class Baseline:
         self.last_add = -10**9
         self.failures_seen = self.cloud.failure_count()
         self.watch: dict[str, int] = {}  # groups with launches in flight -> since
+        self.last_scan = -1
 
     def _failed_groups(self, now: int) -> list[str]:
         """Groups whose launches failed since the scale-up (read from the cloud only where launches are in flight)."""
@@ -199,6 +205,7 @@ class Baseline:
                 self.watch.setdefault(g, now)
             self.last_add = now
         self._scale_down(cluster, set(placed.existing) if placed else set(), now)
+        self.last_scan = now
 
     def _scale_down(self, cluster, nominated: set[str], now: int) -> None:
         """Empty nodes (no pod bound, none the scan placed there) past the unneeded time go back."""
@@ -214,10 +221,12 @@ class Baseline:
                 del self.empty_since[name]
 
     def next_wake(self, now: int, pending: bool) -> int | None:
-        due = [t for t in self.backoff.values() if t > now]
-        due += [max(s + self.unneeded_s, self.last_add + self.after_add_s) for s in self.empty_since.values()]
+        """The first timer (backoff expiry, a node's unneeded time) since the last scan; due now when it fell before."""
+        due = [t for t in self.backoff.values() if t > self.last_scan]
+        due += [t for s in self.empty_since.values()
+                if (t := max(s + self.unneeded_s, self.last_add + self.after_add_s)) > self.last_scan]
         if pending or self.watch:
-            due.append(now + RESYNC)
+            due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 
     def given_back_at_deadlines(self) -> int:
