@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="probability that one launch fails, e.g. 0, 0.1, 0.3 (default 0.1)")
     s.add_argument("--gangs", type=argtypes.int_in(1, 1_000_000), default=None,
                    help="gangs in the trace (default: hour 40, week 5000)")
+    s.add_argument("--hours", type=argtypes.int_in(1, 24 * 7), default=None,
+                   help="only the trace's first HOURS of arrivals (then one hour to drain)")
     s.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                    help="any of gangscale-observe gangscale-gate ca ca-atomic karpenter (default: all)")
     s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")
@@ -75,7 +77,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown policy {unknown[0]!r}; expected any of {', '.join(POLICIES)}", file=sys.stderr)
         return 2
-    cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, policies=policies,
+    cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, hours=args.hours,
+                    policies=policies,
                     out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots)
     doc = run(cfg)
     sys.stdout.write(table(doc))

@@ -32,6 +32,7 @@ class SimConfig:
     seed: int = 0
     failures: float = 0.1
     gangs: int | None = None
+    hours: int | None = None
     policies: tuple[str, ...] = POLICIES
     out: Path = Path("bench-out/simulate")
     progress: bool = False
@@ -83,7 +84,7 @@ def checks(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def run(cfg: SimConfig) -> dict[str, Any]:
     """Every policy over the same trace; writes the artifacts and returns the document (with wall times)."""
     logging.getLogger("gangscale").setLevel(logging.ERROR)  # the controller's own log lines, thousands a week
-    trace = make_trace(cfg.trace, cfg.seed, cfg.gangs, cfg.failures)
+    trace = make_trace(cfg.trace, cfg.seed, cfg.gangs, cfg.failures, cfg.hours)
     bar = Progress(cfg.progress, trace.horizon)
     results, seconds, cpu = {}, {}, {}
     for p in cfg.policies:

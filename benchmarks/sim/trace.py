@@ -90,7 +90,7 @@ class Trace:
                 "pods": sum(g.size for g in self.gangs), "gpus": sum(g.gpus for g in self.gangs),
                 "failures": self.failures, "horizon_seconds": self.horizon,
                 "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in self.outages],
-                "restarts": list(self.restarts), "node_groups": len(self.catalog)}
+                "restarts": list(self.restarts), "node_groups": len(self.catalog), **self.notes}
 
 
 def catalog() -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
@@ -172,8 +172,24 @@ def _arrivals(rng: random.Random, n: int, span: int, weekly: bool, start_hour: i
     return sorted(out)
 
 
-def make_trace(kind: str = "hour", seed: int = 0, gangs: int | None = None, failures: float = 0.1) -> Trace:
-    """The `hour` smoke trace (40 gangs at the afternoon peak) or the `week` (5,000 gangs from Monday 00:00)."""
+def make_trace(kind: str = "hour", seed: int = 0, gangs: int | None = None, failures: float = 0.1,
+               hours: int | None = None) -> Trace:
+    """The `hour` smoke trace (40 gangs at the afternoon peak) or the `week` (5,000 gangs from Monday 00:00).
+
+    `hours`: only the first hours of the trace (its arrivals, outages and restarts), then one hour to drain."""
+    trace = _make_trace(kind, seed, gangs, failures)
+    if hours is None:
+        return trace
+    cut = hours * HOUR
+    trace.gangs = [g for g in trace.gangs if g.arrival < cut]
+    trace.outages = [o for o in trace.outages if o.start < cut]
+    trace.restarts = [t for t in trace.restarts if t < cut]
+    trace.horizon = min(trace.horizon, cut + HOUR)
+    trace.notes["first_hours"] = hours
+    return trace
+
+
+def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Trace:
     if kind not in ("hour", "week"):
         raise ValueError(f"unknown trace {kind!r}; expected hour or week")
     rng = random.Random(f"gangscale-sim/{kind}/{seed}")
