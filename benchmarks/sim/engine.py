@@ -30,7 +30,7 @@ from .metrics import Recorder
 from .policies import make_policy
 from .trace import GangSpec, Trace
 
-T0 = 1_800_000_000  # the simulation's epoch (2027-01-15), a Monday 00:00 is not needed: traces carry their own wave
+T0 = 1_800_000_000  # the simulation's epoch (2027-01-15); traces carry their own daily wave in seconds from 0
 STEP = 10
 GATE = "gangscale.io/capacity"
 _T0_DT = datetime.fromtimestamp(T0, timezone.utc)

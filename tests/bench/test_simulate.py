@@ -92,9 +92,10 @@ def _spy(fn, after):
     return wrapped
 
 
-def test_a_crashed_member_is_recreated_pending_and_bound_again():
+@pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
+def test_a_crashed_member_is_recreated_pending_and_bound_again(policy):
     spec = replace(two_pod_gang(runtime=1200), crash_after=200, crash_member=1)
-    e = Engine(hand_trace([spec], [cpu_group("cpu")], horizon=1400), "gangscale-observe")
+    e = Engine(hand_trace([spec], [cpu_group("cpu")], horizon=1400), policy)  # gate: the new pod is gated
     e.run()
     run_ = e.gangs["job"]  # started at 300, crashed at 500, still running at the end (1400 < 300 + 1200)
     assert run_.crashes == 1 and run_.pods[1] == "hpc/job-rank-1~1"
