@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a TTY")
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    s.add_argument("--jobs", type=argtypes.int_in(1, 64), default=1, help="policies simulated in parallel processes")
     return parser
 
 
@@ -79,7 +80,7 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, hours=args.hours,
                     policies=policies,
-                    out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots)
+                    out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots, jobs=args.jobs)
     doc = run(cfg)
     sys.stdout.write(table(doc))
     print(f"wrote {cfg.out}/simulate.json, simulate.md{' and plots' if cfg.plots else ''} in "

@@ -155,9 +155,9 @@ def test_with_10_percent_failures_gangscale_strands_no_node_hours_past_a_deadlin
 
 def test_the_same_seed_writes_the_same_json(tmp_path):
     docs = []
-    for i in range(2):
+    for i in range(2):  # the second run in parallel processes (--jobs 2)
         cfg = SimConfig(trace="hour", seed=3, gangs=8, policies=("gangscale-observe", "ca"), out=tmp_path / str(i),
-                        plots=False)
+                        plots=False, jobs=1 + i)
         run(cfg)
         docs.append((cfg.out / "simulate.json").read_bytes())
     assert docs[0] == docs[1]
