@@ -17,8 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..generate import (A100_40, A10G, GPU_TAINT, H100, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100,
-                        _launcher)
+from ..generate import A10G, GPU_TAINT, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100, _launcher
 
 HOUR, DAY = 3600, 86400
 GANG_APIS = (("native", 6), ("cosched", 3), ("volcano", 1))  # as the standard benchmark's backlogs

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.generate import PodT
 from benchmarks.sim.engine import Engine
+from benchmarks.sim.metrics import percentile
 from benchmarks.sim.report import SimConfig, run
 from benchmarks.sim.trace import GangSpec, Outage, Trace
 
@@ -115,6 +116,23 @@ def test_gangscale_buys_nothing_for_a_gang_that_cannot_start():
     e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu", max_size=1)], horizon=3600), "gangscale-observe")
     r = e.run()
     assert r["never_started"] == 1 and r["instances_launched"] == 0 and r["dollars"] == 0
+
+
+def test_percentiles_are_nearest_rank_on_integer_seconds():
+    assert [percentile(list(range(1, 101)), q) for q in (0.5, 0.95, 0.99)] == [50, 95, 99]
+    assert percentile([7], 0.99) == 7 and percentile([], 0.5) is None
+
+
+def test_the_bill_is_integer_micro_dollars_per_second_and_a_failed_launch_costs_nothing():
+    e = Engine(hand_trace([], [cpu_group("cpu")], outages=[Outage("cpu", 0, 10)]), "ca")
+    e.cloud.increase_size("cpu", 1)  # in the outage: fails, never billed
+    e.clock.t = 20
+    e.cloud.increase_size("cpu", 2)
+    e.clock.t = 20 + 1800
+    e.cloud.delete_instances("cpu", [iid for iid, *_ in e.cloud.launches()][:1])
+    price = round(e.cloud.groups_by_name["cpu"].price_per_hour * 1_000_000)
+    assert e.cloud.micro_dollars(20 + 3600) == price * 1800 // 3600 + price * 3600 // 3600
+    assert e.cloud.calls["increase_size"] == 2 and e.cloud.calls["delete_instances"] == 1
 
 
 # ------------------------------------------------------------------ the smoke trace
