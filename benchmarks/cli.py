@@ -4,6 +4,8 @@
   generate NAME [--out DIR] [--yaml]             write one suite backlog's cluster and catalog files
   list [--quick]                                 the suite's backlogs
   baseline POLICY --cluster F --nodegroups F     one baseline's decisions, as JSON, for a cluster file
+  simulate [--trace hour|week] [--seed N] [--failures P] [--policies ...] [--out DIR]
+                                                 a simulated hour or week under each policy (docs/simulate.md)
 """
 
 from __future__ import annotations
@@ -49,7 +51,41 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("policy", choices=["ca", "ca-atomic", "karpenter"], help="the baseline autoscaler to model")
     b.add_argument("--cluster", required=True, help="cluster file, as `gangscale plan --cluster` reads")
     b.add_argument("--nodegroups", required=True, help="node-group catalog, as `gangscale plan --nodegroups` reads")
+    s = sub.add_parser("simulate", help="a simulated hour or week of arrivals, launches and failures under each policy")
+    s.add_argument("--trace", choices=["hour", "week"], default="hour", help="the trace (default hour)")
+    s.add_argument("--seed", type=argtypes.int_in(0, 2**31 - 1), default=0, help="trace and cloud seed (default 0)")
+    s.add_argument("--failures", type=argtypes.fraction, default=0.1,
+                   help="probability that one launch fails, e.g. 0, 0.1, 0.3 (default 0.1)")
+    s.add_argument("--gangs", type=argtypes.int_in(1, 1_000_000), default=None,
+                   help="gangs in the trace (default: hour 40, week 5000)")
+    s.add_argument("--hours", type=argtypes.int_in(1, 24 * 7), default=None,
+                   help="only the trace's first HOURS of arrivals (then one hour to drain)")
+    s.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
+                   help="any of gangscale-observe gangscale-gate ca ca-atomic karpenter (default: all)")
+    s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")
+    s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a TTY")
+    s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    s.add_argument("--jobs", type=argtypes.int_in(1, 64), default=1, help="policies simulated in parallel processes")
     return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from .sim.policies import POLICIES
+    from .sim.report import SimConfig, run, table
+
+    policies = tuple(args.policies or POLICIES)
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        print(f"unknown policy {unknown[0]!r}; expected any of {', '.join(POLICIES)}", file=sys.stderr)
+        return 2
+    cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, hours=args.hours,
+                    policies=policies,
+                    out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots, jobs=args.jobs)
+    doc = run(cfg)
+    sys.stdout.write(table(doc))
+    print(f"wrote {cfg.out}/simulate.json, simulate.md{' and plots' if cfg.plots else ''} in "
+          f"{sum(doc['seconds'].values()):.0f} s")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{s.name:14s} {s.family:8s} pods={s.pods:<7d} node-groups={s.node_groups:<3d} nodes={s.nodes:<5d} "
                   f"gangs={s.gangs or '-'} supply={s.supply:g} timing-runs={c.timing_runs}")
         return 0
+    if args.command == "simulate":
+        return _simulate(args)
     if args.command == "baseline":
         from .baselines import BASELINES
         from .world import load_world

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_webhook_command(sub)
     add_status_command(sub)
     sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
-                   help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline)")
+                   help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)")
     return parser
 
 

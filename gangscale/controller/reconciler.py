@@ -87,9 +87,11 @@ class Reconciler:
     def __init__(self, cfg: ControllerConfig, provider: NodeGroupProvider, *, store: StateStore | None = None,
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
-                 pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None) -> None:
+                 pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
+                 solve_options: SolveOptions | None = None) -> None:
         self.cfg = cfg
         self.conditions = conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
+        self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
         self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, so a reason is logged when it changes
         self.fence = fence  # raises LostLeadership when this replica may no longer act
@@ -225,7 +227,7 @@ class Reconciler:
 
     def _plan(self, cluster: Cluster, warnings: list[str], now: float) -> tuple[ClusterSnapshot, Plan]:
         groups = [backoff.backed_off(g, self.state.backoff, now) for g in self.groups.values()]
-        opts = SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
+        opts = self.solve_options or SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]

@@ -1,0 +1,131 @@
+"""The simulated cloud of the week: `SimulatedProvider` with per-group launch delays, outages, a bill and a call count.
+
+Invariant: it only adds to `cloud_adapters.simulated.SimulatedProvider` (whose behaviour and tests are
+unchanged): after each `increase_size` the new launches get a delay drawn from their group's
+distribution, and a launch that fails (the per-launch failure probability, or an outage of its
+group) fails fast, as InsufficientInstanceCapacity does. Every call through the provider interface
+is counted; the engine reads instance state through `launches()`, which is not a cloud call.
+Money is integer micro-dollars: an instance is billed per second from its launch to its end.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from cloud_adapters.base import ScaleResult
+from cloud_adapters.simulated import SimulatedProvider
+from cloud_adapters.types import NodeGroup
+
+from .trace import Outage, launch_delay
+
+ICE_SECONDS = 20  # a launch without capacity is refused within seconds, not after the boot time
+COUNTED = ("discover", "target_size", "increase_size", "delete_instances", "decrease_target_size", "instances",
+           "launch_failures", "instance_groups")
+
+
+@dataclass(slots=True)
+class Billed:
+    """One instance's life on the bill."""
+
+    id: str
+    group: str
+    start: int
+    end: int | None = None  # None: still running at the end of the simulation
+
+
+class SimCloud(SimulatedProvider):
+    """A simulated cloud that launches slowly (per group), fails per launch and in outages, and bills."""
+
+    def __init__(self, groups: list[NodeGroup], *, delays: dict[str, tuple[float, float]], failure_probability: float,
+                 outages: list[Outage], seed: int, clock: Callable[[], float], t0: float) -> None:
+        super().__init__(groups, failure_probability=failure_probability, seed=seed, clock=clock)
+        self.delays = delays
+        self.outages = outages
+        self.t0 = t0
+        self._delay_rng = random.Random(f"delays/{seed}")
+        self.calls: Counter[str] = Counter()
+        self.bill: dict[str, Billed] = {}
+        self.groups_by_name = {g.name: g for g in groups}
+
+    def _now(self) -> int:
+        return int(self.clock() - self.t0)
+
+    def _in_outage(self, group: str, t: int) -> bool:
+        return any(o.group == group and o.start <= t < o.end for o in self.outages)
+
+    # ---------------------------------------------------------- counted calls
+    def discover(self):  # type: ignore[override]
+        self.calls["discover"] += 1
+        return super().discover()
+
+    def target_size(self, group: str) -> int:
+        self.calls["target_size"] += 1
+        return super().target_size(group)
+
+    def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
+        self.calls["increase_size"] += 1
+        res = super().increase_size(group, delta, token)
+        now, t = self.clock(), self._now()
+        median, sigma = self.delays.get(group, (120.0, 0.4))
+        new = set(res.instance_ids)
+        outage = self._in_outage(group, t)
+        for inst in self._groups[group].instances:
+            if inst.id not in new:
+                continue
+            inst.fails = inst.fails or outage
+            inst.ready_at = now + (ICE_SECONDS if inst.fails else launch_delay(self._delay_rng, median, sigma))
+            if not inst.fails:
+                self.bill[inst.id] = Billed(inst.id, group, t)
+        return res
+
+    def delete_instances(self, group: str, instance_ids: list[str]) -> ScaleResult:
+        self.calls["delete_instances"] += 1
+        res = super().delete_instances(group, instance_ids)
+        for iid in instance_ids:
+            if iid in self.bill and self.bill[iid].end is None:
+                self.bill[iid].end = self._now()
+        return res
+
+    def decrease_target_size(self, group: str, delta: int) -> ScaleResult:
+        self.calls["decrease_target_size"] += 1
+        return super().decrease_target_size(group, delta)
+
+    def instances(self, group: str):  # type: ignore[override]
+        self.calls["instances"] += 1
+        return super().instances(group)
+
+    def launch_failures(self, group, since):  # type: ignore[override]
+        self.calls["launch_failures"] += 1
+        return super().launch_failures(group, since)
+
+    def instance_groups(self) -> dict[str, str]:
+        self.calls["instance_groups"] += 1
+        return super().instance_groups()
+
+    # ------------------------------------------------------- the engine's view
+    def launches(self) -> list[tuple[str, str, float, bool]]:
+        """(instance id, group, ready at (epoch), fails) of every instance the groups hold; not a cloud call."""
+        self._settle()
+        return [(i.id, name, i.ready_at, i.fails) for name, g in sorted(self._groups.items()) for i in g.instances]
+
+    def failure_count(self) -> int:
+        """Launch failures so far (all groups): a change wakes the policies that watch them."""
+        self._settle()
+        return sum(len(g.failures) for g in self._groups.values())
+
+    def next_change(self) -> float | None:
+        """The earliest time a launch in flight becomes Ready or fails (epoch), None when none is in flight."""
+        now = self.clock()
+        due = [i.ready_at for g in self._groups.values() for i in g.instances if i.ready_at > now]
+        return min(due) if due else None
+
+    def micro_dollars(self, end: int) -> int:
+        """The bill so far: integer micro-dollars, per second of every instance's life."""
+        total = 0
+        for b in self.bill.values():
+            price = round(self.groups_by_name[b.group].price_per_hour * 1_000_000)
+            total += price * ((b.end if b.end is not None else end) - b.start) // 3600
+        return total

@@ -1,0 +1,292 @@
+"""The discrete-event engine: one trace, one policy, a simulated clock, the simulated cloud and the scheduler model.
+
+Invariant: time advances on a 10 s grid (the autoscalers' scan interval) and jumps over idle
+stretches to the next step where something can happen (an arrival, a completion, a crash, a
+restart, a launch becoming Ready or failing, a policy timer). Each step runs, in order: trace
+events → Nodes for launches that became Ready (and pods of vanished nodes fail) → kube-scheduler
+(`gangscale.scheduling.simulate` binds pending, ungated pods by setting spec.nodeName) → the
+policy's scan → the scheduler again if gates were lifted. Metrics integrate the state between
+steps, which is constant there. Same trace and seed, same result: every choice is seeded and every
+iteration is over sorted keys.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from gangscale.catalog import parse_catalog
+from gangscale.ingest import ingest
+from gangscale.parse import ParseCache
+from gangscale.scheduling import SimNode, simulate
+
+from ..generate import NODE_GROUP_LABEL, GangPlan, _pod, _podgroup
+from .cloud import SimCloud
+from .metrics import Recorder
+from .policies import make_policy
+from .trace import GangSpec, Trace
+
+T0 = 1_800_000_000  # the simulation's epoch (2027-01-15); traces carry their own daily wave in seconds from 0
+STEP = 10
+GATE = "gangscale.io/capacity"
+_T0_DT = datetime.fromtimestamp(T0, timezone.utc)
+
+
+@dataclass(slots=True)
+class GangRun:
+    """What happened to one gang of the trace under this policy."""
+
+    spec: GangSpec
+    pods: list[str] = field(default_factory=list)  # current pod keys, member order
+    start: int | None = None
+    done: bool = False
+    crashes: int = 0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0
+
+    def __call__(self) -> float:
+        return float(T0 + self.t)
+
+
+class Engine:
+    def __init__(self, trace: Trace, policy: str, *, seed: int = 0, progress: Callable[[int], None] | None = None):
+        self.trace = trace
+        self.seed = seed
+        self.clock = Clock()
+        groups, _ = parse_catalog(trace.catalog)
+        self.cloud = SimCloud(groups, delays=trace.delays, failure_probability=trace.failures, outages=trace.outages,
+                              seed=seed, clock=self.clock, t0=T0)
+        self.group_gpus = {g.name: g.allocatable.get("nvidia.com/gpu", 0) for g in groups}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.podgroups: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.gangs: dict[str, GangRun] = {}
+        self.waiting: set[str] = set()  # arrived, not started yet
+        self.parse_cache = ParseCache()  # the engine's own reads (the controller parses afresh each pass, as live)
+        self.pod_gang: dict[str, str] = {}
+        self.templates: dict[str, Any] = {}  # pod key -> its PodT
+        self.lifted = False
+        self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline,
+                                  self.parse_cache)
+        self.events: list[tuple[int, int, str, str]] = []
+        self._seq = 0
+        for g in trace.gangs:
+            self._push(g.arrival, "arrive", g.name)
+        for t in trace.restarts:
+            self._push(t, "restart", "")
+        self.specs = {g.name: g for g in trace.gangs}
+        self.rng = random.Random(f"engine/{seed}")
+        self.rec = Recorder(trace, self.cloud, self.group_gpus)
+        self.progress = progress
+        self.scans = 0
+        self.steps = 0
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: int, kind: str, what: str) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, what))
+
+    def _on_lift(self, _pod: str) -> None:
+        self.lifted = True
+
+    def _ts(self, t: int) -> str:
+        return (_T0_DT + timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _new_pod(self, run: GangRun, role: str, tmpl, name: str, t: int) -> str:
+        s = run.spec
+        link = None if s.api == "none" else (s.api, s.name)
+        uid = f"{self.rng.getrandbits(64):016x}"
+        pod = _pod(name, s.namespace, uid, self._ts(t), tmpl, role, link=link)
+        pod["metadata"]["annotations"] = {**pod["metadata"].get("annotations", {}), "sim/role": role}
+        self.templates[f"{s.namespace}/{name}"] = tmpl  # for recreating a crashed member
+        if self.policy.gated:
+            pod["spec"]["schedulingGates"] = [{"name": GATE}]
+        self.pods[f"{s.namespace}/{name}"] = pod
+        self.pod_gang[f"{s.namespace}/{name}"] = s.name
+        return f"{s.namespace}/{name}"
+
+    def _arrive(self, name: str, t: int) -> None:
+        s = self.specs[name]
+        run = self.gangs[name] = GangRun(s)
+        self.waiting.add(name)
+        plan = GangPlan(s.name, s.namespace, s.api, list(s.roles), s.min_count)
+        pg = _podgroup(plan, f"pg-{s.name}", self._ts(t))
+        if pg is not None:
+            self.podgroups[f"{s.namespace}/{s.name}"] = pg
+        k = 0
+        for role, n, tmpl in s.roles:
+            for _ in range(n):
+                run.pods.append(self._new_pod(run, role, tmpl, f"{s.name}-{role}-{k}", t))
+                k += 1
+
+    def _complete(self, name: str) -> None:
+        run = self.gangs[name]
+        for key in run.pods:
+            self.pods.pop(key, None)
+            self.pod_gang.pop(key, None)
+            self.templates.pop(key, None)
+        self.podgroups.pop(f"{run.spec.namespace}/{name}", None)
+        run.pods, run.done = [], True
+        self.waiting.discard(name)
+
+    def _crash(self, key: str, t: int) -> None:
+        """A member fails: its pod is deleted and its controller creates a new pending one."""
+        name = self.pod_gang.get(key)
+        pod = self.pods.pop(key, None)
+        if name is None or pod is None:
+            return
+        self.pod_gang.pop(key)
+        run = self.gangs[name]
+        run.crashes += 1
+        i = run.pods.index(key)
+        role = pod["metadata"]["annotations"]["sim/role"]
+        base = pod["metadata"]["name"].split("~")[0]
+        run.pods[i] = self._new_pod(run, role, self.templates.pop(key), f"{base}~{run.crashes}", t)
+
+    def _trace_events(self, t: int) -> bool:
+        changed = False
+        while self.events and self.events[0][0] <= t:
+            _, _, kind, what = heapq.heappop(self.events)
+            run = self.gangs.get(what)
+            if kind == "arrive":
+                self._arrive(what, t)
+            elif kind == "complete" and run is not None and not run.done:
+                self._complete(what)
+            elif kind == "crash" and run is not None and not run.done:
+                member = run.pods[run.spec.crash_member % len(run.pods)]
+                if self.pods.get(member, {}).get("spec", {}).get("nodeName"):
+                    self._crash(member, t)
+            elif kind == "restart":
+                self.policy.restart()
+            changed = True
+        return changed
+
+    # ------------------------------------------------------------------- nodes
+    def _node(self, iid: str, group: str) -> dict[str, Any]:
+        g = self.cloud.groups_by_name[group]
+        zone = g.labels.get("topology.kubernetes.io/zone", "")
+        alloc = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in sorted(g.allocatable.items())}
+        spec: dict[str, Any] = {"providerID": f"sim:///{zone}/{iid}"}
+        if g.taints:
+            spec["taints"] = [{"key": x.key, "value": x.value, "effect": x.effect} for x in g.taints]
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": iid, "labels": {**g.labels, NODE_GROUP_LABEL: group, "kubernetes.io/hostname": iid}},
+                "spec": spec, "status": {"allocatable": alloc, "capacity": alloc,
+                                         "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    def _sync_nodes(self, t: int) -> bool:
+        """Launches that became Ready register as Nodes; Nodes whose instance is gone disappear with their pods."""
+        now = self.clock()
+        live = {}
+        for iid, group, ready_at, fails in self.cloud.launches():
+            if not fails and ready_at <= now:
+                live[iid] = group
+        changed = False
+        for iid in sorted(set(self.nodes) - set(live)):
+            del self.nodes[iid]
+            for key in sorted(k for k, p in self.pods.items() if p["spec"].get("nodeName") == iid):
+                self._crash(key, t)
+            changed = True
+        for iid in sorted(set(live) - set(self.nodes)):
+            self.nodes[iid] = self._node(iid, live[iid])
+            self.rec.node_ready(iid, t)
+            changed = True
+        return changed
+
+    # --------------------------------------------------------------- scheduler
+    def objects(self) -> list[dict[str, Any]]:
+        return [*self.podgroups.values(), *self.nodes.values(), *self.pods.values()]
+
+    def _schedule(self, t: int) -> bool:
+        """kube-scheduler: bind the pending, ungated pods the scheduler model places on Ready nodes."""
+        if not any(not p["spec"].get("nodeName") and not p["spec"].get("schedulingGates") for p in self.pods.values()):
+            return False
+        cluster = ingest(self.objects(), cache=self.parse_cache)
+        gangs = []
+        for g in cluster.gangs:
+            pending = tuple(p for p in g.pending if not p.scheduling_gates)
+            if pending:
+                gangs.append(replace(g, pending=pending))
+        if not gangs:
+            return False
+        nodes = [SimNode(n.name, {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name}, tuple(n.taints),
+                         dict(n.allocatable), n.node_group, unschedulable=n.unschedulable)
+                 for n in cluster.nodes if n.ready]
+        res = simulate(nodes, gangs, bound=cluster.bound, seed=self.rng.randrange(1 << 30))
+        for key, node in sorted(res.placement.items()):
+            pod = self.pods[key]
+            pod["spec"]["nodeName"] = node
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        self._starts(t)
+        return bool(res.placement)
+
+    def _starts(self, t: int) -> None:
+        """Gangs whose bound members reach minCount start now; their completion (and crash) is scheduled."""
+        for name in sorted(self.waiting):
+            run = self.gangs[name]
+            bound = sum(1 for k in run.pods if self.pods[k]["spec"].get("nodeName"))
+            if bound >= run.spec.min_count:
+                self.waiting.discard(name)
+                run.start = t
+                self._push(t + run.spec.runtime, "complete", name)
+                if run.spec.crash_after is not None:
+                    self._push(t + run.spec.crash_after, "crash", name)
+
+    # -------------------------------------------------------------------- loop
+    def _mutations(self) -> int:
+        c = self.cloud.calls
+        return c["increase_size"] + c["delete_instances"] + c["decrease_target_size"]
+
+    def _pending(self) -> bool:
+        return any(not p["spec"].get("nodeName") for p in self.pods.values())
+
+    def _next(self, t: int, changed: bool) -> int:
+        cands = [self.trace.horizon + STEP]
+        if self.events:
+            cands.append(self.events[0][0])
+        ready = self.cloud.next_change()
+        if ready is not None:
+            cands.append(math.ceil(ready - T0))
+        wake = self.policy.next_wake(t, self._pending())
+        if wake is not None:
+            cands.append(wake)
+        if changed:
+            cands.append(t + STEP)
+        nxt = max(t + STEP, min(cands))
+        return -(-nxt // STEP) * STEP
+
+    def run(self) -> dict[str, Any]:
+        t = 0
+        failures = self.cloud.failure_count()
+        while t <= self.trace.horizon:
+            self.clock.t = t
+            self.rec.account(t, self.nodes, self.pods, self.templates)
+            changed = self._trace_events(t)
+            changed |= self._sync_nodes(t)
+            changed |= self._schedule(t) if changed else False
+            if self.cloud.failure_count() != failures:
+                failures, changed = self.cloud.failure_count(), True
+            wake = self.policy.next_wake(t, self._pending())
+            if changed or (wake is not None and wake <= t):
+                self.lifted, before = False, self._mutations()
+                self.policy.scan(self.objects(), t)
+                self.scans += 1
+                if self.lifted:
+                    self._schedule(t)
+                changed = self.lifted or self._mutations() != before
+                if self._mutations() != before:
+                    self._sync_nodes(t)  # instances the scan deleted are gone now, not one step later
+            self.steps += 1
+            if self.progress is not None:
+                self.progress(t)
+            t = self._next(t, changed)
+        self.clock.t = self.trace.horizon
+        self.rec.account(self.trace.horizon, self.nodes, self.pods, self.templates)
+        return self.rec.result(self.policy, self.gangs, self.trace.horizon, self.scans, self.steps)

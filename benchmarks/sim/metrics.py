@@ -1,0 +1,116 @@
+"""What a policy did over the trace: time-to-start, never started, dollars, stranded and wasted capacity, API calls.
+
+Invariant: the cluster's state is constant between two engine steps, so each metric is an exact
+integral of integer seconds over those intervals (money in integer micro-dollars from the cloud's
+bill). Definitions (docs/simulate.md):
+
+- time-to-start: a gang's arrival to the step its bound members reach minCount; a gang never
+  started counts with the time it waited until the end (a lower bound), and is counted apart;
+- stranded node-hours: Ready nodes running no pod (pods are only bound for started gangs and basic pods);
+- stranded past a deadline: stranded time of a node that never ran a pod, from its launch plus the
+  provisioning deadline plus one scan on (capacity bought for a gang that did not start in time);
+- GPU-hours bought (the bill) vs used (GPU requests of bound pods).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .cloud import SimCloud
+from .trace import Trace
+
+SERIES_POINTS = 720
+
+
+def percentile(sorted_values: list[int], q: float) -> int | None:
+    """Nearest-rank percentile of sorted integers (None for an empty list)."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+class Recorder:
+    def __init__(self, trace: Trace, cloud: SimCloud, group_gpus: dict[str, int]) -> None:
+        self.trace = trace
+        self.cloud = cloud
+        self.group_gpus = group_gpus
+        self.last = 0
+        self.stranded_s = 0
+        self.past_deadline_s = 0
+        self.gpu_used_s = 0
+        self.ever_used: set[str] = set()
+        self.ready_at: dict[str, int] = {}
+        self.series: list[dict[str, Any]] = []
+        self.every = max(10, trace.horizon // SERIES_POINTS)
+        self.next_sample = 0
+
+    def node_ready(self, iid: str, t: int) -> None:
+        self.ready_at[iid] = t
+
+    def account(self, t: int, nodes: dict[str, Any], pods: dict[str, dict], templates: dict[str, Any]) -> None:
+        """Integrate [last step, t) with the state that held there (the engine calls this before changing it)."""
+        dt = t - self.last
+        used: set[str] = set()
+        running = gpus = 0
+        for key, p in pods.items():
+            node = p["spec"].get("nodeName")
+            if node:
+                used.add(node)
+                running += 1
+                gpus += templates[key].gpus
+        cut_after = self.trace.deadline + 10
+        for iid in nodes:
+            if iid in used:
+                continue
+            self.stranded_s += dt
+            if iid not in self.ever_used:
+                bill = self.cloud.bill.get(iid)
+                cut = (bill.start if bill else self.ready_at.get(iid, 0)) + cut_after
+                self.past_deadline_s += max(0, t - max(self.last, cut))
+        self.ever_used |= used
+        self.gpu_used_s += dt * gpus
+        if t >= self.next_sample:
+            self.next_sample = t + self.every
+            billed = sum(1 for b in self.cloud.bill.values() if b.end is None or b.end > t)
+            self.series.append({"t": t, "nodes": len(nodes), "billed": billed, "running_pods": running,
+                                "dollars": self.cloud.micro_dollars(t) / 1e6,
+                                "stranded_node_hours": round(self.stranded_s / 3600, 3)})
+        self.last = t
+
+    def _gpu_hours_bought(self, end: int) -> float:
+        s = sum(((b.end if b.end is not None else end) - b.start) * self.group_gpus.get(b.group, 0)
+                for b in self.cloud.bill.values())
+        return round(s / 3600, 2)
+
+    def result(self, policy, gangs: dict[str, Any], horizon: int, scans: int, steps: int) -> dict[str, Any]:
+        waits, started, never, basic_started = [], 0, 0, 0
+        for run in gangs.values():
+            if run.spec.api == "basic":
+                basic_started += run.start is not None
+                continue
+            if run.start is not None:
+                started += 1
+                waits.append(run.start - run.spec.arrival)
+            else:
+                never += 1
+                waits.append(horizon - run.spec.arrival)
+        waits.sort()
+        micro = self.cloud.micro_dollars(horizon)
+        calls = dict(sorted(self.cloud.calls.items()))
+        return {
+            "policy": policy.name,
+            "gangs": started + never, "started": started, "never_started": never, "basic_groups_started": basic_started,
+            "time_to_start_seconds": {"p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
+                                      "p99": percentile(waits, 0.99), "max": waits[-1] if waits else None},
+            "micro_dollars": micro, "dollars": round(micro / 1e6, 2),
+            "dollars_per_started_gang": round(micro / started / 1e6, 2) if started else None,
+            "stranded_node_hours": round(self.stranded_s / 3600, 3),
+            "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
+            "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
+            "gpu_hours_bought": self._gpu_hours_bought(horizon), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
+            "instances_launched": len(self.cloud.bill), "cloud_calls": calls, "cloud_calls_total": sum(calls.values()),
+            "cloud_mutations": sum(calls.get(k, 0) for k in ("increase_size", "delete_instances", "decrease_target_size")),
+            "scans": scans, "steps": steps, "waits": waits, "series": self.series,
+        }

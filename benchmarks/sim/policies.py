@@ -1,0 +1,242 @@
+"""The autoscalers the week runs: gangscale's real controller, and dynamic versions of the baselines.
+
+Invariant: a policy sees only what its real counterpart sees (the cluster's objects and the cloud
+through the provider interface) and acts only through the provider (and, in gate mode, by lifting
+scheduling gates). `gangscale-observe` / `gangscale-gate` run `gangscale.controller.Reconciler` itself,
+with its records in an in-memory store that survives restarts; `ca`, `ca-atomic` and `karpenter` re-run
+their one-shot baseline (benchmarks/baselines) on each scan, with the backoff and scale-down rules of
+the real ones (defaults below). A scan that could change nothing (no new objects, no timer due) is
+skipped: `next_wake` says when one could.
+"""
+
+from __future__ import annotations
+
+import orjson
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from cloud_adapters.base import instance_id_from_provider_id
+from gangscale.api import SolveOptions
+from gangscale.controller.config import ControllerConfig
+from gangscale.controller.lifecycle import GangState, Record
+from gangscale.controller.metrics import Metrics
+from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
+from gangscale.ingest import ingest
+from gangscale.parse import ParseCache
+from gangscale.snapshot import build_snapshot
+
+from ..baselines import BASELINES
+from ..world import build_world
+from .cloud import SimCloud
+
+POLICIES = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
+RESYNC = 600  # a safety scan this often while anything is pending; otherwise scans run on a change or a due timer
+
+# the real ones' defaults: CA backs a group off 5 min after a failed scale-up, scales down a node unneeded
+# for 10 min but not within 10 min of a scale-up; Karpenter marks an offering unavailable for 3 min and
+# removes an empty node at once (consolidateAfter 0s, here one scan)
+BASELINE_RULES = {"ca": (300, 600, 600), "ca-atomic": (300, 600, 600), "karpenter": (180, 10, 0)}
+
+
+class Policy(Protocol):
+    name: str
+    gated: bool  # new pods carry the gangscale.io/capacity gate (the webhook of gate mode)
+
+    def scan(self, objects: list[dict[str, Any]], now: int) -> None: ...
+
+    def next_wake(self, now: int, pending: bool) -> int | None: ...
+
+    def restart(self) -> None: ...
+
+    def given_back_at_deadlines(self) -> int: ...
+
+
+class MemoryStore:
+    """The controller's state as its ConfigMap holds it (what a restart reads back), kept in memory as JSON."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.blob = b"{}"
+        self.saves = 0
+
+    def save(self, state: ControllerState) -> None:
+        state.prune(self.clock())
+        kept = [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY]
+        self.blob = orjson.dumps({"records": {r.gang: r.to_json() for r in kept}, "backoff": state.backoff})
+        self.saves += 1
+
+    def load(self) -> ControllerState:
+        doc = orjson.loads(self.blob)
+        recs = (Record.from_json(v) for v in doc.get("records", {}).values())
+        return ControllerState({r.key: r for r in recs}, {str(k): float(v) for k, v in doc.get("backoff", {}).items()})
+
+
+class GateLifter:
+    """`PodGateLifter` over the engine's pod objects: removes the gate the JSON patch names."""
+
+    def __init__(self, pods: Mapping[str, dict[str, Any]], on_lift: Callable[[str], None]) -> None:
+        self.pods = pods
+        self.on_lift = on_lift
+
+    def remove(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
+        pod = self.pods.get(f"{namespace}/{name}")
+        if pod is None:
+            return None
+        gates = {op["value"] for op in ops if op.get("op") == "test"}
+        spec = pod["spec"]
+        spec["schedulingGates"] = [g for g in spec.get("schedulingGates", []) if g.get("name") not in gates]
+        if not spec["schedulingGates"]:
+            del spec["schedulingGates"]
+        self.on_lift(pod["metadata"]["name"])
+        return None
+
+
+class Gangscale:
+    """The real controller (enforce mode, observe mode on; gate mode `all` for gangscale-gate)."""
+
+    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
+                 on_lift: Callable[[str], None], deadline: int) -> None:
+        self.name = name
+        self.gated = name == "gangscale-gate"
+        self.cloud = cloud
+        self.clock = clock
+        self.cfg = ControllerConfig(mode="enforce", schedulerModel="observe", gateMode="all" if self.gated else "off",
+                                    provisioningDeadlineSeconds=deadline, solverTimeLimitSeconds=2.0)
+        self.store = MemoryStore(clock)
+        self.metrics = Metrics()
+        self.lifter = GateLifter(pods, on_lift)
+        self.restarts = 0
+        self.last_scan = -1
+        self.rec = self._new()
+
+    def _new(self) -> Reconciler:
+        r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
+                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1))
+        r.load_state()
+        return r
+
+    def restart(self) -> None:
+        """A new process: only what the store saved survives (records, backoffs); it scans at once."""
+        self.restarts += 1
+        self.rec = self._new()
+        self.last_scan = -1
+
+    def scan(self, objects: list[dict[str, Any]], now: int) -> None:
+        self.rec.reconcile(objects, leader=True)
+        self.last_scan = now
+
+    def next_wake(self, now: int, pending: bool) -> int | None:
+        """The first of the controller's timers since its last pass (deadlines, cancel grace, backoffs,
+        cooling, ageing, empty-node grace): due now when it fell between that pass and now."""
+        t0 = self.clock() - now
+        cfg, times = self.cfg, []
+        for r in self.rec.state.records.values():
+            times += [r.since + cfg.cancel_grace_seconds, r.since + cfg.launch_failure_backoff_seconds]
+            if r.deadline:
+                times.append(r.deadline)
+            if r.state not in (GangState.RUNNING,):
+                times.append(r.first_seen + cfg.ageing_seconds)
+        times += list(self.rec.state.backoff.values())
+        times += [s + cfg.empty_node_grace_seconds for s in self.rec.empty_since.values()]
+        due = [int(t - t0) + 1 for t in times if int(t - t0) + 1 > self.last_scan]
+        if self.rec.replan_soon:
+            due.append(self.last_scan + 10)
+        elif pending or any(r.state in (GangState.PROVISIONING, GangState.READY) for r in self.rec.state.records.values()):
+            due.append(self.last_scan + RESYNC)
+        return min(due) if due else None
+
+    def given_back_at_deadlines(self) -> int:
+        return int(sum(s.value for m in self.metrics.released.collect() for s in m.samples
+                       if s.name.endswith("_total") and s.labels.get("why") == "timed-out"))
+
+
+class Baseline:
+    """A baseline re-run each scan: scale up for what it places on new nodes, back off and scale down as its model."""
+
+    gated = False
+
+    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], cache: ParseCache | None = None) -> None:
+        self.name = name
+        self.cache = cache  # parse memos shared with the engine: the baselines' reads are not what is measured
+        self.cloud = cloud
+        self.clock = clock
+        self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
+        self.restart()
+
+    def restart(self) -> None:
+        self.backoff: dict[str, int] = {}
+        self.empty_since: dict[str, int] = {}
+        self.last_add = -10**9
+        self.failures_seen = self.cloud.failure_count()
+        self.watch: dict[str, int] = {}  # groups with launches in flight -> since
+        self.last_scan = -1
+
+    def _failed_groups(self, now: int) -> list[str]:
+        """Groups whose launches failed since the scale-up (read from the cloud only where launches are in flight)."""
+        t0 = self.clock() - now
+        out = []
+        for g, since in sorted(self.watch.items()):
+            if self.cloud.launch_failures(g, datetime.fromtimestamp(t0 + since - 1, timezone.utc)):
+                out.append(g)
+        return out
+
+    def scan(self, objects: list[dict[str, Any]], now: int) -> None:
+        if self.cloud.failure_count() != self.failures_seen:
+            self.failures_seen = self.cloud.failure_count()
+            for g in self._failed_groups(now):
+                self.backoff[g] = now + self.backoff_s
+                self.watch.pop(g, None)
+        in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
+        self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
+        cluster = ingest(objects, cache=self.cache)
+        groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
+                  for g in self.cloud.discover().groups]
+        world = build_world(build_snapshot(cluster, groups))
+        placed = BASELINES[self.name](world) if world.pods else None
+        if placed is not None and placed.new_nodes:
+            want: dict[str, int] = {}
+            for g, _ in placed.new_nodes:
+                want[g] = want.get(g, 0) + 1
+            for g, n in sorted(want.items()):
+                self.cloud.increase_size(g, n)
+                self.watch.setdefault(g, now)
+            self.last_add = now
+        self._scale_down(cluster, set(placed.existing) if placed else set(), now)
+        self.last_scan = now
+
+    def _scale_down(self, cluster, nominated: set[str], now: int) -> None:
+        """Empty nodes (no pod bound, none the scan placed there) past the unneeded time go back."""
+        busy = {p.node_name for p in cluster.bound} | nominated
+        empty = {n.name: n for n in cluster.nodes if n.name not in busy}
+        self.empty_since = {k: self.empty_since.get(k, now) for k in empty}
+        if now - self.last_add < self.after_add_s:
+            return
+        for name, since in sorted(self.empty_since.items()):
+            node = empty[name]
+            if now - since >= self.unneeded_s and node.node_group:
+                self.cloud.delete_instances(node.node_group, [instance_id_from_provider_id(node.provider_id)])
+                del self.empty_since[name]
+
+    def next_wake(self, now: int, pending: bool) -> int | None:
+        """The first timer (backoff expiry, a node's unneeded time) since the last scan; due now when it fell before."""
+        due = [t for t in self.backoff.values() if t > self.last_scan]
+        due += [t for s in self.empty_since.values()
+                if (t := max(s + self.unneeded_s, self.last_add + self.after_add_s)) > self.last_scan]
+        if pending or self.watch:
+            due.append(self.last_scan + RESYNC)
+        return min(due) if due else None
+
+    def given_back_at_deadlines(self) -> int:
+        return 0  # no baseline has provisioning deadlines
+
+
+def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
+                on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> Policy:
+    if name in ("gangscale-observe", "gangscale-gate"):
+        return Gangscale(name, cloud, clock, pods, on_lift, deadline)
+    if name in BASELINES:
+        return Baseline(name, cloud, clock, cache)
+    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")

@@ -1,0 +1,202 @@
+"""The simulated week (benchmarks/sim): hand-made engine scenarios, the 1-hour smoke trace, determinism, the CLI.
+
+The smoke trace asserts issue 10's Done-when properties as measured; the ones gangscale does not
+meet on it are strict xfails that name the measured numbers (docs/simulate.md), so a change that
+makes them pass is noticed, and none is hidden by tuning the trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from benchmarks.generate import PodT
+from benchmarks.sim.engine import Engine
+from benchmarks.sim.metrics import percentile
+from benchmarks.sim.report import SimConfig, run
+from benchmarks.sim.trace import GangSpec, Outage, Trace
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINES = ("ca", "ca-atomic", "karpenter")
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logging.getLogger("gangscale").setLevel(logging.ERROR)
+    yield
+    logging.getLogger("gangscale").setLevel(logging.NOTSET)
+
+
+def cpu_group(name: str, zone: str = "us-east-1a", max_size: int = 10) -> dict:
+    return {"name": name, "instanceType": "m5.2xlarge", "zone": zone, "minSize": 0, "maxSize": max_size,
+            "currentSize": 0}
+
+
+def two_pod_gang(arrival: int = 0, runtime: int = 3600, api: str = "native") -> GangSpec:
+    """Two 6-core ranks: one m5.2xlarge each (7.9 cores allocatable), so the gang needs two new nodes."""
+    return GangSpec("job", "hpc", "cpu-mpi", api, (("rank", 2, PodT("6", "8Gi")),), 2, arrival, runtime)
+
+
+def hand_trace(gangs: list[GangSpec], catalog: list[dict], *, delay: int = 300, outages=(), restarts=(),
+               horizon: int = 1800) -> Trace:
+    """A trace with fixed launch delays (sigma 0: every launch takes exactly `delay` seconds), no random failures."""
+    return Trace("hand", 0, gangs, catalog, {e["name"]: (float(delay), 0.0) for e in catalog}, 0.0, list(outages),
+                 list(restarts), horizon)
+
+
+# ------------------------------------------------------------------ engine scenarios
+
+@pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate", "ca"])
+def test_a_gang_whose_nodes_take_5_minutes_starts_5_minutes_after_it_arrives(policy):
+    e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu")]), policy)
+    r = e.run()
+    assert e.gangs["job"].start == 300  # bought at the arrival's scan, Ready at 300 s, bound in that step
+    assert r["started"] == 1 and r["instances_launched"] == 2
+    assert r["time_to_start_seconds"]["p50"] == 300
+
+
+def test_a_launch_that_fails_in_an_outage_moves_the_gang_to_the_other_group():
+    catalog = [cpu_group("cheap"), cpu_group("backup", "us-east-1b")]
+    catalog[1]["pricePerHour"] = 1.0  # dearer than m5.2xlarge's 0.384: the plan prefers "cheap"
+    e = Engine(hand_trace([two_pod_gang()], catalog, outages=[Outage("cheap", 0, 1800)]), "gangscale-observe")
+    r = e.run()
+    groups = sorted({b.group for b in e.cloud.bill.values()})
+    assert groups == ["backup"]  # the failed launches were never billed
+    assert e.cloud.failure_count() == 2
+    assert e.gangs["job"].start is not None and 300 < e.gangs["job"].start <= 20 + 10 + 300 + 10
+    assert r["stranded_node_hours_past_deadline"] == 0
+
+
+def test_a_controller_restart_keeps_the_records_and_buys_nothing_twice():
+    e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu")], restarts=[100]), "gangscale-observe")
+    before = []
+    e.policy.scan = _spy(e.policy.scan, lambda: before.append(e.policy.rec.record("hpc/job/scheduling.k8s.io/v1alpha2")))
+    r = e.run()
+    assert e.policy.restarts == 1
+    first = next(rec for rec in before if rec is not None)
+    after = e.policy.rec.record("hpc/job/scheduling.k8s.io/v1alpha2")  # the new Reconciler's, read from the store
+    assert after.requested_at == first.requested_at and after.deadline == first.deadline
+    assert r["instances_launched"] == 2 and e.gangs["job"].start == 300
+
+
+def _spy(fn, after):
+    def wrapped(*a, **kw):
+        out = fn(*a, **kw)
+        after()
+        return out
+    return wrapped
+
+
+@pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
+def test_a_crashed_member_is_recreated_pending_and_bound_again(policy):
+    spec = replace(two_pod_gang(runtime=1200), crash_after=200, crash_member=1)
+    e = Engine(hand_trace([spec], [cpu_group("cpu")], horizon=1400), policy)  # gate: the new pod is gated
+    e.run()
+    run_ = e.gangs["job"]  # started at 300, crashed at 500, still running at the end (1400 < 300 + 1200)
+    assert run_.crashes == 1 and run_.pods[1] == "hpc/job-rank-1~1"
+    assert e.pods["hpc/job-rank-1~1"]["spec"].get("nodeName")  # recreated pending, bound again
+    assert len(e.cloud.bill) == 2  # onto the node its predecessor freed: nothing bought
+
+
+def test_ca_leaves_nodes_of_a_gang_that_cannot_start_billing_past_its_deadline():
+    """One zone has room for 1 of 2 nodes: CA buys the one, the gang never starts, the node stays nominated."""
+    e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu", max_size=1)], horizon=3600), "ca")
+    r = e.run()
+    assert r["never_started"] == 1 and r["instances_launched"] == 1
+    assert r["stranded_node_hours_past_deadline"] > 0.5
+
+
+def test_gangscale_buys_nothing_for_a_gang_that_cannot_start():
+    e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu", max_size=1)], horizon=3600), "gangscale-observe")
+    r = e.run()
+    assert r["never_started"] == 1 and r["instances_launched"] == 0 and r["dollars"] == 0
+
+
+def test_percentiles_are_nearest_rank_on_integer_seconds():
+    assert [percentile(list(range(1, 101)), q) for q in (0.5, 0.95, 0.99)] == [50, 95, 99]
+    assert percentile([7], 0.99) == 7 and percentile([], 0.5) is None
+
+
+def test_the_bill_is_integer_micro_dollars_per_second_and_a_failed_launch_costs_nothing():
+    e = Engine(hand_trace([], [cpu_group("cpu")], outages=[Outage("cpu", 0, 10)]), "ca")
+    e.cloud.increase_size("cpu", 1)  # in the outage: fails, never billed
+    e.clock.t = 20
+    e.cloud.increase_size("cpu", 2)
+    e.clock.t = 20 + 1800
+    e.cloud.delete_instances("cpu", [iid for iid, *_ in e.cloud.launches()][:1])
+    price = round(e.cloud.groups_by_name["cpu"].price_per_hour * 1_000_000)
+    assert e.cloud.micro_dollars(20 + 3600) == price * 1800 // 3600 + price * 3600 // 3600
+    assert e.cloud.calls["increase_size"] == 2 and e.cloud.calls["delete_instances"] == 1
+
+
+# ------------------------------------------------------------------ the smoke trace
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim")
+    return run(SimConfig(trace="hour", seed=0, failures=0.1, policies=("gangscale-observe", *BASELINES), out=out,
+                         plots=False))
+
+
+def test_the_smoke_hour_runs_every_gang_of_the_trace_under_each_policy(smoke):
+    for p, r in smoke["results"].items():
+        assert r["gangs"] + r["basic_groups_started"] >= 38, p
+        assert r["started"] >= 30, p
+    assert sum(smoke["cpu_seconds"].values()) < 60  # issue 10: under 60 s in CI (CPU time: this machine is shared)
+
+
+def test_with_10_percent_failures_gangscale_spends_no_more_per_started_gang_than_any_baseline(smoke):
+    own = smoke["results"]["gangscale-observe"]["dollars_per_started_gang"]
+    assert all(own <= smoke["results"][b]["dollars_per_started_gang"] for b in BASELINES)
+
+
+@pytest.mark.xfail(strict=True, reason="measured on the hour trace: gangscale p95 13.8 min, ca 15.6 min "
+                                       "(waits are dominated by launch delays and contention, not by CA's gang "
+                                       "blindness); docs/simulate.md")
+def test_with_10_percent_failures_gangscale_p95_time_to_start_is_at_most_half_of_ca(smoke):
+    r = smoke["results"]
+    assert 2 * r["gangscale-observe"]["time_to_start_seconds"]["p95"] <= r["ca"]["time_to_start_seconds"]["p95"]
+
+
+@pytest.mark.xfail(strict=True, reason="measured: about 0.01 node-hours, nodes bought for a gang the scheduler "
+                                       "then started on other (freed) capacity wait the 600 s empty-node grace; "
+                                       "docs/simulate.md")
+def test_with_10_percent_failures_gangscale_strands_no_node_hours_past_a_deadline(smoke):
+    assert smoke["results"]["gangscale-observe"]["stranded_node_hours_past_deadline"] == 0
+
+
+def test_the_same_seed_writes_the_same_json(tmp_path):
+    docs = []
+    for i in range(2):  # the second run in parallel processes (--jobs 2)
+        cfg = SimConfig(trace="hour", seed=3, gangs=8, policies=("gangscale-observe", "ca"), out=tmp_path / str(i),
+                        plots=False, jobs=1 + i)
+        run(cfg)
+        docs.append((cfg.out / "simulate.json").read_bytes())
+    assert docs[0] == docs[1]
+    other = SimConfig(trace="hour", seed=4, gangs=8, policies=("ca",), out=tmp_path / "other", plots=False)
+    run(other)
+    assert orjson.loads((other.out / "simulate.json").read_bytes())["trace"] != orjson.loads(docs[0])["trace"]
+
+
+# ------------------------------------------------------------------ the CLI
+
+def test_simulate_from_the_command_line_writes_json_markdown_and_plots(tmp_path):
+    out = tmp_path / "sim"
+    proc = subprocess.run([sys.executable, "-m", "gangscale", "bench", "simulate", "--trace", "hour", "--gangs", "3",
+                           "--policies", "ca", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "| ca |" in proc.stdout
+    for f in ("simulate.json", "simulate.md", "nodes.png", "cost.png", "time_to_start_cdf.png", "stranded.png"):
+        assert (out / f).exists(), f
+
+
+def test_an_unknown_policy_is_refused_with_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "simulate", "--policies", "nope", "--out",
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown policy 'nope'" in proc.stderr
