@@ -498,7 +498,10 @@ def _booked(step: _Step, report: Booked) -> None:
             requested[grp] = requested.get(grp, 0) + n
             unconfirmed[grp] = (below.get(grp, 0), n)
             below[grp] = below.get(grp, 0) + n
-        step.put(rec, requested=requested, requested_at=step.now, deadline=step.now + g.deadline_seconds,
+        # A re-plan that buys more (after a launch failure) keeps the deadline of the nodes already held: moving
+        # it on every rebooking let a gang whose launches keep failing hold its arrived nodes idle for good.
+        deadline = rec.deadline if holds(rec) and rec.deadline else step.now + g.deadline_seconds
+        step.put(rec, requested=requested, requested_at=step.now, deadline=deadline,
                  pods=g.pods, attempt=rec.attempt + 1, unconfirmed=unconfirmed)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
 

@@ -164,9 +164,6 @@ def test_with_10_percent_failures_gangscale_p95_time_to_start_is_at_most_half_of
     assert 2 * r["gangscale-observe"]["time_to_start_seconds"]["p95"] <= r["ca"]["time_to_start_seconds"]["p95"]
 
 
-@pytest.mark.xfail(strict=True, reason="measured: about 0.01 node-hours, nodes bought for a gang the scheduler "
-                                       "then started on other (freed) capacity wait the 600 s empty-node grace; "
-                                       "docs/simulate.md")
 def test_with_10_percent_failures_gangscale_strands_no_node_hours_past_a_deadline(smoke):
     assert smoke["results"]["gangscale-observe"]["stranded_node_hours_past_deadline"] == 0
 

@@ -193,6 +193,22 @@ def test_booking_adds_to_what_a_provisioning_gang_already_has():
     assert new[KEY].requested == {"cpu": 3, "gpu": 1} and new[KEY].state == S.PROVISIONING
 
 
+def test_rebooking_after_a_launch_failure_keeps_the_deadline_of_the_nodes_already_held():
+    # Found by the simulator (docs/simulate.md): a deadline moved on every rebooking let a gang whose launches
+    # kept failing hold its arrived nodes idle for half an hour.
+    held = rec(S.PROVISIONING, requested={"gpu": 13}, requested_at=NOW - 500, deadline=NOW + 100)
+    new, _, _ = transition({KEY: held}, None, Booked((facts(),), {KEY: {"gpu": 4}}), NOW)
+    assert new[KEY].requested == {"gpu": 17} and new[KEY].deadline == NOW + 100
+    later, actions, _ = transition(new, None, Expire(RULES), NOW + 101)
+    assert later[KEY].state == S.TIMED_OUT and Release(KEY, {"gpu": 17}, "timed-out") in actions
+
+
+def test_a_gang_that_holds_nothing_gets_a_fresh_deadline_when_booked_again():
+    old = rec(S.PROVISIONING, requested={}, requested_at=NOW - 500, deadline=NOW + 100)
+    new, _, _ = transition({KEY: old}, None, Booked((facts(),), {KEY: {"cpu": 1}}), NOW)
+    assert new[KEY].deadline == NOW + 600
+
+
 def test_booking_skips_gangs_the_plan_buys_nothing_for():
     new, actions, _ = transition({}, None, Booked((facts(), facts(OTHER)), {OTHER: {"cpu": 1}}), NOW)
     assert set(new) == {OTHER} and actions == (ApplyScaleUp({OTHER: {"cpu": 1}}),)
