@@ -54,3 +54,23 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+_GC_PROBE = """
+import gc, json, sys
+import gangscale.planner
+from gangscale.cli import main
+seen = []
+make_plan = gangscale.planner.make_plan
+gangscale.planner.make_plan = lambda *a, **k: (seen.append(gc.isenabled()), make_plan(*a, **k))[1]
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "collector_while_planning": seen, "enabled_after": gc.isenabled()}))
+"""
+
+
+def test_plan_runs_without_the_cyclic_collector_and_gives_it_back(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _GC_PROBE, "plan", *EXAMPLE, "-o", "json", "--output-file",
+                           str(tmp_path / "plan.json")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "code": 0, "collector_while_planning": [False], "enabled_after": True}
