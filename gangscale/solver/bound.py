@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from ortools.sat.python import cp_model
 
-from . import cp_model_module
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem
 
-cp_model = cp_model_module()  # without pandas: see gangscale/solver/__init__.py
 
 BUILD_SECONDS_PER_PAIR = 2e-5  # measured: building the CP-SAT relaxation costs ~18 us per (shape, kind) pair
 

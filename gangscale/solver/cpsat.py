@@ -20,14 +20,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from . import cp_model_module
+from ortools.sat.python import cp_model
+
 from .greedy import Assignment
 from .params import SolveOptions, make_solver
 from .patterns import PatternSet
 from .problem import Problem
-
-cp_model = cp_model_module()  # without pandas: see gangscale/solver/__init__.py
-
 
 WEIGHT_LIMIT = 2**52  # keep each stage's objective exact in CP-SAT's double-checked int64
 
