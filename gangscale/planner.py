@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
-from .realize import OFF, SchedulerModel, realize
 from .snapshot import ClusterSnapshot
 from .solver.bound import TierBound, gangs_upper_bound, lower_bound, lp_cost_prices, tier_counts
 from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
@@ -29,7 +29,19 @@ from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 from .solver.repack import repack
 
+if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
+    from .realize import SchedulerModel
+
 __all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
+
+
+def __getattr__(name: str):
+    """`OFF` and `SchedulerModel` stay importable from here, loaded from `realize` on first use."""
+    if name in ("OFF", "SchedulerModel"):
+        from . import realize
+
+        return getattr(realize, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
@@ -49,15 +61,17 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     check of the final node set always runs, even past the limit: a promise is never left unchecked.
     """
     opts = opts or SolveOptions()
-    scheduler = scheduler or OFF
+    enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model
     spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
-    if not scheduler.enabled or spread:
+    if not enabled or spread:
         plan = solve_plan(snap, opts)
         plan.scheduler = SchedulerInfo(mode="off", note=(
             f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
             "checks pod by pod against pods this plan would not promise; the solver's plan is returned") if spread
-            and scheduler.enabled else "")
+            and enabled else "")
         return plan
+    from .realize import realize
+
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)

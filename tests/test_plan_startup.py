@@ -1,0 +1,60 @@
+"""The default `gangscale plan` process (issue 11: ≤ 2 s whole at 10k pods): it loads only what planning needs
+and plans without the cyclic garbage collector. Checked as modules loaded and collector state, never as time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ["--cluster", str(ROOT / "config/examples/backlog.yaml"), "--nodegroups", str(ROOT / "config/examples/catalog.yaml")]
+
+_PROBE = """
+import json, sys
+from gangscale.cli import main
+code = main(sys.argv[1:])
+heavy = ("gangscale.realize", "gangscale.scheduling", "kubernetes", "boto3", "botocore")
+print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+def _probe(*args: str, tmp_path: Path) -> dict:
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-c", _PROBE, "plan", *EXAMPLE, "-o", "json", "--output-file", str(out), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_default_plan_loads_neither_the_scheduler_model_nor_a_cloud_or_kube_client(tmp_path):
+    probe = _probe(tmp_path=tmp_path)
+    assert probe == {"code": 0, "loaded": []}
+    assert json.loads((tmp_path / "plan.json").read_text())["scheduler"]["mode"] == "off"
+
+
+def test_observe_mode_still_loads_the_scheduler_model_and_checks_the_plan(tmp_path):
+    probe = _probe("--scheduler-model", "observe", tmp_path=tmp_path)
+    assert "gangscale.realize" in probe["loaded"]
+    assert json.loads((tmp_path / "plan.json").read_text())["scheduler"]["mode"] == "observe"
+
+
+_GC_PROBE = """
+import gc, json, sys
+import gangscale.planner
+from gangscale.cli import main
+seen = []
+make_plan = gangscale.planner.make_plan
+gangscale.planner.make_plan = lambda *a, **k: (seen.append(gc.isenabled()), make_plan(*a, **k))[1]
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "collector_while_planning": seen, "enabled_after": gc.isenabled()}))
+"""
+
+
+def test_plan_runs_without_the_cyclic_collector_and_gives_it_back(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _GC_PROBE, "plan", *EXAMPLE, "-o", "json", "--output-file",
+                           str(tmp_path / "plan.json")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "code": 0, "collector_while_planning": [False], "enabled_after": True}
