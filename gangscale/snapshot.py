@@ -106,14 +106,9 @@ def pre_decide(g: Gang) -> PreDecision | None:
     return None
 
 
-def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy, arrived: int = 0) -> list[NodeView]:
-    """A group's nodes on their way; the first ones carry the reservations the policy names.
-
-    `arrived`: how many of the group's reservations are for nodes that have registered (unused) already; a group
-    launches in the order it was asked, so those are the oldest requests' and are skipped. Reserving the upcoming
-    nodes for them instead left the newest gang without its node, and it was bought for twice.
-    """
-    owners = policy.reserved.get(g.name, ())[arrived:]
+def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView]:
+    """A group's nodes on their way; the first ones carry the reservations the policy names."""
+    owners = policy.reserved.get(g.name, ())
     views = []
     for i in range(count):
         owner = owners[i] if i < len(owners) else None
@@ -146,13 +141,10 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
 
     known = {g.name for g in groups}
     registered: dict[str, int] = {}
-    idle: dict[str, int] = {}  # registered Ready nodes with no pod bound: candidates for nodes that arrived unused
     nodes: list[NodeView] = []
     for n in cluster.nodes:
         if n.node_group and n.ready:  # registered but NotReady: still on its way (CA's NotStarted), not bought again
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
-            if n.name not in usage:
-                idle[n.node_group] = idle.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
         free = sub(n.allocatable, usage.get(n.name, {}))
@@ -165,10 +157,8 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))
-        booked = len(policy.reserved.get(g.name, ()))
-        arrived = min(max(0, booked - on_the_way), idle.get(g.name, 0))  # booked, registered, still unused
-        wanted = booked - arrived + pending  # the reserved ones still on their way, then one per pending pod
-        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy, arrived))
+        wanted = len(policy.reserved.get(g.name, ())) + pending  # the reserved ones, then one per pending pod
+        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy))
 
     reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
