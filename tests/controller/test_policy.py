@@ -58,8 +58,9 @@ def test_a_reservation_beyond_the_nodes_on_their_way_gives_no_toleration():
 
 
 @pytest.mark.xfail(strict=True, reason="known bug (simulator, gate mode): a gang keeps its reservations after its "
-                   "nodes registered, so they displace a newer gang's; the obvious fix (the oldest requests arrived "
-                   "first) made the hour trace worse with launch failures: arrived nodes need real attribution")
+                   "nodes registered, so they displace a newer gang's, and its registered nodes carry none, so the "
+                   "plan gives them away; skipping the oldest reservations made the hour trace worse with launch "
+                   "failures: registered nodes need real attribution to the gang they were bought for")
 def test_the_node_still_on_its_way_is_reserved_for_the_newer_gang_once_the_older_gangs_node_has_arrived():
     # a was bought for first and its node has registered (its pods still wait, e.g. gated); b's node is the one
     # still on its way. Reserving that one for a left b without a node and bought b a second one.
