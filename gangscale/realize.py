@@ -169,17 +169,15 @@ def _listable(ctx: _Ctx, st: _State) -> _State:
                 for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
         past = time.perf_counter() > ctx.deadline
-        if not bare[i] or (past and late >= LATE_RUNS):
-            ctx.late_idle = len(bare[i])
-            return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
-        new = [n for n in st.new if n.name not in bare[i]]
-        sims, promised = _observe(ctx, new, st.promised if past else None)
-        if past:
-            late += 1
-            if not st.promised <= promised:  # the drop loses a promise: keep the checked state, bare nodes and all
-                ctx.late_idle = len(bare[i])
-                return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
-        st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+        if bare[i] and not (past and late >= LATE_RUNS):
+            new = [n for n in st.new if n.name not in bare[i]]
+            sims, promised = _observe(ctx, new, st.promised if past else None)
+            late += past
+            if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
+                st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+                continue
+        ctx.late_idle = len(bare[i])
+        return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
 
 
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
