@@ -151,7 +151,7 @@ class Reconciler:
             self._step(plan, Expire(self.rules), cluster, now)
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now)
-        self._gates(objects, cluster, snap, plan, enforce)
+        self._gates(objects, cluster, snap, plan, enforce, now)
         self._observe(plan)
         if leader:
             self._conditions(objects)
@@ -370,13 +370,13 @@ class Reconciler:
                                                           "empty_seconds": round(now - e.empty_since)})
 
     def _gates(self, objects: list[dict[str, Any]], cluster: Cluster, snap: ClusterSnapshot, plan: Plan,
-               enforce: bool) -> None:
+               enforce: bool, now: float) -> None:
         """Gate mode: lift `gangscale.io/capacity` from the gangs whose capacity is Ready (gates.py), fenced."""
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
         ns_labels = gates.namespace_labels(objects)
-        scheduler, _ = self._scheduler(self.clock(), gating=True)
+        scheduler, _ = self._scheduler(now, gating=True)
         decision = gates.decide(cluster.gangs, plan, snap, lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels),
                                 config=scheduler.config)
         for key, why in decision.held.items():
