@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
 CPU = "cpu"
@@ -113,12 +114,23 @@ def to_units(name: str, value: object) -> int:
     CPU rounds up to millicores (as the scheduler does); other resources round
     up to whole units. Negative amounts are rejected.
     """
+    if type(value) is str:  # the common case: a handful of distinct strings over thousands of pods
+        return _str_units(name, value)
+    return _units(name, value)
+
+
+def _units(name: str, value: object) -> int:
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"negative quantity for {name}: {value!r}")
     if name == CPU:
         q *= 1000
     return check_bound(name, math.ceil(q))
+
+
+# Bounded, so a long-running controller's memory stays flat; errors are not cached (lru_cache caches
+# only returns), so a bad quantity is reported every time it is read.
+_str_units = lru_cache(maxsize=4096)(_units)
 
 
 def parse_resource_list(raw: object, *, field: str = "resources") -> dict[str, int]:

@@ -22,8 +22,8 @@ from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import TierBound, gangs_upper_bound, lower_bound, lp_cost_prices, tier_counts
-from .solver.cpsat import SolveOutcome, placed_per_shape, solve_model
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
+from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
@@ -125,6 +125,8 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     if budget < 0.3:
         outcome = SolveOutcome(hint, proven, False, True, 0, 0.0)
     else:
+        from .solver.cpsat import solve_model  # OR-Tools' cp_model (and pandas) load only when CP-SAT runs
+
         outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
                               placement_proven=proven)
     best = outcome.assignment

@@ -19,11 +19,15 @@ import math
 import time
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from ortools.sat.python import cp_model
 
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem
+
+if TYPE_CHECKING:  # CP-SAT loads (with the pandas it imports) only when the aggregate relaxation is solved
+    from ortools.sat.python import cp_model
 
 
 BUILD_SECONDS_PER_PAIR = 2e-5  # measured: building the CP-SAT relaxation costs ~18 us per (shape, kind) pair
@@ -156,6 +160,8 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
     """Cheapest nodes for `demand` (pods per shape) with existing nodes pooled by what decides compatibility:
     a relaxation, so its optimum (or proven bound) is a lower bound on any plan's cost."""
+    from ortools.sat.python import cp_model
+
     m = cp_model.CpModel()
     use: dict[int, list] = {s: [] for s in demand}
     for kids in _pools(prob, groups=False):
@@ -229,6 +235,8 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
     left = deadline - time.perf_counter()
     if left < 0.05:
         return 0, False
+    from ortools.sat.python import cp_model
+
     solver = make_solver(opts, left)
     status = solver.solve(m)
     if status == cp_model.OPTIMAL:

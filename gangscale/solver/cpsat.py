@@ -17,27 +17,17 @@ one deadline; a stage with no time left is skipped.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from ortools.sat.python import cp_model
 
 from .greedy import Assignment
+from .outcome import SolveOutcome, placed_per_shape
 from .params import SolveOptions, make_solver
 from .patterns import PatternSet
 from .problem import Problem
 
 WEIGHT_LIMIT = 2**52  # keep each stage's objective exact in CP-SAT's double-checked int64
-
-
-@dataclass(slots=True)
-class SolveOutcome:
-    assignment: Assignment
-    placement_optimal: bool  # gangs and pods proved maximal (every maximal pattern was in the model)
-    cost_optimal: bool  # the cost stage proved optimal too
-    used_hint_only: bool  # the solver returned nothing better than the greedy plan
-    stages: int
-    seconds: float
 
 
 def _tiers(prob: Problem) -> list[tuple[dict[int, int], dict[int, int]]]:
@@ -266,14 +256,6 @@ class _StopNearBound(cp_model.CpSolverSolutionCallback):
 
 
 BoundFn = Callable[[Assignment, float], int]
-
-
-def placed_per_shape(prob: Problem, a: Assignment) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for c in prob.classes:
-        if a.y[c.cid]:
-            out[c.shape] = out.get(c.shape, 0) + a.y[c.cid]
-    return out
 
 
 MIN_STAGE_SECONDS = 0.05  # below this CP-SAT cannot even load the model: skip the stage
