@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .parse import ObjectError, _int_field, _list, _map, _short
+from .parse import FAMILY_NATIVE, ObjectError, _int_field, _list, _map, _short
 from .model import Node, Pod
 from .warnlog import WarningLog
 
@@ -64,6 +64,8 @@ class DraIndex:
     allocated: set[tuple[str, str, str]] = field(default_factory=set)  # (driver, pool, device)
     pods: list[tuple[int, str, list[Any], list[Any]]] = field(default_factory=list)  # pods-list index, ns, claims, statuses
     dra_served: set[int] = field(default_factory=set)  # pods-list indexes whose extended resources DRA allocated
+    # PodGroup spec.resourceClaims per (ns, PodGroup): {(name, claim, template): generated claim}, and a problem
+    group_claims: dict[tuple[str, str], tuple[dict[tuple[str, str, str], str], str]] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any], kind: str, warnings: WarningLog) -> None:
         meta = _map(obj.get("metadata"), "metadata")
@@ -126,6 +128,35 @@ class DraIndex:
             self.pods.append((index, str(meta.get("namespace") or "default"),
                               claims if isinstance(claims, list) else [claims], statuses or []))
 
+    def note_group(self, obj: Mapping[str, Any]) -> None:
+        """A native PodGroup's `spec.resourceClaims` (DRAWorkloadResourceClaims, 1.36+): one claim for the group.
+
+        A pod uses it by listing the same entry (name and source) in its own `spec.resourceClaims`; a template
+        entry makes one ResourceClaim per PodGroup (named in `status.resourceClaimStatuses`), not one per pod."""
+        meta, spec, status = (obj.get(k) if isinstance(obj.get(k), Mapping) else {} for k in ("metadata", "spec", "status"))
+        refs = spec.get("resourceClaims")
+        if not refs or not isinstance(meta.get("name"), str):
+            return
+        made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+                if isinstance(s, Mapping)} if isinstance(status.get("resourceClaimStatuses"), list) else {}
+        entries: dict[tuple[str, str, str], str] = {}
+        problem = ""
+        try:
+            for i, ref in enumerate(_list(refs, "spec.resourceClaims")):
+                ref = _map(ref, f"spec.resourceClaims[{i}]")
+                claim, tmpl = ref.get("resourceClaimName"), ref.get("resourceClaimTemplateName")
+                if not isinstance(ref.get("name"), str) or not ref["name"] or bool(claim) == bool(tmpl):
+                    raise ObjectError(f"spec.resourceClaims[{i}] needs a name and exactly one of resourceClaimName "
+                                      "or resourceClaimTemplateName")
+                entries[(ref["name"], str(claim or ""), str(tmpl or ""))] = str(made.get(ref["name"]) or "")
+        except ObjectError as exc:
+            problem = f"PodGroup {meta.get('namespace') or 'default'}/{meta['name']}: {exc}"
+        self.group_claims[(str(meta.get("namespace") or "default"), meta["name"])] = (entries, problem)
+
+    def group_problems(self) -> dict[tuple[str, str, str], str]:
+        """Gang key -> why its PodGroup's claims cannot be read (the gang is invalid: its devices are unknown)."""
+        return {(ns, FAMILY_NATIVE, name): problem for (ns, name), (_e, problem) in self.group_claims.items() if problem}
+
     # ------------------------------------------------------------------ results
 
     def node_devices(self) -> dict[str, dict[str, int]]:
@@ -162,8 +193,10 @@ class DraIndex:
             pod, key, problem = pods[index]
             if pod is None or problem or pod.node_name:
                 continue  # a bound pod's devices are allocated: its slices no longer offer them
+            group = self.group_claims.get((key[0], key[2])) if key and key[1] == FAMILY_NATIVE else None
             try:
-                demand = self._pod_demand(ns, claims, statuses, counted, warnings, pod)
+                demand = self._pod_demand(ns, claims, statuses, counted, warnings, pod,
+                                          (key[2], group[0]) if group else None)
             except ObjectError as exc:
                 pods[index] = (pod, key, str(exc))
                 continue
@@ -174,26 +207,15 @@ class DraIndex:
                 pods[index] = (replace(pod, requests=_plus(pod.requests, demand)), key, problem)
 
     def _pod_demand(self, ns: str, claims: list[Any], statuses: list[Any], counted: set, warnings: WarningLog,
-                    pod: Pod) -> dict[str, int]:
+                    pod: Pod, group: tuple[str, dict[tuple[str, str, str], str]] | None = None) -> dict[str, int]:
         generated = {s.get("name"): s.get("resourceClaimName") for s in statuses if isinstance(s, Mapping)}
         total: dict[str, int] = {}
         for i, ref in enumerate(claims):
             where = f"spec.resourceClaims[{i}]"
-            ref = _map(ref, where)
-            if ref.get("resourceClaimName"):
-                key = (ns, str(ref["resourceClaimName"]))
-                claim, label = self.claims.get(key), f"ResourceClaim {ns}/{key[1]}"
-                if key in counted:
-                    continue  # shared: the devices are allocated once, for the first pod
-                counted.add(key)
-            elif ref.get("resourceClaimTemplateName"):
-                made = generated.get(ref.get("name"))
-                if made and (ns, made) in self.claims and self.claims[(ns, made)].allocated:
-                    continue
-                key = (ns, str(ref["resourceClaimTemplateName"]))
-                claim, label = self.templates.get(key), f"ResourceClaimTemplate {ns}/{key[1]}"
-            else:
-                raise ObjectError(f"{where}: needs resourceClaimName or resourceClaimTemplateName")
+            found = self._claim_of(_map(ref, where), where, ns, generated, counted, group)
+            if found is None:
+                continue  # counted already, or its devices are allocated
+            claim, label = found
             if claim is None:
                 raise ObjectError(f"{where}: {label} was not listed, so the pod's device demand is unknown")
             if claim.demand is None:
@@ -205,6 +227,33 @@ class DraIndex:
             for res, n in claim.demand.items():
                 total[res] = total.get(res, 0) + n
         return total
+
+    def _claim_of(self, ref: Mapping[str, Any], where: str, ns: str, generated: Mapping[Any, Any], counted: set,
+                  group: tuple[str, dict[tuple[str, str, str], str]] | None) -> tuple[_Claim | None, str] | None:
+        """The claim one pod reference stands for and its label; None when it adds no devices for this pod.
+
+        A named claim is shared: counted for the first pod only. A template makes one claim per pod, unless
+        the reference repeats an entry of the pod's PodGroup `spec.resourceClaims`: then one per PodGroup."""
+        if ref.get("resourceClaimName"):
+            key = (ns, str(ref["resourceClaimName"]))
+            if key in counted:
+                return None  # shared: the devices are allocated once, for the first pod
+            counted.add(key)
+            return self.claims.get(key), f"ResourceClaim {ns}/{key[1]}"
+        if not ref.get("resourceClaimTemplateName"):
+            raise ObjectError(f"{where}: needs resourceClaimName or resourceClaimTemplateName")
+        tmpl = str(ref["resourceClaimTemplateName"])
+        made = generated.get(ref.get("name"))
+        label = f"ResourceClaimTemplate {ns}/{tmpl}"
+        entry = (str(ref.get("name") or ""), "", tmpl)
+        if group is not None and entry in group[1]:
+            if (ns, group[0], entry) in counted:
+                return None  # the PodGroup's one claim: counted for its first pending pod
+            counted.add((ns, group[0], entry))
+            made, label = group[1][entry] or made, f"{label} (PodGroup {ns}/{group[0]} claim {entry[0]})"
+        if made and (ns, made) in self.claims and self.claims[(ns, made)].allocated:
+            return None
+        return self.templates.get((ns, tmpl)), label
 
     def fold_aliases(self, pods: list, nodes: list[Node]) -> None:
         """KEP-5004: requests and node capacity of a mapped extended resource count as the class's devices."""

@@ -398,7 +398,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
 # ---------------------------------------------------------------- DRA claims, Kueue Workloads, YuniKorn task groups
 #
 # Re-derived from the upstream objects, not from gangscale's ingest: kubernetes/kubernetes
-# staging/src/k8s.io/api/resource/v1/types.go, kubernetes-sigs/kueue apis/kueue/v1beta1/workload_types.go,
+# staging/src/k8s.io/api/resource/v1/types.go (and scheduling/v1alpha2 PodGroupResourceClaim), kubernetes-sigs/kueue apis/kueue/v1beta1/workload_types.go,
 # apache/yunikorn-k8shim pkg/cache/placeholder.go. Pod names of members that do not exist yet (an
 # unadmitted Workload's templates, a task group's missing members) are the plan's interface.
 
@@ -506,11 +506,11 @@ class Inputs:
             meta = m["metadata"]
             flag = meta.get("annotations", {}).get("yunikorn.apache.org/placeholder") or meta.get("labels", {}).get("placeholder")
             return str(flag or "").lower() == "true"
-        bound_ph = sum(1 for m in mine if m["spec"].get("nodeName") and placeholder(m))
+        live_ph = sum(1 for m in mine if placeholder(m) and m["status"].get("phase") not in ("Succeeded", "Failed"))
         waiting_real = [m for m in mine if not m["spec"].get("nodeName") and m["status"].get("phase") == "Pending"
-                        and not placeholder(m)][:bound_ph]
-        for m in waiting_real:  # takes a bound placeholder's slot: never new capacity
-            self.unplannable[_pkey(m)] = "it replaces a bound YuniKorn placeholder"
+                        and not placeholder(m)][:live_ph]
+        for m in waiting_real:  # takes a placeholder's slot (bound, or pending and planned): never new capacity
+            self.unplannable[_pkey(m)] = "it replaces a YuniKorn placeholder"
         live = sum(1 for m in mine if m["status"].get("phase") not in ("Succeeded", "Failed")) - len(waiting_real)
         for j in range(max(0, int(g["minMember"]) - live)):
             spec = {"containers": [{"name": "placeholder", "resources": {"requests": dict(g["minResource"])}}]}
@@ -543,13 +543,28 @@ class Inputs:
                   if o["kind"] == "ResourceClaim"}
         templates = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): o for o in dra
                      if o["kind"] == "ResourceClaimTemplate"}
+        # PodGroup spec.resourceClaims (DRAWorkloadResourceClaims): a pod repeating a template entry of its
+        # PodGroup shares the group's one claim (named in the PodGroup's status once generated)
+        group_claims = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): {
+            (r.get("name"), r.get("resourceClaimTemplateName")): next(
+                (s.get("resourceClaimName") for s in o.get("status", {}).get("resourceClaimStatuses") or []
+                 if s.get("name") == r.get("name")), None)
+            for r in o["spec"].get("resourceClaims") or [] if r.get("resourceClaimTemplateName")}
+            for o in objects if o["kind"] == "PodGroup" and _api(o).startswith("scheduling.k8s.io/")}
         counted: set = set()
         for p in objects:
             if p["kind"] != "Pod" or p["spec"].get("nodeName"):
                 continue
             ns = p["metadata"].get("namespace", "default")
             made = {s.get("name"): s.get("resourceClaimName") for s in p.get("status", {}).get("resourceClaimStatuses") or []}
+            pg = (ns, (p["spec"].get("schedulingGroup") or {}).get("podGroupName"))
             for ref in p["spec"].get("resourceClaims") or []:
+                entry = (ref.get("name"), ref.get("resourceClaimTemplateName"))
+                if entry[1] and entry in group_claims.get(pg, {}):
+                    if (pg, entry) in counted:
+                        continue
+                    counted.add((pg, entry))
+                    made = {**made, entry[0]: group_claims[pg][entry] or made.get(entry[0])}
                 if ref.get("resourceClaimName"):
                     key = (ns, ref["resourceClaimName"])
                     if key in counted:

@@ -102,6 +102,16 @@ def test_checker_counts_claimed_devices_per_node_and_a_shared_claim_once():
     assert check_plan(shared, [DRA_GROUP], both) == []  # one claim of 4 devices, used by both pods
 
 
+def test_checker_counts_a_podgroup_claim_once_for_the_group():
+    pg = podgroup("g", min_count=2)
+    pg["spec"]["resourceClaims"] = [{"name": "t", "resourceClaimTemplateName": "three"}]
+    objs = [pg, _template("three", 3)]
+    objs += [pod(f"d{i}", group="g", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "three"}])
+             for i in range(2)]
+    both = _plan([("dra", ["default/d0", "default/d1"])], gangs=[_gang("g", 2)])
+    assert check_plan(objs, [DRA_GROUP], both) == []  # one claim of 3 devices for the PodGroup, not 3 per pod
+
+
 def test_checker_rejects_a_pod_whose_claim_cannot_be_modelled_and_reads_slice_devices():
     objs = [_template("any", 1, allocationMode="All"),
             pod("p", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "any"}])]

@@ -191,3 +191,60 @@ def test_partitionable_devices_are_not_counted_and_say_so():
     cluster = ingest([node("gpu-0"), copy.deepcopy(s)])
     assert cluster.nodes[0].allocatable[DEV] == 1
     assert any("consumesCounters" in w for w in cluster.warnings)
+
+
+# ---------------------------------------------------------------- PodGroup spec.resourceClaims (1.36+)
+
+
+def podgroup_with_claims(name: str, min_count: int, claims: list[dict], version: str = "v1alpha2",
+                         made: dict[str, str] | None = None) -> dict:
+    pg = podgroup(name, min_count=min_count, version=version)
+    pg["spec"]["resourceClaims"] = claims
+    if made:
+        pg["status"] = {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in made.items()]}
+    return pg
+
+
+def group_pods(n: int, group_name: str, ref: dict) -> list[dict]:
+    return [pod(f"{group_name}-{i}", group=group_name, cpu="1", resourceClaims=[dict(ref)]) for i in range(n)]
+
+
+@pytest.mark.parametrize("version", ["v1alpha2", "v1beta1"])
+def test_a_podgroup_claim_from_a_template_is_one_claim_for_the_whole_gang(version):
+    # DRAWorkloadResourceClaims: the PodGroup's template entry makes ONE claim of 4 GPUs that its 4 pods share.
+    # Counted per pod it was 16 GPUs: four 4-GPU nodes instead of one.
+    ref = {"name": "gpus", "resourceClaimTemplateName": "four"}
+    objs = [podgroup_with_claims("train", 4, [ref], version), template("four", 4), *group_pods(4, "train", ref)]
+    cluster = ingest(objs)
+    assert sum(p.requests.get(DEV, 0) for p in cluster.gangs[0].pending) == 4
+    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0), gpu_group("gpu8", 8, 25.0)])
+    assert gang(plan, "train").decision == "scale-up"
+    assert plan.scale_up == {"gpu4": 1}
+    assert plan.cost_per_hour == pytest.approx(10.0)
+
+
+def test_a_pod_claim_that_differs_from_its_podgroups_entry_is_the_pods_own():
+    # Same template, another claim name: not the PodGroup's claim, so each pod gets its own 4 GPUs.
+    objs = [podgroup_with_claims("train", 2, [{"name": "gpus", "resourceClaimTemplateName": "four"}]),
+            template("four", 4), *group_pods(2, "train", {"name": "mine", "resourceClaimTemplateName": "four"})]
+    cluster = ingest(objs)
+    assert sorted(p.requests.get(DEV, 0) for p in cluster.gangs[0].pending) == [4, 4]
+
+
+def test_a_podgroup_claim_that_is_already_allocated_adds_no_devices():
+    ref = {"name": "gpus", "resourceClaimTemplateName": "four"}
+    objs = [podgroup_with_claims("train", 2, [ref], made={"gpus": "train-gpus-x7k2"}), template("four", 4),
+            claim("train-gpus-x7k2", 4, allocated=["gpu-0/gpu-0"]), *group_pods(2, "train", ref)]
+    cluster = ingest(objs)
+    assert [p.requests.get(DEV, 0) for p in cluster.gangs[0].pending] == [0, 0]
+
+
+def test_a_podgroup_with_a_malformed_claim_entry_is_invalid_naming_the_field_and_the_rest_is_planned():
+    bad = podgroup_with_claims("train", 2, [{"name": "gpus"}])  # neither a claim nor a template
+    objs = [bad, template("four", 4), *group_pods(2, "train", {"name": "gpus", "resourceClaimTemplateName": "four"}),
+            pod("plain", cpu="2")]
+    plan = plan_for(objs, [group("cpu", price=1.0), gpu_group("gpu4", 4, 10.0)])
+    g = gang(plan, "train")
+    assert g.decision == "invalid"
+    assert "PodGroup default/train: spec.resourceClaims[0]" in g.reason and "resourceClaimTemplateName" in g.reason
+    assert gang(plan, "plain").decision == "scale-up"
