@@ -5,10 +5,16 @@ A pod's ResourceClaims (direct, or generated from a ResourceClaimTemplate) becom
 catalog's `devices`, existing nodes from their ResourceSlices (devices no claim has allocated). The solver
 treats it as any extended resource.
 
+A PodGroup's `spec.resourceClaims` (DRAWorkloadResourceClaims, 1.36+) is one claim for the whole group: pods
+repeating its entry share it, so it counts once per PodGroup.
+
 Invariant: a pod with a claim the planner cannot model is never planned device-free. A missing claim or
-template, CEL selectors, `allocationMode: All`, admin access, prioritized alternatives (`firstAvailable`) or
-consumable capacity make its gang `invalid`, with the claim and the field named; claim constraints
-(`matchAttribute`) are planned by count with a warning naming the claim.
+template, CEL selectors, `allocationMode: All`, admin access, prioritized alternatives (`firstAvailable`),
+consumable capacity or a field the planner does not know make its gang `invalid`, with the claim and the
+field named; claim constraints (`matchAttribute`, `distinctAttribute`) are planned by count with a warning
+naming the claim. On the supply side a device is never counted twice or on a guess: a DeviceClass selector
+is evaluated (driver and attribute equality) or the class counts no existing devices, with a warning, and
+tainted, partitionable or network-attached devices are not counted, with a warning.
 
 Upstream types: kubernetes/kubernetes staging/src/k8s.io/api/resource/v1/types.go (ResourceClaimSpec,
 DeviceClaim, DeviceRequest{exactly,firstAvailable}, ExactDeviceRequest{deviceClassName,selectors,
