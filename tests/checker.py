@@ -418,6 +418,43 @@ def _api(o: dict) -> str:
     return o["apiVersion"] if isinstance(o.get("apiVersion"), str) else ""
 
 
+def _class_selector(expressions: list[str]):
+    """A DeviceClass's selectors as a predicate on (driver, device attributes): `&&` of equality tests on
+    `device.driver` and `device.attributes['<domain>'].<name>`; anything else selects nothing."""
+    tests = []
+    for text in expressions:
+        for part in text.split("&&"):
+            part = part.strip().lstrip("(").rstrip(")").strip()
+            lhs, sep, rhs = part.partition("==")
+            lhs, rhs = lhs.strip(), rhs.strip()
+            if not sep:
+                return lambda _driver, _attrs: False
+            value = rhs[1:-1] if rhs[:1] in "'\"" else {"true": True, "false": False}.get(rhs, rhs)
+            if isinstance(value, str) and rhs[:1] not in "'\"":
+                if not rhs.lstrip("-").isdigit():
+                    return lambda _driver, _attrs: False
+                value = int(rhs)
+            m = re.fullmatch(r"""device\.attributes\[["']([^"']+)["']\]\.(\w+)""", lhs)
+            if lhs == "device.driver":
+                tests.append((None, None, value))
+            elif m:
+                tests.append((m.group(1), m.group(2), value))
+            else:
+                return lambda _driver, _attrs: False
+
+    def select(driver: str, attrs: dict) -> bool:
+        for domain, name, value in tests:
+            if domain is None:
+                ok = driver == value
+            else:
+                raw = attrs.get(f"{domain}/{name}") or (attrs.get(name) if domain == driver else None) or {}
+                ok = len(raw) == 1 and list(raw.values())[0] == value and type(list(raw.values())[0]) is type(value)
+            if not ok:
+                return False
+        return True
+    return select
+
+
 def _true_condition(status: dict, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
 
@@ -526,10 +563,13 @@ class Inputs:
     def _dra(self, objects: list[dict]) -> None:
         dra = [o for o in objects if _api(o).startswith("resource.k8s.io/")]
         drivers: dict[str, str] = {}
+        selects: dict = {}  # class -> (driver, attributes) -> whether its CEL selectors take the device
         allocated: set[tuple[str, str, str]] = set()
         for o in dra:
             if o["kind"] == "DeviceClass":
                 name = o["metadata"]["name"]
+                selects[name] = _class_selector([sel.get("cel", {}).get("expression", "")
+                                                 for sel in o["spec"].get("selectors") or []])
                 for sel in o["spec"].get("selectors") or []:
                     m = re.search(r"""device\.driver\s*==\s*["']([^"']+)["']""", sel.get("cel", {}).get("expression", ""))
                     if m:
@@ -593,9 +633,12 @@ class Inputs:
             classes = sorted(c for c, d in drivers.items() if d == s["driver"]) or [s["driver"]]
             for d in s.get("devices") or []:
                 node = d.get("nodeName") or s.get("nodeName")
-                if node and not d.get("consumesCounters") and (s["driver"], s["pool"]["name"], d["name"]) not in allocated:
+                attrs = d.get("basic", d).get("attributes") or {}
+                if node and not d.get("consumesCounters") and not d.get("basic", d).get("taints") \
+                        and (s["driver"], s["pool"]["name"], d["name"]) not in allocated:
                     for c in classes:
-                        self.node_devices[node][DEVICE_PREFIX + c] += 1
+                        if selects.get(c, lambda _driver, _attrs: True)(s["driver"], attrs):
+                            self.node_devices[node][DEVICE_PREFIX + c] += 1
 
     @staticmethod
     def _claim_demand(spec: dict | None, into: Counter) -> str | None:

@@ -155,3 +155,20 @@ def test_checker_knows_yunikorn_task_groups_and_plans_their_missing_members():
     assert check_plan(objs, cpu, _plan([("cpu", full)], gangs=[_gang("app", 3)], price=0.4)) == []
     partial = _plan([("cpu", full[:2])], gangs=[_gang("app", 2)], price=0.4)
     assert any("partial: 2 placed + 0 bound < minCount 3" in e for e in check_plan(objs, cpu, partial))
+
+
+def test_checker_splits_a_drivers_slice_devices_between_classes_by_their_attributes():
+    # 2 full GPUs and 2 MIG slices on n1: two pods of 2 full GPUs each overcommit the node's gpu class.
+    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": c},
+                "spec": {"selectors": [{"cel": {"expression": f"device.driver == 'gpu.nvidia.com' && "
+                                                              f"device.attributes['gpu.nvidia.com'].type == '{t}'"}}]}}
+               for c, t in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))]
+    objs = [node("n1", cpu="16", mem="64Gi"), _template("two", 2), *classes,
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+             "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1},
+                      "devices": [{"name": f"d{i}", "attributes": {"type": {"string": t}}}
+                                  for i, t in enumerate(["gpu", "gpu", "mig", "mig"])]}}]
+    objs += [pod(f"p{i}", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "two"}]) for i in range(2)]
+    assert check_plan(objs, [DRA_GROUP], _plan([], {"n1": ["default/p0"]}, price=0.0)) == []
+    two = _plan([], {"n1": ["default/p0", "default/p1"]}, price=0.0)
+    assert any(f"{DEV} overcommitted (4 > 2)" in e for e in check_plan(objs, [DRA_GROUP], two))
