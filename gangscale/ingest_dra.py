@@ -224,7 +224,7 @@ class DraIndex:
 
     def resolve(self, pods: list, warnings: WarningLog) -> None:
         """Add each pending pod's device demand to its requests; a claim shared by pods counts once."""
-        counted: set[tuple[str, str]] = set()
+        counted: dict[tuple, tuple[_Claim | None, str, list[str]]] = {}
         for index, ns, claims, statuses in self.pods:
             pod, key, problem = pods[index]
             if pod is None or problem or pod.node_name:
@@ -241,14 +241,15 @@ class DraIndex:
                 continue
             if demand:
                 pods[index] = (replace(pod, requests=_plus(pod.requests, demand)), key, problem)
+        self._warn_shared(counted, warnings)
 
-    def _pod_demand(self, ns: str, claims: list[Any], statuses: list[Any], counted: set, warnings: WarningLog,
+    def _pod_demand(self, ns: str, claims: list[Any], statuses: list[Any], counted: dict, warnings: WarningLog,
                     pod: Pod, group: tuple[str, dict[tuple[str, str, str], str]] | None = None) -> dict[str, int]:
         generated = {s.get("name"): s.get("resourceClaimName") for s in statuses if isinstance(s, Mapping)}
         total: dict[str, int] = {}
         for i, ref in enumerate(claims):
             where = f"spec.resourceClaims[{i}]"
-            found = self._claim_of(_map(ref, where), where, ns, generated, counted, group)
+            found = self._claim_of(_map(ref, where), where, ns, generated, counted, group, pod.key)
             if found is None:
                 continue  # counted already, or its devices are allocated
             claim, label = found
@@ -264,32 +265,43 @@ class DraIndex:
                 total[res] = total.get(res, 0) + n
         return total
 
-    def _claim_of(self, ref: Mapping[str, Any], where: str, ns: str, generated: Mapping[Any, Any], counted: set,
-                  group: tuple[str, dict[tuple[str, str, str], str]] | None) -> tuple[_Claim | None, str] | None:
+    def _claim_of(self, ref: Mapping[str, Any], where: str, ns: str, generated: Mapping[Any, Any], counted: dict,
+                  group: tuple[str, dict[tuple[str, str, str], str]] | None, who: str) -> tuple[_Claim | None, str] | None:
         """The claim one pod reference stands for and its label; None when it adds no devices for this pod.
 
-        A named claim is shared: counted for the first pod only. A template makes one claim per pod, unless
-        the reference repeats an entry of the pod's PodGroup `spec.resourceClaims`: then one per PodGroup."""
+        A named claim is shared: counted for the first pod only (`counted`: claim -> its label and pods). A
+        template makes one claim per pod, unless the reference repeats an entry of the pod's PodGroup
+        `spec.resourceClaims`: then one per PodGroup."""
         if ref.get("resourceClaimName"):
-            key = (ns, str(ref["resourceClaimName"]))
-            if key in counted:
-                return None  # shared: the devices are allocated once, for the first pod
-            counted.add(key)
-            return self.claims.get(key), f"ResourceClaim {ns}/{key[1]}"
-        if not ref.get("resourceClaimTemplateName"):
+            key: tuple = (ns, str(ref["resourceClaimName"]))
+            claim, label = self.claims.get(key), f"ResourceClaim {ns}/{key[1]}"
+        elif ref.get("resourceClaimTemplateName"):
+            tmpl = str(ref["resourceClaimTemplateName"])
+            made, label = generated.get(ref.get("name")), f"ResourceClaimTemplate {ns}/{tmpl}"
+            entry = (str(ref.get("name") or ""), "", tmpl)
+            key = (ns, group[0], entry) if group is not None and entry in group[1] else ()
+            if key:
+                made, label = group[1][entry] or made, f"{label} (PodGroup {ns}/{group[0]} claim {entry[0]})"
+            if made and (ns, made) in self.claims and self.claims[(ns, made)].allocated:
+                return None
+            claim = self.templates.get((ns, tmpl))
+        else:
             raise ObjectError(f"{where}: needs resourceClaimName or resourceClaimTemplateName")
-        tmpl = str(ref["resourceClaimTemplateName"])
-        made = generated.get(ref.get("name"))
-        label = f"ResourceClaimTemplate {ns}/{tmpl}"
-        entry = (str(ref.get("name") or ""), "", tmpl)
-        if group is not None and entry in group[1]:
-            if (ns, group[0], entry) in counted:
-                return None  # the PodGroup's one claim: counted for its first pending pod
-            counted.add((ns, group[0], entry))
-            made, label = group[1][entry] or made, f"{label} (PodGroup {ns}/{group[0]} claim {entry[0]})"
-        if made and (ns, made) in self.claims and self.claims[(ns, made)].allocated:
-            return None
-        return self.templates.get((ns, tmpl)), label
+        if key and key in counted:
+            counted[key][2].append(who)
+            return None  # shared: the devices are allocated once, for the first pod
+        if key:
+            counted[key] = (claim, label, [who])
+        return claim, label
+
+    def _warn_shared(self, counted: dict, warnings: WarningLog) -> None:
+        """A shared claim's devices sit on one node: say that the planner does not keep its pods together."""
+        for claim, label, who in counted.values():
+            if len(who) > 1 and claim is not None and claim.demand and not claim.allocated:
+                warnings.add(f"{label} is shared by {len(who)} pending pods ({', '.join(who[:3])}"
+                             f"{', ...' if len(who) > 3 else ''}): its devices are counted once, on {who[0]}; the "
+                             "plan does not keep the other pods on that pod's node, where node-local devices need "
+                             "them", "dra shared claims")
 
     def fold_aliases(self, pods: list, nodes: list[Node]) -> None:
         """KEP-5004: requests and node capacity of a mapped extended resource count as the class's devices."""

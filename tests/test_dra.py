@@ -353,3 +353,17 @@ def test_a_class_selector_the_planner_cannot_evaluate_counts_no_devices_and_says
     cluster = ingest(objs)
     assert device_resource("h100") not in cluster.nodes[0].allocatable
     assert any("DeviceClass h100: spec.selectors[0].cel.expression is not modelled" in w for w in cluster.warnings)
+
+
+def test_a_claim_shared_by_pending_pods_says_the_plan_does_not_keep_them_on_one_node():
+    # The devices of a shared claim are on one node, so all its pods must run there; the planner counts the
+    # devices once, on the first pod, and does not co-locate the others: say so rather than stay silent.
+    objs = [podgroup("pair", min_count=2), claim("four", 4)] + [dra_pod(f"p{i}", shared="four", group="pair")
+                                                              for i in range(2)]
+    cluster = ingest(objs)
+    assert cluster.warnings == [
+        "ResourceClaim default/four is shared by 2 pending pods (default/p0, default/p1): its devices are counted "
+        "once, on default/p0; the plan does not keep the other pods on that pod's node, where node-local devices "
+        "need them"]
+    alone = ingest([claim("one", 1), dra_pod("solo", shared="one")])
+    assert alone.warnings == []
