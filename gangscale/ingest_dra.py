@@ -80,7 +80,8 @@ class DraIndex:
     class_tests: dict[str, tuple[tuple[str, str, Any], ...]] = field(default_factory=dict)  # (domain, name, value)
     unmodelled: set[str] = field(default_factory=set)  # classes whose selectors the planner cannot evaluate
     aliases: dict[str, str] = field(default_factory=dict)  # extended resource name -> device resource
-    slices: list[tuple[str, str, str, int, list[str]]] = field(default_factory=list)  # node, driver, pool, gen, devices
+    # node, driver, pool, generation, devices as (node, device name, attributes)
+    slices: list[tuple[str, str, str, int, list[tuple[str, str, Mapping[str, Any]]]]] = field(default_factory=list)
     allocated: set[tuple[str, str, str]] = field(default_factory=set)  # (driver, pool, device)
     pods: list[tuple[int, str, list[Any], list[Any]]] = field(default_factory=list)  # pods-list index, ns, claims, statuses
     dra_served: set[int] = field(default_factory=set)  # pods-list indexes whose extended resources DRA allocated
