@@ -83,6 +83,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
                 continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
             elif kind == "PodGroup" or kind == "Workload":
                 _ingest_group(obj, kind, api, defs)
+                extra.note_group(obj, kind, api)
         except ObjectError as exc:
             _reject(obj, kind, str(exc), pods, warnings)
         except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass

@@ -14,6 +14,7 @@ from .ingest_dra import DRA_APIS, DRA_KINDS, DraIndex
 from .ingest_kueue import KUEUE_APIS, KueueIndex
 from .ingest_yunikorn import group_yunikorn
 from .model import Node
+from .parse import NATIVE_PODGROUP_APIS
 from .warnlog import WarningLog
 
 
@@ -38,8 +39,16 @@ class Inputs:
     def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
         self.dra.note_pod(index, obj)
 
+    def note_group(self, obj: Mapping[str, Any], kind: Any, api: str) -> None:
+        """A native PodGroup's DRA claims (read again here so `parse` stays free of DRA)."""
+        if kind == "PodGroup" and api in NATIVE_PODGROUP_APIS:
+            self.dra.note_group(obj)
+
     def finish(self, pods: list, defs: dict, nodes: list[Node], warnings: WarningLog) -> None:
         """Gangs for Workloads and task groups, then device demand and node devices (templates included)."""
+        for key, problem in self.dra.group_problems().items():
+            if key in defs and not defs[key].invalid:
+                defs[key].invalid = problem
         self.kueue.finish(pods, defs, self.plan_unadmitted, self.dra.note_pod)
         group_yunikorn(pods, defs, self.dra.note_pod)
         self.dra.resolve(pods, warnings)

@@ -7,8 +7,9 @@ application id from the `applicationId` label, `yunikorn.apache.org/app-id`, or 
 gang: minCount is the sum of minMember, and YuniKorn reserves each task group with placeholder pods of the
 group's minResource before the real pods run.
 
-Invariant: placeholders are members, never extra demand. A bound placeholder holds the slot its real pod
-will take (YuniKorn swaps them), so a pending real pod covered by one needs no capacity; members not yet
+Invariant: placeholders are members, never extra demand. A placeholder holds the slot its real pod will
+take (YuniKorn swaps them), so a pending real pod covered by a live placeholder (bound, or pending and
+planned in its place) needs no capacity of its own; members not yet
 created (up to minMember per task group) are planned with the task group's resources and placement.
 A bad annotation makes the gang invalid with the annotation named.
 
@@ -115,11 +116,15 @@ def _app_gang(ns: str, app: str, members: list[int], pods: list, defs: dict, not
 
 def _task_group(ns: str, app: str, tg: Mapping[str, Any], members: list[int], pods: list, key: tuple,
                 first: Any, note_pod: Any) -> None:
-    """Real pods waiting for a bound placeholder take its slot; members not yet created are planned."""
-    bound_ph = [i for i in members if pods[i][0].node_name and _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
+    """Real pods waiting for a placeholder take its slot; members not yet created are planned.
+
+    YuniKorn holds a task group's real pods until its placeholders are allocated, then swaps them: a pending
+    real pod with a live placeholder (bound, or pending and planned itself) needs no capacity of its own."""
+    live_ph = [i for i in members if not pods[i][0].terminal
+               and _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
     pending_real = [i for i in members if not pods[i][0].node_name and pods[i][0].phase == "Pending"
                     and not _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
-    for i in pending_real[:len(bound_ph)]:  # will replace a placeholder: counts as bound, needs nothing new
+    for i in pending_real[:len(live_ph)]:  # will replace a placeholder: its slot is the placeholder's
         pod, k, problem = pods[i]
         pods[i] = (replace(pod, phase="Replacing"), k, problem)
     present = sum(1 for i in members if not pods[i][0].terminal and pods[i][0].phase != "Replacing")

@@ -398,7 +398,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
 # ---------------------------------------------------------------- DRA claims, Kueue Workloads, YuniKorn task groups
 #
 # Re-derived from the upstream objects, not from gangscale's ingest: kubernetes/kubernetes
-# staging/src/k8s.io/api/resource/v1/types.go, kubernetes-sigs/kueue apis/kueue/v1beta1/workload_types.go,
+# staging/src/k8s.io/api/resource/v1/types.go (and scheduling/v1alpha2 PodGroupResourceClaim), kubernetes-sigs/kueue apis/kueue/v1beta1/workload_types.go,
 # apache/yunikorn-k8shim pkg/cache/placeholder.go. Pod names of members that do not exist yet (an
 # unadmitted Workload's templates, a task group's missing members) are the plan's interface.
 
@@ -416,6 +416,43 @@ def _pkey(o: dict) -> str:
 def _api(o: dict) -> str:
     """The apiVersion; ingest reads a pod whatever its apiVersion says, so the checker must too."""
     return o["apiVersion"] if isinstance(o.get("apiVersion"), str) else ""
+
+
+def _class_selector(expressions: list[str]):
+    """A DeviceClass's selectors as a predicate on (driver, device attributes): `&&` of equality tests on
+    `device.driver` and `device.attributes['<domain>'].<name>`; anything else selects nothing."""
+    tests = []
+    for text in expressions:
+        for part in text.split("&&"):
+            part = part.strip().lstrip("(").rstrip(")").strip()
+            lhs, sep, rhs = part.partition("==")
+            lhs, rhs = lhs.strip(), rhs.strip()
+            if not sep:
+                return lambda _driver, _attrs: False
+            value = rhs[1:-1] if rhs[:1] in "'\"" else {"true": True, "false": False}.get(rhs, rhs)
+            if isinstance(value, str) and rhs[:1] not in "'\"":
+                if not rhs.lstrip("-").isdigit():
+                    return lambda _driver, _attrs: False
+                value = int(rhs)
+            m = re.fullmatch(r"""device\.attributes\[["']([^"']+)["']\]\.(\w+)""", lhs)
+            if lhs == "device.driver":
+                tests.append((None, None, value))
+            elif m:
+                tests.append((m.group(1), m.group(2), value))
+            else:
+                return lambda _driver, _attrs: False
+
+    def select(driver: str, attrs: dict) -> bool:
+        for domain, name, value in tests:
+            if domain is None:
+                ok = driver == value
+            else:
+                raw = attrs.get(f"{domain}/{name}") or (attrs.get(name) if domain == driver else None) or {}
+                ok = len(raw) == 1 and list(raw.values())[0] == value and type(list(raw.values())[0]) is type(value)
+            if not ok:
+                return False
+        return True
+    return select
 
 
 def _true_condition(status: dict, kind: str) -> bool:
@@ -506,11 +543,11 @@ class Inputs:
             meta = m["metadata"]
             flag = meta.get("annotations", {}).get("yunikorn.apache.org/placeholder") or meta.get("labels", {}).get("placeholder")
             return str(flag or "").lower() == "true"
-        bound_ph = sum(1 for m in mine if m["spec"].get("nodeName") and placeholder(m))
+        live_ph = sum(1 for m in mine if placeholder(m) and m["status"].get("phase") not in ("Succeeded", "Failed"))
         waiting_real = [m for m in mine if not m["spec"].get("nodeName") and m["status"].get("phase") == "Pending"
-                        and not placeholder(m)][:bound_ph]
-        for m in waiting_real:  # takes a bound placeholder's slot: never new capacity
-            self.unplannable[_pkey(m)] = "it replaces a bound YuniKorn placeholder"
+                        and not placeholder(m)][:live_ph]
+        for m in waiting_real:  # takes a placeholder's slot (bound, or pending and planned): never new capacity
+            self.unplannable[_pkey(m)] = "it replaces a YuniKorn placeholder"
         live = sum(1 for m in mine if m["status"].get("phase") not in ("Succeeded", "Failed")) - len(waiting_real)
         for j in range(max(0, int(g["minMember"]) - live)):
             spec = {"containers": [{"name": "placeholder", "resources": {"requests": dict(g["minResource"])}}]}
@@ -526,10 +563,13 @@ class Inputs:
     def _dra(self, objects: list[dict]) -> None:
         dra = [o for o in objects if _api(o).startswith("resource.k8s.io/")]
         drivers: dict[str, str] = {}
+        selects: dict = {}  # class -> (driver, attributes) -> whether its CEL selectors take the device
         allocated: set[tuple[str, str, str]] = set()
         for o in dra:
             if o["kind"] == "DeviceClass":
                 name = o["metadata"]["name"]
+                selects[name] = _class_selector([sel.get("cel", {}).get("expression", "")
+                                                 for sel in o["spec"].get("selectors") or []])
                 for sel in o["spec"].get("selectors") or []:
                     m = re.search(r"""device\.driver\s*==\s*["']([^"']+)["']""", sel.get("cel", {}).get("expression", ""))
                     if m:
@@ -543,13 +583,28 @@ class Inputs:
                   if o["kind"] == "ResourceClaim"}
         templates = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): o for o in dra
                      if o["kind"] == "ResourceClaimTemplate"}
+        # PodGroup spec.resourceClaims (DRAWorkloadResourceClaims): a pod repeating a template entry of its
+        # PodGroup shares the group's one claim (named in the PodGroup's status once generated)
+        group_claims = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]): {
+            (r.get("name"), r.get("resourceClaimTemplateName")): next(
+                (s.get("resourceClaimName") for s in o.get("status", {}).get("resourceClaimStatuses") or []
+                 if s.get("name") == r.get("name")), None)
+            for r in o["spec"].get("resourceClaims") or [] if r.get("resourceClaimTemplateName")}
+            for o in objects if o["kind"] == "PodGroup" and _api(o).startswith("scheduling.k8s.io/")}
         counted: set = set()
         for p in objects:
             if p["kind"] != "Pod" or p["spec"].get("nodeName"):
                 continue
             ns = p["metadata"].get("namespace", "default")
             made = {s.get("name"): s.get("resourceClaimName") for s in p.get("status", {}).get("resourceClaimStatuses") or []}
+            pg = (ns, (p["spec"].get("schedulingGroup") or {}).get("podGroupName"))
             for ref in p["spec"].get("resourceClaims") or []:
+                entry = (ref.get("name"), ref.get("resourceClaimTemplateName"))
+                if entry[1] and entry in group_claims.get(pg, {}):
+                    if (pg, entry) in counted:
+                        continue
+                    counted.add((pg, entry))
+                    made = {**made, entry[0]: group_claims[pg][entry] or made.get(entry[0])}
                 if ref.get("resourceClaimName"):
                     key = (ns, ref["resourceClaimName"])
                     if key in counted:
@@ -578,9 +633,12 @@ class Inputs:
             classes = sorted(c for c, d in drivers.items() if d == s["driver"]) or [s["driver"]]
             for d in s.get("devices") or []:
                 node = d.get("nodeName") or s.get("nodeName")
-                if node and not d.get("consumesCounters") and (s["driver"], s["pool"]["name"], d["name"]) not in allocated:
+                attrs = d.get("basic", d).get("attributes") or {}
+                if node and not d.get("consumesCounters") and not d.get("basic", d).get("taints") \
+                        and (s["driver"], s["pool"]["name"], d["name"]) not in allocated:
                     for c in classes:
-                        self.node_devices[node][DEVICE_PREFIX + c] += 1
+                        if selects.get(c, lambda _driver, _attrs: True)(s["driver"], attrs):
+                            self.node_devices[node][DEVICE_PREFIX + c] += 1
 
     @staticmethod
     def _claim_demand(spec: dict | None, into: Counter) -> str | None:

@@ -102,6 +102,16 @@ def test_checker_counts_claimed_devices_per_node_and_a_shared_claim_once():
     assert check_plan(shared, [DRA_GROUP], both) == []  # one claim of 4 devices, used by both pods
 
 
+def test_checker_counts_a_podgroup_claim_once_for_the_group():
+    pg = podgroup("g", min_count=2)
+    pg["spec"]["resourceClaims"] = [{"name": "t", "resourceClaimTemplateName": "three"}]
+    objs = [pg, _template("three", 3)]
+    objs += [pod(f"d{i}", group="g", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "three"}])
+             for i in range(2)]
+    both = _plan([("dra", ["default/d0", "default/d1"])], gangs=[_gang("g", 2)])
+    assert check_plan(objs, [DRA_GROUP], both) == []  # one claim of 3 devices for the PodGroup, not 3 per pod
+
+
 def test_checker_rejects_a_pod_whose_claim_cannot_be_modelled_and_reads_slice_devices():
     objs = [_template("any", 1, allocationMode="All"),
             pod("p", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "any"}])]
@@ -145,3 +155,20 @@ def test_checker_knows_yunikorn_task_groups_and_plans_their_missing_members():
     assert check_plan(objs, cpu, _plan([("cpu", full)], gangs=[_gang("app", 3)], price=0.4)) == []
     partial = _plan([("cpu", full[:2])], gangs=[_gang("app", 2)], price=0.4)
     assert any("partial: 2 placed + 0 bound < minCount 3" in e for e in check_plan(objs, cpu, partial))
+
+
+def test_checker_splits_a_drivers_slice_devices_between_classes_by_their_attributes():
+    # 2 full GPUs and 2 MIG slices on n1: two pods of 2 full GPUs each overcommit the node's gpu class.
+    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": c},
+                "spec": {"selectors": [{"cel": {"expression": f"device.driver == 'gpu.nvidia.com' && "
+                                                              f"device.attributes['gpu.nvidia.com'].type == '{t}'"}}]}}
+               for c, t in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))]
+    objs = [node("n1", cpu="16", mem="64Gi"), _template("two", 2), *classes,
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+             "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1},
+                      "devices": [{"name": f"d{i}", "attributes": {"type": {"string": t}}}
+                                  for i, t in enumerate(["gpu", "gpu", "mig", "mig"])]}}]
+    objs += [pod(f"p{i}", resourceClaims=[{"name": "t", "resourceClaimTemplateName": "two"}]) for i in range(2)]
+    assert check_plan(objs, [DRA_GROUP], _plan([], {"n1": ["default/p0"]}, price=0.0)) == []
+    two = _plan([], {"n1": ["default/p0", "default/p1"]}, price=0.0)
+    assert any(f"{DEV} overcommitted (4 > 2)" in e for e in check_plan(objs, [DRA_GROUP], two))

@@ -191,3 +191,179 @@ def test_partitionable_devices_are_not_counted_and_say_so():
     cluster = ingest([node("gpu-0"), copy.deepcopy(s)])
     assert cluster.nodes[0].allocatable[DEV] == 1
     assert any("consumesCounters" in w for w in cluster.warnings)
+
+
+# ---------------------------------------------------------------- PodGroup spec.resourceClaims (1.36+)
+
+
+def podgroup_with_claims(name: str, min_count: int, claims: list[dict], version: str = "v1alpha2",
+                         made: dict[str, str] | None = None) -> dict:
+    pg = podgroup(name, min_count=min_count, version=version)
+    pg["spec"]["resourceClaims"] = claims
+    if made:
+        pg["status"] = {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in made.items()]}
+    return pg
+
+
+def group_pods(n: int, group_name: str, ref: dict) -> list[dict]:
+    return [pod(f"{group_name}-{i}", group=group_name, cpu="1", resourceClaims=[dict(ref)]) for i in range(n)]
+
+
+@pytest.mark.parametrize("version", ["v1alpha2", "v1beta1"])
+def test_a_podgroup_claim_from_a_template_is_one_claim_for_the_whole_gang(version):
+    # DRAWorkloadResourceClaims: the PodGroup's template entry makes ONE claim of 4 GPUs that its 4 pods share.
+    # Counted per pod it was 16 GPUs: four 4-GPU nodes instead of one.
+    ref = {"name": "gpus", "resourceClaimTemplateName": "four"}
+    objs = [podgroup_with_claims("train", 4, [ref], version), template("four", 4), *group_pods(4, "train", ref)]
+    cluster = ingest(objs)
+    assert sum(p.requests.get(DEV, 0) for p in cluster.gangs[0].pending) == 4
+    plan = plan_for(objs, [gpu_group("gpu4", 4, 10.0), gpu_group("gpu8", 8, 25.0)])
+    assert gang(plan, "train").decision == "scale-up"
+    assert plan.scale_up == {"gpu4": 1}
+    assert plan.cost_per_hour == pytest.approx(10.0)
+
+
+def test_a_pod_claim_that_differs_from_its_podgroups_entry_is_the_pods_own():
+    # Same template, another claim name: not the PodGroup's claim, so each pod gets its own 4 GPUs.
+    objs = [podgroup_with_claims("train", 2, [{"name": "gpus", "resourceClaimTemplateName": "four"}]),
+            template("four", 4), *group_pods(2, "train", {"name": "mine", "resourceClaimTemplateName": "four"})]
+    cluster = ingest(objs)
+    assert sorted(p.requests.get(DEV, 0) for p in cluster.gangs[0].pending) == [4, 4]
+
+
+def test_a_podgroup_claim_that_is_already_allocated_adds_no_devices():
+    ref = {"name": "gpus", "resourceClaimTemplateName": "four"}
+    objs = [podgroup_with_claims("train", 2, [ref], made={"gpus": "train-gpus-x7k2"}), template("four", 4),
+            claim("train-gpus-x7k2", 4, allocated=["gpu-0/gpu-0"]), *group_pods(2, "train", ref)]
+    cluster = ingest(objs)
+    assert [p.requests.get(DEV, 0) for p in cluster.gangs[0].pending] == [0, 0]
+
+
+def test_a_podgroup_with_a_malformed_claim_entry_is_invalid_naming_the_field_and_the_rest_is_planned():
+    bad = podgroup_with_claims("train", 2, [{"name": "gpus"}])  # neither a claim nor a template
+    objs = [bad, template("four", 4), *group_pods(2, "train", {"name": "gpus", "resourceClaimTemplateName": "four"}),
+            pod("plain", cpu="2")]
+    plan = plan_for(objs, [group("cpu", price=1.0), gpu_group("gpu4", 4, 10.0)])
+    g = gang(plan, "train")
+    assert g.decision == "invalid"
+    assert "PodGroup default/train: spec.resourceClaims[0]" in g.reason and "resourceClaimTemplateName" in g.reason
+    assert gang(plan, "plain").decision == "scale-up"
+
+
+# ---------------------------------------------------------------- fields the planner does not know
+
+
+def v1beta1_template(name: str, **fields) -> dict:
+    t = template(name)
+    t["apiVersion"] = "resource.k8s.io/v1beta1"
+    t["spec"]["spec"]["devices"]["requests"] = [{"name": "r", "deviceClassName": GPU, "count": 1, **fields}]
+    return t
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: template("odd", derivedAttributes=[{"name": "x"}]), "spec.spec.devices.requests[0].exactly.derivedAttributes"),
+    (lambda: template("odd", sharesWith="train"), "spec.spec.devices.requests[0].exactly.sharesWith"),
+    (lambda: v1beta1_template("odd", sharesWith="train"), "spec.spec.devices.requests[0].sharesWith"),
+])
+def test_an_unknown_request_field_makes_the_gang_invalid_naming_it_and_the_rest_is_planned(make, field):
+    # A field of a newer API may change which devices, or how many, a claim takes: never planned as if absent.
+    plan = plan_for([make(), dra_pod("odd-0", tmpl="odd"), pod("plain", cpu="2")], [group("cpu", price=1.0)])
+    bad = gang(plan, "odd-0")
+    assert bad.decision == "invalid"
+    assert "ResourceClaimTemplate default/odd" in bad.reason and f"{field}: a field the planner does not know" in bad.reason
+    assert gang(plan, "plain").decision == "scale-up"
+
+
+def test_unknown_fields_beside_the_request_and_the_claims_devices_are_refused_too():
+    beside = template("beside")
+    beside["spec"]["spec"]["devices"]["requests"][0]["priority"] = 3
+    on_claim = claim("on-claim")
+    on_claim["spec"]["devices"]["reservations"] = [{"node": "n"}]
+    cluster = ingest([beside, on_claim, dra_pod("a", tmpl="beside"), dra_pod("b", shared="on-claim")])
+    reasons = {g.name: g.invalid for g in cluster.gangs}
+    assert "spec.spec.devices.requests[0].priority: a field the planner does not know" in reasons["a"]
+    assert "ResourceClaim default/on-claim: spec.devices.reservations: a field" in reasons["b"]
+
+
+def test_request_tolerations_and_driver_config_are_read_and_planned_by_count():
+    t = template("tol", 2, tolerations=[{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}])
+    t["spec"]["spec"]["devices"]["config"] = [{"requests": ["r"], "opaque": {"driver": GPU, "parameters": {}}}]
+    cluster = ingest([t, dra_pod("a", tmpl="tol")])
+    assert (cluster.gangs[0].invalid, cluster.gangs[0].pending[0].requests[DEV]) == (None, 2)
+
+
+@pytest.mark.parametrize("constraint", ["matchAttribute", "distinctAttribute"])
+def test_claim_constraints_are_planned_by_count_with_a_warning_naming_the_claim_and_the_constraint(constraint):
+    t = template("pair", 2)
+    t["spec"]["spec"]["devices"]["constraints"] = [{"requests": ["r"], constraint: "gpu.nvidia.com/productName"}]
+    plan = plan_for([t, dra_pod("a", tmpl="pair")], [gpu_group("gpu4", 4, 10.0)])
+    assert gang(plan, "a").decision == "scale-up" and plan.scale_up == {"gpu4": 1}
+    assert any("ResourceClaimTemplate default/pair" in w and f"constraints ({constraint}) is not modelled" in w
+               for w in plan.warnings), plan.warnings
+
+
+def test_tainted_and_network_attached_slice_devices_are_not_counted_and_say_so():
+    s = slice_("gpu-0", 4)
+    s["spec"]["devices"][0]["taints"] = [{"key": "health", "value": "bad", "effect": "NoSchedule"}]
+    per_device = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric"},
+                  "spec": {"driver": GPU, "pool": {"name": "fabric", "generation": 1}, "perDeviceNodeSelection": True,
+                           "devices": [{"name": "g0", "nodeName": "gpu-0"}, {"name": "g1", "allNodes": True}]}}
+    cluster = ingest([node("gpu-0"), s, per_device])
+    assert cluster.nodes[0].allocatable[DEV] == 4  # 3 untainted + g0
+    assert any("spec.devices[0].taints" in w and "gpu-0-gpu" in w for w in cluster.warnings)
+    assert any("ResourceSlice fabric: spec.devices[1]" in w and "not counted" in w for w in cluster.warnings)
+
+
+# ---------------------------------------------------------------- DeviceClass selectors on existing nodes
+
+
+def device_class(name: str, expression: str) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+
+def typed_slice(node_name: str, types: list[str]) -> dict:
+    s = slice_(node_name, len(types))
+    for d, t in zip(s["spec"]["devices"], types):
+        d["attributes"] = {"type": {"string": t}, "gpu.nvidia.com/index": {"int": int(d["name"][4:])}}
+    return s
+
+
+def test_two_classes_of_one_driver_split_its_devices_by_their_attributes():
+    # NVIDIA's driver publishes full GPUs and MIG slices; its classes select them by the `type` attribute.
+    # Read by the driver test alone, both classes got all 4 devices: each device counted twice.
+    objs = [node("gpu-0", cpu="16", mem="64Gi"), typed_slice("gpu-0", ["gpu", "gpu", "gpu", "mig"]),
+            device_class("gpu.nvidia.com", "device.driver == 'gpu.nvidia.com' && "
+                                           "device.attributes['gpu.nvidia.com'].type == 'gpu'"),
+            device_class("mig.nvidia.com", "(device.driver == \"gpu.nvidia.com\") && "
+                                           "(device.attributes[\"gpu.nvidia.com\"].type == \"mig\")"),
+            device_class("first-gpu", "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].index == 0")]
+    cluster = ingest(objs)
+    devices = {k: v for k, v in cluster.nodes[0].allocatable.items() if k.startswith("dra.gangscale.io/")}
+    assert devices == {DEV: 3, device_resource("mig.nvidia.com"): 1, device_resource("first-gpu"): 1}
+    assert not cluster.warnings
+    plan = plan_for(objs + [template("four", 4), dra_pod("a", tmpl="four")], [gpu_group("gpu4", 4, 10.0)])
+    assert plan.scale_up == {"gpu4": 1}  # 3 free full GPUs on gpu-0: a 4-GPU claim needs a new node
+
+
+def test_a_class_selector_the_planner_cannot_evaluate_counts_no_devices_and_says_so():
+    objs = [node("gpu-0", cpu="16", mem="64Gi"), typed_slice("gpu-0", ["gpu"] * 4),
+            device_class("h100", "device.driver == 'gpu.nvidia.com' && "
+                                 "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')")]
+    cluster = ingest(objs)
+    assert device_resource("h100") not in cluster.nodes[0].allocatable
+    assert any("DeviceClass h100: spec.selectors[0].cel.expression is not modelled" in w for w in cluster.warnings)
+
+
+def test_a_claim_shared_by_pending_pods_says_the_plan_does_not_keep_them_on_one_node():
+    # The devices of a shared claim are on one node, so all its pods must run there; the planner counts the
+    # devices once, on the first pod, and does not co-locate the others: say so rather than stay silent.
+    objs = [podgroup("pair", min_count=2), claim("four", 4)] + [dra_pod(f"p{i}", shared="four", group="pair")
+                                                              for i in range(2)]
+    cluster = ingest(objs)
+    assert cluster.warnings == [
+        "ResourceClaim default/four is shared by 2 pending pods (default/p0, default/p1): its devices are counted "
+        "once, on default/p0; the plan does not keep the other pods on that pod's node, where node-local devices "
+        "need them"]
+    alone = ingest([claim("one", 1), dra_pod("solo", shared="one")])
+    assert alone.warnings == []

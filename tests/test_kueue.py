@@ -90,3 +90,32 @@ def test_a_bad_workload_is_invalid_naming_the_field(change, field):
     g = gang(plan, "job-train-3f2a1", "research")
     assert g.decision == "invalid" and field in g.reason
     assert gang(plan, "plain").decision == "scale-up"
+
+
+def plain_pod_group(admitted: bool) -> list[dict]:
+    """Kueue's plain-pod integration: 3 pods labelled with their group, one Workload owned by the pods."""
+    wl = copy.deepcopy(load_fixture("inputs/kueue-workload.yaml")[0])
+    wl["metadata"].update(name="grp", ownerReferences=[
+        {"apiVersion": "v1", "kind": "Pod", "name": f"grp-{i}", "uid": f"u{i}"} for i in range(3)])
+    wl["spec"]["podSets"] = [dict(wl["spec"]["podSets"][1], name="main")]
+    if admitted:
+        wl["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main"}]}}
+    pods = []
+    for i in range(3):
+        p = pod(f"grp-{i}", "research", cpu="6", extra={"metadata": {
+            "name": f"grp-{i}", "namespace": "research", "labels": {"kueue.x-k8s.io/pod-group-name": "grp"}}})
+        if not admitted:
+            p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+            p["status"]["phase"] = "Pending"
+        pods.append(p)
+    return [wl, *pods]
+
+
+def test_a_plain_pod_group_is_the_workloads_gang_and_waits_until_kueue_admits_it():
+    waiting = plan_for(plain_pod_group(admitted=False), CATALOG)
+    g = gang(waiting, "grp", "research")
+    assert (g.decision, g.min_count) == ("waiting-for-admission", 3)
+    assert waiting.scale_up == {}
+    admitted = plan_for(plain_pod_group(admitted=True), CATALOG)
+    assert [(g.name, g.min_count, g.placed) for g in admitted.gangs] == [("grp", 3, 3)]
+    assert admitted.scale_up == {"cpu8": 3}

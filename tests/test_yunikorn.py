@@ -63,3 +63,26 @@ def test_a_task_group_pod_without_an_application_id_is_invalid():
     del exec_pod["metadata"]["labels"]["applicationId"]
     cluster = ingest([exec_pod])
     assert "no application id" in cluster.gangs[0].invalid
+
+
+def test_pending_executors_and_their_pending_placeholders_are_planned_once():
+    # YuniKorn has created the 3 executor placeholders (not bound yet) and Spark the 3 real executors, which
+    # YuniKorn holds until the placeholders are allocated and then swaps in: 3 slots, not 6. Counting both
+    # bought 4 nodes instead of the optimum 2 (driver 1 CPU + 3 x 4 CPU on 8-CPU nodes).
+    driver = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml")[0])
+    objs = [driver] + [executor(f"tg-ph-{i}", placeholder=True) for i in range(3)] + [executor(f"exec-{i}") for i in range(3)]
+    cluster = ingest(objs)
+    (g,) = cluster.gangs
+    assert (g.min_count, sorted(p.name for p in g.pending)) == (
+        4, ["spark-pi-driver", "tg-ph-0", "tg-ph-1", "tg-ph-2"])
+    plan = plan_for(objs, CATALOG)
+    assert gang(plan, "spark-pi-0001", "spark").decision == "scale-up"
+    assert plan.scale_up == {"cpu8": 2}
+
+
+def test_executors_beyond_the_placeholders_are_planned_as_extra_members():
+    # 1 placeholder left, 3 real executors: 2 of them need capacity of their own (minMember is a floor).
+    driver = copy.deepcopy(load_fixture("inputs/yunikorn-taskgroups.yaml")[0])
+    objs = [driver, executor("tg-ph-0", placeholder=True)] + [executor(f"exec-{i}") for i in range(3)]
+    (g,) = ingest(objs).gangs
+    assert sorted(p.name for p in g.pending) == ["exec-1", "exec-2", "spark-pi-driver", "tg-ph-0"]

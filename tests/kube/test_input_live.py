@@ -12,6 +12,7 @@ from gangscale.kube.discovery import choose_gang_apis, discover
 from gangscale.kube.live import read_cluster
 
 from .conftest import FIXTURES, load_fixture
+from .test_input_fixture_schemas import as_version
 
 
 def serve(make_emulator, fixtures: list[str], **kw):
@@ -24,7 +25,8 @@ def serve(make_emulator, fixtures: list[str], **kw):
     return emu
 
 
-@pytest.mark.parametrize("versions, chosen", [(("v1", "v1beta1"), "v1"), (("v1beta1",), "v1beta1")])
+@pytest.mark.parametrize("versions, chosen", [(("v1", "v1beta1"), "v1"), (("v1beta1",), "v1beta1"),
+                                             (("v1beta2", "v1beta1"), "v1beta2"), (("v1beta2",), "v1beta2")])
 def test_discovery_picks_the_best_served_dra_version(make_emulator, client_for, versions, chosen):
     emu = make_emulator(release="1.36", dra_versions=versions, kueue=True)
     apis = choose_gang_apis(discover(client_for(emu)))
@@ -41,6 +43,18 @@ def test_a_live_read_includes_claims_and_workloads(make_emulator, client_for):
     gangs = {g.name: g for g in ingest(live.objects).gangs}
     assert sum(p.requests.get("dra.gangscale.io/gpu.nvidia.com", 0) for p in gangs["dra-train"].pending) == 3
     assert gangs["job-train-3f2a1"].admission
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_a_server_serving_only_an_older_dra_version_is_read_with_the_same_devices(make_emulator, client_for, version):
+    emu = make_emulator(release="1.36", dra_versions=(version,))
+    emu.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    emu.apply_all([as_version(o, version) for o in load_fixture("inputs/dra-claims.yaml")])
+    live = read_cluster(client_for(emu))
+    assert {o["apiVersion"] for o in live.objects if o["kind"] == "ResourceClaim"} == {f"resource.k8s.io/{version}"}
+    gangs = {g.name: g for g in ingest(live.objects).gangs}
+    assert gangs["dra-train"].invalid is None
+    assert sum(p.requests.get("dra.gangscale.io/gpu.nvidia.com", 0) for p in gangs["dra-train"].pending) == 3
 
 
 def test_plan_from_the_live_cluster_reports_waiting_for_admission(make_emulator, kubeconfig_for, tmp_path):
