@@ -88,6 +88,17 @@ def test_credentials_of_an_unreachable_server_are_not_in_its_errors_or_retry_war
     assert_no_secret(out, err, logs)
 
 
+def test_the_controller_never_logs_the_credentials_of_an_unreachable_server(tmp_path):
+    kc = write_kubeconfig(tmp_path / "kc", "http://bob:PASSW0RD@127.0.0.1:9/?access_token=T0KEN-123", {"token": "t"})
+    proc = subprocess.run([sys.executable, "-m", "gangscale", "run", "--kubeconfig", kc, "--provider", "simulated",
+                           "--nodegroups", CATALOG, "--log-level", "debug"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "Retrying" in proc.stdout + proc.stderr  # urllib3's warnings went through the JSON log, redacted
+    assert "cannot reach the API server at http://***@127.0.0.1:9/?access_token=***" in proc.stdout + proc.stderr
+    assert_no_secret(proc.stdout, proc.stderr)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_exec_plugin_printing_a_secret_on_stderr_fails_in_one_line_without_it(command, make_emulator, tmp_path,
                                                                                  capsys, caplog):
