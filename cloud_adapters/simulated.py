@@ -24,6 +24,8 @@ from .types import NodeGroup
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .errors import CapacityError, NotFoundError, SizeLimitError
 
+MAX_SEEDED_INSTANCES = 100_000  # per group: the simulated cloud keeps one record per instance (~1 KB each)
+
 
 @dataclass(slots=True)
 class _SimInstance:
@@ -69,6 +71,11 @@ class SimulatedProvider(NodeGroupProvider):
         self._state_file = Path(state_file) if state_file else None
         self._groups: dict[str, _SimGroup] = {}
         now = clock()
+        too_big = [g for g in groups if g.current_size > MAX_SEEDED_INSTANCES]
+        if too_big:  # a catalog's currentSize of millions would be millions of records (and a state file to match)
+            g = too_big[0]
+            raise ValueError(f"node group {g.name}: currentSize {g.current_size:,} is more instances than the simulated "
+                             f"cloud seeds ({MAX_SEEDED_INSTANCES:,} per group, one record each)")
         for g in groups:
             zone = g.labels.get("topology.kubernetes.io/zone", "")
             members = [_SimInstance(self._new_id(g.name), now, False, zone) for _ in range(g.current_size)]

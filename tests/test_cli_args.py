@@ -78,6 +78,17 @@ def test_a_simulated_state_file_that_is_not_a_map_exits_2_with_one_line(content,
     assert code == 2 and err.count("\n") == 1 and "not a simulated-cloud state file" in err, err
 
 
+def test_a_simulated_cloud_seeded_with_a_million_instances_exits_2_with_one_line_instead_of_building_them(
+        tmp_path, capsys):
+    catalog = tmp_path / "catalog.yaml"  # 43 s and 890 MB (and a 78 MB state file) before
+    catalog.write_text("nodeGroups:\n- {name: g, instanceType: m5.large, currentSize: 1000000, maxSize: 1000000}\n")
+    code = main(["plan", "--cluster", EXAMPLE[1], "--nodegroups", str(catalog), "--provider", "simulated",
+                 "--simulated-state", str(tmp_path / "state.json"), "-o", "json", "--time-limit", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "currentSize 1,000,000 is more instances than the simulated" in err
+    assert not (tmp_path / "state.json").exists()
+
+
 def test_a_plan_with_a_bounded_seed_and_workers_still_runs(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["plan", *EXAMPLE, "--seed", str(argtypes.MAX_SEED), "--workers", "1", "--time-limit", "3",

@@ -113,6 +113,7 @@ def test_no_plan_costs_more_than_the_greedy_plan_at_equal_gangs_and_pods(cluster
         repaired, _ = _repair(prob, hint, None)
         assert plan.cost_per_hour in {round(hint.cost(prob) / MICRO, 6), round(repaired.cost(prob) / MICRO, 6)}
     assert 0 <= plan.lower_bound_per_hour <= plan.cost_per_hour
+    assert plan.lower_bound_per_hour > 0 or plan.cost_per_hour == 0  # a bound always (every price here is > 0)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

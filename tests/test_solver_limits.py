@@ -38,7 +38,7 @@ def distinct_shapes_cluster(seed: int = 0) -> tuple[list[dict], list[dict]]:
     return objs, catalog
 
 
-@pytest.mark.parametrize("time_limit", [1.0, 2.0])
+@pytest.mark.parametrize("time_limit", [None, 1.0, 2.0], ids=["default-budget", "1s", "2s"])
 def test_distinct_shapes_plan_is_no_dearer_than_greedy_has_a_bound_and_keeps_to_the_time_limit(time_limit):
     objs, catalog = distinct_shapes_cluster()
     snap = snapshot(objs, catalog)
@@ -53,7 +53,10 @@ def test_distinct_shapes_plan_is_no_dearer_than_greedy_has_a_bound_and_keeps_to_
     if plan.solver.greedy_only:
         assert plan.cost_per_hour <= greedy_cost + 1e-6
     assert plan.cost_per_hour > 0 and 0 < plan.lower_bound_per_hour <= plan.cost_per_hour  # a bound, always
-    assert wall < time_limit + 2.5  # generous: 2-6x the limit before
+    if time_limit is not None:  # generous: 2-6x the limit before
+        assert wall < time_limit + 2.5
+    # the default budget (10 s when the issue was filed: lowerBoundPerHour 0.0, gap 1.0) has no wall bound: its LP
+    # steps run in full by design (README, --time-limit); here ~5 s of CPU, the repair LP of 300 classes x 60 kinds
 
 
 def test_fluid_bound_needs_no_solver_and_never_exceeds_the_optimum():

@@ -313,6 +313,28 @@ def _ssl_reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or type(exc).__name__)
 
 
+def _kubeconfig_paths(kubeconfig: str | None) -> list[Path]:
+    """The files the kubeconfig loader will read: --kubeconfig, else $KUBECONFIG's list, else ~/.kube/config."""
+    if kubeconfig:
+        return [Path(kubeconfig).expanduser()]
+    env = os.environ.get("KUBECONFIG")
+    names = [p for p in env.split(os.pathsep) if p] if env else ["~/.kube/config"]
+    return [Path(p).expanduser() for p in names]
+
+
+def _check_kubeconfig_files(kubeconfig: str | None) -> None:
+    """Each kubeconfig file through gangscale's loader first: the client's own `yaml.safe_load` expands an
+    alias bomb of a few hundred bytes for minutes and gigabytes; ours refuses it (and deep nesting) in one line."""
+    from ..loader import InputError, read_documents
+
+    for path in _kubeconfig_paths(kubeconfig):
+        if path.is_file():
+            try:
+                read_documents(path)
+            except InputError as exc:
+                raise KubeConfigError(f"kubeconfig: {exc}") from None
+
+
 def _default_kubeconfig_present() -> bool:
     env = os.environ.get("KUBECONFIG")
     if env:
@@ -332,6 +354,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
         if kubeconfig or context or _default_kubeconfig_present():
             if kubeconfig and not Path(kubeconfig).expanduser().is_file():
                 raise KubeConfigError(f"{kubeconfig}: no such kubeconfig file")
+            _check_kubeconfig_files(kubeconfig)
             kconfig.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
                                      persist_config=False)
             if active is None:

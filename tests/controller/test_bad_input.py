@@ -58,3 +58,11 @@ def test_a_controller_config_nested_past_the_loader_depth_is_refused_in_one_line
     cfg.write_text("namespaceCaps: " + "[" * 1000 + "]" * 1000 + "\n")
     code, lines = run(tmp_path, "--config", str(cfg), "--provider", "simulated", "--nodegroups", CATALOG)
     assert code == 2 and len(lines) == 1 and "nest" in lines[0], lines
+
+
+def test_a_simulated_cloud_seeded_with_millions_of_instances_stops_run_with_one_line_and_exit_2(tmp_path):
+    catalog = tmp_path / "catalog.yaml"  # a valid catalog (sizes up to 2**31-1): one record per instance would not fit
+    catalog.write_text("nodeGroups:\n- {name: g, instanceType: m5.large, currentSize: 2147483647, maxSize: 2147483647}\n")
+    code, lines = run(tmp_path, "--provider", "simulated", "--nodegroups", str(catalog))
+    assert code == 2 and len(lines) == 1, lines
+    assert "node group g: currentSize 2,147,483,647 is more instances than the simulated cloud seeds" in lines[0]

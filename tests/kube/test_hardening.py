@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,17 @@ def test_credentials_of_an_unreachable_server_are_not_in_its_errors_or_retry_war
     assert_no_secret(out, err, logs)
 
 
+def test_the_controller_never_logs_the_credentials_of_an_unreachable_server(tmp_path):
+    kc = write_kubeconfig(tmp_path / "kc", "http://bob:PASSW0RD@127.0.0.1:9/?access_token=T0KEN-123", {"token": "t"})
+    proc = subprocess.run([sys.executable, "-m", "gangscale", "run", "--kubeconfig", kc, "--provider", "simulated",
+                           "--nodegroups", CATALOG, "--log-level", "debug"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "Retrying" in proc.stdout + proc.stderr  # urllib3's warnings went through the JSON log, redacted
+    assert "cannot reach the API server at http://***@127.0.0.1:9/?access_token=***" in proc.stdout + proc.stderr
+    assert_no_secret(proc.stdout, proc.stderr)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_exec_plugin_printing_a_secret_on_stderr_fails_in_one_line_without_it(command, make_emulator, tmp_path,
                                                                                  capsys, caplog):
@@ -144,6 +156,35 @@ def test_bad_certificate_authority_data_is_one_sentence_and_exit_2(command, ca, 
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("gangscale: kubeconfig: ") and expected in lines[0], lines
     assert "Traceback" not in out + err
+
+
+def kubeconfig_alias_bomb() -> str:
+    """A valid-looking kubeconfig whose contexts are 9**9 aliases of one context (~700 bytes)."""
+    lines = ["apiVersion: v1", "kind: Config", "current-context: c", "anchors:",
+             "  a0: &a0 {name: c, context: {cluster: c, user: u}}"]
+    lines += [f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    lines += ["clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]", "users: [{name: u, user: {token: t}}]",
+              "contexts: *a9"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("command, how", [*[(c, "--kubeconfig") for c in [*sorted(COMMANDS), "run"]],
+                                          ("check", "KUBECONFIG")])
+def test_a_kubeconfig_alias_bomb_is_refused_in_one_line_instead_of_expanded(command, how, tmp_path):
+    """The Kubernetes client's own YAML loader expanded it for minutes at ~1 GB; gangscale's loader refuses it."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(kubeconfig_alias_bomb())
+    argv = [*COMMANDS[command]] if command != "run" else ["run", "--provider", "simulated", "--nodegroups", CATALOG]
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    if how == "KUBECONFIG":
+        env["KUBECONFIG"] = f"{tmp_path / 'absent'}{os.pathsep}{kc}"
+    else:
+        argv += ["--kubeconfig", str(kc)]
+    proc = subprocess.run([sys.executable, "-m", "gangscale", *argv], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env=env)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, lines[-3:]
+    assert lines[0].startswith(f"gangscale: kubeconfig: {kc}: YAML aliases would add more than") and "alias bomb" in lines[0]
 
 
 def test_bad_client_certificate_data_is_one_sentence(tmp_path):
