@@ -158,11 +158,13 @@ class Gang:
     queue_priority: int | None = None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.namespace, self.name, self.api)
+    def key(self) -> GangKey:
+        """The gang's one identity (the planner's decisions, the controller's records, logs)."""
+        return GangKey(self.namespace, self.name, self.api)
 
     @property
     def gang_key(self) -> GangKey:
+        """The same as `key` (kept for callers that name it so)."""
         return GangKey(self.namespace, self.name, self.api)
 
     @property
