@@ -39,6 +39,7 @@ class GroupAction:
     after: int | None = None
     message: str = ""
     error_kind: ErrorKind | None = None
+    retryable: bool = False  # the error's own `retryable`: the same call may succeed later
     instance_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,7 +199,7 @@ def _with_token(grow: Callable[..., ScaleResult], tokens: Mapping[str, str]) -> 
 
 
 def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
-    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind)
+    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind, retryable=exc.retryable)
 
 
 def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],

@@ -111,7 +111,7 @@ class Actuator:
                 continue
             if failures:
                 err = failures[0].error
-                out.append(GroupFailure(group, err.kind.value, str(err)))
+                out.append(GroupFailure(group, err.kind, str(err)))
         return tuple(out)
 
     # ------------------------------------------------------------ mutating
