@@ -97,3 +97,13 @@ def test_no_module_outside_ingest_keys_anything_by_a_bare_three_string_tuple():
             if "tuple[str, str, str]" in path.read_text():
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def test_the_controller_holds_gangs_back_with_gang_states_not_string_literals():
+    offenders = []
+    for path in sorted((ROOT / "gangscale/controller").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "PreDecision" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
