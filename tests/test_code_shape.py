@@ -107,3 +107,13 @@ def test_the_controller_holds_gangs_back_with_gang_states_not_string_literals():
                     and isinstance(node.args[0], ast.Constant):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_solvers_problem_and_every_part_of_it_are_frozen():
+    # issue 15: the greedy assigned to a Problem documented as never changed
+    import dataclasses
+
+    from gangscale.solver.problem import Arrays, BinKind, GangInfo, PodClass, Problem, Shape
+
+    kinds = (Problem, Arrays, Shape, PodClass, GangInfo, BinKind)
+    assert [k.__name__ for k in kinds if not k.__dataclass_params__.frozen] == []
