@@ -117,3 +117,14 @@ def test_the_solvers_problem_and_every_part_of_it_are_frozen():
 
     kinds = (Problem, Arrays, Shape, PodClass, GangInfo, BinKind)
     assert [k.__name__ for k in kinds if not k.__dataclass_params__.frozen] == []
+
+
+def test_no_test_reaches_into_a_private_attribute_of_the_controller_or_its_cluster_cache():
+    # issue 15: tests called the reconciler's private methods and set the simulated cloud's groups by hand
+    import re
+
+    names = r"(rec|reconciler|sim|ctl|controller|actuator|elector|store|inf|informer|cache|policy)"
+    pattern = re.compile(rf"\b{names}\._[a-z]\w*")
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in sorted((ROOT / "tests").rglob("test_*.py"))
+            for m in pattern.finditer(p.read_text())]
+    assert hits == []
