@@ -165,7 +165,7 @@ class Gang:
     @property
     def gang_key(self) -> GangKey:
         """The same as `key` (kept for callers that name it so)."""
-        return GangKey(self.namespace, self.name, self.api)
+        return self.key
 
     @property
     def effective_priority(self) -> int:
