@@ -62,9 +62,9 @@ def plan_placement(plan: dict) -> dict[str, str]:
     return where
 
 
-def plan_starts(plan: dict) -> set[tuple[str, str, str]]:
-    """(namespace, name, api) of every group the plan starts: the ones gate mode releases."""
-    return {(g["namespace"], g["name"], g.get("api", API_NONE)) for g in plan.get("gangs", [])
+def plan_starts(plan: dict) -> set[GangKey]:
+    """The key of every group the plan starts: the ones gate mode releases."""
+    return {GangKey(g["namespace"], g["name"], g.get("api", API_NONE)) for g in plan.get("gangs", [])
             if g.get("decision") in STARTING}
 
 

@@ -10,7 +10,7 @@ instances given back with TerminateInstanceInAutoScalingGroup.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -196,7 +196,7 @@ class AsgProvider(AwsProvider):
         suspended = {p.get("ProcessName") for p in raw.get("SuspendedProcesses") or []}
         if "Launch" in suspended:
             warnings.append(f"{self.name} group {name}: the Launch process is suspended; it will not be grown")
-            group.max_size = min(group.max_size, max(group.current_size, group.min_size))
+            group = replace(group, max_size=min(group.max_size, max(group.current_size, group.min_size)))
         self._check_group(raw, spec, warnings)
         return group
 

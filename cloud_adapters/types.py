@@ -2,7 +2,8 @@
 
 They live here, in the lowest package, so that `cloud_adapters` imports nothing
 from `gangscale` (gangscale re-exports them from `gangscale.model`). Slotted
-dataclasses, built once at the edges (catalog, discovery, ingest) and then only read.
+dataclasses, frozen: built once at the edges (catalog, discovery, ingest) with their final values;
+a later stage that knows more (a Node's group, matched by providerID) makes a copy with `replace`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class Taint:
     effect: str  # NoSchedule | PreferNoSchedule | NoExecute
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     labels: dict[str, str]
@@ -29,7 +30,7 @@ class Node:
     provider_id: str = ""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class NodeGroup:
     """A group of identical nodes the cloud can grow (CA's NodeGroup)."""
 

@@ -9,7 +9,7 @@ are recorded in the `ExecutionReport`, never raised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Literal
@@ -22,7 +22,7 @@ from .ingest import Cluster
 from .model import GangKey, NodeGroup
 from .plan import Plan
 
-__all__ = ["ExecutionReport", "GroupAction", "apply_plan", "assign_node_groups", "atomic_units"]
+__all__ = ["ExecutionReport", "GroupAction", "apply_plan", "match_node_groups", "atomic_units"]
 
 ActionStatus = Literal["applied", "skipped", "failed", "rolled-back"]
 _CLOCK_SKEW = timedelta(seconds=5)  # launch failures stamped a little before our clock still count
@@ -39,6 +39,7 @@ class GroupAction:
     after: int | None = None
     message: str = ""
     error_kind: ErrorKind | None = None
+    retryable: bool = False  # the error's own `retryable`: the same call may succeed later
     instance_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,19 +97,23 @@ class ExecutionReport:
         return "\n".join(lines) + "\n"
 
 
-def assign_node_groups(cluster: Cluster, provider: NodeGroupProvider) -> int:
-    """Set Node.node_group from spec.providerID (instance id -> group), as Cluster Autoscaler matches nodes.
+def match_node_groups(cluster: Cluster, provider: NodeGroupProvider) -> tuple[Cluster, int]:
+    """The cluster with each Node's group read from spec.providerID (instance id -> group), as Cluster
+    Autoscaler matches nodes, and how many were matched.
 
-    Nodes the provider does not know keep the group their label named. Returns how many were matched.
+    A copy: the ingested cluster and its Nodes are never changed. Nodes the provider does not know keep
+    the group their label named.
     """
     mapping = provider.instance_groups()
-    matched = 0
+    nodes, matched = [], 0
     for node in cluster.nodes:
         group = provider.group_of_node(node, mapping)
         if group:
-            node.node_group = group
             matched += 1
-    return matched
+            if group != node.node_group:
+                node = replace(node, node_group=group)
+        nodes.append(node)
+    return replace(cluster, nodes=nodes), matched
 
 
 def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
@@ -194,7 +199,7 @@ def _with_token(grow: Callable[..., ScaleResult], tokens: Mapping[str, str]) -> 
 
 
 def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
-    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind)
+    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind, retryable=exc.retryable)
 
 
 def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],

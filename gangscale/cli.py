@@ -20,6 +20,7 @@ import gc
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Sequence
 
 from cloud_adapters.registry import PROVIDERS
@@ -169,8 +170,7 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
 
     groups, warnings = load_catalog(args.nodegroups)
     cluster = ingest(objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted)
-    cluster.warnings[:0] = live_warnings
-    snap = build_snapshot(cluster, groups, warnings)
+    snap = build_snapshot(replace(cluster, warnings=[*live_warnings, *cluster.warnings]), groups, warnings)
     plan = make_plan(snap, solve_options(args), scheduler_model(args))
     emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider
 
-from .apply import ExecutionReport, apply_plan, assign_node_groups
+from .apply import ExecutionReport, apply_plan, match_node_groups
 from .ingest import ingest
 from .loader import InputError
 from .output import emit, output_format, render_plan
@@ -43,7 +43,7 @@ def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solv
     cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}),
                      plan_unadmitted=plan_unadmitted)
     report = ExecutionReport(provider.name)
-    report.nodes_matched = assign_node_groups(cluster, provider)
+    cluster, report.nodes_matched = match_node_groups(cluster, provider)
     snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings, *notes])
     plan = make_plan(snap, solve, scheduler)
     if not execute:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from .ingest_inputs import Inputs
-from .model import API_WORKLOAD, Gang, Pod
+from .model import API_WORKLOAD, Gang, Node, Pod
 from .parse import (
     CAPACITY_GATE,
     DEFAULT_NODE_GROUP_LABEL,
@@ -52,7 +52,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
     """
     cache = ParseCache() if cache is None else cache
     extra = Inputs(plan_unadmitted)
-    cluster = Cluster()
+    nodes: list[Node] = []
     warnings = WarningLog()
     defs: dict[tuple[str, str, str], _GroupDef] = {}
     pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]] = []
@@ -73,7 +73,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             seen.update(ids)
         try:
             if kind == "Node":
-                cluster.nodes.append(parse_node(obj, node_group_label, cache))
+                nodes.append(parse_node(obj, node_group_label, cache))
             elif kind == "Pod":
                 pods.append(_ingest_pod(obj, cache))
                 extra.note_pod(len(pods) - 1, obj)
@@ -88,14 +88,14 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             _reject(obj, kind, str(exc), pods, warnings)
         except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
             _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
-    extra.finish(pods, defs, cluster.nodes, warnings)
-    _attach_pods(cluster, defs, pods, extra)
-    cluster.warnings = warnings.lines()
-    return cluster
+    extra.finish(pods, defs, nodes, warnings)
+    bound, gangs = _attach_pods(defs, pods, extra)
+    return Cluster(nodes, bound, gangs, warnings.lines())
 
 
-def _attach_pods(cluster: Cluster, defs: dict[tuple[str, str, str], _GroupDef],
-                 pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]], extra: Inputs) -> None:
+def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
+                 pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]], extra: Inputs
+                 ) -> tuple[list[Pod], list[Gang]]:
     """Gangs from the group objects, then every pod counted in (or making) its gang (`extra` marks its own):
     the members are tallied first and each gang is built once, with its final values."""
     heads: dict[tuple[str, str, str], Gang] = {}
@@ -114,9 +114,8 @@ def _attach_pods(cluster: Cluster, defs: dict[tuple[str, str, str], _GroupDef],
         members.setdefault(key, _Members()).add(pod, problem)
     admission = extra.admissions(pods)
     gangs = [m.gang(heads[key], admission.get(key)) for key, m in members.items()]
-    cluster.bound.extend(pod for pod, _key, problem in pods
-                         if pod is not None and pod.node_name and not pod.terminal and not problem)
-    cluster.gangs = [g for g in gangs if _worth_listing(g)]
+    bound = [pod for pod, _key, problem in pods if pod is not None and pod.node_name and not pod.terminal and not problem]
+    return bound, [g for g in gangs if _worth_listing(g)]
 
 
 class _Members:

@@ -158,12 +158,14 @@ class Gang:
     queue_priority: int | None = None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.namespace, self.name, self.api)
+    def key(self) -> GangKey:
+        """The gang's one identity (the planner's decisions, the controller's records, logs)."""
+        return GangKey(self.namespace, self.name, self.api)
 
     @property
     def gang_key(self) -> GangKey:
-        return GangKey(self.namespace, self.name, self.api)
+        """The same as `key` (kept for callers that name it so)."""
+        return self.key
 
     @property
     def effective_priority(self) -> int:

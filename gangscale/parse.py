@@ -65,9 +65,9 @@ class ObjectError(ValueError):
     """A field of one object that cannot be understood (message names the field)."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Cluster:
-    """Everything read from one cluster view, before any planning."""
+    """Everything read from one cluster view, before any planning (built whole by `ingest`; copied, never changed)."""
 
     nodes: list[Node] = field(default_factory=list)
     bound: list[Pod] = field(default_factory=list)  # pods holding node capacity

@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Callable, Sequence
 
 from .model import Gang, GangKey, NodeGroup
@@ -336,17 +335,24 @@ def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str |
 
 # ---------------------------------------------------------------------------------- configuration
 
-def scheduler_model_from(path: str | None, mode: str = "observe") -> SchedulerModel:
+def scheduler_model_from(path: str | None, mode: str = "observe",
+                         memo: dict[str, SchedulerModel] | None = None) -> SchedulerModel:
     """`--scheduler-config FILE` / `schedulerConfigFile` and `--scheduler-model` / `schedulerModel` as a
-    SchedulerModel; a bad file raises SchedulerConfigError (an InputError: one sentence naming the field)."""
+    SchedulerModel; a bad file raises SchedulerConfigError (an InputError: one sentence naming the field).
+
+    `memo`: files already read, owned by the caller (the controller reads its file once per process start);
+    without one the file is read now. Nothing is cached process-wide."""
     if mode == "off":
         return OFF
     if not path:
         return SchedulerModel()
-    return _loaded(str(path))
+    if memo is None:
+        return _loaded(str(path))
+    if str(path) not in memo:
+        memo[str(path)] = _loaded(str(path))
+    return memo[str(path)]
 
 
-@lru_cache(maxsize=8)
 def _loaded(path: str) -> SchedulerModel:
     from .scheduling import load_scheduler_config
 

@@ -42,7 +42,7 @@ class NodeView:
     reserved_for: GangKey | None = None  # an upcoming node bought for this gang: only its pods may use it
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PreDecision:
     decision: str  # invalid | waiting-for-admission | waiting-for-podgroup | below-quorum
     reason: str
@@ -73,7 +73,7 @@ class ClusterSnapshot:
     nodes: list[NodeView]
     groups: list[NodeGroup]
     gangs: list[Gang]  # every gang to report on
-    decided: dict[tuple[str, str, str], PreDecision] = field(default_factory=dict)
+    decided: dict[GangKey, PreDecision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     bound: list[Pod] = field(default_factory=list)  # pods on nodes: per-node pod rules count them
 

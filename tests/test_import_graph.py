@@ -157,3 +157,13 @@ def test_the_solver_imports_nothing_from_kubernetes_the_controller_the_cloud_or_
 
 def test_benchmarks_use_only_public_entry_points_not_solver_internals(graph):
     assert edges_between(graph, "benchmarks", ("gangscale.solver",)) == []
+
+
+def test_benchmarks_import_no_private_name_from_gangscale():
+    private = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gangscale"):
+                private += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_")]
+    assert private == []

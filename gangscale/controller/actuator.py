@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from cloud_adapters.base import Discovery, Instance, LooseInstance, NodeGroupProvider, instance_id_from_provider_id
 from cloud_adapters.errors import CloudError
 
-from ..apply import ExecutionReport, apply_plan, assign_node_groups
+from ..apply import ExecutionReport, apply_plan, match_node_groups
 from ..ingest import Cluster
 from ..model import NodeGroup
 from ..plan import Plan
@@ -90,12 +90,11 @@ class Actuator:
 
     # ------------------------------------------------------------- reading
 
-    def refresh(self, cluster: Cluster) -> Discovery:
-        """Discover the groups and match the cluster's Nodes to them by spec.providerID."""
+    def refresh(self, cluster: Cluster) -> tuple[Cluster, Discovery]:
+        """Discover the groups; the cluster with its Nodes matched to them by spec.providerID (a copy)."""
         discovery = self._provider.discover()
         self.groups = {g.name: g for g in discovery.groups}
-        assign_node_groups(cluster, self._provider)
-        return discovery
+        return match_node_groups(cluster, self._provider)[0], discovery
 
     def cluster_scheduler(self, model: SchedulerModel) -> tuple[SchedulerModel, list[str]]:
         """`model` with the cluster's own scoring strategy where the cloud knows it (aws-eks), and warnings."""
@@ -112,7 +111,7 @@ class Actuator:
                 continue
             if failures:
                 err = failures[0].error
-                out.append(GroupFailure(group, err.kind.value, str(err)))
+                out.append(GroupFailure(group, err.kind, str(err)))
         return tuple(out)
 
     # ------------------------------------------------------------ mutating

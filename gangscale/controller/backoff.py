@@ -2,7 +2,9 @@
 
 Invariant: a backed-off group cannot grow (its headroom is zero for the
 planner) until its time is up, so its gangs are planned on the alternatives;
-a backoff is only ever extended, never shortened, by a new failure.
+a backoff is only ever extended, never shortened, by a new failure. Which
+failures back a group off is decided on the typed error (`kind`, `retryable`),
+never on its text.
 """
 
 from __future__ import annotations
@@ -16,9 +18,21 @@ from ..apply import ExecutionReport
 from ..model import NodeGroup
 from .lifecycle import BackOff
 
-# A scale call failing with one of these says the group cannot deliver now: plan on the alternatives.
-BACKOFF_KINDS = frozenset({ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.PERMISSION, ErrorKind.NOT_FOUND,
-                           ErrorKind.UNSUPPORTED})
+# Errors that say nothing about the group: a refused size (re-planned from the next discovery) or an unknown failure.
+NOT_ABOUT_THE_GROUP = frozenset({ErrorKind.SIZE_LIMIT, ErrorKind.CLOUD})
+
+
+def backs_off(kind: ErrorKind, retryable: bool) -> bool:
+    """A failed scale-up call backs its group off when asking the same group again soon cannot help.
+
+    Capacity is retryable, but later: the gang goes to the alternatives first. Other retryable errors
+    (throttled, conflict) are about the call, not the group: it is tried again as it is. A lasting error
+    (quota, permission, not-found, unsupported) backs off, unless it says nothing about the group.
+    """
+    if kind is ErrorKind.CAPACITY:
+        return True
+    return not retryable and kind not in NOT_ABOUT_THE_GROUP
+
 
 
 def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGroup:
@@ -30,9 +44,9 @@ def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGr
 
 def from_scale_up(report: ExecutionReport) -> list[BackOff]:
     """Groups the scale-up itself found unable to deliver (typed errors), and launches that failed after it."""
-    out = [BackOff(a.group, a.error_kind.value, _with_kind(a.error_kind.value, a.message)) for a in report.actions
-           if a.status == "failed" and a.error_kind in BACKOFF_KINDS]
-    out += [BackOff(err.group, err.kind.value, str(err)) for err in report.launch_failures]
+    out = [BackOff(a.group, a.error_kind, _with_kind(a.error_kind.value, a.message)) for a in report.actions
+           if a.status == "failed" and a.error_kind is not None and backs_off(a.error_kind, a.retryable)]
+    out += [BackOff(err.group, err.kind, str(err)) for err in report.launch_failures]
     return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..model import API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO
+from ..model import API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, GangKey
 from .lifecycle import GangState, Record
 
 CONDITION_TYPE = "gangscale.io/CapacityReady"  # a valid metav1.Condition type: DNS prefix / CamelCase name
@@ -92,15 +92,15 @@ def needs_write(cond: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     return old is None or any(old.get(k) != v for k, v in cond.items())
 
 
-def writable_groups(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """The PodGroups whose status gangscale writes, by (apiVersion, namespace, name); malformed ones skipped."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+def writable_groups(objects: list[dict[str, Any]]) -> dict[GangKey, dict[str, Any]]:
+    """The PodGroups whose status gangscale writes, by gang key; malformed ones skipped."""
+    out: dict[GangKey, dict[str, Any]] = {}
     for obj in objects:
         if not isinstance(obj, dict) or obj.get("kind") != "PodGroup" or obj.get("apiVersion") not in WRITE_MODE:
             continue
         meta = obj.get("metadata")
         if isinstance(meta, dict) and isinstance(meta.get("name"), str) and isinstance(meta.get("namespace"), str):
-            out[(obj["apiVersion"], meta["namespace"], meta["name"])] = obj
+            out[GangKey(meta["namespace"], meta["name"], obj["apiVersion"])] = obj
     return out
 
 
@@ -112,7 +112,7 @@ def due(records: Iterable[Record], objects: list[dict[str, Any]]
     groups = writable_groups(objects)
     out = []
     for rec in records:
-        obj = groups.get((rec.api, rec.namespace, rec.name))
+        obj = groups.get(rec.key)
         if obj is None or (obj["metadata"].get("uid") or "-") != rec.generation:
             continue
         cond = build(rec, obj, rec.api)

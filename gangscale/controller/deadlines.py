@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from ..model import Gang, GangKey
 from ..snapshot import PreDecision
-from .lifecycle import Record, cooling
+from .lifecycle import GangState, Record, cooling
 
 log = logging.getLogger("gangscale.controller")
 
@@ -51,5 +51,5 @@ def cooling_holds(records: Mapping[GangKey, Record], gangs: Iterable[Gang], now:
         rec = records.get(g.gang_key)
         if rec is not None and cooling(rec, g.uid or "-", now, backoff_seconds):
             left = rec.since + backoff_seconds - now
-            held[g.gang_key] = PreDecision("deferred", f"{rec.reason}; retrying in {left:.0f}s")
+            held[g.gang_key] = PreDecision(GangState.DEFERRED.value, f"{rec.reason}; retrying in {left:.0f}s")
     return held

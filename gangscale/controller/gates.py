@@ -248,7 +248,7 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
     lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
              for g in mine if not holding(g)]
     held_gangs = release_order((g for g in mine if holding(g)), placement_choices(snap))
-    decisions = {(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
+    decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     where, live = _placement(plan, snap)
     world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])
     still_held = {g.gang_key: g for g in held_gangs}

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Union
 
+from cloud_adapters.errors import ErrorKind
+
 from ..model import API_NONE, Gang, GangKey
 from ..plan import Plan
 
@@ -215,7 +217,7 @@ class GroupFailure:
     """Launches in one group failed since a gang's request (typed: `kind` is the CloudError kind)."""
 
     group: str
-    kind: str
+    kind: ErrorKind
     message: str
 
 
@@ -279,7 +281,7 @@ class BackOff:
     """Keep a group from growing for the backoff period."""
 
     group: str
-    kind: str  # the metric's `kind` label: a CloudError kind, or "timed-out"
+    kind: ErrorKind | ReleaseWhy  # the metric's `kind` label: the CloudError's kind, or timed-out
     why: str
 
 
@@ -600,7 +602,7 @@ def _expire(step: _Step, report: Expire) -> None:
         elif (rec.state in IN_FLIGHT or holds(rec)) and rec.state not in RESTARTS and rec.deadline \
                 and step.now > rec.deadline:  # whatever state it reached: below quorum, infeasible, planned...
             for group in rec.requested:  # it did not deliver in time: try the alternatives first
-                step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT.value, f"timed-out: nodes for {rec.gang} did not arrive"))
+                step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT, f"timed-out: nodes for {rec.gang} did not arrive"))
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT))
             step.set(rec, GangState.TIMED_OUT, _timed_out_reason(rec, None), requested={})
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:

@@ -17,7 +17,7 @@ from ..plan import Plan
 from ..resources import GPU
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
 from .config import ControllerConfig, NamespaceCap
-from .lifecycle import Record, holds
+from .lifecycle import GangState, Record, holds
 
 
 def parse_time(stamp: str) -> float | None:
@@ -46,10 +46,10 @@ def gang_limits(gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_
         gpus = sum(p.requests.get(GPU, 0) for p in g.pending)
         if pods > cfg.max_gang_pods:
             refused[g.gang_key] = PreDecision(
-                "infeasible", f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}")
+                GangState.INFEASIBLE.value, f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}")
         elif gpus > cfg.max_gang_gpus:
             refused[g.gang_key] = PreDecision(
-                "infeasible", f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}")
+                GangState.INFEASIBLE.value, f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}")
         elif gang_age(g, now, first_seen.get(g.gang_key)) >= cfg.ageing_seconds:
             # one step above every gang of the same priority that has not waited as long
             lifted[g.gang_key] = g.effective_priority + 1
@@ -135,20 +135,20 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
         for g in sorted((g for g in snap.gangs if g.namespace == ns and g.gang_key in gang_nodes), key=_cap_order):
             c, d = gang_nodes[g.gang_key]
             if not _within(cap, c, d):
-                held[g.gang_key] = PreDecision("infeasible", f"needs {c} new nodes (${d:.2f}/h), more than "
+                held[g.gang_key] = PreDecision(GangState.INFEASIBLE.value, f"needs {c} new nodes (${d:.2f}/h), more than "
                                                f"namespace {ns}'s cap ({limit}) allows at all")
             elif _within(cap, used_n + c, used_d + d):
                 used_n, used_d = used_n + c, used_d + d
             else:
-                held[g.gang_key] = PreDecision("deferred", (
+                held[g.gang_key] = PreDecision(GangState.DEFERRED.value, (
                     f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
                     f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
                     "waiting for capacity to free up"))
         if cap.max_nodes is not None and used_n >= cap.max_nodes and any(k.namespace == ns for k in held):
             for g in snap.gangs:
                 if g.namespace == ns and g.gang_key not in gang_nodes and g.key not in snap.decided \
-                        and decision.get(g.gang_key) in ("infeasible", "deferred"):
-                    held[g.gang_key] = PreDecision("deferred", f"namespace {ns} is at its cap ({limit}) with "
+                        and decision.get(g.gang_key) in (GangState.INFEASIBLE, GangState.DEFERRED):
+                    held[g.gang_key] = PreDecision(GangState.DEFERRED.value, f"namespace {ns} is at its cap ({limit}) with "
                                                                f"{used_n} nodes; waiting for capacity to free up")
     return held
 

@@ -108,6 +108,7 @@ class Reconciler:
         self.identity = identity
         self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds)
         self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None  # (read at, model, warnings)
+        self._scheduler_files: dict[str, SchedulerModel] = {}  # schedulerConfigFile, read once by this controller
 
     @property
     def groups(self) -> dict[str, NodeGroup]:
@@ -143,7 +144,8 @@ class Reconciler:
             cluster, warnings = self._read(objects)  # adopted instances raised a group's target
         if enforce:
             self._confirm(cluster, now)
-            self._launches(cluster, now)
+            if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
+                cluster, _ = self.actuator.refresh(cluster)
         snap, plan = self._plan(cluster, warnings, now)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
@@ -183,7 +185,8 @@ class Reconciler:
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
         cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted)
-        return cluster, self.actuator.refresh(cluster).warnings
+        cluster, discovery = self.actuator.refresh(cluster)
+        return cluster, discovery.warnings
 
     def _confirm(self, cluster: Cluster, now: float) -> None:
         """Records booked before a call whose outcome was never recorded: keep what the groups show landed."""
@@ -191,18 +194,17 @@ class Reconciler:
             desired = {name: g.current_size for name, g in self.groups.items()}
             self._step(None, Confirmed(desired), cluster, now)
 
-    def _launches(self, cluster: Cluster, now: float) -> None:
-        """Launches that failed since a gang's request: re-plan the gang on the alternatives this pass."""
+    def _launches(self, cluster: Cluster, now: float) -> bool:
+        """Launches that failed since a gang's request: re-plan the gang on the alternatives this pass.
+
+        True when capacity was given back (the groups must be discovered again)."""
         watched: dict[str, float] = {}
         for r in self.state.records.values():
             if r.state == GangState.PROVISIONING:
                 for g in r.requested:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
         failures = self.actuator.launch_failures(watched)
-        if failures:
-            released = self._step(None, LaunchesFailed(failures), cluster, now)
-            if released:  # what was just given back is not on its way: the snapshot must not count it
-                self.actuator.refresh(cluster)
+        return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
     def _policy(self, cluster: Cluster, now: float) -> SnapshotPolicy:
         """What the controller decides around the planner: reservations, cooling, size limits, ageing."""
@@ -217,7 +219,8 @@ class Reconciler:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
         knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing,
         unless `gating`: gate mode's release order models the cluster's scheduler whether the plan does or not."""
-        model = scheduler_model_from(self.cfg.scheduler_config_file, "observe" if gating else self.cfg.scheduler_model)
+        model = scheduler_model_from(self.cfg.scheduler_config_file, "observe" if gating else self.cfg.scheduler_model,
+                                     self._scheduler_files)
         if not model.enabled or self.cfg.scheduler_config_file:
             return model, []
         cached = self._cluster_scheduler

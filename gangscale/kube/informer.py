@@ -111,6 +111,11 @@ class Informer:
             self._thread.start()
         return self
 
+    @property
+    def running(self) -> bool:
+        """Its thread is alive (False before `start` and once `stop` has ended it)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout: float = 5.0) -> None:
         self._signal_stop()
         if self._thread is not None and self._thread is not threading.current_thread():

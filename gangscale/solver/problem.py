@@ -19,18 +19,18 @@ least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..fit import NodeLimits, label_keys, node_limits, placement_allows
 from ..model import Gang, Placement, Pod
 from ..resources import PODS, vectorizer
-from ..snapshot import ClusterSnapshot
+from ..snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Shape:
     sid: int
     req: tuple[int, ...]
@@ -38,7 +38,7 @@ class Shape:
     topology_keys: tuple[str, ...]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PodClass:
     cid: int
     gang: int  # index into Problem.gangs
@@ -50,7 +50,7 @@ class PodClass:
         return len(self.pods)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class GangInfo:
     gid: int
     gang: Gang
@@ -61,7 +61,7 @@ class GangInfo:
     pending: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BinKind:
     kid: int
     cap: tuple[int, ...]
@@ -99,7 +99,7 @@ class Arrays:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Never changed once built: per-run caches live in the solver's own state."""
+    """Never changed once built (it and its parts are frozen): per-run caches live in the solver's own state."""
 
     resources: tuple[str, ...]
     shapes: tuple[Shape, ...]
@@ -158,7 +158,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
 
     kinds = _bin_kinds(snap, shapes, vec, limits)
     compat, fit_count = _compat(shapes, kinds, len(resources))
-    _cap_headroom(kinds, compat, classes)
+    kinds = _cap_headroom(kinds, compat, classes)
     compat_t = tuple(tuple(ks) for ks in compat)
     return Problem(tuple(resources), tuple(shapes), tuple(classes), tuple(gangs), tuple(kinds), compat_t, fit_count,
                    _arrays(resources, shapes, kinds, compat_t))
@@ -234,8 +234,8 @@ def _domain_ids(kinds: list[BinKind], keys: tuple[str, ...]) -> tuple[dict[tuple
     return seen, _readonly(np.array(ids, dtype=np.int64))
 
 
-def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> None:
-    """A node group never needs more new nodes than the pending pods that fit it."""
+def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> list[BinKind]:
+    """The kinds with a node group's headroom cut to the pending pods that fit it (it never needs more)."""
     pods_of_shape: dict[int, int] = {}
     for c in classes:
         pods_of_shape[c.shape] = pods_of_shape.get(c.shape, 0) + c.count
@@ -243,9 +243,7 @@ def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[P
     for sid, kids in enumerate(compat):
         for kid in kids:
             could_use[kid] += pods_of_shape.get(sid, 0)
-    for k in kinds:
-        if k.new:
-            k.max_count = min(k.max_count, could_use[k.kid])
+    return [replace(k, max_count=min(k.max_count, could_use[k.kid])) if k.new else k for k in kinds]
 
 
 def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
@@ -253,19 +251,20 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimi
     kinds: list[BinKind] = []
     min_req = np.min(np.array([s.req for s in shapes]), axis=0) if shapes else None
 
-    by_sig: dict[tuple, int] = {}
+    by_sig: dict[tuple, list[str]] = {}  # existing nodes alike to the solver: one kind, built once they are all seen
+    first: dict[tuple, tuple[NodeView, dict[str, str]]] = {}
     for n in snap.nodes:
         free = vec({**{k: max(0, v) for k, v in n.free.items()}, **limits.free_on(n.name)})
         if min_req is not None and not all(f >= m for f, m in zip(free, min_req)):
             continue  # not even the smallest pod fits: skip the node entirely
         labels = {k: v for k, v in n.labels.items() if k in relevant}
         sig = (free, tuple(sorted(labels.items())), n.taints, n.node_group)
-        kid = by_sig.get(sig)
-        if kid is None:
-            kid = by_sig[sig] = len(kinds)
-            kinds.append(BinKind(kid, free, 0, 0, labels, False, n.node_group, n.taints))
-        kinds[kid].max_count += 1
-        kinds[kid].nodes.append(n.name)
+        if sig not in by_sig:
+            by_sig[sig], first[sig] = [], (n, labels)
+        by_sig[sig].append(n.name)
+    for kid, (sig, names) in enumerate(by_sig.items()):
+        n, labels = first[sig]
+        kinds.append(BinKind(kid, sig[0], 0, len(names), labels, False, n.node_group, n.taints, names))
     for g in snap.groups:
         if g.headroom <= 0:
             continue

@@ -9,7 +9,7 @@ import pytest
 from cloud_adapters import CapacityError
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.cli import main
-from gangscale.apply import apply_plan, assign_node_groups, atomic_units
+from gangscale.apply import apply_plan, atomic_units, match_node_groups
 from gangscale.cli_execute import plan_from_cloud
 from gangscale.ingest import ingest
 from gangscale.model import NodeGroup
@@ -206,9 +206,22 @@ def test_a_group_moved_since_discovery_is_not_grown_again():
     objects = gpu_gang("train", 2)
     provider = SimulatedProvider(_groups())
     discovery = provider.discover()
-    cluster = ingest(objects)
-    assign_node_groups(cluster, provider)
+    cluster, _ = match_node_groups(ingest(objects), provider)
     plan, _ = plan_from_cloud(objects, provider, solve=SolveOptions(time_limit=5))
     provider.increase_size("gpu", 2)  # another run got there first
     report = apply_plan(plan, provider, {g.name: g for g in discovery.groups}, cluster)
     assert [a.status for a in report.actions] == ["skipped"] and provider.target_size("gpu") == 2
+
+
+def test_matching_nodes_to_groups_returns_a_copy_and_leaves_the_ingested_nodes_as_they_were():
+    provider = SimulatedProvider(_groups())
+    provider.increase_size("gpu", 1)
+    iid = provider.instances("gpu")[0].id
+    objects = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
+                "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}]
+    ingested = ingest(objects)
+    matched, count = match_node_groups(ingested, provider)
+    assert count == 1 and matched.nodes[0].node_group == "gpu"
+    assert ingested.nodes[0].node_group is None  # the ingested cluster is never changed

@@ -455,3 +455,108 @@ def test_a_below_quorum_release_says_what_went_back():
     new, _, events = transition(recs, None, Released((out,)), NOW)
     assert "gave back 2 unused nodes" in new[KEY].reason
     assert [e.reason for e in events_of(events)] == ["CapacityReleased"]
+
+
+# ------------------------------------------- every state through every report (issue 15's table)
+
+ALL = tuple(GangState)
+HELD = dict(requested={"cpu": 2}, requested_at=NOW - 100, deadline=NOW + 100, since=NOW - 10)
+
+
+def _one(state: GangState, *, to=None, requested=None, actions=(), events=()) -> tuple:
+    """One cell: (new state, its requested nodes, the kinds of actions, the Event reasons); None: as before."""
+    return (to or state, {"cpu": 2} if requested is None else requested, tuple(actions), tuple(events))
+
+
+def _column(default: dict, **overrides: dict) -> dict[GangState, tuple]:
+    """Every state's cell: `default` unless the state (by enum name) is overridden."""
+    return {s: _one(s, **{**default, **overrides.get(s.name, {})}) for s in ALL}
+
+
+def _failed_launch() -> LaunchesFailed:
+    return LaunchesFailed((GroupFailure("cpu", "capacity", "capacity: no room"),))
+
+
+def _recovered(adopted: int):
+    from gangscale.controller.lifecycle import CallRecovered, Recovered
+
+    return Recovered((CallRecovered(KEY, "cpu", "tok", adopted),))
+
+
+PROV = dict(to=S.PROVISIONING)
+TRIGGERED = dict(to=S.PROVISIONING, events=("TriggeredScaleUp",))
+EXPIRED = dict(to=S.TIMED_OUT, requested={}, actions=("BackOff", "Release:timed-out"))
+# (id, plan, report, what the record carries besides HELD, every state's cell)
+MATRIX = [
+    # a restart finds a booking whose call's outcome was never recorded (only NEW..DEFERRED are reachable: a
+    # booking makes a new record for a running, timed-out or cancelled gang; the rest pin the rule anyway)
+    ("confirmed: the booking landed", None, Confirmed({"cpu": 2}), dict(unconfirmed={"cpu": (0, 2)}),
+     _column(TRIGGERED)),
+    ("confirmed: the booking never reached the cloud", None, Confirmed({"cpu": 0}), dict(unconfirmed={"cpu": (0, 2)}),
+     _column(dict(requested={}), NEW=dict(to=S.PLANNED))),
+    ("launches failed in a group it holds", None, _failed_launch(), {},
+     _column(dict(actions=("BackOff",)),
+             PROVISIONING=dict(to=S.PLANNED, requested={}, actions=("BackOff", "Release:launch-failed")))),
+    ("booked one more node", None, Booked((facts(),), {KEY: {"cpu": 1}}), {},
+     _column(dict(requested={"cpu": 3}, actions=("ApplyScaleUp",)),
+             **{s.name: dict(to=S.PROVISIONING) for s in (S.RUNNING, S.TIMED_OUT, S.CANCELLED)})),  # a new generation takes over
+    ("applied: the plan's scale-up landed", plan("scale-up"),
+     Applied((facts(),), RULES, intents={KEY: {"cpu": 1}}, applied=frozenset({"cpu"})), {},
+     _column(TRIGGERED, TIMED_OUT={"to": S.TIMED_OUT, "events": ()})),  # cooling off: left alone
+    ("applied: fits existing nodes", plan("fits-existing"), Applied((facts(),), RULES), {},
+     _column(dict(to=S.READY), PROVISIONING=PROV, RUNNING=PROV, CANCELLED=PROV, TIMED_OUT={"to": S.TIMED_OUT})),
+    ("applied: infeasible", plan("infeasible"), Applied((facts(),), RULES), {},
+     _column(dict(to=S.INFEASIBLE, events=("NotTriggerScaleUp",)), TIMED_OUT={"to": S.TIMED_OUT, "events": ()})),
+    ("applied: no longer listed, a member bound", None, Applied((), RULES, bound_groups=frozenset({KEY.group})), {},
+     _column(dict(to=S.RUNNING, requested={}), CANCELLED={"to": S.CANCELLED, "requested": None})),
+    ("applied: no longer listed, pods gone", None, Applied((), RULES), {}, _column(dict(to=S.CANCELLED))),
+    ("expire: past the deadline", None, Expire(RULES), dict(deadline=NOW - 1),
+     _column(EXPIRED, RUNNING={"to": S.RUNNING, "requested": None, "actions": ()},
+             TIMED_OUT={"to": S.TIMED_OUT, "requested": None, "actions": ()},
+             CANCELLED={"to": S.CANCELLED, "requested": None, "actions": ()})),  # within the cancel grace
+    ("released after a timeout", None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2}, "timed-out"), 2),)), {},
+     _column(dict(events=("ScaleUpTimedOut", "CapacityReleased")))),
+    # a record from before `unconfirmed` (legacy): the restart's count settles it here
+    ("recovered: the call's instances were adopted", None, _recovered(2), dict(calls={"cpu": ("tok", 2)}),
+     _column(PROV, **{s.name: {"to": s} for s in (S.READY, S.RUNNING, S.INFEASIBLE, S.TIMED_OUT, S.CANCELLED)})),
+    ("recovered: nothing was launched", None, _recovered(0), dict(calls={"cpu": ("tok", 2)}),
+     _column(dict(requested={}))),
+]
+
+
+def _kinds(actions) -> tuple[str, ...]:
+    return tuple(type(a).__name__ + (f":{a.why.value}" if isinstance(a, Release) else "") for a in actions)
+
+
+@pytest.mark.parametrize("row, state", [(r, s) for r in range(len(MATRIX)) for s in ALL],
+                         ids=[f"{r[0]} | {s.value}" for r in MATRIX for s in ALL])
+def test_every_state_through_every_report_gives_the_tabled_state_nodes_actions_and_events(row, state):
+    _, plan_, report, extra, cells = MATRIX[row]
+    old = rec(state, **{**HELD, **extra})
+    new, actions, events = transition({KEY: old}, plan_, report, NOW)
+    got = new[KEY]
+    assert (got.state, dict(got.requested), _kinds(actions), tuple(e.reason for e in events_of(events))) == cells[state]
+    logged = events_of(events, StateChanged) + events_of(events, Takeover)  # a new generation is logged as a takeover
+    assert (got.state != old.state) == bool(logged)
+
+
+def test_the_table_covers_every_report_type_and_every_state():
+    from gangscale.controller.lifecycle import Report
+
+    covered = {type(r[2]) for r in MATRIX}
+    assert covered == set(Report.__args__)  # a new report type needs its column here
+    assert all(set(r[4]) == set(GangState) for r in MATRIX)
+
+
+@pytest.mark.parametrize("row", range(len(MATRIX)), ids=[r[0] for r in MATRIX])
+def test_a_report_about_a_gang_without_a_record_creates_one_only_when_the_gang_is_listed(row):
+    _, plan_, report, _, _ = MATRIX[row]
+    new, _, _ = transition({}, plan_, report, NOW)
+    listed = isinstance(report, (Booked, Applied)) and report.gangs
+    assert (KEY in new) == bool(listed)
+
+
+def test_a_recovered_call_with_another_token_changes_nothing():
+    old = rec(S.NEW, calls={"cpu": ("mine", 2)}, requested={"cpu": 2})
+    new, actions, events = transition({KEY: old}, None, _recovered(0), NOW)  # the outcome names "tok"
+    assert new[KEY] is old and actions == () and events == ()

@@ -45,7 +45,7 @@ def test_reservations_boosts_and_holds_are_built_in_and_the_cluster_is_left_as_i
     planned_a = next(g for g in snap.gangs if g.gang_key == a)
     assert planned_a.priority == 7
     assert planned_a.pending[0].placement.tolerations[-1].value == str(a)
-    assert snap.decided[b.namespace, b.name, b.api].reason == "cap"
+    assert snap.decided[b].reason == "cap"
     assert [g.gang_key for g in snap.solvable] == [a]
 
 

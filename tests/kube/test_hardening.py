@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +238,7 @@ def test_the_informer_initial_list_is_bounded_too(make_emulator, client_for):
         for _ in range(100):
             if inf.stats.errors:
                 break
-            inf._stopping.wait(0.05)
+            time.sleep(0.05)
         assert "listing pods.v1 stopped at 25 items" in inf.stats.last_error
     finally:
         inf.stop()

@@ -173,3 +173,14 @@ def test_ageing_lifts_the_planning_priority_but_not_the_priority_the_scheduler_m
     snap = build_snapshot(cluster, [], [], SnapshotPolicy(priority={key: 50}))
     g = next(g for g in snap.solvable if g.name == "train")
     assert (g.effective_priority, g.scheduler_priority) == (50, 3)
+
+
+def test_a_scheduler_configuration_file_changed_on_disk_is_read_again_by_the_next_caller(tmp_path: Path):
+    # issue 15: caches belong to an instance; a process-wide cache kept the first content of a path for good
+    path = tmp_path / "s.yaml"
+    path.write_text(MOST_GPU)
+    assert scheduler_model_from(str(path)).config.profiles[0].strategy == "MostAllocated"
+    path.write_text(MOST_GPU.replace("MostAllocated", "LeastAllocated"))
+    assert scheduler_model_from(str(path)).config.profiles[0].strategy == "LeastAllocated"
+    memo: dict = {}
+    assert scheduler_model_from(str(path), memo=memo) is scheduler_model_from(str(path), memo=memo)  # the caller's own
