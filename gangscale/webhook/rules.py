@@ -11,7 +11,7 @@ exceeds the namespace's cap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -85,6 +85,8 @@ class Policy:
     config: ControllerConfig
     groups: tuple[NodeGroup, ...] = ()
     served: frozenset[str] | None = None  # apiVersions; None: unknown, the feature rule stays silent
+    # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
+    lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(default=None, compare=False)
     classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
 
     def __post_init__(self) -> None:
@@ -221,7 +223,34 @@ def review_pod(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]
         return findings + [Finding(RULE_UNREADABLE, f"Pod {ns}/{meta.get('name')}: {exc}")]
     if pod.node_name:
         return findings  # already bound: capacity is not the question
+    gang = group_min_count(family, link[1], ns, policy)
+    if gang is not None and gang[0] > 1:
+        count, name = gang
+        return findings + check_capacity(pod, count, f"gang {name} ({count} pods like pod {pod.key}, its minCount)",
+                                         policy)
     return findings + check_capacity(pod, 1, f"pod {pod.key}", policy)
+
+
+def group_min_count(family: str, name: str, ns: str, policy: Policy) -> tuple[int, str] | None:
+    """(minCount, ns/name) of the gang group a pod names, read through `policy.lookup`; None when unknown.
+
+    A native PodGroup or Workload has no pod shape: its gang is judged as minCount pods like the pod
+    under review (a group's members come from one template)."""
+    if policy.lookup is None:
+        return None
+    base = "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name  # <workload>/<podGroup>[/<replica>]
+    obj = policy.lookup(family, ns, base.split("/")[0] if family == FAMILY_WORKLOAD else base)
+    if not isinstance(obj, Mapping):
+        return None
+    defs: dict = {}
+    try:
+        _ingest_group(obj, str(obj.get("kind")), str(obj.get("apiVersion", "")), defs)
+    except (ObjectError, KeyError, TypeError, ValueError):
+        return None  # the group's own review names what is wrong with it
+    d = defs.get((ns, family, base))
+    if d is None or d.invalid or d.policy != "gang":
+        return None
+    return d.min_count, f"{ns}/{base}"
 
 
 # ---------------------------------------------------------------- capacity

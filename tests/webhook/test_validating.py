@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gangscale.webhook.lookup import GroupLookup
 from tests.builders import pod, podgroup
 
 
@@ -147,3 +148,59 @@ def test_a_pod_created_with_generate_name_is_judged(hook):
     p["metadata"]["generateName"] = "job-"
     r = hook.review(p)
     assert not r["allowed"] and "pod default/job-<generated>" in r["status"]["message"]
+
+
+# ------------------------------------------------------------- native gangs: judged when their pods arrive
+
+GPU_TOLERATION = [{"operator": "Exists"}]
+
+
+def lookup_of(*objs: dict) -> GroupLookup:
+    """Policy.lookup over these objects, as the API server would answer GETs (404 for the rest), counting reads."""
+    store = {}
+    for o in objs:
+        api, plural = o["apiVersion"], o["kind"].lower() + "s"
+        store[f"/apis/{api}/namespaces/{o['metadata']['namespace']}/{plural}/{o['metadata']['name']}"] = o
+    reads: list[str] = []
+
+    def get(path: str) -> dict:
+        reads.append(path)
+        if path not in store:
+            raise LookupError(f"404 {path}")
+        return store[path]
+
+    lookup = GroupLookup(get, None)
+    lookup.reads = reads  # type: ignore[attr-defined]
+    return lookup
+
+
+def test_a_native_gang_over_every_groups_max_size_is_denied_when_its_pods_arrive(hook_factory):
+    # 40 one-GPU pods: gpu-a holds 4 nodes x 8 = 32; the PodGroup itself carries no pod shape
+    lookup = lookup_of(podgroup("train", min_count=40), podgroup("small", min_count=8))
+    hook = hook_factory(lookup=lookup)
+    assert hook.review(podgroup("train", min_count=40))["allowed"]
+    r = hook.review(pod("train-0", group="train", gpu=1, tolerations=GPU_TOLERATION))
+    msg = r["status"]["message"]
+    assert not r["allowed"] and "no node group can ever hold gang default/train (40 pods like pod default/train-0" in msg
+    assert "gpu-a: maxSize 4 holds 32 of 40 pods" in msg and "cpu-small: needs 1 nvidia.com/gpu, a node has 0" in msg
+    assert hook.review(pod("small-0", group="small", gpu=1, tolerations=GPU_TOLERATION))["allowed"]
+    assert hook.review(pod("nogroup-0", group="nogroup", gpu=1, tolerations=GPU_TOLERATION))["allowed"]  # judged alone
+    before = len(lookup.reads)
+    assert not hook.review(pod("train-1", group="train", gpu=1, tolerations=GPU_TOLERATION))["allowed"]
+    assert len(lookup.reads) == before  # the group is read once per TTL, not once per pod
+    assert lookup.reads.count("/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/train") == 1
+
+
+def test_a_workload_gang_over_the_namespace_caps_is_denied_when_its_pods_arrive_and_warned_when_set_to_warn(
+        hook_factory):
+    wl = workload("wl", "capped", min_count=4)  # 4 pods x 4 GPUs = 16 > maxGPUs 8 of namespace capped
+    ref = {"name": "wl", "podGroup": "workers"}
+    r = hook_factory(lookup=lookup_of(wl)).review(pod("w-0", "capped", workload=ref, gpu=4, tolerations=GPU_TOLERATION))
+    assert not r["allowed"]
+    assert "gang capped/wl/workers (4 pods like pod capped/w-0, its minCount) needs 16 nvidia.com/gpu, namespace " \
+           "capped cap maxGPUs is 8" in r["status"]["message"]
+    r = hook_factory(lookup=lookup_of(wl), rules={"namespaceCaps": "warn"}).review(
+        pod("w-0", "capped", workload=ref, gpu=4, tolerations=GPU_TOLERATION))
+    assert r["allowed"] and "needs 16 nvidia.com/gpu" in r["warnings"][0]
+    one = hook_factory().review(pod("w-0", "capped", workload=ref, gpu=4, tolerations=GPU_TOLERATION))
+    assert one["allowed"]  # without the lookup a pod is judged alone (4 GPUs fit the cap)
