@@ -7,6 +7,8 @@ import pytest
 from gangscale.webhook.lookup import GroupLookup
 from tests.builders import pod, podgroup
 
+from .conftest import SERVED
+
 
 def volcano_pg(name: str, ns: str = "default", *, min_member=2, min_resources: dict | None = None,
                api: str = "scheduling.volcano.sh/v1beta1") -> dict:
@@ -204,3 +206,54 @@ def test_a_workload_gang_over_the_namespace_caps_is_denied_when_its_pods_arrive_
     assert r["allowed"] and "needs 16 nvidia.com/gpu" in r["warnings"][0]
     one = hook_factory().review(pod("w-0", "capped", workload=ref, gpu=4, tolerations=GPU_TOLERATION))
     assert one["allowed"]  # without the lookup a pod is judged alone (4 GPUs fit the cap)
+
+
+# ------------------------------------------------------------- every rule, both decisions
+
+def _cross_namespace_workload_pod() -> dict:
+    p = pod("p", "team-a", workload={"name": "wl", "podGroup": "w"})
+    p["spec"]["workloadRef"]["namespace"] = "team-b"
+    return p
+
+
+# rule -> (an object only that rule fires on, words of its message); served: no scheduler-plugins
+EVERY_RULE = {
+    "crossNamespaceGroup": (_cross_namespace_workload_pod(), "spec.workloadRef points at group 'wl' in namespace 'team-b'"),
+    "minCount": (volcano_pg("pg", min_member=0), "spec.minMember is 0"),
+    "namespaceCaps": (volcano_pg("t", "capped", min_member=3, min_resources={"cpu": "60", "nvidia.com/gpu": "12"}),
+                      "namespace capped cap maxGPUs is 8"),
+    "noNodeGroupFits": (pod("big", group="pg", cpu="64"), "cpu-small: needs 64 cpu, a node has 4"),
+    "gangFeatureOff": (pod("c", cosched="pg"), "metadata.labels[scheduling.x-k8s.io/pod-group] links the pod to a gang"),
+    "unreadable": (pod("bad", group="pg", cpu="lots"), "lots"),
+}
+
+
+def test_every_rule_has_a_case_here():
+    from gangscale.controller.config import AdmissionRules
+
+    assert set(EVERY_RULE) == {f.alias for f in AdmissionRules.model_fields.values()}
+
+
+@pytest.mark.parametrize("rule", sorted(EVERY_RULE))
+@pytest.mark.parametrize("action", ["deny", "warn"])
+def test_every_rule_denies_or_warns_as_configured_and_nothing_else_fires(hook_factory, rule, action):
+    obj, words = EVERY_RULE[rule]
+    served = [a for a in SERVED if not a.startswith("scheduling.x-k8s.io/")]
+    rules = {r: "off" for r in EVERY_RULE} | {rule: action}
+    r = hook_factory(servedGangAPIs=served, rules=rules).review(obj)
+    if action == "deny":
+        assert not r["allowed"] and words in r["status"]["message"] and "warnings" not in r
+    else:
+        assert r["allowed"] and "status" not in r and any(words in w for w in r["warnings"])
+    other = hook_factory(servedGangAPIs=served, rules={**{r_: "deny" for r_ in EVERY_RULE}, rule: "off"}).review(obj)
+    assert other["allowed"] and "warnings" not in other  # the case fires only its own rule
+
+
+def test_a_workload_pod_and_a_scheduler_plugins_pod_are_warned_when_their_api_is_not_served(hook_factory):
+    hook = hook_factory(servedGangAPIs=["scheduling.k8s.io/v1alpha2"])
+    r = hook.review(pod("w", workload={"name": "wl", "podGroup": "w"}))
+    assert r["allowed"] and "spec.workloadRef links the pod to a gang" in r["warnings"][0]
+    assert "scheduling.k8s.io/v1alpha1" in r["warnings"][0]
+    r = hook.review(pod("c", cosched="pg"))
+    assert r["allowed"] and "scheduling.x-k8s.io/v1alpha1" in r["warnings"][0]
+    assert "warnings" not in hook.review(pod("n", group="pg"))
