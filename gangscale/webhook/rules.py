@@ -69,10 +69,11 @@ class GroupClass:
         return self.groups[0]
 
 
-def group_classes(groups: tuple[NodeGroup, ...]) -> tuple[GroupClass, ...]:
+def group_classes(groups: tuple[NodeGroup, ...], labels: bool = True) -> tuple[GroupClass, ...]:
+    """Groups alike for a fit test; `labels=False`: alike for a pod without selectors or affinity (labels unread)."""
     by: dict[tuple, list[NodeGroup]] = {}
     for g in groups:
-        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())), g.taints)
+        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())) if labels else (), g.taints)
         by.setdefault(key, []).append(g)
     return tuple(GroupClass(tuple(gs), sum(g.max_size for g in gs), min(g.price_per_hour for g in gs))
                  for gs in by.values())
@@ -88,9 +89,11 @@ class Policy:
     # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
     lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(default=None, compare=False)
     classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
+    shapes: tuple[GroupClass, ...] = field(default=(), init=False)  # the same with labels ignored
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", group_classes(tuple(self.groups)))
+        object.__setattr__(self, "shapes", group_classes(tuple(self.groups), labels=False))
 
 
 # ------------------------------------------------------------------ groups
@@ -293,7 +296,8 @@ def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[
     """noNodeGroupFits and namespaceCaps for `count` pods shaped like `member`."""
     if not policy.groups:
         return []  # no catalog: nothing is known about capacity
-    fits = [(c, n) for c in policy.classes if (n := _usable(member, c.node)) > 0]
+    selective = member.placement.node_selector or member.placement.affinity  # as _usable: else labels are unread
+    fits = [(c, n) for c in (policy.classes if selective else policy.shapes) if (n := _usable(member, c.node)) > 0]
     if sum(c.max_nodes * n for c, n in fits) < count:
         why = _misfit_reasons(member, count, policy, fits)
         return [Finding(RULE_NO_GROUP, f"no node group can ever hold {label} ({why})")]

@@ -257,3 +257,40 @@ def test_a_workload_pod_and_a_scheduler_plugins_pod_are_warned_when_their_api_is
     r = hook.review(pod("c", cosched="pg"))
     assert r["allowed"] and "scheduling.x-k8s.io/v1alpha1" in r["warnings"][0]
     assert "warnings" not in hook.review(pod("n", group="pg"))
+
+
+def test_a_scheduler_plugins_group_over_every_max_size_and_over_the_caps_is_denied_from_its_min_resources(hook):
+    api = "scheduling.x-k8s.io/v1alpha1"
+    r = hook.review(volcano_pg("train", min_member=40, min_resources={"cpu": "40", "nvidia.com/gpu": "40"}, api=api))
+    assert not r["allowed"] and "gpu-a: maxSize 4 holds 32 of 40 pods" in r["status"]["message"]
+    r = hook.review(volcano_pg("t", "capped", min_member=3, min_resources={"cpu": "60", "nvidia.com/gpu": "12"}, api=api))
+    assert not r["allowed"] and "namespace capped cap maxGPUs is 8" in r["status"]["message"]
+    assert hook.review(volcano_pg("ok", "capped", min_member=2, min_resources={"cpu": "4"}, api=api))["allowed"]
+
+
+def test_a_pod_without_selectors_is_fit_tested_once_per_node_shape_not_once_per_labelled_group(monkeypatch):
+    from gangscale.catalog import parse_catalog
+    from gangscale.webhook import rules
+    from gangscale.webhook.admission import findings_for
+
+    from .conftest import make_config
+
+    # 300 groups of 2 shapes, each with its own label (as zones, pools, ids make them in a real catalog)
+    raw = [{"name": f"g{i}", "instanceType": "custom", "pricePerHour": 1.0, "minSize": 0, "maxSize": 1,
+            "currentSize": 0, "allocatable": {"cpu": "4" if i % 2 else "8", "memory": "16Gi", "pods": "110"},
+            "labels": {"id": str(i)}, "taints": []} for i in range(300)]
+    policy = rules.Policy(make_config(), tuple(parse_catalog(raw)[0]))
+    calls: list[str] = []
+    real = rules._usable
+    monkeypatch.setattr(rules, "_usable", lambda m, g: calls.append(g.name) or real(m, g))
+
+    def review(p: dict) -> list:
+        calls.clear()
+        return findings_for({"uid": "u", "operation": "CREATE", "namespace": "default", "object": p}, policy)
+
+    assert review(pod("p", group="pg", cpu="6")) == [] and len(calls) == 2
+    (f,) = review(pod("big", group="pg", cpu="64"))  # the denial still names groups, as plan does
+    assert len(calls) == 2 and "g0: needs 64 cpu, a node has 8" in f.message and "and 296 more" in f.message
+    assert review(pod("s", group="pg", cpu="6", selector={"id": "8"})) == [] and len(calls) == 300  # labels matter
+    (f,) = review(pod("s", group="pg", cpu="6", selector={"id": "7"}))  # g7 is a 4-cpu group
+    assert f.rule == "noNodeGroupFits" and len(calls) == 300 and "g0: nodeSelector/affinity does not match" in f.message
