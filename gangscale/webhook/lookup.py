@@ -9,6 +9,7 @@ a lookup: admission never waits on more than one short call.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from ..parse import FAMILY_COSCHED, FAMILY_NATIVE, FAMILY_VOLCANO, FAMILY_WORKLO
 TTL_SECONDS = 10.0
 MAX_ENTRIES = 10_000
 LOOKUP_TIMEOUT_SECONDS = 1.0
+NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a DNS subdomain: a pod's reference is put in a URL path
 
 # family -> (apiVersion, plural) to try, in order
 SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -40,6 +42,8 @@ class GroupLookup:
         self._cache: dict[tuple[str, str, str], tuple[float, Mapping[str, Any] | None]] = {}
 
     def __call__(self, family: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        if not (NAME.fullmatch(namespace) and NAME.fullmatch(name)) or ".." in name:
+            return None  # no object can have that name: never a request
         key = (family, namespace, name)
         now = self._clock()
         with self._lock:

@@ -294,3 +294,12 @@ def test_a_pod_without_selectors_is_fit_tested_once_per_node_shape_not_once_per_
     assert review(pod("s", group="pg", cpu="6", selector={"id": "8"})) == [] and len(calls) == 300  # labels matter
     (f,) = review(pod("s", group="pg", cpu="6", selector={"id": "7"}))  # g7 is a 4-cpu group
     assert f.rule == "noNodeGroupFits" and len(calls) == 300 and "g0: nodeSelector/affinity does not match" in f.message
+
+
+def test_the_group_lookup_asks_only_for_names_an_object_can_have():
+    lookup = lookup_of(podgroup("pg", min_count=4))
+    for name in ("../../../api/v1/namespaces/kube-system/secrets/x", "a/b", "UPPER", "a..b", "", "x" * 300):
+        assert lookup("native", "default", name) is None
+    assert lookup("native", "../x", "pg") is None
+    assert lookup.reads == []
+    assert lookup("native", "default", "pg")["metadata"]["name"] == "pg"
