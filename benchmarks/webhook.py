@@ -6,7 +6,10 @@ worst case for the rules, which look at every group once per kind of node
 (`--distinct`: every group its own kind). Reviews are sent one at a
 time on one kept-alive TLS connection, as the API server does, in a fixed mix:
 a pod that fits, a pod that fits nothing, a Volcano gang with minResources, a
-native PodGroup, a mutating review.
+native PodGroup, a mutating review, a pod with a node selector (pods without one
+are tested once per node shape, labels aside; a selector makes labels count). The pods' group is found by the group lookup
+(an in-memory API answer: after the first read every review is a cache hit, as in
+steady state), so they are judged as minCount pods like them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
 from gangscale.webhook.certs import make_pair, write_pair
+from gangscale.webhook.lookup import GroupLookup
 from gangscale.webhook.rules import Policy
 from gangscale.webhook.server import start
 
@@ -51,14 +55,20 @@ def objects() -> list[tuple[str, dict[str, Any]]]:
                "spec": {"minMember": 64, "minResources": {"cpu": "256", "nvidia.com/gpu": "64"}}}
     native = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "n", "namespace": "team"},
               "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}
+    zoned = pod("zoned", "2", 1)  # a node selector: labels matter, so every labelled group is its own kind
+    zoned["spec"]["nodeSelector"] = {"zone": "z1"}
     return [("/validate", pod("fits", "2", 1)), ("/validate", pod("never", "1000")), ("/validate", volcano),
-            ("/validate", native), ("/mutate", pod("gate", "2"))]
+            ("/validate", native), ("/mutate", pod("gate", "2")), ("/validate", zoned)]
 
 
 def review_body(obj: dict[str, Any]) -> bytes:
     req = {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
            "namespace": "team", "name": obj["metadata"]["name"], "operation": "CREATE", "object": obj}
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
+
+
+GROUP = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "team"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}  # what the lookup reads for the pods' group
 
 
 def run(groups: int = 1000, reviews: int = 2000, distinct: bool = False) -> dict[str, Any]:
@@ -68,7 +78,8 @@ def run(groups: int = 1000, reviews: int = 2000, distinct: bool = False) -> dict
         ca, cert, key = make_pair(["localhost"], ip="127.0.0.1")
         Path(d, "ca.crt").write_bytes(ca)
         write_pair(f"{d}/tls.crt", f"{d}/tls.key", cert, key)
-        server = start(Policy(cfg, tuple(parsed), frozenset({"scheduling.k8s.io/v1alpha2"})), f"{d}/tls.crt",
+        served = frozenset({"scheduling.k8s.io/v1alpha2"})
+        server = start(Policy(cfg, tuple(parsed), served, GroupLookup(lambda path: GROUP, served)), f"{d}/tls.crt",
                        f"{d}/tls.key")
         conn = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30,
                                            context=ssl.create_default_context(cafile=f"{d}/ca.crt"))

@@ -34,6 +34,9 @@ from ..scheduling.scores import is_scalar
 from ..snapshot import ClusterSnapshot
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
+# the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
+# gate mode holds, unless its own gate-mode label says otherwise (else every webhook gate would be lifted at once)
+WEBHOOK_GATE_LABEL, WEBHOOK_GATE_ON = "gangscale.io/capacity-gate", "enabled"
 SEEDS = (0, 1, 2)  # score ties are random in kube-scheduler: a release must hold under each
 STARTING = ("fits-existing", "scale-up")
 CAPACITY_READY, NOT_HELD = "capacity-ready", "not-held"
@@ -78,7 +81,8 @@ def _flag(value: str | None) -> bool | None:
 
 
 def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether gate mode holds this gang: `off` never; else the gang's annotation, the namespace label, the mode."""
+    """Whether gate mode holds this gang: `off` never; else the gang's annotation, the namespace's gate-mode label,
+    the webhook's opt-in label, the mode."""
     if mode == "off":
         return False
     own = _flag(gang.annotations.get(GATE_MODE_KEY))
@@ -86,7 +90,10 @@ def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> 
         own = next((f for p in gang.pending if (f := _flag(p.annotations.get(GATE_MODE_KEY))) is not None), None)
     if own is not None:
         return own
-    ns = _flag(ns_labels.get(gang.namespace, {}).get(GATE_MODE_KEY))
+    labels = ns_labels.get(gang.namespace, {})
+    ns = _flag(labels.get(GATE_MODE_KEY))
+    if ns is None and labels.get(WEBHOOK_GATE_LABEL) == WEBHOOK_GATE_ON:
+        ns = True
     return ns if ns is not None else mode == "all"
 
 

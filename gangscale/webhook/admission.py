@@ -21,6 +21,7 @@ from .rules import GROUP_KINDS, RULE_UNREADABLE, Finding, Policy, review_group, 
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_CHARS = 512  # the API server truncates longer warnings
+GATE_MODE_KEY = "gangscale.io/gate-mode"  # controller/gates.py's opt-in key (not imported: it pulls in the scheduler model)
 
 
 class BadReview(ValueError):
@@ -124,6 +125,9 @@ def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, A
             return None
     except ObjectError:
         return None  # the validating hook names the field
+    notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    if str(notes.get(GATE_MODE_KEY, "")).strip().lower() == "false":
+        return None  # the pod opts out of gate mode: the controller would lift the gate at once
     gates = spec.get("schedulingGates")
     names = [g.get("name") for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
     if cfg.gate in names:

@@ -33,6 +33,9 @@ def add_webhook_command(sub: Any) -> None:
     w.add_argument("--no-discovery", action="store_true",
                    help="do not ask the API server which gang APIs it serves (the gangFeatureOff rule then "
                         "uses admission.servedGangAPIs, or stays silent)")
+    w.add_argument("--no-group-lookup", action="store_true",
+                   help="do not read a gang pod's PodGroup/Workload for its minCount (a native gang is then "
+                        "judged one pod at a time)")
     from ..kube.flags import add_kube_flags
 
     add_kube_flags(w)
@@ -58,6 +61,23 @@ def served_gang_apis(args: argparse.Namespace, configured: list[str] | None) -> 
     return frozenset(f"{g}/{v}" for g, versions in info.groups.items() for v in versions)
 
 
+def group_lookup(args: argparse.Namespace, served: frozenset[str] | None) -> Any:
+    """Reads a pod's group through the API server (lookup.py), or None: no catalog, turned off, no kubeconfig."""
+    if args.no_group_lookup:
+        return None
+    from ..kube.commands import _connect
+    from ..kube.errors import KubeError
+    from .lookup import kube_lookup
+
+    try:
+        client = _connect(args)  # open for the server's life: one connection pool for every lookup
+    except KubeError as exc:
+        print(json.dumps({"msg": "no API server for group lookups: gang pods are judged one at a time",
+                          "error": str(exc)}), file=sys.stderr)
+        return None
+    return kube_lookup(client, served)
+
+
 def build_policy(args: argparse.Namespace) -> Any:
     from ..catalog import load_catalog
     from ..controller.config import load_config
@@ -66,7 +86,8 @@ def build_policy(args: argparse.Namespace) -> Any:
     cfg = load_config(args.config)
     catalog = args.nodegroups or cfg.nodegroups
     groups = tuple(load_catalog(catalog)[0]) if catalog else ()
-    return Policy(cfg, groups, served_gang_apis(args, cfg.admission.served_gang_apis))
+    served = served_gang_apis(args, cfg.admission.served_gang_apis)
+    return Policy(cfg, groups, served, group_lookup(args, served) if groups else None)
 
 
 def cmd_webhook(args: argparse.Namespace) -> int:

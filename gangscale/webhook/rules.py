@@ -11,7 +11,7 @@ exceeds the namespace's cap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,10 +69,11 @@ class GroupClass:
         return self.groups[0]
 
 
-def group_classes(groups: tuple[NodeGroup, ...]) -> tuple[GroupClass, ...]:
+def group_classes(groups: tuple[NodeGroup, ...], labels: bool = True) -> tuple[GroupClass, ...]:
+    """Groups alike for a fit test; `labels=False`: alike for a pod without selectors or affinity (labels unread)."""
     by: dict[tuple, list[NodeGroup]] = {}
     for g in groups:
-        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())), g.taints)
+        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())) if labels else (), g.taints)
         by.setdefault(key, []).append(g)
     return tuple(GroupClass(tuple(gs), sum(g.max_size for g in gs), min(g.price_per_hour for g in gs))
                  for gs in by.values())
@@ -85,10 +86,14 @@ class Policy:
     config: ControllerConfig
     groups: tuple[NodeGroup, ...] = ()
     served: frozenset[str] | None = None  # apiVersions; None: unknown, the feature rule stays silent
+    # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
+    lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(default=None, compare=False)
     classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
+    shapes: tuple[GroupClass, ...] = field(default=(), init=False)  # the same with labels ignored
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", group_classes(tuple(self.groups)))
+        object.__setattr__(self, "shapes", group_classes(tuple(self.groups), labels=False))
 
 
 # ------------------------------------------------------------------ groups
@@ -221,7 +226,34 @@ def review_pod(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]
         return findings + [Finding(RULE_UNREADABLE, f"Pod {ns}/{meta.get('name')}: {exc}")]
     if pod.node_name:
         return findings  # already bound: capacity is not the question
+    gang = group_min_count(family, link[1], ns, policy)
+    if gang is not None and gang[0] > 1:
+        count, name = gang
+        return findings + check_capacity(pod, count, f"gang {name} ({count} pods like pod {pod.key}, its minCount)",
+                                         policy)
     return findings + check_capacity(pod, 1, f"pod {pod.key}", policy)
+
+
+def group_min_count(family: str, name: str, ns: str, policy: Policy) -> tuple[int, str] | None:
+    """(minCount, ns/name) of the gang group a pod names, read through `policy.lookup`; None when unknown.
+
+    A native PodGroup or Workload has no pod shape: its gang is judged as minCount pods like the pod
+    under review (a group's members come from one template)."""
+    if policy.lookup is None:
+        return None
+    base = "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name  # <workload>/<podGroup>[/<replica>]
+    obj = policy.lookup(family, ns, base.split("/")[0] if family == FAMILY_WORKLOAD else base)
+    if not isinstance(obj, Mapping):
+        return None
+    defs: dict = {}
+    try:
+        _ingest_group(obj, str(obj.get("kind")), str(obj.get("apiVersion", "")), defs)
+    except (ObjectError, KeyError, TypeError, ValueError):
+        return None  # the group's own review names what is wrong with it
+    d = defs.get((ns, family, base))
+    if d is None or d.invalid or d.policy != "gang":
+        return None
+    return d.min_count, f"{ns}/{base}"
 
 
 # ---------------------------------------------------------------- capacity
@@ -264,7 +296,8 @@ def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[
     """noNodeGroupFits and namespaceCaps for `count` pods shaped like `member`."""
     if not policy.groups:
         return []  # no catalog: nothing is known about capacity
-    fits = [(c, n) for c in policy.classes if (n := _usable(member, c.node)) > 0]
+    selective = member.placement.node_selector or member.placement.affinity  # as _usable: else labels are unread
+    fits = [(c, n) for c in (policy.classes if selective else policy.shapes) if (n := _usable(member, c.node)) > 0]
     if sum(c.max_nodes * n for c, n in fits) < count:
         why = _misfit_reasons(member, count, policy, fits)
         return [Finding(RULE_NO_GROUP, f"no node group can ever hold {label} ({why})")]

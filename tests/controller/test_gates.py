@@ -81,6 +81,20 @@ def test_a_lone_pod_opts_in_with_its_own_annotation():
     assert holds(g, "opt-in", {})
 
 
+@pytest.mark.parametrize("gate_mode_label, annotation, expected", [
+    (None, None, True),  # the webhook gates its pods: gate mode holds them, not lift them at once
+    ("false", None, False),  # the namespace's own gate-mode label wins
+    (None, "false", False),  # and the gang's annotation
+])
+def test_a_namespace_the_webhook_gates_is_one_gate_mode_holds_unless_it_says_false(gate_mode_label, annotation,
+                                                                                     expected):
+    labels = {"gangscale.io/capacity-gate": "enabled", **({GATE_MODE_KEY: gate_mode_label} if gate_mode_label else {})}
+    g = Gang("team", "job", "scheduling.k8s.io/v1alpha2", annotations={GATE_MODE_KEY: annotation} if annotation else {})
+    assert holds(g, "opt-in", {"team": labels}) is expected
+    assert holds(g, "off", {"team": labels}) is False
+    assert holds(g, "opt-in", {"team": {"gangscale.io/capacity-gate": "disabled"}}) is False
+
+
 # ------------------------------------------------------------------------------------------ order
 
 def _gang(name: str, *, gpu: int = 0, pods: int = 1, priority: int = 0, created: str = "2030-01-01T00:00:00Z") -> Gang:

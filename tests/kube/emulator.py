@@ -20,6 +20,9 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   and server-side dry-run create (`dryRun=All`) that drops the pod's
   `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
   the release does not know the field;
+- admission webhooks on create (`emulator_admission.py`: mutating JSONPatches, then validating
+  denials, `namespaceSelector`, `failurePolicy`), and the service proxy `GET .../services/<svc>/proxy/...`,
+  both reaching Services the test maps in `services`;
 - SelfSubjectAccessReview answered from a deny list;
 - bearer-token auth (401 otherwise).
 
@@ -45,6 +48,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from .emulator_admission import AdmissionDenied, admit, proxy_get
 
 SCHED = "scheduling.k8s.io"
 COSCHED = "scheduling.x-k8s.io"
@@ -316,6 +321,9 @@ class Emulator:
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
     requests: list[Request] = field(default_factory=list)
+    # Service (namespace, name) -> "https://127.0.0.1:<port>": where webhooks and the service proxy reach it
+    services: dict[tuple[str, str], str] = field(default_factory=dict)
+    admission_warnings: list[str] = field(default_factory=list)  # what webhooks answered as `warnings`
 
     def __post_init__(self) -> None:
         if self.release not in RELEASE_NATIVE:
@@ -657,6 +665,9 @@ class Emulator:
                 return h.send_json(200, doc)
             if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] and method == "POST":
                 return h.send_json(201, self._access_review(h.read_json()))
+            if len(parts) >= 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "services" \
+                    and parts[6] == "proxy" and method == "GET":
+                return h.send_raw(*proxy_get(self.services, parts[3], parts[5], "/".join(parts[7:])))
             route = self._route(parts)
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -679,6 +690,7 @@ class Emulator:
 
     def _mutate(self, h: _Handler, method: str, route: _Route, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         kind, ns = route.kind, route.namespace or ""
+        admitted = self._admitted(route, ns, h.read_json()) if method == "POST" and route.name is None else None
         with self._cond:
             if method == "GET":
                 obj = self._store.get(kind.key, {}).get((ns if kind.namespaced else "", route.name or ""))
@@ -686,7 +698,7 @@ class Emulator:
                     raise ApiError(404, "NotFound", f'{kind.plural} "{route.name}" not found')
                 return 200, self._view(kind, route.version, obj, in_list=False)
             if method == "POST" and route.name is None:
-                obj = self._create(kind, ns, h.read_json(), dry_run=query.get("dryRun") == "All",
+                obj = self._create(kind, ns, admitted or {}, dry_run=query.get("dryRun") == "All",
                                    strict=query.get("fieldValidation") == "Strict")
                 return 201, self._view(kind, route.version, obj, in_list=False)
             key = (ns if kind.namespaced else "", route.name or "")
@@ -715,6 +727,23 @@ class Emulator:
             if method == "DELETE" and route.name:
                 return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _admitted(self, route: _Route, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """The created object after the registered admission webhooks (called outside the lock)."""
+        kind = route.kind
+        with self._cond:
+            configs = {phase: [copy.deepcopy(c) for c in self._store.get(f"admissionregistration.k8s.io/{phase}"
+                                                                             "webhookconfigurations", {}).values()]
+                       for phase in ("mutating", "validating")}
+            space = self._store.get("/namespaces", {}).get(("", ns)) if kind.namespaced else None
+            labels = dict((space or {}).get("metadata", {}).get("labels") or {})
+        if not configs["mutating"] and not configs["validating"]:
+            return obj
+        try:
+            return admit(configs, dict(self.services), labels, (kind.group, route.version, kind.plural), kind.kind,
+                         ns if kind.namespaced else "", obj, _json_patch, self.admission_warnings)
+        except AdmissionDenied as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from None
 
     def _status_only(self, kind: Kind, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """A write to the status subresource changes `status` (and managedFields), nothing else."""
@@ -910,6 +939,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body is not a JSON object")
         return body
+
+    def send_raw(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def send_json(self, code: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()

@@ -94,12 +94,13 @@ def hook_factory(tls_pair):
     ca, cert, key = tls_pair
     servers: list[WebhookServer] = []
 
-    def make(catalog: list[dict] | None = None, top: dict[str, Any] | None = None, **admission: Any) -> Hook:
-        """A server whose config has `admission` keys (and `top`: other top-level keys)."""
+    def make(catalog: list[dict] | None = None, top: dict[str, Any] | None = None, *, lookup: Any = None,
+             **admission: Any) -> Hook:
+        """A server whose config has `admission` keys (and `top`: other top-level keys); `lookup`: Policy.lookup."""
         groups, _ = parse_catalog(CATALOG if catalog is None else catalog)
         cfg = make_config(top, **admission)
         served = cfg.admission.served_gang_apis
-        policy = Policy(cfg, tuple(groups), frozenset(served) if served is not None else None)
+        policy = Policy(cfg, tuple(groups), frozenset(served) if served is not None else None, lookup)
         server = start(policy, cert, key)
         servers.append(server)
         return Hook(server, ca)

@@ -67,6 +67,16 @@ def test_the_certificate_covers_the_service_and_lands_where_the_server_reads_it(
     assert "eks.amazonaws.com/role-arn" not in (sa["metadata"].get("annotations") or {})  # no cloud access
 
 
-def test_the_webhook_may_only_touch_its_own_webhook_configurations():
+def test_the_webhook_may_only_touch_its_own_webhook_configurations_and_read_gang_groups():
     for rule in one("ClusterRole")["rules"]:
-        assert rule["resourceNames"] == ["gangscale"] and set(rule["verbs"]) <= {"get", "update"}
+        if rule["apiGroups"] == ["admissionregistration.k8s.io"]:
+            assert rule["resourceNames"] == ["gangscale"] and set(rule["verbs"]) <= {"get", "update"}
+        else:  # the group lookup: one object at a time, never a list of everything
+            assert rule["verbs"] == ["get"] and set(rule["resources"]) <= {"podgroups", "workloads"}
+    readable = {(g, r) for rule in one("ClusterRole")["rules"] if rule["verbs"] == ["get"]
+                for g in rule["apiGroups"] for r in rule["resources"]}
+    from gangscale.webhook.lookup import SOURCES
+
+    for sources in SOURCES.values():
+        for api, plural in sources:
+            assert (api.split("/")[0], plural) in readable

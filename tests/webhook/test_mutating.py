@@ -55,3 +55,15 @@ def test_pods_outside_gangs_bound_pods_and_updates_are_not_patched(hook):
 
 def test_a_pod_with_an_empty_gate_list_gets_the_gate_appended(hook):
     assert gated(hook, pod("p", group="pg", schedulingGates=[]))["spec"]["schedulingGates"] == [GATE]
+
+
+def test_a_pod_that_opts_out_of_gate_mode_is_not_gated_and_the_key_is_the_controllers(hook):
+    from gangscale.controller.gates import GATE_MODE_KEY
+    from gangscale.webhook.admission import GATE_MODE_KEY as WEBHOOK_KEY
+
+    assert WEBHOOK_KEY == GATE_MODE_KEY
+    p = pod("p", group="pg")
+    p["metadata"]["annotations"] = {GATE_MODE_KEY: "false"}
+    assert patch_of(hook.review(p, path="/mutate")) is None  # the controller would lift it at once
+    p["metadata"]["annotations"] = {GATE_MODE_KEY: "true"}
+    assert gated(hook, p)["spec"]["schedulingGates"] == [GATE]

@@ -122,3 +122,31 @@ def test_the_webhook_command_serves_reviews_and_learns_the_served_gang_apis_from
     log = proc.stderr.read() if proc.stderr else ""
     assert "Traceback" not in log
     assert json.loads(log.splitlines()[0])["msg"] == "webhook serving"
+
+
+def test_check_probes_a_service_webhook_through_the_api_servers_service_proxy(
+        make_emulator, kubeconfig_for, capsys, hook, tls_pair):  # noqa: F811
+    emu = make_emulator(release="1.36")
+    emu.apply_all(installed(None, Path(tls_pair[0]).read_bytes()))  # as shipped: clientConfig.service
+    _, r = run_check(emu, kubeconfig_for, capsys)
+    assert r["webhooks"]["verdict"] == "warn" and "not reachable" in r["webhooks"]["summary"]  # no endpoints
+    svc = WEBHOOKS[0]["webhooks"][0]["clientConfig"]["service"]
+    emu.services[(svc["namespace"], svc["name"])] = f"https://127.0.0.1:{hook.server.port}"
+    _, r = run_check(emu, kubeconfig_for, capsys)
+    assert r["webhooks"]["verdict"] == "ok", r["webhooks"]
+    assert any("/services/https:gangscale-webhook:443/proxy/healthz" in q.path for q in emu.requests)
+
+
+def test_a_native_gangs_min_count_is_read_from_the_api_server_so_its_pods_are_judged_as_the_gang(
+        make_emulator, client_for, hook_factory):  # noqa: F811
+    from gangscale.webhook.lookup import kube_lookup
+    from tests.builders import podgroup
+
+    emu = make_emulator(release="1.36")  # serves scheduling.k8s.io/v1alpha2 PodGroups
+    emu.apply(podgroup("train", "default", min_count=40))
+    hook = hook_factory(lookup=kube_lookup(client_for(emu), frozenset(["scheduling.k8s.io/v1alpha2"])))
+    r = hook.review(pod("train-0", group="train", gpu=1, tolerations=[{"operator": "Exists"}]))
+    assert not r["allowed"] and "gpu-a: maxSize 4 holds 32 of 40 pods" in r["status"]["message"]
+    assert emu.count("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/train") == 1
+    r = hook.review(pod("other-0", group="other", gpu=1, tolerations=[{"operator": "Exists"}]))
+    assert r["allowed"]  # no such group (yet): the pod is judged alone
