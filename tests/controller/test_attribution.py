@@ -29,10 +29,14 @@ from gangscale.controller.lifecycle import (
     Rules,
     transition,
 )
+from gangscale.controller.gates import decide
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.reservations import owned_in_flight, reserved_registered, reserved_upcoming
-from gangscale.ingest import CAPACITY_GATE
+from gangscale.ingest import CAPACITY_GATE, ingest
 from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
+from gangscale.planner import OFF, make_plan
+from gangscale.snapshot import SnapshotPolicy, build_snapshot
+from gangscale.solver.params import SolveOptions
 
 T0 = 1_800_000_000.0
 A = GangKey("default", "a", API_PODGROUP_V1ALPHA2)
@@ -205,3 +209,40 @@ def test_a_launch_failure_gives_back_only_the_launches_in_flight_not_the_nodes_t
     out, actions, _ = transition(records, None, LaunchesFailed((GroupFailure("cpu", "capacity", "ICE"),)), T0 + 60)
     assert Release(A, {"cpu": 2}, ReleaseWhy.LAUNCH_FAILED, "ICE") in actions
     assert (out[A].requested, out[A].nodes) == ({"cpu": 1}, {"cpu": ("n1",)})
+
+
+# ---------------------------------------------------------------- gates: a gang's own nodes are its capacity
+
+
+def gated_gang(name: str, members: int, cpu: str) -> list[dict]:
+    return [podgroup(name, min_count=members),
+            *(pod(f"{name}{i}", cpu=cpu, group=name, schedulingGates=[{"name": CAPACITY_GATE}]) for i in range(members))]
+
+
+def test_a_gang_the_plan_put_on_a_node_on_its_way_is_released_onto_its_own_ready_node_left_empty():
+    # the solver sees no difference between an upcoming node and a Ready one bought for the gang; the gate does
+    objs = [*gated_gang("a", 2, "6"), node("n1", group="cpu"), node("n2", group="cpu")]
+    groups, _ = parse_catalog([group("cpu", current=3, max_size=10)])
+    cluster = ingest(objs)
+    (a,) = (g.gang_key for g in cluster.gangs)
+    snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved_nodes={"n1": a, "n2": a}))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    plan = plan.model_copy(update={"existing_nodes": {"n1": ["default/a0"], "cpu/upcoming-1": ["default/a1"]}})
+    d = decide(cluster.gangs, plan, snap, lambda g: True)
+    assert [(x.gang.name, len(x.pods)) for x in d.lifts] == [("a", 2)] and not d.held
+
+
+def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_held_gang_whole():
+    # b's planned node is Ready, but the scheduler (LeastAllocated) would put b on n1, which arrived for a (still
+    # waiting for its second node); a could then only start on the node on its way for c: b waits instead
+    objs = [*gated_gang("a", 2, "12"), *gated_gang("b", 1, "6"), *gated_gang("c", 1, "12"),
+            node("n1", cpu="16", mem="64Gi", group="big"), node("n3", cpu="8")]
+    groups, _ = parse_catalog([group("big", cpu="16", mem="64Gi", current=3, max_size=10)])
+    cluster = ingest(objs)
+    a, b, c = (g.gang_key for g in cluster.gangs)
+    snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved={"big": (a, c)}, reserved_nodes={"n1": a}))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    assert plan.existing_nodes["n3"] == ["default/b0"]
+    d = decide(cluster.gangs, plan, snap, lambda g: True)
+    assert [x.gang.name for x in d.lifts] == []
+    assert "which the plan keeps for" in d.held[b] and str(a) in d.held[b]
