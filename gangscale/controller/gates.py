@@ -7,11 +7,12 @@ snapshot, never an upcoming or a new one), and (3) the scheduler model (`gangsca
 simulate`, on the live nodes with the pods already in the scheduler's queue, under every seed of
 `SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
 a node the plan gave to a gang still held (or that arrived for one: a node reserved for it), leaves
-that gang room to start on the nodes the plan counts on for it (live, upcoming and new). A gang's
-own reserved nodes are its capacity: the plan places its pods there, and the scheduler model sees
-them without the planner-only reservation taint, as kube-scheduler does, and a pod the plan put on a
-node still on its way counts as placed on one of the gang's own Ready nodes the plan left empty, where
-it fits there (the solver sees no difference between the two; the gate does). Held gangs are tried in `release_order` (priority, then
+that gang room to start on the nodes it may count on (live and upcoming nodes not reserved for a
+third gang, and the new nodes the plan buys for it). A gang's own reserved nodes are its capacity:
+the plan places its pods there, the scheduler model sees them without the planner-only reservation
+taint, as kube-scheduler does, and a pod the plan put on a node still on its way counts as placed on
+one of the gang's own Ready nodes the plan left empty, where it fits (the solver sees no difference
+between the two; the gate does). Held gangs are tried in `release_order` (priority, then
 the biggest per-pod GPU / extended-resource request first, then the gang with the fewest node groups
 to go to), so a big-GPU gang is released before the small pods that could take its nodes, an
 H100-only gang before an any-8-GPU gang that could take its H100 nodes, and a small gang whose pods would land on a still-held

@@ -286,19 +286,22 @@ class Expire:
 
 @dataclass(frozen=True, slots=True)
 class NodeSeen:
-    """A registered, Ready Node of a discovered group, as attribution needs it."""
+    """A registered Node of a discovered group, as attribution needs it."""
 
     name: str
     group: str
     created: float  # creationTimestamp, epoch seconds (0: unknown, never attributed as an arrival)
     idle: bool  # no pod but DaemonSets' bound to it
+    ready: bool = True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
 
 
 @dataclass(frozen=True, slots=True)
 class Registered:
-    """The registered nodes of every discovered group this pass (the whole list: a node missing is gone)."""
+    """The registered nodes of the discovered `groups` this pass (the whole list: a node of one of them that
+    is missing is gone; nodes of a group not discovered this pass are left as they were)."""
 
     nodes: tuple[NodeSeen, ...]
+    groups: frozenset[str]
     skew: float = 0.0  # a node created this much before a request may still be its
 
 
@@ -520,7 +523,8 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
             if rec.state != GangState.PROVISIONING or in_flight <= 0:
                 continue
             step.actions.append(Release(key, {f.group: in_flight}, ReleaseWhy.LAUNCH_FAILED, f.message))
-            requested = {**_without(rec.requested, f.group), **({f.group: rec.arrived(f.group)} if rec.arrived(f.group) else {})}
+            arrived = {f.group: rec.arrived(f.group)} if rec.arrived(f.group) else {}
+            requested = {**_without(rec.requested, f.group), **arrived}
             step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None), requested=requested)
 
 
@@ -745,7 +749,8 @@ def _registered(step: _Step, report: Registered) -> None:
     for rec in list(step.records.values()):
         if not rec.nodes:
             continue
-        nodes = {g: tuple(n for n in names if n in seen and seen[n].group == g) for g, names in rec.nodes.items()}
+        nodes = {g: tuple(n for n in names if g not in report.groups or (n in seen and seen[n].group == g))
+                 for g, names in rec.nodes.items()}
         gone = {g: len(rec.nodes[g]) - len(kept) for g, kept in nodes.items() if len(kept) < len(rec.nodes[g])}
         taken.update(n for names in nodes.values() for n in names)
         if gone:
@@ -753,7 +758,7 @@ def _registered(step: _Step, report: Registered) -> None:
             step.put(rec, nodes={g: k for g, k in nodes.items() if k},
                      requested={g: n for g, n in requested.items() if n > 0})
     for node in sorted(report.nodes, key=lambda n: (n.created, n.name)):
-        if node.name in taken or not node.idle or node.created <= 0:
+        if node.name in taken or not (node.idle and node.ready) or node.created <= 0:
             continue
         owner = _owner(step.records.values(), node, report.skew)
         if owner is not None:
@@ -763,6 +768,6 @@ def _registered(step: _Step, report: Registered) -> None:
 
 def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
     """The oldest request still waiting for a node of `node`'s group that may have launched it."""
-    waiting = [r for r in records if r.state != GangState.CANCELLED and r.requested.get(node.group, 0) > r.arrived(node.group)
-               and node.created >= r.requested_at - skew]
+    waiting = [r for r in records if r.state != GangState.CANCELLED
+               and r.requested.get(node.group, 0) > r.arrived(node.group) and node.created >= r.requested_at - skew]
     return min(waiting, key=lambda r: (r.requested_at, r.gang), default=None)

@@ -214,13 +214,14 @@ class Reconciler:
                 self.actuator.refresh(cluster)
 
     def _registered(self, cluster: Cluster, now: float) -> None:
-        """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are forgotten."""
+        """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are
+        forgotten."""
         if not any(holds(r) for r in self.state.records.values()):
             return
         busy = busy_nodes(cluster)
-        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy)
-                     for n in cluster.nodes if n.ready and n.node_group in self.groups)
-        self._step(None, Registered(seen, REGISTRATION_SKEW), cluster, now)
+        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy, n.ready)
+                     for n in cluster.nodes if n.node_group in self.groups)
+        self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
 
     def _reserved_nodes(self) -> set[str]:
         """Registered nodes that arrived for a gang still waiting for them: never given back for another reason."""

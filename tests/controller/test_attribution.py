@@ -170,11 +170,13 @@ def test_an_arrival_goes_to_the_oldest_request_that_can_own_it_and_never_to_a_ne
     records = {A: waiting(A, T0), B: waiting(B, T0 + 50)}
     seen = (NodeSeen("old", "cpu", T0 - 60, True),  # there before any request: nobody's
             NodeSeen("busy", "cpu", T0 + 10, False),  # registered and already running a pod: not an arrival
+            NodeSeen("late", "cpu", T0 + 110, True, ready=False),  # registered, not Ready yet: still on its way
             NodeSeen("n2", "cpu", T0 + 120, True), NodeSeen("n1", "cpu", T0 + 100, True))
-    out, actions, _ = transition(records, None, Registered(seen, 5.0), T0 + 130)
+    out, actions, _ = transition(records, None, Registered(seen, frozenset({"cpu"}), 5.0), T0 + 130)
     assert (out[A].nodes, out[B].nodes, actions) == ({"cpu": ("n1",)}, {"cpu": ("n2",)}, ())
     assert reserved_upcoming(out.values()) == {} and reserved_registered(out.values()) == {"n1": A, "n2": B}
-    early = transition({B: waiting(B, T0 + 50)}, None, Registered((NodeSeen("n1", "cpu", T0 + 20, True),), 5.0), T0 + 60)
+    before = Registered((NodeSeen("n1", "cpu", T0 + 20, True),), frozenset({"cpu"}), 5.0)
+    early = transition({B: waiting(B, T0 + 50)}, None, before, T0 + 60)
     assert early[0][B].nodes == {}  # created before b's request: not launched for it
 
 
@@ -187,8 +189,11 @@ def test_a_gangs_registered_node_leaves_its_upcoming_reservations_and_what_it_ow
 
 def test_an_attributed_node_that_is_gone_is_no_longer_held():
     records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1", "n2")})}
-    out, _, _ = transition(records, None, Registered((NodeSeen("n2", "cpu", T0 + 100, True),), 5.0), T0 + 200)
+    seen = (NodeSeen("n2", "cpu", T0 + 100, True, ready=False),)  # NotReady for a moment: still there
+    out, _, _ = transition(records, None, Registered(seen, frozenset({"cpu"}), 5.0), T0 + 200)
     assert (out[A].nodes, out[A].requested) == ({"cpu": ("n2",)}, {"cpu": 1})
+    undiscovered = transition(records, None, Registered((), frozenset(), 5.0), T0 + 200)[0]
+    assert undiscovered[A] == records[A]  # a group the cloud did not list this pass: nothing is forgotten
 
 
 def test_the_record_ending_at_its_deadline_gives_up_its_registered_nodes():
