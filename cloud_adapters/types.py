@@ -28,6 +28,7 @@ class Node:
     unschedulable: bool = False
     node_group: str | None = None
     provider_id: str = ""
+    created: str = ""  # metadata.creationTimestamp (RFC 3339): when it registered
 
 
 @dataclass(frozen=True, slots=True)

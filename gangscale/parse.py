@@ -227,6 +227,7 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         unschedulable=spec.get("unschedulable") is True or str(spec.get("unschedulable")).lower() == "true",
         node_group=labels.get(node_group_label),
         provider_id=str(spec.get("providerID") or ""),
+        created=_timestamp(meta.get("creationTimestamp")),
     )
 
 

@@ -26,7 +26,7 @@ from .model import Gang, GangKey, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
 from .warnlog import summarise
 
-RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on an upcoming node reserved for one gang
+RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on a node reserved for one gang (on its way or arrived)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class NodeView:
     free: dict[str, int]
     node_group: str | None = None
     upcoming: bool = False
-    reserved_for: GangKey | None = None  # an upcoming node bought for this gang: only its pods may use it
+    reserved_for: GangKey | None = None  # a node bought for this gang (upcoming or arrived): only its pods may use it
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,8 @@ class SnapshotPolicy:
 
     `reserved`: per node group, the gangs its upcoming nodes were bought for, one entry per node in
     the order they were bought; the first upcoming nodes of the group are reserved for them in turn.
+    `reserved_nodes`: registered node name -> the gang it arrived for and that still waits for it; the
+    node is reserved for that gang as an upcoming one would be.
     `priority`: the priority to plan a gang at (ageing lifts a long-waiting gang).
     `held`: gangs not to plan this time, with the decision and why (applies to gangs the snapshot
     would otherwise plan).
@@ -62,6 +64,7 @@ class SnapshotPolicy:
     reserved: Mapping[str, tuple[GangKey, ...]] = field(default_factory=dict)
     priority: Mapping[GangKey, int] = field(default_factory=dict)
     held: Mapping[GangKey, PreDecision] = field(default_factory=dict)
+    reserved_nodes: Mapping[str, GangKey] = field(default_factory=dict)
 
     def holding(self, more: Mapping[GangKey, PreDecision]) -> SnapshotPolicy:
         """The same policy, holding `more` gangs back as well."""
@@ -106,13 +109,17 @@ def pre_decide(g: Gang) -> PreDecision | None:
     return None
 
 
+def _reserved_for(owner: GangKey | None) -> tuple[Taint, ...]:
+    return (Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ()
+
+
 def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView]:
     """A group's nodes on their way; the first ones carry the reservations the policy names."""
     owners = policy.reserved.get(g.name, ())
     views = []
     for i in range(count):
         owner = owners[i] if i < len(owners) else None
-        taints = g.taints + ((Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ())
+        taints = g.taints + _reserved_for(owner)
         views.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), taints, dict(g.allocatable), g.name,
                               True, owner))
     return views
@@ -151,7 +158,9 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         labels = dict(n.labels)
         labels.setdefault("kubernetes.io/hostname", n.name)
         labels["metadata.name"] = n.name  # for matchFields
-        nodes.append(NodeView(n.name, labels, n.taints, free, n.node_group if n.node_group in known else None))
+        owner = policy.reserved_nodes.get(n.name)
+        nodes.append(NodeView(n.name, labels, n.taints + _reserved_for(owner), free,
+                              n.node_group if n.node_group in known else None, reserved_for=owner))
 
     decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or policy.held.get(g.gang_key)) is not None}
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)

@@ -176,8 +176,10 @@ class Engine:
         spec: dict[str, Any] = {"providerID": f"sim:///{zone}/{iid}"}
         if g.taints:
             spec["taints"] = [{"key": x.key, "value": x.value, "effect": x.effect} for x in g.taints]
+        created = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # as the API server sets it
         return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": iid, "labels": {**g.labels, NODE_GROUP_LABEL: group, "kubernetes.io/hostname": iid}},
+                "metadata": {"name": iid, "creationTimestamp": created,
+                             "labels": {**g.labels, NODE_GROUP_LABEL: group, "kubernetes.io/hostname": iid}},
                 "spec": spec, "status": {"allocatable": alloc, "capacity": alloc,
                                          "conditions": [{"type": "Ready", "status": "True"}]}}
 

@@ -158,9 +158,10 @@ class Actuator:
             return exc
         return None
 
-    def release(self, action: Release, cluster: Cluster) -> ReleaseResult:
-        """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node."""
-        busy = busy_nodes(cluster)
+    def release(self, action: Release, cluster: Cluster, keep: Iterable[str] = ()) -> ReleaseResult:
+        """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node,
+        nor one of `keep` (nodes that arrived for a gang still waiting for them)."""
+        busy = busy_nodes(cluster) | set(keep)
         node_of = {instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id}
         by_group: dict[str, int] = {}
         errors: list[CloudError] = []

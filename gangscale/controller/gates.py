@@ -6,8 +6,13 @@ pod the plan placed for it is on a registered, Ready, schedulable node (a live n
 snapshot, never an upcoming or a new one), and (3) the scheduler model (`gangscale.scheduling.
 simulate`, on the live nodes with the pods already in the scheduler's queue, under every seed of
 `SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
-a node the plan gave to a gang still held, leaves that gang room to start on the nodes the plan
-counts on for it (live, upcoming and new). Held gangs are tried in `release_order` (priority, then
+a node the plan gave to a gang still held (or that arrived for one: a node reserved for it), leaves
+that gang room to start on the nodes it may count on (live and upcoming nodes not reserved for a
+third gang, and the new nodes the plan buys for it). A gang's own reserved nodes are its capacity:
+the plan places its pods there, the scheduler model sees them without the planner-only reservation
+taint, as kube-scheduler does, and a pod the plan put on a node still on its way counts as placed on
+one of the gang's own Ready nodes the plan left empty, where it fits (the solver sees no difference
+between the two; the gate does). Held gangs are tried in `release_order` (priority, then
 the biggest per-pod GPU / extended-resource request first, then the gang with the fewest node groups
 to go to), so a big-GPU gang is released before the small pods that could take its nodes, an
 H100-only gang before an any-8-GPU gang that could take its H100 nodes, and a small gang whose pods would land on a still-held
@@ -31,7 +36,7 @@ from ..model import Gang, GangKey, Pod
 from ..plan import Plan
 from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate
 from ..scheduling.scores import is_scalar
-from ..snapshot import ClusterSnapshot
+from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
 # the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
@@ -159,6 +164,9 @@ class _World:
         for pod_key, node in self.where.items():
             if pod_key in gang_of:
                 self.claims.setdefault(node, set()).add(gang_of[pod_key])
+        for v in self.snap.nodes:  # a node that arrived for a gang is its capacity, whatever this plan did with it
+            if v.reserved_for is not None and not v.upcoming:
+                self.claims.setdefault(v.name, set()).add(v.reserved_for)
 
     def run(self, extra: Mapping[GangKey, set[str]], seed: int) -> SimResult:
         """The scheduler on the live nodes, with the ungated pods and those `extra` releases queued."""
@@ -177,14 +185,19 @@ class _World:
         return self.baseline[seed]
 
     def still_fits(self, held: Gang, after: SimResult, seed: int) -> bool:
-        """Whether `held`'s planned pods still start on every node the plan counts on (live, upcoming and
-        new), once the pods of `after` are bound where the scheduler put them."""
+        """Whether `held`'s planned pods still start on the nodes it may count on (live and upcoming ones not
+        reserved for another gang, and the new nodes the plan buys for it), once the pods of `after` are bound
+        where the scheduler put them. Nodes bought for other gangs are not its to fall back on: counting them
+        let a release take a node that had arrived for a held gang, which then waited for (and was bought)
+        one more."""
         mine = {p.key for p in held.pending}
         pods = {p.key: p for g in self.gangs for p in g.pending if p.key not in mine}
         bound = list(self.snap.bound) + [replace(pods[k], node_name=n) for k, n in after.placement.items() if k in pods]
         known = {g.name for g in self.snap.groups}
-        nodes = nodes_from_views(self.snap.nodes, self.snap.bound) + planned_nodes(
-            self.snap.groups, [name for name in self.new_groups if name in known])
+        own = {self.where[k] for k in mine if k in self.where}
+        views = [v for v in self.snap.nodes if v.reserved_for in (None, held.gang_key)]
+        nodes = nodes_from_views(views, self.snap.bound) + [n for n in planned_nodes(
+            self.snap.groups, [name for name in self.new_groups if name in known]) if n.name in own]
         planned = [p for p in held.pending if p.key in self.where]
         res = simulate(nodes, [replace(held, pending=planned)], bound=bound, config=self.config, seed=seed)
         return held.gang_key in res.started
@@ -232,6 +245,50 @@ def _placement(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[str, str], set[s
     return where, {v.name for v in snap.nodes if not v.upcoming}
 
 
+_Spare = list[tuple[NodeView, dict[str, int]]]  # a gang's own Ready nodes, with the room its planned pods leave
+
+
+def _spare_own_nodes(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot) -> dict[GangKey, _Spare]:
+    """Per held gang, the Ready nodes that arrived for it (reserved for it) that no released pod is planned on."""
+    gated_pods = {p.key for g in held for p in g.pending if gated(p)}
+    used = {node for pod, node in where.items() if pod not in gated_pods}
+    spare: dict[GangKey, _Spare] = {}
+    for v in snap.nodes:
+        if v.reserved_for is not None and not v.upcoming and v.name not in used:
+            spare.setdefault(v.reserved_for, []).append((v, dict(v.free)))
+    for g in held:
+        for v, free in spare.get(g.gang_key, []):
+            for p in g.pending:  # its own pods the plan already put there take their room
+                if where.get(p.key) == v.name:
+                    for r, n in p.requests.items():
+                        free[r] = free.get(r, 0) - n
+    return spare
+
+
+def _fits(p: Pod, v: NodeView, free: Mapping[str, int]) -> bool:
+    taints = [t for t in v.taints if t.key != RESERVED_TAINT]  # its own reservation: the pod's gang owns it
+    return placement_allows(p.placement, v.labels, taints) and all(free.get(r, 0) >= n for r, n in p.requests.items())
+
+
+def _on_own_nodes(held: Sequence[Gang], where: dict[str, str], live: set[str], snap: ClusterSnapshot) -> dict[str, str]:
+    """`where`, with each held gang's pods that the plan put on nodes not yet Ready moved to the Ready nodes that
+    arrived for that gang (reserved for it), where they fit. Those nodes are its capacity: the solver sees no
+    difference between them and a node on its way, but the gate does; and observe mode's repair may have put a
+    still-gated pod of another gang there (the scheduler model ignores reservations), which only the gate lets
+    through, so such a node counts as free for its own gang."""
+    spare = _spare_own_nodes(held, where, snap)
+    out = dict(where)
+    for g in held:
+        own = spare.get(g.gang_key, [])
+        for p in (p for p in g.pending if own and p.key in where and where[p.key] not in live):
+            found = next(((v, free) for v, free in own if _fits(p, v, free)), None)
+            if found is not None:
+                for r, n in p.requests.items():
+                    found[1][r] = found[1].get(r, 0) - n
+                out[p.key] = found[0].name
+    return out
+
+
 def _ready(g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, str], live: set[str]
            ) -> tuple[list[Pod], str]:
     """The gated pods to release once the checks pass, or why the gang's capacity is not Ready."""
@@ -257,6 +314,7 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
     held_gangs = release_order((g for g in mine if holding(g)), placement_choices(snap))
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     where, live = _placement(plan, snap)
+    where = _on_own_nodes(held_gangs, where, live, snap)
     world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])
     still_held = {g.gang_key: g for g in held_gangs}
     held: dict[GangKey, str] = {}

@@ -21,7 +21,10 @@ The reports, in the order a pass produces them:
 - `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some;
 - `Released`: what the cloud actually gave back, for the reasons and events;
 - `Recovered` (after a restart): what became of scale-up calls a record booked
-  and never confirmed (launched instances adopted, or nothing to keep).
+  and never confirmed (launched instances adopted, or nothing to keep);
+- `Registered`: the registered Nodes of the groups records hold capacity in; a node
+  that registered after a record's request, idle, is attributed to it (`Record.nodes`,
+  see `_registered`) and stays that gang's until it binds or the record gives it up.
 
 Write-ahead calls: `Booked` gives every record an `attempt` and, per group, the
 client token of the call that buys its nodes there (`Record.calls`, derived
@@ -111,6 +114,9 @@ class Record:
     # write-ahead: group -> (desired capacity below this record's share, nodes booked) for a cloud call whose
     # outcome is not recorded yet; settled by `Confirmed` (a restart) or by `Applied` (the same pass)
     unconfirmed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # group -> names of the registered nodes of `requested` that arrived for this record (never more than
+    # requested there): reserved for the gang while it waits, so no later plan gives them away
+    nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def key(self) -> GangKey:
@@ -127,6 +133,8 @@ class Record:
             out["calls"] = {g: [t, n] for g, (t, n) in self.calls.items()}
         if self.unconfirmed:
             out["unconfirmed"] = {g: [base, n] for g, (base, n) in self.unconfirmed.items()}
+        if self.nodes:
+            out["nodes"] = {g: list(names) for g, names in self.nodes.items()}
         return out
 
     @classmethod
@@ -138,7 +146,12 @@ class Record:
         known["attempt"] = int(known.get("attempt") or 0)
         known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
         known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
+        known["nodes"] = {str(g): tuple(str(n) for n in names) for g, names in dict(known.get("nodes") or {}).items()}
         return cls(**known)
+
+    def arrived(self, group: str) -> int:
+        """How many of the nodes bought for it in `group` have registered (and are attributed to it)."""
+        return len(self.nodes.get(group, ()))
 
 
 def client_token(members: Iterable[Record], group: str, unit: Mapping[str, int]) -> str:
@@ -273,6 +286,27 @@ class Expire:
     rules: Rules
 
 
+@dataclass(frozen=True, slots=True)
+class NodeSeen:
+    """A registered Node of a discovered group, as attribution needs it."""
+
+    name: str
+    group: str
+    created: float  # creationTimestamp, epoch seconds (0: unknown, never attributed as an arrival)
+    idle: bool  # no pod but DaemonSets' bound to it
+    ready: bool = True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """The registered nodes of the discovered `groups` this pass (the whole list: a node of one of them that
+    is missing is gone; nodes of a group not discovered this pass are left as they were)."""
+
+    nodes: tuple[NodeSeen, ...]
+    groups: frozenset[str]
+    skew: float = 0.0  # a node created this much before a request may still be its
+
+
 # ----------------------------------------------------------------- outputs
 
 
@@ -350,7 +384,7 @@ class Latency:
     seconds: float
 
 
-Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered]
+Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -376,6 +410,8 @@ def transition(records: Records, plan: Plan | None, report: Report, now: float) 
         _released(step, report)
     elif isinstance(report, Recovered):
         _recovered(step, report)
+    elif isinstance(report, Registered):
+        _registered(step, report)
     else:  # pragma: no cover - a new report type without a handler
         raise TypeError(f"unknown report {type(report).__name__}")
     return step.records, tuple(step.actions), tuple(step.events)
@@ -395,17 +431,25 @@ class _Step:
         if rec.state != state:
             self.events.append(StateChanged(rec.key, rec.state, state, reason))
             changes["since"] = self.now
-        new = replace(rec, state=state, reason=reason, **changes)
+        new = _attributed_within(replace(rec, state=state, reason=reason, **changes))
         self.records[rec.key] = new
         return new
 
     def put(self, rec: Record, **changes: Any) -> Record:
-        new = replace(rec, **changes)
+        new = _attributed_within(replace(rec, **changes))
         self.records[rec.key] = new
         return new
 
     def emit(self, target: EventTarget, reason: str, message: str, warning: bool = False) -> None:
         self.events.append(GangEvent(target, reason, message, warning))
+
+
+def _attributed_within(rec: Record) -> Record:
+    """A record never has more arrived nodes in a group than it holds there: what it gives up ends theirs too."""
+    if not rec.nodes:
+        return rec
+    nodes = {g: names[:rec.requested.get(g, 0)] for g, names in rec.nodes.items() if rec.requested.get(g, 0) > 0}
+    return rec if nodes == rec.nodes else replace(rec, nodes=nodes)
 
 
 def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: float) -> bool:
@@ -428,7 +472,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     if rec is not None and holds(rec):
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      state=GangState.PROVISIONING)
+                      state=GangState.PROVISIONING, nodes=dict(rec.nodes))
     step.records[g.key] = new
     return new
 
@@ -471,15 +515,19 @@ def _confirmed(step: _Step, report: Confirmed) -> None:
 
 
 def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
-    """Back the group off and take back what gangs still wait for there, so they are re-planned now."""
+    """Back the group off and take back what gangs still wait for there, so they are re-planned now.
+
+    Nodes that already arrived for a gang stay its own (reserved): only the launches in flight go back."""
     for f in report.failures:
         step.actions.append(BackOff(f.group, f.kind, f.message))
         for key, rec in list(step.records.items()):
-            if rec.state != GangState.PROVISIONING or not rec.requested.get(f.group):
+            in_flight = rec.requested.get(f.group, 0) - rec.arrived(f.group)
+            if rec.state != GangState.PROVISIONING or in_flight <= 0:
                 continue
-            step.actions.append(Release(key, {f.group: rec.requested[f.group]}, ReleaseWhy.LAUNCH_FAILED, f.message))
-            step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None),
-                     requested=_without(rec.requested, f.group))
+            step.actions.append(Release(key, {f.group: in_flight}, ReleaseWhy.LAUNCH_FAILED, f.message))
+            arrived = {f.group: rec.arrived(f.group)} if rec.arrived(f.group) else {}
+            requested = {**_without(rec.requested, f.group), **arrived}
+            step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None), requested=requested)
 
 
 def _launch_failed_reason(group: str, why: str, released: int | None) -> str:
@@ -683,3 +731,45 @@ def _recovered(step: _Step, report: Recovered) -> None:
             step.put(rec, calls=calls, requested=kept,
                      reason=f"the scale-up of {out.group} did not complete before a restart "
                             f"({out.note or 'nothing launched'}); re-planning")
+
+
+# ------------------------------------------------------------ arrived nodes
+
+
+def _registered(step: _Step, report: Registered) -> None:
+    """Forget attributed nodes that are gone (and the capacity they were), then attribute the new arrivals.
+
+    A registered node is a record's arrival when the record holds more nodes in the node's group than have
+    arrived for it, the node was created at or after the record's request (its creationTimestamp, less
+    `skew`), it is idle, and no other record has it. Not every cloud says which launch an instance came from
+    (an ASG or an EKS node group only grows a desired capacity; aws-fleet and `simulated` return instance
+    ids, but one call buys for several gangs), and a group's nodes are identical: so of the records that may
+    own a node, the oldest request takes it. What each record holds is kept exact, whichever node it is.
+    """
+    seen = {n.name: n for n in report.nodes}
+    taken: set[str] = set()
+    for rec in list(step.records.values()):
+        if not rec.nodes:
+            continue
+        nodes = {g: tuple(n for n in names if g not in report.groups or (n in seen and seen[n].group == g))
+                 for g, names in rec.nodes.items()}
+        gone = {g: len(rec.nodes[g]) - len(kept) for g, kept in nodes.items() if len(kept) < len(rec.nodes[g])}
+        taken.update(n for names in nodes.values() for n in names)
+        if gone:
+            requested = {g: n - gone.get(g, 0) for g, n in rec.requested.items()}
+            step.put(rec, nodes={g: k for g, k in nodes.items() if k},
+                     requested={g: n for g, n in requested.items() if n > 0})
+    for node in sorted(report.nodes, key=lambda n: (n.created, n.name)):
+        if node.name in taken or not (node.idle and node.ready) or node.created <= 0:
+            continue
+        owner = _owner(step.records.values(), node, report.skew)
+        if owner is not None:
+            step.put(owner, nodes={**owner.nodes, node.group: owner.nodes.get(node.group, ()) + (node.name,)})
+            taken.add(node.name)
+
+
+def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
+    """The oldest request still waiting for a node of `node`'s group that may have launched it."""
+    waiting = [r for r in records if r.state != GangState.CANCELLED
+               and r.requested.get(node.group, 0) > r.arrived(node.group) and node.created >= r.requested_at - skew]
+    return min(waiting, key=lambda r: (r.requested_at, r.gang), default=None)

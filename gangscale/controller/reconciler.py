@@ -5,7 +5,10 @@ only in `lifecycle.transition` (pure); the cloud is touched only through the
 `Actuator`, and only by the leader in `enforce` mode (in `dry-run` it plans,
 reports and emits events, and changes nothing); controller policy
 (reservations, ageing, held gangs) goes into `build_snapshot` as a
-`SnapshotPolicy`, so no snapshot object is changed after it is built. The
+`SnapshotPolicy`, so no snapshot object is changed after it is built. Nodes
+that registered for a waiting gang are attributed to its record before the
+plan (`Registered`) and stay reserved for it: no plan, release or scale-down
+gives them to another gang. The
 scale-up's records are saved before the cloud is called (write-ahead), with
 the client token of each call; a pass that starts with a token still in a
 record (a crash or a deposed leader left it) first settles that call: the
@@ -56,27 +59,32 @@ from .lifecycle import (
     GangFacts,
     GangState,
     LaunchesFailed,
+    NodeSeen,
     Record,
     Release,
     Recovered,
+    Registered,
     Released,
     ReleaseOutcome,
     Report,
     Rules,
     StateChanged,
     Takeover,
+    holds,
     transition,
 )
 from ..apply import atomic_units_with_gangs
-from .limits import gang_limits, inflight_by_namespace, plan_within_caps
+from .limits import gang_limits, inflight_by_namespace, parse_time, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
-from .reservations import attribute_new_nodes, owned_in_flight, pods_on_upcoming, reserved_upcoming
+from .reservations import (attribute_new_nodes, owned_in_flight, pods_on_upcoming, reserved_registered,
+                           reserved_upcoming)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
+REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
 
@@ -146,6 +154,7 @@ class Reconciler:
             self._confirm(cluster, now)
             if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
                 cluster, _ = self.actuator.refresh(cluster)
+            self._registered(cluster, now)
         snap, plan = self._plan(cluster, warnings, now)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
@@ -206,6 +215,20 @@ class Reconciler:
         failures = self.actuator.launch_failures(watched)
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
+    def _registered(self, cluster: Cluster, now: float) -> None:
+        """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are
+        forgotten."""
+        if not any(holds(r) for r in self.state.records.values()):
+            return
+        busy = busy_nodes(cluster)
+        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy, n.ready)
+                     for n in cluster.nodes if n.node_group in self.groups)
+        self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
+
+    def _reserved_nodes(self) -> set[str]:
+        """Registered nodes that arrived for a gang still waiting for them: never given back for another reason."""
+        return set(reserved_registered(self.state.records.values()))
+
     def _policy(self, cluster: Cluster, now: float) -> SnapshotPolicy:
         """What the controller decides around the planner: reservations, cooling, size limits, ageing."""
         records = self.state.records
@@ -213,7 +236,8 @@ class Reconciler:
         open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.gang_key not in held]
         first_seen = {k: r.first_seen for k, r in records.items()}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
-        return SnapshotPolicy(reserved_upcoming(records.values()), lifted, {**held, **refused})
+        return SnapshotPolicy(reserved_upcoming(records.values()), lifted, {**held, **refused},
+                              reserved_registered(records.values()))
 
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
@@ -325,7 +349,7 @@ class Reconciler:
         outcomes = []
         for a in actions:
             if isinstance(a, Release):
-                result = self.actuator.release(a, cluster)
+                result = self.actuator.release(a, cluster, keep=self._reserved_nodes())
                 for group, n in result.by_group.items():
                     self.metrics.released.labels(group, a.why.value).inc(n)
                 outcomes.append(ReleaseOutcome(a, result.released))
@@ -358,7 +382,7 @@ class Reconciler:
 
     def _scale_down(self, cluster: Cluster, plan: Plan, now: float) -> None:
         """Nodes of owned groups that stayed empty past the grace period go back, never below minSize."""
-        busy = busy_nodes(cluster) | set(plan.existing_nodes)
+        busy = busy_nodes(cluster) | set(plan.existing_nodes) | self._reserved_nodes()
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
                                                    self.cfg.empty_node_grace_seconds)
         for res in self.actuator.scale_down(due):

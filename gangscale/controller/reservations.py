@@ -1,10 +1,13 @@
 """Which gang the nodes on their way belong to, and which gang each newly bought node is for.
 
-Invariant: a node bought for a gang stays that gang's until it registers or
-the gang's record gives it up: the snapshot reserves it (`SnapshotPolicy.reserved`)
-so only that gang's pods may use it in the next plan, and the attribution of
-a plan's new nodes never counts a gang's own upcoming nodes twice. Pure
-functions of records, plan and snapshot.
+Invariant: a node bought for a gang stays that gang's until the gang binds or
+its record gives it up: on its way, the snapshot reserves one of the group's
+upcoming nodes for it (`SnapshotPolicy.reserved`); once registered, the node
+the record's `nodes` name (lifecycle `Registered` attributes arrivals) is
+reserved by name (`SnapshotPolicy.reserved_nodes`), so only that gang's pods
+may use it in the next plan and no other gang's upcoming node is taken for it.
+The attribution of a plan's new nodes never counts a gang's own nodes twice.
+Pure functions of records, plan and snapshot.
 """
 
 from __future__ import annotations
@@ -18,24 +21,33 @@ from ..snapshot import ClusterSnapshot
 from .lifecycle import GangState, Record, holds
 
 
+def _reserving(records: Iterable[Record]) -> list[Record]:
+    """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back)."""
+    return sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED), key=lambda r: r.requested_at)
+
+
 def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...]]:
-    """Per group, the gangs its upcoming nodes were bought for, one entry per node, oldest request first."""
+    """Per group, the gangs its upcoming nodes were bought for, one entry per node still on its way, oldest
+    request first (the nodes that arrived for a gang are reserved by name: `reserved_registered`)."""
     out: dict[str, list[GangKey]] = defaultdict(list)
-    provisioning = sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED),
-                          key=lambda r: r.requested_at)  # a cancelled gang's nodes are free until given back
-    for rec in provisioning:
+    for rec in _reserving(records):
         for group, n in rec.requested.items():
-            out[group].extend([rec.key] * n)
-    return {g: tuple(keys) for g, keys in out.items()}
+            out[group].extend([rec.key] * (n - rec.arrived(group)))
+    return {g: tuple(keys) for g, keys in out.items() if keys}
+
+
+def reserved_registered(records: Iterable[Record]) -> dict[str, GangKey]:
+    """Registered node name -> the gang it arrived for, while that gang waits for it."""
+    return {name: rec.key for rec in _reserving(records) for names in rec.nodes.values() for name in names}
 
 
 def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) -> dict[GangKey, dict[str, int]]:
-    """What each listed gang already has on its way, per group (its provisioning record)."""
+    """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
     out = {}
     for g in gangs:
         rec = records.get(g.gang_key)
         if rec is not None and holds(rec):
-            out[g.gang_key] = dict(rec.requested)
+            out[g.gang_key] = {grp: n - rec.arrived(grp) for grp, n in rec.requested.items() if n > rec.arrived(grp)}
     return out
 
 

@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import API_COSCHEDULING, API_VOLCANO, API_WORKLOAD
 from ..parse import FAMILY_COSCHED, FAMILY_NATIVE, FAMILY_VOLCANO, FAMILY_WORKLOAD, NATIVE_PODGROUP_APIS
@@ -32,6 +32,14 @@ SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+class GroupRef(NamedTuple):
+    """The group object a pod names: ingest's object key (family, namespace, name), not a gang's key."""
+
+    family: str
+    namespace: str
+    name: str
+
+
 class GroupLookup:
     """`(family, namespace, name) -> group object or None`, through `get(path)` (a KubeClient's, or a test's)."""
 
@@ -39,12 +47,12 @@ class GroupLookup:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._get, self._served, self._clock = get, served, clock
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, str], tuple[float, Mapping[str, Any] | None]] = {}
+        self._cache: dict[GroupRef, tuple[float, Mapping[str, Any] | None]] = {}
 
     def __call__(self, family: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         if not (NAME.fullmatch(namespace) and NAME.fullmatch(name)) or ".." in name:
             return None  # no object can have that name: never a request
-        key = (family, namespace, name)
+        key = GroupRef(family, namespace, name)
         now = self._clock()
         with self._lock:
             hit = self._cache.get(key)

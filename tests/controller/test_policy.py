@@ -9,7 +9,8 @@ import pytest
 from builders import group, node, pod, podgroup
 from gangscale.catalog import parse_catalog
 from gangscale.controller.events import involved_object
-from gangscale.controller.lifecycle import EventTarget
+from gangscale.controller.lifecycle import EventTarget, GangState, Record
+from gangscale.controller.reservations import reserved_registered, reserved_upcoming
 from gangscale.ingest import ingest
 from gangscale.model import (
     API_COSCHEDULING,
@@ -57,22 +58,30 @@ def test_a_reservation_beyond_the_nodes_on_their_way_gives_no_toleration():
     assert planned_b.pending[0].placement.tolerations == ()
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (simulator, gate mode): a gang keeps its reservations after its "
-                   "nodes registered, so they displace a newer gang's, and its registered nodes carry none, so the "
-                   "plan gives them away; skipping the oldest reservations made the hour trace worse with launch "
-                   "failures: registered nodes need real attribution to the gang they were bought for")
+def _holding(key: GangKey, at: float, nodes: tuple[str, ...] = ()) -> Record:
+    """A provisioning record of one cpu node bought at `at`; `nodes`: the registered ones attributed to it."""
+    return Record(str(key), key.namespace, key.name, key.api, "uid", GangState.PROVISIONING, "", at,
+                  requested={"cpu": 1}, requested_at=at, deadline=at + 900, nodes={"cpu": nodes} if nodes else {})
+
+
 def test_the_node_still_on_its_way_is_reserved_for_the_newer_gang_once_the_older_gangs_node_has_arrived():
     # a was bought for first and its node has registered (its pods still wait, e.g. gated); b's node is the one
-    # still on its way. Reserving that one for a left b without a node and bought b a second one.
+    # still on its way. Reserving that one for a left b without a node and bought b a second one; and a's
+    # registered node, reserved for nobody, went to whichever gang came next (c), so a was bought for twice.
     objs = [podgroup("a", min_count=1), pod("a0", cpu="6", group="a"),
-            podgroup("b", min_count=1), pod("b0", cpu="6", group="b"), node("cpu-1", group="cpu")]
+            podgroup("b", min_count=1), pod("b0", cpu="6", group="b"),
+            podgroup("c", min_count=1), pod("c0", cpu="6", group="c"), node("cpu-1", group="cpu")]
     groups, _ = parse_catalog([group("cpu", current=2, max_size=10)])
     cluster = ingest(objs)
-    a, b = (g.gang_key for g in cluster.gangs)
-    snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved={"cpu": (a, b)}))
+    a, b, c = (g.gang_key for g in cluster.gangs)
+    records = [_holding(a, 100.0, ("cpu-1",)), _holding(b, 200.0)]
+    policy = SnapshotPolicy(reserved=reserved_upcoming(records), reserved_nodes=reserved_registered(records))
+    snap = build_snapshot(cluster, groups, policy=policy)
     assert [v.reserved_for for v in snap.nodes if v.upcoming] == [b]
+    assert [v.reserved_for for v in snap.nodes if v.name == "cpu-1"] == [a]
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
-    assert [r.decision for r in plan.gangs] == ["fits-existing", "fits-existing"] and plan.new_nodes == []
+    assert [r.decision for r in plan.gangs] == ["fits-existing", "fits-existing", "scale-up"]
+    assert plan.existing_nodes["cpu-1"] == ["default/a0"] and [n.pods for n in plan.new_nodes] == [["default/c0"]]
 
 
 @pytest.mark.parametrize("api, kind, name", [

@@ -1,0 +1,253 @@
+"""Nodes bought for a gang stay its own once they register, until it binds or its record ends (issues 9/10).
+
+In gate mode a gang's pods stay gated until all its capacity is Ready; before attribution, a node that
+registered for it looked like an empty node to the next plan, which gave it to another gang and bought
+the held gang a second one. The reconciler runs in process with the simulated cloud; the lifecycle
+cases are pure `transition` calls.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from benchmarks.sim.policies import MemoryStore
+from builders import group, node, pod, podgroup
+from cloud_adapters.simulated import SimulatedProvider
+from gangscale.catalog import parse_catalog
+from gangscale.controller.config import ControllerConfig
+from gangscale.controller.lifecycle import (
+    Applied,
+    Expire,
+    GangState,
+    LaunchesFailed,
+    GroupFailure,
+    NodeSeen,
+    Record,
+    Registered,
+    Release,
+    ReleaseWhy,
+    Rules,
+    transition,
+)
+from gangscale.controller.gates import decide
+from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.reservations import owned_in_flight, reserved_registered, reserved_upcoming
+from gangscale.ingest import CAPACITY_GATE, ingest
+from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
+from gangscale.planner import OFF, make_plan
+from gangscale.snapshot import SnapshotPolicy, build_snapshot
+from gangscale.solver.params import SolveOptions
+
+T0 = 1_800_000_000.0
+A = GangKey("default", "a", API_PODGROUP_V1ALPHA2)
+B = GangKey("default", "b", API_PODGROUP_V1ALPHA2)
+C = GangKey("default", "c", API_PODGROUP_V1ALPHA2)
+RULES = Rules(True, 300.0, 120.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Lifter:
+    """Removes the gate from the test's own pod objects, as the API server applies the JSON patch."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        self.objects = objects
+        self.lifted: list[str] = []
+
+    def remove(self, namespace: str, name: str, ops) -> str | None:
+        for o in self.objects:
+            if o["kind"] == "Pod" and o["metadata"]["name"] == name:
+                o["spec"].pop("schedulingGates", None)
+                self.lifted.append(name)
+        return None
+
+
+def gang(name: str, members: int, *, priority: int | None = None) -> list[dict]:
+    gated = {"schedulingGates": [{"name": CAPACITY_GATE}]}
+    return [podgroup(name, min_count=members, priority=priority),
+            *(pod(f"{name}-{i}", cpu="6", group=name, priority=priority, **gated) for i in range(members))]
+
+
+def registered(sim: SimulatedProvider, index: int, at: float) -> dict:
+    """The Node of the group's `index`-th instance, as the kubelet registers it at `at`."""
+    iid = sorted(i.id for i in sim.instances("cpu"))[index]
+    n = node(iid, group="cpu")
+    n["spec"]["providerID"] = f"sim:///zone/{iid}"
+    n["metadata"]["creationTimestamp"] = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return n
+
+
+def controller(clock: Clock, max_size: int, objects: list[dict], store: MemoryStore | None = None
+               ) -> tuple[Reconciler, SimulatedProvider, Lifter]:
+    groups, _ = parse_catalog([group("cpu", max_size=max_size)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    lifter = Lifter(objects)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, pod_gates=lifter, store=store)
+    return r, sim, lifter
+
+
+def test_a_node_that_registered_for_a_held_gang_is_not_given_to_a_more_urgent_gang():
+    clock, objects = Clock(), gang("a", 2)
+    r, sim, lifter = controller(clock, 2, objects)
+    r.reconcile(objects, leader=True)
+    assert sim.target_size("cpu") == 2  # both of a's nodes bought
+    clock.now += 100
+    first = registered(sim, 0, clock.now)
+    objects += [first, *gang("c", 1, priority=100)]  # one of a's nodes is Ready; an urgent gang arrives
+    plan = r.reconcile(objects, leader=True)
+    name = first["metadata"]["name"]
+    assert r.record(A).nodes == {"cpu": (name,)} and r.record(A).requested == {"cpu": 2}
+    assert len(plan.existing_nodes[name]) == 1 and plan.existing_nodes[name][0] in ("default/a-0", "default/a-1")
+    decisions = {r_.name: r_.decision for r_ in plan.gangs}
+    assert decisions["a"] == "fits-existing" and decisions["c"] not in ("fits-existing", "scale-up")
+    assert lifter.lifted == [] and sim.target_size("cpu") == 2
+
+
+def test_a_held_gang_is_not_bought_for_twice_and_its_nodes_are_ordinary_once_it_has_bound():
+    clock, objects = Clock(), gang("a", 2)
+    r, sim, lifter = controller(clock, 10, objects)
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    first = registered(sim, 0, clock.now)
+    objects += [first, *gang("c", 1)]
+    plan = r.reconcile(objects, leader=True)
+    name = first["metadata"]["name"]
+    assert name not in plan.existing_nodes or all(p.startswith("default/a-") for p in plan.existing_nodes[name])
+    assert r.record(A).requested == {"cpu": 2} and r.record(C).requested == {"cpu": 1}
+    assert sim.target_size("cpu") == 3  # a's two nodes and c's one: a was not bought for again
+    second = registered(sim, 1, clock.now + 10)
+    clock.now += 10
+    objects.append(second)
+    r.reconcile(objects, leader=True)
+    assert sorted(lifter.lifted) == ["a-0", "a-1"]  # both of a's nodes are Ready: its gate is lifted
+    assert sorted(r.record(A).nodes["cpu"]) == sorted([name, second["metadata"]["name"]])
+    for o, n in zip([o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith("a-")],
+                    [name, second["metadata"]["name"]]):
+        o["spec"]["nodeName"] = n  # the scheduler binds a
+        o["status"] = {"phase": "Running"}
+    clock.now += 10
+    r.reconcile(objects, leader=True)
+    assert r.record(A).state == GangState.RUNNING and r.record(A).nodes == {}
+    assert reserved_registered(r.state.records.values()) == {}
+
+
+def test_a_restarted_controller_keeps_the_attribution_from_its_records():
+    clock, objects = Clock(), gang("a", 2)
+    store = MemoryStore(clock)
+    r, sim, _ = controller(clock, 2, objects, store)
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    first = registered(sim, 0, clock.now)
+    objects.append(first)
+    r.reconcile(objects, leader=True)
+    name = first["metadata"]["name"]
+    assert r.record(A).nodes == {"cpu": (name,)}
+    again = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, store=store)
+    again.load_state()
+    assert again.record(A).nodes == {"cpu": (name,)}
+    objects += gang("c", 1, priority=100)
+    clock.now += 10
+    plan = again.reconcile(objects, leader=True)
+    assert {r_.name: r_.decision for r_ in plan.gangs}["a"] == "fits-existing"
+    assert not any(p.startswith("default/c-") for p in plan.existing_nodes.get(name, []))
+
+
+# ---------------------------------------------------------------- lifecycle, pure
+
+
+def waiting(key: GangKey, at: float, n: int = 1, **kw) -> Record:
+    return Record(str(key), key.namespace, key.name, key.api, "uid", GangState.PROVISIONING, "", at,
+                  requested={"cpu": n}, requested_at=at, deadline=at + 900, **kw)
+
+
+def test_an_arrival_goes_to_the_oldest_request_that_can_own_it_and_never_to_a_newer_request_or_a_busy_node():
+    records = {A: waiting(A, T0), B: waiting(B, T0 + 50)}
+    seen = (NodeSeen("old", "cpu", T0 - 60, True),  # there before any request: nobody's
+            NodeSeen("busy", "cpu", T0 + 10, False),  # registered and already running a pod: not an arrival
+            NodeSeen("late", "cpu", T0 + 110, True, ready=False),  # registered, not Ready yet: still on its way
+            NodeSeen("n2", "cpu", T0 + 120, True), NodeSeen("n1", "cpu", T0 + 100, True))
+    out, actions, _ = transition(records, None, Registered(seen, frozenset({"cpu"}), 5.0), T0 + 130)
+    assert (out[A].nodes, out[B].nodes, actions) == ({"cpu": ("n1",)}, {"cpu": ("n2",)}, ())
+    assert reserved_upcoming(out.values()) == {} and reserved_registered(out.values()) == {"n1": A, "n2": B}
+    before = Registered((NodeSeen("n1", "cpu", T0 + 20, True),), frozenset({"cpu"}), 5.0)
+    early = transition({B: waiting(B, T0 + 50)}, None, before, T0 + 60)
+    assert early[0][B].nodes == {}  # created before b's request: not launched for it
+
+
+def test_a_gangs_registered_node_leaves_its_upcoming_reservations_and_what_it_owns_in_flight():
+    rec = waiting(A, T0, 3, nodes={"cpu": ("n1",)})
+    assert reserved_upcoming([rec]) == {"cpu": (A, A)}
+    assert owned_in_flight({A: rec}, []) == {}
+    assert Record.from_json(rec.to_json()) == rec  # what the ConfigMap keeps
+
+
+def test_an_attributed_node_that_is_gone_is_no_longer_held():
+    records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1", "n2")})}
+    seen = (NodeSeen("n2", "cpu", T0 + 100, True, ready=False),)  # NotReady for a moment: still there
+    out, _, _ = transition(records, None, Registered(seen, frozenset({"cpu"}), 5.0), T0 + 200)
+    assert (out[A].nodes, out[A].requested) == ({"cpu": ("n2",)}, {"cpu": 1})
+    undiscovered = transition(records, None, Registered((), frozenset(), 5.0), T0 + 200)[0]
+    assert undiscovered[A] == records[A]  # a group the cloud did not list this pass: nothing is forgotten
+
+
+def test_the_record_ending_at_its_deadline_gives_up_its_registered_nodes():
+    records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1",)})}
+    out, actions, _ = transition(records, None, Expire(RULES), T0 + 901)
+    assert out[A].state == GangState.TIMED_OUT and out[A].nodes == {} and reserved_registered(out.values()) == {}
+    assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT) in actions
+
+
+def test_a_gang_that_binds_gives_up_its_registered_nodes():
+    records = {A: waiting(A, T0, 1, nodes={"cpu": ("n1",)})}
+    out, _, _ = transition(records, None, Applied((), RULES, bound_groups=frozenset({("default", "a")})), T0 + 300)
+    assert out[A].state == GangState.RUNNING and out[A].nodes == {}
+
+
+def test_a_launch_failure_gives_back_only_the_launches_in_flight_not_the_nodes_that_arrived():
+    records = {A: waiting(A, T0, 3, nodes={"cpu": ("n1",)})}
+    out, actions, _ = transition(records, None, LaunchesFailed((GroupFailure("cpu", "capacity", "ICE"),)), T0 + 60)
+    assert Release(A, {"cpu": 2}, ReleaseWhy.LAUNCH_FAILED, "ICE") in actions
+    assert (out[A].requested, out[A].nodes) == ({"cpu": 1}, {"cpu": ("n1",)})
+
+
+# ---------------------------------------------------------------- gates: a gang's own nodes are its capacity
+
+
+def gated_gang(name: str, members: int, cpu: str) -> list[dict]:
+    return [podgroup(name, min_count=members),
+            *(pod(f"{name}{i}", cpu=cpu, group=name, schedulingGates=[{"name": CAPACITY_GATE}]) for i in range(members))]
+
+
+def test_a_gang_the_plan_put_on_a_node_on_its_way_is_released_onto_its_own_ready_node_left_empty():
+    # the solver sees no difference between an upcoming node and a Ready one bought for the gang; the gate does
+    objs = [*gated_gang("a", 2, "6"), node("n1", group="cpu"), node("n2", group="cpu")]
+    groups, _ = parse_catalog([group("cpu", current=3, max_size=10)])
+    cluster = ingest(objs)
+    (a,) = (g.gang_key for g in cluster.gangs)
+    snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved_nodes={"n1": a, "n2": a}))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    plan = plan.model_copy(update={"existing_nodes": {"n1": ["default/a0"], "cpu/upcoming-1": ["default/a1"]}})
+    d = decide(cluster.gangs, plan, snap, lambda g: True)
+    assert [(x.gang.name, len(x.pods)) for x in d.lifts] == [("a", 2)] and not d.held
+
+
+def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_held_gang_whole():
+    # b's planned node is Ready, but the scheduler (LeastAllocated) would put b on n1, which arrived for a (still
+    # waiting for its second node); a could then only start on the node on its way for c: b waits instead
+    objs = [*gated_gang("a", 2, "12"), *gated_gang("b", 1, "6"), *gated_gang("c", 1, "12"),
+            node("n1", cpu="16", mem="64Gi", group="big"), node("n3", cpu="8")]
+    groups, _ = parse_catalog([group("big", cpu="16", mem="64Gi", current=3, max_size=10)])
+    cluster = ingest(objs)
+    a, b, c = (g.gang_key for g in cluster.gangs)
+    snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved={"big": (a, c)}, reserved_nodes={"n1": a}))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    assert plan.existing_nodes["n3"] == ["default/b0"]
+    d = decide(cluster.gangs, plan, snap, lambda g: True)
+    assert [x.gang.name for x in d.lifts] == []
+    assert "which the plan keeps for" in d.held[b] and str(a) in d.held[b]
