@@ -20,6 +20,7 @@ from gangscale.controller.lifecycle import (
     GroupFailure,
     LaunchesFailed,
     Latency,
+    NodeSeen,
     Record,
     Release,
     Released,
@@ -483,6 +484,12 @@ def _recovered(adopted: int):
     return Recovered((CallRecovered(KEY, "cpu", "tok", adopted),))
 
 
+def _registered(*nodes):
+    from gangscale.controller.lifecycle import Registered
+
+    return Registered(tuple(nodes), frozenset({"cpu"}))
+
+
 PROV = dict(to=S.PROVISIONING)
 TRIGGERED = dict(to=S.PROVISIONING, events=("TriggeredScaleUp",))
 EXPIRED = dict(to=S.TIMED_OUT, requested={}, actions=("BackOff", "Release:timed-out"))
@@ -521,6 +528,11 @@ MATRIX = [
      _column(PROV, **{s.name: {"to": s} for s in (S.READY, S.RUNNING, S.INFEASIBLE, S.TIMED_OUT, S.CANCELLED)})),
     ("recovered: nothing was launched", None, _recovered(0), dict(calls={"cpu": ("tok", 2)}),
      _column(dict(requested={}))),
+    # attribution of registered nodes (what each record then holds: tests/controller/test_attribution.py)
+    ("registered: an idle node of its group arrived", None, _registered(NodeSeen("n1", "cpu", NOW - 50, True)), {},
+     _column({})),
+    ("registered: a node that had arrived for it is gone", None, _registered(), dict(nodes={"cpu": ("n1",)}),
+     _column(dict(requested={"cpu": 1}))),
 ]
 
 
