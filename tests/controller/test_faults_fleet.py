@@ -17,7 +17,7 @@ from builders import pod, podgroup
 from cloud.proxy import PendingInstances
 from gangscale.controller.crashpoints import ENV as CRASH_ENV, EXIT_CODE
 
-from .conftest import state_records, wait_for
+from .conftest import STATE_NS, events, state_records, wait_for
 
 FLEET = {"provider": "aws-fleet"}
 KEY = "default/train/scheduling.k8s.io/v1alpha2"
@@ -116,7 +116,8 @@ def test_instances_of_a_crashed_call_are_terminated_when_their_gang_was_deleted_
     second.assert_no_tracebacks()
 
 
-def test_an_instance_no_record_claims_is_terminated_after_the_grace_period(cluster, world, controllers, proxy):
+def test_an_instance_no_record_claims_is_terminated_after_the_grace_period_with_an_event_and_a_metric(
+        cluster, world, controllers, proxy):
     world.asg("gpu", "m5.2xlarge", max_size=10)
     ec2 = world.client("ec2")
     tags = [{"Key": "gangscale.io/cluster", "Value": "gang-test"}, {"Key": "gangscale.io/node-group", "Value": "gpu"}]
@@ -132,6 +133,11 @@ def test_an_instance_no_record_claims_is_terminated_after_the_grace_period(clust
     port = wait_for(lambda: ctl.logged("starting"), what="start")[0]["metrics_port"]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'gangscale_orphan_instances_terminated_total{node_group="gpu"} 1.0' in text
+    [event] = wait_for(lambda: events(cluster, "OrphanInstancesTerminated"), what="the orphan's Event")
+    assert event["type"] == "Warning" and orphan["InstanceId"] in event["message"] and "gpu" in event["message"]
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": STATE_NS,
+                                       "name": "gangscale-state"}
+    assert stranger["InstanceId"] not in event["message"]
     ctl.assert_no_tracebacks()
 
 
