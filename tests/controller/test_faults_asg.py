@@ -9,14 +9,16 @@ proxy. Crashes inside the write-ahead window use the test-only hook
 from __future__ import annotations
 
 import re
+import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 from builders import pod, podgroup
 
-from cloud.proxy import failed_activity
+from cloud.proxy import failed_activity, throttled
 
-from .conftest import events, state_records, wait_for
+from .conftest import STATE_NS, events, state_records, wait_for
 
 API = "scheduling.k8s.io/v1alpha2"
 
@@ -47,6 +49,68 @@ def crash(ctl) -> None:
 def last_state(ctl, key: str) -> dict:
     lines = ctl.logged("gang state", gang=key)
     return lines[-1] if lines else {}
+
+
+# ------------------------------------------------------------------- item 1
+
+
+def set_lease(emu, holder: str, renewed: float, seconds: int) -> None:
+    """Write the leader Lease as another replica would (its holder, renewTime and duration)."""
+    lease = emu.get("coordination.k8s.io/v1", "Lease", STATE_NS, "gangscale-leader")
+    lease["spec"].update(holderIdentity=holder, leaseDurationSeconds=seconds, renewTime=datetime.fromtimestamp(
+        renewed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    emu.apply(lease)
+
+
+def test_a_leader_deposed_in_the_middle_of_a_pass_never_sends_its_scale_up(cluster, world, controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    deposed = threading.Event()
+
+    def depose_then_answer(req, forward):  # the group read right before SetDesiredCapacity
+        if b"AutoScalingGroupNames.member" in req.body and not deposed.is_set():
+            set_lease(cluster, "intruder", time.time(), 3600)  # another replica took the lease meanwhile
+            deposed.set()
+            time.sleep(3)  # longer than a's lease: its renewals now see the intruder and fail
+        return forward()
+
+    proxy.add("DescribeAutoScalingGroups", depose_then_answer)
+    gang(cluster, "train", 3)
+    ctl = controllers("a")
+    wait_for(lambda: ctl.logged("pass abandoned: leadership lost"), timeout=30, what="the pass abandoned")
+    assert deposed.is_set() and proxy.count("SetDesiredCapacity") == 0 and world.desired("cpu") == 0
+    booked = state_records(cluster)[f"default/train/{API}"]  # the write-ahead record, saved before the fence
+    assert booked["unconfirmed"] == {"cpu": [0, 3]}
+    time.sleep(2)
+    assert proxy.count("SetDesiredCapacity") == 0  # a follower now: nothing more is sent
+    set_lease(cluster, "intruder", time.time() - 7200, 15)  # the intruder is gone: a leads again, settles, buys once
+    wait_for(lambda: world.desired("cpu") == 3, timeout=30, what="the gang bought by the new term")
+    time.sleep(2)
+    assert desired_calls(proxy) == [3]
+    ctl.assert_no_tracebacks()
+
+
+def test_a_pass_blocked_in_throttling_retries_longer_than_the_lease_keeps_it_and_buys_once(cluster, world,
+                                                                                          controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+
+    def slow_throttle(req, forward):
+        time.sleep(5)
+        return throttled(req)
+
+    proxy.add("SetDesiredCapacity", slow_throttle, times=4)  # >= 20 s of retries inside one pass
+    shipped = {"leaseDurationSeconds": 15.0, "leaseRenewSeconds": 5.0}  # config/deploy defaults
+    a = controllers("a", **shipped)
+    wait_for(lambda: a.logged("leading"), what="a to lead")
+    b = controllers("b", **shipped)
+    gang(cluster, "train", 3)
+    started = time.monotonic()
+    wait_for(lambda: world.desired("cpu") == 3, timeout=90, what="the throttled call to land")
+    assert time.monotonic() - started > 15  # the pass really was blocked longer than the lease
+    time.sleep(3)
+    assert proxy.count("SetDesiredCapacity") == 5 and desired_calls(proxy) == [3] * 5  # a's retries, nobody else's
+    assert not b.logged("leading") and not a.logged("pass abandoned: leadership lost")
+    a.assert_no_tracebacks()
+    b.assert_no_tracebacks()
 
 
 # ------------------------------------------------------------------- item 3
