@@ -185,6 +185,21 @@ def test_a_gang_whose_pods_are_deleted_gives_its_nodes_back_after_the_grace(clus
     ctl.assert_no_tracebacks()
 
 
+def test_a_gang_that_loses_one_of_three_pods_gives_its_nodes_back_at_its_deadline(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=600)  # the grace never ends here: only the deadline can free the nodes
+    gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "8"})
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    cluster.delete("v1", "Pod", "default", "train-2")  # 2 of 3 left: below quorum, still holding 3 nodes
+    key = f"default/train/{API}"
+    wait_for(lambda: ctl.logged("gang state", gang=key, to="below-quorum"), what="below quorum")
+    wait_for(lambda: world.desired("cpu") == 0, timeout=30, what="the nodes given back at the deadline")
+    wait_for(lambda: state_records(cluster)[key]["state"] == "timed-out", what="the timed-out record saved")
+    assert "gave back 3" in state_records(cluster)[key]["reason"]
+    assert [e for e in events(cluster, "CapacityReleased") if e["involvedObject"]["name"] == "train"]
+    ctl.assert_no_tracebacks()
+
+
 def test_nodes_held_by_a_gang_below_quorum_count_toward_the_namespace_cap(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers(cancelGraceSeconds=600, defaultNamespaceCap={"maxNodes": 5})
