@@ -89,16 +89,18 @@ def test_a_leader_deposed_in_the_middle_of_a_pass_never_sends_its_scale_up(clust
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.parametrize("provider, call", [("aws-asg", "SetDesiredCapacity"), ("aws-fleet", "CreateFleet")])
 def test_a_pass_blocked_in_throttling_retries_longer_than_the_lease_keeps_it_and_buys_once(cluster, world,
-                                                                                          controllers, proxy):
+                                                                                          controllers, proxy,
+                                                                                          provider, call):
     world.asg("cpu", "m5.2xlarge", max_size=10)
 
     def slow_throttle(req, forward):
         time.sleep(5)
         return throttled(req)
 
-    proxy.add("SetDesiredCapacity", slow_throttle, times=4)  # >= 20 s of retries inside one pass
-    shipped = {"leaseDurationSeconds": 15.0, "leaseRenewSeconds": 5.0}  # config/deploy defaults
+    proxy.add(call, slow_throttle, times=4)  # >= 20 s of retries inside one pass
+    shipped = {"provider": provider, "leaseDurationSeconds": 15.0, "leaseRenewSeconds": 5.0}  # config/deploy
     a = controllers("a", **shipped)
     wait_for(lambda: a.logged("leading"), what="a to lead")
     b = controllers("b", **shipped)
@@ -107,7 +109,10 @@ def test_a_pass_blocked_in_throttling_retries_longer_than_the_lease_keeps_it_and
     wait_for(lambda: world.desired("cpu") == 3, timeout=90, what="the throttled call to land")
     assert time.monotonic() - started > 15  # the pass really was blocked longer than the lease
     time.sleep(3)
-    assert proxy.count("SetDesiredCapacity") == 5 and desired_calls(proxy) == [3] * 5  # a's retries, nobody else's
+    assert proxy.count(call) == 5  # a's four throttled tries and the one that went through; nobody else's
+    assert max(desired_calls(proxy), default=3) == 3 and world.desired("cpu") == 3
+    alive = {i for i, st in world.instance_states().items() if st in ("pending", "running")}
+    assert len(alive) == 3  # one purchase (aws-fleet: one fleet, all of it attached)
     assert not b.logged("leading") and not a.logged("pass abandoned: leadership lost")
     a.assert_no_tracebacks()
     b.assert_no_tracebacks()
@@ -248,6 +253,21 @@ def test_the_cap_buys_for_the_older_gang_and_one_that_can_never_fit_blocks_nobod
     assert young["to"] == "deferred" and "maxNodes 1" in young["reason"]
     huge = last_state(ctl, f"default/huge/{API}")
     assert huge["to"] == "infeasible" and "maxNodes 1" in huge["reason"]
+    ctl.assert_no_tracebacks()
+
+
+def test_under_a_cap_of_two_an_older_gang_that_can_never_fit_does_not_hold_back_a_one_node_gang(cluster, world,
+                                                                                                 controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=20)
+    gang(cluster, "huge", 16, created="2025-12-01T00:00:00Z")  # older, and 16 nodes can never fit 2
+    gang(cluster, "small", 1, created="2026-01-01T00:00:00Z")
+    ctl = controllers(defaultNamespaceCap={"maxNodes": 2}, ageingSeconds=10**9)
+    wait_for(lambda: world.desired("cpu") == 1, what="the one-node gang bought")
+    time.sleep(2.5)
+    assert world.desired("cpu") == 1
+    assert not ctl.logged("gang state", gang=f"default/small/{API}", to="deferred")  # never deferred, not once
+    huge = last_state(ctl, f"default/huge/{API}")
+    assert huge["to"] == "infeasible" and "maxNodes 2" in huge["reason"] and "would exceed" not in huge["reason"]
     ctl.assert_no_tracebacks()
 
 
