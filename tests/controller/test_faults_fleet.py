@@ -67,6 +67,33 @@ def test_two_replicas_on_aws_fleet_buy_once_while_the_instances_stay_pending(clu
     b.assert_no_tracebacks()
 
 
+def test_a_leader_deposed_while_its_fleet_is_pending_never_attaches_and_the_next_term_adopts_the_instances(
+        cluster, world, controllers, proxy):
+    from .test_faults_asg import set_lease
+
+    world.asg("gpu", "m5.2xlarge", max_size=10)
+    proxy.add("DescribeInstances", PendingInstances(4.0), service="ec2")
+
+    def depose_after(req, forward):
+        resp = forward()  # the fleet is launched...
+        set_lease(cluster, "intruder", time.time(), 3600)  # ...and another replica takes the lease meanwhile
+        return resp
+
+    proxy.add("CreateFleet", depose_after, times=1)
+    a = controllers("a", **FLEET)
+    gang(cluster, "train", 3)
+    wait_for(lambda: a.logged("pass abandoned: leadership lost"), timeout=30, what="the pass abandoned")
+    time.sleep(2)
+    launched = loose(world, "gpu")
+    assert proxy.count("AttachInstances") == 0 and world.desired("gpu") == 0 and len(launched) == 3
+    set_lease(cluster, "intruder", time.time() - 7200, 15)  # the intruder is gone: a leads again
+    wait_for(lambda: world.desired("gpu") == 3 and not loose(world, "gpu"), timeout=30, what="the instances adopted")
+    time.sleep(2)
+    assert proxy.count("CreateFleet") == 1 and alive(world) == launched  # no second fleet
+    assert a.logged("unconfirmed scale-up settled", adopted=3)
+    a.assert_no_tracebacks()
+
+
 def test_a_kill_right_after_CreateFleet_adopts_its_instances_and_buys_nothing_twice(cluster, world, controllers,
                                                                                     proxy):
     world.asg("gpu", "m5.2xlarge", max_size=10)
