@@ -3,6 +3,8 @@
 `TriggeredScaleUp` / `NotTriggerScaleUp` as CA writes them (cluster-autoscaler/processors/status/
 eventing_scale_up_processor.go: on each pod, "pod triggered scale-up: ..." / "pod didn't trigger
 scale-up: ..."), plus `ScaleUpTimedOut`, `CapacityReleased` and `GateLifted` on the group object.
+Events about no gang (the aws-fleet janitor's `OrphanInstancesTerminated`) go on the controller's
+state ConfigMap, as CA puts its own on its `cluster-autoscaler-status` ConfigMap.
 
 Invariant: one Event object per (object, type, reason, message), as client-go's EventCorrelator
 keeps one: a repeat adds to its `count` and moves `lastTimestamp` (a merge patch) instead of
@@ -74,6 +76,11 @@ def pod_object(namespace: str, name: str, uid: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid}
 
 
+def state_object(namespace: str, name: str) -> dict[str, Any]:
+    """The controller's state ConfigMap: events about no gang go there (as CA's go on cluster-autoscaler-status)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "namespace": namespace, "name": name}
+
+
 def pod_message(reason: str, gang: str, message: str) -> str:
     """CA's pod message, naming the gang: "pod triggered scale-up: gang ns/name: cpu +2; ..."."""
     return f"{POD_MESSAGES[reason]}: gang {gang}: {message.removeprefix(GROUP_PREFIX)}"
@@ -113,6 +120,10 @@ class EventSink:
         text = pod_message(reason, f"{target.key.namespace}/{target.key.name}", message)[:1024]
         for name, uid in target.members[:self.pods_per_gang]:
             self._event(pod_object(target.key.namespace, name, uid), reason, text, warning, str(target.key))
+
+    def emit_on(self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
+        """An event on an object that is no gang's (e.g. `state_object`), aggregated like the others."""
+        self._event(obj, reason, message[:1024], warning, f"{obj['kind']}/{obj['namespace']}/{obj['name']}")
 
     def _event(self, obj: dict[str, Any], reason: str, message: str, warning: bool, gang: str) -> None:
         kind = "Warning" if warning else "Normal"

@@ -46,3 +46,11 @@ def launched_by(loose: Iterable[LooseInstance], token: str) -> list[str]:
 def orphans_due(loose: Iterable[LooseInstance], claimed: set[str], now: float, grace: float) -> list[LooseInstance]:
     """Loose instances no record claims, launched more than `grace` seconds ago (unknown launch time: due)."""
     return [i for i in loose if i.token not in claimed and now - i.launched >= grace]
+
+
+def orphan_message(due: Iterable[LooseInstance], grace: float) -> str:
+    """The OrphanInstancesTerminated Event's text: how many, which, in which groups, and why they were orphans."""
+    due = list(due)
+    groups = ", ".join(sorted({i.group for i in due}))
+    return (f"terminated {len(due)} instance(s) gangscale launched for {groups} that joined no Auto Scaling group "
+            f"and that no record claims, older than {grace:g}s: {', '.join(i.id for i in due)}")

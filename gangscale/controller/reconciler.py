@@ -41,7 +41,7 @@ from .config import ControllerConfig
 from .conditions import due as conditions_due
 from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
-from .events import EventSink
+from .events import EventSink, state_object
 from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
 from .lifecycle import (
@@ -296,12 +296,19 @@ class Reconciler:
         adopted = self._settle(calls, loose, cluster, now) if calls else 0
         due = janitor.orphans_due(loose, set(calls), now, self.cfg.orphan_grace_seconds)
         if due and self.actuator.terminate_loose([i.id for i in due]) is None:
-            for i in due:
-                self.metrics.orphans_terminated.labels(i.group).inc()
-            log.warning("terminated orphan instances", extra={
-                "instances": [i.id for i in due], "node_groups": sorted({i.group for i in due}),
-                "grace_seconds": self.cfg.orphan_grace_seconds})
+            self._orphans_ended(due)
         return adopted > 0
+
+    def _orphans_ended(self, due: list[LooseInstance]) -> None:
+        """Say so three ways: a metric per group, a warning log line, and a Warning Event on the state ConfigMap."""
+        for i in due:
+            self.metrics.orphans_terminated.labels(i.group).inc()
+        ids, groups = [i.id for i in due], sorted({i.group for i in due})
+        log.warning("terminated orphan instances", extra={
+            "instances": ids, "node_groups": groups, "grace_seconds": self.cfg.orphan_grace_seconds})
+        where = state_object(self.cfg.state_namespace, self.cfg.state_configmap)
+        self.events.emit_on(where, "OrphanInstancesTerminated",
+                            janitor.orphan_message(due, self.cfg.orphan_grace_seconds), warning=True)
 
     def _settle(self, calls: dict[str, list[janitor.PendingCall]], loose: list[LooseInstance], cluster: Cluster, now: float) -> int:
         """Each unconfirmed call's instances join the group (a record still wants them) or are terminated."""

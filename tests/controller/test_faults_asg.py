@@ -9,14 +9,16 @@ proxy. Crashes inside the write-ahead window use the test-only hook
 from __future__ import annotations
 
 import re
+import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 from builders import pod, podgroup
 
-from cloud.proxy import failed_activity
+from cloud.proxy import failed_activity, throttled
 
-from .conftest import events, state_records, wait_for
+from .conftest import STATE_NS, events, state_records, wait_for
 
 API = "scheduling.k8s.io/v1alpha2"
 
@@ -47,6 +49,73 @@ def crash(ctl) -> None:
 def last_state(ctl, key: str) -> dict:
     lines = ctl.logged("gang state", gang=key)
     return lines[-1] if lines else {}
+
+
+# ------------------------------------------------------------------- item 1
+
+
+def set_lease(emu, holder: str, renewed: float, seconds: int) -> None:
+    """Write the leader Lease as another replica would (its holder, renewTime and duration)."""
+    lease = emu.get("coordination.k8s.io/v1", "Lease", STATE_NS, "gangscale-leader")
+    lease["spec"].update(holderIdentity=holder, leaseDurationSeconds=seconds, renewTime=datetime.fromtimestamp(
+        renewed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    emu.apply(lease)
+
+
+def test_a_leader_deposed_in_the_middle_of_a_pass_never_sends_its_scale_up(cluster, world, controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    deposed = threading.Event()
+
+    def depose_then_answer(req, forward):  # the group read right before SetDesiredCapacity
+        if b"AutoScalingGroupNames.member" in req.body and not deposed.is_set():
+            set_lease(cluster, "intruder", time.time(), 3600)  # another replica took the lease meanwhile
+            deposed.set()
+            time.sleep(3)  # longer than a's lease: its renewals now see the intruder and fail
+        return forward()
+
+    proxy.add("DescribeAutoScalingGroups", depose_then_answer)
+    gang(cluster, "train", 3)
+    ctl = controllers("a")
+    wait_for(lambda: ctl.logged("pass abandoned: leadership lost"), timeout=30, what="the pass abandoned")
+    assert deposed.is_set() and proxy.count("SetDesiredCapacity") == 0 and world.desired("cpu") == 0
+    booked = state_records(cluster)[f"default/train/{API}"]  # the write-ahead record, saved before the fence
+    assert booked["unconfirmed"] == {"cpu": [0, 3]}
+    time.sleep(2)
+    assert proxy.count("SetDesiredCapacity") == 0  # a follower now: nothing more is sent
+    set_lease(cluster, "intruder", time.time() - 7200, 15)  # the intruder is gone: a leads again, settles, buys once
+    wait_for(lambda: world.desired("cpu") == 3, timeout=30, what="the gang bought by the new term")
+    time.sleep(2)
+    assert desired_calls(proxy) == [3]
+    ctl.assert_no_tracebacks()
+
+
+@pytest.mark.parametrize("provider, call", [("aws-asg", "SetDesiredCapacity"), ("aws-fleet", "CreateFleet")])
+def test_a_pass_blocked_in_throttling_retries_longer_than_the_lease_keeps_it_and_buys_once(cluster, world,
+                                                                                          controllers, proxy,
+                                                                                          provider, call):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+
+    def slow_throttle(req, forward):
+        time.sleep(5)
+        return throttled(req)
+
+    proxy.add(call, slow_throttle, times=4)  # >= 20 s of retries inside one pass
+    shipped = {"provider": provider, "leaseDurationSeconds": 15.0, "leaseRenewSeconds": 5.0}  # config/deploy
+    a = controllers("a", **shipped)
+    wait_for(lambda: a.logged("leading"), what="a to lead")
+    b = controllers("b", **shipped)
+    gang(cluster, "train", 3)
+    started = time.monotonic()
+    wait_for(lambda: world.desired("cpu") == 3, timeout=90, what="the throttled call to land")
+    assert time.monotonic() - started > 15  # the pass really was blocked longer than the lease
+    time.sleep(3)
+    assert proxy.count(call) == 5  # a's four throttled tries and the one that went through; nobody else's
+    assert max(desired_calls(proxy), default=3) == 3 and world.desired("cpu") == 3
+    alive = {i for i, st in world.instance_states().items() if st in ("pending", "running")}
+    assert len(alive) == 3  # one purchase (aws-fleet: one fleet, all of it attached)
+    assert not b.logged("leading") and not a.logged("pass abandoned: leadership lost")
+    a.assert_no_tracebacks()
+    b.assert_no_tracebacks()
 
 
 # ------------------------------------------------------------------- item 3
@@ -121,6 +190,21 @@ def test_a_gang_whose_pods_are_deleted_gives_its_nodes_back_after_the_grace(clus
     ctl.assert_no_tracebacks()
 
 
+def test_a_gang_that_loses_one_of_three_pods_gives_its_nodes_back_at_its_deadline(cluster, world, controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=600)  # the grace never ends here: only the deadline can free the nodes
+    gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "8"})
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    cluster.delete("v1", "Pod", "default", "train-2")  # 2 of 3 left: below quorum, still holding 3 nodes
+    key = f"default/train/{API}"
+    wait_for(lambda: ctl.logged("gang state", gang=key, to="below-quorum"), what="below quorum")
+    wait_for(lambda: world.desired("cpu") == 0, timeout=30, what="the nodes given back at the deadline")
+    wait_for(lambda: state_records(cluster)[key]["state"] == "timed-out", what="the timed-out record saved")
+    assert "gave back 3" in state_records(cluster)[key]["reason"]
+    assert [e for e in events(cluster, "CapacityReleased") if e["involvedObject"]["name"] == "train"]
+    ctl.assert_no_tracebacks()
+
+
 def test_nodes_held_by_a_gang_below_quorum_count_toward_the_namespace_cap(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers(cancelGraceSeconds=600, defaultNamespaceCap={"maxNodes": 5})
@@ -169,6 +253,21 @@ def test_the_cap_buys_for_the_older_gang_and_one_that_can_never_fit_blocks_nobod
     assert young["to"] == "deferred" and "maxNodes 1" in young["reason"]
     huge = last_state(ctl, f"default/huge/{API}")
     assert huge["to"] == "infeasible" and "maxNodes 1" in huge["reason"]
+    ctl.assert_no_tracebacks()
+
+
+def test_under_a_cap_of_two_an_older_gang_that_can_never_fit_does_not_hold_back_a_one_node_gang(cluster, world,
+                                                                                                 controllers):
+    world.asg("cpu", "m5.2xlarge", max_size=20)
+    gang(cluster, "huge", 16, created="2025-12-01T00:00:00Z")  # older, and 16 nodes can never fit 2
+    gang(cluster, "small", 1, created="2026-01-01T00:00:00Z")
+    ctl = controllers(defaultNamespaceCap={"maxNodes": 2}, ageingSeconds=10**9)
+    wait_for(lambda: world.desired("cpu") == 1, what="the one-node gang bought")
+    time.sleep(2.5)
+    assert world.desired("cpu") == 1
+    assert not ctl.logged("gang state", gang=f"default/small/{API}", to="deferred")  # never deferred, not once
+    huge = last_state(ctl, f"default/huge/{API}")
+    assert huge["to"] == "infeasible" and "maxNodes 2" in huge["reason"] and "would exceed" not in huge["reason"]
     ctl.assert_no_tracebacks()
 
 

@@ -17,7 +17,7 @@ from builders import pod, podgroup
 from cloud.proxy import PendingInstances
 from gangscale.controller.crashpoints import ENV as CRASH_ENV, EXIT_CODE
 
-from .conftest import state_records, wait_for
+from .conftest import STATE_NS, events, state_records, wait_for
 
 FLEET = {"provider": "aws-fleet"}
 KEY = "default/train/scheduling.k8s.io/v1alpha2"
@@ -65,6 +65,33 @@ def test_two_replicas_on_aws_fleet_buy_once_while_the_instances_stay_pending(clu
     assert not b.logged("leading")  # a renewed its lease while it waited
     a.assert_no_tracebacks()
     b.assert_no_tracebacks()
+
+
+def test_a_leader_deposed_while_its_fleet_is_pending_never_attaches_and_the_next_term_adopts_the_instances(
+        cluster, world, controllers, proxy):
+    from .test_faults_asg import set_lease
+
+    world.asg("gpu", "m5.2xlarge", max_size=10)
+    proxy.add("DescribeInstances", PendingInstances(4.0), service="ec2")
+
+    def depose_after(req, forward):
+        resp = forward()  # the fleet is launched...
+        set_lease(cluster, "intruder", time.time(), 3600)  # ...and another replica takes the lease meanwhile
+        return resp
+
+    proxy.add("CreateFleet", depose_after, times=1)
+    a = controllers("a", **FLEET)
+    gang(cluster, "train", 3)
+    wait_for(lambda: a.logged("pass abandoned: leadership lost"), timeout=30, what="the pass abandoned")
+    time.sleep(2)
+    launched = loose(world, "gpu")
+    assert proxy.count("AttachInstances") == 0 and world.desired("gpu") == 0 and len(launched) == 3
+    set_lease(cluster, "intruder", time.time() - 7200, 15)  # the intruder is gone: a leads again
+    wait_for(lambda: world.desired("gpu") == 3 and not loose(world, "gpu"), timeout=30, what="the instances adopted")
+    time.sleep(2)
+    assert proxy.count("CreateFleet") == 1 and alive(world) == launched  # no second fleet
+    assert a.logged("unconfirmed scale-up settled", adopted=3)
+    a.assert_no_tracebacks()
 
 
 def test_a_kill_right_after_CreateFleet_adopts_its_instances_and_buys_nothing_twice(cluster, world, controllers,
@@ -116,7 +143,8 @@ def test_instances_of_a_crashed_call_are_terminated_when_their_gang_was_deleted_
     second.assert_no_tracebacks()
 
 
-def test_an_instance_no_record_claims_is_terminated_after_the_grace_period(cluster, world, controllers, proxy):
+def test_an_instance_no_record_claims_is_terminated_after_the_grace_period_with_an_event_and_a_metric(
+        cluster, world, controllers, proxy):
     world.asg("gpu", "m5.2xlarge", max_size=10)
     ec2 = world.client("ec2")
     tags = [{"Key": "gangscale.io/cluster", "Value": "gang-test"}, {"Key": "gangscale.io/node-group", "Value": "gpu"}]
@@ -132,6 +160,11 @@ def test_an_instance_no_record_claims_is_terminated_after_the_grace_period(clust
     port = wait_for(lambda: ctl.logged("starting"), what="start")[0]["metrics_port"]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'gangscale_orphan_instances_terminated_total{node_group="gpu"} 1.0' in text
+    [event] = wait_for(lambda: events(cluster, "OrphanInstancesTerminated"), what="the orphan's Event")
+    assert event["type"] == "Warning" and orphan["InstanceId"] in event["message"] and "gpu" in event["message"]
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": STATE_NS,
+                                       "name": "gangscale-state"}
+    assert stranger["InstanceId"] not in event["message"]
     ctl.assert_no_tracebacks()
 
 

@@ -69,3 +69,26 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     policy = SnapshotPolicy(held=held)
     assert make_plan(snapshot_with(objs, [group("cpu", price=1.0)], policy), SolveOptions(time_limit=5), OFF).scale_up \
         == {"cpu": 1}
+
+
+def _aged(pg: dict, stamp: str) -> dict:
+    pg["metadata"]["creationTimestamp"] = stamp
+    return pg
+
+
+def test_under_a_cap_of_two_a_gang_that_can_never_fit_is_infeasible_and_the_older_one_node_gang_is_bought_at_once():
+    """Issue 17 item 6: the 16-node gang, older still, used to keep a 1-node gang deferred pass after pass."""
+    from gangscale.controller.limits import plan_within_caps
+
+    objs = [_aged(podgroup("huge", "team", min_count=16), "2025-12-01T00:00:00Z"),
+            *[pod(f"h{i}", "team", cpu="6", group="huge") for i in range(16)],
+            _aged(podgroup("small", "team", min_count=1), "2026-01-01T00:00:00Z"), pod("s0", "team", cpu="6", group="small")]
+    catalog = [group("cpu", max_size=20)]
+    cfg = ControllerConfig(namespaceCaps={"team": {"maxNodes": 2}}, ageingSeconds=10**9)
+    snap, plan = plan_within_caps(lambda policy: snapshot_with(objs, catalog, policy),
+                                  lambda s: make_plan(s, SolveOptions(time_limit=5), OFF), SnapshotPolicy(), cfg,
+                                  ({}, {}))
+    decisions = {r.name: r for r in plan.gangs}
+    assert plan.scale_up == {"cpu": 1} and decisions["small"].decision == "scale-up"
+    assert decisions["huge"].decision == "infeasible" and "maxNodes 2" in decisions["huge"].reason
+    assert "allows at all" in decisions["huge"].reason and "would exceed" not in decisions["huge"].reason
