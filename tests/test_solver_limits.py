@@ -139,7 +139,7 @@ def test_zone_bound_gangs_keep_to_a_one_second_limit_with_the_best_plan_so_far()
     started = time.perf_counter()
     plan = make_plan(snap, SolveOptions(time_limit=1.0), OFF)  # the solver's limit; the model's cost: docs/scheduling.md
     wall = time.perf_counter() - started
-    assert wall < 3  # 51 s before (for 1,000 gangs)
+    assert wall < 4  # 51 s before (for 1,000 gangs); the margin is for a loaded 2-core machine (3.2 s seen at load 12)
     assert not check_plan(objs, catalog, plan.to_dict())
     placed = [g for g in plan.gangs if g.placed]
     assert placed and plan.lower_bound_per_hour > 0
