@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a TTY")
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    s.add_argument("--jobs", type=argtypes.int_in(1, 64), default=1, help="policies simulated in parallel processes")
+    s.add_argument("--jobs", type=argtypes.int_in(1, 64), default=None,
+                   help="policies simulated in parallel processes (default: one per CPU, at most one per policy)")
     return parser
 
 
@@ -80,11 +81,12 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, hours=args.hours,
                     policies=policies,
-                    out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots, jobs=args.jobs)
+                    out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots,
+                    jobs=args.jobs or max(1, min(len(policies), os.cpu_count() or 1)))
     doc = run(cfg)
     sys.stdout.write(table(doc))
     print(f"wrote {cfg.out}/simulate.json, simulate.md{' and plots' if cfg.plots else ''} in "
-          f"{sum(doc['seconds'].values()):.0f} s")
+          f"{doc['wall']:.0f} s (CPU {sum(doc['cpu_seconds'].values()):.0f} s)")
     return 0
 
 

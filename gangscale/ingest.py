@@ -31,10 +31,10 @@ from .parse import (
     _GroupDef,
     _identities,
     _ingest_group,
-    _ingest_pod,
     _obj_label,
     _short,
-    parse_node,
+    ingest_pod_cached,
+    parse_node_cached,
     pod_requests,
 )
 from .warnlog import WarningLog
@@ -73,9 +73,9 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             seen.update(ids)
         try:
             if kind == "Node":
-                nodes.append(parse_node(obj, node_group_label, cache))
+                nodes.append(parse_node_cached(obj, node_group_label, cache))
             elif kind == "Pod":
-                pods.append(_ingest_pod(obj, cache))
+                pods.append(ingest_pod_cached(obj, cache))
                 extra.note_pod(len(pods) - 1, obj)
             elif extra.takes(kind, api):
                 extra.add(obj, kind, warnings)

@@ -143,6 +143,11 @@ class ParseCache:
     requests: dict[bytes, dict[str, int]] = field(default_factory=dict)
     placements: dict[bytes, Placement] = field(default_factory=dict)
     rules: dict[bytes, PodRules] = field(default_factory=dict)
+    # whole Pods and Nodes by their exact JSON, only when `objects` is set: for a caller that keeps the cache
+    # across many reads of mostly unchanged objects (the simulator); one read of distinct objects gains nothing
+    objects: bool = False
+    pods: dict[bytes, tuple[Pod, tuple[str, str, str], None]] = field(default_factory=dict)
+    nodes: dict[tuple[bytes, str], Node] = field(default_factory=dict)
 
     def memo(self, table: dict[Any, _T], key: Any, make: Callable[[], _T]) -> _T:
         """`table[key]`, made (and kept while the table has room) on a miss; no key: no caching."""
@@ -154,7 +159,36 @@ class ParseCache:
         return hit
 
     def __len__(self) -> int:
-        return len(self.resources) + len(self.requests) + len(self.placements) + len(self.rules)
+        return (len(self.resources) + len(self.requests) + len(self.placements) + len(self.rules) + len(self.pods)
+                + len(self.nodes))
+
+
+def _object_key(obj: Any) -> bytes | None:
+    """An object's exact JSON, the key of its parse; None (no caching) for anything but plain JSON."""
+    if type(obj) is not dict:
+        return None
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return None
+
+
+def parse_node_cached(obj: Mapping[str, Any], node_group_label: str, cache: ParseCache) -> Node:
+    """`parse_node`, by the Node's exact JSON when `cache.objects`; the Node is frozen (the group match returns a
+    copy), so reads share it."""
+    if not cache.objects:
+        return parse_node(obj, node_group_label, cache)
+    key = _object_key(obj)
+    return cache.memo(cache.nodes, (key, node_group_label) if key is not None else None,
+                      lambda: parse_node(obj, node_group_label, cache))
+
+
+def ingest_pod_cached(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[str, str, str], None]:
+    """`_ingest_pod`, by the pod's exact JSON when `cache.objects` (a pod that fails to parse is never kept);
+    the Pod is frozen and nothing writes to its maps, so reads share it."""
+    if not cache.objects:
+        return _ingest_pod(obj, cache)
+    return cache.memo(cache.pods, _object_key(obj), lambda: _ingest_pod(obj, cache))
 
 
 def _resources(raw: Any, where: str, cache: ParseCache | None = None) -> dict[str, int]:

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from builders import pod, podgroup
+from builders import node, pod, podgroup
 from gangscale.ingest import ingest, pod_requests
 from gangscale.resources import QuantityError, parse_quantity, to_units
 
@@ -184,3 +184,28 @@ def test_ingest_builds_gangs_and_pods_with_their_final_values_and_nobody_can_cha
         gangs["serve"].bound = 2  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         gangs["serve"].pending[0].phase = "Running"  # type: ignore[misc]
+
+
+def test_a_cache_kept_across_reads_parses_an_unchanged_pod_once_and_a_changed_one_again(monkeypatch):
+    """The simulator's cache (`objects=True`): the same JSON gives the same Pod and Node, parsed once; a pod
+    bound since the last read, or a node's group matched in place, never leaks into the next read."""
+    import gangscale.parse as parse_module
+    from gangscale.ingest import ParseCache
+
+    calls = []
+    real = parse_module._ingest_pod
+    monkeypatch.setattr(parse_module, "_ingest_pod", lambda obj, cache=None: calls.append(1) or real(obj, cache))
+    owned = ParseCache(objects=True)
+    objs = [podgroup("train", min_count=2), pod("w-0", group="train"), pod("w-1", group="train"),
+            node("n1")]
+    first = ingest(objs, cache=owned)
+    first.nodes[0].node_group = "matched-in-place"  # as the controller's group match does
+    first.nodes[0].allocatable["example.com/dra"] = 1
+    second = ingest(objs, cache=owned)
+    assert len(calls) == 2 and second.gangs[0].pending == first.gangs[0].pending
+    assert second.nodes[0].node_group is None and "example.com/dra" not in second.nodes[0].allocatable
+    objs[1]["spec"]["nodeName"] = "n1"  # bound since the last read: parsed again, counted as bound
+    third = ingest(objs, cache=owned)
+    assert len(calls) == 3 and third.gangs[0].bound == 1 and [p.name for p in third.gangs[0].pending] == ["w-1"]
+    ingest(objs)  # without `objects`, nothing is kept between reads
+    assert len(calls) == 5

@@ -48,6 +48,8 @@ class SimCloud(SimulatedProvider):
         self._delay_rng = random.Random(f"delays/{seed}")
         self.calls: Counter[str] = Counter()
         self.bill: dict[str, Billed] = {}
+        self.open: set[str] = set()  # bills still running: the bill so far is their time plus `closed_micro`
+        self.closed_micro = 0  # micro-dollars of the ended bills (a week launches thousands of instances)
         self.groups_by_name = {g.name: g for g in groups}
 
     def _now(self) -> int:
@@ -79,6 +81,7 @@ class SimCloud(SimulatedProvider):
             inst.ready_at = now + (ICE_SECONDS if inst.fails else launch_delay(self._delay_rng, median, sigma))
             if not inst.fails:
                 self.bill[inst.id] = Billed(inst.id, group, t)
+                self.open.add(inst.id)
         return res
 
     def delete_instances(self, group: str, instance_ids: list[str]) -> ScaleResult:
@@ -86,7 +89,10 @@ class SimCloud(SimulatedProvider):
         res = super().delete_instances(group, instance_ids)
         for iid in instance_ids:
             if iid in self.bill and self.bill[iid].end is None:
-                self.bill[iid].end = self._now()
+                b = self.bill[iid]
+                b.end = self._now()
+                self.open.discard(iid)
+                self.closed_micro += self._micro(b, b.end)
         return res
 
     def decrease_target_size(self, group: str, delta: int) -> ScaleResult:
@@ -122,10 +128,10 @@ class SimCloud(SimulatedProvider):
         due = [i.ready_at for g in self._groups.values() for i in g.instances if i.ready_at > now]
         return min(due) if due else None
 
+    def _micro(self, b: Billed, end: int) -> int:
+        """One instance's bill from its launch to `end`: integer micro-dollars, per second."""
+        return round(self.groups_by_name[b.group].price_per_hour * 1_000_000) * (end - b.start) // 3600
+
     def micro_dollars(self, end: int) -> int:
-        """The bill so far: integer micro-dollars, per second of every instance's life."""
-        total = 0
-        for b in self.bill.values():
-            price = round(self.groups_by_name[b.group].price_per_hour * 1_000_000)
-            total += price * ((b.end if b.end is not None else end) - b.start) // 3600
-        return total
+        """The bill so far: integer micro-dollars, per second of every instance's life (running ones until `end`)."""
+        return self.closed_micro + sum(self._micro(self.bill[i], end) for i in self.open)

@@ -32,6 +32,7 @@ from .trace import GangSpec, Trace
 
 T0 = 1_800_000_000  # the simulation's epoch (2027-01-15); traces carry their own daily wave in seconds from 0
 STEP = 10
+PARSED_OBJECTS = 20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)
 GATE = "gangscale.io/capacity"
 _T0_DT = datetime.fromtimestamp(T0, timezone.utc)
 
@@ -69,7 +70,9 @@ class Engine:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.gangs: dict[str, GangRun] = {}
         self.waiting: set[str] = set()  # arrived, not started yet
-        self.parse_cache = ParseCache()  # the engine's own reads (the controller parses afresh each pass, as live)
+        # parsed objects by their exact JSON, shared by the engine's scheduler, the baselines and the controller:
+        # a pass re-reads every object, and most are unchanged since the last one (the result is the same)
+        self.parse_cache = ParseCache(objects=True)
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
@@ -269,6 +272,9 @@ class Engine:
         failures = self.cloud.failure_count()
         while t <= self.trace.horizon:
             self.clock.t = t
+            if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
+                self.parse_cache.pods.clear()
+                self.parse_cache.nodes.clear()
             self.rec.account(t, self.nodes, self.pods, self.templates)
             changed = self._trace_events(t)
             changed |= self._sync_nodes(t)

@@ -73,7 +73,7 @@ class Recorder:
         self.gpu_used_s += dt * gpus
         if t >= self.next_sample:
             self.next_sample = t + self.every
-            billed = sum(1 for b in self.cloud.bill.values() if b.end is None or b.end > t)
+            billed = len(self.cloud.open)  # an ended bill ended at or before its step
             self.series.append({"t": t, "nodes": len(nodes), "billed": billed, "running_pods": running,
                                 "dollars": self.cloud.micro_dollars(t) / 1e6,
                                 "stranded_node_hours": round(self.stranded_s / 3600, 3)})

@@ -98,8 +98,9 @@ class Gangscale:
     """The real controller (enforce mode, observe mode on; gate mode `all` for gangscale-gate)."""
 
     def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
-                 on_lift: Callable[[str], None], deadline: int) -> None:
+                 on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> None:
         self.name = name
+        self.cache = cache  # parsed objects by exact JSON, kept across passes: the same reads, parsed once
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock
@@ -114,7 +115,8 @@ class Gangscale:
 
     def _new(self) -> Reconciler:
         r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
-                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1))
+                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1),
+                       parse_cache=self.cache)
         r.load_state()
         return r
 
@@ -236,7 +238,7 @@ class Baseline:
 def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
                 on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> Policy:
     if name in ("gangscale-observe", "gangscale-gate"):
-        return Gangscale(name, cloud, clock, pods, on_lift, deadline)
+        return Gangscale(name, cloud, clock, pods, on_lift, deadline, cache)
     if name in BASELINES:
         return Baseline(name, cloud, clock, cache)
     raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")

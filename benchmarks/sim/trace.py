@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..generate import A10G, GPU_TAINT, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100, _launcher
+from ..generate import A10G, GPU_TAINT, H100, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100, _launcher
 
 HOUR, DAY = 3600, 86400
 GANG_APIS = (("native", 6), ("cosched", 3), ("volcano", 1))  # as the standard benchmark's backlogs
@@ -32,6 +32,15 @@ CATALOG = (
     ("p5.48xlarge", 6, 300, 0.5),
 )
 MIN_DELAY, MAX_DELAY = 45, 1200  # a launch takes 45 s to 20 min
+
+# Sizing the week's groups (the hour's sizes above are its floor): a family's maxSize per zone is
+# HEADROOM x the trace's peak concurrent demand for it (every gang counted from its arrival for its run
+# time, as if it started at once) over the zones. Below the peak the queue grows without bound while the
+# wave is up and every pass re-plans the whole backlog; the headroom covers launches in flight, nodes
+# draining, packing loss and a zone out in an outage. CPU pods of any gang go to the CPU groups, sized in
+# m5.2xlarge-equivalents (7 cores and 28 GiB a node, after the kubelet's reserve). Integers throughout.
+HEADROOM = (5, 4)  # 1.25
+CPU_NODE_MILLICORES, CPU_NODE_MIB = 7000, 28 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +101,12 @@ class Trace:
                 "restarts": list(self.restarts), "node_groups": len(self.catalog), **self.notes}
 
 
-def catalog() -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
-    """Catalog entries in three zones and each group's launch-delay distribution."""
+def catalog(sizes: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
+    """Catalog entries in three zones and each group's launch-delay distribution; `sizes`: maxSize per zone
+    by instance type where it differs from CATALOG's (the week's, from `week_sizes`)."""
     entries, delays = [], {}
     for itype, max_size, median, sigma in CATALOG:
+        max_size = (sizes or {}).get(itype, max_size)
         gpu = itype[0] in "gp"
         for z in ZONES:
             name = f"{itype.replace('.', '-')}-{z[-2:]}"
@@ -106,6 +117,58 @@ def catalog() -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
             entries.append(e)
             delays[name] = (float(median), sigma)
     return entries, delays
+
+
+def _instance_type(t: PodT) -> str | None:
+    """The catalog's instance type a GPU pod of the trace runs on (None: a CPU pod, any CPU group)."""
+    if t.gpus == 8:
+        return "p5.48xlarge" if t.selector.get(PRODUCT_KEY) == H100 else "p4d.24xlarge"
+    if t.gpus == 1:
+        return "g6.xlarge" if t.selector.get(PRODUCT_KEY) == L4 else "g5.xlarge"
+    return None
+
+
+def _milli_or_mib(q: str) -> int:
+    """The trace's own quantities as integers: cores in millicores ("250m", "2"), memory in MiB ("512Mi", "4Gi")."""
+    for suffix, scale in (("Mi", 1), ("Gi", 1024), ("m", 1)):
+        if q.endswith(suffix):
+            return int(q[: -len(suffix)]) * scale
+    return int(q) * 1000
+
+
+def peak_demand(specs: list[GangSpec]) -> dict[str, int]:
+    """Peak concurrent nodes each instance type would run if every gang started at its arrival: one node per
+    GPU pod (the trace's GPU pods fill their instance's GPUs), CPU pods in m5.2xlarge-equivalents."""
+    deltas: dict[int, dict[str, int]] = {}
+    for g in specs:
+        need: dict[str, int] = {}
+        for _, n, t in g.roles:
+            itype = _instance_type(t)
+            if itype is not None:
+                need[itype] = need.get(itype, 0) + n
+            else:
+                need["cpu-milli"] = need.get("cpu-milli", 0) + n * _milli_or_mib(t.cpu)
+                need["cpu-mib"] = need.get("cpu-mib", 0) + n * _milli_or_mib(t.memory)
+        for at, sign in ((g.arrival, 1), (g.arrival + g.runtime, -1)):
+            d = deltas.setdefault(at, {})
+            for k, v in need.items():
+                d[k] = d.get(k, 0) + sign * v
+    now: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for at in sorted(deltas):
+        for k, v in deltas[at].items():
+            now[k] = now.get(k, 0) + v
+            peak[k] = max(peak.get(k, 0), now[k])
+    out = {k: v for k, v in peak.items() if not k.startswith("cpu-")}
+    out["m5.2xlarge"] = max(-(-peak.get("cpu-milli", 0) // CPU_NODE_MILLICORES), -(-peak.get("cpu-mib", 0) // CPU_NODE_MIB))
+    return out
+
+
+def week_sizes(specs: list[GangSpec]) -> dict[str, int]:
+    """maxSize per zone by instance type: HEADROOM x the peak demand over the zones, never below the hour's."""
+    peak = peak_demand(specs)
+    num, den = HEADROOM
+    return {itype: max(size, -(-num * peak.get(itype, 0) // (den * len(ZONES)))) for itype, size, _, _ in CATALOG}
 
 
 def _one_gpu(product: str) -> PodT:
@@ -193,6 +256,7 @@ def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Tra
         raise ValueError(f"unknown trace {kind!r}; expected hour or week")
     rng = random.Random(f"gangscale-sim/{kind}/{seed}")
     entries, delays = catalog()
+    notes: dict[str, Any] = {}
     gpu_groups = [e["name"] for e in entries if "taints" in e]
     if kind == "hour":
         n, span, horizon = gangs or 40, HOUR, HOUR + HOUR // 2
@@ -204,11 +268,13 @@ def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Tra
         n, span, horizon = gangs or 5000, 7 * DAY, 7 * DAY + 6 * HOUR
         times = _arrivals(rng, n, span, True, 0)
         specs = [_gang(rng, i, t, 3 * DAY) for i, t in enumerate(times)]
+        notes["max_size_per_zone"] = sizes = week_sizes(specs)
+        entries, delays = catalog(sizes)  # the same groups, sized for the week's load
         outages = sorted((Outage(g, s, s + 2 * HOUR) for g, s in
                           ((rng.choice(gpu_groups), rng.randrange(span - 2 * HOUR)) for _ in range(3))),
                          key=lambda o: o.start)
         restarts = sorted(rng.randrange(span) for _ in range(7))
-    return Trace(kind, seed, specs, entries, delays, failures, outages, restarts, horizon)
+    return Trace(kind, seed, specs, entries, delays, failures, outages, restarts, horizon, notes=notes)
 
 
 def launch_delay(rng: random.Random, median: float, sigma: float) -> int:

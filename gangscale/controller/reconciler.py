@@ -28,7 +28,7 @@ from typing import Any
 from cloud_adapters.base import LooseInstance, NodeGroupProvider
 
 from ..apply import ExecutionReport
-from ..ingest import Cluster, ingest
+from ..ingest import Cluster, ParseCache, ingest
 from ..model import GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
@@ -96,8 +96,9 @@ class Reconciler:
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
                  pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
-                 solve_options: SolveOptions | None = None) -> None:
+                 solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None) -> None:
         self.cfg = cfg
+        self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
         self.conditions = conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
         self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
@@ -193,7 +194,8 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted)
+        cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted,
+                         cache=self.parse_cache)
         cluster, discovery = self.actuator.refresh(cluster)
         return cluster, discovery.warnings
 

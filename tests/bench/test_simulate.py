@@ -20,7 +20,7 @@ from benchmarks.generate import PodT
 from benchmarks.sim.engine import Engine
 from benchmarks.sim.metrics import percentile
 from benchmarks.sim.report import SimConfig, run
-from benchmarks.sim.trace import GangSpec, Outage, Trace
+from benchmarks.sim.trace import CATALOG, HEADROOM, GangSpec, Outage, Trace, make_trace, peak_demand
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINES = ("ca", "ca-atomic", "karpenter")
@@ -133,6 +133,28 @@ def test_the_bill_is_integer_micro_dollars_per_second_and_a_failed_launch_costs_
     price = round(e.cloud.groups_by_name["cpu"].price_per_hour * 1_000_000)
     assert e.cloud.micro_dollars(20 + 3600) == price * 1800 // 3600 + price * 3600 // 3600
     assert e.cloud.calls["increase_size"] == 2 and e.cloud.calls["delete_instances"] == 1
+
+
+@pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
+def test_the_controller_decides_the_same_when_the_simulator_keeps_parsed_objects_across_passes(policy):
+    trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
+    kept = Engine(trace, policy, seed=3)
+    fresh = Engine(trace, policy, seed=3)
+    fresh.parse_cache.objects = False  # every object parsed again on every read, as the live controller does
+    assert kept.run() == fresh.run()
+    assert kept.parse_cache.pods and not fresh.parse_cache.pods
+
+
+def test_the_week_s_groups_hold_its_peak_demand_with_headroom_and_the_hour_keeps_its_catalog():
+    week = make_trace("week", seed=0)
+    peak = peak_demand(week.gangs)  # p4d: 146 nodes at the peak; the hour's catalog has 3 x 8
+    per_type = {}
+    for e in week.catalog:
+        per_type[e["instanceType"]] = per_type.get(e["instanceType"], 0) + e["maxSize"]
+    assert all(per_type[t] * HEADROOM[1] >= HEADROOM[0] * peak[t] for t in peak), (per_type, peak)
+    assert week.notes["max_size_per_zone"]["p4d.24xlarge"] * 3 == per_type["p4d.24xlarge"]
+    hour = make_trace("hour", seed=0)
+    assert [e["maxSize"] for e in hour.catalog] == [size for _, size, _, _ in CATALOG for _ in range(3)]
 
 
 # ------------------------------------------------------------------ the smoke trace
