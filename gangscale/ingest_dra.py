@@ -318,8 +318,11 @@ class DraIndex:
                 requests = dict(pod.requests)
                 _rename(requests, self.aliases)
             pods[i] = (replace(pod, requests=requests), key, problem)
-        for node in nodes:
-            _rename(node.allocatable, self.aliases)
+        for i, node in enumerate(nodes):  # a copy: a parsed Node may be shared by reads
+            if any(k in self.aliases for k in node.allocatable):
+                allocatable = dict(node.allocatable)
+                _rename(allocatable, self.aliases)
+                nodes[i] = replace(node, allocatable=allocatable)
 
 
 def _class_tests(expression: str) -> list[tuple[str, str, Any]] | None:

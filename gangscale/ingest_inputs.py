@@ -8,6 +8,7 @@ its gang invalid or adds a warning that names the object and the field.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .ingest_dra import DRA_APIS, DRA_KINDS, DraIndex
@@ -53,9 +54,12 @@ class Inputs:
         group_yunikorn(pods, defs, self.dra.note_pod)
         self.dra.resolve(pods, warnings)
         devices = self.dra.node_devices()
-        for node in nodes:
-            for res, n in devices.get(node.name, {}).items():
-                node.allocatable[res] = node.allocatable.get(res, 0) + n
+        for i, node in enumerate(nodes):  # copies: a parsed Node may be shared by reads (`ParseCache(objects=True)`)
+            if devices.get(node.name):
+                allocatable = dict(node.allocatable)
+                for res, n in devices[node.name].items():
+                    allocatable[res] = allocatable.get(res, 0) + n
+                nodes[i] = replace(node, allocatable=allocatable)
         self.dra.fold_aliases(pods, nodes)
 
     def admissions(self, pods: list) -> dict[tuple[str, str, str], str]:

@@ -188,7 +188,7 @@ def test_ingest_builds_gangs_and_pods_with_their_final_values_and_nobody_can_cha
 
 def test_a_cache_kept_across_reads_parses_an_unchanged_pod_once_and_a_changed_one_again(monkeypatch):
     """The simulator's cache (`objects=True`): the same JSON gives the same Pod and Node, parsed once; a pod
-    bound since the last read, or a node's group matched in place, never leaks into the next read."""
+    bound since the last read, or a node's group matched, never leaks into the next read."""
     import gangscale.parse as parse_module
     from gangscale.ingest import ParseCache
 
@@ -199,13 +199,25 @@ def test_a_cache_kept_across_reads_parses_an_unchanged_pod_once_and_a_changed_on
     objs = [podgroup("train", min_count=2), pod("w-0", group="train"), pod("w-1", group="train"),
             node("n1")]
     first = ingest(objs, cache=owned)
-    first.nodes[0].node_group = "matched-in-place"  # as the controller's group match does
-    first.nodes[0].allocatable["example.com/dra"] = 1
+    with pytest.raises(AttributeError):  # frozen (issue 15): the controller's group match returns a copy
+        first.nodes[0].node_group = "matched-in-place"
     second = ingest(objs, cache=owned)
     assert len(calls) == 2 and second.gangs[0].pending == first.gangs[0].pending
-    assert second.nodes[0].node_group is None and "example.com/dra" not in second.nodes[0].allocatable
+    assert second.nodes[0].node_group is None
     objs[1]["spec"]["nodeName"] = "n1"  # bound since the last read: parsed again, counted as bound
     third = ingest(objs, cache=owned)
     assert len(calls) == 3 and third.gangs[0].bound == 1 and [p.name for p in third.gangs[0].pending] == ["w-1"]
     ingest(objs)  # without `objects`, nothing is kept between reads
     assert len(calls) == 5
+
+
+def test_a_nodes_dra_devices_are_counted_once_however_often_a_cache_kept_across_reads_reads_it():
+    # ingest adds a node's ResourceSlice devices to its allocatable; with parsed Nodes shared between reads
+    # (the simulator's ParseCache(objects=True)) an in-place add counted them again on every read
+    from gangscale.ingest import ParseCache
+    from test_dra import DEV, slice_
+
+    owned = ParseCache(objects=True)
+    objs = [node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 4)]
+    counts = [ingest(objs, cache=owned).nodes[0].allocatable.get(DEV) for _ in range(3)]
+    assert counts == [4, 4, 4]
