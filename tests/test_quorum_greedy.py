@@ -148,8 +148,9 @@ def test_the_price_repack_gives_the_free_node_to_the_pod_that_is_dear_elsewhere_
 
 def test_the_planner_keeps_the_repacked_plan_when_cp_sat_gets_no_time(monkeypatch):
     from gangscale import planner
+    from gangscale.solver import cpsat
 
-    monkeypatch.setattr(planner, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
     monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)  # as on a loaded machine: the budget is gone after greedy
     objs, catalog = fragments_case()
     plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)  # default budget
