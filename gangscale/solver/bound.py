@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import numpy as np
