@@ -158,9 +158,9 @@ class DraIndex:
     def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
         """Remember a pod's claim references; demands are resolved once every claim has been read."""
         spec, status = obj.get("spec"), obj.get("status")
-        if isinstance(status, Mapping) and status.get("extendedResourceClaimStatus"):
+        if (type(status) is dict or isinstance(status, Mapping)) and status.get("extendedResourceClaimStatus"):
             self.dra_served.add(index)  # KEP-5004: its claim's allocation already took the devices
-        claims = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+        claims = spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
         if claims:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
             statuses = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None

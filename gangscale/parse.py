@@ -80,7 +80,7 @@ class Cluster:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise ObjectError("metadata is missing")
     if not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ObjectError("metadata.name is missing")
@@ -122,6 +122,8 @@ def _list(raw: Any, where: str) -> list[Any]:
 
 
 def _str_map(raw: Any, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}  # most pods carry no annotations: no comprehension to run
     return {str(k): str(v) for k, v in _map(raw, where).items()}
 
 
@@ -220,6 +222,8 @@ def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
 
 def _timestamp(raw: Any) -> str:
     """RFC 3339 as the API writes it; PyYAML turns an unquoted one into a datetime, so normalise it."""
+    if type(raw) is str:
+        return raw  # as read from JSON (and `str(raw or "")` of a str is itself)
     if isinstance(raw, datetime):
         if raw.tzinfo is not None:
             raw = raw.astimezone(timezone.utc)
@@ -229,6 +233,8 @@ def _timestamp(raw: Any) -> str:
 
 def _int_field(raw: Any, where: str, *, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> int:
     """An integer field; the API's are int32, and a larger one must not reach numpy or CP-SAT."""
+    if type(raw) is int and minimum <= raw <= maximum:
+        return raw  # the common case, without the checks that name what is wrong
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ObjectError(f"{where} must be an integer, got {_short(raw)}")
     if raw < minimum:
@@ -463,9 +469,9 @@ def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, st
               cache: ParseCache | None = None) -> PodRules:
     """The pod's per-node rules; with `strict` (pending pods) an unsupported form is an ObjectError."""
     affinity = spec.get("affinity")
-    has_pod_aff = isinstance(affinity, Mapping) and ("podAffinity" in affinity or "podAntiAffinity" in affinity)
-    containers = spec.get("containers")
-    has_ports = isinstance(containers, list) and any(isinstance(c, Mapping) and c.get("ports") for c in containers)
+    has_pod_aff = affinity is not None and isinstance(affinity, Mapping) and (
+        "podAffinity" in affinity or "podAntiAffinity" in affinity)
+    has_ports = _has_ports(spec.get("containers"))
     if not (has_pod_aff or has_ports or spec.get("topologySpreadConstraints") or spec.get("hostNetwork")
             or spec.get("initContainers")):
         return NO_RULES  # the common pod: nothing to parse
@@ -475,6 +481,15 @@ def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, st
         key = b"%s|%d|%s" % (ns.encode(), strict, key)
         return cache.memo(cache.rules, key, lambda: _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None))
     return _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
+
+
+def _has_ports(containers: Any) -> bool:
+    """Whether any container lists ports (a loop: a generator per pod costs more than the check)."""
+    if isinstance(containers, list):
+        for c in containers:
+            if (type(c) is dict or isinstance(c, Mapping)) and c.get("ports"):
+                return True
+    return False
 
 
 def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
@@ -495,19 +510,25 @@ def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], st
 
 def _spec_key(spec: Mapping[str, Any], fields: tuple[str, ...]) -> bytes | None:
     try:
-        return orjson.dumps([spec.get(f) for f in fields])
+        return orjson.dumps(list(map(spec.get, fields)))
     except TypeError:  # not plain JSON (hand-built objects): parse without the cache
         return None
 
 
+_REQUEST_FIELDS = ("containers", "initContainers", "resources", "overhead")
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+
+
 def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str, int]:
-    key = _spec_key(spec, ("containers", "initContainers", "resources", "overhead"))
-    return dict(cache.memo(cache.requests, key, lambda: pod_requests(spec)))
+    key = _spec_key(spec, _REQUEST_FIELDS)
+    hit = cache.requests.get(key) if key is not None else None  # a hit without building `make`
+    return dict(hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec)))
 
 
 def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placement:
-    key = _spec_key(spec, ("nodeSelector", "affinity", "tolerations"))
-    return cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable: safe to share
+    key = _spec_key(spec, _PLACEMENT_FIELDS)
+    hit = cache.placements.get(key) if key is not None else None
+    return hit if hit is not None else cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable
 
 
 def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any], strict: bool = True) -> tuple[str, str] | None:
@@ -516,24 +537,25 @@ def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any], strict: bool =
     strict: a reference without its name is refused, as the API server does; otherwise it is
     ignored (for a pod already rejected, which only needs some gang to report on)."""
     sg = spec.get("schedulingGroup")
-    if strict and sg is not None and not (isinstance(sg, Mapping) and isinstance(sg.get("podGroupName"), str)
-                                          and sg["podGroupName"]):
-        raise ObjectError("spec.schedulingGroup.podGroupName is missing")
-    if isinstance(sg, Mapping) and sg.get("podGroupName"):
-        return FAMILY_NATIVE, str(sg["podGroupName"])
+    if sg is not None:  # (the ABC check below is slow on the None of most pods)
+        if strict and not (isinstance(sg, Mapping) and isinstance(sg.get("podGroupName"), str) and sg["podGroupName"]):
+            raise ObjectError("spec.schedulingGroup.podGroupName is missing")
+        if isinstance(sg, Mapping) and sg.get("podGroupName"):
+            return FAMILY_NATIVE, str(sg["podGroupName"])
     wr = spec.get("workloadRef")
-    if strict and wr is not None and not (isinstance(wr, Mapping) and isinstance(wr.get("name"), str) and wr["name"]):
-        raise ObjectError("spec.workloadRef.name is missing")
-    if isinstance(wr, Mapping) and wr.get("name"):
-        name = f"{wr['name']}/{wr.get('podGroup') or ''}"
-        if wr.get("podGroupReplicaKey"):
-            name += f"/{wr['podGroupReplicaKey']}"
-        return FAMILY_WORKLOAD, name
+    if wr is not None:
+        if strict and not (isinstance(wr, Mapping) and isinstance(wr.get("name"), str) and wr["name"]):
+            raise ObjectError("spec.workloadRef.name is missing")
+        if isinstance(wr, Mapping) and wr.get("name"):
+            name = f"{wr['name']}/{wr.get('podGroup') or ''}"
+            if wr.get("podGroupReplicaKey"):
+                name += f"/{wr['podGroupReplicaKey']}"
+            return FAMILY_WORKLOAD, name
     labels = meta.get("labels") or {}
-    if isinstance(labels, Mapping) and labels.get(COSCHEDULING_LABEL):
+    if (type(labels) is dict or isinstance(labels, Mapping)) and labels.get(COSCHEDULING_LABEL):
         return FAMILY_COSCHED, str(labels[COSCHEDULING_LABEL])
     annotations = meta.get("annotations") or {}
-    if isinstance(annotations, Mapping):
+    if annotations and isinstance(annotations, Mapping):
         for key in VOLCANO_ANNOTATIONS:
             if annotations.get(key):
                 return FAMILY_VOLCANO, str(annotations[key])
@@ -609,7 +631,7 @@ def _obj_label(obj: Any) -> str:
 def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """What makes two listed Nodes or Pods the same object: its uid, and its (namespace/)name."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         return []
     out: list[tuple[str, ...]] = []
     uid, name, ns = meta.get("uid"), meta.get("name"), meta.get("namespace")
@@ -701,12 +723,12 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     phase = _phase(status)
     created = _timestamp(meta.get("creationTimestamp"))
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
-    owner_kinds = tuple(str(o.get("kind")) for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences")
-                        if isinstance(o, Mapping))
+    owners, gates_raw = meta.get("ownerReferences"), spec.get("schedulingGates")
+    owner_kinds = () if owners is None else tuple(
+        str(o.get("kind")) for o in _list(owners, "metadata.ownerReferences") if isinstance(o, Mapping))
     scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-    gates = tuple(
-        str(g.get("name")) for g in _list(spec.get("schedulingGates"), "spec.schedulingGates") if isinstance(g, Mapping)
-    )
+    gates = () if gates_raw is None else tuple(
+        str(g.get("name")) for g in _list(gates_raw, "spec.schedulingGates") if isinstance(g, Mapping))
     labels = _str_map(meta.get("labels"), "metadata.labels")
     rules = pod_rules(spec, ns, labels, strict=node_name is None, cache=cache)
     if meta.get("deletionTimestamp") and not node_name:

@@ -146,9 +146,18 @@ def test_quantities_outside_the_api_servers_ascii_grammar_are_refused(bad):
     (lambda p: p["spec"].update(workloadRef={"podGroup": "workers"}), "spec.workloadRef.name is missing"),
     (lambda p: p["spec"].update(schedulingGroup={}), "spec.schedulingGroup.podGroupName is missing"),
     (lambda p: p["status"].update(phase=7), "status.phase must be a string"),
+    # falsy but present: ingest's fast paths skip only a missing field (None), never an empty wrong type
+    (lambda p: p["metadata"].update(ownerReferences={}), "metadata.ownerReferences must be a list"),
+    (lambda p: p["spec"].update(schedulingGates={}), "spec.schedulingGates must be a list"),
+    (lambda p: p["metadata"].update(annotations=[]), "metadata.annotations must be an object"),
+    (lambda p: p["spec"].update(schedulingGroup=""), "spec.schedulingGroup.podGroupName is missing"),
+    (lambda p: p["spec"].update(workloadRef=[]), "spec.workloadRef.name is missing"),
+    (lambda p: p["spec"].update(priority=True), "spec.priority must be an integer"),
 ], ids=["toleration-key-object", "toleration-effect-list", "toleration-value-int", "toleration-effect-unknown",
         "namespace-int", "unicode-digits", "spaces", "null-container", "no-containers", "null-init-container",
-        "null-spread-constraint", "workload-ref-without-name", "scheduling-group-without-name", "phase-int"])
+        "null-spread-constraint", "workload-ref-without-name", "scheduling-group-without-name", "phase-int",
+        "owner-references-empty-object", "scheduling-gates-empty-object", "annotations-empty-list",
+        "scheduling-group-empty-string", "workload-ref-empty-list", "priority-bool"])
 def test_a_mistyped_field_makes_the_pods_gang_invalid_with_the_field_named(mutate, field):
     bad = pod("bad")
     mutate(bad)

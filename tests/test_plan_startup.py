@@ -70,3 +70,40 @@ def test_plan_runs_without_the_cyclic_collector_and_gives_it_back(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
         "code": 0, "collector_while_planning": [False], "enabled_after": True}
+
+
+_EXIT_PROBE = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write("interpreter-teardown\\n"))
+from gangscale.cli import main
+if sys.argv[1] == "program":
+    sys.argv[1:2] = []
+    code = main()  # as `gangscale plan` / `python -m gangscale plan` call it
+else:
+    code = main(sys.argv[2:])  # an in-process caller
+sys.stderr.write(f"main-returned {code}\\n")
+"""
+
+
+def _exit_probe(how: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _EXIT_PROBE, how, "plan", *EXAMPLE, "-o", "json", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_a_plan_run_as_a_program_ends_once_its_output_is_flushed_without_the_interpreter_teardown():
+    proc = _exit_probe("program")  # stdout is a pipe: block-buffered, so only the flush gets the plan out
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["solver"]["status"] in ("OPTIMAL", "FEASIBLE")
+    assert "main-returned" not in proc.stderr and "interpreter-teardown" not in proc.stderr
+
+
+def test_main_with_arguments_returns_so_an_in_process_caller_keeps_its_process():
+    proc = _exit_probe("caller")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["solver"]["status"] in ("OPTIMAL", "FEASIBLE")
+    assert proc.stderr.splitlines()[-2:] == ["main-returned 0", "interpreter-teardown"]
+
+
+def test_a_plan_that_fails_to_read_its_input_still_exits_2_the_usual_way():
+    proc = _exit_probe("program", "--cluster", "/nonexistent/cluster.json")
+    assert "no such file" in proc.stderr and "main-returned 2" in proc.stderr
