@@ -25,8 +25,10 @@ def peak_kb() -> int | None:
 
 
 if __name__ == "__main__":
-    from gangscale.cli import main
+    from gangscale.cli import end_process, main
 
     code = main(sys.argv[1:])
     sys.stderr.write(f"\n{MARK}{peak_kb() or ''}\n")
+    if sys.argv[1:2] == ["plan"] and not any(a.startswith(("--provider", "--execute")) for a in sys.argv):
+        end_process(code)  # as `gangscale plan` ends: no interpreter teardown (gangscale/cli.py)
     sys.exit(code)

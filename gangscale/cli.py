@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from typing import NoReturn, Sequence
@@ -204,6 +203,8 @@ COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_r
 
 def bench(argv: Sequence[str]) -> int:
     """`python -m benchmarks ...` as a child process with the same interpreter, streams and exit code."""
+    import subprocess  # only here: with `locale`, `selectors` and `signal` it is ~10 ms of every other command
+
     env = {**os.environ, "GANGSCALE_BENCH_PROG": "gangscale bench"}  # its usage names the command typed
     try:
         return subprocess.call([sys.executable, "-m", "benchmarks", *argv], env=env)

@@ -16,7 +16,7 @@ import json, sys
 from gangscale.cli import main
 code = main(sys.argv[1:])
 heavy = ("gangscale.realize", "gangscale.scheduling", "kubernetes", "boto3", "botocore", "ortools.sat.python.cp_model",
-         "pandas")
+         "pandas", "subprocess")  # subprocess: only `gangscale bench` starts a child
 print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules)}))
 """
 
