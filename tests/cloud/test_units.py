@@ -147,3 +147,21 @@ def test_endpoint_credentials_are_redacted_for_logs():
 
     assert redact_url("http://user:secret@127.0.0.1:5000/") == "http://***@127.0.0.1:5000/"
     assert redact_url("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_the_instance_table_read_with_libyamls_scanner_is_the_table_the_pure_python_loader_reads(tmp_path):
+    import yaml
+
+    from cloud_adapters.instance_types import load_instance_types
+
+    table = ROOT / "config" / "aws-instance-types.yaml"
+    tricky = tmp_path / "types.yaml"  # YAML 1.1 forms both loaders must read alike: octal-looking, on/off, floats
+    tricky.write_text(table.read_text() + "  x1.tiny: {vcpu: 010, memoryMiB: 1_024, maxPods: 0x1f, pricePerHour: .5e1,"
+                                          " gpus: 0, gpuProduct: on}\n")
+    for path in (table, tricky):
+        raw = yaml.load(path.read_text(), Loader=yaml.SafeLoader)["instanceTypes"]
+        got = load_instance_types(path)
+        assert sorted(got) == sorted(raw)
+        assert all(got[n].vcpu == int(s["vcpu"]) and got[n].price_per_hour == float(s["pricePerHour"])
+                   and got[n].gpu_product == str(s.get("gpuProduct", "")) for n, s in raw.items())
+    assert load_instance_types(tricky)["x1.tiny"].gpu_product == "True" and load_instance_types(tricky)["x1.tiny"].vcpu == 8
