@@ -114,6 +114,8 @@ class KueueIndex:
                 note_pod(len(pods) - 1, obj)
 
     def _rekey(self, pods: list, owned: dict, plan_unadmitted: bool) -> None:
+        if not owned and not plan_unadmitted:
+            return  # no Workload to move a pod into and no gate to lift: nothing below could change a pod
         for i, (pod, key, problem) in enumerate(pods):
             if pod is None:
                 continue
