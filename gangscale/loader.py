@@ -35,6 +35,7 @@ _TAG = re.compile(r"(?:^|[\s\[{,])!")  # a `!tag` (a `!` inside a plain or quote
 # recurses without a limit (20,000 levels of `- ` segfault it): leave such text to libyaml's scanner.
 _DEEP_BLOCK = re.compile(r"\n[ \t?:-]{200}")  # not `^` with MULTILINE: 6x slower on a 10 MB file
 
+_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.lstrip() strips, without copying 80 MB to see it
 MAX_DEPTH = 100  # containers around any value of a document; Kubernetes objects use about 15
 _MIN_ALIAS_BUDGET = 100_000
 
@@ -182,7 +183,8 @@ def _read_bytes(path: str | Path) -> bytes:
 def parse_documents(data: bytes, name: str = "<input>") -> list[Any]:
     """Parse JSON (one value) or YAML (one or more `---` documents)."""
     json_error: Exception | None = None
-    if data.lstrip()[:1] in (b"{", b"["):
+    start = _LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # (matches the empty string at worst)
+    if data[start:start + 1] in (b"{", b"["):
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
