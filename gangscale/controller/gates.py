@@ -8,15 +8,17 @@ simulate`, on the live nodes with the pods already in the scheduler's queue, und
 `SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
 a node the plan gave to a gang still held (or that arrived for one: a node reserved for it), leaves
 that gang room to start on the nodes it may count on (live and upcoming nodes not reserved for a
-third gang, and the new nodes the plan buys for it). A gang's own reserved nodes are its capacity:
-the plan places its pods there, the scheduler model sees them without the planner-only reservation
-taint, as kube-scheduler does, and a pod the plan put on a node still on its way counts as placed on
-one of the gang's own Ready nodes the plan left empty, where it fits (the solver sees no difference
-between the two; the gate does). Held gangs are tried in `release_order` (priority, then
-the biggest per-pod GPU / extended-resource request first, then the gang with the fewest node groups
-to go to), so a big-GPU gang is released before the small pods that could take its nodes, an
-H100-only gang before an any-8-GPU gang that could take its H100 nodes, and a small gang whose pods would land on a still-held
-big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
+third gang, less the room the plan gave the other gangs still held, and the new nodes the plan buys
+for it). A gang's own reserved nodes are its capacity: the plan places its pods there, the scheduler
+model sees them without the planner-only reservation taint, as kube-scheduler does, and a pod the
+plan put on a node still on its way counts as placed on one of the gang's own Ready nodes the plan
+left empty, where it fits (the solver sees no difference between the two; the gate does). Held
+gangs are tried in `release_order` (priority, then the biggest per-pod GPU / extended-resource
+request first, among GPU gangs the one with the fewest node groups to go to, then the biggest pod by
+cpu or memory), so a big-GPU gang is released before the small pods that could take its nodes, an
+H100-only gang before an any-8-GPU gang that could take its H100 nodes, big CPU pods before the
+small ones LeastAllocated would spread over their nodes, and a small gang whose pods would land on a
+still-held big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
 elastic gang's extra members stay gated). Deferred and infeasible gangs stay gated.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
@@ -234,7 +236,8 @@ def _conflict(w: _World, g: Gang, pods: Sequence[Pod], still_held: Mapping[GangK
         if lost:
             return f"releasing it now would keep {lost[0]} from starting"
         for victim, node in _trespassed(w, g, pods, res, still_held):
-            if not w.still_fits(still_held[victim], res, seed, still_held.values()):
+            others = [o for k, o in still_held.items() if k != g.gang_key]
+            if not w.still_fits(still_held[victim], res, seed, others):
                 return (f"the scheduler would put its pods on node {node}, which the plan keeps for {victim}, "
                         "and that gang would no longer fit; it waits until that gang has bound")
     w.released = extra
