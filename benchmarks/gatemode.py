@@ -10,7 +10,8 @@ scheduler model (`gangscale.scheduling.simulate`) with every bought node Ready:
   the gate, so they take no capacity.
 - Released gangs reach the scheduler one after another in `gates.release_order` (imported, not
   copied, with `gates.placement_choices`): priority, then the biggest per-pod GPU request first, then
-  the gang with the fewest places (node groups, nodes) to go. The replay gives each released
+  (among GPU gangs) the gang with the fewest places (node groups, nodes) to go, then the biggest pod by
+  cpu or memory. The replay gives each released
   gang's pods a queue timestamp in that order, so one model run schedules them as if each gang
   were bound before the next gate is lifted.
 - gates.py holds a gang whose pods would land on a node the plan keeps for a gang still held, when

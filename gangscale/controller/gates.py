@@ -8,15 +8,17 @@ simulate`, on the live nodes with the pods already in the scheduler's queue, und
 `SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
 a node the plan gave to a gang still held (or that arrived for one: a node reserved for it), leaves
 that gang room to start on the nodes it may count on (live and upcoming nodes not reserved for a
-third gang, and the new nodes the plan buys for it). A gang's own reserved nodes are its capacity:
-the plan places its pods there, the scheduler model sees them without the planner-only reservation
-taint, as kube-scheduler does, and a pod the plan put on a node still on its way counts as placed on
-one of the gang's own Ready nodes the plan left empty, where it fits (the solver sees no difference
-between the two; the gate does). Held gangs are tried in `release_order` (priority, then
-the biggest per-pod GPU / extended-resource request first, then the gang with the fewest node groups
-to go to), so a big-GPU gang is released before the small pods that could take its nodes, an
-H100-only gang before an any-8-GPU gang that could take its H100 nodes, and a small gang whose pods would land on a still-held
-big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
+third gang, less the room the plan gave the other gangs still held, and the new nodes the plan buys
+for it). A gang's own reserved nodes are its capacity: the plan places its pods there, the scheduler
+model sees them without the planner-only reservation taint, as kube-scheduler does, and a pod the
+plan put on a node still on its way counts as placed on one of the gang's own Ready nodes the plan
+left empty, where it fits (the solver sees no difference between the two; the gate does). Held
+gangs are tried in `release_order` (priority, then the biggest per-pod GPU / extended-resource
+request first, among GPU gangs the one with the fewest node groups to go to, then the biggest pod by
+cpu or memory), so a big-GPU gang is released before the small pods that could take its nodes, an
+H100-only gang before an any-8-GPU gang that could take its H100 nodes, big CPU pods before the
+small ones LeastAllocated would spread over their nodes, and a small gang whose pods would land on a
+still-held big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
 elastic gang's extra members stay gated). Deferred and infeasible gangs stay gated.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
@@ -34,6 +36,7 @@ from ..fit import placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Pod
 from ..plan import Plan
+from ..resources import CPU, MEMORY
 from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate
 from ..scheduling.scores import is_scalar
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
@@ -106,14 +109,27 @@ def _scalars(p: Pod) -> list[int]:
     return [v for r, v in p.requests.items() if is_scalar(r) and v > 0]
 
 
+MEMORY_PER_CPU = 4 << 30  # a pod's size counts a CPU as 4 GiB of memory (general-purpose instances' ratio)
+
+
+def _pod_size(p: Pod) -> int:
+    """The larger of a pod's cpu and memory request, in bytes (a CPU counted as `MEMORY_PER_CPU`)."""
+    return max(p.requests.get(CPU, 0) * MEMORY_PER_CPU // 1000, p.requests.get(MEMORY, 0))
+
+
 def release_key(g: Gang, choices: int = 0) -> tuple:
-    """Priority first; then the biggest per-pod GPU (extended resource) request; then the gang with the fewest
-    places to go (`choices`, node groups and nodes: an H100-only gang before an any-8-GPU one, which would take
-    its nodes); then the gang's total request; then age."""
+    """Priority first; then the biggest per-pod GPU (extended resource) request; among GPU gangs, the one with the
+    fewest places to go (`choices`, node groups and nodes: an H100-only gang before an any-8-GPU one, which would
+    take its nodes); then the biggest pod by cpu or memory (`_pod_size`: LeastAllocated spreads each released gang
+    over the emptiest nodes, so small pods released first cut the free room into pieces that bigger pods released
+    later no longer fit; biggest first is first-fit decreasing); then the fewest places; then the gang's total
+    GPU request; then age."""
     biggest = max((max(_scalars(p), default=0) for p in g.pending), default=0)
+    size = max((_pod_size(p) for p in g.pending), default=0)
     total = sum(sum(_scalars(p)) for p in g.pending)
     created = g.created or min((p.created for p in g.pending), default="")
-    return (-g.effective_priority, -biggest, choices, -total, created, str(g.gang_key))
+    return (-g.effective_priority, -biggest, choices if biggest else 0, -size, choices, -total, created,
+            str(g.gang_key))
 
 
 def release_order(gangs: Iterable[Gang], choices: Callable[[Gang], int] | None = None) -> list[Gang]:
@@ -184,15 +200,19 @@ class _World:
             self.baseline[seed] = self.run(self.released, seed)
         return self.baseline[seed]
 
-    def still_fits(self, held: Gang, after: SimResult, seed: int) -> bool:
+    def still_fits(self, held: Gang, after: SimResult, seed: int, others: Iterable[Gang] = ()) -> bool:
         """Whether `held`'s planned pods still start on the nodes it may count on (live and upcoming ones not
         reserved for another gang, and the new nodes the plan buys for it), once the pods of `after` are bound
         where the scheduler put them. Nodes bought for other gangs are not its to fall back on: counting them
         let a release take a node that had arrived for a held gang, which then waited for (and was bought)
-        one more."""
+        one more. Nor is the room the plan gave the other gangs still held (`others`): their planned pods count
+        as bound where the plan put them, else a release could push `held` onto a third gang's room, and that
+        gang, checked alone, onto a fourth's, until the last one no longer fits anywhere."""
         mine = {p.key for p in held.pending}
         pods = {p.key: p for g in self.gangs for p in g.pending if p.key not in mine}
         bound = list(self.snap.bound) + [replace(pods[k], node_name=n) for k, n in after.placement.items() if k in pods]
+        bound += [replace(p, node_name=self.where[p.key]) for o in others if o.gang_key != held.gang_key
+                  for p in o.pending if p.key in self.where and p.key not in after.placement]
         known = {g.name for g in self.snap.groups}
         own = {self.where[k] for k in mine if k in self.where}
         views = [v for v in self.snap.nodes if v.reserved_for in (None, held.gang_key)]
@@ -216,7 +236,8 @@ def _conflict(w: _World, g: Gang, pods: Sequence[Pod], still_held: Mapping[GangK
         if lost:
             return f"releasing it now would keep {lost[0]} from starting"
         for victim, node in _trespassed(w, g, pods, res, still_held):
-            if not w.still_fits(still_held[victim], res, seed):
+            others = [o for k, o in still_held.items() if k != g.gang_key]
+            if not w.still_fits(still_held[victim], res, seed, others):
                 return (f"the scheduler would put its pods on node {node}, which the plan keeps for {victim}, "
                         "and that gang would no longer fit; it waits until that gang has bound")
     w.released = extra

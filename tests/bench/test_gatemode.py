@@ -69,3 +69,23 @@ def test_gate_mode_starts_what_least_allocated_spreading_breaks_and_at_least_wha
     assert (gate["promised"], gate["gangs_started"], gate["empty_nodes"]) == (2, 2, 0)
     assert gate["gangs_started"] >= observe["gangs_started"]
     assert gate["gangs_started"] > free["gangs_started"]
+
+
+def _cpu_spread() -> tuple[list[dict], list[dict]]:
+    """target-10k's lost gangs in small: an older gang of a small pod and a younger gang of a big one, one
+    m5.large and one m5.xlarge at most. No GPUs to order them by."""
+    objs = [podgroup("small", 1, created=OLD), pod("small-0", "1", "1Gi", group="small", created=OLD),
+            podgroup("big", 1, created=NEW), pod("big-0", "3500m", "4Gi", group="big", created=NEW)]
+    return objs, [group("m5-l", "m5.large", 1), group("m5-xl", "m5.xlarge", 1)]
+
+
+def test_gate_mode_releases_the_bigger_cpu_pods_first_so_least_allocated_spreading_leaves_them_room(tmp_path):
+    objs, groups = _cpu_spread()
+    w = world(tmp_path, objs, groups)
+    plan = _plan(objs, groups)
+    assert sorted(n["nodeGroup"] for n in plan["newNodes"]) == ["m5-l", "m5-xl"]
+    # released by age, the small pod goes to the emptier m5.xlarge and the big one fits nowhere; released
+    # biggest first, both start in the first model run, on the nodes the plan bought for them
+    run = gate_replay(w, plan, strategy_config("LeastAllocated"), rounds=1)
+    assert {k.name for k in run.started} == {"big", "small"} and not run.empty
+    assert [k.name for k in run.order] == ["big", "small"]

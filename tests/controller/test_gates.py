@@ -7,12 +7,14 @@ emptiest node, the big GPU node (issue 9).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from builders import group, node, pod, podgroup
 from gangscale.catalog import parse_catalog
-from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NOT_HELD, decide, holds, release_order,
-                                        remove_gate_patch)
+from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NOT_HELD, decide, holds, placement_choices,
+                                        release_order, remove_gate_patch)
 from gangscale.ingest import CAPACITY_GATE, ingest
 from gangscale.model import Gang, Pod, Placement
 from gangscale.planner import OFF, make_plan
@@ -213,3 +215,72 @@ def test_only_the_members_the_plan_placed_leave_the_gate():
     objs += [gated_pod(f"e{i}", cpu="3", group="elastic") for i in range(3)]  # two fit, the third does not
     _, d = plan_and_decide(objs)
     assert len(d.lifts) == 1 and len(d.lifts[0].pods) == 2
+
+
+# ------------------------------------------------------------------------------------------ target-10k's failure
+
+def _least_allocated_spreading_case() -> list[dict]:
+    """Two Ready nodes bought for two gangs: a 4-CPU one for `big` (younger, one 4-CPU pod) and a 2-CPU one for
+    `small` (older, one 2-CPU pod). LeastAllocated sends `small`'s pod to the emptiest node, `big`'s."""
+    return [node("n4", cpu="4", mem="16Gi"), node("n2", cpu="2", mem="8Gi"),
+            pg("small", "2030-01-01T00:00:01Z"), pg("big", "2030-01-01T00:00:02Z"),
+            gated_pod("s0", cpu="2", mem="2Gi", group="small", created="2030-01-01T00:00:01Z"),
+            gated_pod("b0", cpu="4", mem="4Gi", group="big", created="2030-01-01T00:00:02Z")]
+
+
+def test_release_order_puts_the_bigger_cpu_or_memory_pods_first_among_gangs_without_gpus():
+    small = _gang("small", created="2030-01-01T00:00:00Z")
+    big = _gang("big", created="2030-01-02T00:00:00Z")
+    big = replace(big, pending=[replace(p, requests={"cpu": 4000, "pods": 1}) for p in big.pending])
+    heavy = _gang("heavy", created="2030-01-03T00:00:00Z")  # 0.5 CPU, 24 GiB: memory makes it the biggest
+    heavy = replace(heavy, pending=[replace(p, requests={"cpu": 500, "memory": 24 << 30, "pods": 1})
+                                    for p in heavy.pending])
+    assert [g.name for g in release_order([small, big, heavy])] == ["heavy", "big", "small"]
+
+
+def test_gangs_released_in_release_order_all_start_under_least_allocated_where_creation_order_strands_one():
+    # target-10k (issue 9): CPU gangs were released by age; each spread over the emptiest nodes, so small pods
+    # released first took the room of bigger ones released later (5 of 480 promised gangs never started)
+    from gangscale.scheduling import nodes_from_views, simulate, strategy_config
+    cluster = ingest(_least_allocated_spreading_case())
+    snap = build_snapshot(cluster, [])
+    nodes = nodes_from_views(snap.nodes, snap.bound)
+
+    def started(order: list[Gang]) -> set[str]:
+        bound: list[Pod] = []
+        out = set()
+        for g in order:  # one gang at a time, each bound before the next gate is lifted
+            res = simulate(nodes, [g], bound=bound, config=strategy_config("LeastAllocated"))
+            out |= {k.name for k in res.started}
+            bound += [replace(p, node_name=res.placement[p.key]) for p in g.pending if p.key in res.placement]
+        return out
+
+    by_age = sorted(cluster.gangs, key=lambda g: g.created)
+    assert started(by_age) == {"small"}  # its pod took the 4-CPU node: `big` no longer fits anywhere
+    assert started(release_order(cluster.gangs, placement_choices(snap))) == {"small", "big"}
+
+
+def test_a_release_is_held_when_its_victim_could_only_fall_back_on_room_the_plan_gave_a_third_held_gang():
+    # `a` and `c` each have one pod on a Ready node (n-a, n-c) and one on a node still on its way; `b` is Ready on
+    # n1. LeastAllocated puts `b`'s pod on n-a or n-c. Checked alone, the gang whose node it took could move to
+    # the other one's node; then that gang would no longer fit once its capacity is Ready: `b` must wait
+    objs = [node("n-a", cpu="4", mem="16Gi"), node("n-c", cpu="4", mem="16Gi"), node("n1", cpu="1", mem="4Gi"),
+            pg("a", "2030-01-01T00:00:01Z", min_count=2), pg("c", "2030-01-01T00:00:02Z", min_count=2),
+            pg("b", "2030-01-01T00:00:03Z")]
+    objs += [gated_pod(f"{g}{i}", cpu="4", mem="4Gi", group=g) for g in ("a", "c") for i in range(2)]
+    objs.append(gated_pod("b0", cpu="1", mem="1Gi", group="b"))
+    groups, _ = parse_catalog([group("cpu4", cpu="4", mem="16Gi")])
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, groups)
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    assert len(plan.new_nodes) == 2 and plan.existing_nodes["n1"] == ["default/b0"]
+    # one of the plans the solver may return (all cost the same): each big gang half on its Ready node
+    new = [plan.new_nodes[0].model_copy(update={"pods": ["default/a1"]}),
+           plan.new_nodes[1].model_copy(update={"pods": ["default/c1"]})]
+    plan = plan.model_copy(update={"existing_nodes": {"n-a": ["default/a0"], "n-c": ["default/c0"],
+                                                      "n1": ["default/b0"]}, "new_nodes": new})
+    d = decide(cluster.gangs, plan, snap, lambda g: True)
+    assert lifted(d) == []
+    held = {k.name: why for k, why in d.held.items()}
+    assert "which the plan keeps for default/" in held["b"] and "waits until that gang has bound" in held["b"]
+    assert "waiting for its capacity" in held["a"] and "waiting for its capacity" in held["c"]
