@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,8 +36,10 @@ class _Group:
     kids: list[int]
     cap: list[int]
     cost: int  # micro-dollars per hour per node
-    items: list[int]  # indices of the items (keys or shapes) it may carry
+    items: list[int]  # indices of the items (keys or shapes) it may carry, ascending
     headroom: int
+    shares: np.ndarray | None = None  # per item, its weights in the pricing orders (set on first pricing)
+    nonzero: dict = field(default_factory=dict)  # per item, its nonzero (resource, request) pairs
 
 
 class _Rmp:
@@ -208,13 +210,17 @@ def _price(g: _Group, req: np.ndarray, demand: np.ndarray, pi: np.ndarray) -> np
     idx = [i for i in g.items if pi[i] > 1e-12 and demand[i] > 0]
     if not idx:
         return None
-    share = req[idx] / np.maximum(np.array(g.cap, dtype=float), 1.0)  # items x resources
-    orders = [share.max(axis=1), share.sum(axis=1)] + [share[:, r] + 1e-9 for r in range(share.shape[1])
-                                                        if share[:, r].any()]
-    items = [(i, [(r, q) for r, q in enumerate(req[i].tolist()) if q > 0], int(demand[i])) for i in idx]
+    if g.shares is None:  # per group, fixed: each item's share orders and its nonzero requests
+        share = req[g.items] / np.maximum(np.array(g.cap, dtype=float), 1.0)
+        g.shares = np.column_stack([share.max(axis=1), share.sum(axis=1)]
+                                   + [share[:, r] + 1e-9 for r in range(share.shape[1]) if share[:, r].any()])
+        g.nonzero = {i: [(r, q) for r, q in enumerate(req[i].tolist()) if q > 0] for i in g.items}
+    rows = np.searchsorted(g.items, idx)
+    value = pi[idx][:, None] / g.shares[rows]  # items x orders
+    items = [(i, g.nonzero[i], int(demand[i])) for i in idx]
     best, best_val = None, 0.0
-    for w in orders:
-        pat = _fill(g.cap, [items[j] for j in np.argsort(-pi[idx] / w, kind="stable").tolist()])
+    for w in range(value.shape[1]):
+        pat = _fill(g.cap, [items[j] for j in np.argsort(-value[:, w], kind="stable").tolist()])
         val = sum(pi[i] * n for i, n in pat.items())
         if val > best_val:
             best, best_val = pat, val
@@ -230,7 +236,9 @@ def _fill(cap: list[int], items: list[tuple[int, list[tuple[int, int]], int]]) -
     free = list(cap)
     pat: dict[int, int] = {}
     for i, rq, d in items:
-        n = min([d] + [free[r] // q for r, q in rq])
+        n = d
+        for r, q in rq:
+            n = min(n, free[r] // q)
         if n > 0:
             pat[i] = n
             for r, q in rq:
