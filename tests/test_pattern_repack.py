@@ -136,3 +136,27 @@ def test_on_small_clusters_the_bounds_stay_below_the_optimum_and_the_repair_abov
     if again is not None:
         assert again.y == first.y and again.cost(prob) >= opt
         assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_pattern_lps_nodes_hold_their_pods_within_each_groups_headroom_and_the_demand(seed):
+    from gangscale.solver.colgen import pattern_new_nodes
+    from gangscale.solver.repack import _demand
+
+    objs, catalog = random_cluster(seed)
+    prob = build_problem(snapshot(objs, catalog))
+    first = greedy(prob)
+    demand = _demand(prob, first)
+    left = dict(demand)
+    nodes = pattern_new_nodes(prob, left, None)
+    used: dict[int, int] = {}
+    for kid, fill in nodes:
+        kind = prob.kinds[kid]
+        assert kind.new and fill and all(n > 0 for n in fill.values())
+        load = sum(n * np.array(prob.shapes[s].req, dtype=np.int64) for (s, _), n in fill.items())
+        assert (load <= np.array(kind.cap, dtype=np.int64)).all()
+        assert all((s, kid) in prob.fit_count for s, _ in fill)
+        used[kid] = used.get(kid, 0) + 1
+    assert all(n <= prob.kinds[kid].max_count for kid, n in used.items())
+    for key, n in demand.items():
+        assert left[key] >= 0 and n - left[key] == sum(f.get(key, 0) for _, f in nodes)
