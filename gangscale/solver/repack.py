@@ -9,16 +9,17 @@ pods of early gangs take the fragments and the large pods of later ones go to ne
 backlog that left the plan 4% above the bound, all of it in CPU packing. Here the free existing capacity goes
 first to the pods the aggregate LP prices highest (the duals of its shape rows in `bound.lp_cost_prices`:
 what a pod of the shape would cost on new nodes), first-fit-decreasing by price over the existing nodes; the
-rest is placed by the greedy's own new-node rule, gangs with the largest pods first.
+rest goes on new nodes as a pattern LP over whole nodes buys them (`colgen`), and what its rounding leaves by
+the greedy's own new-node rule, gangs with the largest pods first.
 """
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
+from .colgen import pattern_new_nodes
 from .greedy import Assignment, _assignment, _place_gang, _State
 from .problem import Problem
 
@@ -27,8 +28,9 @@ Key = tuple[int, object]  # (shape, topology domain or None)
 
 def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
-    first; new nodes follow the LP of what is left, rounded down (`_lp_new_nodes`); the few pods left after that
-    go by the greedy's own rule, gangs with the largest pods first. None when some pod finds no room or
+    first; new nodes follow the pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded
+    down, then one at a time); the pods left after that go by the greedy's own rule, gangs with the largest pods
+    first. None when some pod finds no room or
     `deadline` passes (the caller keeps `a`)."""
     demand = _demand(prob, a)
     if not demand:
@@ -39,7 +41,7 @@ def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: flo
     queues = _queues(prob, a)
     for b, fill in enumerate(existing):
         _hand_out(st, queues, b, fill)
-    for kid, fill in _lp_new_nodes(prob, left, deadline):
+    for kid, fill in pattern_new_nodes(prob, left, deadline):
         _hand_out(st, queues, st.open(kid), fill)
     size = prob.arrays.size
     order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
@@ -74,89 +76,6 @@ def _hand_out(st: _State, queues: dict[Key, list[list[int]]], b: int, fill: dict
             n -= take
             if not q[0][1]:
                 q.pop(0)
-
-
-def _lp_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
-    """New nodes for `left` (changed in place) as the aggregate LP over node groups buys them: a group the LP buys
-    n nodes of gets ceil(n) nodes and the whole pods the LP sends it, spread evenly over them (the LP's mix on
-    every node, as its capacity rows assume), largest first; a pod that does not fit stays in `left`. Nothing
-    when the LP cannot be solved by `deadline`."""
-    plan = _new_lp(prob, {k: n for k, n in left.items() if n}, deadline)
-    req, size = prob.arrays.req, prob.arrays.size
-    out: list[tuple[int, dict[Key, int]]] = []
-    for kid, (nodes, sent) in plan.items():
-        free = np.tile(np.array(prob.kinds[kid].cap, dtype=np.int64), (nodes, 1))
-        fills: list[dict[Key, int]] = [{} for _ in range(nodes)]
-        turn = 0  # where the next key's extra pods start, so that they spread over the nodes
-        for key in sorted(sent, key=lambda key: (-size[key[0]], key[0])):
-            r = req[key[0]]
-            pos = r > 0
-            share = np.full(nodes, sent[key] // nodes, dtype=np.int64)
-            share[(turn + np.arange(sent[key] % nodes)) % nodes] += 1
-            turn += sent[key] % nodes
-            take = np.minimum(share, (free[:, pos] // r[pos]).min(axis=1)) if pos.any() else share * 0
-            free -= take[:, None] * r
-            for j in np.flatnonzero(take).tolist():
-                fills[j][key] = int(take[j])
-            left[key] -= int(take.sum())
-        out.extend((kid, f) for f in fills if f)
-    return out
-
-
-def _new_lp(prob: Problem, demand: dict[Key, int], deadline: float | None) -> dict[int, tuple[int, dict[Key, int]]]:
-    """Per node group, (its node count rounded up, the whole pods per key) of the cheapest fractional purchase."""
-    from ortools.linear_solver import pywraplp
-
-    s = pywraplp.Solver.CreateSolver("GLOP")
-    if s is None or not demand:  # pragma: no cover
-        return {}
-    cover = {key: s.Constraint(float(n), float(n)) for key, n in demand.items()}
-    scale = np.maximum(np.array([k.cap for k in prob.kinds], dtype=float).max(axis=0), 1.0)
-    u: dict[tuple[int, Key], object] = {}
-    count = {k.kid: _new_lp_group(s, prob, k, demand, cover, scale, u) for k in prob.kinds if k.new and k.max_count > 0}
-    s.Objective().SetMinimization()
-    if deadline is not None:
-        if deadline <= time.perf_counter():
-            return {}
-        s.SetTimeLimit(max(1, int((deadline - time.perf_counter()) * 1000)))
-    if s.Solve() != pywraplp.Solver.OPTIMAL:
-        return {}
-    out: dict[int, tuple[int, dict[Key, int]]] = {}
-    for (kid, key), v in u.items():
-        whole = int(v.solution_value() + 1e-6)
-        if whole > 0:
-            nodes = min(prob.kinds[kid].max_count, math.ceil(count[kid].solution_value() - 1e-6))
-            out.setdefault(kid, (max(nodes, 1), {}))[1][key] = whole
-    return out
-
-
-def _new_lp_group(s, prob: Problem, k, demand: dict[Key, int], cover: dict, scale: np.ndarray, u: dict):
-    """One node group's columns: its node count `n` (priced; returned) and the pods per key it takes (`u`, within
-    n x allocatable per resource and n x pods-per-node per key)."""
-    inf = s.infinity()
-    n = s.NumVar(0, k.max_count, "")
-    s.Objective().SetCoefficient(n, k.cost / 1e6)
-    rows = []
-    for r, c in enumerate(k.cap):
-        rows.append(s.Constraint(-inf, 0))
-        rows[r].SetCoefficient(n, -c / scale[r])
-    for key in demand:
-        if not _allowed(prob, key, k.kid):
-            continue
-        v = u[(k.kid, key)] = s.NumVar(0, inf, "")
-        cover[key].SetCoefficient(v, 1)
-        slots = s.Constraint(-inf, 0)
-        slots.SetCoefficient(v, 1)
-        slots.SetCoefficient(n, -prob.fit_count[(key[0], k.kid)])
-        for r, q in enumerate(prob.arrays.req[key[0]]):
-            if q:
-                rows[r].SetCoefficient(v, float(q) / scale[r])
-    return n
-
-
-def _allowed(prob: Problem, key: Key, kid: int) -> bool:
-    s, dom = key
-    return (s, kid) in prob.fit_count and (dom is None or prob.domain(s, kid) == dom)
 
 
 def _demand(prob: Problem, a: Assignment) -> dict[Key, int]:

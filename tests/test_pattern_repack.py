@@ -1,0 +1,162 @@
+"""The cost repair's new nodes by a pattern LP (issue 11's cost criterion): whole nodes, not an aggregate LP's
+even spread, so pods the spread could not fit do not end on extra nodes; the repaired plan stays valid and never
+beats the true optimum, and the cost bounds stay at or below it (brute force on small seeded clusters)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from builders import group, node, pod, podgroup, snapshot
+from checker import check_plan
+from gangscale.planner import OFF, _render, make_plan
+from gangscale.solver.bound import lower_bound, lp_cost_prices
+from gangscale.solver.greedy import greedy
+from gangscale.solver.outcome import placed_per_shape
+from gangscale.solver.params import SolveOptions
+from gangscale.solver.problem import MICRO, build_problem
+from gangscale.solver.repack import repack
+
+
+def aged(pg: dict, minute: int) -> dict:
+    pg["metadata"]["creationTimestamp"] = f"2026-03-02T08:{minute:02d}:00Z"
+    return pg
+
+
+def three_sizes() -> tuple[list[dict], list[dict]]:
+    """8-cpu nodes at $1.00; gangs of two 2-cpu, two 4-cpu and two 6-cpu pods, oldest smallest: 24 cpus, which
+    three nodes hold exactly (6+2, 6+2, 4+4). Gang by gang first fit buys four; spreading the aggregate LP's
+    three nodes evenly (6+4 does not fit) leaves a 4-cpu pod over, and a fourth node again."""
+    catalog = [group("g", cpu="8", mem="64Gi", price=1.00)]
+    objs: list[dict] = []
+    for minute, (name, cpu) in enumerate([("two", "2"), ("four", "4"), ("six", "6")]):
+        objs.append(aged(podgroup(name, min_count=2), minute))
+        objs += [pod(f"{name}-{i}", cpu=cpu, mem="1Gi", group=name) for i in range(2)]
+    return objs, catalog
+
+
+def test_the_pattern_repair_packs_three_pod_sizes_onto_the_three_nodes_that_hold_them():
+    objs, catalog = three_sizes()
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    first = greedy(prob)
+    assert first.cost(prob) == 4 * MICRO  # the greedy buys a node too many
+    lb, prices = lp_cost_prices(prob, placed_per_shape(prob, first), None)
+    again = repack(prob, first, prices)
+    assert again is not None and again.cost(prob) == 3 * MICRO
+    assert again.y == first.y and again.satisfied == first.satisfied
+    assert (again.cost(prob) - lb) / again.cost(prob) <= 0.01  # within 1% of its own bound
+    assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())
+
+
+def test_the_planner_returns_the_three_node_plan_when_cp_sat_gets_no_time(monkeypatch):
+    from gangscale import planner
+    from gangscale.solver import cpsat
+
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)  # as on a loaded machine: the budget is gone after greedy
+    objs, catalog = three_sizes()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)  # default budget
+    assert plan.cost_per_hour == pytest.approx(3.00)
+    assert plan.solver.gap <= 0.01
+    assert not check_plan(objs, catalog, plan.to_dict())
+
+
+# ------------------------------------------------------------------ small seeded clusters against brute force
+
+
+def random_cluster(seed: int) -> tuple[list[dict], list[dict]]:
+    """At most 7 pending pods, 2 existing nodes and 3 node groups of 2 nodes: small enough for brute force."""
+    rnd = random.Random(seed)
+    objs = [node(f"n{n}", cpu=str(rnd.choice([1, 2, 3])), mem=f"{rnd.choice([2, 4, 8])}Gi")
+            for n in range(rnd.randint(0, 2))]
+    catalog = [group(f"g{j}", cpu=str(rnd.choice([2, 4, 8])), mem=f"{rnd.choice([4, 8, 16])}Gi",
+                     price=rnd.choice([0.5, 1.0, 1.7, 3.0]), max_size=2) for j in range(rnd.randint(1, 3))]
+    left = 7
+    for j in range(rnd.randint(1, 3)):
+        size = min(left, rnd.randint(1, 3))
+        if size <= 0:
+            break
+        left -= size
+        objs.append(podgroup(f"pg{j}", min_count=rnd.randint(1, size)))
+        objs += [pod(f"p{j}-{i}", cpu=rnd.choice(["500m", "1", "2", "3"]), mem=rnd.choice(["1Gi", "2Gi", "6Gi"]),
+                     group=f"pg{j}") for i in range(size)]
+    return objs, catalog
+
+
+def cheapest(prob, y: list[int]) -> int:
+    """The least cost (micro-dollars per hour) of any placement of exactly `y` pods per class: depth first over
+    pods, bins opened in order within a group (no symmetric repeats), pruned by the best found."""
+    bins = [(k.kid, k.cost) for k in prob.kinds for _ in range(k.max_count)]
+    caps = [np.array(prob.kinds[kid].cap, dtype=np.int64) for kid, _ in bins]
+    pods = [c.shape for c in prob.classes for _ in range(y[c.cid])]
+    pods.sort(key=lambda s: -int(np.array(prob.shapes[s].req).sum()))
+    best = [None]
+
+    def dfs(i: int, free: list[np.ndarray], used: list[bool], cost: int) -> None:
+        if best[0] is not None and cost >= best[0]:
+            return
+        if i == len(pods):
+            best[0] = cost
+            return
+        req = np.array(prob.shapes[pods[i]].req, dtype=np.int64)
+        for b, (kid, price) in enumerate(bins):
+            if (pods[i], kid) not in prob.fit_count or (free[b] < req).any():
+                continue
+            if not used[b] and b and bins[b - 1][0] == kid and not used[b - 1]:
+                continue  # the same group's earlier node is still empty: this choice repeats that one
+            was = used[b]
+            free[b] = free[b] - req
+            used[b] = True
+            dfs(i + 1, free, used, cost + (price if prob.kinds[kid].new and not was else 0))
+            free[b] = free[b] + req
+            used[b] = was
+
+    dfs(0, list(caps), [False] * len(bins), 0)
+    return best[0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_on_small_clusters_the_bounds_stay_below_the_optimum_and_the_repair_above_it(seed):
+    objs, catalog = random_cluster(seed)
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    first = greedy(prob)
+    if not sum(first.y):
+        return
+    opt = cheapest(prob, first.y)
+    assert opt is not None and opt <= first.cost(prob)
+    per_shape = placed_per_shape(prob, first)
+    lb, prices = lp_cost_prices(prob, per_shape, None)
+    assert lb <= opt
+    assert lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= opt
+    again = repack(prob, first, prices) if prices else None
+    if again is not None:
+        assert again.y == first.y and again.cost(prob) >= opt
+        assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_pattern_lps_nodes_hold_their_pods_within_each_groups_headroom_and_the_demand(seed):
+    from gangscale.solver.colgen import pattern_new_nodes
+    from gangscale.solver.repack import _demand
+
+    objs, catalog = random_cluster(seed)
+    prob = build_problem(snapshot(objs, catalog))
+    first = greedy(prob)
+    demand = _demand(prob, first)
+    left = dict(demand)
+    nodes = pattern_new_nodes(prob, left, None)
+    used: dict[int, int] = {}
+    for kid, fill in nodes:
+        kind = prob.kinds[kid]
+        assert kind.new and fill and all(n > 0 for n in fill.values())
+        load = sum(n * np.array(prob.shapes[s].req, dtype=np.int64) for (s, _), n in fill.items())
+        assert (load <= np.array(kind.cap, dtype=np.int64)).all()
+        assert all((s, kid) in prob.fit_count for s, _ in fill)
+        used[kid] = used.get(kid, 0) + 1
+    assert all(n <= prob.kinds[kid].max_count for kid, n in used.items())
+    for key, n in demand.items():
+        assert left[key] >= 0 and n - left[key] == sum(f.get(key, 0) for _, f in nodes)
