@@ -31,8 +31,12 @@ def _probe(*args: str, tmp_path: Path) -> dict:
 
 def test_the_default_plan_loads_neither_the_scheduler_model_nor_a_cloud_or_kube_client(tmp_path):
     probe = _probe(tmp_path=tmp_path)
-    # the bundled example is small enough for CP-SAT, so cp_model (and the pandas it imports) load, nothing else
-    assert probe == {"code": 0, "loaded": ["ortools.sat.python.cp_model", "pandas"]}
+    # the bundled example is small enough for CP-SAT, so cp_model may load (when the greedy leaves a gap to close),
+    # and with it the pandas it imports and the subprocess pandas imports; nothing else
+    assert probe["code"] == 0
+    with_cp_sat = {"ortools.sat.python.cp_model", "pandas", "subprocess"}
+    assert set(probe["loaded"]) <= with_cp_sat
+    assert "ortools.sat.python.cp_model" in probe["loaded"] or not probe["loaded"]
     assert json.loads((tmp_path / "plan.json").read_text())["scheduler"]["mode"] == "off"
 
 
