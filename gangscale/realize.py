@@ -2,19 +2,21 @@
 
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
 repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes under every tie-break seed, then cleans: a new node that, under some seed, holds no
-pod of a gang started under every seed is dropped, and the model runs again, until no such node is
-left. Gangs the model did not start are re-planned against the model's state (seed 0's placement of
-the started gangs counts as bound), which may buy more nodes; the loop ends when the model realizes
-the round's plan, nothing more can be bought, the rounds or the deadline run out. The best cleaned
-round (most gangs started, then cheapest) is the plan.
+planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: new nodes
+that, under some seed, hold no pod in use (a promised gang's, or one of a gang started under every
+seed) are dropped in bulk, each drop checked by a model run, until none is left. Gangs the model did
+not start are re-planned against the model's state (seed 0's placement of the started gangs counts
+as bound), which may buy more nodes; the loop ends when the model realizes the round's plan, nothing
+more can be bought, the rounds or the deadline run out. Cleaning goes on past the deadline for
+LATE_RUNS model runs: a plan with idle nodes is not done. The best cleaned round (most gangs
+started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
 under every seed of the final node set; a new node is dropped when some seed leaves it without a
-promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
-capacity until its timeout, so an idle node can matter): such nodes are counted in
-`scheduler.idleNodes` (never idle under the listed seed); `newNodes[].pods` / `existingNodes` are one
-seed's placement of the promised gangs' pods (the first under which every new node holds one).
+pod in use, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
+capacity until its timeout, so an idle node can matter) or the model-run budget is spent: such nodes
+are counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one seed's placement
+of the promised gangs' pods (the first under which every new node holds a pod in use).
 """
 
 from __future__ import annotations
@@ -287,8 +289,9 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
                          rounds=ctx.runs, gangsStarted=len(best.promised),
                          realized=realized and not ctx.late_idle,
                          seconds=round(time.perf_counter() - start, 3),
-                         note=f"model-run budget spent: {ctx.late_idle} new nodes the scheduler may leave idle are "
-                              "kept (dropping them was not checked in time)" if ctx.late_idle else "")
+                         note=f"{ctx.late_idle} new nodes the scheduler may leave idle are kept: dropping them loses "
+                              "a promised gang, or was not checked before the model-run budget ran out"
+                              if ctx.late_idle else "")
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 
 
