@@ -36,6 +36,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
+FINAL_RUNS = 1  # of them, kept for the last resort (`_listable`: the bare nodes go whatever it costs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +86,10 @@ class _Ctx:
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
-    def may_run(self) -> bool:
-        """Another model run fits the budget: before the deadline, or one of the LATE_RUNS after it."""
-        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS
+    def may_run(self, reserve: int = 0) -> bool:
+        """Another model run fits the budget: before the deadline, or one of the LATE_RUNS after it (but the last
+        `reserve` ones)."""
+        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS - reserve
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -148,10 +150,10 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     sims, promised = _observe(ctx, new)
     raw, dropped, keep = sims, 0, set()
     while True:
-        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run():
+        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(FINAL_RUNS):
             return _State(new, sims, promised, dropped, raw)
         tries = _bulk(ctx, new, sims, promised, keep)
-        while tries and ctx.may_run():
+        while tries and ctx.may_run(FINAL_RUNS):
             batch = tries.pop(0)
             trial = [n for n in new if n.name not in batch]
             s2, p2 = _observe(ctx, trial, promised)
@@ -177,59 +179,56 @@ def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
     dearest, first).
 
     Seeds differ in *which* of several alike nodes they leave idle more than in *how many*, so dropping every
-    node idle under some seed drops the ones other seeds use. First candidate: per kind of node, as many as
-    every seed leaves idle. Second: the nodes idle under the seed that leaves fewest idle."""
-    used = _in_use(sims, promised)
-    bare = [{n.name for n in new if n.name not in keep
-             and not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))} for s in sims]
-    times = Counter(name for b in bare for name in b)
-    kinds = {n.name: _kind(ctx, n) for n in new if n.name in times}
-    quota = {kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare) for kd in set(kinds.values())}
-    price = {n.name: ctx.price[n.node_group or ""] for n in new}
-    order = sorted(times, key=lambda name: (-times[name], -price[name], name))
-    by_kind = []
-    for name in order:
-        if quota[kinds[name]] > 0:
-            quota[kinds[name]] -= 1
-            by_kind.append(name)
-    best = min(bare, key=len)
-    out = [by_kind, [name for name in order if name in best]]
-    return [c for i, c in enumerate(out) if c and c not in out[:i]] or [order]
+    node idle under some seed drops the ones other seeds use. Per kind of node, as many as every seed leaves
+    idle go first, then the nodes idle under the seed that leaves fewest. Nodes that hold pods of a gang the
+    scheduler starts under every seed, over several topology domains (not promised), come after the empty
+    ones: dropping them moves those pods onto capacity bought for promised gangs, so that drop often fails."""
+    out: list[list[str]] = []
+    steady = set.intersection(*(s.started for s in sims)) if sims else set()
+    for used in (promised | steady, promised):
+        bare = [{n.name for n in new if n.name not in keep
+                 and not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))} for s in sims]
+        times = Counter(name for b in bare for name in b)
+        kinds = {n.name: _kind(ctx, n) for n in new if n.name in times}
+        quota = {kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare) for kd in set(kinds.values())}
+        price = {n.name: ctx.price[n.node_group or ""] for n in new}
+        order = sorted(times, key=lambda name: (-times[name], -price[name], name))
+        by_kind = []
+        for name in order:
+            if quota[kinds[name]] > 0:
+                quota[kinds[name]] -= 1
+                by_kind.append(name)
+        best = min(bare, key=len)
+        out += [by_kind, [name for name in order if name in best]]
+    out = [c for i, c in enumerate(out) if c and c not in out[:i]]
+    return out or [sorted(_idle(ctx, new, sims, promised).keys() - keep)]
 
 
 def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
-    """New node -> how many seeds leave it without a pod of a gang in use (`_in_use`)."""
-    used = _in_use(sims, promised)
+    """New node -> how many seeds leave it without a pod of a promised gang."""
     return Counter(n.name for n in new for s in sims
-                   if not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ())))
-
-
-def _in_use(sims: list[SimResult], promised: set[GangKey]) -> set[GangKey]:
-    """The gangs whose pods make a node worth its price: the promised ones, and those the scheduler starts
-    under every seed but over several topology domains (not promised, yet bound: their nodes are not empty,
-    and dropping them moves their pods onto capacity bought for others)."""
-    return promised | set.intersection(*(s.started for s in sims)) if sims else set(promised)
+                   if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())))
 
 
 def _listable(ctx: _Ctx, st: _State) -> _State:
     """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
-    under the best seed and run the model again. A kept idle node (see `_clean`) is idle under some seed only.
+    under the best seed whatever it costs and run the model again, within the model-run budget.
 
-    Past the deadline a drop is still checked by a model run (a drop can change what the scheduler does: a gang
-    held at Permit moves onto the capacity left), within the LATE_RUNS left, and kept only if every promise
-    holds; otherwise the last checked state stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
+    The last resort of cleaning: these nodes' drop was refused (it loses a promised gang) or never tried. The
+    drop is checked by a full model run (a drop can change what the scheduler does: a gang held at Permit moves
+    onto the capacity left), and the promises are what starts under every seed of that run: a gang it loses is
+    no longer promised, and a promise is never left unchecked. When the budget is spent the last checked state
+    stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
     while True:
-        used = _in_use(st.sims, st.promised)
+        used = st.promised | set.intersection(*(s.started for s in st.sims))
         bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))}
                 for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
-        past = time.perf_counter() > ctx.deadline
         if bare[i] and ctx.may_run():
             new = [n for n in st.new if n.name not in bare[i]]
-            sims, promised = _observe(ctx, new, st.promised if past else None)
-            if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
-                st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
-                continue
+            sims, promised = _observe(ctx, new)
+            st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+            continue
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
 
