@@ -36,7 +36,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
-FINAL_RUNS = 1  # of them, kept for the last resort (`_listable`: the bare nodes go whatever it costs)
+FINAL_RUNS = 1  # of them, kept for `_listable`'s drop of the listed seed's bare nodes (when it needs one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +150,11 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     sims, promised = _observe(ctx, new)
     raw, dropped, keep = sims, 0, set()
     while True:
-        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(FINAL_RUNS):
+        reserve = FINAL_RUNS if _bare_everywhere(ctx, new, sims, promised) else 0
+        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(reserve):
             return _State(new, sims, promised, dropped, raw)
         tries = _bulk(ctx, new, sims, promised, keep)
-        while tries and ctx.may_run(FINAL_RUNS):
+        while tries and ctx.may_run(reserve):
             batch = tries.pop(0)
             trial = [n for n in new if n.name not in batch]
             s2, p2 = _observe(ctx, trial, promised)
@@ -164,6 +165,13 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
                 keep.update(batch)  # its drop loses a gang: it stays (scheduler.idleNodes)
             elif not tries:
                 tries.append(batch[:len(batch) // 2])  # the nodes idle under most seeds come first
+
+
+def _bare_everywhere(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> bool:
+    """Every seed leaves some new node without a promised pod: no seed can be listed as is (`_listable` will
+    need a model run)."""
+    return all(any(not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())) for n in new)
+               for s in sims)
 
 
 def _kind(ctx: _Ctx, n: SimNode) -> tuple:
@@ -212,23 +220,24 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 def _listable(ctx: _Ctx, st: _State) -> _State:
     """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
-    under the best seed whatever it costs and run the model again, within the model-run budget.
+    under the best seed and run the model again (`FINAL_RUNS` of the budget are kept for it).
 
-    The last resort of cleaning: these nodes' drop was refused (it loses a promised gang) or never tried. The
-    drop is checked by a full model run (a drop can change what the scheduler does: a gang held at Permit moves
-    onto the capacity left), and the promises are what starts under every seed of that run: a gang it loses is
-    no longer promised, and a promise is never left unchecked. When the budget is spent the last checked state
-    stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
+    Before the deadline the drop stands whatever it loses (the promises are what starts under every seed of
+    that run). Past it the drop is still checked by a model run (a drop can change what the scheduler does: a
+    gang held at Permit moves onto the capacity left) and kept only if every promise holds; otherwise, or when
+    the budget is spent, the last checked state stands, its bare nodes kept and counted in
+    `scheduler.idleNodes`."""
     while True:
-        used = st.promised | set.intersection(*(s.started for s in st.sims))
-        bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))}
+        bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
                 for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
+        past = time.perf_counter() > ctx.deadline
         if bare[i] and ctx.may_run():
             new = [n for n in st.new if n.name not in bare[i]]
-            sims, promised = _observe(ctx, new)
-            st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
-            continue
+            sims, promised = _observe(ctx, new, st.promised if past else None)
+            if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
+                st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+                continue
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
 
