@@ -3,20 +3,19 @@
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
 repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
 planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: new nodes
-that, under some seed, hold no pod in use (a promised gang's, or one of a gang started under every
-seed) are dropped in bulk, each drop checked by a model run, until none is left. Gangs the model did
-not start are re-planned against the model's state (seed 0's placement of the started gangs counts
-as bound), which may buy more nodes; the loop ends when the model realizes the round's plan, nothing
-more can be bought, the rounds or the deadline run out. Cleaning goes on past the deadline for
-LATE_RUNS model runs: a plan with idle nodes is not done. The best cleaned round (most gangs
-started, then cheapest) is the plan.
+that, under some seed, hold no pod of a gang started under every seed are dropped in bulk, each drop
+checked by a model run, until none is left. Gangs the model did not start are re-planned against the
+model's state (seed 0's placement of the started gangs counts as bound), which may buy more nodes;
+the loop ends when the model realizes the round's plan, nothing more can be bought, the rounds or the
+deadline run out. Cleaning goes on past the deadline for LATE_RUNS model runs: a plan with idle nodes
+is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
 under every seed of the final node set; a new node is dropped when some seed leaves it without a
-pod in use, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
+promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
 capacity until its timeout, so an idle node can matter) or the model-run budget is spent: such nodes
 are counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one seed's placement
-of the promised gangs' pods (the first under which every new node holds a pod in use).
+of the promised gangs' pods (the first under which every new node holds one, when there is one).
 """
 
 from __future__ import annotations
@@ -141,7 +140,7 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
-    """Run the model; drop new nodes some seed leaves without a pod in use; repeat until none is left.
+    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is left.
 
     Drops go in bulk (`_bulk`), each checked by a model run; a drop that would lose a promised gang is undone
     (an idle node can still matter: a gang held at Permit below quorum takes capacity until its timeout), and
