@@ -280,3 +280,29 @@ def test_empty_nodes_are_dropped_before_nodes_holding_a_gang_the_scheduler_start
     tries = _bulk(ctx, [held, empty], sims, promised=set(), keep=set())
     assert tries[0] == [empty.name]
     assert any(held.name in t for t in tries[1:])  # still tried: a node no promised pod uses is idle
+
+
+def test_the_model_runs_over_the_new_nodes_in_the_order_the_plan_lists_them(monkeypatch):
+    """Node order decides which nodes the scheduler samples (percentageOfNodesToScore) and meets first: the model
+    runs over the new nodes in the plan's `newNodes` order (by node group), so replaying the listed nodes gives the
+    listed placement. It used to take the solver's order, with re-planned nodes appended after the first plan's."""
+    import gangscale.realize as realize_mod
+    from gangscale.planner import solve_plan
+
+    objs, catalog = gpu_world()
+    snap = snapshot(objs, catalog)
+    first = solve_plan(snap, SolveOptions(time_limit=3.0, workers=1))
+    first = first.model_copy(update={"new_nodes": sorted(first.new_nodes, key=lambda n: n.node_group, reverse=True)})
+    assert len({n.node_group for n in first.new_nodes}) > 1
+    seen: list[list[str]] = []
+    real = realize_mod.simulate_iter
+
+    def spy(nodes, *args, **kwargs):
+        seen.append([n.node_group for n in nodes if n.kind == "new"])
+        return real(nodes, *args, **kwargs)
+
+    monkeypatch.setattr(realize_mod, "simulate_iter", spy)
+    plan = realize_mod.realize(snap, first, SchedulerModel(), lambda s, t: solve_plan(s, SolveOptions(time_limit=t)),
+                               deadline=time.perf_counter() + 10)
+    assert seen and all(order == sorted(order) for order in seen)
+    assert [n.node_group for n in plan.new_nodes] == sorted(n.node_group for n in plan.new_nodes)
