@@ -87,7 +87,7 @@ class SchedulerInfo(_Model):
     rounds: int = 0  # model runs over the whole node set (each under every seed)
     gangs_started: int = Field(default=0, alias="gangsStarted")  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
-    idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept: dropping loses a gang
+    idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
     seconds: float = 0.0
     note: str = ""  # why observe mode was not applied, when it was asked for
 

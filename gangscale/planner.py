@@ -58,7 +58,8 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     """Plan; in observe mode (`scheduler`, opt-in; default OFF) check and repair it against the scheduler model.
 
     The solver gets 80% of an explicit --time-limit; re-plan rounds work to the limit itself. The model's
-    check of the final node set always runs, even past the limit: a promise is never left unchecked.
+    check of the final node set always runs, even past the limit (a promise is never left unchecked), and
+    cleaning idle nodes goes on past it for a few model runs (realize.LATE_RUNS).
     """
     opts = opts or SolveOptions()
     enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model

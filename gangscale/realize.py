@@ -2,19 +2,20 @@
 
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
 repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes under every tie-break seed, then cleans: a new node that, under some seed, holds no
-pod of a gang started under every seed is dropped, and the model runs again, until no such node is
-left. Gangs the model did not start are re-planned against the model's state (seed 0's placement of
-the started gangs counts as bound), which may buy more nodes; the loop ends when the model realizes
-the round's plan, nothing more can be bought, the rounds or the deadline run out. The best cleaned
-round (most gangs started, then cheapest) is the plan.
+planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: new nodes
+that, under some seed, hold no pod of a gang started under every seed are dropped in bulk, each drop
+checked by a model run, until none is left. Gangs the model did not start are re-planned against the
+model's state (seed 0's placement of the started gangs counts as bound), which may buy more nodes;
+the loop ends when the model realizes the round's plan, nothing more can be bought, the rounds or the
+deadline run out. Cleaning goes on past the deadline for LATE_RUNS model runs: a plan with idle nodes
+is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
 under every seed of the final node set; a new node is dropped when some seed leaves it without a
 promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
-capacity until its timeout, so an idle node can matter): such nodes are counted in
-`scheduler.idleNodes` (never idle under the listed seed); `newNodes[].pods` / `existingNodes` are one
-seed's placement of the promised gangs' pods (the first under which every new node holds one).
+capacity until its timeout, so an idle node can matter) or the model-run budget is spent: such nodes
+are counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one seed's placement
+of the promised gangs' pods (the first under which every new node holds one, when there is one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from .fit import label_keys
 from .model import Gang, GangKey, NodeGroup
 from .plan import GangResult, NewNode, Plan, SchedulerInfo
 from .resources import sub
@@ -32,8 +34,8 @@ from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
-MAX_SINGLE_TRIES = 8  # idle nodes tried one by one (per cleaning) when dropping them all loses a gang
-LATE_RUNS = 1  # model runs past the deadline that check the final drop (a promise is never left unchecked)
+LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
+FINAL_RUNS = 1  # of them, kept for `_listable`'s drop of the listed seed's bare nodes (when it needs one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +80,15 @@ class _Ctx:
     by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (gang_key builds a new key each time)
     runs: int = 0
     serial: int = 0
-    deadline: float = float("inf")  # past it, cleaning stops; the final drops are still checked (LATE_RUNS)
+    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs
+    late: int = 0  # model runs made past the deadline
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
+    keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
+
+    def may_run(self, reserve: int = 0) -> bool:
+        """Another model run fits the budget: before the deadline, or one of the LATE_RUNS after it (but the last
+        `reserve` ones)."""
+        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS - reserve
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -93,6 +102,12 @@ def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
         labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
         out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
     return out
+
+
+def _listed(new: list[SimNode]) -> list[SimNode]:
+    """New nodes in the order the plan lists them (`newNodes`, by node group): the model runs over them in that
+    order, so a reader who replays the plan's nodes under seed 0 sees the listed placement."""
+    return sorted(new, key=lambda n: n.node_group or "")
 
 
 def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
@@ -112,6 +127,7 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
     nodes = ctx.base + new
     for n in new:
         ctx.labels[n.name] = n.labels
+    ctx.late += time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
     for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config):
@@ -124,29 +140,75 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
-    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is dropped.
+    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is left.
 
-    A drop that would lose a promised gang is undone (an idle node can still matter: a gang held at Permit
-    below quorum takes capacity until its timeout); then idle nodes are tried one at a time, and those that
-    cannot go without losing a gang stay (`scheduler.idleNodes`)."""
+    Drops go in bulk (`_bulk`), each checked by a model run; a drop that would lose a promised gang is undone
+    (an idle node can still matter: a gang held at Permit below quorum takes capacity until its timeout), and
+    the next candidate, then the first half of the last one, is tried. A single node whose drop loses a gang
+    stays (`scheduler.idleNodes`). Cleaning goes on past the time limit for LATE_RUNS model runs."""
     sims, promised = _observe(ctx, new)
-    raw, dropped, keep, tries = sims, 0, set(), MAX_SINGLE_TRIES
+    raw, dropped, keep = sims, 0, set()
     while True:
-        idle = {n: c for n, c in _idle(ctx, new, sims, promised).items() if n not in keep}
-        if not idle or time.perf_counter() > ctx.deadline:
+        reserve = FINAL_RUNS if _bare_everywhere(ctx, new, sims, promised) else 0
+        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(reserve):
             return _State(new, sims, promised, dropped, raw)
-        everywhere = {n for n, c in idle.items() if c == len(sims)}
-        batches = [everywhere or set(idle)] + [{n} for n in sorted(idle)][:tries]
-        for b, batch in enumerate(batches):
+        tries = _bulk(ctx, new, sims, promised, keep)
+        while tries and ctx.may_run(reserve):
+            batch = tries.pop(0)
             trial = [n for n in new if n.name not in batch]
-            final = b == 0 and tries <= 0  # out of single tries: this drop stands whatever it loses
-            s2, p2 = _observe(ctx, trial, None if final else promised)
-            tries -= 1 if b else 0
-            if p2 >= promised or (b == 0 and tries <= 0):  # out of single tries: the drop stands, gangs lost
+            s2, p2 = _observe(ctx, trial, promised)
+            if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
                 new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
                 break
-            if b:
-                keep |= batch  # its drop loses a gang: it stays (scheduler.idleNodes)
+            if len(batch) == 1:
+                keep.update(batch)  # its drop loses a gang: it stays (scheduler.idleNodes)
+            elif not tries:
+                tries.append(batch[:len(batch) // 2])  # the nodes idle under most seeds come first
+
+
+def _bare_everywhere(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> bool:
+    """Every seed leaves some new node without a promised pod: no seed can be listed as is (`_listable` will
+    need a model run)."""
+    return all(any(not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())) for n in new)
+               for s in sims)
+
+
+def _kind(ctx: _Ctx, n: SimNode) -> tuple:
+    """What the scheduler tells new nodes apart by: allocatable, taints and the labels some pod or gang reads
+    (node groups differing only in a zone no pod selects are alike to it)."""
+    return (tuple(sorted(n.allocatable.items())), n.taints,
+            tuple(sorted((k, v) for k, v in n.labels.items() if k in ctx.keys)))
+
+
+def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey],
+          keep: set[str]) -> list[list[str]]:
+    """Idle nodes to drop at once, as candidate sets to try in turn (each ordered: idle under most seeds, then
+    dearest, first).
+
+    Seeds differ in *which* of several alike nodes they leave idle more than in *how many*, so dropping every
+    node idle under some seed drops the ones other seeds use. Per kind of node, as many as every seed leaves
+    idle go first, then the nodes idle under the seed that leaves fewest. Nodes that hold pods of a gang the
+    scheduler starts under every seed, over several topology domains (not promised), come after the empty
+    ones: dropping them moves those pods onto capacity bought for promised gangs, so that drop often fails."""
+    out: list[list[str]] = []
+    steady = set.intersection(*(s.started for s in sims)) if sims else set()
+    for used in (promised | steady, promised):
+        bare = [{n.name for n in new if n.name not in keep
+                 and not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))} for s in sims]
+        times = Counter(name for b in bare for name in b)
+        kinds = {n.name: _kind(ctx, n) for n in new if n.name in times}
+        quota = {kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare) for kd in set(kinds.values())}
+        price = {n.name: ctx.price[n.node_group or ""] for n in new}
+        order = sorted(times, key=lambda name: (-times[name], -price[name], name))
+        by_kind = []
+        for name in order:
+            if quota[kinds[name]] > 0:
+                quota[kinds[name]] -= 1
+                by_kind.append(name)
+        best = min(bare, key=len)
+        out += [by_kind, [name for name in order if name in best]]
+    out = [c for i, c in enumerate(out) if c and c not in out[:i]]
+    return out or [sorted(_idle(ctx, new, sims, promised).keys() - keep)]
 
 
 def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
@@ -157,21 +219,21 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 def _listable(ctx: _Ctx, st: _State) -> _State:
     """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
-    under the best seed and run the model again. A kept idle node (see `_clean`) is idle under some seed only.
+    under the best seed and run the model again (`FINAL_RUNS` of the budget are kept for it).
 
-    Past the deadline a drop is still checked by a model run (a drop can change what the scheduler does: a gang
-    held at Permit moves onto the capacity left), `LATE_RUNS` at most, and kept only if every promise holds;
-    otherwise the last checked state stands, its bare nodes kept and counted in `scheduler.idleNodes`."""
-    late = 0
+    Before the deadline the drop stands whatever it loses (the promises are what starts under every seed of
+    that run). Past it the drop is still checked by a model run (a drop can change what the scheduler does: a
+    gang held at Permit moves onto the capacity left) and kept only if every promise holds; otherwise, or when
+    the budget is spent, the last checked state stands, its bare nodes kept and counted in
+    `scheduler.idleNodes`."""
     while True:
         bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
                 for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
         past = time.perf_counter() > ctx.deadline
-        if bare[i] and not (past and late >= LATE_RUNS):
+        if bare[i] and ctx.may_run():
             new = [n for n in st.new if n.name not in bare[i]]
             sims, promised = _observe(ctx, new, st.promised if past else None)
-            late += past
             if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
                 st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
                 continue
@@ -209,7 +271,7 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
     ctx = _context(snap, model)
     ctx.deadline = deadline
     proposed = {GangKey(r.namespace, r.name, r.api) for r in first.gangs if r.placed}
-    state = best = _clean(ctx, new_sim_nodes(ctx, [n.node_group for n in first.new_nodes]))
+    state = best = _clean(ctx, _listed(new_sim_nodes(ctx, [n.node_group for n in first.new_nodes])))
     first_reasons = _reasons(state, proposed)
     realized = proposed <= state.promised and not state.dropped
     for _ in range(model.max_rounds - 1):
@@ -221,7 +283,7 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         if not sub_plan.new_nodes:
             break  # the model already had all the capacity the re-plan would use, and did not start them
         placed = {GangKey(r.namespace, r.name, r.api) for r in sub_plan.gangs if r.placed}
-        state = _clean(ctx, state.new + new_sim_nodes(ctx, [n.node_group for n in sub_plan.new_nodes]))
+        state = _clean(ctx, _listed(state.new + new_sim_nodes(ctx, [n.node_group for n in sub_plan.new_nodes])))
         proposed |= placed
         realized = placed <= state.promised and not state.dropped
         if _better(state, best, ctx.price):
@@ -234,8 +296,9 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
                          rounds=ctx.runs, gangsStarted=len(best.promised),
                          realized=realized and not ctx.late_idle,
                          seconds=round(time.perf_counter() - start, 3),
-                         note=f"time limit reached: {ctx.late_idle} new nodes the scheduler may leave idle are kept "
-                              "(dropping them was not checked in time)" if ctx.late_idle else "")
+                         note=f"{ctx.late_idle} new nodes the scheduler may leave idle are kept: dropping them loses "
+                              "a promised gang, or was not checked before the model-run budget ran out"
+                              if ctx.late_idle else "")
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 
 
@@ -243,9 +306,12 @@ def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
     gangs = snap.solvable
     by_key = {g.gang_key: g for g in gangs}
+    keys = {k for g in gangs for k in g.topology_keys}
+    for pl in {p.placement for g in gangs for p in g.pending}:
+        keys |= label_keys(pl)
     return _Ctx(snap, model, model.config or default_config(), base, gangs,
                 {p.key: k for k, g in by_key.items() for p in g.pending}, {n.name: n.labels for n in base},
-                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups}, by_key)
+                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups}, by_key, keys=frozenset(keys))
 
 
 def _reasons(st: _State, keys: set[GangKey]) -> dict[GangKey, str]:
@@ -260,7 +326,7 @@ def _why_not(sims: list[SimResult], key: GangKey) -> str:
     failing = next((o for o in outs if not o.started), None)
     started = sum(o.started for o in outs)
     if failing is None:
-        return "the scheduler would spread it over several topology domains; nothing is bought for it"
+        return "the scheduler would spread it over several topology domains; the plan does not promise it"
     if started:
         return f"starts under only {started} of {len(outs)} scheduler tie-breaks; {failing.reason}"
     return failing.reason
