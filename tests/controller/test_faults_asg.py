@@ -291,6 +291,14 @@ class Replicas:
             p.assert_no_tracebacks()
 
 
+def no_capacity(world, group: str, resp):
+    """The launches the scaling activity failed never got instances (moto starts them all: take them back)."""
+    asg = world.client("autoscaling")
+    for i in world.group(group).get("Instances", []):
+        asg.terminate_instance_in_auto_scaling_group(InstanceId=i["InstanceId"], ShouldDecrementDesiredCapacity=True)
+    return resp
+
+
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, world, controllers, proxy, replicas):
     world.asg("launcher", "m5.2xlarge", max_size=10)
@@ -298,6 +306,8 @@ def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, worl
     proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
         "workers", "We currently do not have sufficient m6i.4xlarge capacity. InsufficientInstanceCapacity")
         if b"workers" in req.body else None)
+    proxy.add("SetDesiredCapacity", lambda req, fwd: no_capacity(world, "workers", fwd())
+              if b"workers" in req.body else None)
     ctl = Replicas(controllers, replicas, provisioningDeadlineSeconds=10)
     cluster.apply(podgroup("mpi", min_count=3))
     cluster.apply(pod("mpi-launcher", cpu="6", mem="4Gi", group="mpi",
