@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 from builders import pod, podgroup
 
-from cloud.proxy import failed_activity, throttled
+from cloud.proxy import failed_activity, no_capacity, throttled
 
 from .conftest import STATE_NS, events, state_records, wait_for
 
@@ -289,14 +289,6 @@ class Replicas:
     def assert_no_tracebacks(self) -> None:
         for p in self.procs:
             p.assert_no_tracebacks()
-
-
-def no_capacity(world, group: str, resp):
-    """The launches the scaling activity failed never got instances (moto starts them all: take them back)."""
-    asg = world.client("autoscaling")
-    for i in world.group(group).get("Instances", []):
-        asg.terminate_instance_in_auto_scaling_group(InstanceId=i["InstanceId"], ShouldDecrementDesiredCapacity=True)
-    return resp
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
