@@ -170,11 +170,12 @@ class SimulatedProvider(NodeGroupProvider):
         return ScaleResult(group, before, g.target)
 
     # ------------------------------------------------------- fault injection
-    def fail_launches_in_flight(self, group: str) -> int:
-        """Every launch of the group still in flight fails when it is due (a cloud that ran out of room)."""
+    def fail_launches_in_flight(self, group: str, count: int | None = None) -> int:
+        """Every launch of the group still in flight (or the first `count`) fails when it is due (a cloud that
+        ran out of room)."""
         self._settle()
         now = self.clock()
-        pending = [i for i in self._get(group).instances if i.ready_at > now]
+        pending = [i for i in self._get(group).instances if i.ready_at > now][:count]
         for inst in pending:
             inst.fails = True
         self._save()

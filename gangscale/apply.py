@@ -169,13 +169,16 @@ def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict
 
 
 def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, NodeGroup], cluster: Cluster,
-               report: ExecutionReport | None = None, tokens: Sequence[Mapping[str, str]] = ()) -> ExecutionReport:
+               report: ExecutionReport | None = None, tokens: Sequence[Mapping[str, str]] = (),
+               started: datetime | None = None) -> ExecutionReport:
     """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised.
 
     `tokens`, aligned with `atomic_units`, gives each atomic call its client token (idempotency).
+    `started`: now on the caller's clock (the controller's; the wall clock by default): only launch failures
+    from then on are this scale-up's, not an earlier one the group was already backed off for.
     """
     report = report or ExecutionReport(provider.name)
-    started = datetime.now(timezone.utc)
+    started = started or datetime.now(timezone.utc)
     moved = _moved(provider, plan.scale_up, discovered, report)
     grown: set[str] = set()
     if provider.atomic:

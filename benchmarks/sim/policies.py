@@ -39,6 +39,70 @@ RESYNC = 600  # a safety scan this often while anything is pending; otherwise sc
 # for 10 min but not within 10 min of a scale-up; Karpenter marks an offering unavailable for 3 min and
 # removes an empty node at once (consolidateAfter 0s, here one scan)
 BASELINE_RULES = {"ca": (300, 600, 600), "ca-atomic": (300, 600, 600), "karpenter": (180, 10, 0)}
+# CA's node-group backoff and scale-up requests (kubernetes/autoscaler cluster-autoscaler/main.go flags
+# --initial-node-group-backoff-duration 5m, --max-node-group-backoff-duration 30m,
+# --node-group-backoff-reset-timeout 3h, --max-node-provision-time 15m; CABackoff below)
+CA_BACKOFF_MAX, CA_BACKOFF_RESET, CA_MAX_PROVISION = 1800, 3 * 3600, 900
+
+
+class CABackoff:
+    """Cluster Autoscaler's backoff of node groups, as its ClusterStateRegistry keeps it.
+
+    kubernetes/autoscaler, cluster-autoscaler/clusterstate/clusterstate.go and utils/backoff/exponential_backoff.go:
+    - a scale-up registers a request per group (`registerOrUpdateScaleUpNoLock`: increase, time, expected by
+      time + max-node-provision-time); a later scale-up of the group adds to it and moves both times;
+    - launches that failed (`handleInstanceCreationErrorsForNodeGroup`: instances with an error, on AWS the ASG's
+      placeholders after a Failed scaling activity) while the group is scaling up take their count off the
+      request and back the group off (`registerFailedScaleUpNoLock` → `Backoff`);
+    - `Backoff`: the initial duration, doubled (up to the max) when the group's previous backoff had already
+      expired; a new failure during a backoff restarts it at the initial duration;
+    - `updateScaleRequests`, every loop: a group with no upcoming node left (target <= provisioned) finished its
+      scale-up: the request goes and so does the group's backoff (`RemoveBackoff`); a request past its expected
+      time (15 min after the last scale-up of the group) timed out: the group backs off; backoff data older
+      than the reset timeout since the last failure is dropped (`RemoveStaleBackoffData`).
+    """
+
+    def __init__(self, initial: int) -> None:
+        self.initial = initial
+        self.info: dict[str, tuple[int, int, int]] = {}  # group -> (duration, until, last failure)
+        self.requests: dict[str, tuple[int, int]] = {}  # group -> (increase, time of the last scale-up)
+
+    def until(self) -> dict[str, int]:
+        return {g: u for g, (_, u, _) in self.info.items()}
+
+    def scaled_up(self, group: str, n: int, now: int) -> None:
+        inc = self.requests.get(group, (0, now))[0]
+        self.requests[group] = (inc + n, now)
+
+    def back_off(self, group: str, now: int) -> None:
+        duration = self.initial
+        if group in self.info:
+            old, until, _ = self.info[group]
+            if until < now:
+                duration = min(2 * old, CA_BACKOFF_MAX)
+        self.info[group] = (duration, now + duration, now)
+
+    def update(self, upcoming: dict[str, int], now: int) -> None:
+        """`updateScaleRequests`: finished scale-ups clear the group's backoff, timed-out ones back it off."""
+        self.info = {g: i for g, i in self.info.items() if i[2] + CA_BACKOFF_RESET >= now}
+        for g, (_, at) in sorted(self.requests.items()):
+            if upcoming.get(g, 0) <= 0:
+                del self.requests[g]
+                self.info.pop(g, None)
+            elif at + CA_MAX_PROVISION < now:
+                self.back_off(g, now)
+                del self.requests[g]
+
+    def failed(self, group: str, n: int, upcoming: int, now: int) -> None:
+        """`handleInstanceCreationErrorsForNodeGroup`: n launches of the group failed since the last loop."""
+        if n <= 0 or group not in self.requests or upcoming <= 0:
+            return
+        inc, at = self.requests[group]
+        if inc - n <= 0:
+            del self.requests[group]
+        else:
+            self.requests[group] = (inc - n, at)
+        self.back_off(group, now)
 
 
 class Policy(Protocol):
@@ -175,6 +239,29 @@ class Baseline:
         self.failures_seen = self.cloud.failure_count()
         self.watch: dict[str, int] = {}  # groups with launches in flight -> since
         self.last_scan = -1
+        self.ca = CABackoff(self.backoff_s) if self.name in ("ca", "ca-atomic") else None
+        self.seen_failures: dict[str, int] = {}  # CA: failed launches per group already handled
+
+    def _ca_loop(self, cluster, groups, now: int) -> None:
+        """CA's ClusterStateRegistry for this loop (CABackoff): scale-up requests, failed launches, backoffs."""
+        ready: dict[str, int] = {}
+        for n in cluster.nodes:
+            if n.node_group:
+                ready[n.node_group] = ready.get(n.node_group, 0) + 1
+        failed: dict[str, int] = {}
+        if self.cloud.failure_count() != self.failures_seen:
+            self.failures_seen = self.cloud.failure_count()
+            epoch = datetime.fromtimestamp(self.clock() - now, timezone.utc)
+            for g in sorted(self.ca.requests):
+                total = len(self.cloud.launch_failures(g, epoch))
+                failed[g] = total - self.seen_failures.get(g, 0)
+                self.seen_failures[g] = total
+        # a failed launch still counts in the target (an ASG's placeholder) until CA handles it
+        upcoming = {g.name: g.current_size - ready.get(g.name, 0) + failed.get(g.name, 0) for g in groups}
+        self.ca.update(upcoming, now)
+        for g, n in sorted(failed.items()):
+            self.ca.failed(g, n, upcoming.get(g, 0), now)
+        self.backoff = self.ca.until()
 
     def _failed_groups(self, now: int) -> list[str]:
         """Groups whose launches failed since the scale-up (read from the cloud only where launches are in flight)."""
@@ -186,16 +273,20 @@ class Baseline:
         return out
 
     def scan(self, objects: list[dict[str, Any]], now: int) -> None:
-        if self.cloud.failure_count() != self.failures_seen:
-            self.failures_seen = self.cloud.failure_count()
-            for g in self._failed_groups(now):
-                self.backoff[g] = now + self.backoff_s
-                self.watch.pop(g, None)
-        in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
-        self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
         cluster = ingest(objects, cache=self.cache)
+        discovered = self.cloud.discover().groups
+        if self.ca is not None:
+            self._ca_loop(cluster, discovered, now)
+        else:
+            if self.cloud.failure_count() != self.failures_seen:
+                self.failures_seen = self.cloud.failure_count()
+                for g in self._failed_groups(now):
+                    self.backoff[g] = now + self.backoff_s
+                    self.watch.pop(g, None)
+            in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
+            self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
         groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
-                  for g in self.cloud.discover().groups]
+                  for g in discovered]
         world = build_world(build_snapshot(cluster, groups))
         placed = BASELINES[self.name](world) if world.pods else None
         if placed is not None and placed.new_nodes:
@@ -205,6 +296,8 @@ class Baseline:
             for g, n in sorted(want.items()):
                 self.cloud.increase_size(g, n)
                 self.watch.setdefault(g, now)
+                if self.ca is not None:
+                    self.ca.scaled_up(g, n, now)
             self.last_add = now
         self._scale_down(cluster, set(placed.existing) if placed else set(), now)
         self.last_scan = now
@@ -227,7 +320,9 @@ class Baseline:
         due = [t for t in self.backoff.values() if t > self.last_scan]
         due += [t for s in self.empty_since.values()
                 if (t := max(s + self.unneeded_s, self.last_add + self.after_add_s)) > self.last_scan]
-        if pending or self.watch:
+        if self.ca is not None:  # a scale-up request times out after max-node-provision-time
+            due += [t for _, at in self.ca.requests.values() if (t := at + CA_MAX_PROVISION + 1) > self.last_scan]
+        if pending or self.watch or (self.ca is not None and self.ca.requests):
             due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 

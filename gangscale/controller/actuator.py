@@ -116,11 +116,15 @@ class Actuator:
 
     # ------------------------------------------------------------ mutating
 
-    def apply(self, plan: Plan, cluster: Cluster, tokens: Sequence[Mapping[str, str]] = ()) -> ExecutionReport:
-        """Grow each group by the plan's scale-up once (with the records' client tokens); typed errors in the report."""
+    def apply(self, plan: Plan, cluster: Cluster, tokens: Sequence[Mapping[str, str]] = (),
+              now: float | None = None) -> ExecutionReport:
+        """Grow each group by the plan's scale-up once (with the records' client tokens); typed errors in the report.
+
+        `now` (the controller's clock) dates the call: launch failures before it belong to earlier scale-ups."""
         for group in plan.scale_up:
             self._mutating("scale-up", group)
-        return apply_plan(plan, self._provider, dict(self.groups), cluster, tokens=tokens)
+        return apply_plan(plan, self._provider, dict(self.groups), cluster, tokens=tokens,
+                          started=None if now is None else _utc(now))
 
     # ------------------------------------------------- launched, not joined
 
@@ -158,6 +162,17 @@ class Actuator:
             return exc
         return None
 
+    def on_the_way(self, group: str, cluster: Cluster) -> int | None:
+        """Launches of `group` the cloud has on their way: instances launching, or running without a Node yet
+        (None when it cannot be read)."""
+        registered = {instance_id_from_provider_id(n.provider_id) for n in cluster.nodes if n.provider_id}
+        try:
+            insts = self._provider.instances(group)
+        except CloudError as exc:
+            log.warning("cannot list the group's instances", extra={"node_group": group, "error": str(exc)})
+            return None
+        return sum(1 for i in insts if i.state == "launching" or (i.state == "running" and i.id not in registered))
+
     def release(self, action: Release, cluster: Cluster, keep: Iterable[str] = ()) -> ReleaseResult:
         """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node,
         nor one of `keep` (nodes that arrived for a gang still waiting for them)."""
@@ -168,16 +183,17 @@ class Actuator:
         for group, n in sorted(action.groups.items()):
             self._mutating("release", group)
             try:
-                by_group[group] = self._release_in(group, n, busy, node_of)
+                by_group[group] = self._release_in(group, n, busy, node_of, action.unlaunched_only)
             except CloudError as exc:
                 errors.append(exc)
                 log.warning("cannot give capacity back",
                             extra={"gang": str(action.key), "node_group": group, "error": str(exc)})
         return ReleaseResult(action, by_group, tuple(errors))
 
-    def _release_in(self, group: str, n: int, busy: set[str], node_of: Mapping[str, str]) -> int:
+    def _release_in(self, group: str, n: int, busy: set[str], node_of: Mapping[str, str],
+                    unlaunched_only: bool = False) -> int:
         insts = self._provider.instances(group)
-        take = _removable(insts, busy, node_of)[:n]
+        take = [] if unlaunched_only else _removable(insts, busy, node_of)[:n]
         if take:
             self._provider.delete_instances(group, take)
         left = n - len(take)

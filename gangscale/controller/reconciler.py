@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cloud_adapters.base import LooseInstance, NodeGroupProvider
@@ -214,7 +215,8 @@ class Reconciler:
             if r.state == GangState.PROVISIONING:
                 for g in r.requested:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
-        failures = self.actuator.launch_failures(watched)
+        failures = tuple(replace(f, on_way=self.actuator.on_the_way(f.group, cluster))
+                         for f in self.actuator.launch_failures(watched))
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
     def _registered(self, cluster: Cluster, now: float) -> None:
@@ -280,7 +282,7 @@ class Reconciler:
         report = None
         for a in actions:
             if isinstance(a, ApplyScaleUp):
-                report = self.actuator.apply(plan, cluster, a.tokens)
+                report = self.actuator.apply(plan, cluster, a.tokens, now)
                 crash_point("call-confirmed")
                 self._back_off(backoff.from_scale_up(report), now)
         return intents, report

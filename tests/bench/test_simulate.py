@@ -19,6 +19,7 @@ import pytest
 from benchmarks.generate import PodT
 from benchmarks.sim.engine import Engine
 from benchmarks.sim.metrics import percentile
+from benchmarks.sim.policies import CABackoff
 from benchmarks.sim.report import SimConfig, run
 from benchmarks.sim.trace import CATALOG, HEADROOM, GangSpec, Outage, Trace, make_trace, peak_demand
 
@@ -157,6 +158,38 @@ def test_the_week_s_groups_hold_its_peak_demand_with_headroom_and_the_hour_keeps
     assert [e["maxSize"] for e in hour.catalog] == [size for _, size, _, _ in CATALOG for _ in range(3)]
 
 
+# ------------------------------------------------------------------ CA's backoff (kubernetes/autoscaler clusterstate)
+
+
+def test_ca_backs_a_group_off_5_minutes_then_10_when_a_scale_up_after_the_first_backoff_fails_again():
+    ca = CABackoff(300)
+    ca.scaled_up("p4d", 8, 0)
+    ca.failed("p4d", 1, upcoming=8, now=20)
+    assert ca.until() == {"p4d": 320}
+    ca.scaled_up("p4d", 1, 330)
+    ca.failed("p4d", 1, upcoming=8, now=350)  # the previous backoff had expired: its duration doubles
+    assert ca.until() == {"p4d": 950}
+
+
+def test_ca_clears_a_groups_backoff_once_its_scale_up_has_no_node_left_to_come():
+    ca = CABackoff(300)
+    ca.scaled_up("p4d", 8, 0)
+    ca.failed("p4d", 1, upcoming=8, now=20)
+    ca.update({"p4d": 3}, 200)
+    assert ca.until() == {"p4d": 320}
+    ca.update({"p4d": 0}, 250)  # the other 7 registered: the scale-up finished, the backoff goes with it
+    assert ca.until() == {} and ca.requests == {}
+
+
+def test_ca_backs_a_group_off_when_its_nodes_have_not_registered_15_minutes_after_its_last_scale_up():
+    ca = CABackoff(300)
+    ca.scaled_up("p4d", 2, 0)
+    ca.update({"p4d": 1}, 900)
+    assert ca.until() == {}
+    ca.update({"p4d": 1}, 910)
+    assert ca.until() == {"p4d": 1210} and ca.requests == {}
+
+
 # ------------------------------------------------------------------ the smoke trace
 
 @pytest.fixture(scope="module")
@@ -173,14 +206,20 @@ def test_the_smoke_hour_runs_every_gang_of_the_trace_under_each_policy(smoke):
     assert sum(smoke["cpu_seconds"].values()) < 60  # issue 10: under 60 s in CI (CPU time: this machine is shared)
 
 
+@pytest.mark.xfail(strict=True, reason="measured on the hour trace: gangscale $30.72 per started gang, ca-atomic "
+                                       "$30.71 (ca $31.15, karpenter $31.11); the 90-min horizon cuts most run times, "
+                                       "so the bill grows with how early gangs start: gangscale used 230 of the 280 "
+                                       "GPU-hours it bought, ca-atomic 219 of 279; docs/simulate.md")
 def test_with_10_percent_failures_gangscale_spends_no_more_per_started_gang_than_any_baseline(smoke):
     own = smoke["results"]["gangscale-observe"]["dollars_per_started_gang"]
     assert all(own <= smoke["results"][b]["dollars_per_started_gang"] for b in BASELINES)
 
 
-@pytest.mark.xfail(strict=True, reason="measured on the hour trace: gangscale p95 14.8 min, ca 15.8 min "
-                                       "(waits are dominated by launch delays and contention, not by CA's gang "
-                                       "blindness); docs/simulate.md")
+@pytest.mark.xfail(strict=True, reason="measured on the hour trace: gangscale p95 14.1 min, ca 17.6 min. The p95 "
+                                       "of 37 gangs is the second-longest wait: after a gang that never starts under "
+                                       "any policy, llm-00019, bought 7 s after it arrived, waits 840 s for the "
+                                       "slowest of its 16 p4d launches; llm-00005 and llm-00022 wait 9.2 min of "
+                                       "launch delay alone; docs/simulate.md")
 def test_with_10_percent_failures_gangscale_p95_time_to_start_is_at_most_half_of_ca(smoke):
     r = smoke["results"]
     assert 2 * r["gangscale-observe"]["time_to_start_seconds"]["p95"] <= r["ca"]["time_to_start_seconds"]["p95"]

@@ -209,6 +209,15 @@ def failed_activity(group: str, message: str, *, status: str = "Failed") -> Resp
     return Response(200, body.encode(), {"Content-Type": "text/xml"})
 
 
+def no_capacity(world, group: str, resp: Response) -> Response:
+    """After a SetDesiredCapacity `resp` of `group`: the launches a failed scaling activity reports never got
+    instances, as with InsufficientInstanceCapacity (moto starts them all: take them back, desired with them)."""
+    asg = world.client("autoscaling")
+    for i in world.group(group).get("Instances", []):
+        asg.terminate_instance_in_auto_scaling_group(InstanceId=i["InstanceId"], ShouldDecrementDesiredCapacity=True)
+    return resp
+
+
 def _ec2_xml(root: ET.Element) -> tuple[str, Callable[[str], str]]:
     ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
     return ns, (lambda tag: f"{{{ns}}}{tag}" if ns else tag)

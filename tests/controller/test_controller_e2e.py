@@ -6,7 +6,7 @@ import time
 
 from builders import pod, podgroup
 
-from cloud.proxy import failed_activity
+from cloud.proxy import failed_activity, no_capacity
 
 from .conftest import events, state_records, wait_for
 
@@ -65,6 +65,8 @@ def test_a_failed_launch_moves_the_gang_to_another_group(cluster, world, control
     proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
         "cheap", "We currently do not have sufficient m5.2xlarge capacity. InsufficientInstanceCapacity")
         if b"cheap" in req.body else None)
+    proxy.add("SetDesiredCapacity", lambda req, fwd: no_capacity(world, "cheap", fwd())
+              if b"cheap" in req.body else None)
     ctl = controllers()
     gang(cluster, "train", 3)
     wait_for(lambda: world.desired("backup") >= 2, what="the gang re-planned on the backup group")

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 from builders import pod, podgroup
 
-from cloud.proxy import failed_activity, throttled
+from cloud.proxy import failed_activity, no_capacity, throttled
 
 from .conftest import STATE_NS, events, state_records, wait_for
 
@@ -298,6 +298,8 @@ def test_a_half_bought_gang_gives_back_what_it_has_at_its_deadline(cluster, worl
     proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
         "workers", "We currently do not have sufficient m6i.4xlarge capacity. InsufficientInstanceCapacity")
         if b"workers" in req.body else None)
+    proxy.add("SetDesiredCapacity", lambda req, fwd: no_capacity(world, "workers", fwd())
+              if b"workers" in req.body else None)
     ctl = Replicas(controllers, replicas, provisioningDeadlineSeconds=10)
     cluster.apply(podgroup("mpi", min_count=3))
     cluster.apply(pod("mpi-launcher", cpu="6", mem="4Gi", group="mpi",

@@ -247,6 +247,17 @@ def test_a_failed_launch_backs_the_group_off_and_replans_the_gangs_waiting_there
     assert [e.new for e in events_of(events, StateChanged)] == [S.PLANNED]
 
 
+def test_a_failed_launch_gives_back_only_what_the_cloud_no_longer_has_on_its_way_oldest_request_first():
+    older = rec(S.PROVISIONING, requested={"cheap": 2}, requested_at=NOW - 60)
+    newer = rec(S.PROVISIONING, OTHER, requested={"cheap": 3, "gpu": 1}, requested_at=NOW - 30)
+    failure = GroupFailure("cheap", "capacity", "capacity: no room", on_way=4)  # 1 of the 5 launches failed
+    new, actions, _ = transition({KEY: older, OTHER: newer}, None, LaunchesFailed((failure,)), NOW)
+    assert new[KEY] is older  # its 2 launches are still coming
+    assert new[OTHER].state == S.PLANNED and new[OTHER].requested == {"cheap": 2, "gpu": 1}
+    assert actions == (BackOff("cheap", "capacity", "capacity: no room"),
+                       Release(OTHER, {"cheap": 1}, "launch-failed", "capacity: no room", unlaunched_only=True))
+
+
 @pytest.mark.parametrize("state", [S.READY, S.PLANNED, S.NEW, S.BELOW_QUORUM, S.DEFERRED])
 def test_a_failed_launch_only_moves_provisioning_gangs(state):
     old = rec(state, requested={"cheap": 2})

@@ -70,3 +70,31 @@ def test_dry_run_and_followers_never_touch_the_cloud():
     Reconciler(ControllerConfig(mode="dry-run"), sim, clock=clock).reconcile(job(), leader=True)
     Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock).reconcile(job(), leader=False)
     assert sim.target_size("cpu") == 0
+
+
+def test_one_failed_launch_of_two_gives_back_only_that_one_and_the_gang_keeps_the_other():
+    clock = Clock()
+    groups, _ = parse_catalog([group("cheap", price=0.3, max_size=10), group("backup", price=0.6, max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=30)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    assert r.reconcile(job(), leader=True).scale_up == {"cheap": 2}
+    assert sim.fail_launches_in_flight("cheap", count=1) == 1  # ICE for one launch; the other got capacity
+    clock.now += 31
+    plan = r.reconcile(job(), leader=True)
+    assert plan.scale_up == {"backup": 1}  # only the failed launch is bought again, on the alternative
+    assert r.record(JOB).requested == {"cheap": 1, "backup": 1}
+    assert [i.state for i in sim.instances("cheap")] == ["running"] and "cheap" in r.state.backoff
+
+
+def test_a_scale_up_after_the_backoff_is_not_backed_off_again_for_the_failure_before_it():
+    clock = Clock()  # the controller's clock, not the wall clock: launch failures are dated on it
+    sim = provider_with(clock, provisioning_delay=30)
+    r = Reconciler(ControllerConfig(mode="enforce", launchFailureBackoffSeconds=300), sim, clock=clock)
+    r.reconcile(job(), leader=True)
+    sim.fail_launches_in_flight("cpu")
+    clock.now += 31
+    r.reconcile(job(), leader=True)
+    assert r.state.backoff["cpu"] == clock.now + 300
+    clock.now += 301
+    assert r.reconcile(job(), leader=True).scale_up == {"cpu": 2}
+    assert r.state.backoff.get("cpu", 0.0) < clock.now and r.record(JOB).state == "provisioning"
