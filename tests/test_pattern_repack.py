@@ -160,3 +160,60 @@ def test_the_pattern_lps_nodes_hold_their_pods_within_each_groups_headroom_and_t
     assert all(n <= prob.kinds[kid].max_count for kid, n in used.items())
     for key, n in demand.items():
         assert left[key] >= 0 and n - left[key] == sum(f.get(key, 0) for _, f in nodes)
+
+
+# ------------------------------------------------------------------ existing nodes whose free cpu has no memory beside it
+
+
+def lopsided() -> tuple[list[dict], list[dict]]:
+    """A 1-cpu/4-GiB pod and eight 250m/256-MiB pods; existing nodes of one look: 4 free cpus with 1 GiB, 1 cpu with
+    16 GiB. Pooled (5 cpus, 17 GiB) they hold all nine; node by node the first holds four small pods and the
+    second the large one, its other 15 GiB without a cpu: four small pods need a new node (1 cpu, 1 GiB, $1)."""
+    objs = [node("cpu-rich", cpu="4", mem="1Gi"), node("mem-rich", cpu="1", mem="16Gi")]
+    objs += [pod("large", cpu="1", mem="4Gi")] + [pod(f"small{i}", cpu="250m", mem="256Mi") for i in range(8)]
+    return objs, [group("g", cpu="1", mem="1Gi", price=1.0)]
+
+
+def test_free_memory_on_a_node_without_cpu_does_not_lower_the_cost_bound():
+    objs, catalog = lopsided()
+    prob = build_problem(snapshot(objs, catalog))
+    first = greedy(prob)
+    assert sum(first.y) == 9 and first.cost(prob) == MICRO
+    per_shape = placed_per_shape(prob, first)
+    lb, _ = lp_cost_prices(prob, per_shape, None)
+    # usable: the second node's memory is 4 GiB (its pods ask at most 4 GiB per cpu); 5 GiB hold 1 + 4 pods
+    assert 0.99 * MICRO <= lb <= cheapest(prob, first.y) == MICRO
+    assert 0.99 * MICRO <= lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= MICRO
+
+
+def lopsided_cluster(seed: int) -> tuple[list[dict], list[dict]]:
+    """Up to 7 pods of unlike memory per cpu, up to 3 existing nodes with little of one resource and much of the
+    other, 1-2 node groups of 2 nodes: where pooled free capacity is least usable, still small for brute force."""
+    rnd = random.Random(seed)
+    objs = [node(f"n{n}", cpu=rnd.choice(["500m", "1", "4", "8"]), mem=rnd.choice(["1Gi", "2Gi", "6Gi", "16Gi"]))
+            for n in range(rnd.randint(1, 3))]
+    catalog = [group(f"g{j}", cpu=str(rnd.choice([2, 4, 8])), mem=f"{rnd.choice([4, 8, 16])}Gi",
+                     price=rnd.choice([0.5, 1.0, 1.7]), max_size=2) for j in range(rnd.randint(1, 2))]
+    left = 7
+    for j in range(rnd.randint(1, 3)):
+        size = min(left, rnd.randint(1, 3))
+        if size <= 0:
+            break
+        left -= size
+        objs.append(podgroup(f"pg{j}", min_count=rnd.randint(1, size)))
+        objs += [pod(f"p{j}-{i}", cpu=rnd.choice(["250m", "500m", "1", "2"]),
+                     mem=rnd.choice(["512Mi", "1Gi", "4Gi", "6Gi"]), group=f"pg{j}") for i in range(size)]
+    return objs, catalog
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_with_lopsided_existing_nodes_the_cost_bounds_stay_below_the_optimum(seed):
+    objs, catalog = lopsided_cluster(seed)
+    prob = build_problem(snapshot(objs, catalog))
+    first = greedy(prob)
+    if not sum(first.y):
+        return
+    opt = cheapest(prob, first.y)
+    per_shape = placed_per_shape(prob, first)
+    assert lp_cost_prices(prob, per_shape, None)[0] <= opt
+    assert lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= opt

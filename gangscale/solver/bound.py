@@ -3,8 +3,10 @@
 The bound relaxes bin packing to aggregate capacity: pods of a shape are
 spread over compatible kinds, a kind's pods must fit in (node count x
 capacity) for every resource, and no more than (node count x pods per node)
-of a shape. Existing nodes with the same labels and taints pool their free
-capacity. Every real plan satisfies these constraints, so the optimum -- and
+of a shape. Existing nodes with the same labels and taints (and alike memory per
+core) pool their free capacity, each node counted only with what the demanded
+pods can use of it (`usable_capacity`: free cores without memory beside them
+serve no pod). Every real plan satisfies these constraints, so the optimum -- and
 CP-SAT's proven objective bound, when the time runs out -- is a lower bound
 independent of the pattern set the main model used.
 
@@ -88,7 +90,7 @@ def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOpti
 
 def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
     """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
-    pooled by labels and taints. Every plan is a point of it, so its optimum is a lower bound; it is rounded
+    pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound; it is rounded
     down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
     the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
     return lp_cost_prices(prob, demand, deadline)[0]
@@ -109,7 +111,7 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    for kids in _pools(prob):
+    for kids in _pools(prob, list(cover)):
         n = _lp_pool(s, prob, kids, cover, caps, scale)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
@@ -131,7 +133,7 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
+    cap = caps[kids[0]] if new else usable_capacity(prob, kids, list(cover)).sum(axis=0)
     rows: dict[int, object] = {}
     for sh, cov in cover.items():
         per = [prob.fit_count.get((sh, k), 0) for k in kids]
@@ -163,7 +165,7 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
 
     m = cp_model.CpModel()
     use: dict[int, list] = {s: [] for s in demand}
-    for kids in _pools(prob, groups=False):
+    for kids in _pools(prob, list(demand), groups=False):
         _add_pool(m, prob, kids, demand, use)
     cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
     for s, n in demand.items():
@@ -174,16 +176,67 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     return _solve_bound(m, opts, deadline)
 
 
-def _pools(prob: Problem, groups: bool = True) -> list[list[int]]:
-    """Kinds pooled by what decides compatibility: existing nodes by labels and taints (one capacity pool each),
-    every node group alone (left out with `groups=False`); in kind order."""
+def _pools(prob: Problem, shapes: list[int], groups: bool = True) -> list[list[int]]:
+    """Kinds pooled by what decides compatibility: existing nodes by labels and taints, split further by the
+    memory per core (powers of two) and GPUs of their usable capacity (`usable_capacity` for `shapes`), one
+    capacity pool each; every node group alone (left out with `groups=False`); in kind order. Any partition of
+    the existing nodes is valid (a pool only adds up what its nodes hold); splitting by ratio keeps a
+    cpu-rich node's cores from serving a memory-rich node's pods in the relaxation."""
     pools: dict[tuple, list[int]] = {}
+    existing = [k.kid for k in prob.kinds if not k.new]
+    usable = usable_capacity(prob, existing, shapes) if existing else np.zeros((0, len(prob.resources)))
+    bucket = dict(zip(existing, _ratio_buckets(prob, usable)))
     for k in prob.kinds:
         if not k.new:
-            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
+            pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(k.kid)
         elif groups:
             pools[("new", k.kid)] = [k.kid]
     return list(pools.values())
+
+
+def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
+    """Per row of `usable`: (floor of log2 of its memory per cpu, it has GPUs); () without those resources."""
+    names = prob.resources
+    if "cpu" not in names or "memory" not in names or not len(usable):
+        return [()] * len(usable)
+    cpu, mem = usable[:, names.index("cpu")], usable[:, names.index("memory")]
+    gpu = usable[:, names.index("nvidia.com/gpu")] > 0 if "nvidia.com/gpu" in names else np.zeros(len(usable), bool)
+    ratio = np.floor(np.log2((mem + 1.0) / (cpu + 1.0))).astype(np.int64)
+    return list(zip(ratio.tolist(), gpu.tolist()))
+
+
+USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
+
+
+def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
+    """Per existing kind of `kids` (rows), its free capacity x multiplicity in each resource that pods of `shapes`
+    can use at all; pooling these instead of the raw capacities keeps the relaxation valid and tighter.
+
+    Validity. On one node of kind k take any packing of pods of `shapes`; all fit k (fit_count > 0), else they
+    could not be there. For resources r, t let rho_rt = max over those shapes of req_r / req_t (0/0 counts as
+    0, q/0 with q > 0 as infinite). Each pod's req_r <= rho_rt req_t, so summed, load_r <= rho_rt load_t <=
+    rho_rt C_t, and load_r <= C_r: load_r <= min(C_r, min_t rho_rt C_t) =: U_r. Summing over the node's
+    copies and the pool's kinds, every real plan's loads stay within the pooled U, so every plan remains a
+    point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error). A kind that no shape
+    fits has U = 0 -- it can hold none of these pods. Example: free 60 cores and 2 GiB where the pods ask at
+    most 1 GiB per core make 2 usable cores, not 60.
+    """
+    R = len(prob.resources)
+    cap = np.array([prob.kinds[k].cap for k in kids], dtype=float).reshape(len(kids), R)
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
+    if not shapes:
+        return np.zeros_like(cap)
+    req = np.array([prob.shapes[s].req for s in shapes], dtype=float).reshape(len(shapes), R)
+    fits = np.array([[prob.fit_count.get((s, k), 0) > 0 for s in shapes] for k in kids], dtype=bool)
+    num, den = req[:, :, None], req[:, None, :]  # ratio[s, r, t] = req_r / req_t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(den > 0, num / den, np.where(num > 0, np.inf, 0.0))
+    rho = np.where(fits[:, :, None, None], ratio[None], 0.0).max(axis=1)  # kinds x r x t
+    with np.errstate(invalid="ignore"):
+        via = np.where(np.isinf(rho), np.inf, rho * cap[:, None, :]).min(axis=2)  # min over t of rho_rt C_t
+    usable = np.minimum(cap, via * (1 + USABLE_MARGIN) + 1)
+    usable[~fits.any(axis=1)] = 0.0
+    return np.minimum(cap, usable) * mult[:, None]
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
@@ -196,7 +249,7 @@ def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
 def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list]) -> None:
     """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
     R = len(prob.resources)
-    cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
+    cap = np.floor(usable_capacity(prob, kids, list(demand)).sum(axis=0)).astype(np.int64).tolist()
     load: list[list] = [[] for _ in range(R)]
     for s, n in demand.items():
         slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
@@ -355,7 +408,7 @@ class _GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        for kids in _pools(prob):
+        for kids in _pools(prob, list(cover)):
             _lp_pool(s, prob, kids, cover, caps, scale)
         self.extra: list = []
 
