@@ -97,12 +97,13 @@ def test_the_gang_bound_is_never_below_the_brute_force_optimum(seed):
 
 
 def fragmented() -> tuple[list[dict], list[dict]]:
-    """Three nodes of 3 free cpus, three gangs of two 2-cpu pods (distinct shapes): only one gang fits, while
-    the aggregate capacity (9 cpus) would take two."""
+    """Three nodes of 3 free cpus, three gangs of two pods of 2, 2 and 1.6 cpus (distinct shapes): a node holds
+    one pod, so only one gang fits, while the aggregate capacity (3 x 2.8 cpus usable in whole 400m steps) would
+    take two."""
     objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
-    for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
+    for j, (cpu, mem) in enumerate([("2", "1Gi"), ("2", "2Gi"), ("1600m", "3Gi")]):
         objs.append(podgroup(f"g{j}", min_count=2))
-        objs += [pod(f"g{j}-{i}", cpu="2", mem=mem, group=f"g{j}") for i in range(2)]
+        objs += [pod(f"g{j}-{i}", cpu=cpu, mem=mem, group=f"g{j}") for i in range(2)]
     return objs, []
 
 
@@ -134,3 +135,14 @@ def test_the_bound_closes_the_gap_of_a_plan_that_starts_every_gang_that_fits():
     a = greedy(prob)
     (t,) = gangs_upper_bound(prob, tier_counts(prob, a.y, a.satisfied))
     assert (t.gangs, t.gangs_bound, t.pods, t.pods_bound) == (2, 2, 4, 4)
+
+
+def test_nodes_of_3_free_cpus_count_2_usable_for_2_cpu_pods_so_the_gang_bound_is_met():
+    objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
+    for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
+        objs.append(podgroup(f"g{j}", min_count=2))
+        objs += [pod(f"g{j}-{i}", cpu="2", mem=mem, group=f"g{j}") for i in range(2)]
+    prob = build_problem(snapshot(objs, []))
+    first = greedy(prob)
+    tiers = gangs_upper_bound(prob, tier_counts(prob, first.y, first.satisfied))
+    assert [(t.gangs, t.gangs_bound) for t in tiers] == [(1, 1)]  # pooled 9 cpus would take two gangs

@@ -206,6 +206,7 @@ def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
 
 
 USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
+CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
 
 
 def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
@@ -219,24 +220,31 @@ def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
     copies and the pool's kinds, every real plan's loads stay within the pooled U, so every plan remains a
     point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error). A kind that no shape
     fits has U = 0 -- it can hold none of these pods. Example: free 60 cores and 2 GiB where the pods ask at
-    most 1 GiB per core make 2 usable cores, not 60.
+    most 1 GiB per core make 2 usable cores, not 60. Also, load_r is a sum of whole requests, so a multiple of
+    g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
+    Both steps only use that load_t <= U_t holds in every packing, so they may repeat (`CLAMP_ROUNDS`).
     """
     R = len(prob.resources)
     cap = np.array([prob.kinds[k].cap for k in kids], dtype=float).reshape(len(kids), R)
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
     if not shapes:
         return np.zeros_like(cap)
-    req = np.array([prob.shapes[s].req for s in shapes], dtype=float).reshape(len(shapes), R)
+    ireq = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
+    req = ireq.astype(float)
     fits = np.array([[prob.fit_count.get((s, k), 0) > 0 for s in shapes] for k in kids], dtype=bool)
     num, den = req[:, :, None], req[:, None, :]  # ratio[s, r, t] = req_r / req_t
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(den > 0, num / den, np.where(num > 0, np.inf, 0.0))
     rho = np.where(fits[:, :, None, None], ratio[None], 0.0).max(axis=1)  # kinds x r x t
-    with np.errstate(invalid="ignore"):
-        via = np.where(np.isinf(rho), np.inf, rho * cap[:, None, :]).min(axis=2)  # min over t of rho_rt C_t
-    usable = np.minimum(cap, via * (1 + USABLE_MARGIN) + 1)
+    step = np.gcd.reduce(np.where(fits[:, :, None], ireq[None], 0), axis=1).astype(float)  # kinds x resources
+    usable = cap
+    for _ in range(CLAMP_ROUNDS):  # each round's bound on load_t is a valid C_t for the next
+        with np.errstate(invalid="ignore"):
+            via = np.where(np.isinf(rho), np.inf, rho * usable[:, None, :]).min(axis=2)  # min_t rho_rt C_t
+        usable = np.minimum(usable, via * (1 + USABLE_MARGIN) + 1)
+        usable = np.where(step > 0, np.floor(usable / np.maximum(step, 1.0)) * step, usable)
     usable[~fits.any(axis=1)] = 0.0
-    return np.minimum(cap, usable) * mult[:, None]
+    return usable * mult[:, None]
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
