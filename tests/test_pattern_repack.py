@@ -217,3 +217,16 @@ def test_with_lopsided_existing_nodes_the_cost_bounds_stay_below_the_optimum(see
     per_shape = placed_per_shape(prob, first)
     assert lp_cost_prices(prob, per_shape, None)[0] <= opt
     assert lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= opt
+
+
+def test_a_new_node_counts_only_the_cpu_whole_requests_can_fill():
+    # 3-cpu nodes hold one of these pods each (2 + 1.6 and 1.6 + 1.6 exceed 3): four nodes; the pods' cpus are
+    # multiples of 400m, so a node offers them 2.8 cpus, not 3 -- 7.2 cpus need 2.57 nodes, not 2.4
+    objs = [pod(f"a{i}", cpu="2", mem="1Gi") for i in range(2)] + [pod(f"b{i}", cpu="1600m", mem="1Gi")
+                                                                    for i in range(2)]
+    prob = build_problem(snapshot(objs, [group("g", cpu="3", mem="8Gi", price=1.0)]))
+    first = greedy(prob)
+    assert first.cost(prob) == 4 * MICRO == cheapest(prob, first.y)
+    per_shape = placed_per_shape(prob, first)
+    assert 2.57 * MICRO <= lp_cost_prices(prob, per_shape, None)[0] <= 4 * MICRO
+    assert 3 * MICRO <= lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= 4 * MICRO  # integral node counts

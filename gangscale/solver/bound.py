@@ -133,7 +133,7 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    cap = caps[kids[0]] if new else usable_capacity(prob, kids, list(cover)).sum(axis=0)
+    cap = usable_per_node(prob, kids, list(cover))[0] if new else usable_capacity(prob, kids, list(cover)).sum(axis=0)
     rows: dict[int, object] = {}
     for sh, cov in cover.items():
         per = [prob.fit_count.get((sh, k), 0) for k in kids]
@@ -209,16 +209,18 @@ USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never c
 CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
 
 
-def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
-    """Per existing kind of `kids` (rows), its free capacity x multiplicity in each resource that pods of `shapes`
-    can use at all; pooling these instead of the raw capacities keeps the relaxation valid and tighter.
+def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
+    """Per kind of `kids` (rows), what pods of `shapes` can use at all of one node's capacity in each resource
+    (free capacity of an existing node, allocatable of a group's new node); the relaxations count capacity
+    this way instead of raw, which keeps them valid and makes them tighter.
 
     Validity. On one node of kind k take any packing of pods of `shapes`; all fit k (fit_count > 0), else they
     could not be there. For resources r, t let rho_rt = max over those shapes of req_r / req_t (0/0 counts as
     0, q/0 with q > 0 as infinite). Each pod's req_r <= rho_rt req_t, so summed, load_r <= rho_rt load_t <=
     rho_rt C_t, and load_r <= C_r: load_r <= min(C_r, min_t rho_rt C_t) =: U_r. Summing over the node's
     copies and the pool's kinds, every real plan's loads stay within the pooled U, so every plan remains a
-    point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error). A kind that no shape
+    point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error); for a node group, each of
+    its n new nodes holds at most U, so n x U bounds their load. A kind that no shape
     fits has U = 0 -- it can hold none of these pods. Example: free 60 cores and 2 GiB where the pods ask at
     most 1 GiB per core make 2 usable cores, not 60. Also, load_r is a sum of whole requests, so a multiple of
     g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
@@ -226,7 +228,6 @@ def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
     """
     R = len(prob.resources)
     cap = np.array([prob.kinds[k].cap for k in kids], dtype=float).reshape(len(kids), R)
-    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
     if not shapes:
         return np.zeros_like(cap)
     ireq = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
@@ -244,7 +245,13 @@ def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
         usable = np.minimum(usable, via * (1 + USABLE_MARGIN) + 1)
         usable = np.where(step > 0, np.floor(usable / np.maximum(step, 1.0)) * step, usable)
     usable[~fits.any(axis=1)] = 0.0
-    return usable * mult[:, None]
+    return usable
+
+
+def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
+    """`usable_per_node` times each kind's node count (free nodes of an existing kind, headroom of a group)."""
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
+    return usable_per_node(prob, kids, shapes) * mult[:, None]
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
@@ -284,9 +291,10 @@ def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int
         use[s].append(u)
         m.add(u <= per * n_k)
         _add_load(prob, load, s, u)
+    cap = np.floor(usable_per_node(prob, [k.kid], list(demand))[0]).astype(np.int64).tolist()
     for r in range(R):
         if load[r]:
-            m.add(sum(load[r]) <= k.cap[r] * n_k)
+            m.add(sum(load[r]) <= cap[r] * n_k)
     return k.cost * n_k
 
 
