@@ -219,14 +219,27 @@ def test_with_lopsided_existing_nodes_the_cost_bounds_stay_below_the_optimum(see
     assert lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= opt
 
 
-def test_a_new_node_counts_only_the_cpu_whole_requests_can_fill():
-    # 3-cpu nodes hold one of these pods each (2 + 1.6 and 1.6 + 1.6 exceed 3): four nodes; the pods' cpus are
-    # multiples of 400m, so a node offers them 2.8 cpus, not 3 -- 7.2 cpus need 2.57 nodes, not 2.4
+def test_a_new_node_counts_only_the_capacity_whole_requests_can_fill():
+    # 3-cpu nodes hold one of these pods each (2 + 1.6 and 1.6 + 1.6 exceed 3): four nodes. The pods' cpus are
+    # multiples of 400m, so a node offers them 2.8 cpus, not 3; at most 1 GiB per 1.6 cpus, that is 1.75 GiB of
+    # its memory, in whole GiB 1: one pod per node, where the pooled cpus said 7.2 / 3 = 2.4 nodes
     objs = [pod(f"a{i}", cpu="2", mem="1Gi") for i in range(2)] + [pod(f"b{i}", cpu="1600m", mem="1Gi")
                                                                     for i in range(2)]
     prob = build_problem(snapshot(objs, [group("g", cpu="3", mem="8Gi", price=1.0)]))
     first = greedy(prob)
     assert first.cost(prob) == 4 * MICRO == cheapest(prob, first.y)
     per_shape = placed_per_shape(prob, first)
-    assert 2.57 * MICRO <= lp_cost_prices(prob, per_shape, None)[0] <= 4 * MICRO
-    assert 3 * MICRO <= lower_bound(prob, per_shape, SolveOptions(), 2.0)[0] <= 4 * MICRO  # integral node counts
+    assert 3.99 * MICRO <= lp_cost_prices(prob, per_shape, None)[0] <= 4 * MICRO
+
+
+def test_existing_nodes_hold_one_pod_over_half_their_free_cpu_each_in_the_gang_bound():
+    from gangscale.solver.bound import gangs_upper_bound, tier_counts
+
+    objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
+    for j, (cpu, mem) in enumerate([("2", "1Gi"), ("2", "2Gi"), ("1600m", "3Gi")]):
+        objs.append(podgroup(f"g{j}", min_count=2))
+        objs += [pod(f"g{j}-{i}", cpu=cpu, mem=mem, group=f"g{j}") for i in range(2)]
+    prob = build_problem(snapshot(objs, []))
+    first = greedy(prob)
+    tiers = gangs_upper_bound(prob, tier_counts(prob, first.y, first.satisfied))
+    assert [(t.gangs, t.gangs_bound) for t in tiers] == [(1, 1)]  # 3 x 2.8 pooled cpus would take two gangs

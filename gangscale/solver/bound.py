@@ -133,8 +133,10 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    cap = usable_per_node(prob, kids, list(cover))[0] if new else usable_capacity(prob, kids, list(cover)).sum(axis=0)
-    rows: dict[int, object] = {}
+    per_node = usable_per_node(prob, kids, list(cover))
+    cap = per_node[0] if new else (per_node * np.array([prob.kinds[k].max_count for k in kids])[:, None]).sum(axis=0)
+    weights = _pool_dff(prob, kids, list(cover), per_node)
+    rows: dict = {}
     for sh, cov in cover.items():
         per = [prob.fit_count.get((sh, k), 0) for k in kids]
         if not any(per):
@@ -155,7 +157,39 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
                     if new:
                         row.SetCoefficient(n, -float(cap[r] / scale[r]))
                 row.SetCoefficient(u, float(q / scale[r]))
+        for (r, k), w in weights.get(sh, {}).items():
+            row = rows.get((r, k))
+            if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
+                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(sum(prob.kinds[k].max_count for k in kids)))
+                if new:
+                    row.SetCoefficient(n, -1.0)
+            row.SetCoefficient(u, w)
     return n
+
+
+DFF_ORDERS = (1, 2, 3)  # the dual feasible functions f_k each pool's node-count rows use
+
+
+def _pool_dff(prob: Problem, kids: list[int], shapes: list[int], usable: np.ndarray) -> dict[int, dict]:
+    """Per shape, per (resource r, k in `DFF_ORDERS`), a weight w with sum_s w_s u_s <= the pool's node count for
+    every placement: w_s is f_k(req_r / U_r), the dual feasible function of Fekete and Schepers
+    (f_k(x) = x when (k+1)x is whole, else floor((k+1)x)/k), on the kind of the pool where it is least among
+    those the shape fits (`usable`: per node). Pods whose requests sum to at most U have weights summing to at
+    most 1 by f_k, so at most 1 by w on each node. Zero weights are left out."""
+    R = len(prob.resources)
+    q = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
+    cap = np.floor(usable).astype(np.int64)  # kinds x resources
+    fits = np.array([[prob.fit_count.get((s, k), 0) > 0 for s in shapes] for k in kids], dtype=bool)
+    safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
+    out: dict[int, dict] = {}
+    for k in DFF_ORDERS:
+        whole, rest = np.divmod((k + 1) * q[None], safe)  # kinds x shapes x resources
+        f = np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0)
+        f = np.where(fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0), f, np.inf)
+        w = f.min(axis=0)  # shapes x resources
+        for i, r in zip(*np.nonzero(np.isfinite(w) & (w > 0))):
+            out.setdefault(shapes[i], {})[(int(r), k)] = float(w[i, r])
+    return out
 
 
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
@@ -202,7 +236,8 @@ def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
     cpu, mem = usable[:, names.index("cpu")], usable[:, names.index("memory")]
     gpu = usable[:, names.index("nvidia.com/gpu")] > 0 if "nvidia.com/gpu" in names else np.zeros(len(usable), bool)
     ratio = np.floor(np.log2((mem + 1.0) / (cpu + 1.0))).astype(np.int64)
-    return list(zip(ratio.tolist(), gpu.tolist()))
+    size = np.floor(np.log2(cpu + 1.0)).astype(np.int64)
+    return list(zip(ratio.tolist(), gpu.tolist(), size.tolist()))
 
 
 USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
