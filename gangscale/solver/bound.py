@@ -4,9 +4,11 @@ The bound relaxes bin packing to aggregate capacity: pods of a shape are
 spread over compatible kinds, a kind's pods must fit in (node count x
 capacity) for every resource, and no more than (node count x pods per node)
 of a shape. Existing nodes with the same labels and taints (and alike memory per
-core) pool their free capacity, each node counted only with what the demanded
-pods can use of it (`usable_capacity`: free cores without memory beside them
-serve no pod). Every real plan satisfies these constraints, so the optimum -- and
+core and size) pool their free capacity. Every node, existing or new, counts only
+what the demanded pods can use of it (`usable_per_node`: free cores without
+memory beside them serve no pod; loads are whole requests), and holds pod
+weights of at most 1 by dual feasible functions (`_pool_dff`: one pod over half
+a node, ...). Every real plan satisfies these constraints, so the optimum -- and
 CP-SAT's proven objective bound, when the time runs out -- is a lower bound
 independent of the pattern set the main model used.
 
@@ -111,8 +113,9 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    for kids in _pools(prob, list(cover)):
-        n = _lp_pool(s, prob, kids, cover, caps, scale)
+    view = _view(prob, list(cover))
+    for kids in _pools(prob, view):
+        n = _lp_pool(s, prob, kids, cover, view, scale)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
@@ -127,15 +130,15 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
-def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, scale: np.ndarray):
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    per_node = usable_per_node(prob, kids, list(cover))
+    per_node = view.usable[kids]
     cap = per_node[0] if new else (per_node * np.array([prob.kinds[k].max_count for k in kids])[:, None]).sum(axis=0)
-    weights = _pool_dff(prob, kids, list(cover), per_node)
+    weights = _pool_dff(prob, view, kids)
     rows: dict = {}
     for sh, cov in cover.items():
         per = [prob.fit_count.get((sh, k), 0) for k in kids]
@@ -167,28 +170,30 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
     return n
 
 
-DFF_ORDERS = (1, 2, 3)  # the dual feasible functions f_k each pool's node-count rows use
+DFF_ORDERS = (1, 3)  # the dual feasible functions f_k each pool's node-count rows use
 
 
-def _pool_dff(prob: Problem, kids: list[int], shapes: list[int], usable: np.ndarray) -> dict[int, dict]:
+def _pool_dff(prob: Problem, view: _View, kids: list[int]) -> dict[int, dict]:
     """Per shape, per (resource r, k in `DFF_ORDERS`), a weight w with sum_s w_s u_s <= the pool's node count for
     every placement: w_s is f_k(req_r / U_r), the dual feasible function of Fekete and Schepers
     (f_k(x) = x when (k+1)x is whole, else floor((k+1)x)/k), on the kind of the pool where it is least among
-    those the shape fits (`usable`: per node). Pods whose requests sum to at most U have weights summing to at
-    most 1 by f_k, so at most 1 by w on each node. Zero weights are left out."""
-    R = len(prob.resources)
-    q = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
-    cap = np.floor(usable).astype(np.int64)  # kinds x resources
-    fits = np.array([[prob.fit_count.get((s, k), 0) > 0 for s in shapes] for k in kids], dtype=bool)
+    those the shape fits (U: `view.usable`, per node). Pods whose requests sum to at most U have weights summing
+    to at most 1 by f_k, so at most 1 by w on each node. Zero weights are left out."""
+    shapes = view.shapes
+    q = view.req
+    cap = np.floor(view.usable[kids]).astype(np.int64)  # kinds x resources
+    fits = view.fits[kids]
     safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
     out: dict[int, dict] = {}
     for k in DFF_ORDERS:
         whole, rest = np.divmod((k + 1) * q[None], safe)  # kinds x shapes x resources
         f = np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0)
         f = np.where(fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0), f, np.inf)
-        w = f.min(axis=0)  # shapes x resources
-        for i, r in zip(*np.nonzero(np.isfinite(w) & (w > 0))):
-            out.setdefault(shapes[i], {})[(int(r), k)] = float(w[i, r])
+        w = np.where(np.isfinite(f.min(axis=0)), f.min(axis=0), 0.0)  # shapes x resources
+        share = q / np.maximum(cap.max(axis=0), 1)  # the weight the capacity row gives, on the largest node
+        for r in np.flatnonzero((w > share + 1e-12).any(axis=0)).tolist():  # other rows add nothing: left out
+            for i in np.flatnonzero(w[:, r] > 0).tolist():
+                out.setdefault(shapes[i], {})[(r, k)] = float(w[i, r])
     return out
 
 
@@ -199,9 +204,10 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
 
     m = cp_model.CpModel()
     use: dict[int, list] = {s: [] for s in demand}
-    for kids in _pools(prob, list(demand), groups=False):
-        _add_pool(m, prob, kids, demand, use)
-    cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
+    view = _view(prob, list(demand))
+    for kids in _pools(prob, view, groups=False):
+        _add_pool(m, prob, kids, demand, use, view)
+    cost_terms = [_add_group_kind(m, prob, k, demand, use, view) for k in prob.kinds if k.new]
     for s, n in demand.items():
         m.add(sum(use[s]) == n)
     if not cost_terms:
@@ -210,16 +216,15 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     return _solve_bound(m, opts, deadline)
 
 
-def _pools(prob: Problem, shapes: list[int], groups: bool = True) -> list[list[int]]:
+def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
     """Kinds pooled by what decides compatibility: existing nodes by labels and taints, split further by the
-    memory per core (powers of two) and GPUs of their usable capacity (`usable_capacity` for `shapes`), one
-    capacity pool each; every node group alone (left out with `groups=False`); in kind order. Any partition of
-    the existing nodes is valid (a pool only adds up what its nodes hold); splitting by ratio keeps a
-    cpu-rich node's cores from serving a memory-rich node's pods in the relaxation."""
+    memory per core and cpus (powers of two) and GPUs of their usable capacity (`view`), one capacity pool each;
+    every node group alone (left out with `groups=False`); in kind order. Any partition of the existing nodes is
+    valid (a pool only adds up what its nodes hold); splitting by ratio keeps a cpu-rich node's cores from
+    serving a memory-rich node's pods in the relaxation."""
     pools: dict[tuple, list[int]] = {}
     existing = [k.kid for k in prob.kinds if not k.new]
-    usable = usable_capacity(prob, existing, shapes) if existing else np.zeros((0, len(prob.resources)))
-    bucket = dict(zip(existing, _ratio_buckets(prob, usable)))
+    bucket = dict(zip(existing, _ratio_buckets(prob, view.usable[existing])))
     for k in prob.kinds:
         if not k.new:
             pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(k.kid)
@@ -244,6 +249,26 @@ USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never c
 CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
 
 
+@dataclass(slots=True)
+class _View:
+    """Every kind's usable capacity per node for pods of `shapes` (`usable_per_node`), computed once per model."""
+
+    shapes: list[int]
+    req: np.ndarray  # shapes x resources (int64)
+    fits: np.ndarray  # kinds x shapes: the shape fits the kind
+    usable: np.ndarray  # kinds x resources
+
+
+def _view(prob: Problem, shapes: list[int]) -> _View:
+    R = len(prob.resources)
+    req = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
+    fits = np.zeros((len(prob.kinds), len(shapes)), dtype=bool)
+    for i, s in enumerate(shapes):
+        fits[list(prob.compat[s]), i] = True
+    cap = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
+    return _View(shapes, req, fits, _usable(cap, req, fits))
+
+
 def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
     """Per kind of `kids` (rows), what pods of `shapes` can use at all of one node's capacity in each resource
     (free capacity of an existing node, allocatable of a group's new node); the relaxations count capacity
@@ -261,18 +286,25 @@ def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
     g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
     Both steps only use that load_t <= U_t holds in every packing, so they may repeat (`CLAMP_ROUNDS`).
     """
-    R = len(prob.resources)
-    cap = np.array([prob.kinds[k].cap for k in kids], dtype=float).reshape(len(kids), R)
-    if not shapes:
+    return _view(prob, shapes).usable[kids]
+
+
+def _usable(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """`usable_per_node` for capacities `cap` (kinds x resources), requests `ireq` and `fits` (kinds x shapes)."""
+    if not len(ireq):
         return np.zeros_like(cap)
-    ireq = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
     req = ireq.astype(float)
-    fits = np.array([[prob.fit_count.get((s, k), 0) > 0 for s in shapes] for k in kids], dtype=bool)
     num, den = req[:, :, None], req[:, None, :]  # ratio[s, r, t] = req_r / req_t
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(den > 0, num / den, np.where(num > 0, np.inf, 0.0))
-    rho = np.where(fits[:, :, None, None], ratio[None], 0.0).max(axis=1)  # kinds x r x t
-    step = np.gcd.reduce(np.where(fits[:, :, None], ireq[None], 0), axis=1).astype(float)  # kinds x resources
+    K, R = cap.shape
+    rho = np.zeros((K, R, R))  # kinds x r x t
+    istep = np.zeros((K, R), dtype=np.int64)
+    for i in range(len(ireq)):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
+        on = fits[:, i]
+        rho[on] = np.maximum(rho[on], ratio[i])
+        istep[on] = np.gcd(istep[on], ireq[i])
+    step = istep.astype(float)
     usable = cap
     for _ in range(CLAMP_ROUNDS):  # each round's bound on load_t is a valid C_t for the next
         with np.errstate(invalid="ignore"):
@@ -283,12 +315,6 @@ def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
     return usable
 
 
-def usable_capacity(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
-    """`usable_per_node` times each kind's node count (free nodes of an existing kind, headroom of a group)."""
-    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
-    return usable_per_node(prob, kids, shapes) * mult[:, None]
-
-
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
     """Append shape `s`'s requests times `u` to the per-resource load sums."""
     for r, q in enumerate(prob.shapes[s].req):
@@ -296,10 +322,12 @@ def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
             load[r].append(q * u)
 
 
-def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list]) -> None:
+def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list],
+              view: _View) -> None:
     """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
     R = len(prob.resources)
-    cap = np.floor(usable_capacity(prob, kids, list(demand)).sum(axis=0)).astype(np.int64).tolist()
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
+    cap = np.floor((view.usable[kids] * mult[:, None]).sum(axis=0)).astype(np.int64).tolist()
     load: list[list] = [[] for _ in range(R)]
     for s, n in demand.items():
         slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
@@ -313,7 +341,8 @@ def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[
             m.add(sum(load[r]) <= cap[r])
 
 
-def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list]):
+def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list],
+                    view: _View):
     """New nodes of one node group and the pods of each shape they take; returns the group's cost term."""
     R = len(prob.resources)
     n_k = m.new_int_var(0, k.max_count, "")
@@ -326,7 +355,7 @@ def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int
         use[s].append(u)
         m.add(u <= per * n_k)
         _add_load(prob, load, s, u)
-    cap = np.floor(usable_per_node(prob, [k.kid], list(demand))[0]).astype(np.int64).tolist()
+    cap = np.floor(view.usable[k.kid]).astype(np.int64).tolist()
     for r in range(R):
         if load[r]:
             m.add(sum(load[r]) <= cap[r] * n_k)
@@ -459,8 +488,9 @@ class _GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        for kids in _pools(prob, list(cover)):
-            _lp_pool(s, prob, kids, cover, caps, scale)
+        view = _view(prob, list(cover))
+        for kids in _pools(prob, view):
+            _lp_pool(s, prob, kids, cover, view, scale)
         self.extra: list = []
 
     def _gangs(self, lvl: int):
