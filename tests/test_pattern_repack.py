@@ -243,3 +243,20 @@ def test_existing_nodes_hold_one_pod_over_half_their_free_cpu_each_in_the_gang_b
     first = greedy(prob)
     tiers = gangs_upper_bound(prob, tier_counts(prob, first.y, first.satisfied))
     assert [(t.gangs, t.gangs_bound) for t in tiers] == [(1, 1)]  # 3 x 2.8 pooled cpus would take two gangs
+
+
+def test_the_repair_puts_a_memory_heavy_pod_on_the_memory_rich_node_and_leaves_the_cpu_to_a_cpu_heavy_one():
+    # first fit in node order puts the 1-cpu/6-GiB pod on the first node, where it strands a cpu beside no
+    # memory, and the 1.5-cpu/1-GiB pod needs a new node; matched by memory per cpu, both fit the existing nodes
+    objs = [node("balanced", cpu="2", mem="6Gi"), node("mem-rich", cpu="1", mem="6Gi")]
+    objs += [aged(podgroup("y", min_count=1), 0), pod("y-0", cpu="1", mem="6Gi", group="y")]
+    objs += [aged(podgroup("x", min_count=1), 1), pod("x-0", cpu="1500m", mem="1Gi", group="x")]
+    catalog = [group("g", cpu="4", mem="16Gi", price=1.0)]
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    first = greedy(prob)
+    y_shape = prob.classes[prob.gangs[0].classes[0]].shape
+    prices = {s.sid: 2.0 if s.sid == y_shape else 1.0 for s in prob.shapes}  # the 6-GiB pod goes first
+    again = repack(prob, first, prices)
+    assert again is not None and again.cost(prob) == 0 and again.y == first.y
+    assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())

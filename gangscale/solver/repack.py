@@ -28,15 +28,25 @@ Key = tuple[int, object]  # (shape, topology domain or None)
 
 def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
-    first; new nodes follow the pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded
-    down, then one at a time); the pods left after that go by the greedy's own rule, gangs with the largest pods
-    first. None when some pod finds no room or
-    `deadline` passes (the caller keeps `a`)."""
+    first, each key onto the nodes of the most alike memory per cpu (`_fill_existing`); new nodes follow the
+    pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded down, then one at a time); the
+    pods left after that go by the greedy's own rule, gangs with the largest pods first. When that finds no room
+    for some pod, the existing nodes are filled again first-fit in node order and the rest repeated. None when
+    neither places every pod or `deadline` passes (the caller keeps `a`)."""
+    for match in (True, False):
+        again = _repack(prob, a, prices, deadline, match)
+        if again is not None:
+            return again
+    return None
+
+
+def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None,
+            match: bool) -> Assignment | None:
     demand = _demand(prob, a)
     if not demand:
         return None
     left = dict(demand)
-    existing = _fill_existing(prob, left, prices)
+    existing = _fill_existing(prob, left, prices, match)
     st = _State(prob, list(range(len(prob.gangs))))
     queues = _queues(prob, a)
     for b, fill in enumerate(existing):
@@ -88,9 +98,17 @@ def _demand(prob: Problem, a: Assignment) -> dict[Key, int]:
     return out
 
 
-def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]) -> list[dict[Key, int]]:
-    """Per existing node, the pods it takes: keys by price (then size) descending, each first-fit over the nodes
-    (one vector operation per key); `left` loses what is placed."""
+RATIO_STEP = 0.1  # octaves of memory per cpu within which existing nodes count as alike for a key's pods
+
+
+def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float], match: bool = True
+                   ) -> list[dict[Key, int]]:
+    """Per existing node, the pods it takes: keys by price (then size) descending, each over the nodes (one vector
+    operation per key); `left` loses what is placed. With `match`, a key visits the nodes whose free memory per
+    free cpu is nearest its own first (in steps of `RATIO_STEP` octaves), the ones that hold fewest of its pods
+    first among those: memory-heavy pods take the memory-rich leftovers, cpu-heavy ones the cpu-rich, and the
+    tightest fit goes first, so less free capacity is stranded beside a used-up resource (on the issue-11
+    backlog $8/h less than first-fit in node order). Without it, first-fit in node order."""
     base = prob.arrays
     free = base.free.copy()
     fills: list[dict[Key, int]] = [{} for _ in base.names]
@@ -106,7 +124,10 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
             seen, ids = base.domain_ids[prob.shapes[s].topology_keys]
             ok = ok & (ids[base.kind] == seen.get(dom, -2))
         counts = np.where(ok, (free[:, pos] // r[pos]).min(axis=1), 0)
-        for b in np.flatnonzero(counts).tolist():
+        nodes = np.flatnonzero(counts)
+        if match and len(nodes) > 1:
+            nodes = nodes[np.lexsort((counts[nodes], _ratio_distance(prob, r, free[nodes])))]
+        for b in nodes.tolist():
             n = min(int(counts[b]), left[key])
             fills[b][key] = n
             free[b] -= n * r
@@ -114,3 +135,14 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
             if not left[key]:
                 break
     return fills
+
+
+def _ratio_distance(prob: Problem, req: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row of `free`, how far its memory per cpu lies from `req`'s, in whole `RATIO_STEP`s of octaves
+    (all 0 without both resources)."""
+    names = prob.resources
+    if "cpu" not in names or "memory" not in names:
+        return np.zeros(len(free))
+    c, m = names.index("cpu"), names.index("memory")
+    own = np.log2((req[m] + 1.0) / (req[c] + 1.0))
+    return np.floor(np.abs(np.log2((free[:, m] + 1.0) / (free[:, c] + 1.0)) - own) / RATIO_STEP)
