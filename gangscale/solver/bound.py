@@ -4,7 +4,7 @@ The bound relaxes bin packing to aggregate capacity: pods of a shape are
 spread over compatible kinds, a kind's pods must fit in (node count x
 capacity) for every resource, and no more than (node count x pods per node)
 of a shape. Existing nodes with the same labels and taints (and alike memory per
-core and size) pool their free capacity. Every node, existing or new, counts only
+core) pool their free capacity. Every node, existing or new, counts only
 what the demanded pods can use of it (`usable_per_node`: free cores without
 memory beside them serve no pod; loads are whole requests), and holds pod
 weights of at most 1 by dual feasible functions (`_pool_dff`: one pod over half
@@ -136,22 +136,22 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    per_node = view.usable[kids]
-    cap = per_node[0] if new else (per_node * np.array([prob.kinds[k].max_count for k in kids])[:, None]).sum(axis=0)
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
+    cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
+    slots_of = mult @ view.count[kids]  # per shape: pods of it the pool's nodes take one at a time
     weights = _pool_dff(prob, view, kids)
     rows: dict = {}
-    for sh, cov in cover.items():
-        per = [prob.fit_count.get((sh, k), 0) for k in kids]
-        if not any(per):
+    for i, (sh, cov) in enumerate(cover.items()):
+        if not slots_of[i]:
             continue
         u = s.NumVar(0, inf, "")
         cov.SetCoefficient(u, 1)
         if new:  # u <= per n
             slots = s.Constraint(-inf, 0)
             slots.SetCoefficient(u, 1)
-            slots.SetCoefficient(n, -per[0])
+            slots.SetCoefficient(n, -float(view.count[kids[0], i]))
         else:
-            u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+            u.SetUb(float(slots_of[i]))
         for r, q in enumerate(prob.shapes[sh].req):
             if q:
                 row = rows.get(r)
@@ -163,7 +163,7 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
         for (r, k), w in weights.get(sh, {}).items():
             row = rows.get((r, k))
             if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
-                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(sum(prob.kinds[k].max_count for k in kids)))
+                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(mult.sum()))
                 if new:
                     row.SetCoefficient(n, -1.0)
             row.SetCoefficient(u, w)
@@ -218,7 +218,7 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
 
 def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
     """Kinds pooled by what decides compatibility: existing nodes by labels and taints, split further by the
-    memory per core and cpus (powers of two) and GPUs of their usable capacity (`view`), one capacity pool each;
+    memory per core (powers of two) and GPUs of their usable capacity (`view`), one capacity pool each;
     every node group alone (left out with `groups=False`); in kind order. Any partition of the existing nodes is
     valid (a pool only adds up what its nodes hold); splitting by ratio keeps a cpu-rich node's cores from
     serving a memory-rich node's pods in the relaxation."""
@@ -241,8 +241,7 @@ def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
     cpu, mem = usable[:, names.index("cpu")], usable[:, names.index("memory")]
     gpu = usable[:, names.index("nvidia.com/gpu")] > 0 if "nvidia.com/gpu" in names else np.zeros(len(usable), bool)
     ratio = np.floor(np.log2((mem + 1.0) / (cpu + 1.0))).astype(np.int64)
-    size = np.floor(np.log2(cpu + 1.0)).astype(np.int64)
-    return list(zip(ratio.tolist(), gpu.tolist(), size.tolist()))
+    return list(zip(ratio.tolist(), gpu.tolist()))
 
 
 USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
@@ -255,18 +254,20 @@ class _View:
 
     shapes: list[int]
     req: np.ndarray  # shapes x resources (int64)
-    fits: np.ndarray  # kinds x shapes: the shape fits the kind
+    count: np.ndarray  # kinds x shapes: pods of the shape one node of the kind takes (`fit_count`, 0: none)
+    fits: np.ndarray  # count > 0
     usable: np.ndarray  # kinds x resources
 
 
 def _view(prob: Problem, shapes: list[int]) -> _View:
     R = len(prob.resources)
     req = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
-    fits = np.zeros((len(prob.kinds), len(shapes)), dtype=bool)
+    count = np.zeros((len(prob.kinds), len(shapes)), dtype=np.int64)
     for i, s in enumerate(shapes):
-        fits[list(prob.compat[s]), i] = True
+        count[list(prob.compat[s]), i] = [prob.fit_count[(s, k)] for k in prob.compat[s]]
+    fits = count > 0
     cap = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
-    return _View(shapes, req, fits, _usable(cap, req, fits))
+    return _View(shapes, req, count, fits, _usable(cap, req, fits))
 
 
 def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
