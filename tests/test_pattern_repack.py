@@ -162,7 +162,7 @@ def test_the_pattern_lps_nodes_hold_their_pods_within_each_groups_headroom_and_t
         assert left[key] >= 0 and n - left[key] == sum(f.get(key, 0) for _, f in nodes)
 
 
-# ------------------------------------------------------------------ existing nodes whose free cpu has no memory beside it
+# ------------------------------------------------------------------ capacity the pods cannot use
 
 
 def lopsided() -> tuple[list[dict], list[dict]]:

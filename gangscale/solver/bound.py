@@ -92,8 +92,8 @@ def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOpti
 
 def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
     """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
-    pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound; it is rounded
-    down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
+    pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound;
+    it is rounded down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
     the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
     return lp_cost_prices(prob, demand, deadline)[0]
 
@@ -421,9 +421,10 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
     (gangs started at L1, pods placed at L1, gangs at L2, pods at L2, ...); call its optimum O. The relaxation
     R keeps, of a plan, only: a gang g started (x_g = 1) places between need_g and all of its pods, an unstarted
     gang none (y_c <= count_c x_g, sum y_c >= need_g x_g); basic pods freely; and pods of a shape go to
-    compatible bin kinds (u[s,k]) whose *aggregate* capacity -- free capacity summed over existing nodes with
-    the same labels and taints, n_k x allocatable for n_k <= headroom new nodes -- covers their requests in
-    every resource and their count in pods-per-node slots. Every plan satisfies all of this (with x, n
+    compatible bin kinds (u[s,k]) whose *aggregate* capacity -- usable free capacity (`usable_per_node`) summed
+    over existing nodes with the same labels and taints (and alike memory per core), n_k x usable allocatable
+    for n_k <= headroom new nodes -- covers their requests in every resource, their count in pods-per-node
+    slots and their dual-feasible weights in node counts (`_pool_dff`). Every plan satisfies all of this (with x, n
     integral), so O is a point of R, and so is the LP relaxation of R (x, n fractional). Hence:
       * G1(O) <= max G1 over R. The plan in hand is feasible, so G1(O) >= its G1 (O is lexicographically at
         least as good), and P1(O) <= max P1 over R with G1 >= plan's G1.
