@@ -260,3 +260,21 @@ def test_the_repair_puts_a_memory_heavy_pod_on_the_memory_rich_node_and_leaves_t
     again = repack(prob, first, prices)
     assert again is not None and again.cost(prob) == 0 and again.y == first.y
     assert not check_plan(objs, catalog, _render(snap, prob, again, again.cost(prob), 0).to_dict())
+
+
+def test_a_repair_above_its_target_tries_the_other_fills_and_keeps_the_cheapest():
+    # nearest by memory per cpu, the 1-cpu/3-GiB pod takes the 4-GiB node the 1-cpu/4-GiB pod needs (a new node);
+    # first fit in node order puts it on the 3-GiB node and both stay on existing nodes
+    objs = [node("low-mem", cpu="2", mem="3Gi"), node("high-mem", cpu="1", mem="4Gi")]
+    objs += [pod("y", cpu="1", mem="3Gi"), pod("x", cpu="1", mem="4Gi")]
+    catalog = [group("g", cpu="4", mem="16Gi", price=1.0)]
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    first = greedy(prob)
+    y_shape = next(s.sid for s in prob.shapes if s.req[1] == 3 * 2**30)
+    prices = {s.sid: 2.0 if s.sid == y_shape else 1.0 for s in prob.shapes}  # the 3-GiB pod goes first
+    nearest = repack(prob, first, prices)
+    assert nearest is not None and nearest.cost(prob) == MICRO  # no target: the first fill that places all
+    best = repack(prob, first, prices, good=0)
+    assert best is not None and best.cost(prob) == 0 and best.y == first.y
+    assert not check_plan(objs, catalog, _render(snap, prob, best, best.cost(prob), 0).to_dict())
