@@ -46,6 +46,7 @@ def __getattr__(name: str):
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
+COST_TARGET_GAP = 0.01  # issue 11's cost criterion: a repaired plan this close to its LP bound tries no other fill
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
 
@@ -153,7 +154,8 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None) -> tuple[As
     per_shape = placed_per_shape(prob, hint)
     lp, prices = lp_cost_prices(prob, per_shape, deadline)
     known = {tuple(sorted(per_shape.items())): lp} if lp else {}
-    again = repack(prob, hint, prices, deadline) if prices else None
+    good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
+    again = repack(prob, hint, prices, deadline, good) if prices else None
     return (again if again is not None and again.cost(prob) < hint.cost(prob) else hint), known
 
 

@@ -97,12 +97,13 @@ def test_the_gang_bound_is_never_below_the_brute_force_optimum(seed):
 
 
 def fragmented() -> tuple[list[dict], list[dict]]:
-    """Three nodes of 3 free cpus, three gangs of two 2-cpu pods (distinct shapes): only one gang fits, while
-    the aggregate capacity (9 cpus) would take two."""
-    objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
-    for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
-        objs.append(podgroup(f"g{j}", min_count=2))
-        objs += [pod(f"g{j}-{i}", cpu="2", mem=mem, group=f"g{j}") for i in range(2)]
+    """Two nodes of 2 free cpus and 4 GiB; a gang of a 2-cpu/1-GiB pod and two 1-cpu/3-GiB pods: the two
+    3-GiB pods need both nodes and the 2-cpu pod a whole node, so the gang does not fit, while every relaxed
+    count (4 cpus, 8 GiB, one pod over half a node's memory per node) would take it."""
+    objs = [node(f"n{i}", cpu="2", mem="4Gi") for i in range(2)]
+    objs.append(podgroup("g", min_count=3))
+    objs += [pod(f"g-{i}", cpu=cpu, mem=mem, group="g") for i, (cpu, mem) in enumerate([("2", "1Gi"), ("1", "3Gi"),
+                                                                                       ("1", "3Gi")])]
     return objs, []
 
 
@@ -111,10 +112,10 @@ def test_an_open_gang_gap_is_reported_and_the_plan_is_not_optimal():
     plan = plan_for(objs, catalog, time_limit=0.2)  # no time for CP-SAT: the LP bound stands
     assert not check_plan(objs, catalog, plan.to_dict())
     sv = plan.to_dict()["solver"]
-    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (1, 2)
-    assert sv["byPriority"][0]["gangsUpperBound"] == 2
+    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (0, 1)
+    assert sv["byPriority"][0]["gangsUpperBound"] == 1
     assert plan.solver.status == "FEASIBLE"
-    assert "1 gangs started of at most 2 possible (gang gap 1)" in render_markdown(plan)
+    assert "0 gangs started of at most 1 possible (gang gap 1)" in render_markdown(plan)
     assert "gang gap 1" in render_table(plan)
 
 
@@ -122,7 +123,7 @@ def test_cp_sat_closes_the_gang_gap_when_it_proves_the_placement():
     objs, catalog = fragmented()
     plan = plan_for(objs, catalog, time_limit=5.0)
     sv = plan.to_dict()["solver"]
-    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (1, 1)
+    assert (sv["gangsStarted"], sv["gangsUpperBound"]) == (0, 0)
     assert plan.solver.status == "OPTIMAL"
     assert "gang gap closed" in render_markdown(plan)
 
@@ -134,3 +135,14 @@ def test_the_bound_closes_the_gap_of_a_plan_that_starts_every_gang_that_fits():
     a = greedy(prob)
     (t,) = gangs_upper_bound(prob, tier_counts(prob, a.y, a.satisfied))
     assert (t.gangs, t.gangs_bound, t.pods, t.pods_bound) == (2, 2, 4, 4)
+
+
+def test_nodes_of_3_free_cpus_count_2_usable_for_2_cpu_pods_so_the_gang_bound_is_met():
+    objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
+    for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
+        objs.append(podgroup(f"g{j}", min_count=2))
+        objs += [pod(f"g{j}-{i}", cpu="2", mem=mem, group=f"g{j}") for i in range(2)]
+    prob = build_problem(snapshot(objs, []))
+    first = greedy(prob)
+    tiers = gangs_upper_bound(prob, tier_counts(prob, first.y, first.satisfied))
+    assert [(t.gangs, t.gangs_bound) for t in tiers] == [(1, 1)]  # pooled 9 cpus would take two gangs

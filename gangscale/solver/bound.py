@@ -3,8 +3,12 @@
 The bound relaxes bin packing to aggregate capacity: pods of a shape are
 spread over compatible kinds, a kind's pods must fit in (node count x
 capacity) for every resource, and no more than (node count x pods per node)
-of a shape. Existing nodes with the same labels and taints pool their free
-capacity. Every real plan satisfies these constraints, so the optimum -- and
+of a shape. Existing nodes with the same labels and taints (and alike memory per
+core) pool their free capacity. Every node, existing or new, counts only
+what the demanded pods can use of it (`usable_per_node`: free cores without
+memory beside them serve no pod; loads are whole requests), and holds pod
+weights of at most 1 by dual feasible functions (`_pool_dff`: one pod over half
+a node, ...). Every real plan satisfies these constraints, so the optimum -- and
 CP-SAT's proven objective bound, when the time runs out -- is a lower bound
 independent of the pattern set the main model used.
 
@@ -88,8 +92,8 @@ def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOpti
 
 def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
     """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
-    pooled by labels and taints. Every plan is a point of it, so its optimum is a lower bound; it is rounded
-    down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
+    pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound;
+    it is rounded down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
     the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
     return lp_cost_prices(prob, demand, deadline)[0]
 
@@ -109,8 +113,9 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    for kids in _pools(prob):
-        n = _lp_pool(s, prob, kids, cover, caps, scale)
+    view = _view(prob, list(cover))
+    for kids in _pools(prob, view):
+        n = _lp_pool(s, prob, kids, cover, view, scale)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
@@ -125,26 +130,28 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
-def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, scale: np.ndarray):
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
-    cap = caps[kids[0]] if new else sum(caps[k] * prob.kinds[k].max_count for k in kids)
-    rows: dict[int, object] = {}
-    for sh, cov in cover.items():
-        per = [prob.fit_count.get((sh, k), 0) for k in kids]
-        if not any(per):
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
+    cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
+    slots_of = mult @ view.count[kids]  # per shape: pods of it the pool's nodes take one at a time
+    weights = _pool_dff(prob, view, kids)
+    rows: dict = {}
+    for i, (sh, cov) in enumerate(cover.items()):
+        if not slots_of[i]:
             continue
         u = s.NumVar(0, inf, "")
         cov.SetCoefficient(u, 1)
         if new:  # u <= per n
             slots = s.Constraint(-inf, 0)
             slots.SetCoefficient(u, 1)
-            slots.SetCoefficient(n, -per[0])
+            slots.SetCoefficient(n, -float(view.count[kids[0], i]))
         else:
-            u.SetUb(float(sum(p * prob.kinds[k].max_count for p, k in zip(per, kids))))
+            u.SetUb(float(slots_of[i]))
         for r, q in enumerate(prob.shapes[sh].req):
             if q:
                 row = rows.get(r)
@@ -153,7 +160,41 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, caps: np.ndarray, s
                     if new:
                         row.SetCoefficient(n, -float(cap[r] / scale[r]))
                 row.SetCoefficient(u, float(q / scale[r]))
+        for (r, k), w in weights.get(sh, {}).items():
+            row = rows.get((r, k))
+            if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
+                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(mult.sum()))
+                if new:
+                    row.SetCoefficient(n, -1.0)
+            row.SetCoefficient(u, w)
     return n
+
+
+DFF_ORDERS = (1, 3)  # the dual feasible functions f_k each pool's node-count rows use
+
+
+def _pool_dff(prob: Problem, view: _View, kids: list[int]) -> dict[int, dict]:
+    """Per shape, per (resource r, k in `DFF_ORDERS`), a weight w with sum_s w_s u_s <= the pool's node count for
+    every placement: w_s is f_k(req_r / U_r), the dual feasible function of Fekete and Schepers
+    (f_k(x) = x when (k+1)x is whole, else floor((k+1)x)/k), on the kind of the pool where it is least among
+    those the shape fits (U: `view.usable`, per node). Pods whose requests sum to at most U have weights summing
+    to at most 1 by f_k, so at most 1 by w on each node. Zero weights are left out."""
+    shapes = view.shapes
+    q = view.req
+    cap = np.floor(view.usable[kids]).astype(np.int64)  # kinds x resources
+    fits = view.fits[kids]
+    safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
+    out: dict[int, dict] = {}
+    for k in DFF_ORDERS:
+        whole, rest = np.divmod((k + 1) * q[None], safe)  # kinds x shapes x resources
+        f = np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0)
+        f = np.where(fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0), f, np.inf)
+        w = np.where(np.isfinite(f.min(axis=0)), f.min(axis=0), 0.0)  # shapes x resources
+        share = q / np.maximum(cap.max(axis=0), 1)  # the weight the capacity row gives, on the largest node
+        for r in np.flatnonzero((w > share + 1e-12).any(axis=0)).tolist():  # other rows add nothing: left out
+            for i in np.flatnonzero(w[:, r] > 0).tolist():
+                out.setdefault(shapes[i], {})[(r, k)] = float(w[i, r])
+    return out
 
 
 def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
@@ -163,9 +204,10 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
 
     m = cp_model.CpModel()
     use: dict[int, list] = {s: [] for s in demand}
-    for kids in _pools(prob, groups=False):
-        _add_pool(m, prob, kids, demand, use)
-    cost_terms = [_add_group_kind(m, prob, k, demand, use) for k in prob.kinds if k.new]
+    view = _view(prob, list(demand))
+    for kids in _pools(prob, view, groups=False):
+        _add_pool(m, prob, kids, demand, use, view)
+    cost_terms = [_add_group_kind(m, prob, k, demand, use, view) for k in prob.kinds if k.new]
     for s, n in demand.items():
         m.add(sum(use[s]) == n)
     if not cost_terms:
@@ -174,16 +216,104 @@ def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, 
     return _solve_bound(m, opts, deadline)
 
 
-def _pools(prob: Problem, groups: bool = True) -> list[list[int]]:
-    """Kinds pooled by what decides compatibility: existing nodes by labels and taints (one capacity pool each),
-    every node group alone (left out with `groups=False`); in kind order."""
+def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
+    """Kinds pooled by what decides compatibility: existing nodes by labels and taints, split further by the
+    memory per core (powers of two) and GPUs of their usable capacity (`view`), one capacity pool each;
+    every node group alone (left out with `groups=False`); in kind order. Any partition of the existing nodes is
+    valid (a pool only adds up what its nodes hold); splitting by ratio keeps a cpu-rich node's cores from
+    serving a memory-rich node's pods in the relaxation."""
     pools: dict[tuple, list[int]] = {}
+    existing = [k.kid for k in prob.kinds if not k.new]
+    bucket = dict(zip(existing, _ratio_buckets(prob, view.usable[existing])))
     for k in prob.kinds:
         if not k.new:
-            pools.setdefault((tuple(sorted(k.labels.items())), k.taints), []).append(k.kid)
+            pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(k.kid)
         elif groups:
             pools[("new", k.kid)] = [k.kid]
     return list(pools.values())
+
+
+def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
+    """Per row of `usable`: (floor of log2 of its memory per cpu, it has GPUs); () without those resources."""
+    names = prob.resources
+    if "cpu" not in names or "memory" not in names or not len(usable):
+        return [()] * len(usable)
+    cpu, mem = usable[:, names.index("cpu")], usable[:, names.index("memory")]
+    gpu = usable[:, names.index("nvidia.com/gpu")] > 0 if "nvidia.com/gpu" in names else np.zeros(len(usable), bool)
+    ratio = np.floor(np.log2((mem + 1.0) / (cpu + 1.0))).astype(np.int64)
+    return list(zip(ratio.tolist(), gpu.tolist()))
+
+
+USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
+CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
+
+
+@dataclass(slots=True)
+class _View:
+    """Every kind's usable capacity per node for pods of `shapes` (`usable_per_node`), computed once per model."""
+
+    shapes: list[int]
+    req: np.ndarray  # shapes x resources (int64)
+    count: np.ndarray  # kinds x shapes: pods of the shape one node of the kind takes (`fit_count`, 0: none)
+    fits: np.ndarray  # count > 0
+    usable: np.ndarray  # kinds x resources
+
+
+def _view(prob: Problem, shapes: list[int]) -> _View:
+    R = len(prob.resources)
+    req = np.array([prob.shapes[s].req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
+    count = np.zeros((len(prob.kinds), len(shapes)), dtype=np.int64)
+    for i, s in enumerate(shapes):
+        count[list(prob.compat[s]), i] = [prob.fit_count[(s, k)] for k in prob.compat[s]]
+    fits = count > 0
+    cap = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
+    return _View(shapes, req, count, fits, _usable(cap, req, fits))
+
+
+def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
+    """Per kind of `kids` (rows), what pods of `shapes` can use at all of one node's capacity in each resource
+    (free capacity of an existing node, allocatable of a group's new node); the relaxations count capacity
+    this way instead of raw, which keeps them valid and makes them tighter.
+
+    Validity. On one node of kind k take any packing of pods of `shapes`; all fit k (fit_count > 0), else they
+    could not be there. For resources r, t let rho_rt = max over those shapes of req_r / req_t (0/0 counts as
+    0, q/0 with q > 0 as infinite). Each pod's req_r <= rho_rt req_t, so summed, load_r <= rho_rt load_t <=
+    rho_rt C_t, and load_r <= C_r: load_r <= min(C_r, min_t rho_rt C_t) =: U_r. Summing over the node's
+    copies and the pool's kinds, every real plan's loads stay within the pooled U, so every plan remains a
+    point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error); for a node group, each of
+    its n new nodes holds at most U, so n x U bounds their load. A kind that no shape
+    fits has U = 0 -- it can hold none of these pods. Example: free 60 cores and 2 GiB where the pods ask at
+    most 1 GiB per core make 2 usable cores, not 60. Also, load_r is a sum of whole requests, so a multiple of
+    g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
+    Both steps only use that load_t <= U_t holds in every packing, so they may repeat (`CLAMP_ROUNDS`).
+    """
+    return _view(prob, shapes).usable[kids]
+
+
+def _usable(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """`usable_per_node` for capacities `cap` (kinds x resources), requests `ireq` and `fits` (kinds x shapes)."""
+    if not len(ireq):
+        return np.zeros_like(cap)
+    req = ireq.astype(float)
+    num, den = req[:, :, None], req[:, None, :]  # ratio[s, r, t] = req_r / req_t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(den > 0, num / den, np.where(num > 0, np.inf, 0.0))
+    K, R = cap.shape
+    rho = np.zeros((K, R, R))  # kinds x r x t
+    istep = np.zeros((K, R), dtype=np.int64)
+    for i in range(len(ireq)):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
+        on = fits[:, i]
+        rho[on] = np.maximum(rho[on], ratio[i])
+        istep[on] = np.gcd(istep[on], ireq[i])
+    step = istep.astype(float)
+    usable = cap
+    for _ in range(CLAMP_ROUNDS):  # each round's bound on load_t is a valid C_t for the next
+        with np.errstate(invalid="ignore"):
+            via = np.where(np.isinf(rho), np.inf, rho * usable[:, None, :]).min(axis=2)  # min_t rho_rt C_t
+        usable = np.minimum(usable, via * (1 + USABLE_MARGIN) + 1)
+        usable = np.where(step > 0, np.floor(usable / np.maximum(step, 1.0)) * step, usable)
+    usable[~fits.any(axis=1)] = 0.0
+    return usable
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
@@ -193,10 +323,12 @@ def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
             load[r].append(q * u)
 
 
-def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list]) -> None:
+def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list],
+              view: _View) -> None:
     """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
     R = len(prob.resources)
-    cap = [sum(prob.kinds[k].cap[r] * prob.kinds[k].max_count for k in kids) for r in range(R)]
+    mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
+    cap = np.floor((view.usable[kids] * mult[:, None]).sum(axis=0)).astype(np.int64).tolist()
     load: list[list] = [[] for _ in range(R)]
     for s, n in demand.items():
         slots = sum(prob.fit_count.get((s, k), 0) * prob.kinds[k].max_count for k in kids)
@@ -210,7 +342,8 @@ def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[
             m.add(sum(load[r]) <= cap[r])
 
 
-def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list]):
+def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list],
+                    view: _View):
     """New nodes of one node group and the pods of each shape they take; returns the group's cost term."""
     R = len(prob.resources)
     n_k = m.new_int_var(0, k.max_count, "")
@@ -223,9 +356,10 @@ def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int
         use[s].append(u)
         m.add(u <= per * n_k)
         _add_load(prob, load, s, u)
+    cap = np.floor(view.usable[k.kid]).astype(np.int64).tolist()
     for r in range(R):
         if load[r]:
-            m.add(sum(load[r]) <= k.cap[r] * n_k)
+            m.add(sum(load[r]) <= cap[r] * n_k)
     return k.cost * n_k
 
 
@@ -287,9 +421,10 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
     (gangs started at L1, pods placed at L1, gangs at L2, pods at L2, ...); call its optimum O. The relaxation
     R keeps, of a plan, only: a gang g started (x_g = 1) places between need_g and all of its pods, an unstarted
     gang none (y_c <= count_c x_g, sum y_c >= need_g x_g); basic pods freely; and pods of a shape go to
-    compatible bin kinds (u[s,k]) whose *aggregate* capacity -- free capacity summed over existing nodes with
-    the same labels and taints, n_k x allocatable for n_k <= headroom new nodes -- covers their requests in
-    every resource and their count in pods-per-node slots. Every plan satisfies all of this (with x, n
+    compatible bin kinds (u[s,k]) whose *aggregate* capacity -- usable free capacity (`usable_per_node`) summed
+    over existing nodes with the same labels and taints (and alike memory per core), n_k x usable allocatable
+    for n_k <= headroom new nodes -- covers their requests in every resource, their count in pods-per-node
+    slots and their dual-feasible weights in node counts (`_pool_dff`). Every plan satisfies all of this (with x, n
     integral), so O is a point of R, and so is the LP relaxation of R (x, n fractional). Hence:
       * G1(O) <= max G1 over R. The plan in hand is feasible, so G1(O) >= its G1 (O is lexicographically at
         least as good), and P1(O) <= max P1 over R with G1 >= plan's G1.
@@ -355,8 +490,9 @@ class _GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        for kids in _pools(prob):
-            _lp_pool(s, prob, kids, cover, caps, scale)
+        view = _view(prob, list(cover))
+        for kids in _pools(prob, view):
+            _lp_pool(s, prob, kids, cover, view, scale)
         self.extra: list = []
 
     def _gangs(self, lvl: int):

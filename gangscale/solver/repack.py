@@ -8,7 +8,8 @@ Why: the greedy fills existing nodes first-fit in gang order, so on a cluster of
 pods of early gangs take the fragments and the large pods of later ones go to new nodes; on the issue-11
 backlog that left the plan 4% above the bound, all of it in CPU packing. Here the free existing capacity goes
 first to the pods the aggregate LP prices highest (the duals of its shape rows in `bound.lp_cost_prices`:
-what a pod of the shape would cost on new nodes), first-fit-decreasing by price over the existing nodes; the
+what a pod of the shape would cost on new nodes), decreasing by price, each onto the existing nodes whose free
+memory per cpu is most like its own (`_fill_existing`; first fit in node order left the plan 1% dearer there); the
 rest goes on new nodes as a pattern LP over whole nodes buys them (`colgen`), and what its rounding leaves by
 the greedy's own new-node rule, gangs with the largest pods first.
 """
@@ -26,17 +27,35 @@ from .problem import Problem
 Key = tuple[int, object]  # (shape, topology domain or None)
 
 
-def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None) -> Assignment | None:
+FILLS = ("nearest", "tightest", "first")  # the existing-node fills `repack` tries, in turn (`_fill_existing`)
+
+
+def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None,
+           good: int | None = None) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
-    first; new nodes follow the pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded
-    down, then one at a time); the pods left after that go by the greedy's own rule, gangs with the largest pods
-    first. None when some pod finds no room or
-    `deadline` passes (the caller keeps `a`)."""
+    first, each key onto the nodes of the most alike memory per cpu (`_fill_existing`); new nodes follow the
+    pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded down, then one at a time); the
+    pods left after that go by the greedy's own rule, gangs with the largest pods first. While the result costs
+    more than `good` (micro-dollars per hour; None: while no result places every pod), the next of `FILLS` is
+    tried and the cheapest result kept. None when none places every pod or `deadline` passes (the caller keeps
+    `a`)."""
+    best = None
+    for fill in FILLS:
+        again = _repack(prob, a, prices, deadline, fill)
+        if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
+            best = again
+        if best is not None and (good is None or best.cost(prob) <= good):
+            break
+    return best
+
+
+def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None,
+            fill: str) -> Assignment | None:
     demand = _demand(prob, a)
     if not demand:
         return None
     left = dict(demand)
-    existing = _fill_existing(prob, left, prices)
+    existing = _fill_existing(prob, left, prices, fill)
     st = _State(prob, list(range(len(prob.gangs))))
     queues = _queues(prob, a)
     for b, fill in enumerate(existing):
@@ -88,9 +107,17 @@ def _demand(prob: Problem, a: Assignment) -> dict[Key, int]:
     return out
 
 
-def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]) -> list[dict[Key, int]]:
-    """Per existing node, the pods it takes: keys by price (then size) descending, each first-fit over the nodes
-    (one vector operation per key); `left` loses what is placed."""
+RATIO_STEP = 0.1  # octaves of memory per cpu within which "tightest" counts existing nodes as alike
+
+
+def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float], fill: str = FILLS[0]
+                   ) -> list[dict[Key, int]]:
+    """Per existing node, the pods it takes: keys by price (then size) descending, each over the nodes (one vector
+    operation per key); `left` loses what is placed. The nodes a key visits first: "nearest", those whose free
+    memory per free cpu is nearest its own; "tightest", the same in steps of `RATIO_STEP` octaves, among them
+    those that hold fewest of its pods; "first", node order. Matched so, memory-heavy pods take the memory-rich
+    leftovers and cpu-heavy ones the cpu-rich, and less free capacity is stranded beside a used-up resource (on
+    the issue-11 backlog $8/h less than first fit in node order)."""
     base = prob.arrays
     free = base.free.copy()
     fills: list[dict[Key, int]] = [{} for _ in base.names]
@@ -106,7 +133,12 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
             seen, ids = base.domain_ids[prob.shapes[s].topology_keys]
             ok = ok & (ids[base.kind] == seen.get(dom, -2))
         counts = np.where(ok, (free[:, pos] // r[pos]).min(axis=1), 0)
-        for b in np.flatnonzero(counts).tolist():
+        nodes = np.flatnonzero(counts)
+        if fill != "first" and len(nodes) > 1:
+            far = _ratio_distance(prob, r, free[nodes])
+            nodes = nodes[np.argsort(far, kind="stable") if fill == "nearest" else
+                          np.lexsort((counts[nodes], np.floor(far / RATIO_STEP)))]
+        for b in nodes.tolist():
             n = min(int(counts[b]), left[key])
             fills[b][key] = n
             free[b] -= n * r
@@ -114,3 +146,13 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
             if not left[key]:
                 break
     return fills
+
+
+def _ratio_distance(prob: Problem, req: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row of `free`, how far its memory per cpu lies from `req`'s, in octaves (all 0 without both resources)."""
+    names = prob.resources
+    if "cpu" not in names or "memory" not in names:
+        return np.zeros(len(free))
+    c, m = names.index("cpu"), names.index("memory")
+    own = np.log2((req[m] + 1.0) / (req[c] + 1.0))
+    return np.abs(np.log2((free[:, m] + 1.0) / (free[:, c] + 1.0)) - own)
