@@ -24,7 +24,7 @@ from gangscale.controller.lifecycle import GangState, Record
 from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
-from gangscale.ingest import ingest
+from gangscale.ingest import Cluster, ingest
 from gangscale.parse import ParseCache
 from gangscale.snapshot import build_snapshot
 
@@ -115,7 +115,7 @@ class Gangscale:
 
     def _new(self) -> Reconciler:
         r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
-                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1),
+                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
                        parse_cache=self.cache)
         r.load_state()
         return r
@@ -166,6 +166,7 @@ class Baseline:
         self.cloud = cloud
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
+        self.read: Callable[[], Cluster] | None = None  # the engine's shared read of the objects it hands over
         self.restart()
 
     def restart(self) -> None:
@@ -193,7 +194,7 @@ class Baseline:
                 self.watch.pop(g, None)
         in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
         self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
-        cluster = ingest(objects, cache=self.cache)
+        cluster = self.read() if self.read is not None else ingest(objects, cache=self.cache)
         groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
                   for g in self.cloud.discover().groups]
         world = build_world(build_snapshot(cluster, groups))
