@@ -7,7 +7,8 @@ events → Nodes for launches that became Ready (and pods of vanished nodes fail
 (`gangscale.scheduling.simulate` binds pending, ungated pods by setting spec.nodeName) → the
 policy's scan → the scheduler again if gates were lifted. Metrics integrate the state between
 steps, which is constant there. Same trace and seed, same result: every choice is seeded and every
-iteration is over sorted keys.
+iteration is over sorted keys. Every change the engine makes to the objects bumps `version` (as an API
+server's resourceVersion); a read of an unchanged version is shared (`read`).
 """
 
 from __future__ import annotations
