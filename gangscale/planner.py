@@ -77,7 +77,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)
-    deadline = max(start + limit, time.perf_counter())
+    deadline = float("inf") if opts.deterministic else max(start + limit, time.perf_counter())
 
     def again(residual: ClusterSnapshot, seconds: float) -> Plan:
         return solve_plan(residual, replace(opts, time_limit=seconds))
@@ -90,6 +90,8 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
 def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     """The solver's plan alone: gangscale's placement, as if the scheduler followed it."""
     opts = opts or SolveOptions()
+    if opts.deterministic:
+        return _solve_by_work(snap, opts)
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     deadline = start + limit
@@ -143,6 +145,26 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     plan = _render(snap, prob, best, cost, lb, deadline)
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
                                greedy_only=best is hint, seconds=time.perf_counter() - start)
+    return plan
+
+
+def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
+    """`SolveOptions.deterministic`: every phase bounded by work, none by the clock, so the plan depends on the
+    snapshot alone. The greedy plan (uncut), re-packed by LP prices; the gang bound and the LP cost bound in full;
+    no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
+    start = time.perf_counter()
+    prob = build_problem(snap)
+    hint = greedy(prob)
+    hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None)
+    best, known_lp = _repair(prob, hint, None)
+    patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
+    lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
+    cost = best.cost(prob)
+    lb = min(lb, cost)
+    tiers = _gang_tiers(prob, best, hint, hint_tiers, False, None)
+    plan = _render(snap, prob, best, cost, lb, None)
+    plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, False, greedy_only=True,
+                               seconds=time.perf_counter() - start)
     return plan
 
 

@@ -4,6 +4,7 @@ follow what is pending (not maxSize / currentSize), and one deadline for every p
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import time
 
 import pytest
@@ -175,3 +176,41 @@ def test_first_fit_by_windows_of_bins_places_exactly_as_one_scan_of_all_bins(mon
     monkeypatch.setattr(greedy_mod, "FIT_WINDOW", 3)  # a window far smaller than the open bins
     assert len(whole.bins) > 3 * 10
     assert greedy(prob) == whole
+
+
+def _slow_clock(monkeypatch) -> None:
+    """Every read of the clock takes a second: a machine so loaded that any wall-time budget runs out at once."""
+    now = [time.perf_counter()]
+
+    def tick() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    monkeypatch.setattr(time, "perf_counter", tick)
+
+
+def _decisions(plan) -> dict:
+    doc = plan.to_dict()
+    doc["solver"].pop("seconds", None)
+    (doc.get("scheduler") or {}).pop("seconds", None)
+    return doc
+
+
+@pytest.mark.parametrize("observe", [False, True], ids=["solver", "observe-mode"])
+def test_a_deterministic_budget_plans_the_same_when_every_clock_read_takes_a_second(monkeypatch, observe):
+    from gangscale.realize import SchedulerModel
+
+    objs, catalog = distinct_shapes_cluster()
+    objs = [o for o in objs if o["metadata"]["name"].split("-")[0] in {f"g{g}" for g in range(6)}]
+    snap = snapshot(objs, catalog[:12])
+    opts = SolveOptions(time_limit=2.0, workers=1, deterministic=True)
+    model = SchedulerModel() if observe else OFF
+    calm = make_plan(snap, opts, model)
+    _slow_clock(monkeypatch)
+    loaded = make_plan(snap, opts, model)
+    assert _decisions(loaded) == _decisions(calm)
+    assert calm.solver.greedy_only and calm.solver.gangs_started == 6
+    assert 0 < calm.lower_bound_per_hour <= calm.cost_per_hour
+    assert not check_plan(objs, catalog[:12], calm.to_dict())
+    # the wall-time budget of the same plan is cut short by the slow clock (what made the simulator's runs differ)
+    assert _decisions(make_plan(snap, replace(opts, deterministic=False), model)) != _decisions(calm)

@@ -7,7 +7,8 @@ events → Nodes for launches that became Ready (and pods of vanished nodes fail
 (`gangscale.scheduling.simulate` binds pending, ungated pods by setting spec.nodeName) → the
 policy's scan → the scheduler again if gates were lifted. Metrics integrate the state between
 steps, which is constant there. Same trace and seed, same result: every choice is seeded and every
-iteration is over sorted keys.
+iteration is over sorted keys. Every change the engine makes to the objects bumps `version` (as an API
+server's resourceVersion); a read of an unchanged version is shared (`read`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from gangscale.catalog import parse_catalog
-from gangscale.ingest import ingest
+from gangscale.ingest import Cluster, ingest
 from gangscale.parse import ParseCache
 from gangscale.scheduling import SimNode, simulate
 
@@ -76,8 +77,12 @@ class Engine:
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
+        self.version = 0  # bumped by every change to the objects: a read of an unchanged version is reused
+        self._read_at: tuple[int, Any] = (-1, None)
         self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline,
                                   self.parse_cache)
+        if hasattr(self.policy, "read"):
+            self.policy.read = self.read  # the baselines read through the engine: one ingest per version of the objects
         self.events: list[tuple[int, int, str, str]] = []
         self._seq = 0
         for g in trace.gangs:
@@ -98,6 +103,7 @@ class Engine:
 
     def _on_lift(self, _pod: str) -> None:
         self.lifted = True
+        self.version += 1
 
     def _ts(self, t: int) -> str:
         return (_T0_DT + timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -112,6 +118,7 @@ class Engine:
         if self.policy.gated:
             pod["spec"]["schedulingGates"] = [{"name": GATE}]
         self.pods[f"{s.namespace}/{name}"] = pod
+        self.version += 1
         self.pod_gang[f"{s.namespace}/{name}"] = s.name
         return f"{s.namespace}/{name}"
 
@@ -138,6 +145,7 @@ class Engine:
         self.podgroups.pop(f"{run.spec.namespace}/{name}", None)
         run.pods, run.done = [], True
         self.waiting.discard(name)
+        self.version += 1
 
     def _crash(self, key: str, t: int) -> None:
         """A member fails: its pod is deleted and its controller creates a new pending one."""
@@ -146,6 +154,7 @@ class Engine:
         if name is None or pod is None:
             return
         self.pod_gang.pop(key)
+        self.version += 1
         run = self.gangs[name]
         run.crashes += 1
         i = run.pods.index(key)
@@ -203,17 +212,26 @@ class Engine:
             self.nodes[iid] = self._node(iid, live[iid])
             self.rec.node_ready(iid, t)
             changed = True
+        if changed:
+            self.version += 1
         return changed
 
     # --------------------------------------------------------------- scheduler
     def objects(self) -> list[dict[str, Any]]:
         return [*self.podgroups.values(), *self.nodes.values(), *self.pods.values()]
 
+    def read(self) -> Cluster:
+        """`ingest` of the objects, once per version of them (the scheduler's read and a baseline's scan share it;
+        nothing writes to a Cluster or its frozen Pods and Nodes)."""
+        if self._read_at[0] != self.version:
+            self._read_at = (self.version, ingest(self.objects(), cache=self.parse_cache))
+        return self._read_at[1]
+
     def _schedule(self, t: int) -> bool:
         """kube-scheduler: bind the pending, ungated pods the scheduler model places on Ready nodes."""
         if not any(not p["spec"].get("nodeName") and not p["spec"].get("schedulingGates") for p in self.pods.values()):
             return False
-        cluster = ingest(self.objects(), cache=self.parse_cache)
+        cluster = self.read()
         gangs = []
         for g in cluster.gangs:
             pending = tuple(p for p in g.pending if not p.scheduling_gates)
@@ -229,6 +247,7 @@ class Engine:
             pod = self.pods[key]
             pod["spec"]["nodeName"] = node
             pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            self.version += 1
         self._starts(t)
         return bool(res.placement)
 

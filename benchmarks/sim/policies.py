@@ -24,7 +24,7 @@ from gangscale.controller.lifecycle import GangState, Record
 from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
-from gangscale.ingest import ingest
+from gangscale.ingest import Cluster, ingest
 from gangscale.parse import ParseCache
 from gangscale.snapshot import build_snapshot
 
@@ -179,7 +179,7 @@ class Gangscale:
 
     def _new(self) -> Reconciler:
         r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
-                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1),
+                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
                        parse_cache=self.cache)
         r.load_state()
         return r
@@ -230,6 +230,7 @@ class Baseline:
         self.cloud = cloud
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
+        self.read: Callable[[], Cluster] | None = None  # the engine's shared read of the objects it hands over
         self.restart()
 
     def restart(self) -> None:
@@ -273,7 +274,7 @@ class Baseline:
         return out
 
     def scan(self, objects: list[dict[str, Any]], now: int) -> None:
-        cluster = ingest(objects, cache=self.cache)
+        cluster = self.read() if self.read is not None else ingest(objects, cache=self.cache)
         discovered = self.cloud.discover().groups
         if self.ca is not None:
             self._ca_loop(cluster, discovered, now)

@@ -24,6 +24,10 @@ class SolveOptions:
     relative_gap: float = 1e-3  # stop once the plan is this close to a proven bound
     patterns_per_kind: int = 64
     seed: int = 0
+    # phases bounded by work, not by the clock: the greedy is never cut, the LP steps run in full, CP-SAT is not
+    # run (the greedy plan, re-packed by LP prices, stands: greedyOnly) and the lower bound is the LP's. The same
+    # snapshot gives the same plan on an idle or a loaded machine (the simulator; `time_limit` is then ignored)
+    deterministic: bool = False
 
     def seconds_for(self, pending_pods: int) -> float:
         """The plan's budget: `time_limit`, or by default one that fits a control loop and grows with the backlog

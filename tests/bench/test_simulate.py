@@ -229,6 +229,39 @@ def test_with_10_percent_failures_gangscale_strands_no_node_hours_past_a_deadlin
     assert smoke["results"]["gangscale-observe"]["stranded_node_hours_past_deadline"] == 0
 
 
+
+def test_gate_mode_decides_the_same_when_every_clock_read_takes_a_second(monkeypatch):
+    """The simulated controller's solver budget is work, not wall time: a loaded machine gives the same week."""
+    import time
+
+    trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
+    calm = Engine(trace, "gangscale-gate", seed=3).run()
+    now = [time.perf_counter()]
+
+    def tick() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    monkeypatch.setattr(time, "perf_counter", tick)
+    assert Engine(trace, "gangscale-gate", seed=3).run() == calm
+
+
+def test_a_baseline_s_scan_and_the_scheduler_share_one_read_of_unchanged_objects(monkeypatch):
+    from benchmarks.sim import engine as engine_mod
+    from gangscale.ingest import ingest
+
+    trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
+    own = Engine(trace, "ca", seed=3)
+    own.policy.read = None  # the scan reads the objects itself, as before
+    result = own.run()
+    reads, ingests = [], []
+    monkeypatch.setattr(engine_mod, "ingest", lambda objs, **kw: ingests.append(1) or ingest(objs, **kw))
+    read = Engine.read
+    monkeypatch.setattr(Engine, "read", lambda self: reads.append(1) or read(self))
+    assert Engine(trace, "ca", seed=3).run() == result
+    assert 0 < len(ingests) < len(reads)  # a scan after a step that bound nothing reuses the scheduler's read
+
+
 def test_the_same_seed_writes_the_same_json(tmp_path):
     docs = []
     for i in range(2):  # the second run in parallel processes (--jobs 2)
