@@ -74,6 +74,12 @@ def random_cluster(seed: int) -> tuple[list[dict], list[dict]]:
             for n in range(rnd.randint(0, 2))]
     catalog = [group(f"g{j}", cpu=str(rnd.choice([2, 4, 8])), mem=f"{rnd.choice([4, 8, 16])}Gi",
                      price=rnd.choice([0.5, 1.0, 1.7, 3.0]), max_size=2) for j in range(rnd.randint(1, 3))]
+    return objs + random_gangs(rnd, ["500m", "1", "2", "3"], ["1Gi", "2Gi", "6Gi"]), catalog
+
+
+def random_gangs(rnd: random.Random, cpus: list[str], mems: list[str]) -> list[dict]:
+    """1-3 gangs of 1-3 pods (7 at most), each pod's cpu and memory drawn from `cpus` and `mems`."""
+    objs: list[dict] = []
     left = 7
     for j in range(rnd.randint(1, 3)):
         size = min(left, rnd.randint(1, 3))
@@ -81,9 +87,8 @@ def random_cluster(seed: int) -> tuple[list[dict], list[dict]]:
             break
         left -= size
         objs.append(podgroup(f"pg{j}", min_count=rnd.randint(1, size)))
-        objs += [pod(f"p{j}-{i}", cpu=rnd.choice(["500m", "1", "2", "3"]), mem=rnd.choice(["1Gi", "2Gi", "6Gi"]),
-                     group=f"pg{j}") for i in range(size)]
-    return objs, catalog
+        objs += [pod(f"p{j}-{i}", cpu=rnd.choice(cpus), mem=rnd.choice(mems), group=f"pg{j}") for i in range(size)]
+    return objs
 
 
 def cheapest(prob, y: list[int]) -> int:
@@ -194,16 +199,7 @@ def lopsided_cluster(seed: int) -> tuple[list[dict], list[dict]]:
             for n in range(rnd.randint(1, 3))]
     catalog = [group(f"g{j}", cpu=str(rnd.choice([2, 4, 8])), mem=f"{rnd.choice([4, 8, 16])}Gi",
                      price=rnd.choice([0.5, 1.0, 1.7]), max_size=2) for j in range(rnd.randint(1, 2))]
-    left = 7
-    for j in range(rnd.randint(1, 3)):
-        size = min(left, rnd.randint(1, 3))
-        if size <= 0:
-            break
-        left -= size
-        objs.append(podgroup(f"pg{j}", min_count=rnd.randint(1, size)))
-        objs += [pod(f"p{j}-{i}", cpu=rnd.choice(["250m", "500m", "1", "2"]),
-                     mem=rnd.choice(["512Mi", "1Gi", "4Gi", "6Gi"]), group=f"pg{j}") for i in range(size)]
-    return objs, catalog
+    return objs + random_gangs(rnd, ["250m", "500m", "1", "2"], ["512Mi", "1Gi", "4Gi", "6Gi"]), catalog
 
 
 @pytest.mark.parametrize("seed", range(40))
