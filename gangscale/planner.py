@@ -245,7 +245,14 @@ def _gang_tiers(prob: Problem, best: Assignment, hint: Assignment, hint_tiers: l
         return tiers
     if best is hint and hint_tiers:
         return hint_tiers
-    return gangs_upper_bound(prob, tiers, deadline)
+    tiers = gangs_upper_bound(prob, tiers, deadline)
+    if hint_tiers and tiers and tiers[0].priority == hint_tiers[0].priority:
+        # The top level's gang bound is the LP's maximum with no level held, whatever the plan (`gangs_upper_bound`'s
+        # soundness note), so the hint's stands for `best` too: past the deadline (CP-SAT took the budget) the LP
+        # cannot run again, and the bound would fall back to every gang.
+        t = tiers[0]
+        t.gangs_bound = max(t.gangs, min(t.gangs_bound, hint_tiers[0].gangs_bound))
+    return tiers
 
 
 def _domain_variables(prob: Problem) -> int:

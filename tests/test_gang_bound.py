@@ -137,6 +137,24 @@ def test_the_bound_closes_the_gap_of_a_plan_that_starts_every_gang_that_fits():
     assert (t.gangs, t.gangs_bound, t.pods, t.pods_bound) == (2, 2, 4, 4)
 
 
+def test_a_plan_cp_sat_found_after_the_deadline_keeps_the_hints_top_level_gang_bound():
+    # at `--time-limit 60` CP-SAT took the whole budget and returned another plan: its gang bound was computed
+    # again past the deadline, so it fell back to every gang (elastic-10k: 500 instead of 456)
+    import time
+    from dataclasses import replace
+
+    from gangscale.planner import _gang_tiers
+
+    objs = [node("n", cpu="4", mem="16Gi")] + [podgroup(f"g{j}", min_count=2) for j in range(3)]
+    objs += [pod(f"g{j}-{i}", cpu="1", group=f"g{j}") for j in range(3) for i in range(3)]
+    prob = build_problem(snapshot(objs, []))
+    hint = greedy(prob)
+    hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied))
+    best = replace(hint)  # another plan object, as CP-SAT returns
+    (t,) = _gang_tiers(prob, best, hint, hint_tiers, False, time.perf_counter() - 1.0)
+    assert (t.gangs, t.gangs_bound) == (2, 2)
+
+
 def test_nodes_of_3_free_cpus_count_2_usable_for_2_cpu_pods_so_the_gang_bound_is_met():
     objs = [node(f"n{i}", cpu="3", mem="8Gi") for i in range(3)]
     for j, mem in enumerate(["1Gi", "2Gi", "3Gi"]):
