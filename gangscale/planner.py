@@ -246,12 +246,13 @@ def _gang_tiers(prob: Problem, best: Assignment, hint: Assignment, hint_tiers: l
     if best is hint and hint_tiers:
         return hint_tiers
     tiers = gangs_upper_bound(prob, tiers, deadline)
-    if hint_tiers and tiers and tiers[0].priority == hint_tiers[0].priority:
-        # The top level's gang bound is the LP's maximum with no level held, whatever the plan (`gangs_upper_bound`'s
-        # soundness note), so the hint's stands for `best` too: past the deadline (CP-SAT took the budget) the LP
-        # cannot run again, and the bound would fall back to every gang.
-        t = tiers[0]
-        t.gangs_bound = max(t.gangs, min(t.gangs_bound, hint_tiers[0].gangs_bound))
+    # Each level's gang bound from the hint bounds the lexicographically best plan itself (the LP holds only levels
+    # proven to match it: `gangs_upper_bound`'s soundness note), whatever plan is reported, so it stands for `best`
+    # too: past the deadline (CP-SAT took the budget) the LP cannot run again and would fall back to every gang.
+    by_level = {h.priority: h.gangs_bound for h in hint_tiers}
+    for t in tiers:
+        if t.priority in by_level:
+            t.gangs_bound = max(t.gangs, min(t.gangs_bound, by_level[t.priority]))
     return tiers
 
 

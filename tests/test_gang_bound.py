@@ -145,14 +145,18 @@ def test_a_plan_cp_sat_found_after_the_deadline_keeps_the_hints_top_level_gang_b
 
     from gangscale.planner import _gang_tiers
 
-    objs = [node("n", cpu="4", mem="16Gi")] + [podgroup(f"g{j}", min_count=2) for j in range(3)]
-    objs += [pod(f"g{j}-{i}", cpu="1", group=f"g{j}") for j in range(3) for i in range(3)]
+    # (elastic-10k has two priority levels: both keep their bounds)
+    objs = [node("n", cpu="4", mem="16Gi")] + [podgroup(f"g{j}", min_count=2, priority=100 * (j % 2))
+                                               for j in range(4)]
+    objs += [pod(f"g{j}-{i}", cpu="1", group=f"g{j}") for j in range(4) for i in range(3)]
     prob = build_problem(snapshot(objs, []))
     hint = greedy(prob)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied))
     best = replace(hint)  # another plan object, as CP-SAT returns
-    (t,) = _gang_tiers(prob, best, hint, hint_tiers, False, time.perf_counter() - 1.0)
-    assert (t.gangs, t.gangs_bound) == (2, 2)
+    tiers = _gang_tiers(prob, best, hint, hint_tiers, False, time.perf_counter() - 1.0)
+    assert [(t.priority, t.gangs, t.gangs_bound) for t in tiers] == [(h.priority, h.gangs, h.gangs_bound)
+                                                                     for h in hint_tiers]
+    assert sum(t.gangs_bound for t in tiers) == 2  # a 4-cpu node: two gangs of 2 one-cpu pods, not all four
 
 
 def test_nodes_of_3_free_cpus_count_2_usable_for_2_cpu_pods_so_the_gang_bound_is_met():
