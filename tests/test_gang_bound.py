@@ -137,7 +137,7 @@ def test_the_bound_closes_the_gap_of_a_plan_that_starts_every_gang_that_fits():
     assert (t.gangs, t.gangs_bound, t.pods, t.pods_bound) == (2, 2, 4, 4)
 
 
-def test_a_plan_cp_sat_found_after_the_deadline_keeps_the_hints_top_level_gang_bound():
+def test_a_plan_cp_sat_found_after_the_deadline_keeps_the_hints_gang_bound_at_every_level():
     # at `--time-limit 60` CP-SAT took the whole budget and returned another plan: its gang bound was computed
     # again past the deadline, so it fell back to every gang (elastic-10k: 500 instead of 456)
     import time
