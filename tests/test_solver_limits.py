@@ -14,7 +14,7 @@ from checker import check_plan
 from gangscale.planner import OFF, make_plan
 from gangscale.solver import greedy as greedy_mod
 from gangscale.solver.bound import fluid_bound, lower_bound
-from gangscale.solver.cpsat import placed_per_shape
+from gangscale.solver.outcome import placed_per_shape
 from gangscale.solver.greedy import greedy
 from gangscale.solver.params import SolveOptions
 from gangscale.solver.problem import build_problem

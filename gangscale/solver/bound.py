@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..resources import GPU
 from .params import SolveOptions, make_solver
-from .problem import MICRO, Problem
+from .problem import MICRO, Problem, memory_per_cpu_octaves
 
 if TYPE_CHECKING:  # CP-SAT loads (with the pandas it imports) only when the aggregate relaxation is solved
     from ortools.sat.python import cp_model
@@ -236,11 +237,11 @@ def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
 def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
     """Per row of `usable`: (floor of log2 of its memory per cpu, it has GPUs); () without those resources."""
     names = prob.resources
-    if "cpu" not in names or "memory" not in names or not len(usable):
+    octaves = memory_per_cpu_octaves(names, usable)
+    if octaves is None or not len(usable):
         return [()] * len(usable)
-    cpu, mem = usable[:, names.index("cpu")], usable[:, names.index("memory")]
-    gpu = usable[:, names.index("nvidia.com/gpu")] > 0 if "nvidia.com/gpu" in names else np.zeros(len(usable), bool)
-    ratio = np.floor(np.log2((mem + 1.0) / (cpu + 1.0))).astype(np.int64)
+    gpu = usable[:, names.index(GPU)] > 0 if GPU in names else np.zeros(len(usable), bool)
+    ratio = np.floor(octaves).astype(np.int64)
     return list(zip(ratio.tolist(), gpu.tolist()))
 
 
@@ -267,15 +268,16 @@ def _view(prob: Problem, shapes: list[int]) -> _View:
         count[list(prob.compat[s]), i] = [prob.fit_count[(s, k)] for k in prob.compat[s]]
     fits = count > 0
     cap = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
-    return _View(shapes, req, count, fits, _usable(cap, req, fits))
+    return _View(shapes, req, count, fits, usable_per_node(cap, req, fits))
 
 
-def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.ndarray:
-    """Per kind of `kids` (rows), what pods of `shapes` can use at all of one node's capacity in each resource
-    (free capacity of an existing node, allocatable of a group's new node); the relaxations count capacity
-    this way instead of raw, which keeps them valid and makes them tighter.
+def usable_per_node(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """Per kind (rows of `cap`: free capacity of an existing node, allocatable of a group's new node), what
+    pods of the shapes (requests `ireq`; `fits`: kinds x shapes) can use at all of one node's capacity in each
+    resource; the relaxations count capacity this way instead of raw, which keeps them valid and makes them
+    tighter.
 
-    Validity. On one node of kind k take any packing of pods of `shapes`; all fit k (fit_count > 0), else they
+    Validity. On one node of kind k take any packing of pods of these shapes; all fit k (fit_count > 0), else they
     could not be there. For resources r, t let rho_rt = max over those shapes of req_r / req_t (0/0 counts as
     0, q/0 with q > 0 as infinite). Each pod's req_r <= rho_rt req_t, so summed, load_r <= rho_rt load_t <=
     rho_rt C_t, and load_r <= C_r: load_r <= min(C_r, min_t rho_rt C_t) =: U_r. Summing over the node's
@@ -287,11 +289,6 @@ def usable_per_node(prob: Problem, kids: list[int], shapes: list[int]) -> np.nda
     g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
     Both steps only use that load_t <= U_t holds in every packing, so they may repeat (`CLAMP_ROUNDS`).
     """
-    return _view(prob, shapes).usable[kids]
-
-
-def _usable(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.ndarray:
-    """`usable_per_node` for capacities `cap` (kinds x resources), requests `ireq` and `fits` (kinds x shapes)."""
     if not len(ireq):
         return np.zeros_like(cap)
     req = ireq.astype(float)

@@ -170,10 +170,9 @@ def _allowed(prob: Problem, key: Key, kid: int) -> bool:
 
 
 def _take(groups: list[_Group], nodes: list[tuple[int, np.ndarray, int]], demand: np.ndarray,
-          headroom: dict[int, int], keys: list[Key], out: list[tuple[int, dict[Key, int]]]) -> int:
+          headroom: dict[int, int], keys: list[Key], out: list[tuple[int, dict[Key, int]]]) -> None:
     """Open `nodes` ((group, pattern, how many)) with the pods still wanted, in kinds of the group with headroom
     left: whole copies of a pattern at once while the demand covers them, then node by node."""
-    added = 0
     for gi, pat, count in nodes:
         nz = np.flatnonzero(pat)
         for kid in groups[gi].kids:
@@ -188,8 +187,6 @@ def _take(groups: list[_Group], nodes: list[tuple[int, np.ndarray, int]], demand
                 headroom[kid] -= n
                 demand -= n * take
                 count -= n
-                added += n
-    return added
 
 
 def _round(cols: list[tuple[int, np.ndarray, float]]) -> list[tuple[int, np.ndarray, int]]:

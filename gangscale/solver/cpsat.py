@@ -22,7 +22,7 @@ from typing import Callable
 from ortools.sat.python import cp_model
 
 from .greedy import Assignment
-from .outcome import SolveOutcome, placed_per_shape
+from .outcome import SolveOutcome
 from .params import SolveOptions, make_solver
 from .patterns import PatternSet
 from .problem import Problem

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..fit import NodeLimits, label_keys, node_limits, placement_allows
 from ..model import Gang, Placement, Pod
-from ..resources import PODS, vectorizer
+from ..resources import CPU, MEMORY, PODS, vectorizer
 from ..snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
@@ -73,6 +73,15 @@ class BinKind:
     taints: tuple = ()
     nodes: list[str] = field(default_factory=list)  # existing node names of this kind
     price: float = 0.0
+
+
+def memory_per_cpu_octaves(resources: tuple[str, ...], rows: np.ndarray) -> np.ndarray | None:
+    """log2 of (memory + 1) / (cpu + 1) over the last axis of `rows` (a request vector or a node's free capacity,
+    one or many): where it lies between cpu-rich and memory-rich; None unless both resources are planned."""
+    if CPU not in resources or MEMORY not in resources:
+        return None
+    c, m = resources.index(CPU), resources.index(MEMORY)
+    return np.log2((rows[..., m] + 1.0) / (rows[..., c] + 1.0))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

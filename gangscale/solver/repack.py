@@ -22,7 +22,7 @@ import numpy as np
 
 from .colgen import pattern_new_nodes
 from .greedy import Assignment, _assignment, _place_gang, _State
-from .problem import Problem
+from .problem import Problem, memory_per_cpu_octaves
 
 Key = tuple[int, object]  # (shape, topology domain or None)
 
@@ -58,10 +58,10 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
     existing = _fill_existing(prob, left, prices, fill)
     st = _State(prob, list(range(len(prob.gangs))))
     queues = _queues(prob, a)
-    for b, fill in enumerate(existing):
-        _hand_out(st, queues, b, fill)
-    for kid, fill in pattern_new_nodes(prob, left, deadline):
-        _hand_out(st, queues, st.open(kid), fill)
+    for b, pods in enumerate(existing):
+        _hand_out(st, queues, b, pods)
+    for kid, pods in pattern_new_nodes(prob, left, deadline):
+        _hand_out(st, queues, st.open(kid), pods)
     size = prob.arrays.size
     order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
                    key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes))
@@ -150,9 +150,7 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
 
 def _ratio_distance(prob: Problem, req: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Per row of `free`, how far its memory per cpu lies from `req`'s, in octaves (all 0 without both resources)."""
-    names = prob.resources
-    if "cpu" not in names or "memory" not in names:
+    own = memory_per_cpu_octaves(prob.resources, req)
+    if own is None:
         return np.zeros(len(free))
-    c, m = names.index("cpu"), names.index("memory")
-    own = np.log2((req[m] + 1.0) / (req[c] + 1.0))
-    return np.abs(np.log2((free[:, m] + 1.0) / (free[:, c] + 1.0)) - own)
+    return np.abs(memory_per_cpu_octaves(prob.resources, free) - own)
