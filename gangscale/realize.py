@@ -166,11 +166,15 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
                 tries.append(batch[:len(batch) // 2])  # the nodes idle under most seeds come first
 
 
+def _bare(ctx: _Ctx, new: list[SimNode], sim: SimResult, used: set[GangKey]) -> set[str]:
+    """The new nodes that hold no pod of a gang of `used` under `sim`."""
+    return {n.name for n in new if not any(ctx.owner.get(k) in used for k in sim.node_pods.get(n.name, ()))}
+
+
 def _bare_everywhere(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> bool:
     """Every seed leaves some new node without a promised pod: no seed can be listed as is (`_listable` will
     need a model run)."""
-    return all(any(not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())) for n in new)
-               for s in sims)
+    return all(_bare(ctx, new, s, promised) for s in sims)
 
 
 def _kind(ctx: _Ctx, n: SimNode) -> tuple:
@@ -193,8 +197,7 @@ def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
     out: list[list[str]] = []
     steady = set.intersection(*(s.started for s in sims)) if sims else set()
     for used in (promised | steady, promised):
-        bare = [{n.name for n in new if n.name not in keep
-                 and not any(ctx.owner.get(k) in used for k in s.node_pods.get(n.name, ()))} for s in sims]
+        bare = [_bare(ctx, new, s, used) - keep for s in sims]
         times = Counter(name for b in bare for name in b)
         kinds = {n.name: _kind(ctx, n) for n in new if n.name in times}
         quota = {kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare) for kd in set(kinds.values())}
@@ -213,8 +216,7 @@ def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> Counter:
     """New node -> how many seeds leave it without a pod of a promised gang."""
-    return Counter(n.name for n in new for s in sims
-                   if not any(ctx.owner.get(k) in promised for k in s.node_pods.get(n.name, ())))
+    return Counter(name for s in sims for name in _bare(ctx, new, s, promised))
 
 
 def _listable(ctx: _Ctx, st: _State) -> _State:
@@ -227,8 +229,7 @@ def _listable(ctx: _Ctx, st: _State) -> _State:
     the budget is spent, the last checked state stands, its bare nodes kept and counted in
     `scheduler.idleNodes`."""
     while True:
-        bare = [{n.name for n in st.new if not any(ctx.owner.get(k) in st.promised for k in s.node_pods.get(n.name, ()))}
-                for s in st.sims]
+        bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         i = min(range(len(bare)), key=lambda j: len(bare[j]))
         past = time.perf_counter() > ctx.deadline
         if bare[i] and ctx.may_run():
