@@ -534,9 +534,10 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
             in_flight = rec.requested.get(f.group, 0) - rec.arrived(f.group)
             if in_flight <= 0 or not holds(rec):
                 continue
-            kept = in_flight if left is None else min(in_flight, left)
-            lost = in_flight if left is None else in_flight - kept
-            left = None if left is None else left - kept
+            kept = 0 if left is None else min(in_flight, left)  # unknown: every launch in flight goes back
+            lost = in_flight - kept
+            if left is not None:
+                left -= kept
             if lost <= 0 or (rec.state != GangState.PROVISIONING and rec.key not in moved):
                 continue
             step.actions.append(Release(rec.key, {f.group: lost}, ReleaseWhy.LAUNCH_FAILED, f.message,
