@@ -101,6 +101,19 @@ def plan_for(objects: list[dict], catalog: list[dict], time_limit: float = 10.0,
     return make_plan(snapshot(objects, catalog), SolveOptions(time_limit=time_limit), scheduler)
 
 
+def plan_when_cp_sat_gets_no_time(monkeypatch, objects: list[dict], catalog: list[dict]) -> Plan:
+    """The default budget's plan (solver alone) as on a loaded machine: the budget is gone after the greedy, so
+    CP-SAT must not run (the test fails if it does) and the greedy's repaired plan is what comes back."""
+    import pytest
+
+    from gangscale import planner
+    from gangscale.solver import cpsat
+
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
+    return make_plan(snapshot(objects, catalog), SolveOptions(), planner.OFF)
+
+
 def gang(plan: Plan, name: str, ns: str = "default"):
     for g in plan.gangs:
         if g.name == name and g.namespace == ns:

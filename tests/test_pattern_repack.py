@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from builders import group, node, pod, podgroup, snapshot
+from builders import group, node, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
 from checker import check_plan
-from gangscale.planner import OFF, _render, make_plan
+from gangscale.planner import _render
 from gangscale.solver.bound import lower_bound, lp_cost_prices
 from gangscale.solver.greedy import greedy
 from gangscale.solver.outcome import placed_per_shape
@@ -52,13 +52,8 @@ def test_the_pattern_repair_packs_three_pod_sizes_onto_the_three_nodes_that_hold
 
 
 def test_the_planner_returns_the_three_node_plan_when_cp_sat_gets_no_time(monkeypatch):
-    from gangscale import planner
-    from gangscale.solver import cpsat
-
-    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
-    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)  # as on a loaded machine: the budget is gone after greedy
     objs, catalog = three_sizes()
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)  # default budget
+    plan = plan_when_cp_sat_gets_no_time(monkeypatch, objs, catalog)
     assert plan.cost_per_hour == pytest.approx(3.00)
     assert plan.solver.gap <= 0.01
     assert not check_plan(objs, catalog, plan.to_dict())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import GPU_TOL, group, node, pod, podgroup, snapshot
+from builders import GPU_TOL, group, node, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
 from checker import check_plan
 from gangscale.planner import OFF, _render, make_plan
 from gangscale.solver import greedy as greedy_mod
@@ -131,7 +131,7 @@ def fragments_case() -> tuple[list[dict], list[dict]]:
 
 def test_the_price_repack_gives_the_free_node_to_the_pod_that_is_dear_elsewhere_and_the_plan_stays_valid():
     from gangscale.solver.bound import lp_cost_prices
-    from gangscale.solver.cpsat import placed_per_shape
+    from gangscale.solver.outcome import placed_per_shape
     from gangscale.solver.repack import repack
 
     objs, catalog = fragments_case()
@@ -147,13 +147,8 @@ def test_the_price_repack_gives_the_free_node_to_the_pod_that_is_dear_elsewhere_
 
 
 def test_the_planner_keeps_the_repacked_plan_when_cp_sat_gets_no_time(monkeypatch):
-    from gangscale import planner
-    from gangscale.solver import cpsat
-
-    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
-    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)  # as on a loaded machine: the budget is gone after greedy
     objs, catalog = fragments_case()
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)  # default budget
+    plan = plan_when_cp_sat_gets_no_time(monkeypatch, objs, catalog)
     assert plan.cost_per_hour == pytest.approx(0.20)
     assert plan.lower_bound_per_hour > 0  # the LP bound, not a bound skipped for want of time
     assert not check_plan(objs, catalog, plan.to_dict())
