@@ -2,23 +2,140 @@
 
 Field names are camelCase and documented in the README; they are public API.
 New fields may be added; existing ones are never renamed or dropped.
+
+Invariant: these plain classes keep the contract `plan_schema`'s pydantic models state (the same fields,
+order, aliases and defaults; tests/test_plan_schema.py), without importing pydantic: that import and the
+models' build are ~0.2 s of the default `plan` (issue 11). A section is built by field name or camelCase
+alias; numbers are coerced as pydantic's lax mode does (an int given for a float field is a float, so the
+JSON is the same), containers are copied, a Literal field refuses other values.
 """
 
 from __future__ import annotations
 
+import copy
 import io
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+import typing
+from typing import Any, Callable, ClassVar, Literal
 
 Decision = Literal[
     "fits-existing", "scale-up", "infeasible", "deferred", "waiting-for-podgroup", "below-quorum", "invalid",
     "waiting-for-admission",
 ]
 
+_REQUIRED: Any = object()
 
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
+
+def _alias(name: str) -> str:
+    """snake_case -> camelCase, the JSON name of every field (`min_count` -> `minCount`)."""
+    first, *rest = name.split("_")
+    return first + "".join(w.capitalize() for w in rest)
+
+
+def _int(v: Any) -> int:
+    """An int as pydantic's lax mode takes it: bools, numpy integers and integral floats become ints."""
+    if type(v) is int:
+        return v
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(f"expected a whole number, got {v!r}")
+    return int(v)
+
+
+def _float(v: Any) -> float:
+    return v if type(v) is float else float(v)
+
+
+def _converter(tp: Any) -> Callable[[Any], Any] | None:
+    """How a value given for a field of type `tp` is stored (None: as given)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if type(None) in args:  # `X | None`
+        inner = _converter(next(a for a in args if a is not type(None)))
+        return None if inner is None else (lambda v: None if v is None else inner(v))
+    if origin is Literal:
+        return _choice(frozenset(args))
+    if origin is list:
+        item = _converter(args[0])
+        return list if item is None else (lambda v: [item(x) for x in v])
+    if origin is dict:
+        value = _converter(args[1])
+        return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
+    if isinstance(tp, type) and issubclass(tp, _Model):
+        return lambda v: v if isinstance(v, tp) else tp(**v)
+    return {int: _int, float: _float}.get(tp)
+
+
+def _choice(allowed: frozenset) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if v not in allowed:
+            raise ValueError(f"expected one of {sorted(allowed)}, got {v!r}")
+        return v
+    return check
+
+
+def _dumper(tp: Any) -> Callable[[Any], Any] | None:
+    """How a field of type `tp` becomes JSON-ready data (None: as it is); containers come out as new ones."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if type(None) in args:
+        inner = _dumper(next(a for a in args if a is not type(None)))
+        return None if inner is None else (lambda v: None if v is None else inner(v))
+    if origin is list:
+        item = _dumper(args[0])
+        return list if item is None else (lambda v: [item(x) for x in v])
+    if origin is dict:
+        value = _dumper(args[1])
+        return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
+    if isinstance(tp, type) and issubclass(tp, _Model):
+        return lambda v: v.model_dump()
+    return None
+
+
+class _Model:
+    """A plan section. Fields are the class' annotations; a class attribute of the same name is the default
+    (a list or dict default is copied per instance)."""
+
+    _fields: ClassVar[tuple[tuple[str, str, Any, Callable[[Any], Any] | None], ...]] = ()
+    _dumpers: ClassVar[tuple[tuple[str, str, Callable[[Any], Any] | None], ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        hints = typing.get_type_hints(cls)
+        names = [name for name in cls.__annotations__ if not name.startswith("_")]
+        cls._fields = tuple((n, _alias(n), cls.__dict__.get(n, _REQUIRED), _converter(hints[n])) for n in names)
+        cls._dumpers = tuple((n, _alias(n), _dumper(hints[n])) for n in names)
+
+    def __init__(self, **values: Any) -> None:
+        for name, alias, default, convert in self._fields:
+            v = values.pop(alias, _REQUIRED)
+            if v is _REQUIRED:
+                v = values.pop(name, _REQUIRED)
+            if v is _REQUIRED:
+                if default is _REQUIRED:
+                    raise TypeError(f"{type(self).__name__}: {alias} is required")
+                v = copy.copy(default) if isinstance(default, (list, dict)) else default
+            elif convert is not None:
+                v = convert(v)
+            self.__dict__[name] = v
+        if values:
+            raise TypeError(f"{type(self).__name__}: no field {sorted(values)[0]!r}")
+
+    def model_dump(self, *, by_alias: bool = True, mode: str = "json") -> dict[str, Any]:
+        """The section as the JSON contract has it: keyed by alias, in declaration order (the one dump there is)."""
+        if not by_alias or mode != "json":
+            raise NotImplementedError("a plan section dumps only as its JSON contract (by_alias=True, mode='json')")
+        values = self.__dict__
+        return {alias: values[name] if dump is None else dump(values[name]) for name, alias, dump in self._dumpers}
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy with `update` (field names) set as given, unchecked, as pydantic's `model_copy` does."""
+        new = copy.deepcopy(self) if deep else copy.copy(self)
+        new.__dict__.update(update or {})
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the pydantic models it stands for
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={self.__dict__[n]!r}' for n, *_ in self._fields)})"
 
 
 class GangResult(_Model):
@@ -26,49 +143,49 @@ class GangResult(_Model):
     name: str
     api: str
     policy: Literal["gang", "basic"]
-    min_count: int = Field(alias="minCount")
+    min_count: int
     pending: int
     placed: int
     decision: Decision
     reason: str
     bound: int = 0
     priority: int = 0
-    topology_domain: dict[str, str] | None = Field(default=None, alias="topologyDomain")
+    topology_domain: dict[str, str] | None = None
     # observe mode: does the scheduler model start it under every tie-break seed, and why not
-    model_started: bool | None = Field(default=None, alias="modelStarted")
-    model_reason: str | None = Field(default=None, alias="modelReason")
+    model_started: bool | None = None
+    model_reason: str | None = None
 
 
 class NewNode(_Model):
-    node_group: str = Field(alias="nodeGroup")
+    node_group: str
     pods: list[str]
-    instance_type: str = Field(default="", alias="instanceType")
-    price_per_hour: float = Field(default=0.0, alias="pricePerHour")
+    instance_type: str = ""
+    price_per_hour: float = 0.0
 
 
 class PriorityBound(_Model):
     """One priority level: gangs started and pods placed, against upper bounds no plan can beat there."""
 
     priority: int
-    gangs_started: int = Field(alias="gangsStarted")
-    gangs_upper_bound: int = Field(alias="gangsUpperBound")
-    pods_placed: int = Field(alias="podsPlaced")
-    pods_upper_bound: int | None = Field(default=None, alias="podsUpperBound")
+    gangs_started: int
+    gangs_upper_bound: int
+    pods_placed: int
+    pods_upper_bound: int | None = None
 
 
 class SolverInfo(_Model):
     status: Literal["OPTIMAL", "FEASIBLE"]
     seconds: float
     gap: float
-    lower_bound_proven: bool = Field(default=False, alias="lowerBoundProven")
-    patterns_complete: bool = Field(default=False, alias="patternsComplete")
-    greedy_only: bool = Field(default=False, alias="greedyOnly")
-    pod_classes: int = Field(default=0, alias="podClasses")
-    bin_kinds: int = Field(default=0, alias="binKinds")
+    lower_bound_proven: bool = False
+    patterns_complete: bool = False
+    greedy_only: bool = False
+    pod_classes: int = 0
+    bin_kinds: int = 0
     patterns: int = 0
-    gangs_started: int = Field(default=0, alias="gangsStarted")
-    gangs_upper_bound: int = Field(default=0, alias="gangsUpperBound")
-    by_priority: list[PriorityBound] = Field(default_factory=list, alias="byPriority")
+    gangs_started: int = 0
+    gangs_upper_bound: int = 0
+    by_priority: list[PriorityBound] = []
 
     @property
     def gang_gap(self) -> int:
@@ -81,26 +198,26 @@ class SchedulerInfo(_Model):
 
     mode: Literal["observe", "off"]
     profile: str = ""  # Profile.describe() of the default profile
-    scoring_strategy: str = Field(default="", alias="scoringStrategy")
+    scoring_strategy: str = ""
     source: Literal["default", "file", "eks"] = "default"
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[int] = []
     rounds: int = 0  # model runs over the whole node set (each under every seed)
-    gangs_started: int = Field(default=0, alias="gangsStarted")  # gangs the model starts under every seed
+    gangs_started: int = 0  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
-    idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
+    idle_nodes: int = 0  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
     seconds: float = 0.0
     note: str = ""  # why observe mode was not applied, when it was asked for
 
 
 class Plan(_Model):
-    scale_up: dict[str, int] = Field(alias="scaleUp")
-    new_nodes: list[NewNode] = Field(alias="newNodes")
-    existing_nodes: dict[str, list[str]] = Field(alias="existingNodes")
+    scale_up: dict[str, int]
+    new_nodes: list[NewNode]
+    existing_nodes: dict[str, list[str]]
     gangs: list[GangResult]
-    cost_per_hour: float = Field(alias="costPerHour")
-    lower_bound_per_hour: float = Field(alias="lowerBoundPerHour")
+    cost_per_hour: float
+    lower_bound_per_hour: float
     solver: SolverInfo
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = []
     scheduler: SchedulerInfo | None = None
 
     def to_dict(self) -> dict:
