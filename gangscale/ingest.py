@@ -109,9 +109,12 @@ def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
     for pod, key, problem in pods:
         if pod is None or key is None:
             continue
-        if key not in heads:
-            heads[key] = _gang_for(key, defs, pod)
-        members.setdefault(key, _Members()).add(pod, problem)
+        m = members.get(key)
+        if m is None:  # (not `setdefault(key, _Members())`: that builds one per pod)
+            m = members[key] = _Members()
+            if key not in heads:
+                heads[key] = _gang_for(key, defs, pod)
+        m.add(pod, problem)
     admission = extra.admissions(pods)
     gangs = [m.gang(heads[key], admission.get(key)) for key, m in members.items()]
     bound = [pod for pod, _key, problem in pods if pod is not None and pod.node_name and not pod.terminal and not problem]

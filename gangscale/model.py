@@ -9,8 +9,8 @@ in `cloud_adapters.types` (dependencies point one way: gangscale → cloud_adapt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Literal, TypeVar
 
 from cloud_adapters.types import Node, NodeGroup, Taint  # noqa: F401  (re-exported: shared with the cloud adapters)
 
@@ -133,6 +133,30 @@ class Pod:
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+_D = TypeVar("_D")
+
+
+def slot_builder(cls: type[_D]) -> Callable[..., _D]:
+    """A positional constructor for a frozen slotted dataclass that puts each value straight into its slot: the
+    object `cls(*values)` makes, without the generated `__init__`'s per-field `object.__setattr__` (3x faster).
+    For the one object built per input item at scale (`new_pod`: a Pod per pod); every field must be given, in
+    declaration order (a missing one is a TypeError, never an unset slot)."""
+    setters = tuple(getattr(cls, f.name).__set__ for f in fields(cls))  # type: ignore[arg-type]
+    new = object.__new__
+
+    def build(*values: Any) -> _D:
+        if len(values) != len(setters):
+            raise TypeError(f"{cls.__name__} needs all {len(setters)} fields, got {len(values)}")
+        obj = new(cls)
+        for put, value in zip(setters, values):
+            put(obj, value)
+        return obj
+    return build
+
+
+new_pod = slot_builder(Pod)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from .model import (
     Requirement,
     Taint,
     Toleration,
+    new_pod,
 )
 from .resources import PODS, QuantityError, add, check_bound, parse_resource_list, vmax
 
@@ -736,9 +737,8 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     if gates and not node_name and gates != (CAPACITY_GATE,):
         phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
     family, gname = link if link else (FAMILY_NONE, name)
-    pod = Pod(ns, name, uid, requests, placement, priority, node_name, phase, (ns, gname), created=created,
-              scheduling_gates=gates, annotations=annotations, owner_kinds=owner_kinds, labels=labels, rules=rules,
-              scheduler_name=scheduler_name)
+    pod = new_pod(ns, name, uid, requests, placement, priority, node_name, phase, (ns, gname), API_NONE, created, gates,
+                  annotations, owner_kinds, labels, rules, scheduler_name)  # = Pod(...), the fields in order
     return pod, (ns, family, gname), None
 
 
