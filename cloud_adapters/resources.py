@@ -119,7 +119,28 @@ def to_units(name: str, value: object) -> int:
     return _units(name, value)
 
 
+# The common quantities: ASCII digits and an integral suffix (or `m`), no sign, point or exponent ("2490m", "16Gi", "4").
+_PLAIN = re.compile(r"([0-9]{1,30})(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPEm]?)")
+_INTEGRAL = {**_BINARY, **{k: int(v) for k, v in _DECIMAL.items() if v.denominator == 1}}
+
+
+def _plain_units(name: str, value: str) -> int | None:
+    """`_units` of a common quantity in integer arithmetic (the same integer as the exact Fraction's ceiling);
+    None for any other form."""
+    m = _PLAIN.fullmatch(value)
+    if m is None:
+        return None
+    n, suffix = int(m[1]), m[2]
+    if suffix == "m":
+        return check_bound(name, n if name == CPU else -(-n // 1000))
+    return check_bound(name, n * _INTEGRAL[suffix] * (1000 if name == CPU else 1))
+
+
 def _units(name: str, value: object) -> int:
+    if type(value) is str:
+        units = _plain_units(name, value)
+        if units is not None:
+            return units
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"negative quantity for {name}: {value!r}")

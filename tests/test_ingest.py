@@ -221,3 +221,32 @@ def test_a_nodes_dra_devices_are_counted_once_however_often_a_cache_kept_across_
     objs = [node("gpu-0", cpu="16", mem="64Gi"), slice_("gpu-0", 4)]
     counts = [ingest(objs, cache=owned).nodes[0].allocatable.get(DEV) for _ in range(3)]
     assert counts == [4, 4, 4]
+
+
+_SUFFIXES = ["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+@pytest.mark.parametrize("name", ["cpu", "memory", "pods"])
+def test_a_plain_quantity_read_in_integer_arithmetic_gives_the_exact_fractions_ceiling_or_the_same_refusal(name):
+    # `2490m`, `16Gi`, `4`: the quick integer path (cloud_adapters.resources._plain_units) against the exact one
+    from math import ceil
+
+    from cloud_adapters.resources import _plain_units, check_bound
+
+    def exact(text: str) -> int | str:
+        q = parse_quantity(text) * (1000 if name == "cpu" else 1)
+        try:
+            return check_bound(name, ceil(q))
+        except QuantityError as exc:
+            return str(exc)
+
+    def quick(text: str) -> int | str | None:
+        try:
+            return _plain_units(name, text)
+        except QuantityError as exc:
+            return str(exc)
+
+    numbers = ["0", "1", "7", "0999", "999", "1000", "1001", "2490", "123456789", "8796093022208", "9" * 30]
+    texts = [n + s for n in numbers for s in _SUFFIXES]
+    assert all(quick(t) == exact(t) for t in texts)
+    assert all(quick(t) is None for t in ["1.5", "+1", "1e3", "5n", "5u", "9" * 31, " 1", "1Mi "])
