@@ -140,19 +140,18 @@ _D = TypeVar("_D")
 
 def slot_builder(cls: type[_D]) -> Callable[..., _D]:
     """A positional constructor for a frozen slotted dataclass that puts each value straight into its slot: the
-    object `cls(*values)` makes, without the generated `__init__`'s per-field `object.__setattr__` (3x faster).
-    For the one object built per input item at scale (`new_pod`: a Pod per pod); every field must be given, in
-    declaration order (a missing one is a TypeError, never an unset slot)."""
-    setters = tuple(getattr(cls, f.name).__set__ for f in fields(cls))  # type: ignore[arg-type]
-    new = object.__new__
-
-    def build(*values: Any) -> _D:
-        if len(values) != len(setters):
-            raise TypeError(f"{cls.__name__} needs all {len(setters)} fields, got {len(values)}")
-        obj = new(cls)
-        for put, value in zip(setters, values):
-            put(obj, value)
-        return obj
+    object `cls(*values)` makes, without the generated `__init__`'s per-field `object.__setattr__` (2x faster).
+    For the one object built per input item at scale (`new_pod`: a Pod per pod). Every field must be given, in
+    declaration order (a missing one is a TypeError, never an unset slot). Written out as code, as `dataclass`
+    writes `__init__`: a loop over the slots costs half of what it saves."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    scope.update({f"put_{n}": getattr(cls, n).__set__ for n in names})
+    lines = [f"def build({', '.join(names)}):", "    obj = new(cls)", *(f"    put_{n}(obj, {n})" for n in names),
+             "    return obj"]
+    exec("\n".join(lines), scope)  # noqa: S102 - our own field names, as dataclasses does
+    build = scope["build"]
+    build.__qualname__ = build.__name__ = f"new_{cls.__name__.lower()}"
     return build
 
 

@@ -156,5 +156,5 @@ def test_new_pod_builds_the_pod_the_dataclass_constructor_builds_and_refuses_a_m
     built, _key, _ = _ingest_pod(obj)
     values = [getattr(built, name) for name in Pod.__dataclass_fields__]
     assert new_pod(*values) == Pod(*values) == built
-    with pytest.raises(TypeError, match="needs all 17 fields"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
         new_pod(*values[:-1])
