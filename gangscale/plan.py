@@ -94,27 +94,31 @@ class _Model:
 
     _fields: ClassVar[tuple[tuple[str, str, Any, Callable[[Any], Any] | None], ...]] = ()
     _dumpers: ClassVar[tuple[tuple[str, str, Callable[[Any], Any] | None], ...]] = ()
+    _by_key: ClassVar[dict[str, tuple[str, str, Callable[[Any], Any] | None]]] = {}
 
     def __init_subclass__(cls) -> None:
         hints = typing.get_type_hints(cls)
         names = [name for name in cls.__annotations__ if not name.startswith("_")]
         cls._fields = tuple((n, _alias(n), cls.__dict__.get(n, _REQUIRED), _converter(hints[n])) for n in names)
         cls._dumpers = tuple((n, _alias(n), _dumper(hints[n])) for n in names)
+        cls._by_key = {key: (n, alias, convert) for n, alias, _d, convert in cls._fields for key in (n, alias)}
 
     def __init__(self, **values: Any) -> None:
-        for name, alias, default, convert in self._fields:
-            v = values.pop(alias, _REQUIRED)
-            if v is _REQUIRED:
-                v = values.pop(name, _REQUIRED)
-            if v is _REQUIRED:
-                if default is _REQUIRED:
-                    raise TypeError(f"{type(self).__name__}: {alias} is required")
-                v = copy.copy(default) if isinstance(default, (list, dict)) else default
-            elif convert is not None:
-                v = convert(v)
-            self.__dict__[name] = v
-        if values:
-            raise TypeError(f"{type(self).__name__}: no field {sorted(values)[0]!r}")
+        fields, by_key, state = self._fields, self._by_key, self.__dict__
+        for key, value in values.items():
+            field = by_key.get(key)
+            if field is None:
+                raise TypeError(f"{type(self).__name__}: no field {key!r}")
+            name, alias, convert = field
+            if key != alias and alias in values:
+                continue  # both spellings given: the alias wins, as in pydantic
+            state[name] = value if convert is None else convert(value)
+        if len(state) < len(fields):
+            for name, alias, default, _convert in fields:
+                if name not in state:
+                    if default is _REQUIRED:
+                        raise TypeError(f"{type(self).__name__}: {alias} is required")
+                    state[name] = copy.copy(default) if isinstance(default, (list, dict)) else default
 
     def model_dump(self, *, by_alias: bool = True, mode: str = "json") -> dict[str, Any]:
         """The section as the JSON contract has it: keyed by alias, in declaration order (the one dump there is)."""
