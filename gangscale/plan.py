@@ -44,6 +44,15 @@ def _float(v: Any) -> float:
     return v if type(v) is float else float(v)
 
 
+def _bool(v: Any) -> bool:
+    """A bool as pydantic's lax mode takes it from a number: numpy's bools, 0 and 1."""
+    if type(v) is bool:
+        return v
+    if not isinstance(v, str) and v in (0, 1):
+        return bool(v)
+    raise ValueError(f"expected a bool, got {v!r}")
+
+
 def _converter(tp: Any) -> Callable[[Any], Any] | None:
     """How a value given for a field of type `tp` is stored (None: as given)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -60,7 +69,7 @@ def _converter(tp: Any) -> Callable[[Any], Any] | None:
         return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
     if isinstance(tp, type) and issubclass(tp, _Model):
         return lambda v: v if isinstance(v, tp) else tp(**v)
-    return {int: _int, float: _float}.get(tp)
+    return {int: _int, float: _float, bool: _bool}.get(tp)
 
 
 def _choice(allowed: frozenset) -> Callable[[Any], Any]:

@@ -158,3 +158,13 @@ def test_new_pod_builds_the_pod_the_dataclass_constructor_builds_and_refuses_a_m
     assert new_pod(*values) == Pod(*values) == built
     with pytest.raises(TypeError, match="missing 1 required positional argument"):
         new_pod(*values[:-1])
+
+
+def test_numpy_numbers_given_to_a_plan_section_are_stored_as_the_python_numbers_pydantic_stored():
+    np = pytest.importorskip("numpy")
+    info = dict(status="FEASIBLE", seconds=np.float64(0.5), gap=np.float32(0.25), greedyOnly=np.bool_(True),
+                gangsStarted=np.int64(3))
+    plain_info, schema_info = plain.SolverInfo(**info), schema.SolverInfo(**info)
+    for name in ("seconds", "gap", "greedy_only", "gangs_started"):
+        assert type(getattr(plain_info, name)) is type(getattr(schema_info, name))
+    assert plain_info.model_dump() == schema_info.model_dump(by_alias=True, mode="json")
