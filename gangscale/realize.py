@@ -35,7 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
-FINAL_RUNS = 1  # of them, kept for `_listable`'s drop of the listed seed's bare nodes (when it needs one)
+FINAL_RUNS = 3  # and then `_listable` may make this many more, dropping seed 0's bare nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +85,9 @@ class _Ctx:
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
-    def may_run(self, reserve: int = 0) -> bool:
-        """Another model run fits the budget: before the deadline, or one of the LATE_RUNS after it (but the last
-        `reserve` ones)."""
-        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS - reserve
+    def may_run(self) -> bool:
+        """Another cleaning run fits the budget: before the deadline, or one of the LATE_RUNS after it."""
+        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -149,11 +148,10 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     sims, promised = _observe(ctx, new)
     raw, dropped, keep = sims, 0, set()
     while True:
-        reserve = FINAL_RUNS if _bare_everywhere(ctx, new, sims, promised) else 0
-        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(reserve):
+        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run():
             return _State(new, sims, promised, dropped, raw)
         tries = _bulk(ctx, new, sims, promised, keep)
-        while tries and ctx.may_run(reserve):
+        while tries and ctx.may_run():
             batch = tries.pop(0)
             trial = [n for n in new if n.name not in batch]
             s2, p2 = _observe(ctx, trial, promised)
@@ -169,12 +167,6 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
 def _bare(ctx: _Ctx, new: list[SimNode], sim: SimResult, used: set[GangKey]) -> set[str]:
     """The new nodes that hold no pod of a gang of `used` under `sim`."""
     return {n.name for n in new if not any(ctx.owner.get(k) in used for k in sim.node_pods.get(n.name, ()))}
-
-
-def _bare_everywhere(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> bool:
-    """Every seed leaves some new node without a promised pod: no seed can be listed as is (`_listable` will
-    need a model run)."""
-    return all(_bare(ctx, new, s, promised) for s in sims)
 
 
 def _kind(ctx: _Ctx, n: SimNode) -> tuple:
@@ -220,24 +212,23 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 
 def _listable(ctx: _Ctx, st: _State) -> _State:
-    """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
-    under the best seed and run the model again (`FINAL_RUNS` of the budget are kept for it).
-
-    Before the deadline the drop stands whatever it loses (the promises are what starts under every seed of
-    that run). Past it the drop is still checked by a model run (a drop can change what the scheduler does: a
-    gang held at Permit moves onto the capacity left) and kept only if every promise holds; otherwise, or when
-    the budget is spent, the last checked state stands, its bare nodes kept and counted in
-    `scheduler.idleNodes`."""
+    """Make every seed leave no new node bare, seed 0 first (what a reader who replays the plan's nodes in order
+    sees): while some seed does, drop those nodes (seed 0's, else every seed's) and run the model again, whatever
+    the drop loses. The promises are what starts under every seed of the run after it: a node the scheduler
+    leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not promised.
+    Past the deadline at most `FINAL_RUNS` runs; when they run out, the seed with the fewest bare nodes is
+    listed (seed 0 when it has none) and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
+    extra = 0
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
-        i = min(range(len(bare)), key=lambda j: len(bare[j]))
-        past = time.perf_counter() > ctx.deadline
-        if bare[i] and ctx.may_run():
-            new = [n for n in st.new if n.name not in bare[i]]
-            sims, promised = _observe(ctx, new, st.promised if past else None)
-            if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
-                st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
-                continue
+        drop = bare[0] or set().union(*bare)
+        if drop and (time.perf_counter() <= ctx.deadline or extra < FINAL_RUNS):
+            extra += time.perf_counter() > ctx.deadline
+            new = [n for n in st.new if n.name not in drop]
+            sims, promised = _observe(ctx, new)
+            st = _State(new, sims, promised, st.dropped + len(drop), st.raw)
+            continue
+        i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
 

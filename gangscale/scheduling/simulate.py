@@ -49,6 +49,7 @@ from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BET
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
+from .placement import domains, placement_score
 from .queue import Entry, coscheduling_key, group_key, pod_key
 from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
@@ -172,6 +173,7 @@ class _Cluster:
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
+        self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
         self._reset()
 
@@ -287,6 +289,13 @@ class _Cluster:
                 [sum(1 for t in n.taints if t.effect == "PreferNoSchedule"
                      and not any(tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
                  for n in self.nodes], dtype=np.int64)
+        return hit
+
+    def domains(self, keys: tuple[str, ...]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """TopologyPlacement's candidate placements for these keys (memoised: they depend on the nodes only)."""
+        hit = self._domains.get(keys)
+        if hit is None:
+            hit = self._domains[keys] = domains([n.labels for n in self.nodes], keys)
         return hit
 
     def fits(self, req: np.ndarray) -> np.ndarray:
@@ -635,6 +644,8 @@ class _Engine:
         self.shapes: dict[tuple, _Shape] = {}
         self.pod_shape: dict[int, _Shape] = {}  # id(pod) -> its shape (the gangs outlive the run)
         self._profiles: dict[str, Profile] = {}
+        self.allowed: np.ndarray | None = None  # a topology placement's nodes (placement.py): the only ones seen
+        self.allowed_n = 0
 
     def profile(self, pod: Pod) -> Profile:
         prof = self._profiles.get(pod.scheduler_name)
@@ -660,13 +671,15 @@ class _Engine:
         if self.fast and not (pod.rules or self.c.anti_nodes or self.c.spread_pods):
             return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
+        if self.allowed is not None:
+            mask = mask & self.allowed
         n = len(mask)
         if n == 0 or not mask.any():
             return None
         start = self.next_start % n
         order = np.roll(np.arange(n), -start)
         feas = order[mask[order]]
-        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
         if len(feas) > k:
             last = feas[k - 1]
             processed = int((last - start) % n) + 1
@@ -693,14 +706,15 @@ class _Engine:
             return None  # no node fitted it, and since then pods were only added
         else:
             _sync(self.c, st)
-        idx = st.feas.nonzero()[0]
+        idx = (st.feas if self.allowed is None else st.feas & self.allowed).nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
-            st.failed_at = self.c.removals
+            if self.allowed is None:
+                st.failed_at = self.c.removals
             return None
         start = self.next_start % n
         p = int(idx.searchsorted(start))
-        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
         if m > k:
             win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
             processed = int((int(win[-1]) - start) % n) + 1
@@ -821,16 +835,10 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
         pods = [e.pod]
     elif (pods := run.members.get(gi)) is None:
         pods = run.members[gi] = sorted(g.pending, key=pod_key)
-    got: list[tuple[Pod, int]] = []
-    for p in pods:
-        if p.key in run.where:
-            continue
-        j = run.eng.select(p)
-        if j is None:
-            run.failed.setdefault(gi, p)
-            continue
-        run.cluster.place(j, p)
-        got.append((p, j))
+    if e.pod is None and g.topology_keys:
+        got = _place_in_domain(run, gi, pods)
+    else:
+        got = _select_all(run, gi, pods)
     if e.pod is not None and not got or e.pod is None and len(got) + run.committed[gi] < len(g.pending):
         retry.append(e)
     if not got:
@@ -848,6 +856,55 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
     elif mode == MODE_GROUP:
         for p, j in got:
             run.cluster.remove(j, p)
+
+
+def _select_all(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
+    """Each pod not yet committed, greedily, in order: placed on its node (the caller commits or undoes)."""
+    got: list[tuple[Pod, int]] = []
+    for p in pods:
+        if p.key in run.where:
+            continue
+        j = run.eng.select(p)
+        if j is None:
+            run.failed.setdefault(gi, p)
+            continue
+        run.cluster.place(j, p)
+        got.append((p, j))
+    return got
+
+
+def _place_in_domain(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
+    """KEP-5732's placement cycle (placement.py): the group cycle once per topology domain, on that domain's nodes
+    only; of the domains where the gang reaches quorum, the best-scored one is kept (ties drawn with the seeded RNG,
+    as Go's map order would), the rest undone. A gang already started stays in its domain."""
+    c, eng, g = run.cluster, run.eng, run.gangs[gi]
+    home = [j for p in g.pending if (j := run.where.get(p.key)) is not None]
+    req = sum((c.vec(p) for p in pods), np.zeros(len(c.res), dtype=np.int64))
+    if not pods:
+        return []
+    prof = eng.profile(pods[0])
+    feasible: list[tuple[int, list[tuple[Pod, int]]]] = []
+    for _, mask in c.domains(g.topology_keys):
+        if home and not mask[home].all():
+            continue
+        eng.allowed, eng.allowed_n = mask, int(mask.sum())
+        try:
+            got = _select_all(run, gi, pods)
+        finally:
+            eng.allowed = None
+        if run.committed[gi] + len(got) >= run.need(gi):
+            placed = run.committed[gi] + len(got)
+            feasible.append((placement_score(c.alloc, c.used, mask, c.ri, req, prof, placed, len(g.pending)), got))
+        for p, j in reversed(got):
+            c.remove(j, p)
+    if not feasible:
+        return []
+    top = max(score for score, _ in feasible)
+    best = [got for score, got in feasible if score == top]
+    got = best[eng.rng.randrange(len(best))] if len(best) > 1 else best[0]
+    for p, j in got:
+        c.place(j, p)
+    return got
 
 
 def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entries: list[Entry],
