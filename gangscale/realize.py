@@ -35,7 +35,6 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
-FINAL_RUNS = 3  # and then `_listable` may make this many more, dropping seed 0's bare nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,29 +138,20 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
-    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is left.
+    """Run the model, then drop the new nodes some seed leaves without a promised pod until none is left.
 
-    Drops go in bulk (`_bulk`), each checked by a model run; a drop that would lose a promised gang is undone
-    (an idle node can still matter: a gang held at Permit below quorum takes capacity until its timeout), and
-    the next candidate, then the first half of the last one, is tried. A single node whose drop loses a gang
-    stays (`scheduler.idleNodes`). Cleaning goes on past the time limit for LATE_RUNS model runs."""
+    Before the deadline, one checked bulk drop first (`_bulk`'s first candidate: per kind of node, as many as
+    every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
+    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses."""
     sims, promised = _observe(ctx, new)
-    raw, dropped, keep = sims, 0, set()
-    while True:
-        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run():
-            return _State(new, sims, promised, dropped, raw)
-        tries = _bulk(ctx, new, sims, promised, keep)
-        while tries and ctx.may_run():
-            batch = tries.pop(0)
-            trial = [n for n in new if n.name not in batch]
-            s2, p2 = _observe(ctx, trial, promised)
-            if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
-                new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
-                break
-            if len(batch) == 1:
-                keep.update(batch)  # its drop loses a gang: it stays (scheduler.idleNodes)
-            elif not tries:
-                tries.append(batch[:len(batch) // 2])  # the nodes idle under most seeds come first
+    st = _State(new, sims, promised, 0, sims)
+    if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
+        batch = _bulk(ctx, new, sims, promised, set())[0]
+        trial = [n for n in new if n.name not in batch]
+        s2, p2 = _observe(ctx, trial, promised)
+        if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
+            st = _State(trial, s2, p2, len(batch), sims)
+    return _settle(ctx, st)
 
 
 def _bare(ctx: _Ctx, new: list[SimNode], sim: SimResult, used: set[GangKey]) -> set[str]:
@@ -211,19 +201,18 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
     return Counter(name for s in sims for name in _bare(ctx, new, s, promised))
 
 
-def _listable(ctx: _Ctx, st: _State) -> _State:
+def _settle(ctx: _Ctx, st: _State) -> _State:
     """Make every seed leave no new node bare, seed 0 first (what a reader who replays the plan's nodes in order
     sees): while some seed does, drop those nodes (seed 0's, else every seed's) and run the model again, whatever
     the drop loses. The promises are what starts under every seed of the run after it: a node the scheduler
-    leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not promised.
-    Past the deadline at most `FINAL_RUNS` runs; when they run out, the seed with the fewest bare nodes is
-    listed (seed 0 when it has none) and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
-    extra = 0
+    leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not promised (a
+    re-plan, before the deadline, buys for it against the model's state). Past the deadline it runs while the
+    LATE_RUNS last; then the seed with the fewest bare nodes is listed (seed 0 when it has none), and the nodes
+    bare under some seed are counted in `scheduler.idleNodes`."""
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
-        drop = bare[0] or set().union(*bare)
-        if drop and (time.perf_counter() <= ctx.deadline or extra < FINAL_RUNS):
-            extra += time.perf_counter() > ctx.deadline
+        drop = bare[0]
+        if drop and ctx.may_run():
             new = [n for n in st.new if n.name not in drop]
             sims, promised = _observe(ctx, new)
             st = _State(new, sims, promised, st.dropped + len(drop), st.raw)
@@ -281,7 +270,7 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         if _better(state, best, ctx.price):
             best = state
     realized = realized and best is state
-    best = _listable(ctx, best)
+    best = _settle(ctx, best)
     idle = len(_idle(ctx, best.new, best.sims, best.promised))
     info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
                          scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),

@@ -306,3 +306,20 @@ def test_the_model_runs_over_the_new_nodes_in_the_order_the_plan_lists_them(monk
                                deadline=time.perf_counter() + 10)
     assert seen and all(order == sorted(order) for order in seen)
     assert [n.node_group for n in plan.new_nodes] == sorted(n.node_group for n in plan.new_nodes)
+
+
+def test_a_zone_constrained_gang_the_scheduler_places_in_one_zone_is_promised_on_the_node_bought_for_it():
+    """KEP-5732 (tests/scheduling/test_placement.py): the scheduler places a PodGroup with a topology constraint in
+    one domain. The model used to place it pod by pod: LeastAllocated sent one pod to the far emptier existing node
+    of zone b (one pod slot left), the gang was spread over two zones, not promised, and the zone-a node bought
+    for it was kept idle. Now zone b cannot hold the gang, zone a can: promised, and the node holds both pods."""
+    zone = "topology.kubernetes.io/zone"
+    objs = [node("b-existing", cpu="32", mem="128Gi", pods="1", labels={zone: "b"}),
+            podgroup("job", min_count=2, topology=[zone])]
+    objs += [pod(f"j{i}", cpu="3", mem="1Gi", group="job") for i in range(2)]
+    catalog = [group("za", cpu="8", labels={zone: "a"})]
+    plan = planned(objs, catalog)
+    job = by_name(plan)["job"]
+    assert job.model_started and job.decision == "scale-up" and job.topology_domain == {zone: "a"}
+    assert [n.pods for n in plan.new_nodes] == [["default/j0", "default/j1"]]
+    assert plan.scheduler.idle_nodes == 0
