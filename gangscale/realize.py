@@ -211,7 +211,8 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
     bare under some seed are counted in `scheduler.idleNodes`."""
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
-        drop = bare[0]
+        empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
+        drop = empty or bare[0]
         if drop and ctx.may_run():
             new = [n for n in st.new if n.name not in drop]
             sims, promised = _observe(ctx, new)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
@@ -638,6 +639,7 @@ class _Engine:
         self.c = cluster
         self.config = config
         self.rng = random.Random(seed)
+        self.tie_rank = _tie_ranks(cluster.nodes, seed)
         self.used_profiles: dict[str, Profile] = {}
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
         self.fast = fast
@@ -737,7 +739,15 @@ class _Engine:
         distribution, and the seed fixes it)."""
         if len(ties) == 1:
             return int(ties[0])
-        return int(ties[self.rng.randrange(len(ties))])
+        return int(ties[int(self.rng.random() * len(ties))])
+
+
+def _tie_ranks(nodes: Sequence[SimNode], seed: int) -> np.ndarray:
+    """Each node's rank among tied nodes under `seed`: its node group's seeded pseudo-random rank (a node without a
+    group is its own), then its position. Per tie, a node group drawn uniformly at random (the seed decides); among
+    alike nodes of one group the first, which is the same choice up to which alike node gets the name."""
+    keys = [zlib.crc32(f"{seed}/{n.node_group or n.name}".encode()) for n in nodes]
+    return np.array(keys, dtype=np.int64) * len(nodes) + np.arange(len(nodes), dtype=np.int64)
 
 
 def _entries(gangs: Sequence[Gang]) -> list[Entry]:
