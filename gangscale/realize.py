@@ -35,6 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
+LATE_SECONDS = 1.0  # ... or more while the time past the limit stays below this
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +86,10 @@ class _Ctx:
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
     def may_run(self) -> bool:
-        """Another cleaning run fits the budget: before the deadline, or one of the LATE_RUNS after it."""
-        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS
+        """Another cleaning run fits the budget: before the deadline, one of the LATE_RUNS after it, or within
+        LATE_SECONDS of it (small backlogs: many runs that cost little)."""
+        now = time.perf_counter()
+        return now <= self.deadline or self.late < LATE_RUNS or now - self.deadline < LATE_SECONDS
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import copy
 import math
 import random
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
@@ -639,7 +638,6 @@ class _Engine:
         self.c = cluster
         self.config = config
         self.rng = random.Random(seed)
-        self.tie_rank = _tie_ranks(cluster.nodes, seed)
         self.used_profiles: dict[str, Profile] = {}
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
         self.fast = fast
@@ -736,18 +734,12 @@ class _Engine:
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
-        distribution, and the seed fixes it)."""
+        distribution, and the seed fixes it). One `random()` per tie whatever its size: the seed's stream of draws
+        does not shift when a node is added to or dropped from the tie (`randrange` consumes a number of bits that
+        depends on the size), so observe mode's drops disturb the other pods' choices less."""
         if len(ties) == 1:
             return int(ties[0])
         return int(ties[int(self.rng.random() * len(ties))])
-
-
-def _tie_ranks(nodes: Sequence[SimNode], seed: int) -> np.ndarray:
-    """Each node's rank among tied nodes under `seed`: its node group's seeded pseudo-random rank (a node without a
-    group is its own), then its position. Per tie, a node group drawn uniformly at random (the seed decides); among
-    alike nodes of one group the first, which is the same choice up to which alike node gets the name."""
-    keys = [zlib.crc32(f"{seed}/{n.node_group or n.name}".encode()) for n in nodes]
-    return np.array(keys, dtype=np.int64) * len(nodes) + np.arange(len(nodes), dtype=np.int64)
 
 
 def _entries(gangs: Sequence[Gang]) -> list[Entry]:
