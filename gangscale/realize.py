@@ -2,20 +2,20 @@
 
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
 repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: new nodes
-that, under some seed, hold no pod of a gang started under every seed are dropped in bulk, each drop
-checked by a model run, until none is left. Gangs the model did not start are re-planned against the
-model's state (seed 0's placement of the started gangs counts as bound), which may buy more nodes;
-the loop ends when the model realizes the round's plan, nothing more can be bought, the rounds or the
-deadline run out. Cleaning goes on past the deadline for LATE_RUNS model runs: a plan with idle nodes
-is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
+planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: one checked
+bulk drop of the nodes every seed leaves idle (per kind of node), then `_settle` drops the nodes seed 0
+leaves without a promised pod (its empty ones first) and runs the model again, whatever the drop
+loses, until none is left. Gangs the model did not start are re-planned against the model's state
+(seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
+the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out.
+Cleaning goes on past the deadline for LATE_RUNS model runs (more within LATE_SECONDS): a plan with
+idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
-under every seed of the final node set; a new node is dropped when some seed leaves it without a
-promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
-capacity until its timeout, so an idle node can matter) or the model-run budget is spent: such nodes
-are counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one seed's placement
-of the promised gangs' pods (the first under which every new node holds one, when there is one).
+under every seed of the final node set; a new node that seed 0 leaves without a promised pod is dropped
+(unless the model-run budget is spent first); a node only another seed leaves without one is counted in
+`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are
+one seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ def _listed(new: list[SimNode]) -> list[SimNode]:
 
 
 def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
-    """A gang with topology keys holds only if the model put all its pods in one domain (it does not aim for one)."""
+    """A gang with topology keys holds only if the model put all its pods in one domain (a PodGroup with the gang
+    policy always is: KEP-5732's placement cycle; a basic one is placed pod by pod)."""
     if not g.topology_keys:
         return True
     doms = {tuple(ctx.labels.get(n, {}).get(k) for k in g.topology_keys)

@@ -15,7 +15,8 @@ API's admission as its scheduler does:
   group's pods together (coscheduling `Less`).
 - 1.36+ PodGroup (v1alpha2 / v1beta1) and Volcano jobs: the whole group in one cycle, each member
   placed greedily; if minCount members fit they are all bound (elastic gangs take every member that
-  fits), otherwise none is and no capacity is held.
+  fits), otherwise none is and no capacity is held. With a topology constraint, one cycle per domain
+  (KEP-5732), and the best-scored domain where minCount fit is kept.
 - basic groups and lone pods: every pod on its own.
 
 Unplaced pods retry in later passes (the scheduler re-queues them when capacity frees), until a
@@ -28,8 +29,10 @@ kept per node, and a pod re-checks only the nodes placements changed since its s
 kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
 tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
 `simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
-are only read. Not modelled: preemption, preferred affinity, inter-pod scoring, topology-aware gang
-placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive default).
+are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
+KEP-5732's placement cycle does (placement.py: the group cycle per domain, the best-scored feasible
+one kept). Not modelled: preemption, preferred affinity, inter-pod scoring, DRA;
+`percentageOfNodesToScore` is modelled (upstream's adaptive default; within a placement, over its nodes).
 """
 
 from __future__ import annotations
@@ -1001,7 +1004,11 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
             if not owners:
                 owner = {p.key: i for i, g in enumerate(gangs) for p in g.pending if p.key in where}
                 owners.append([[owner.get(p.key, -1) for p in pods] for pods in c.pods_on])
-            return _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+            why = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+            if gangs[gi].topology_keys and gang_mode(gangs[gi]) == MODE_GROUP:
+                keys = "/".join(gangs[gi].topology_keys)
+                why = f"no single {keys} domain holds {need(gi)} members (the scheduler places it in one: KEP-5732); {why}"
+            return why
         return word
 
     outcomes = {}

@@ -62,6 +62,7 @@ def test_a_gang_no_single_zone_can_hold_does_not_start_even_if_the_cluster_could
     g = _topo(gang("job", pods, min_count=2))
     res = simulate(nodes, [g])
     assert not res.outcomes[g.gang_key].started and res.placement == {}
+    assert "no single topology.kubernetes.io/zone domain holds 2 members" in res.outcomes[g.gang_key].reason
 
 
 def test_nodes_without_the_topology_label_are_in_no_placement():
