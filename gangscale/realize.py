@@ -206,22 +206,31 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 
 def _settle(ctx: _Ctx, st: _State) -> _State:
-    """Make every seed leave no new node bare, seed 0 first (what a reader who replays the plan's nodes in order
-    sees): while some seed does, drop those nodes (seed 0's, else every seed's) and run the model again, whatever
-    the drop loses. The promises are what starts under every seed of the run after it: a node the scheduler
-    leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not promised (a
-    re-plan, before the deadline, buys for it against the model's state). Past the deadline it runs while the
-    LATE_RUNS last; then the seed with the fewest bare nodes is listed (seed 0 when it has none), and the nodes
-    bare under some seed are counted in `scheduler.idleNodes`."""
+    """Make seed 0 (what a reader who replays the plan's nodes in order sees) leave no new node bare: while it
+    does, drop those nodes (its empty ones first, then those only unpromised gangs use) and run the model again,
+    whatever the drop loses. The promises are what starts under every seed of the run after it: a node the
+    scheduler leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not
+    promised (a re-plan, before the deadline, buys for it against the model's state). Then the nodes only other
+    seeds leave bare are dropped once more, checked: kept dropped only if no promise is lost and seed 0 stays
+    clean. Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
+    0 when it has none), and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
+    tried_others = False
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
-        drop = empty or bare[0]
-        if drop and ctx.may_run():
-            new = [n for n in st.new if n.name not in drop]
+        if (empty or bare[0]) and ctx.may_run():
+            new = [n for n in st.new if n.name not in (empty or bare[0])]
             sims, promised = _observe(ctx, new)
-            st = _State(new, sims, promised, st.dropped + len(drop), st.raw)
+            st = _State(new, sims, promised, st.dropped + len(st.new) - len(new), st.raw)
             continue
+        others = set().union(*bare)
+        if others and not bare[0] and not tried_others and ctx.may_run():
+            tried_others = True
+            new = [n for n in st.new if n.name not in others]
+            sims, promised = _observe(ctx, new, st.promised)
+            if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
+                st = _State(new, sims, promised, st.dropped + len(others), st.raw)
+                continue
         i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
@@ -282,8 +291,8 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
                          rounds=ctx.runs, gangsStarted=len(best.promised),
                          realized=realized and not ctx.late_idle,
                          seconds=round(time.perf_counter() - start, 3),
-                         note=f"{ctx.late_idle} new nodes the scheduler may leave idle are kept: dropping them loses "
-                              "a promised gang, or was not checked before the model-run budget ran out"
+                         note=f"{ctx.late_idle} new nodes the scheduler leaves without a promised pod under the "
+                              "listed tie-break are kept: the model-run budget ran out before they were dropped"
                               if ctx.late_idle else "")
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 

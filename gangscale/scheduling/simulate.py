@@ -737,12 +737,10 @@ class _Engine:
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
-        distribution, and the seed fixes it). One `random()` per tie whatever its size: the seed's stream of draws
-        does not shift when a node is added to or dropped from the tie (`randrange` consumes a number of bits that
-        depends on the size), so observe mode's drops disturb the other pods' choices less."""
+        distribution, and the seed fixes it)."""
         if len(ties) == 1:
             return int(ties[0])
-        return int(ties[int(self.rng.random() * len(ties))])
+        return int(ties[self.rng.randrange(len(ties))])
 
 
 def _entries(gangs: Sequence[Gang]) -> list[Entry]:
