@@ -132,7 +132,8 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
     ctx.late += time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
-    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config):
+    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config,
+                             stable_ties=True):
         sims.append(sim)
         promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
         if need is not None and not need <= promised:

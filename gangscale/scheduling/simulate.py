@@ -637,8 +637,10 @@ def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
 # ------------------------------------------------------------------------------------- the engine
 
 class _Engine:
-    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True) -> None:
+    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True,
+                 stable_ties: bool = False) -> None:
         self.c = cluster
+        self.stable_ties = stable_ties
         self.config = config
         self.rng = random.Random(seed)
         self.used_profiles: dict[str, Profile] = {}
@@ -737,9 +739,14 @@ class _Engine:
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
-        distribution, and the seed fixes it)."""
+        distribution, and the seed fixes it). `stable_ties`: one `random()` per tie whatever its size, the same
+        uniform choice, but the seed's stream of draws does not shift when a node joins or leaves a tie
+        (`randrange` consumes a number of bits that depends on the size): observe mode drops the nodes a run left
+        empty, and the next run then makes the same choices elsewhere instead of a new random history."""
         if len(ties) == 1:
             return int(ties[0])
+        if self.stable_ties:
+            return int(ties[int(self.rng.random() * len(ties))])
         return int(ties[self.rng.randrange(len(ties))])
 
 
@@ -785,23 +792,26 @@ class _Run:
 
 
 def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
-             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True) -> SimResult:
+             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True,
+             stable_ties: bool = False) -> SimResult:
     """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring.
 
     `fast=False` filters and scores every node for every pod (the reference the fast path is tested against)."""
-    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast)[0]
+    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast,
+                          stable_ties=stable_ties)[0]
 
 
 def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                    bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                   fast: bool = True) -> list[SimResult]:
+                   fast: bool = True, stable_ties: bool = False) -> list[SimResult]:
     """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
-    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast))
+    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast,
+                              stable_ties=stable_ties))
 
 
 def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                  fast: bool = True) -> Iterator[SimResult]:
+                  fast: bool = True, stable_ties: bool = False) -> Iterator[SimResult]:
     """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
     config = config or default_config()
     gangs = list(gangs)
@@ -811,7 +821,7 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
-        yield _run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes)
+        yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes)
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],

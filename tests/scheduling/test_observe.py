@@ -160,7 +160,7 @@ def test_past_the_deadline_every_drop_is_still_checked_so_no_promised_gang_fails
     nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [n.node_group for n in plan.new_nodes])
     promised = {(g.namespace, g.name) for g in plan.gangs if g.model_started}
     for s in (0, 1, 2):
-        res = simulate(nodes, snap.solvable, bound=snap.bound, seed=s)
+        res = simulate(nodes, snap.solvable, bound=snap.bound, seed=s, stable_ties=True)
         assert promised <= {(k.namespace, k.name) for k in res.started}, (s, promised)
 
 
@@ -213,7 +213,8 @@ def _replayed(snap, plan, strategy: str, seed: int):
     from gangscale.scheduling import nodes_from_views, planned_nodes, simulate
 
     nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [n.node_group for n in plan.new_nodes])
-    return simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed)
+    return simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed,
+                    stable_ties=True)
 
 
 @pytest.mark.parametrize("name,seed,strategy", [("q-mixed", 1, "MostAllocated"), ("q-llm", 1, "LeastAllocated"),
