@@ -35,7 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
-LATE_SECONDS = 1.0  # ... or more while the time past the limit stays below this
+LATE_SECONDS = 2.0  # ... or more while the time past the limit stays below this
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +212,8 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
     whatever the drop loses. The promises are what starts under every seed of the run after it: a node the
     scheduler leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not
     promised (a re-plan, before the deadline, buys for it against the model's state). Then the nodes only other
-    seeds leave bare are dropped once more, checked: kept dropped only if no promise is lost and seed 0 stays
-    clean. Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
+    seeds leave bare are dropped once more before the deadline, checked: kept dropped only if no promise is lost
+    and seed 0 stays clean (past it they are counted: a whole model run for a node or two). Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
     0 when it has none), and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
     tried_others = False
     while True:
@@ -225,7 +225,7 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
             st = _State(new, sims, promised, st.dropped + len(st.new) - len(new), st.raw)
             continue
         others = set().union(*bare)
-        if others and not bare[0] and not tried_others and ctx.may_run():
+        if others and not bare[0] and not tried_others and time.perf_counter() <= ctx.deadline:
             tried_others = True
             new = [n for n in st.new if n.name not in others]
             sims, promised = _observe(ctx, new, st.promised)
