@@ -192,7 +192,8 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
     start = time.perf_counter()
     snap = world.snap
     nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [g for g, _ in placed.new_nodes])
-    res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed)
+    res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed,
+                   stable_ties=True)  # observe mode's draws: its seed-0 check is this replay
     gangs = [g for g in snap.solvable if g.policy == "gang"]
     started = sum(1 for g in gangs if res.outcomes[g.gang_key].started)
     empty = [n.rpartition("/new-")[0] for n in res.empty_nodes if "/new-" in n]

@@ -2,20 +2,20 @@
 
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
 repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: new nodes
-that, under some seed, hold no pod of a gang started under every seed are dropped in bulk, each drop
-checked by a model run, until none is left. Gangs the model did not start are re-planned against the
-model's state (seed 0's placement of the started gangs counts as bound), which may buy more nodes;
-the loop ends when the model realizes the round's plan, nothing more can be bought, the rounds or the
-deadline run out. Cleaning goes on past the deadline for LATE_RUNS model runs: a plan with idle nodes
-is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
+planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: one checked
+bulk drop of the nodes every seed leaves idle (per kind of node), then `_settle` drops the nodes seed 0
+leaves without a promised pod (its empty ones first) and runs the model again, whatever the drop
+loses, until none is left. Gangs the model did not start are re-planned against the model's state
+(seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
+the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out.
+Cleaning goes on past the deadline for LATE_RUNS model runs (more within LATE_SECONDS): a plan with
+idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
-under every seed of the final node set; a new node is dropped when some seed leaves it without a
-promised pod, unless dropping it loses a promised gang (a gang held at Permit below quorum takes
-capacity until its timeout, so an idle node can matter) or the model-run budget is spent: such nodes
-are counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one seed's placement
-of the promised gangs' pods (the first under which every new node holds one, when there is one).
+under every seed of the final node set; a new node that seed 0 leaves without a promised pod is dropped
+(unless the model-run budget is spent first); a node only another seed leaves without one is counted in
+`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are
+one seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
 LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
-FINAL_RUNS = 1  # of them, kept for `_listable`'s drop of the listed seed's bare nodes (when it needs one)
+LATE_SECONDS = 2.0  # ... or more while the time past the limit stays below this
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +85,11 @@ class _Ctx:
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
-    def may_run(self, reserve: int = 0) -> bool:
-        """Another model run fits the budget: before the deadline, or one of the LATE_RUNS after it (but the last
-        `reserve` ones)."""
-        return time.perf_counter() <= self.deadline or self.late < LATE_RUNS - reserve
+    def may_run(self) -> bool:
+        """Another cleaning run fits the budget: before the deadline, one of the LATE_RUNS after it, or within
+        LATE_SECONDS of it (small backlogs: many runs that cost little)."""
+        now = time.perf_counter()
+        return now <= self.deadline or self.late < LATE_RUNS or now - self.deadline < LATE_SECONDS
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -111,7 +112,8 @@ def _listed(new: list[SimNode]) -> list[SimNode]:
 
 
 def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
-    """A gang with topology keys holds only if the model put all its pods in one domain (it does not aim for one)."""
+    """A gang with topology keys holds only if the model put all its pods in one domain (a PodGroup with the gang
+    policy always is: KEP-5732's placement cycle; a basic one is placed pod by pod)."""
     if not g.topology_keys:
         return True
     doms = {tuple(ctx.labels.get(n, {}).get(k) for k in g.topology_keys)
@@ -130,7 +132,8 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
     ctx.late += time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
-    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config):
+    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config,
+                             stable_ties=True):
         sims.append(sim)
         promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
         if need is not None and not need <= promised:
@@ -140,41 +143,25 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) ->
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
-    """Run the model; drop new nodes some seed leaves without a promised pod; repeat until none is left.
+    """Run the model, then drop the new nodes some seed leaves without a promised pod until none is left.
 
-    Drops go in bulk (`_bulk`), each checked by a model run; a drop that would lose a promised gang is undone
-    (an idle node can still matter: a gang held at Permit below quorum takes capacity until its timeout), and
-    the next candidate, then the first half of the last one, is tried. A single node whose drop loses a gang
-    stays (`scheduler.idleNodes`). Cleaning goes on past the time limit for LATE_RUNS model runs."""
+    Before the deadline, one checked bulk drop first (`_bulk`'s first candidate: per kind of node, as many as
+    every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
+    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses."""
     sims, promised = _observe(ctx, new)
-    raw, dropped, keep = sims, 0, set()
-    while True:
-        reserve = FINAL_RUNS if _bare_everywhere(ctx, new, sims, promised) else 0
-        if not any(n not in keep for n in _idle(ctx, new, sims, promised)) or not ctx.may_run(reserve):
-            return _State(new, sims, promised, dropped, raw)
-        tries = _bulk(ctx, new, sims, promised, keep)
-        while tries and ctx.may_run(reserve):
-            batch = tries.pop(0)
-            trial = [n for n in new if n.name not in batch]
-            s2, p2 = _observe(ctx, trial, promised)
-            if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
-                new, sims, promised, dropped = trial, s2, p2, dropped + len(batch)
-                break
-            if len(batch) == 1:
-                keep.update(batch)  # its drop loses a gang: it stays (scheduler.idleNodes)
-            elif not tries:
-                tries.append(batch[:len(batch) // 2])  # the nodes idle under most seeds come first
+    st = _State(new, sims, promised, 0, sims)
+    if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
+        batch = _bulk(ctx, new, sims, promised, set())[0]
+        trial = [n for n in new if n.name not in batch]
+        s2, p2 = _observe(ctx, trial, promised)
+        if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
+            st = _State(trial, s2, p2, len(batch), sims)
+    return _settle(ctx, st)
 
 
 def _bare(ctx: _Ctx, new: list[SimNode], sim: SimResult, used: set[GangKey]) -> set[str]:
     """The new nodes that hold no pod of a gang of `used` under `sim`."""
     return {n.name for n in new if not any(ctx.owner.get(k) in used for k in sim.node_pods.get(n.name, ()))}
-
-
-def _bare_everywhere(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey]) -> bool:
-    """Every seed leaves some new node without a promised pod: no seed can be listed as is (`_listable` will
-    need a model run)."""
-    return all(_bare(ctx, new, s, promised) for s in sims)
 
 
 def _kind(ctx: _Ctx, n: SimNode) -> tuple:
@@ -219,25 +206,33 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
     return Counter(name for s in sims for name in _bare(ctx, new, s, promised))
 
 
-def _listable(ctx: _Ctx, st: _State) -> _State:
-    """Pick the seed to list (every new node holds a promised pod under it); failing that, drop the nodes bare
-    under the best seed and run the model again (`FINAL_RUNS` of the budget are kept for it).
-
-    Before the deadline the drop stands whatever it loses (the promises are what starts under every seed of
-    that run). Past it the drop is still checked by a model run (a drop can change what the scheduler does: a
-    gang held at Permit moves onto the capacity left) and kept only if every promise holds; otherwise, or when
-    the budget is spent, the last checked state stands, its bare nodes kept and counted in
-    `scheduler.idleNodes`."""
+def _settle(ctx: _Ctx, st: _State) -> _State:
+    """Make seed 0 (what a reader who replays the plan's nodes in order sees) leave no new node bare: while it
+    does, drop those nodes (its empty ones first, then those only unpromised gangs use) and run the model again,
+    whatever the drop loses. The promises are what starts under every seed of the run after it: a node the
+    scheduler leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not
+    promised (a re-plan, before the deadline, buys for it against the model's state). Then the nodes only other
+    seeds leave bare are dropped once more before the deadline, checked: kept dropped only if no promise is lost
+    and seed 0 stays clean (past it they are counted: a whole model run for a node or two). Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
+    0 when it has none), and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
+    tried_others = False
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
-        i = min(range(len(bare)), key=lambda j: len(bare[j]))
-        past = time.perf_counter() > ctx.deadline
-        if bare[i] and ctx.may_run():
-            new = [n for n in st.new if n.name not in bare[i]]
-            sims, promised = _observe(ctx, new, st.promised if past else None)
-            if not past or st.promised <= promised:  # late, a drop that loses a promise is not taken
-                st = _State(new, sims, promised, st.dropped + len(bare[i]), st.raw)
+        empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
+        if (empty or bare[0]) and ctx.may_run():
+            new = [n for n in st.new if n.name not in (empty or bare[0])]
+            sims, promised = _observe(ctx, new)
+            st = _State(new, sims, promised, st.dropped + len(st.new) - len(new), st.raw)
+            continue
+        others = set().union(*bare)
+        if others and not bare[0] and not tried_others and time.perf_counter() <= ctx.deadline:
+            tried_others = True
+            new = [n for n in st.new if n.name not in others]
+            sims, promised = _observe(ctx, new, st.promised)
+            if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
+                st = _State(new, sims, promised, st.dropped + len(others), st.raw)
                 continue
+        i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
 
@@ -290,15 +285,15 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         if _better(state, best, ctx.price):
             best = state
     realized = realized and best is state
-    best = _listable(ctx, best)
+    best = _settle(ctx, best)
     idle = len(_idle(ctx, best.new, best.sims, best.promised))
     info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
                          scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),
                          rounds=ctx.runs, gangsStarted=len(best.promised),
                          realized=realized and not ctx.late_idle,
                          seconds=round(time.perf_counter() - start, 3),
-                         note=f"{ctx.late_idle} new nodes the scheduler may leave idle are kept: dropping them loses "
-                              "a promised gang, or was not checked before the model-run budget ran out"
+                         note=f"{ctx.late_idle} new nodes the scheduler leaves without a promised pod under the "
+                              "listed tie-break are kept: the model-run budget ran out before they were dropped"
                               if ctx.late_idle else "")
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 

@@ -15,7 +15,8 @@ API's admission as its scheduler does:
   group's pods together (coscheduling `Less`).
 - 1.36+ PodGroup (v1alpha2 / v1beta1) and Volcano jobs: the whole group in one cycle, each member
   placed greedily; if minCount members fit they are all bound (elastic gangs take every member that
-  fits), otherwise none is and no capacity is held.
+  fits), otherwise none is and no capacity is held. With a topology constraint, one cycle per domain
+  (KEP-5732), and the best-scored domain where minCount fit is kept.
 - basic groups and lone pods: every pod on its own.
 
 Unplaced pods retry in later passes (the scheduler re-queues them when capacity frees), until a
@@ -28,8 +29,10 @@ kept per node, and a pod re-checks only the nodes placements changed since its s
 kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
 tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
 `simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
-are only read. Not modelled: preemption, preferred affinity, inter-pod scoring, topology-aware gang
-placement, DRA; `percentageOfNodesToScore` is modelled (upstream's adaptive default).
+are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
+KEP-5732's placement cycle does (placement.py: the group cycle per domain, the best-scored feasible
+one kept). Not modelled: preemption, preferred affinity, inter-pod scoring, DRA;
+`percentageOfNodesToScore` is modelled (upstream's adaptive default; within a placement, over its nodes).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BET
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
+from .placement import domains, placement_score
 from .queue import Entry, coscheduling_key, group_key, pod_key
 from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
@@ -172,6 +176,7 @@ class _Cluster:
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
+        self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
         self._reset()
 
@@ -287,6 +292,13 @@ class _Cluster:
                 [sum(1 for t in n.taints if t.effect == "PreferNoSchedule"
                      and not any(tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
                  for n in self.nodes], dtype=np.int64)
+        return hit
+
+    def domains(self, keys: tuple[str, ...]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """TopologyPlacement's candidate placements for these keys (memoised: they depend on the nodes only)."""
+        hit = self._domains.get(keys)
+        if hit is None:
+            hit = self._domains[keys] = domains([n.labels for n in self.nodes], keys)
         return hit
 
     def fits(self, req: np.ndarray) -> np.ndarray:
@@ -625,8 +637,10 @@ def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
 # ------------------------------------------------------------------------------------- the engine
 
 class _Engine:
-    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True) -> None:
+    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True,
+                 stable_ties: bool = False) -> None:
         self.c = cluster
+        self.stable_ties = stable_ties
         self.config = config
         self.rng = random.Random(seed)
         self.used_profiles: dict[str, Profile] = {}
@@ -635,6 +649,8 @@ class _Engine:
         self.shapes: dict[tuple, _Shape] = {}
         self.pod_shape: dict[int, _Shape] = {}  # id(pod) -> its shape (the gangs outlive the run)
         self._profiles: dict[str, Profile] = {}
+        self.allowed: np.ndarray | None = None  # a topology placement's nodes (placement.py): the only ones seen
+        self.allowed_n = 0
 
     def profile(self, pod: Pod) -> Profile:
         prof = self._profiles.get(pod.scheduler_name)
@@ -660,13 +676,15 @@ class _Engine:
         if self.fast and not (pod.rules or self.c.anti_nodes or self.c.spread_pods):
             return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
+        if self.allowed is not None:
+            mask = mask & self.allowed
         n = len(mask)
         if n == 0 or not mask.any():
             return None
         start = self.next_start % n
         order = np.roll(np.arange(n), -start)
         feas = order[mask[order]]
-        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
         if len(feas) > k:
             last = feas[k - 1]
             processed = int((last - start) % n) + 1
@@ -693,14 +711,15 @@ class _Engine:
             return None  # no node fitted it, and since then pods were only added
         else:
             _sync(self.c, st)
-        idx = st.feas.nonzero()[0]
+        idx = (st.feas if self.allowed is None else st.feas & self.allowed).nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
-            st.failed_at = self.c.removals
+            if self.allowed is None:
+                st.failed_at = self.c.removals
             return None
         start = self.next_start % n
         p = int(idx.searchsorted(start))
-        k = num_feasible_to_find(n, prof.percentage_of_nodes_to_score)
+        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
         if m > k:
             win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
             processed = int((int(win[-1]) - start) % n) + 1
@@ -720,9 +739,14 @@ class _Engine:
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
-        distribution, and the seed fixes it)."""
+        distribution, and the seed fixes it). `stable_ties`: one `random()` per tie whatever its size, the same
+        uniform choice, but the seed's stream of draws does not shift when a node joins or leaves a tie
+        (`randrange` consumes a number of bits that depends on the size): observe mode drops the nodes a run left
+        empty, and the next run then makes the same choices elsewhere instead of a new random history."""
         if len(ties) == 1:
             return int(ties[0])
+        if self.stable_ties:
+            return int(ties[int(self.rng.random() * len(ties))])
         return int(ties[self.rng.randrange(len(ties))])
 
 
@@ -768,23 +792,26 @@ class _Run:
 
 
 def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
-             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True) -> SimResult:
+             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True,
+             stable_ties: bool = False) -> SimResult:
     """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring.
 
     `fast=False` filters and scores every node for every pod (the reference the fast path is tested against)."""
-    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast)[0]
+    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast,
+                          stable_ties=stable_ties)[0]
 
 
 def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                    bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                   fast: bool = True) -> list[SimResult]:
+                   fast: bool = True, stable_ties: bool = False) -> list[SimResult]:
     """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
-    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast))
+    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast,
+                              stable_ties=stable_ties))
 
 
 def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                  fast: bool = True) -> Iterator[SimResult]:
+                  fast: bool = True, stable_ties: bool = False) -> Iterator[SimResult]:
     """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
     config = config or default_config()
     gangs = list(gangs)
@@ -794,7 +821,7 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
-        yield _run(c, _Engine(c, config, seed, fast), gangs, skipped, entries, max_passes)
+        yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes)
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
@@ -821,16 +848,10 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
         pods = [e.pod]
     elif (pods := run.members.get(gi)) is None:
         pods = run.members[gi] = sorted(g.pending, key=pod_key)
-    got: list[tuple[Pod, int]] = []
-    for p in pods:
-        if p.key in run.where:
-            continue
-        j = run.eng.select(p)
-        if j is None:
-            run.failed.setdefault(gi, p)
-            continue
-        run.cluster.place(j, p)
-        got.append((p, j))
+    if e.pod is None and g.topology_keys:
+        got = _place_in_domain(run, gi, pods)
+    else:
+        got = _select_all(run, gi, pods)
     if e.pod is not None and not got or e.pod is None and len(got) + run.committed[gi] < len(g.pending):
         retry.append(e)
     if not got:
@@ -848,6 +869,55 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
     elif mode == MODE_GROUP:
         for p, j in got:
             run.cluster.remove(j, p)
+
+
+def _select_all(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
+    """Each pod not yet committed, greedily, in order: placed on its node (the caller commits or undoes)."""
+    got: list[tuple[Pod, int]] = []
+    for p in pods:
+        if p.key in run.where:
+            continue
+        j = run.eng.select(p)
+        if j is None:
+            run.failed.setdefault(gi, p)
+            continue
+        run.cluster.place(j, p)
+        got.append((p, j))
+    return got
+
+
+def _place_in_domain(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
+    """KEP-5732's placement cycle (placement.py): the group cycle once per topology domain, on that domain's nodes
+    only; of the domains where the gang reaches quorum, the best-scored one is kept (ties drawn with the seeded RNG,
+    as Go's map order would), the rest undone. A gang already started stays in its domain."""
+    c, eng, g = run.cluster, run.eng, run.gangs[gi]
+    home = [j for p in g.pending if (j := run.where.get(p.key)) is not None]
+    req = sum((c.vec(p) for p in pods), np.zeros(len(c.res), dtype=np.int64))
+    if not pods:
+        return []
+    prof = eng.profile(pods[0])
+    feasible: list[tuple[int, list[tuple[Pod, int]]]] = []
+    for _, mask in c.domains(g.topology_keys):
+        if home and not mask[home].all():
+            continue
+        eng.allowed, eng.allowed_n = mask, int(mask.sum())
+        try:
+            got = _select_all(run, gi, pods)
+        finally:
+            eng.allowed = None
+        if run.committed[gi] + len(got) >= run.need(gi):
+            placed = run.committed[gi] + len(got)
+            feasible.append((placement_score(c.alloc, c.used, mask, c.ri, req, prof, placed, len(g.pending)), got))
+        for p, j in reversed(got):
+            c.remove(j, p)
+    if not feasible:
+        return []
+    top = max(score for score, _ in feasible)
+    best = [got for score, got in feasible if score == top]
+    got = best[eng.rng.randrange(len(best))] if len(best) > 1 else best[0]
+    for p, j in got:
+        c.place(j, p)
+    return got
 
 
 def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entries: list[Entry],
@@ -942,7 +1012,11 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
             if not owners:
                 owner = {p.key: i for i, g in enumerate(gangs) for p in g.pending if p.key in where}
                 owners.append([[owner.get(p.key, -1) for p in pods] for pods in c.pods_on])
-            return _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+            why = _why(c, eng, gangs, gi, pod, committed[gi], need(gi), empty, owners[0])
+            if gangs[gi].topology_keys and gang_mode(gangs[gi]) == MODE_GROUP:
+                keys = "/".join(gangs[gi].topology_keys)
+                why = f"no single {keys} domain holds {need(gi)} members (the scheduler places it in one: KEP-5732); {why}"
+            return why
         return word
 
     outcomes = {}

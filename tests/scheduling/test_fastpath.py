@@ -109,3 +109,6 @@ def test_a_gang_of_identical_pods_over_many_tied_nodes_lands_as_in_the_reference
     gangs = [gang(f"g{i}", [mkpod(f"g{i}-{k}", 1000, 2) for k in range(6)], min_count=6) for i in range(20)]
     for seed in range(3):
         _same(simulate(nodes, gangs, seed=seed), simulate(nodes, gangs, seed=seed, fast=False))
+        _same(simulate(nodes, gangs, seed=seed, stable_ties=True),
+              simulate(nodes, gangs, seed=seed, fast=False, stable_ties=True))
+
