@@ -581,18 +581,22 @@ class GangLP:
         return True
 
     def guide(self) -> Guide | None:
-        """The top level's gangs maximized less a cost term worth at most `GUIDE_COST_WEIGHT` gangs (so of the
-        plans starting about as many, a cheap one: one solve, where gangs first and then cost took a second solve
-        costing 10x the first at 100k pods), read as a guide for the greedy (`greedy.Guide`): per gang of that
-        level the share the LP starts, per (shape, node-group kind) the pods it puts there, and the node groups it
-        uses to their headroom. None when not solved in time."""
+        """For the greedy (`greedy.Guide`): the top level's gangs maximized less a cost term worth at most
+        `GUIDE_COST_WEIGHT` gangs, so of the plans starting about as many, a cheap one (one solve, where two stages
+        -- the most gangs, then least cost for that many -- took 10x longer at 100k pods). Read from it: per gang
+        of that level the share started, per (shape, node-group kind) the pods put there, and the node groups
+        used to their headroom. None when every gang of the level fits the relaxation (the bound's first solve,
+        done next and remembered: it then ranks none of them, and the greedy's price order stands), or when not
+        solved in time."""
         from ortools.linear_solver import pywraplp
 
         s, prob = self.solver, self.prob
         lvl = max((g.priority for g in prob.gangs if g.is_gang), default=None)
-        spend = sum(prob.kinds[kid].cost * prob.kinds[kid].max_count for kid in self.n)
-        if lvl is None or not self._objective(self._gangs(lvl), [], None) or not self._in_time():
+        if lvl is None:
             return None
+        if not self._objective(self._gangs(lvl), [], None) or not self._in_time():
+            return None
+        spend = sum(prob.kinds[kid].cost * prob.kinds[kid].max_count for kid in self.n)
         obj = s.Objective()
         for kid, n in self.n.items():
             obj.SetCoefficient(n, -GUIDE_COST_WEIGHT * prob.kinds[kid].cost / spend if spend else 0.0)
@@ -606,4 +610,7 @@ class GangLP:
         full = np.zeros(len(prob.kinds), dtype=bool)
         for kid, n in self.n.items():
             full[kid] = n.solution_value() >= prob.kinds[kid].max_count - GUIDE_SLACK
+        most = self.maximize(gangs_of=lvl, held=[], floor_gangs=None)  # the bound's first solve, remembered
+        if most is None or most >= len(started):
+            return None
         return Guide(started, allot, full)

@@ -14,6 +14,11 @@ capacity their quorum uses (`scarcity`: a pod's share of its pool, priced by
 how oversubscribed the pool is), then age. Then extra members and basic
 groups, in the same order; then a cost repair re-packs the chosen pods whole
 gang by whole gang and keeps that when it places them all for less.
+With a `Guide` (the gang LP's answer for the top level, `bound.GangLP.guide`)
+the gangs the LP starts go first, and a node group the LP fills is a last
+resort for a shape it gave none of that group's nodes (a pod that fits several
+groups no longer takes the nodes of one that other gangs' pods alone can use);
+otherwise the cheapest price per pod still decides.
 `quorum_first=False` is the older whole-gang-first order (priority, age).
 
 Its time depends on the pending pods, not on the cluster's limits: bins are
@@ -100,7 +105,7 @@ class _State:
         # the guide's allotments not used yet (shapes x kinds) and its scarce kinds (None: no kind is scarce)
         follow = guide is not None and bool(guide.full.any())
         self.left = guide.allot.copy() if follow else None
-        self.full = guide.full if follow else None
+        self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -168,7 +173,7 @@ class _State:
     def avoid(self, shape: int, kid: int) -> bool:
         """A new node of kind `kid` for a pod of `shape` is a last resort: a node group the guide fills, with none
         of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
-        return self.full is not None and bool(self.full[kid]) and self.left[shape, kid] <= GUIDE_EPS
+        return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
 
     def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
         """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
