@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
-from .solver.bound import TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, tier_counts
+from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
+                           tier_counts)
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
@@ -173,7 +174,7 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
 def _guided_greedy(prob: Problem, lp_by: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
     reuses (None: not built by `lp_by`; the greedy then goes unguided)."""
-    lp = gang_lp(prob, lp_by)
+    lp = gang_lp(prob, lp_by) if lp_by is None or time.perf_counter() + lp_seconds(prob) <= lp_by else None
     return greedy(prob, deadline=deadline, guide=lp.guide() if lp is not None else None), lp
 
 

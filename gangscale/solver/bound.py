@@ -425,7 +425,7 @@ def tier_counts(prob: Problem, y: list[int], satisfied: list[bool]) -> list[Tier
 def gang_lp(prob: Problem, deadline: float | None = None) -> GangLP | None:
     """The relaxation R of `gangs_upper_bound`, built once for the greedy's guide and the bound (None: no time to
     build it by `deadline`, or no LP solver)."""
-    if deadline is not None and time.perf_counter() + lp_seconds(prob) > deadline:
+    if deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
         return None
     try:
         return GangLP(prob, deadline)
