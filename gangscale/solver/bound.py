@@ -382,7 +382,7 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 # ------------------------------------------------------------- gangs (first objective)
 
 LP_BUILD_SECONDS = 1e-5  # measured: ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
-LP_GROUP_SECONDS = 2e-4  # measured: ~0.4 ms per node group (its own pool: rows per resource) to build and solve it; halved
+LP_GROUP_SECONDS = 2e-4  # measured 0.25-0.8 ms per node group (each its own pool, rows per resource), loaded machine
 
 
 def lp_size(prob: Problem) -> int:

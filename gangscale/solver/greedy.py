@@ -102,7 +102,7 @@ class _State:
         self.pos = [np.flatnonzero(r > 0) for r in base.req]  # per shape: the resources it requests
         # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
         self.masks: dict = masks if masks is not None else {}
-        # the guide's allotments not used yet (shapes x kinds) and its scarce kinds (None: no kind is scarce)
+        # the guide's allotments not used yet (shapes x kinds; None: unguided) and the node groups it fills
         follow = guide is not None and bool(guide.full.any())
         self.left = guide.allot.copy() if follow else None
         self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
@@ -455,8 +455,8 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
            quorum_first: bool = True, guide: Guide | None = None) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
-    the rest stay unplaced. With the gang LP's `guide`, its gangs go first and scarce node groups go to the pods
-    it gives them."""
+    the rest stay unplaced. With the gang LP's `guide`, its gangs go first and the node groups it fills go to the
+    shapes it gives them."""
     order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
     st = _State(prob, order, guide=guide)
     satisfied = [False] * len(prob.gangs)
