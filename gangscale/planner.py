@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
-from .solver.bound import TierBound, gangs_upper_bound, lower_bound, lp_cost_prices, tier_counts
+from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
+                           tier_counts)
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
@@ -47,6 +48,7 @@ BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound 
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
 COST_TARGET_GAP = 0.01  # issue 11's cost criterion: a repaired plan this close to its LP bound tries no other fill
+GUIDE_SHARE = 0.1  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided)
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
 
@@ -97,17 +99,18 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     deadline = start + limit
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
-    # the plan of last resort gets the whole budget if it needs it; with the default budget it always finishes
-    # (every gang's quorum tried) and the later phases keep a minimal share of time after it
-    hint = greedy(prob, deadline=deadline if opts.time_limit is not None else None)
+    # the plan of last resort (guided by the gang LP when it fits a tenth of an explicit budget) gets the whole
+    # budget if it needs it; with the default budget both always finish and the later phases keep a share after it
+    timed = opts.time_limit is not None
+    hint, lp = _guided_greedy(prob, start + GUIDE_SHARE * limit if timed else None, deadline if timed else None)
     lp_by = None  # with the default budget the LP steps (gang bound, cost repair, cost bound) always run in full
-    if opts.time_limit is None:
+    if not timed:
         deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
                        + 4e-5 * len(prob.classes))
     else:
         lp_by = deadline - finish
     # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
-    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by)
+    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by, lp)
     hint, known_lp = _repair(prob, hint, lp_by)
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
@@ -154,8 +157,8 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
     start = time.perf_counter()
     prob = build_problem(snap)
-    hint = greedy(prob)
-    hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None)
+    hint, lp = _guided_greedy(prob, None, None)
+    hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
     best, known_lp = _repair(prob, hint, None)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
@@ -166,6 +169,13 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, False, greedy_only=True,
                                seconds=time.perf_counter() - start)
     return plan
+
+
+def _guided_greedy(prob: Problem, lp_by: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
+    """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
+    reuses (None: not built by `lp_by`; the greedy then goes unguided)."""
+    lp = gang_lp(prob, lp_by) if lp_by is None or time.perf_counter() + lp_seconds(prob) <= lp_by else None
+    return greedy(prob, deadline=deadline, guide=lp.guide() if lp is not None else None), lp
 
 
 def _repair(prob: Problem, hint: Assignment, deadline: float | None) -> tuple[Assignment, dict[tuple, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import GPU_TOL, group, node, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
+from builders import GPU_TAINT, GPU_TOL, group, node, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
 from checker import check_plan
 from gangscale.planner import OFF, _render, make_plan
 from gangscale.solver import greedy as greedy_mod
@@ -152,3 +152,59 @@ def test_the_planner_keeps_the_repacked_plan_when_cp_sat_gets_no_time(monkeypatc
     assert plan.cost_per_hour == pytest.approx(0.20)
     assert plan.lower_bound_per_hour > 0  # the LP bound, not a bound skipped for want of time
     assert not check_plan(objs, catalog, plan.to_dict())
+
+
+def scarce_group_case() -> tuple[list[dict], list[dict]]:
+    """Two 8-GPU node groups of 2 nodes: `a` ($1/h) and `b` ($2/h). The oldest gang's two pods fit either, the next
+    gang's two pods only `a` (target-10k's p4de / p5 in small), and a newest one needs three `a` nodes (never
+    starts: the gangs contend for `a`). First fit by price gives `a` to the oldest gang."""
+    catalog = [group(f"{g}", cpu="96", mem="1024Gi", gpu=8, price=price, max_size=2, labels={"pool": g},
+                     taints=[GPU_TAINT]) for g, price in (("a", 1.0), ("b", 2.0))]
+    objs = [aged(podgroup("flex", min_count=2), 0), aged(podgroup("only-a", min_count=2), 5),
+            aged(podgroup("three-a", min_count=3), 9)]
+    objs += [pod(f"flex-{i}", cpu="90", mem="900Gi", gpu=8, group="flex") for i in range(2)]
+    objs += [pod(f"{g}-{i}", cpu="90", mem="900Gi", gpu=8, group=g, selector={"pool": "a"})
+             for g, n in (("only-a", 2), ("three-a", 3)) for i in range(n)]
+    return objs, catalog
+
+
+def test_without_the_gang_lp_first_fit_by_price_gives_the_scarce_group_to_the_gang_that_could_go_elsewhere():
+    objs, catalog = scarce_group_case()
+    prob, a, _ = as_plan(objs, catalog, quorum_first=True)
+    assert started(prob, a) == {"flex"}
+
+
+def test_the_gang_lp_guide_sends_the_flexible_gang_to_the_dearer_group_and_starts_both():
+    from gangscale.solver.bound import gang_lp
+
+    objs, catalog = scarce_group_case()
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    guide = gang_lp(prob).guide()
+    assert [prob.kinds[k].group for k in guide.full.nonzero()[0]] == ["a", "b"]  # the LP fills both groups
+    assert {prob.gangs[g].gang.name: round(x, 6) for g, x in guide.started.items()}["three-a"] < 1  # goes last
+    a = greedy(prob, guide=guide)
+    assert started(prob, a) == {"flex", "only-a"}
+    assert a.cost(prob) == round(6.0 * MICRO)  # flex on two `b` nodes, only-a on two `a` nodes
+    assert not check_plan(objs, catalog, _render(snap, prob, a, a.cost(prob), 0).to_dict())
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_the_default_plan_starts_both_gangs_where_first_fit_by_price_starts_one(monkeypatch, deterministic):
+    objs, catalog = scarce_group_case()
+    if deterministic:
+        plan = make_plan(snapshot(objs, catalog), SolveOptions(deterministic=True), OFF)
+    else:
+        plan = plan_when_cp_sat_gets_no_time(monkeypatch, objs, catalog)
+    assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
+    assert (plan.solver.gangs_started, plan.solver.gangs_upper_bound) == (2, 2)
+    assert plan.scale_up == {"a": 2, "b": 2}
+    assert not check_plan(objs, catalog, plan.to_dict())
+
+
+def test_no_guide_when_every_gang_fits_the_relaxation_so_price_order_stands():
+    from gangscale.solver.bound import gang_lp
+
+    objs, catalog = scarce_group_case()
+    objs = [o for o in objs if "three-a" not in o["metadata"]["name"]]
+    assert gang_lp(build_problem(snapshot(objs, catalog))).guide() is None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..resources import GPU
+from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
 
@@ -131,7 +132,7 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
-def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray):
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, uses: dict | None = None):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
     inf = s.infinity()
@@ -147,6 +148,8 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
             continue
         u = s.NumVar(0, inf, "")
         cov.SetCoefficient(u, 1)
+        if uses is not None:
+            uses[(sh, kids[0])] = u
         if new:  # u <= per n
             slots = s.Constraint(-inf, 0)
             slots.SetCoefficient(u, 1)
@@ -379,12 +382,20 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 # ------------------------------------------------------------- gangs (first objective)
 
 LP_BUILD_SECONDS = 1e-5  # measured: ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
+LP_GROUP_SECONDS = 2e-4  # measured 0.25-0.8 ms per node group (each its own pool, rows per resource), loaded machine
 
 
 def lp_size(prob: Problem) -> int:
     return len(prob.classes) + len(prob.gangs) + sum(len(k) for k in prob.compat)
 
 
+def lp_seconds(prob: Problem) -> float:
+    """What building the gang LP is expected to take (its first solve about as much again)."""
+    return LP_BUILD_SECONDS * lp_size(prob) + LP_GROUP_SECONDS * sum(1 for k in prob.kinds if k.new)
+
+
+GUIDE_COST_WEIGHT = 0.5  # gangs: the guide's cost term at its largest (every node group full)
+GUIDE_SLACK = 1e-6  # nodes: a node group the guide's LP uses within this of its headroom is full (tolerance)
 LP_SLACK = 1e-4  # an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
 
 
@@ -411,7 +422,19 @@ def tier_counts(prob: Problem, y: list[int], satisfied: list[bool]) -> list[Tier
     return out
 
 
-def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | None = None) -> list[TierBound]:
+def gang_lp(prob: Problem, deadline: float | None = None) -> GangLP | None:
+    """The relaxation R of `gangs_upper_bound`, built once for the greedy's guide and the bound (None: no time to
+    build it by `deadline`, or no LP solver)."""
+    if deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
+        return None
+    try:
+        return GangLP(prob, deadline)
+    except Exception:  # pragma: no cover - no LP solver
+        return None
+
+
+def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | None = None,
+                      lp: GangLP | None = None) -> list[TierBound]:
     """Fill in `gangs_bound` / `pods_bound` per priority level from an aggregate-capacity LP relaxation.
 
     Soundness. The planner's aim is lexicographic by priority level L1 > L2 > ...:
@@ -430,14 +453,14 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
         already proven equal are held, which is weaker but still sound.
     Each LP optimum is floored (after `LP_SLACK` for solver tolerance). `tests/test_gang_bound.py` checks the
     bounds against brute force on small clusters. Past `deadline` the bounds not yet computed stay trivial
-    (every gang of the level).
+    (every gang of the level). `lp`: the relaxation already built (`gang_lp`), whose solves are remembered.
     """
-    if not tiers or (deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline):
-        return tiers  # no time to build the LP: the trivial bounds stand
-    try:
-        lp = _GangLP(prob, deadline)
-    except Exception:  # pragma: no cover - no LP solver: the trivial bound (every gang) stays
+    if not tiers:
         return tiers
+    lp = lp or gang_lp(prob, deadline)
+    if lp is None:
+        return tiers  # no time to build the LP (or no solver): the trivial bounds stand
+    lp.deadline = deadline
     held: list[tuple[int, TierBound]] = []  # levels whose plan counts O is proven to match
     for t in tiers:
         ub = lp.maximize(gangs_of=t.priority, held=held, floor_gangs=None)
@@ -455,7 +478,11 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
     return tiers
 
 
-class _GangLP:
+def _memo_key(held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None, pods_of: int | None) -> tuple:
+    return gangs_of, pods_of, floor_gangs, tuple((lvl, t.gangs, t.pods) for lvl, t in held)
+
+
+class GangLP:
     """The relaxation R of `gangs_upper_bound` as one GLOP model; objectives and held levels vary per call."""
 
     def __init__(self, prob: Problem, deadline: float | None = None) -> None:
@@ -488,9 +515,14 @@ class _GangLP:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
         view = _view(prob, list(cover))
+        self.n: dict[int, object] = {}  # per node group kind: its node count
+        self.uses: dict[tuple[int, int], object] = {}  # (shape, first kind of a pool) -> pods of the shape there
         for kids in _pools(prob, view):
-            _lp_pool(s, prob, kids, cover, view, scale)
+            n = _lp_pool(s, prob, kids, cover, view, scale, self.uses)
+            if n is not None:
+                self.n[kids[0]] = n
         self.extra: list = []
+        self.memo: dict[tuple, int | None] = {}  # each objective under each held set is solved once
 
     def _gangs(self, lvl: int):
         return [self.x[g.gid] for g in self.prob.gangs if g.is_gang and g.priority == lvl]
@@ -501,31 +533,84 @@ class _GangLP:
     def maximize(self, *, held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None = None,
                  pods_of: int | None = None) -> int | None:
         """Floor of the LP optimum of one level's gangs (or pods), the held levels' counts at least the plan's."""
+        key = _memo_key(held, floor_gangs, gangs_of, pods_of)
+        if self.memo.get(key) is None:  # (a solve cut by its deadline may be tried again)
+            self.memo[key] = self._solve(held, floor_gangs, gangs_of, pods_of)
+        return self.memo[key]
+
+    def _solve(self, held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None,
+               pods_of: int | None) -> int | None:
         from ortools.linear_solver import pywraplp
 
+        s = self.solver
+        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(pods_of)
+        if not self._objective(terms, held, floor_gangs):
+            return 0
+        if not self._in_time():
+            return None
+        if s.Solve() != pywraplp.Solver.OPTIMAL:
+            return None  # nothing proven: the caller keeps its trivial bound
+        return math.floor(s.Objective().Value() + LP_SLACK)
+
+    def _objective(self, terms: list, held: list, floor_gangs: tuple[int, int] | None) -> bool:
+        """Maximize the sum of `terms` (False: none), the held levels' counts at least the plan's."""
         s = self.solver
         for c in self.extra:
             c.SetBounds(-s.infinity(), s.infinity())
         self.extra = []
         for lvl, t in held:
-            for terms, at_least in ((self._gangs(lvl), t.gangs), (self._pods(lvl), t.pods)):
-                if terms:
-                    self.extra.append(s.Add(sum(terms) >= at_least))
+            for held_terms, at_least in ((self._gangs(lvl), t.gangs), (self._pods(lvl), t.pods)):
+                if held_terms:
+                    self.extra.append(s.Add(sum(held_terms) >= at_least))
         if floor_gangs is not None and self._gangs(floor_gangs[0]):
             self.extra.append(s.Add(sum(self._gangs(floor_gangs[0])) >= floor_gangs[1]))
-        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(pods_of)
-        if not terms:
-            return 0
         obj = s.Objective()
         obj.Clear()
         for v in terms:
             obj.SetCoefficient(v, 1)
         obj.SetMaximization()
+        return bool(terms)
+
+    def _in_time(self) -> bool:
+        """The solver's time limit set to what is left before the deadline; False when nothing is."""
         if self.deadline is not None:
             left = self.deadline - time.perf_counter()
             if left <= 0:
-                return None
-            s.SetTimeLimit(max(1, int(left * 1000)))
+                return False
+            self.solver.SetTimeLimit(max(1, int(left * 1000)))
+        return True
+
+    def guide(self) -> Guide | None:
+        """For the greedy (`greedy.Guide`): the top level's gangs maximized less a cost term worth at most
+        `GUIDE_COST_WEIGHT` gangs, so of the plans starting about as many, a cheap one (one solve, where two stages
+        -- the most gangs, then least cost for that many -- took 10x longer at 100k pods). Read from it: per gang
+        of that level the share started, per (shape, node-group kind) the pods put there, and the node groups
+        used to their headroom. None when every gang of the level fits the relaxation (the bound's first solve,
+        done next and remembered: it then ranks none of them, and the greedy's price order stands), or when not
+        solved in time."""
+        from ortools.linear_solver import pywraplp
+
+        s, prob = self.solver, self.prob
+        lvl = max((g.priority for g in prob.gangs if g.is_gang), default=None)
+        if lvl is None:
+            return None
+        if not self._objective(self._gangs(lvl), [], None) or not self._in_time():
+            return None
+        spend = sum(prob.kinds[kid].cost * prob.kinds[kid].max_count for kid in self.n)
+        obj = s.Objective()
+        for kid, n in self.n.items():
+            obj.SetCoefficient(n, -GUIDE_COST_WEIGHT * prob.kinds[kid].cost / spend if spend else 0.0)
         if s.Solve() != pywraplp.Solver.OPTIMAL:
-            return None  # nothing proven: the caller keeps its trivial bound
-        return math.floor(obj.Value() + LP_SLACK)
+            return None
+        started = {g.gid: self.x[g.gid].solution_value() for g in prob.gangs if g.is_gang and g.priority == lvl}
+        allot = np.zeros((len(prob.shapes), len(prob.kinds)))
+        for (sh, kid), u in self.uses.items():
+            if kid in self.n:
+                allot[sh, kid] = u.solution_value()
+        full = np.zeros(len(prob.kinds), dtype=bool)
+        for kid, n in self.n.items():
+            full[kid] = n.solution_value() >= prob.kinds[kid].max_count - GUIDE_SLACK
+        most = self.maximize(gangs_of=lvl, held=[], floor_gangs=None)  # the bound's first solve, remembered
+        if most is None or most >= len(started):
+            return None
+        return Guide(started, allot, full)

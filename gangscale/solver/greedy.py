@@ -14,6 +14,11 @@ capacity their quorum uses (`scarcity`: a pod's share of its pool, priced by
 how oversubscribed the pool is), then age. Then extra members and basic
 groups, in the same order; then a cost repair re-packs the chosen pods whole
 gang by whole gang and keeps that when it places them all for less.
+With a `Guide` (the gang LP's answer for the top level, `bound.GangLP.guide`)
+the gangs the LP starts go first, and a node group the LP fills is a last
+resort for a shape it gave none of that group's nodes (a pod that fits several
+groups no longer takes the nodes of one that other gangs' pods alone can use);
+otherwise the cheapest price per pod still decides.
 `quorum_first=False` is the older whole-gang-first order (priority, age).
 
 Its time depends on the pending pods, not on the cluster's limits: bins are
@@ -31,6 +36,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .problem import Problem
+
+
+@dataclass(frozen=True, slots=True)
+class Guide:
+    """The gang LP's answer for the top priority level (`bound.GangLP.guide`), which the greedy follows where
+    capacity is scarce: first-fit by cost alone lets a pod that could go elsewhere take the last nodes of a group
+    another gang's pods can only use (target-10k: flexible 8-GPU pods on p4de, p5 left idle, p4de-only gangs
+    left out)."""
+
+    started: dict[int, float]  # per gang of that level: the share of it the LP starts (order: most first)
+    allot: np.ndarray  # shapes x kinds: pods of the shape the LP puts on a node group's new nodes
+    full: np.ndarray  # per kind: a node group the LP uses to its headroom (whose nodes it gives to some shapes only)
 
 
 @dataclass(slots=True)
@@ -60,7 +77,7 @@ def gang_order(prob: Problem) -> list[int]:
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
-    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None) -> None:
+    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None) -> None:
         self.prob = prob
         base = prob.arrays  # the arrays every state of this problem starts from (built once, read-only)
         self.req = base.req
@@ -85,6 +102,10 @@ class _State:
         self.pos = [np.flatnonzero(r > 0) for r in base.req]  # per shape: the resources it requests
         # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
         self.masks: dict = masks if masks is not None else {}
+        # the guide's allotments not used yet (shapes x kinds; None: unguided) and the node groups it fills
+        follow = guide is not None and bool(guide.full.any())
+        self.left = guide.allot.copy() if follow else None
+        self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -92,6 +113,8 @@ class _State:
         self.contents[b][cid] = self.contents[b].get(cid, 0) + count
         self.y[cid] += count
         self.log.append((b, cid, count))
+        if self.left is not None:
+            self.left[self.prob.classes[cid].shape, self.kind[b]] -= count
 
     def open(self, kid: int) -> int:
         b = self.n
@@ -124,6 +147,8 @@ class _State:
                 self.version[self.kind[b]] += 1
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
                 self.y[cid] -= count
+                if self.left is not None:
+                    self.left[self.prob.classes[cid].shape, self.kind[b]] += count
                 left = self.contents[b][cid] - count
                 if left:
                     self.contents[b][cid] = left
@@ -142,6 +167,13 @@ class _State:
             self.contents[b][cid] = self.contents[b].get(cid, 0) + count
             self.log.append((b, cid, count))
         self.y[cid] += sum(counts)
+        if self.left is not None:
+            np.subtract.at(self.left[self.prob.classes[cid].shape], self.kind[idx], counts)
+
+    def avoid(self, shape: int, kid: int) -> bool:
+        """A new node of kind `kid` for a pod of `shape` is a last resort: a node group the guide fills, with none
+        of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
+        return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
 
     def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
         """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
@@ -161,6 +193,7 @@ class _State:
         return lo + first, np.where(ok[first:], counts[first:], 0)
 
 
+GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP tolerance)
 FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
 
 
@@ -223,7 +256,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
                 if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
                     continue
                 per_node = min(left, prob.fit_count[(shape, kid)])
-                key = (k.cost / per_node, -per_node, kid)
+                key = (st.avoid(shape, kid), k.cost / per_node, -per_node, kid)
                 if best_key is None or key < best_key:
                     best, best_key = kid, key
             if best < 0:
@@ -324,9 +357,10 @@ def scarcity(prob: Problem) -> np.ndarray:
     return np.nan_to_num(w)
 
 
-def quorum_order(prob: Problem) -> list[int]:
-    """Priority first; inside a level, gangs before basic groups, the quorum using least scarce capacity first,
-    then age and name."""
+def quorum_order(prob: Problem, guide: Guide | None = None) -> list[int]:
+    """Priority first; inside a level, gangs before basic groups, the gangs the guide's LP starts (most of them
+    first: it rounds the LP), the quorum using least scarce capacity first, then age and name."""
+    share = guide.started if guide is not None else {}
     w = scarcity(prob)
     size = prob.arrays.size
 
@@ -341,7 +375,8 @@ def quorum_order(prob: Problem) -> list[int]:
 
     return sorted(
         range(len(prob.gangs)),
-        key=lambda g: (-prob.gangs[g].priority, not prob.gangs[g].is_gang, weight(g) if prob.gangs[g].is_gang else 0.0,
+        key=lambda g: (-prob.gangs[g].priority, not prob.gangs[g].is_gang, -round(share.get(g, 1.0), 6),
+                       weight(g) if prob.gangs[g].is_gang else 0.0,
                        prob.gangs[g].gang.created, prob.gangs[g].gang.namespace, prob.gangs[g].gang.name),
     )
 
@@ -418,11 +453,12 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 
 
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
-           quorum_first: bool = True) -> Assignment:
+           quorum_first: bool = True, guide: Guide | None = None) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
-    the rest stay unplaced."""
-    order = order if order is not None else (quorum_order(prob) if quorum_first else gang_order(prob))
-    st = _State(prob, order)
+    the rest stay unplaced. With the gang LP's `guide`, its gangs go first and the node groups it fills go to the
+    shapes it gives them."""
+    order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
+    st = _State(prob, order, guide=guide)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     chooser = _Chooser()
