@@ -367,8 +367,13 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
         c = prob.classes[cid]
         if not prob.compat[c.shape]:
             return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
-    if out_of_time or (deadline is not None and time.perf_counter() > deadline):
+    if out_of_time:  # only an explicit --time-limit cuts the greedy short (SolveOptions.seconds_for)
         return "deferred", "not tried: the planner reached its --time-limit first"
+    if deadline is not None and time.perf_counter() > deadline:  # tried, but no time left to explain it
+        return "deferred", (
+            "tried, but not started in this plan: the capacity and node-group limits its quorum needs went to other "
+            "gangs; whether it fits alone was not checked (the plan's time budget was spent)"
+        )
     alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:

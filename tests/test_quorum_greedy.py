@@ -208,3 +208,18 @@ def test_no_guide_when_every_gang_fits_the_relaxation_so_price_order_stands():
     objs, catalog = scarce_group_case()
     objs = [o for o in objs if "three-a" not in o["metadata"]["name"]]
     assert gang_lp(build_problem(snapshot(objs, catalog))).guide() is None
+
+
+def test_a_gang_the_greedy_tried_is_not_said_to_be_untried_when_the_budget_ran_out_before_its_reason():
+    # The default budget never cuts the greedy short (every quorum is tried); a deadline passed while the
+    # reasons are written must not tell the user "not tried ... --time-limit" for a flag they never gave.
+    from gangscale.planner import _unplaced_reason
+
+    objs, catalog = elastic_pair()
+    objs += [aged(podgroup("late", min_count=4), 9)] + [pod(f"late-{i}", cpu="1", group="late") for i in range(4)]
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    gid = next(i for i, info in enumerate(prob.gangs) if info.gang.name == "late")
+    decision, reason = _unplaced_reason(snap, prob, gid, deadline=0.0, out_of_time=False)
+    assert decision == "deferred" and reason.startswith("tried, but not started") and "--time-limit" not in reason
+    assert _unplaced_reason(snap, prob, gid, deadline=0.0, out_of_time=True)[1].startswith("not tried")
