@@ -86,6 +86,7 @@ from .scaledown import busy_nodes, due_for_scale_down
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
+PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
 
@@ -119,6 +120,8 @@ class Reconciler:
         self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds)
         self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None  # (read at, model, warnings)
         self._scheduler_files: dict[str, SchedulerModel] = {}  # schedulerConfigFile, read once by this controller
+        self._plans: list[tuple[tuple[ClusterSnapshot, SolveOptions, SchedulerModel], Plan]] = []  # newest first
+        self.plans_reused = 0
 
     @property
     def groups(self) -> dict[str, NodeGroup]:
@@ -263,9 +266,25 @@ class Reconciler:
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: make_plan(snap, opts, scheduler),
+                                lambda snap: self._make_plan(snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
+
+    def _make_plan(self, snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel) -> Plan:
+        """`make_plan`, or the plan a recent pass made of an equal snapshot with the same options and scheduler model.
+
+        A pass woken by a timer, a resync or a change the snapshot does not see (a pod bound where the plan put
+        it already counts as bound, an unrelated object) has nothing new to plan; nothing writes to a plan or a
+        snapshot after it is made, so sharing one is safe. Equality is field by field; the shared parsed objects
+        make it cheap (identical objects compare at once)."""
+        key = (snap, opts, scheduler)
+        for seen, plan in self._plans:
+            if seen == key:
+                self.plans_reused += 1
+                return plan
+        plan = make_plan(snap, opts, scheduler)
+        self._plans = [(key, plan), *self._plans[:PLANS_KEPT - 1]]
+        return plan
 
     def _scale_up(self, snap: ClusterSnapshot, plan: Plan, cluster: Cluster, now: float
                   ) -> tuple[dict[GangKey, dict[str, int]], ExecutionReport | None]:
