@@ -98,9 +98,13 @@ class Reconciler:
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
                  pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
-                 solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None) -> None:
+                 solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None,
+                 shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None) -> None:
         self.cfg = cfg
         self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
+        # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
+        # version for its scheduler; same function, same arguments), else None; None: ingest here
+        self.shared_read = shared_read
         self.conditions = conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
         self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
@@ -198,8 +202,10 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted,
-                         cache=self.parse_cache)
+        cluster = self.shared_read(objects) if self.shared_read is not None else None
+        if cluster is None:
+            cluster = ingest(objects, node_group_label=self.cfg.node_group_label,
+                             plan_unadmitted=self.cfg.plan_unadmitted, cache=self.parse_cache)
         cluster, discovery = self.actuator.refresh(cluster)
         return cluster, discovery.warnings
 
@@ -276,12 +282,12 @@ class Reconciler:
         A pass woken by a timer, a resync or a change the snapshot does not see (a pod bound where the plan put
         it already counts as bound, an unrelated object) has nothing new to plan; nothing writes to a plan or a
         snapshot after it is made, so sharing one is safe. Equality is field by field; the shared parsed objects
-        make it cheap (identical objects compare at once)."""
+        make it cheap (identical objects compare at once). A reused plan says it took 0 s (nothing was solved)."""
         key = (snap, opts, scheduler)
         for seen, plan in self._plans:
             if seen == key:
                 self.plans_reused += 1
-                return plan
+                return plan.model_copy(update={"solver": plan.solver.model_copy(update={"seconds": 0.0})})
         plan = make_plan(snap, opts, scheduler)
         self._plans = [(key, plan), *self._plans[:PLANS_KEPT - 1]]
         return plan
