@@ -72,10 +72,9 @@ class Engine:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.gangs: dict[str, GangRun] = {}
         self.waiting: set[str] = set()  # arrived, not started yet
-        # parsed objects by their exact JSON, shared by the engine's scheduler, the baselines and the controller:
-        # a pass re-reads every object, and most are unchanged since the last one (the result is the same)
-        # the engine never changes an object it handed over (a bind or a lifted gate makes a new dict): parses are
-        # keyed by the object itself, not its JSON
+        # parsed objects, shared by the engine's scheduler, the baselines and the controller: a pass re-reads every
+        # object, and most are unchanged since the last one (the result is the same). The engine never changes an
+        # object it handed over (a bind or a lifted gate makes a new dict), so they are keyed by the object itself
         self.parse_cache = ParseCache(objects=True, frozen_objects=True)
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT

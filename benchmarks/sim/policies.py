@@ -167,7 +167,7 @@ class Gangscale:
     def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: MutableMapping[str, dict],
                  on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> None:
         self.name = name
-        self.cache = cache  # parsed objects by exact JSON, kept across passes: the same reads, parsed once
+        self.cache = cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock

@@ -289,7 +289,7 @@ class Reconciler:
                 self.plans_reused += 1
                 return plan.model_copy(update={"solver": plan.solver.model_copy(update={"seconds": 0.0})})
         plan = make_plan(snap, opts, scheduler)
-        self._plans = [(key, plan), *self._plans[:PLANS_KEPT - 1]]
+        self._plans = [(key, plan), *self._plans][:PLANS_KEPT]
         return plan
 
     def _scale_up(self, snap: ClusterSnapshot, plan: Plan, cluster: Cluster, now: float
