@@ -152,14 +152,18 @@ def test_the_controller_decides_the_same_when_it_takes_the_engine_s_read_and_reu
     from gangscale.controller import reconciler
 
     trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
+    own_reads = []
+    ingest = reconciler.ingest
+    monkeypatch.setattr(reconciler, "ingest", lambda objs, **kw: own_reads.append(1) or ingest(objs, **kw))
     shared = Engine(trace, policy, seed=3)
     result = shared.run()
+    assert shared.scans > 0 and not own_reads  # every pass took the engine's read
     monkeypatch.setattr(reconciler, "PLANS_KEPT", 0)  # every pass solves
     own = Engine(trace, policy, seed=3)
     own.policy.read_of = None  # the controller ingests the objects it is handed itself
     own.parse_cache.frozen_objects = False  # parses keyed by the objects' JSON
     assert own.run() == result
-    assert shared.policy.rec.plans_reused > 0 and own.policy.rec.plans_reused == 0
+    assert shared.policy.rec.plans_reused > 0 and own.policy.rec.plans_reused == 0 and len(own_reads) >= own.scans
 
 
 def test_the_week_s_groups_hold_its_peak_demand_with_headroom_and_the_hour_keeps_its_catalog():
