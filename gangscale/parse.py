@@ -149,8 +149,19 @@ class ParseCache:
     # whole Pods and Nodes by their exact JSON, only when `objects` is set: for a caller that keeps the cache
     # across many reads of mostly unchanged objects (the simulator); one read of distinct objects gains nothing
     objects: bool = False
-    pods: dict[bytes, tuple[Pod, tuple[str, str, str], None]] = field(default_factory=dict)
-    nodes: dict[tuple[bytes, str], Node] = field(default_factory=dict)
+    pods: dict[Any, tuple[Pod, tuple[str, str, str], None]] = field(default_factory=dict)
+    nodes: dict[tuple[Any, str], Node] = field(default_factory=dict)
+    # with `objects`: key them by the object itself instead of its JSON, for a caller that never changes an object
+    # it has handed over (a change is a new dict): no JSON written per read. `held` keeps each keyed object alive,
+    # so its id is never another object's; `forget_objects` drops both
+    frozen_objects: bool = False
+    held: dict[int, Any] = field(default_factory=dict)
+
+    def forget_objects(self) -> None:
+        """Drop the parsed Pods and Nodes (and the objects held for their keys)."""
+        self.pods.clear()
+        self.nodes.clear()
+        self.held.clear()
 
     def memo(self, table: dict[Any, _T], key: Any, make: Callable[[], _T]) -> _T:
         """`table[key]`, made (and kept while the table has room) on a miss; no key: no caching."""
@@ -176,12 +187,20 @@ def _object_key(obj: Any) -> bytes | None:
         return None
 
 
+def _cached_object_key(obj: Any, cache: ParseCache) -> Any:
+    """The key of an object's parse: the object's id (held) under `frozen_objects`, else its exact JSON."""
+    if cache.frozen_objects and type(obj) is dict:
+        cache.held[id(obj)] = obj
+        return id(obj)
+    return _object_key(obj)
+
+
 def parse_node_cached(obj: Mapping[str, Any], node_group_label: str, cache: ParseCache) -> Node:
-    """`parse_node`, by the Node's exact JSON when `cache.objects`; the Node is frozen (the group match returns a
-    copy), so reads share it."""
+    """`parse_node`, by the Node's exact JSON (or identity) when `cache.objects`; the Node is frozen (the group match
+    returns a copy), so reads share it."""
     if not cache.objects:
         return parse_node(obj, node_group_label, cache)
-    key = _object_key(obj)
+    key = _cached_object_key(obj, cache)
     return cache.memo(cache.nodes, (key, node_group_label) if key is not None else None,
                       lambda: parse_node(obj, node_group_label, cache))
 
@@ -191,7 +210,7 @@ def ingest_pod_cached(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, t
     the Pod is frozen and nothing writes to its maps, so reads share it."""
     if not cache.objects:
         return _ingest_pod(obj, cache)
-    return cache.memo(cache.pods, _object_key(obj), lambda: _ingest_pod(obj, cache))
+    return cache.memo(cache.pods, _cached_object_key(obj, cache), lambda: _ingest_pod(obj, cache))
 
 
 def _resources(raw: Any, where: str, cache: ParseCache | None = None) -> dict[str, int]:

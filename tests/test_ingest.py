@@ -211,6 +211,31 @@ def test_a_cache_kept_across_reads_parses_an_unchanged_pod_once_and_a_changed_on
     assert len(calls) == 5
 
 
+def test_a_cache_keyed_by_object_writes_no_json_and_parses_a_replaced_pod_again(monkeypatch):
+    """`frozen_objects`: the caller never changes an object it handed over, so the object itself is the key (no
+    JSON written per read); a bound pod is a new dict, parsed again; `forget_objects` drops what it held."""
+    import gangscale.parse as parse_module
+    from gangscale.ingest import ParseCache
+
+    calls, dumps = [], []
+    real, real_key = parse_module._ingest_pod, parse_module._object_key
+    monkeypatch.setattr(parse_module, "_ingest_pod", lambda obj, cache=None: calls.append(1) or real(obj, cache))
+    monkeypatch.setattr(parse_module, "_object_key", lambda obj: dumps.append(1) or real_key(obj))
+    owned = ParseCache(objects=True, frozen_objects=True)
+    objs = [podgroup("train", min_count=2), pod("w-0", group="train"), pod("w-1", group="train"), node("n1")]
+    first = ingest(objs, cache=owned)
+    second = ingest(objs, cache=owned)
+    assert len(calls) == 2 and not dumps and second.gangs[0].pending == first.gangs[0].pending
+    objs[1] = {**objs[1], "spec": {**objs[1]["spec"], "nodeName": "n1"}}  # bound: a new object
+    third = ingest(objs, cache=owned)
+    assert len(calls) == 3 and third.gangs[0].bound == 1 and [p.name for p in third.gangs[0].pending] == ["w-1"]
+    assert len(owned.held) == 4  # both versions of w-0, w-1 and n1
+    owned.forget_objects()
+    assert not owned.held and not owned.pods and not owned.nodes
+    ingest(objs, cache=owned)
+    assert len(calls) == 5 and not dumps
+
+
 def test_a_nodes_dra_devices_are_counted_once_however_often_a_cache_kept_across_reads_reads_it():
     # ingest adds a node's ResourceSlice devices to its allocatable; with parsed Nodes shared between reads
     # (the simulator's ParseCache(objects=True)) an in-place add counted them again on every read

@@ -8,7 +8,8 @@ events → Nodes for launches that became Ready (and pods of vanished nodes fail
 policy's scan → the scheduler again if gates were lifted. Metrics integrate the state between
 steps, which is constant there. Same trace and seed, same result: every choice is seeded and every
 iteration is over sorted keys. Every change the engine makes to the objects bumps `version` (as an API
-server's resourceVersion); a read of an unchanged version is shared (`read`).
+server's resourceVersion); a read of an unchanged version is shared (`read`). An object handed over is never
+changed in place: a change replaces it with a new dict (so parses are keyed by the object, `ParseCache.frozen_objects`).
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ class Engine:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.gangs: dict[str, GangRun] = {}
         self.waiting: set[str] = set()  # arrived, not started yet
-        # parsed objects by their exact JSON, shared by the engine's scheduler, the baselines and the controller:
-        # a pass re-reads every object, and most are unchanged since the last one (the result is the same)
-        self.parse_cache = ParseCache(objects=True)
+        # parsed objects, shared by the engine's scheduler, the baselines and the controller: a pass re-reads every
+        # object, and most are unchanged since the last one (the result is the same). The engine never changes an
+        # object it handed over (a bind or a lifted gate makes a new dict), so they are keyed by the object itself
+        self.parse_cache = ParseCache(objects=True, frozen_objects=True)
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
@@ -83,6 +85,9 @@ class Engine:
                                   self.parse_cache)
         if hasattr(self.policy, "read"):
             self.policy.read = self.read  # the baselines read through the engine: one ingest per version of the objects
+        if hasattr(self.policy, "read_of"):
+            self.policy.read_of = self.read_of  # so does the controller, of the objects a scan hands it
+        self._handed: tuple[int, list[dict[str, Any]] | None] = (-1, None)
         self.events: list[tuple[int, int, str, str]] = []
         self._seq = 0
         for g in trace.gangs:
@@ -217,14 +222,25 @@ class Engine:
         return changed
 
     # --------------------------------------------------------------- scheduler
-    def objects(self) -> list[dict[str, Any]]:
+    def _all(self) -> list[dict[str, Any]]:
         return [*self.podgroups.values(), *self.nodes.values(), *self.pods.values()]
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects handed to a policy's scan (remembered: `read_of`)."""
+        objs = self._all()
+        self._handed = (self.version, objs)
+        return objs
+
+    def read_of(self, objects: list[dict[str, Any]]) -> Cluster | None:
+        """`read` when `objects` is the list last handed over and nothing changed since (else None: not this read)."""
+        version, handed = self._handed
+        return self.read() if objects is handed and version == self.version else None
 
     def read(self) -> Cluster:
         """`ingest` of the objects, once per version of them (the scheduler's read and a baseline's scan share it;
         nothing writes to a Cluster or its frozen Pods and Nodes)."""
         if self._read_at[0] != self.version:
-            self._read_at = (self.version, ingest(self.objects(), cache=self.parse_cache))
+            self._read_at = (self.version, ingest(self._all(), cache=self.parse_cache))
         return self._read_at[1]
 
     def _schedule(self, t: int) -> bool:
@@ -245,8 +261,8 @@ class Engine:
         res = simulate(nodes, gangs, bound=cluster.bound, seed=self.rng.randrange(1 << 30))
         for key, node in sorted(res.placement.items()):
             pod = self.pods[key]
-            pod["spec"]["nodeName"] = node
-            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            self.pods[key] = {**pod, "spec": {**pod["spec"], "nodeName": node},
+                              "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
             self.version += 1
         self._starts(t)
         return bool(res.placement)
@@ -292,8 +308,7 @@ class Engine:
         while t <= self.trace.horizon:
             self.clock.t = t
             if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
-                self.parse_cache.pods.clear()
-                self.parse_cache.nodes.clear()
+                self.parse_cache.forget_objects()
             self.rec.account(t, self.nodes, self.pods, self.templates)
             changed = self._trace_events(t)
             changed |= self._sync_nodes(t)

@@ -12,7 +12,7 @@ skipped: `next_wake` says when one could.
 from __future__ import annotations
 
 import orjson
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -24,7 +24,7 @@ from gangscale.controller.lifecycle import GangState, Record
 from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
-from gangscale.ingest import Cluster, ingest
+from gangscale.ingest import DEFAULT_NODE_GROUP_LABEL, Cluster, ingest
 from gangscale.parse import ParseCache
 from gangscale.snapshot import build_snapshot
 
@@ -139,21 +139,24 @@ class MemoryStore:
 
 
 class GateLifter:
-    """`PodGateLifter` over the engine's pod objects: removes the gate the JSON patch names."""
+    """`PodGateLifter` over the engine's pod objects: removes the gate the JSON patch names (the pod becomes a new
+    dict, as every change the engine makes: objects handed over are never changed in place)."""
 
-    def __init__(self, pods: Mapping[str, dict[str, Any]], on_lift: Callable[[str], None]) -> None:
+    def __init__(self, pods: MutableMapping[str, dict[str, Any]], on_lift: Callable[[str], None]) -> None:
         self.pods = pods
         self.on_lift = on_lift
 
     def remove(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
-        pod = self.pods.get(f"{namespace}/{name}")
+        key = f"{namespace}/{name}"
+        pod = self.pods.get(key)
         if pod is None:
             return None
         gates = {op["value"] for op in ops if op.get("op") == "test"}
-        spec = pod["spec"]
+        spec = {**pod["spec"]}
         spec["schedulingGates"] = [g for g in spec.get("schedulingGates", []) if g.get("name") not in gates]
         if not spec["schedulingGates"]:
             del spec["schedulingGates"]
+        self.pods[key] = {**pod, "spec": spec}
         self.on_lift(pod["metadata"]["name"])
         return None
 
@@ -161,10 +164,10 @@ class GateLifter:
 class Gangscale:
     """The real controller (enforce mode, observe mode on; gate mode `all` for gangscale-gate)."""
 
-    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
+    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: MutableMapping[str, dict],
                  on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> None:
         self.name = name
-        self.cache = cache  # parsed objects by exact JSON, kept across passes: the same reads, parsed once
+        self.cache = cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock
@@ -173,6 +176,11 @@ class Gangscale:
         self.store = MemoryStore(clock)
         self.metrics = Metrics()
         self.lifter = GateLifter(pods, on_lift)
+        # the engine's read of the objects it hands over, at their current version (set by the engine): the
+        # controller's ingest of them would be the same call on the same objects (its label and Kueue settings
+        # are ingest's defaults), so it takes that read instead of repeating it
+        self.read_of: Callable[[list[dict[str, Any]]], Cluster | None] | None = None
+        assert self.cfg.node_group_label == DEFAULT_NODE_GROUP_LABEL and not self.cfg.plan_unadmitted
         self.restarts = 0
         self.last_scan = -1
         self.rec = self._new()
@@ -180,7 +188,8 @@ class Gangscale:
     def _new(self) -> Reconciler:
         r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
                        pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
-                       parse_cache=self.cache)
+                       parse_cache=self.cache,
+                       shared_read=lambda objects: self.read_of(objects) if self.read_of is not None else None)
         r.load_state()
         return r
 
@@ -331,7 +340,7 @@ class Baseline:
         return 0  # no baseline has provisioning deadlines
 
 
-def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: Mapping[str, dict],
+def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: MutableMapping[str, dict],
                 on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> Policy:
     if name in ("gangscale-observe", "gangscale-gate"):
         return Gangscale(name, cloud, clock, pods, on_lift, deadline, cache)

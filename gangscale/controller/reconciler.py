@@ -86,6 +86,7 @@ from .scaledown import busy_nodes, due_for_scale_down
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
+PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
 
@@ -97,9 +98,13 @@ class Reconciler:
                  events: EventSink | None = None, metrics: Metrics | None = None, clock=time.time,
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
                  pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
-                 solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None) -> None:
+                 solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None,
+                 shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None) -> None:
         self.cfg = cfg
         self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
+        # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
+        # version for its scheduler; same function, same arguments), else None; None: ingest here
+        self.shared_read = shared_read
         self.conditions = conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
         self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
@@ -119,6 +124,8 @@ class Reconciler:
         self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds)
         self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None  # (read at, model, warnings)
         self._scheduler_files: dict[str, SchedulerModel] = {}  # schedulerConfigFile, read once by this controller
+        self._plans: list[tuple[tuple[ClusterSnapshot, SolveOptions, SchedulerModel], Plan]] = []  # newest first
+        self.plans_reused = 0
 
     @property
     def groups(self) -> dict[str, NodeGroup]:
@@ -195,8 +202,10 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = ingest(objects, node_group_label=self.cfg.node_group_label, plan_unadmitted=self.cfg.plan_unadmitted,
-                         cache=self.parse_cache)
+        cluster = self.shared_read(objects) if self.shared_read is not None else None
+        if cluster is None:
+            cluster = ingest(objects, node_group_label=self.cfg.node_group_label,
+                             plan_unadmitted=self.cfg.plan_unadmitted, cache=self.parse_cache)
         cluster, discovery = self.actuator.refresh(cluster)
         return cluster, discovery.warnings
 
@@ -263,9 +272,25 @@ class Reconciler:
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: make_plan(snap, opts, scheduler),
+                                lambda snap: self._make_plan(snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
+
+    def _make_plan(self, snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel) -> Plan:
+        """`make_plan`, or the plan a recent pass made of an equal snapshot with the same options and scheduler model.
+
+        A pass woken by a timer, a resync or a change the snapshot does not see (a pod bound where the plan put
+        it already counts as bound, an unrelated object) has nothing new to plan; nothing writes to a plan or a
+        snapshot after it is made, so sharing one is safe. Equality is field by field; the shared parsed objects
+        make it cheap (identical objects compare at once). A reused plan says it took 0 s (nothing was solved)."""
+        key = (snap, opts, scheduler)
+        for seen, plan in self._plans:
+            if seen == key:
+                self.plans_reused += 1
+                return plan.model_copy(update={"solver": plan.solver.model_copy(update={"seconds": 0.0})})
+        plan = make_plan(snap, opts, scheduler)
+        self._plans = [(key, plan), *self._plans][:PLANS_KEPT]
+        return plan
 
     def _scale_up(self, snap: ClusterSnapshot, plan: Plan, cluster: Cluster, now: float
                   ) -> tuple[dict[GangKey, dict[str, int]], ExecutionReport | None]:

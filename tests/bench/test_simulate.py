@@ -146,6 +146,26 @@ def test_the_controller_decides_the_same_when_the_simulator_keeps_parsed_objects
     assert kept.parse_cache.pods and not fresh.parse_cache.pods
 
 
+@pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
+def test_the_controller_decides_the_same_when_it_takes_the_engine_s_read_and_reuses_the_plan_of_a_repeated_snapshot(
+        policy, monkeypatch):
+    from gangscale.controller import reconciler
+
+    trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
+    own_reads = []
+    ingest = reconciler.ingest
+    monkeypatch.setattr(reconciler, "ingest", lambda objs, **kw: own_reads.append(1) or ingest(objs, **kw))
+    shared = Engine(trace, policy, seed=3)
+    result = shared.run()
+    assert shared.scans > 0 and not own_reads  # every pass took the engine's read
+    monkeypatch.setattr(reconciler, "PLANS_KEPT", 0)  # every pass solves
+    own = Engine(trace, policy, seed=3)
+    own.policy.read_of = None  # the controller ingests the objects it is handed itself
+    own.parse_cache.frozen_objects = False  # parses keyed by the objects' JSON
+    assert own.run() == result
+    assert shared.policy.rec.plans_reused > 0 and own.policy.rec.plans_reused == 0 and len(own_reads) >= own.scans
+
+
 def test_the_week_s_groups_hold_its_peak_demand_with_headroom_and_the_hour_keeps_its_catalog():
     week = make_trace("week", seed=0)
     peak = peak_demand(week.gangs)  # p4d: 146 nodes at the peak; the hour's catalog has 3 x 8

@@ -98,3 +98,25 @@ def test_a_scale_up_after_the_backoff_is_not_backed_off_again_for_the_failure_be
     clock.now += 301
     assert r.reconcile(job(), leader=True).scale_up == {"cpu": 2}
     assert r.state.backoff.get("cpu", 0.0) < clock.now and r.record(JOB).state == "provisioning"
+
+
+def test_a_pass_that_sees_the_same_snapshot_as_a_recent_one_reuses_its_plan_and_a_new_pod_is_planned(monkeypatch):
+    import gangscale.controller.reconciler as reconciler
+
+    calls = []
+    real = reconciler.make_plan
+    monkeypatch.setattr(reconciler, "make_plan", lambda *a: calls.append(a[0]) or real(*a))
+    clock = Clock()
+    sim = provider_with(clock, provisioning_delay=600)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    assert r.reconcile(job(), leader=True).scale_up == {"cpu": 2}
+    clock.now += 10
+    waiting = r.reconcile(job(), leader=True)  # the two launches are on their way: nothing new to buy
+    clock.now += 10
+    again = r.reconcile(job(), leader=True)  # a resync: the same objects, the same launches in flight
+    assert len(calls) == 2 and r.plans_reused == 1 and again.solver.seconds == 0
+    assert again.model_dump(exclude={"solver"}) == waiting.model_dump(exclude={"solver"})
+    assert not again.scale_up and sim.target_size("cpu") == 2
+    clock.now += 10
+    more = r.reconcile([*job(), pod("c", cpu="6")], leader=True)  # a new pod: a new snapshot, planned
+    assert len(calls) == 3 and more.scale_up == {"cpu": 1} and r.plans_reused == 1
