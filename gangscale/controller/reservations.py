@@ -30,11 +30,11 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
     """The records whose gang the cluster still lists (pending members, or bound below minCount).
 
     A gang that is no longer listed has bound (or is gone): this pass's transition ends its record's
-    claim (`running` or `cancelled`), but the plan comes first, so its upcoming nodes must not be held
-    from it. Otherwise, when the scheduler bound the gang on a node another gang's record bought (it
+    claim (`running` or `cancelled`), but the plan comes first, so nothing may stay reserved for it
+    there. Otherwise, when the scheduler bound the gang on a node another gang's record bought (it
     became Ready first), the gang's own node still on its way stays reserved for it and the plan buys
     the other gang a replacement; the spare then idles until some later gang takes it (issue 10's
-    smoke hour: a p4d billed 17 minutes with no pod, past the 15-minute deadline of its purchase)."""
+    smoke hour: a p4d billed 18 minutes with no pod, 170 s past its launch + the 900 s deadline + a scan)."""
     return [r for r in records if r.key in listed]
 
 
