@@ -80,7 +80,7 @@ from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, owned_in_flight, pods_on_upcoming, reserved_registered,
-                           reserved_upcoming)
+                           reserved_upcoming, still_waiting)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
@@ -249,8 +249,8 @@ class Reconciler:
         open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.gang_key not in held]
         first_seen = {k: r.first_seen for k, r in records.items()}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
-        return SnapshotPolicy(reserved_upcoming(records.values()), lifted, {**held, **refused},
-                              reserved_registered(records.values()))
+        waiting = still_waiting(records.values(), {g.gang_key for g in cluster.gangs})
+        return SnapshotPolicy(reserved_upcoming(waiting), lifted, {**held, **refused}, reserved_registered(waiting))
 
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud

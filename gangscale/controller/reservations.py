@@ -13,7 +13,7 @@ Pure functions of records, plan and snapshot.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ..model import Gang, GangKey
 from ..plan import Plan
@@ -24,6 +24,18 @@ from .lifecycle import GangState, Record, holds
 def _reserving(records: Iterable[Record]) -> list[Record]:
     """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back)."""
     return sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED), key=lambda r: r.requested_at)
+
+
+def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> list[Record]:
+    """The records whose gang the cluster still lists (pending members, or bound below minCount).
+
+    A gang that is no longer listed has bound (or is gone): this pass's transition ends its record's
+    claim (`running` or `cancelled`), but the plan comes first, so nothing may stay reserved for it
+    there. Otherwise, when the scheduler bound the gang on a node another gang's record bought (it
+    became Ready first), the gang's own node still on its way stays reserved for it and the plan buys
+    the other gang a replacement; the spare then idles until some later gang takes it (issue 10's
+    smoke hour: a p4d billed 18 minutes with no pod, 170 s past its launch + the 900 s deadline + a scan)."""
+    return [r for r in records if r.key in listed]
 
 
 def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...]]:

@@ -251,3 +251,27 @@ def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_he
     d = decide(cluster.gangs, plan, snap, lambda g: True)
     assert [x.gang.name for x in d.lifts] == []
     assert "which the plan keeps for" in d.held[b] and str(a) in d.held[b]
+
+
+def test_a_gang_that_bound_on_another_gangs_node_does_not_keep_its_own_upcoming_node_from_it():
+    """Issue 10's smoke hour: the scheduler bound llm-00011 on a p4d bought for llm-00015 (it was Ready first);
+    the plan of that pass still held llm-00011's own node on its way for it, bought llm-00015 a replacement,
+    and the spare idled past the deadline of its purchase."""
+    clock, objects = Clock(), [podgroup("a", min_count=1), pod("a-0", cpu="6", group="a")]
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r.reconcile(objects, leader=True)
+    clock.now += 10
+    objects += [podgroup("b", min_count=1), pod("b-0", cpu="6", group="b")]
+    r.reconcile(objects, leader=True)
+    assert r.record(A).requested == {"cpu": 1} and r.record(B).requested == {"cpu": 1} and sim.target_size("cpu") == 2
+    clock.now += 100
+    b_node = registered(sim, 1, clock.now)  # b's node registers first and the scheduler binds a there
+    a_pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "a-0")
+    a_pod["spec"]["nodeName"], a_pod["status"] = b_node["metadata"]["name"], {"phase": "Running"}
+    objects.append(b_node)
+    plan = r.reconcile(objects, leader=True)
+    assert r.record(A).state == GangState.RUNNING
+    assert plan.scale_up == {} and sim.target_size("cpu") == 2  # b rides a's node on its way, nothing more is bought
+    assert r.record(B).requested == {"cpu": 1}
