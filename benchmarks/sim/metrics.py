@@ -9,7 +9,10 @@ bill). Definitions (docs/simulate.md):
 - stranded node-hours: Ready nodes running no pod (pods are only bound for started gangs and basic pods);
 - stranded past a deadline: stranded time of a node that never ran a pod, from its launch plus the
   provisioning deadline plus one scan on (capacity bought for a gang that did not start in time);
-- GPU-hours bought (the bill) vs used (GPU requests of bound pods).
+- GPU-hours bought (the bill) vs used (GPU requests of bound pods);
+- dollars wasted: the bill of instance-seconds that ran no pod (booting, Ready and idle), by the bill's own
+  per-second rule; unlike dollars per started gang it does not grow when a gang starts earlier and so runs
+  longer inside the horizon.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Recorder:
         self.past_deadline_s = 0
         self.gpu_used_s = 0
         self.ever_used: set[str] = set()
+        self.used_s: dict[str, int] = {}  # per instance: seconds it ran a pod
         self.ready_at: dict[str, int] = {}
         self.series: list[dict[str, Any]] = []
         self.every = max(10, trace.horizon // SERIES_POINTS)
@@ -63,6 +67,7 @@ class Recorder:
         cut_after = self.trace.deadline + 10
         for iid in nodes:
             if iid in used:
+                self.used_s[iid] = self.used_s.get(iid, 0) + dt
                 continue
             self.stranded_s += dt
             if iid not in self.ever_used:
@@ -83,6 +88,12 @@ class Recorder:
         s = sum(((b.end if b.end is not None else end) - b.start) * self.group_gpus.get(b.group, 0)
                 for b in self.cloud.bill.values())
         return round(s / 3600, 2)
+
+    def _micro_wasted(self, micro: int) -> int:
+        """The bill less its instance-seconds that ran a pod (each priced as `SimCloud._micro` prices a life)."""
+        rate = {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
+        used = sum(rate[self.cloud.bill[i].group] * s // 3600 for i, s in self.used_s.items() if i in self.cloud.bill)
+        return micro - used
 
     def result(self, policy, gangs: dict[str, Any], horizon: int, scans: int, steps: int) -> dict[str, Any]:
         waits, started, never, basic_started = [], 0, 0, 0
@@ -106,6 +117,8 @@ class Recorder:
                                       "p99": percentile(waits, 0.99), "max": waits[-1] if waits else None},
             "micro_dollars": micro, "dollars": round(micro / 1e6, 2),
             "dollars_per_started_gang": round(micro / started / 1e6, 2) if started else None,
+            "wasted_dollars": round((wasted := self._micro_wasted(micro)) / 1e6, 2),
+            "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2) if started else None,
             "stranded_node_hours": round(self.stranded_s / 3600, 3),
             "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),

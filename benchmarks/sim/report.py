@@ -79,6 +79,10 @@ def checks(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         own = r["dollars_per_started_gang"]
         c["dollars_per_started_gang_at_most_every_baseline"] = own is not None and all(
             results[b]["dollars_per_started_gang"] is None or own <= results[b]["dollars_per_started_gang"] for b in base)
+        waste = r["wasted_dollars_per_started_gang"]
+        c["wasted_dollars_per_started_gang_at_most_every_baseline"] = waste is not None and all(
+            results[b]["wasted_dollars_per_started_gang"] is None or waste <= results[b]["wasted_dollars_per_started_gang"]
+            for b in base)
         out[p] = c
     return out
 
@@ -135,15 +139,15 @@ def _h(s: int | None) -> str:
 
 
 def table(doc: dict[str, Any]) -> str:
-    rows = ["| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | stranded node-h | "
-            "past deadline node-h | given back | GPU-h bought / used | cloud calls |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | wasted $/started gang | "
+            "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in doc["policies"]:
         r = doc["results"][p]
         q = r["time_to_start_seconds"]
         rows.append(f"| {p} | {r['started']}/{r['gangs']} | {r['never_started']} | {_h(q['p50'])} | {_h(q['p95'])} | "
                     f"{_h(q['p99'])} | {r['dollars']:,.0f} | {r['dollars_per_started_gang'] or 0:,.2f} | "
-                    f"{r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
+                    f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
                     f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} | "
                     f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) |")
     return "\n".join(rows) + "\n"
