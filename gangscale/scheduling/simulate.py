@@ -69,6 +69,25 @@ def gang_mode(g: Gang) -> str:
     return MODE_PERMIT
 
 
+def pinned_names(pl: Placement) -> frozenset[str] | None:
+    """The node names a placement's required affinity allows when every term names them (`metadata.name In`,
+    as gate mode narrows a released pod: KEP-3521), else None. Filters need look at no other node."""
+    if not pl.affinity:
+        return None
+    names: set[str] = set()
+    for term in pl.affinity:
+        if not term:
+            continue  # an empty term matches no node
+        named = [r for r in term if r.key == "metadata.name" and r.operator == "In"]
+        if not named:
+            return None
+        allowed = set(named[0].values)
+        for r in named[1:]:
+            allowed &= set(r.values)
+        names |= allowed
+    return frozenset(names)
+
+
 @dataclass(slots=True)
 class SimNode:
     """A node the scheduler sees: existing, upcoming (bought, not yet registered) or new (planned)."""
@@ -248,6 +267,13 @@ class _Cluster:
     def remove(self, j: int, pod: Pod) -> None:
         self._add(j, pod, -1)
 
+    def rows(self, pl: Placement) -> Iterable[int]:
+        """The nodes a placement's filters need to look at: those it names (`pinned_names`), else every node."""
+        names = pinned_names(pl)
+        if names is None:
+            return range(len(self.nodes))
+        return sorted(j for name in names if (j := self.index.get(name)) is not None)
+
     def compat(self, pl: Placement, profile: Profile) -> np.ndarray:
         """NodeUnschedulable, NodeAffinity/nodeSelector and TaintToleration filters (resources aside)."""
         hit = self._compat.get(pl)
@@ -255,7 +281,8 @@ class _Cluster:
             sigs: dict[tuple, bool] = {}
             out = np.zeros(len(self.nodes), dtype=bool)
             keys = sorted(label_keys(pl))  # nodes alike on these labels, taints and cordon are alike to the filters
-            for j, n in enumerate(self.nodes):
+            for j in self.rows(pl):
+                n = self.nodes[j]
                 key = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
                 ok = sigs.get(key)
                 if ok is None:
@@ -276,17 +303,20 @@ class _Cluster:
         key = ("affinity", pl)
         hit = self._compat.get(key)  # type: ignore[call-overload]
         if hit is None:
-            hit = self._compat[key] = np.array([labels_match(pl, n.labels) for n in self.nodes], dtype=bool)  # type: ignore[index]
+            hit = np.zeros(len(self.nodes), dtype=bool)
+            for j in self.rows(pl):
+                hit[j] = labels_match(pl, self.nodes[j].labels)
+            self._compat[key] = hit  # type: ignore[index]
         return hit
 
     def prefer_counts(self, pl: Placement) -> np.ndarray:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
         if hit is None:
-            hit = self._prefer[pl] = np.array(
-                [sum(1 for t in n.taints if t.effect == "PreferNoSchedule"
-                     and not any(tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
-                 for n in self.nodes], dtype=np.int64)
+            hit = self._prefer[pl] = np.zeros(len(self.nodes), dtype=np.int64)
+            for j in self.rows(pl):  # a node the pod cannot go to never reaches the score
+                hit[j] = sum(1 for t in self.nodes[j].taints if t.effect == "PreferNoSchedule" and not any(
+                    tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
         return hit
 
     def fits(self, req: np.ndarray) -> np.ndarray:
@@ -441,6 +471,7 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 # ------------------------------------------------------------------------- the incremental fast path
 
 FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
 @dataclass(slots=True)
@@ -497,6 +528,13 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
 
 
 def _refresh_all(c: _Cluster, st: _Shape) -> None:
+    rows = st.compat.nonzero()[0]
+    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node: those nodes one by one
+        st.feas = np.zeros(len(c.nodes), dtype=bool)
+        st.base = np.zeros(len(c.nodes), dtype=np.int64)
+        _recheck(c, st, rows.tolist())
+        st.cursor = len(c.log)
+        return
     feas = st.compat.copy()
     if st.need:
         feas &= c.fits(c.vec(st.pod))
@@ -527,6 +565,12 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     if len(dirty) > FULL_REFRESH:
         _refresh_all(c, st)
         return
+    _recheck(c, st, dirty)
+    st.cursor = len(c.log)
+
+
+def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
+    """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
     compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
     for j in dirty:
         if not compat[j]:
@@ -540,7 +584,6 @@ def _sync(c: _Cluster, st: _Shape) -> None:
         feas[j] = ok
         if ok:
             base[j] = score(a, u, c.nz[j].tolist())
-    st.cursor = len(c.log)
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
