@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..fit import placement_allows
+from ..fit import label_keys, placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Node, Placement, Pod, Requirement
 from ..plan import Plan
@@ -273,7 +273,15 @@ class _Room:
         key = (p.placement, g.gang_key, tuple(at.labels.get(k) for k in g.topology_keys))
         nodes = self.allowed.get(key)
         if nodes is None:
-            nodes = self.allowed[key] = [n for n, v in self.views.items() if _may_move(p, g, at, v)]
+            keys = sorted(label_keys(p.placement) | set(g.topology_keys))
+            verdict: dict[tuple, bool] = {}  # nodes alike on these labels, taints and owner are alike to `_may_move`
+            nodes = self.allowed[key] = []
+            for n, v in self.views.items():
+                sig = (tuple(v.labels.get(k) for k in keys), v.taints, v.reserved_for)
+                if sig not in verdict:
+                    verdict[sig] = _may_move(p, g, at, v)
+                if verdict[sig]:
+                    nodes.append(n)
         kind = (key, tuple(sorted(p.requests.items())))
         if self.full.get(kind) == self.returned:
             return ""
