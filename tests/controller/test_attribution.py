@@ -237,9 +237,9 @@ def test_a_gang_the_plan_put_on_a_node_on_its_way_is_released_onto_its_own_ready
     assert [(x.gang.name, len(x.pods)) for x in d.lifts] == [("a", 2)] and not d.held
 
 
-def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_held_gang_whole():
-    # b's planned node is Ready, but the scheduler (LeastAllocated) would put b on n1, which arrived for a (still
-    # waiting for its second node); a could then only start on the node on its way for c: b waits instead
+def test_a_release_is_narrowed_to_its_planned_node_so_it_cannot_take_a_node_that_arrived_for_a_held_gang():
+    # b's planned node n3 is Ready; unnarrowed, the scheduler (LeastAllocated) would put b on n1, which arrived for
+    # a (still waiting for its second node). Narrowed to n3, b is released at once and n1 stays a's
     objs = [*gated_gang("a", 2, "12"), *gated_gang("b", 1, "6"), *gated_gang("c", 1, "12"),
             node("n1", cpu="16", mem="64Gi", group="big"), node("n3", cpu="8")]
     groups, _ = parse_catalog([group("big", cpu="16", mem="64Gi", current=3, max_size=10)])
@@ -249,5 +249,5 @@ def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_he
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     assert plan.existing_nodes["n3"] == ["default/b0"]
     d = decide(cluster.gangs, plan, snap, lambda g: True)
-    assert [x.gang.name for x in d.lifts] == []
-    assert "which the plan keeps for" in d.held[b] and str(a) in d.held[b]
+    assert [(x.gang.name, x.nodes) for x in d.lifts] == [("b", ("n3",))]
+    assert "waiting for its capacity" in d.held[a]
