@@ -149,10 +149,12 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
     new nodes' groups."""
     groups = [replace(g, current_size=g.current_size + bought[g.name]) for g in snap.groups]
     snap, held = _reserve(snap, held, where)
-    plan = make_plan(replace(snap, gangs=list(held), decided={}, groups=groups), SolveOptions(time_limit=REPLAN_SECONDS))
+    plan = make_plan(replace(snap, gangs=list(held), decided={}, groups=groups),
+                     SolveOptions(time_limit=REPLAN_SECONDS))
     where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
-    snap = replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(t for t in v.taints if t.key != RESERVED_TAINT))
-                                for v in snap.nodes])  # the planner's own view: the scheduler never sees the taint
+    # the reservation is the planner's own view: the scheduler (and the next pass) never sees the taint
+    snap = replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(
+        t for t in v.taints if t.key != RESERVED_TAINT)) for v in snap.nodes])
     by_name = {g.name: g for g in groups}
     nodes = list(snap.nodes)
     for i, new in enumerate(plan.new_nodes):

@@ -135,11 +135,12 @@ def narrow_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     field = {"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}
     term = {"matchFields": [field]}
     affinity = spec.get("affinity")
+    required = {REQUIRED: {"nodeSelectorTerms": [term]}}
     if not isinstance(affinity, Mapping):
-        return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [term]}}}}]
+        return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": required}}]
     na = affinity.get("nodeAffinity")
     if not isinstance(na, Mapping):
-        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {REQUIRED: {"nodeSelectorTerms": [term]}}}]
+        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": required}]
     base = f"/spec/affinity/nodeAffinity/{REQUIRED}"
     terms = na.get(REQUIRED, {}).get("nodeSelectorTerms") if isinstance(na.get(REQUIRED), Mapping) else None
     if not isinstance(terms, list) or not terms:
