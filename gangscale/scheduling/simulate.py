@@ -191,6 +191,7 @@ class _Cluster:
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
+        self._no_prefer: np.ndarray | None = None
         self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
         self._reset()
 
@@ -313,10 +314,18 @@ class _Cluster:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
         if hit is None:
-            hit = self._prefer[pl] = np.zeros(len(self.nodes), dtype=np.int64)
-            for j in self.rows(pl):  # a node the pod cannot go to never reaches the score
-                hit[j] = sum(1 for t in self.nodes[j].taints if t.effect == "PreferNoSchedule" and not any(
-                    tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
+            counts = {j: n for j in self.rows(pl)  # a node the pod cannot go to never reaches the score
+                      if (n := sum(1 for t in self.nodes[j].taints if t.effect == "PreferNoSchedule" and not any(
+                          tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule"))))}
+            if not counts:  # the common case: one shared array of zeros, not one per placement
+                if self._no_prefer is None:
+                    self._no_prefer = np.zeros(len(self.nodes), dtype=np.int64)
+                    self._no_prefer.flags.writeable = False
+                hit = self._no_prefer
+            else:
+                hit = np.zeros(len(self.nodes), dtype=np.int64)
+                hit[list(counts)] = list(counts.values())
+            self._prefer[pl] = hit
         return hit
 
     def fits(self, req: np.ndarray) -> np.ndarray:
@@ -498,6 +507,7 @@ class _Shape:
     prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
+    rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -519,22 +529,19 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
     st.score = _scorer(st)
+    rows = st.compat.nonzero()[0]
+    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
+        st.rows = rows.tolist()
     w = prof.weight("TaintToleration")
     prefer = c.prefer_counts(pod.placement)
     if w and prefer.any():
         st.prefer, st.wtaint = prefer, w
-    _refresh_all(c, st)
+    if st.rows is None:
+        _refresh_all(c, st)
     return st
 
 
 def _refresh_all(c: _Cluster, st: _Shape) -> None:
-    rows = st.compat.nonzero()[0]
-    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node: those nodes one by one
-        st.feas = np.zeros(len(c.nodes), dtype=bool)
-        st.base = np.zeros(len(c.nodes), dtype=np.int64)
-        _recheck(c, st, rows.tolist())
-        st.cursor = len(c.log)
-        return
     feas = st.compat.copy()
     if st.need:
         feas &= c.fits(c.vec(st.pod))
@@ -559,7 +566,7 @@ def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
 
 def _sync(c: _Cluster, st: _Shape) -> None:
     """Bring the shape up to date with the nodes placements changed since its last use."""
-    if st.cursor == len(c.log):
+    if st.cursor == len(c.log) or st.rows is not None:
         return
     dirty = set(c.log[st.cursor:])
     if len(dirty) > FULL_REFRESH:
@@ -736,6 +743,8 @@ class _Engine:
             return None  # no node fitted it, and since then pods were only added
         else:
             _sync(self.c, st)
+        if st.rows is not None:
+            return self._select_few(st)
         idx = st.feas.nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
@@ -760,6 +769,30 @@ class _Engine:
             if top:
                 scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
         return self._pick(win[scores == scores.max()])
+
+    def _select_few(self, st: _Shape) -> int | None:
+        """`_select_fast` for a shape at most FEW_NODES nodes pass the filters of: those nodes checked and scored
+        one by one. They all fit in the window (num_feasible_to_find is at least min(n, 100)), so the scan covers
+        every node and the rotating start stays where it is; the candidates are taken from it, as upstream does."""
+        c = self.c
+        feas = [j for j in st.rows or () if all(c.alloc_rows[j][i] - int(c.used[j, i]) >= r for i, r in st.need)]
+        if not feas:
+            st.failed_at = c.removals
+            return None
+        start = self.next_start % len(c.nodes)
+        p = next((k for k, j in enumerate(feas) if j >= start), len(feas))
+        win = feas[p:] + feas[:p]
+        if len(win) == 1:
+            return win[0]
+        assert st.score is not None
+        scores = [st.score(c.alloc_rows[j], c.used[j].tolist(), c.nz[j].tolist()) for j in win]
+        if st.prefer is not None:  # TaintToleration, normalised over the window
+            counts = [int(st.prefer[j]) for j in win]
+            top = max(counts)
+            if top:
+                scores = [s + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * n // top) for s, n in zip(scores, counts)]
+        best = max(scores)
+        return self._pick(np.array([j for j, s in zip(win, scores) if s == best]))
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same
