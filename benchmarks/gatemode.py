@@ -202,8 +202,8 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
                                                bought, n)
         run.later += more
         bought.update(more)
-    new = {v.name for v in world.snap.nodes if v.upcoming} | {v.name for v in snap.nodes if "/new-" in v.name
-                                                               or "/pass" in v.name}
+    # the nodes this plan and the later passes bought (nodes already on their way are every policy's, as before)
+    new = {v.name for v in snap.nodes if "/new-" in v.name or "/pass" in v.name}
     busy = set(res.placement.values())
     run.empty = sorted(name for name in new if name not in busy)
     return run
