@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from benchmarks.sim.policies import MemoryStore
 from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
@@ -251,3 +253,32 @@ def test_a_release_is_narrowed_to_its_planned_node_so_it_cannot_take_a_node_that
     d = decide(cluster.gangs, plan, snap, lambda g: True)
     assert [(x.gang.name, x.nodes) for x in d.lifts] == [("b", ("n3",))]
     assert "waiting for its capacity" in d.held[a]
+
+class OpsLifter(Lifter):
+    """A `Lifter` that keeps each pod's JSON patch."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        super().__init__(objects)
+        self.ops: dict[str, list] = {}
+
+    def remove(self, namespace: str, name: str, ops) -> str | None:
+        self.ops[name] = list(ops)
+        return super().remove(namespace, name, ops)
+
+
+@pytest.mark.parametrize("narrowing", [True, False])
+def test_the_release_patch_narrows_the_pod_to_its_node_unless_gate_narrowing_is_off(narrowing):
+    objects = [node("n1", cpu="8"), *gang("a", 1)]
+    groups, _ = parse_catalog([group("cpu", max_size=2)])
+    lifter = OpsLifter(objects)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=narrowing),
+                   SimulatedProvider(groups, clock=Clock()), clock=Clock(), pod_gates=lifter)
+    r.reconcile(objects, leader=True)
+    ops = lifter.ops["a-0"]
+    assert ops[0]["op"] == "test" and ops[-1] == {"op": "remove", "path": "/spec/schedulingGates/0"}
+    affinity = [o for o in ops if o["path"] == "/spec/affinity"]
+    if narrowing:
+        assert affinity[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    else:
+        assert affinity == [] and len(ops) == 2
