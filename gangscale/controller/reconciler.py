@@ -249,7 +249,8 @@ class Reconciler:
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
         knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing,
-        unless `gating`: gate mode models where the cluster's scheduler puts the queued pods whether the plan does or not."""
+        unless `gating`: gate mode models where the cluster's scheduler puts the queued pods whatever the plan
+        does."""
         model = scheduler_model_from(self.cfg.scheduler_config_file, "observe" if gating else self.cfg.scheduler_model,
                                      self._scheduler_files)
         if not model.enabled or self.cfg.scheduler_config_file:
