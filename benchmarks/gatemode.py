@@ -1,54 +1,54 @@
-"""Gate mode in the benchmark: the plan's nodes are bought and Ready, then gangs leave the gate in release order.
+"""Gate mode in the benchmark: the plan's nodes are bought and Ready, then gates.py decides which gangs leave the gate.
 
-What `gangscale run` does with `gangscale.io/capacity` (gangscale/controller/gates.py), replayed on the
-scheduler model (`gangscale.scheduling.simulate`) with every bought node Ready:
+What `gangscale run` does with `gangscale.io/capacity`, replayed on the scheduler model
+(`gangscale.scheduling.simulate`) with every bought node registered and Ready:
 
 - Pods linked to a group carry the gate (the webhook gates exactly those); ungrouped pods do not, so
-  they are in the scheduler's queue before any gate is lifted and go first.
-- Only gangs the plan starts (decision `scale-up` / `fits-existing`) are released, and of those only
-  the pods the plan placed (an elastic gang's extra members stay gated). Deferred gangs never leave
-  the gate, so they take no capacity.
-- Released gangs reach the scheduler one after another in `gates.release_order` (imported, not
-  copied, with `gates.placement_choices`): priority, then the biggest per-pod GPU request first, then
-  (among GPU gangs) the gang with the fewest places (node groups, nodes) to go, then the biggest pod by
-  cpu or memory. The replay gives each released
-  gang's pods a queue timestamp in that order, so one model run schedules them as if each gang
-  were bound before the next gate is lifted.
-- gates.py holds a gang whose pods would land on a node the plan keeps for a gang still held, when
-  that gang would then no longer start, until that gang has bound. The replay applies the same rule
-  after the fact: a promised gang that does not start moves ahead of the gangs whose pods took its
-  planned nodes; where a bought node stays empty, the gangs whose nodes its gangs took go ahead of
-  them. The model runs again (`ROUNDS` at most, stopping after `STALE_ROUNDS` without a better round;
-  the round starting the most gangs, then groups, then leaving the fewest bought nodes empty, is reported).
+  they are in the scheduler's queue before any gate is lifted, go first and land where the
+  scheduler puts them.
+- The release itself is the controller's code, not a copy: `gates.release` (what `gates.decide`
+  calls) on a snapshot whose upcoming and new nodes are live nodes named as the plan names them.
+  It releases the gangs the plan starts (`scale-up` / `fits-existing`), only the pods the plan
+  placed (an elastic gang's extra members stay gated), each pod narrowed to one node: the plan's,
+  or another Ready node with room where the ungated pods took the planned room. Deferred gangs and
+  gangs that no longer fit stay gated, so they take no capacity.
+- One model run then schedules the ungated pods first and the released pods, each narrowed as
+  `gates.narrowed` writes it (the same requirement the patch adds).
 
 Invariant: a gang counts as started only if the model started it from the released pods; nothing of a
-gang that stays gated is ever on a node. Cost: one model run per round, like `evaluate.model_run`.
+gang that stays gated is ever on a node. Cost: `gates.release`'s model runs of the ungated queue (one
+per seed of `gates.SEEDS`) and one model run of everything, like `evaluate.model_run`.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from gangscale.controller.gates import STARTING, placement_choices, release_order
-from gangscale.model import API_NONE, Gang, GangKey
-from gangscale.scheduling import SchedulerConfig, SimNode, SimResult, nodes_from_views, planned_nodes, simulate
+from gangscale.api import SolveOptions, make_plan
+from gangscale.controller.gates import STARTING, GateDecision, gated, narrowed, release
+from gangscale.ingest import CAPACITY_GATE
+from gangscale.model import API_NONE, Gang, GangKey, Taint, Toleration
+from gangscale.scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate
+from gangscale.snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
 
 from .world import World
 
-ROUNDS = 8  # model runs: the release order, then up to seven repairs by gates.py's trespass rule
-STALE_ROUNDS = 3  # stop when this many repairs in a row do not beat the best round
+PASSES = 3  # controller passes replayed: release; re-plan what stays held and release again (twice at most)
+REPLAN_SECONDS = 2.0  # the solver's time limit in a later pass (a small plan: the gangs still held)
 
 
 @dataclass(slots=True)
 class GateRun:
-    """The best round: the release order used, the model's result, and what each round started."""
+    """The released gangs, the model's result, and the bought nodes left empty."""
 
     order: list[GangKey]  # released gangs, in the order their gates were lifted
     result: SimResult
     empty: list[str]  # bought nodes no pod landed on
-    rounds: list[tuple[int, int]] = field(default_factory=list)  # (gang-policy groups started, empty nodes) per round
+    decision: GateDecision  # every lift of every pass; the gangs the last pass left held
+    later: list[str] = field(default_factory=list)  # node groups of the nodes later passes bought
 
     @property
     def started(self) -> set[GangKey]:
@@ -69,91 +69,149 @@ def plan_starts(plan: dict) -> set[GangKey]:
             if g.get("decision") in STARTING}
 
 
-def _queued(g: Gang, stamp: str) -> Gang:
-    """`g` with every pod entering the scheduler's queue at `stamp` (priority is already in the order)."""
-    return replace(g, priority=0, created=stamp, pending=[replace(p, priority=0, created=stamp) for p in g.pending])
+def _registered(snap: ClusterSnapshot, plan: dict) -> ClusterSnapshot:
+    """`snap` once every node on its way and every node the plan buys has registered and is Ready, each named as
+    the plan names it (a Node's name is what the narrowing names)."""
+    nodes = [replace(v, upcoming=False, labels={**v.labels, "metadata.name": v.name}) for v in snap.nodes]
+    groups = {g.name: g for g in snap.groups}
+    for i, n in enumerate(plan.get("newNodes", [])):
+        g = groups[n["nodeGroup"]]
+        name = f"{g.name}/new-{i + 1}"
+        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
+        nodes.append(NodeView(name, labels, tuple(g.taints), dict(g.allocatable), g.name))
+    return replace(snap, nodes=nodes)
 
 
-def _run(nodes: list[SimNode], ungated: Sequence[Gang], released: Sequence[Gang], bound, config, seed) -> SimResult:
-    """One model run: the ungated pods first (in their own queue order), then the released gangs in order."""
+def _gate(g: Gang) -> Gang:
+    """`g` as the webhook admits it: every pod of a group carries the gate; ungrouped pods carry none."""
+    if g.api == API_NONE:
+        return g
+    return replace(g, pending=[replace(p, scheduling_gates=(CAPACITY_GATE,)) for p in g.pending])
+
+
+def _run(nodes, ungated: Sequence[Gang], released: Sequence[Gang], bound, config, seed) -> SimResult:
+    """One model run: the ungated pods first (in their own queue order), then the released pods."""
     def early(prio: int, created: str) -> str:  # before every release, in PrioritySort's order among themselves
         return f"0-{(1 << 40) - prio:016d}-{created}"
 
     queue = [replace(g, pending=[replace(p, priority=0, created=early(p.priority, p.created)) for p in g.pending],
                      priority=0, created=early(g.effective_priority, g.created)) for g in ungated]
-    queue += [_queued(g, f"1-{i:07d}") for i, g in enumerate(released)]
+    queue += [replace(g, priority=0, created=f"1-{i:07d}", pending=[replace(p, priority=0, created=f"1-{i:07d}")
+                                                                   for p in g.pending])
+              for i, g in enumerate(released)]
     return simulate(nodes, queue, bound=bound, config=config, seed=seed)
 
 
-def _repaired(order: list[Gang], res: SimResult, where: dict[str, str], empty: Sequence[str]) -> list[Gang]:
-    """gates.py's trespass rule, applied to what went wrong in `res`: a gang whose pods landed on a node the
-    plan keeps for a later gang waits until that gang has bound. Applied where a promised gang did not start
-    (it goes ahead of the first gang that took one of its planned nodes) and where a bought node stayed empty
-    (the gangs planned on it landed elsewhere: the owners of those nodes go ahead of them)."""
-    owner_of = {p.key: g.gang_key for g in order for p in g.pending}
-    pos = {g.gang_key: i for i, g in enumerate(order)}
-    planned_on: dict[str, set[GangKey]] = {}
-    for k, node in where.items():
-        if k in owner_of:
-            planned_on.setdefault(node, set()).add(owner_of[k])
-    moves: dict[GangKey, int] = {}
+def _bind(snap: ClusterSnapshot, res: SimResult, gangs: Sequence[Gang]) -> ClusterSnapshot:
+    """`snap` with the pods `res` placed bound where it placed them (their room taken off the nodes)."""
+    pods = [replace(p, node_name=res.placement[p.key]) for g in gangs for p in g.pending if p.key in res.placement]
+    used: dict[str, dict[str, int]] = {}
+    for p in pods:
+        u = used.setdefault(p.node_name or "", {})
+        for r, n in p.requests.items():
+            u[r] = u.get(r, 0) + n
+    nodes = [replace(v, free={r: n - used[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in used else v
+             for v in snap.nodes]
+    return replace(snap, nodes=nodes, bound=[*snap.bound, *pods])
 
-    def ahead(key: GangKey, of: int) -> None:
-        if of < pos[key]:
-            moves[key] = min(moves.get(key, of), of)
 
-    for g in order:
-        if not res.outcomes[g.gang_key].started:
-            mine = {where[p.key] for p in g.pending}
-            takers = [pos[k] for node in mine for p in res.node_pods.get(node, [])
-                      if (k := owner_of.get(p)) is not None and k != g.gang_key and where.get(p) != node]
-            ahead(g.gang_key, min(takers, default=pos[g.gang_key]))
-    for node in (empty if not moves else ()):  # gangs that did not start first: their moves change the rest
-        for g in planned_on.get(node, ()):
-            for p in order[pos[g]].pending:
-                landed = res.placement.get(p.key)
-                for h in planned_on.get(landed or "", set()) - {g} if landed != where[p.key] else ():
-                    ahead(h, pos[g])
-    if not moves:
-        return order
-    # a moved gang sorts just before the gang it must precede (ties: its old position)
-    return sorted(order, key=lambda g: (moves.get(g.gang_key, pos[g.gang_key]) - (0.5 if g.gang_key in moves else 0),
-                                        pos[g.gang_key]))
+def _narrowed(decision: GateDecision) -> list[Gang]:
+    """The released gangs as the scheduler gets them: each pod ungated and narrowed to its node."""
+    out = []
+    for lift in decision.lifts:
+        on = dict(zip((p.key for p in lift.pods), lift.nodes))
+        out.append(replace(lift.gang, pending=[replace(p, scheduling_gates=(), placement=narrowed(
+            p.placement, on[p.key])) for p in lift.pods]))
+    return out
+
+
+def _reserve(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str]
+             ) -> tuple[ClusterSnapshot, list[Gang]]:
+    """The controller's reservations (controller/reservations.py): a node that arrived for a held gang and is still
+    empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first."""
+    busy = {p.node_name for p in snap.bound}
+    owner = {where[p.key]: g.gang_key for g in held for p in g.pending if p.key in where}
+    nodes = [replace(v, reserved_for=owner[v.name], taints=(*v.taints, Taint(RESERVED_TAINT, str(owner[v.name]),
+                                                                               "NoSchedule")))
+             if v.name in owner and v.name not in busy else v for v in snap.nodes]
+    mine = {k for v in nodes if (k := v.reserved_for) is not None}
+    held = [replace(g, pending=[replace(p, placement=replace(p.placement, tolerations=(*p.placement.tolerations,
+            Toleration(RESERVED_TAINT, "Equal", str(g.gang_key), "NoSchedule")))) for p in g.pending])
+            if g.gang_key in mine else g for g in held]
+    return replace(snap, nodes=nodes), held
+
+
+def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str], bought: Counter, n: int
+            ) -> tuple[ClusterSnapshot, dict[str, str], dict[GangKey, tuple[str, str]], list[str]]:
+    """The controller's next pass for the gangs still held: a plan on the cluster as it stands (every node bought
+    so far counts toward its group's size; the empty nodes that arrived for a held gang reserved for it), its new
+    nodes registered. Returns the snapshot with them, where the plan puts each pod, its decision per gang, and the
+    new nodes' groups."""
+    groups = [replace(g, current_size=g.current_size + bought[g.name]) for g in snap.groups]
+    snap, held = _reserve(snap, held, where)
+    plan = make_plan(replace(snap, gangs=list(held), decided={}, groups=groups),
+                     SolveOptions(time_limit=REPLAN_SECONDS))
+    where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
+    # the reservation is the planner's own view: the scheduler (and the next pass) never sees the taint
+    snap = replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(
+        t for t in v.taints if t.key != RESERVED_TAINT)) for v in snap.nodes])
+    by_name = {g.name: g for g in groups}
+    nodes = list(snap.nodes)
+    for i, new in enumerate(plan.new_nodes):
+        g = by_name[new.node_group]
+        name = f"{g.name}/pass{n}-{i + 1}"
+        nodes.append(NodeView(name, {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name},
+                              tuple(g.taints), dict(g.allocatable), g.name))
+        where.update({p: name for p in new.pods})
+    decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
+    return replace(snap, nodes=nodes, groups=groups), where, decisions, [n.node_group for n in plan.new_nodes]
 
 
 def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: int = 0,
-                rounds: int = ROUNDS) -> GateRun:
-    """Replay gate mode over `plan` (see the module docstring)."""
-    snap = world.snap
-    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(
-        snap.groups, [n["nodeGroup"] for n in plan.get("newNodes", [])])
+                passes: int = PASSES) -> GateRun:
+    """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, as they do the moment
+    the nodes are Ready; the controller's next pass releases the gangs around them, narrowed; the scheduler places
+    those; a gang left held is planned again (more nodes) and released on the pass after."""
+    snap = _registered(world.snap, plan)
+    gangs = [_gate(g) for g in world.snap.solvable]
+    ungated = [replace(g, pending=[p for p in g.pending if not gated(p)]) for g in gangs]
+    ungated = [g for g in ungated if g.pending]
+    res = _run(nodes_from_views(snap.nodes, snap.bound), ungated, [], snap.bound, config, seed)
+    snap = _bind(snap, res, ungated)
+    run = GateRun([], res, [], GateDecision((), {}))
+    bought = Counter(n["nodeGroup"] for n in plan.get("newNodes", []))
     where = plan_placement(plan)
     starts = plan_starts(plan)
-    ungated = [g for g in snap.solvable if g.api == API_NONE]
-    held = [g for g in snap.solvable if g.api != API_NONE and g.key in starts]
-    order = [replace(g, pending=[p for p in g.pending if p.key in where])
-             for g in release_order(held, placement_choices(snap))]
-    best: GateRun | None = None
-    best_score: tuple[int, int, int] = (-1, -1, 0)
-    tried: list[tuple[int, int]] = []
-    stale = 0  # rounds since the best one
-    for _ in range(max(1, rounds)):
-        res = _run(nodes, ungated, order, snap.bound, config, seed)
-        run = GateRun([g.gang_key for g in order], res, [n for n in res.empty_nodes if "/new-" in n])
-        started = run.started
-        score = (sum(1 for g in order if g.policy == "gang" and g.gang_key in started), len(started), -len(run.empty))
-        tried.append((score[0], -score[2]))
-        stale += 1
-        if best is None or score > best_score:
-            best, best_score, stale = run, score, 0
-        if stale >= STALE_ROUNDS:
+    decisions = {g.gang_key: ("scale-up", "") for g in gangs if g.key in starts}
+    pending = [replace(g, pending=[p for p in g.pending if gated(p)]) for g in gangs]
+    for n in range(1, passes + 1):
+        pending = [g for g in pending if g.pending]
+        decision = release(pending, where, decisions, snap, lambda g: True, config=config)
+        released = _narrowed(decision)
+        out = _run(nodes_from_views(snap.nodes, snap.bound), [], released, snap.bound, config, seed)
+        snap = _bind(snap, out, released)
+        res.placement.update(out.placement)
+        res.outcomes.update({k: o for k, o in out.outcomes.items()})
+        run.order += [g.gang_key for g in released]
+        run.decision = GateDecision(run.decision.lifts + decision.lifts, decision.held)
+        done = {p.key for g in released for p in g.pending}
+        pending = [replace(g, pending=[p for p in g.pending if p.key not in done]) for g in pending]
+        if not decision.held or n == passes:
             break
-        nxt = _repaired(order, res, where, run.empty)
-        if nxt == order:
-            break
-        order = nxt
-    best.rounds = tried
-    return best
+        snap, where, decisions, more = _replan(snap, [g for g in pending if g.gang_key in decision.held], where,
+                                               bought, n)
+        run.later += more
+        bought.update(more)
+    # the nodes this plan and the later passes bought (nodes already on their way are every policy's, as before)
+    new = {v.name for v in snap.nodes if "/new-" in v.name or "/pass" in v.name}
+    busy = set(res.placement.values())
+    run.empty = sorted(name for name in new if name not in busy)
+    return run
+
+
+def _group_of(node: str) -> str:
+    """A bought node's group, from the name the replay gives it (group/new-i, group/passN-i, group/upcoming-i)."""
+    return node.rpartition("/")[0]
 
 
 def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> dict:
@@ -167,14 +225,15 @@ def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> di
     promised = {g.gang_key for g in gangs if g.key in starts}
     started = promised & run.started
     price = {g.name: g.price_per_hour for g in world.snap.groups}
-    cost = sum(price[n["nodeGroup"]] for n in plan.get("newNodes", []))
+    cost = sum(price[n["nodeGroup"]] for n in plan.get("newNodes", [])) + sum(price[g] for g in run.later)
     lost = sorted(promised - started, key=str)
+    held = run.decision.held
     return {"promised": len(promised), "promised_not_started": len(lost),
             "gangs_started": len(started), "gangs": len(gangs), "groups_started": len(run.result.started),
             "empty_nodes": len(run.empty),
-            "empty_cost": round(sum(price[n.rpartition("/new-")[0]] for n in run.empty), 6),
+            "empty_cost": round(sum(price[_group_of(n)] for n in run.empty if _group_of(n) in price), 6),
             "cost_per_started_gang": round(cost / len(started), 4) if started else None,
             "pods_placed": len(run.result.placement), "seconds": round(time.perf_counter() - start, 3),
-            "rounds": run.rounds,
-            "not_started": [f"{k}: {run.result.outcomes[k].reason}" for k in lost[:10]],
+            "later_nodes": len(run.later), "later_cost": round(sum(price[g] for g in run.later), 6),
+            "not_started": [f"{k}: {held[k] if k in held else run.result.outcomes[k].reason}" for k in lost[:10]],
             "profile": strategy}

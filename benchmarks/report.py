@@ -299,8 +299,9 @@ def markdown_report(doc: dict) -> str:
         out += ["## What the scheduler does with the nodes (gangscale.scheduling model)", "",
                 "Every policy's nodes (existing + upcoming + bought) and every pending gang, placed by the model "
                 "of kube-scheduler in queue order (gate mode: ungrouped pods first, then the plan's gangs "
-                "released one by one in gate mode's release order, deferred gangs kept gated: "
-                "benchmarks/gatemode.py). \"promised\": for gangscale the gangs its plan starts, for a "
+                "released by gates.release, each pod narrowed to its node, deferred gangs kept gated, gangs "
+                "whose room ungated pods took planned again: benchmarks/gatemode.py). \"promised\": for "
+                "gangscale the gangs its plan starts, for a "
                 "baseline the gangs its own placement satisfies.", "", models, ""]
     return "\n".join(out)
 

@@ -11,6 +11,8 @@ skipped: `next_wake` says when one could.
 
 from __future__ import annotations
 
+import copy
+
 import orjson
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import replace
@@ -20,11 +22,12 @@ from typing import Any, Protocol
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
 from gangscale.controller.config import ControllerConfig
+from gangscale.controller.gates import NARROWED_KEY
 from gangscale.controller.lifecycle import GangState, Record
 from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
-from gangscale.ingest import DEFAULT_NODE_GROUP_LABEL, Cluster, ingest
+from gangscale.ingest import CAPACITY_GATE, DEFAULT_NODE_GROUP_LABEL, Cluster, ingest
 from gangscale.parse import ParseCache
 from gangscale.snapshot import build_snapshot
 
@@ -138,26 +141,62 @@ class MemoryStore:
         return ControllerState({r.key: r for r in recs}, {str(k): float(v) for k, v in doc.get("backoff", {}).items()})
 
 
+def _json_patch(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> None:
+    """RFC 6902 add / remove on `doc` in place (the ops gate mode sends; `test` ops were checked by the caller)."""
+    for op in ops:
+        steps = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        cur: Any = doc
+        for step in steps[:-1]:
+            cur = cur[int(step)] if isinstance(cur, list) else cur.setdefault(step, {})
+        last = steps[-1]
+        if op["op"] == "add":
+            if isinstance(cur, list):
+                cur.insert(len(cur) if last == "-" else int(last), op["value"])
+            else:
+                cur[last] = op["value"]
+        elif op["op"] == "remove":
+            del cur[int(last) if isinstance(cur, list) else last]
+
+
 class GateLifter:
-    """`PodGateLifter` over the engine's pod objects: removes the gate the JSON patch names (the pod becomes a new
-    dict, as every change the engine makes: objects handed over are never changed in place)."""
+    """`PodGateLifter` over the engine's pod objects: applies gate mode's release patch (the gate removed, the pod
+    narrowed to its node), and deletes a stranded pod as its owner would recreate it: gated again, not narrowed."""
 
     def __init__(self, pods: MutableMapping[str, dict[str, Any]], on_lift: Callable[[str], None]) -> None:
         self.pods = pods
         self.on_lift = on_lift
+        self.template: dict[str, Any] = {}  # pod key -> its affinity before the release (what its owner recreates)
 
     def remove(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
         key = f"{namespace}/{name}"
         pod = self.pods.get(key)
         if pod is None:
             return None
-        gates = {op["value"] for op in ops if op.get("op") == "test"}
-        spec = {**pod["spec"]}
-        spec["schedulingGates"] = [g for g in spec.get("schedulingGates", []) if g.get("name") not in gates]
-        if not spec["schedulingGates"]:
-            del spec["schedulingGates"]
-        self.pods[key] = {**pod, "spec": spec}
+        gates = [g.get("name") for g in pod["spec"].get("schedulingGates", [])]
+        if any(op.get("op") == "test" and op["value"] not in gates for op in ops):
+            return "the gate is not there any more"
+        self.template[key] = copy.deepcopy(pod["spec"].get("affinity"))
+        pod = copy.deepcopy(pod)  # a new dict, as every change the engine makes: handed-over objects never change
+        _json_patch(pod, ops)
+        if not pod["spec"].get("schedulingGates"):
+            pod["spec"].pop("schedulingGates", None)
+        self.pods[key] = pod
         self.on_lift(pod["metadata"]["name"])
+        return None
+
+    def delete(self, namespace: str, name: str, uid: str) -> str | None:
+        key = f"{namespace}/{name}"
+        pod = self.pods.get(key)
+        if pod is not None and not pod["spec"].get("nodeName"):
+            pod = copy.deepcopy(pod)  # the recreated pod is a new object (handed-over objects never change)
+            pod["spec"]["schedulingGates"] = [{"name": CAPACITY_GATE}]
+            affinity = self.template.pop(key, None)  # the recreated pod is the template's again
+            if affinity is None:
+                pod["spec"].pop("affinity", None)
+            else:
+                pod["spec"]["affinity"] = affinity
+            (pod["metadata"].get("annotations") or {}).pop(NARROWED_KEY, None)
+            self.pods[key] = pod
         return None
 
 

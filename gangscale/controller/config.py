@@ -117,6 +117,11 @@ class ControllerConfig(BaseModel):
     scale_down: bool = Field(default=True, alias="scaleDown")
     # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready
     gate_mode: GateMode = Field(default="opt-in", alias="gateMode")
+    # narrow each released pod's required node affinity to its planned node in the patch that lifts the gate
+    # (KEP-3521); false: lift only, and the scheduler's scoring decides where the pods go
+    gate_narrowing: bool = Field(default=True, alias="gateNarrowing")
+    # a pod released narrowed whose node is gone or NotReady this long is deleted, so its owner recreates it
+    narrowed_node_grace_seconds: Seconds = Field(default=120.0, alias="narrowedNodeGraceSeconds", ge=0)
     # fairness and safety
     max_gang_pods: int = Field(default=1024, alias="maxGangPods", ge=1)
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)

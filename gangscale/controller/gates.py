@@ -1,44 +1,40 @@
-"""Gate mode: which gangs' pods leave the `gangscale.io/capacity` scheduling gate this pass, in which order.
+"""Gate mode: which gangs' pods leave the `gangscale.io/capacity` scheduling gate this pass, and on which node.
 
 Invariant: pure functions of the cluster, the plan and the snapshot it was made from. A gang gate
 mode holds is released only when (1) the plan starts it (`fits-existing` or `scale-up`), (2) every
 pod the plan placed for it is on a registered, Ready, schedulable node (a live node of the
-snapshot, never an upcoming or a new one), and (3) the scheduler model (`gangscale.scheduling.
-simulate`, on the live nodes with the pods already in the scheduler's queue, under every seed of
-`SEEDS`) starts it, keeps every gang that started without it started, and, where its pods land on
-a node the plan gave to a gang still held (or that arrived for one: a node reserved for it), leaves
-that gang room to start on the nodes it may count on (live and upcoming nodes not reserved for a
-third gang, less the room the plan gave the other gangs still held, and the new nodes the plan buys
-for it). A gang's own reserved nodes are its capacity: the plan places its pods there, the scheduler
-model sees them without the planner-only reservation taint, as kube-scheduler does, and a pod the
-plan put on a node still on its way counts as placed on one of the gang's own Ready nodes the plan
-left empty, where it fits (the solver sees no difference between the two; the gate does). Held
-gangs are tried in `release_order` (priority, then the biggest per-pod GPU / extended-resource
-request first, among GPU gangs the one with the fewest node groups to go to, then the biggest pod by
-cpu or memory), so a big-GPU gang is released before the small pods that could take its nodes, an
-H100-only gang before an any-8-GPU gang that could take its H100 nodes, big CPU pods before the
-small ones LeastAllocated would spread over their nodes, and a small gang whose pods would land on a
-still-held big gang's nodes waits until that one has bound. Only the pods the plan placed leave the gate (an
-elastic gang's extra members stay gated). Deferred and infeasible gangs stay gated.
+snapshot, never an upcoming or a new one; a pod the plan put on a node still on its way counts as
+placed on one of the gang's own Ready nodes, the ones that arrived for it, where it fits), and
+(3) each of those pods still has room on a Ready node: the node the plan put it on, else another
+Ready node its selectors, tolerations and the gang's topology allow and no other gang reserved
+(`_assign`). Room is what bound pods leave, less the pods already in the scheduler's queue where
+the scheduler model puts them (the most any seed of `SEEDS` puts on a node: ungated pods go where
+the scheduler puts them, gangscale cannot narrow them) and less the room the plan gives the gangs
+still held. Each released pod is *narrowed* to its node in the same patch that removes the gate
+(KEP-3521's mutable scheduling directives: `narrow_ops`), so the scheduler has one feasible node
+per pod and its queue order and scoring no longer decide where gang pods go. Only the pods the
+plan placed leave the gate (an elastic gang's extra members stay gated). Deferred and infeasible
+gangs stay gated. A narrowed pod whose node dies before it binds is `stranded`: the controller
+deletes it so its owner recreates it, gated again.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
-released at once: the gate is gangscale's, and nobody else lifts it. The gate's state lives in the
-pods, so no record is kept: a restarted controller re-derives everything from the cluster.
+released at once, not narrowed: the gate is gangscale's, and nobody else lifts it. The gate's
+state lives in the pods, so no record is kept: a restarted controller re-derives everything from
+the cluster.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..fit import placement_allows
+from ..fit import label_keys, placement_allows
 from ..ingest import CAPACITY_GATE
-from ..model import Gang, GangKey, Pod
+from ..model import Gang, GangKey, Node, Placement, Pod, Requirement
 from ..plan import Plan
-from ..resources import CPU, MEMORY
-from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate
-from ..scheduling.scores import is_scalar
+from ..scheduling import SchedulerConfig, nodes_from_views, simulate
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
@@ -48,6 +44,9 @@ WEBHOOK_GATE_LABEL, WEBHOOK_GATE_ON = "gangscale.io/capacity-gate", "enabled"
 SEEDS = (0, 1, 2)  # score ties are random in kube-scheduler: a release must hold under each
 STARTING = ("fits-existing", "scale-up")
 CAPACITY_READY, NOT_HELD = "capacity-ready", "not-held"
+NARROWED_KEY = "gangscale.io/narrowed-to"  # pod annotation: the node gate mode narrowed it to
+NODE_NAME_FIELD = "metadata.name"  # the one field matchFields may name
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +57,7 @@ class Lift:
     pods: tuple[Pod, ...]
     why: str  # CAPACITY_READY | NOT_HELD
     message: str
+    nodes: tuple[str, ...] = ()  # CAPACITY_READY: the node each pod is narrowed to (same order as `pods`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,157 +105,73 @@ def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> 
     return ns if ns is not None else mode == "all"
 
 
-def _scalars(p: Pod) -> list[int]:
-    return [v for r, v in p.requests.items() if is_scalar(r) and v > 0]
+def release_order(gangs: Iterable[Gang]) -> list[Gang]:
+    """The order held gangs are considered in: the scheduler's own (PrioritySort: priority, then age). Narrowed
+    pods cannot take each other's nodes, so the order only decides who gets the room a Ready node has left when
+    the pods the scheduler placed first took the room the plan meant for a gang (`_assign`)."""
+    return sorted(gangs, key=lambda g: (-g.effective_priority, g.created or min((p.created for p in g.pending),
+                                                                                 default=""), str(g.gang_key)))
 
 
-MEMORY_PER_CPU = 4 << 30  # a pod's size counts a CPU as 4 GiB of memory (general-purpose instances' ratio)
+# ------------------------------------------------------------------------------------------ narrowing (KEP-3521)
+
+def narrowed(pl: Placement, node: str) -> Placement:
+    """`pl` with its required node affinity narrowed to `node` as `narrow_ops` writes it: `metadata.name In [node]`
+    added to every term (an empty term matches no node and stays as it is), or one such term when it has none."""
+    req = Requirement(NODE_NAME_FIELD, "In", (node,))
+    terms = tuple((*t, req) if t else t for t in pl.affinity) if pl.affinity else ((req,),)
+    return replace(pl, affinity=terms)
 
 
-def _pod_size(p: Pod) -> int:
-    """The larger of a pod's cpu and memory request, in bytes (a CPU counted as `MEMORY_PER_CPU`)."""
-    return max(p.requests.get(CPU, 0) * MEMORY_PER_CPU // 1000, p.requests.get(MEMORY, 0))
+def narrow_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
+    """JSON-patch ops narrowing a gated pod's required node affinity to `node` (matchFields metadata.name In).
+
+    KEP-3521's mutable scheduling directives: while the stored pod has scheduling gates, required node affinity
+    may be set when absent, and otherwise only narrowed: the same number of terms, each keeping its requirements
+    and gaining new ones at the end; an empty term may gain none (it matches no node, so it needs none).
+    kubernetes pkg/apis/core/validation/validation.go ValidatePodUpdate (`podIsGated :=
+    len(oldPod.Spec.SchedulingGates) > 0`), validateNodeAffinityMutation, validateNodeSelectorTermHasOnlyAdditions.
+    The nodeSelector is left as it is (both must hold)."""
+    field = {"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}
+    term = {"matchFields": [field]}
+    affinity = spec.get("affinity")
+    required = {REQUIRED: {"nodeSelectorTerms": [term]}}
+    if not isinstance(affinity, Mapping):
+        return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": required}}]
+    na = affinity.get("nodeAffinity")
+    if not isinstance(na, Mapping):
+        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": required}]
+    base = f"/spec/affinity/nodeAffinity/{REQUIRED}"
+    terms = na.get(REQUIRED, {}).get("nodeSelectorTerms") if isinstance(na.get(REQUIRED), Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return [{"op": "add", "path": base, "value": {"nodeSelectorTerms": [term]}}]
+    ops: list[dict[str, Any]] = []
+    for i, t in enumerate(terms):
+        if not isinstance(t, Mapping) or not (t.get("matchExpressions") or t.get("matchFields")):
+            continue
+        if t.get("matchFields"):
+            ops.append({"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields/-", "value": field})
+        else:
+            ops.append({"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields", "value": [field]})
+    return ops
 
 
-def release_key(g: Gang, choices: int = 0) -> tuple:
-    """Priority first; then the biggest per-pod GPU (extended resource) request; among GPU gangs, the one with the
-    fewest places to go (`choices`, node groups and nodes: an H100-only gang before an any-8-GPU one, which would
-    take its nodes); then the biggest pod by cpu or memory (`_pod_size`: LeastAllocated spreads each released gang
-    over the emptiest nodes, so small pods released first cut the free room into pieces that bigger pods released
-    later no longer fit; biggest first is first-fit decreasing); then the fewest places; then the gang's total
-    GPU request; then age."""
-    biggest = max((max(_scalars(p), default=0) for p in g.pending), default=0)
-    size = max((_pod_size(p) for p in g.pending), default=0)
-    total = sum(sum(_scalars(p)) for p in g.pending)
-    created = g.created or min((p.created for p in g.pending), default="")
-    return (-g.effective_priority, -biggest, choices if biggest else 0, -size, choices, -total, created,
-            str(g.gang_key))
-
-
-def release_order(gangs: Iterable[Gang], choices: Callable[[Gang], int] | None = None) -> list[Gang]:
-    """The order in which held gangs are considered for release (`choices`: see `placement_choices`)."""
-    return sorted(gangs, key=lambda g: release_key(g, choices(g) if choices else 0))
-
-
-def _biggest_pod(g: Gang) -> Pod | None:
-    return max(g.pending, key=lambda p: (max(_scalars(p), default=0), sum(_scalars(p)), p.key), default=None)
-
-
-def placement_choices(snap: ClusterSnapshot) -> Callable[[Gang], int]:
-    """How many places a gang's biggest pod may go: node groups and nodes whose labels and taints its selectors,
-    affinity and tolerations allow, with the GPUs / extended resources it requests (a node's: free now)."""
-    places = [(n.labels, n.taints, n.allocatable) for n in snap.groups]
-    places += [(v.labels, v.taints, v.free) for v in snap.nodes]
-    memo: dict[tuple, int] = {}
-
-    def count(g: Gang) -> int:
-        p = _biggest_pod(g)
-        if p is None:
-            return 0
-        scalars = tuple(sorted((r, v) for r, v in p.requests.items() if is_scalar(r) and v > 0))
-        key = (p.placement, scalars)
-        if key not in memo:
-            memo[key] = sum(1 for labels, taints, alloc in places if placement_allows(p.placement, labels, taints)
-                            and all(alloc.get(r, 0) >= v for r, v in scalars))
-        return memo[key]
-
-    return count
-
-
-@dataclass(slots=True)
-class _World:
-    """What a release is checked against: live nodes, bound pods, the plan's node claims, the model's runs."""
-
-    gangs: Sequence[Gang]
-    snap: ClusterSnapshot
-    config: SchedulerConfig | None
-    where: dict[str, str]  # pod key -> the node the plan put it on
-    new_groups: list[str]  # the plan's new nodes' groups, in order (named as `planned_nodes` names them)
-    claims: dict[str, set[GangKey]] = field(default_factory=dict)
-    released: dict[GangKey, set[str]] = field(default_factory=dict)
-    baseline: dict[int, SimResult] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        gang_of = {p.key: g.gang_key for g in self.gangs for p in g.pending}
-        for pod_key, node in self.where.items():
-            if pod_key in gang_of:
-                self.claims.setdefault(node, set()).add(gang_of[pod_key])
-        for v in self.snap.nodes:  # a node that arrived for a gang is its capacity, whatever this plan did with it
-            if v.reserved_for is not None and not v.upcoming:
-                self.claims.setdefault(v.name, set()).add(v.reserved_for)
-
-    def run(self, extra: Mapping[GangKey, set[str]], seed: int) -> SimResult:
-        """The scheduler on the live nodes, with the ungated pods and those `extra` releases queued."""
-        nodes = nodes_from_views([v for v in self.snap.nodes if not v.upcoming], self.snap.bound)
-        queue = []
-        for g in self.gangs:
-            out = extra.get(g.gang_key, set())
-            pending = [p for p in g.pending if not gated(p) or p.key in out]
-            if pending:
-                queue.append(replace(g, pending=pending))
-        return simulate(nodes, queue, bound=self.snap.bound, config=self.config, seed=seed)
-
-    def base(self, seed: int) -> SimResult:
-        if seed not in self.baseline:
-            self.baseline[seed] = self.run(self.released, seed)
-        return self.baseline[seed]
-
-    def still_fits(self, held: Gang, after: SimResult, seed: int, others: Iterable[Gang] = ()) -> bool:
-        """Whether `held`'s planned pods still start on the nodes it may count on (live and upcoming ones not
-        reserved for another gang, and the new nodes the plan buys for it), once the pods of `after` are bound
-        where the scheduler put them. Nodes bought for other gangs are not its to fall back on: counting them
-        let a release take a node that had arrived for a held gang, which then waited for (and was bought)
-        one more. Nor is the room the plan gave the other gangs still held (`others`): their planned pods count
-        as bound where the plan put them, else a release could push `held` onto a third gang's room, and that
-        gang, checked alone, onto a fourth's, until the last one no longer fits anywhere."""
-        mine = {p.key for p in held.pending}
-        pods = {p.key: p for g in self.gangs for p in g.pending if p.key not in mine}
-        bound = list(self.snap.bound) + [replace(pods[k], node_name=n) for k, n in after.placement.items() if k in pods]
-        bound += [replace(p, node_name=self.where[p.key]) for o in others if o.gang_key != held.gang_key
-                  for p in o.pending if p.key in self.where and p.key not in after.placement]
-        known = {g.name for g in self.snap.groups}
-        own = {self.where[k] for k in mine if k in self.where}
-        views = [v for v in self.snap.nodes if v.reserved_for in (None, held.gang_key)]
-        nodes = nodes_from_views(views, self.snap.bound) + [n for n in planned_nodes(
-            self.snap.groups, [name for name in self.new_groups if name in known]) if n.name in own]
-        planned = [p for p in held.pending if p.key in self.where]
-        res = simulate(nodes, [replace(held, pending=planned)], bound=bound, config=self.config, seed=seed)
-        return held.gang_key in res.started
-
-
-def _conflict(w: _World, g: Gang, pods: Sequence[Pod], still_held: Mapping[GangKey, Gang]) -> str | None:
-    """Why releasing `pods` now would not land as the plan put them (None: it would)."""
-    extra = {**w.released, g.gang_key: w.released.get(g.gang_key, set()) | {p.key for p in pods}}
-    runs = {}
-    for seed in SEEDS:
-        res = runs[seed] = w.run(extra, seed)
-        out = res.outcomes.get(g.gang_key)
-        if out is None or not out.started:
-            return f"the scheduler would not start it on the Ready nodes yet: {out.reason if out else 'not queued'}"
-        lost = sorted(str(k) for k in w.base(seed).started - res.started)
-        if lost:
-            return f"releasing it now would keep {lost[0]} from starting"
-        for victim, node in _trespassed(w, g, pods, res, still_held):
-            others = [o for k, o in still_held.items() if k != g.gang_key]
-            if not w.still_fits(still_held[victim], res, seed, others):
-                return (f"the scheduler would put its pods on node {node}, which the plan keeps for {victim}, "
-                        "and that gang would no longer fit; it waits until that gang has bound")
-    w.released = extra
-    w.baseline = runs
-    return None
-
-
-def _trespassed(w: _World, g: Gang, pods: Sequence[Pod], res: SimResult, still_held: Mapping[GangKey, Gang]
-                ) -> list[tuple[GangKey, str]]:
-    """Still-held gangs whose planned nodes the released pods land on (nodes not planned for `g` too)."""
-    out: dict[GangKey, str] = {}
-    for p in pods:
-        node = res.placement.get(p.key, "")
-        claimed = w.claims.get(node, set())
-        if g.gang_key not in claimed:
-            for k in sorted(claimed & still_held.keys(), key=str):
-                out.setdefault(k, node)
-    return sorted(out.items(), key=lambda kv: str(kv[0]))
+def release_patch(obj: Mapping[str, Any], gate_names: Sequence[str], node: str | None) -> list[dict[str, Any]]:
+    """The one JSON patch releasing a pod (`obj`, as listed): narrowed to `node` (None: not narrowed) and our gate
+    removed together. One patch, not two: the API server judges the narrowing against the stored pod's gates
+    (see `narrow_ops`) and applies a patch whole or not at all, so a pod is never ungated without its narrowing.
+    The `NARROWED_KEY` annotation names the node, for the recovery (`stranded`)."""
+    ops = remove_gate_patch(gate_names)
+    if node is None:
+        return ops
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    if isinstance(meta.get("annotations"), Mapping):
+        note = {"op": "add", "path": "/metadata/annotations/" + NARROWED_KEY.replace("~", "~0").replace("/", "~1"),
+                "value": node}
+    else:
+        note = {"op": "add", "path": "/metadata/annotations", "value": {NARROWED_KEY: node}}
+    return [ops[0], note, *narrow_ops(spec, node), ops[1]]
 
 
 def _placement(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[str, str], set[str]]:
@@ -326,33 +242,167 @@ def _ready(g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, s
     return [p for p in planned if gated(p)], ""
 
 
-def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
-           config: SchedulerConfig | None = None) -> GateDecision:
-    """The gates to lift this pass (see the module docstring); `gangs` as ingested, not as the policy planned them."""
+def _take(free: dict[str, int], req: Mapping[str, int], sign: int = -1) -> None:
+    for r, n in req.items():
+        free[r] = free.get(r, 0) + sign * n
+
+
+def _has_room(free: Mapping[str, int], req: Mapping[str, int]) -> bool:
+    return all(free.get(r, 0) >= n for r, n in req.items())
+
+
+@dataclass(slots=True)
+class _Room:
+    """Free room per Ready node: what bound pods leave, less the scheduler's queue where the model puts it (the most
+    any seed puts on the node) and the room the plan gives the gated pods of the gangs still held."""
+
+    views: dict[str, NodeView]
+    free: dict[str, dict[str, int]]
+    allowed: dict[tuple, list[str]] = field(default_factory=dict)  # `_may_move`'s nodes, per kind of pod and gang
+    returned: int = 0  # room given back so far (a rolled-back gang): until it changes, room only shrinks
+    full: dict[tuple, int] = field(default_factory=dict)  # a kind of pod no node had room for, at `returned`
+
+    def give(self, node: str, req: Mapping[str, int]) -> None:
+        _take(self.free[node], req, +1)
+        self.returned += 1
+
+    def elsewhere(self, p: Pod, g: Gang, planned: str) -> str:
+        """A Ready node other than `planned` with room for `p` that `_may_move` allows, or ''."""
+        if p.rules:
+            return ""
+        at = self.views[planned]
+        key = (p.placement, g.gang_key, tuple(at.labels.get(k) for k in g.topology_keys))
+        nodes = self.allowed.get(key)
+        if nodes is None:
+            keys = sorted(label_keys(p.placement) | set(g.topology_keys))
+            verdict: dict[tuple, bool] = {}  # nodes alike on these labels, taints and owner are alike to `_may_move`
+            nodes = self.allowed[key] = []
+            for n, v in self.views.items():
+                sig = (tuple(v.labels.get(k) for k in keys), v.taints, v.reserved_for)
+                if sig not in verdict:
+                    verdict[sig] = _may_move(p, g, at, v)
+                if verdict[sig]:
+                    nodes.append(n)
+        kind = (key, tuple(sorted(p.requests.items())))
+        if self.full.get(kind) == self.returned:
+            return ""
+        node = next((n for n in nodes if _has_room(self.free[n], p.requests)), "")
+        if not node:
+            self.full[kind] = self.returned
+        return node
+
+
+def _queue(gangs: Sequence[Gang], holding: Callable[[Gang], bool]) -> list[Gang]:
+    """The pods the scheduler has (or gets this pass): ungated ones, and the gated pods of gangs not held."""
+    out = []
+    for g in gangs:
+        pending = [p for p in g.pending if not gated(p) or not holding(g)]
+        if pending:
+            out.append(replace(g, pending=pending))
+    return out
+
+
+def _room(gangs: Sequence[Gang], snap: ClusterSnapshot, config: SchedulerConfig | None, where: Mapping[str, str],
+          held: Sequence[Gang], holding: Callable[[Gang], bool]) -> _Room:
+    views = {v.name: v for v in snap.nodes if not v.upcoming}
+    free = {name: dict(v.free) for name, v in views.items()}
+    queue = _queue(gangs, holding)
+    if queue and views:
+        nodes = nodes_from_views(views.values(), snap.bound)
+        worst: dict[str, Counter] = {}
+        for seed in SEEDS:  # score ties are random: keep room for the queue wherever any seed puts it
+            res = simulate(nodes, queue, bound=snap.bound, config=config, seed=seed)
+            used: dict[str, Counter] = {}
+            for g in queue:
+                for p in g.pending:
+                    if (node := res.placement.get(p.key)) is not None:
+                        used.setdefault(node, Counter()).update(p.requests)
+            for node, c in used.items():
+                worst[node] = worst.get(node, Counter()) | c
+        for node, c in worst.items():
+            _take(free[node], c)
+    for g in held:
+        for p in g.pending:
+            if gated(p) and where.get(p.key) in free:
+                _take(free[where[p.key]], p.requests)
+    return _Room(views, free)
+
+
+def _may_move(p: Pod, g: Gang, planned: NodeView, v: NodeView) -> bool:
+    """Whether `p`, planned on `planned`, may be narrowed to `v` instead: a node not reserved for another gang that
+    its selectors, affinity and tolerations allow, in the same domain of the gang's topology keys; never a pod with
+    per-node pod rules (anti-affinity, spread, host ports: the plan placed it with them in mind)."""
+    if p.rules or v.reserved_for not in (None, g.gang_key):
+        return False
+    if any(v.labels.get(k) != planned.labels.get(k) for k in g.topology_keys):
+        return False
+    return placement_allows(p.placement, v.labels, [t for t in v.taints if t.key != RESERVED_TAINT])
+
+
+def _assign(room: _Room, g: Gang, pods: Sequence[Pod], where: Mapping[str, str]) -> tuple[dict[str, str], int]:
+    """Each pod's node: where the plan put it while that node has room, else another Ready node with room
+    (`_may_move`). Returns the assignment and how many pods found no room (then nothing is taken)."""
+    for p in pods:
+        room.give(where[p.key], p.requests)  # its own planned room, counted as a held gang's claim
+    out: dict[str, str] = {}
+    for p in pods:
+        node = where[p.key]
+        if not _has_room(room.free[node], p.requests):
+            node = room.elsewhere(p, g, node)
+        if node:
+            out[p.key] = node
+            _take(room.free[node], p.requests)
+    if len(out) == len(pods):
+        return out, 0
+    by_key = {p.key: p for p in pods}
+    for k, node in out.items():
+        room.give(node, by_key[k].requests)
+    for p in pods:
+        _take(room.free[where[p.key]], p.requests)
+    return {}, len(pods) - len(out)
+
+
+def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[GangKey, tuple[str, str]],
+            snap: ClusterSnapshot, holding: Callable[[Gang], bool], *, config: SchedulerConfig | None = None
+            ) -> GateDecision:
+    """The gates to lift this pass (the module docstring), given each pod's planned node as a live node's name
+    where it has registered (`where`) and the plan's decision per gang. Shared with benchmarks/gatemode.py."""
     mine = [g for g in gangs if any(gated(p) for p in g.pending)]
     lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
              for g in mine if not holding(g)]
-    held_gangs = release_order((g for g in mine if holding(g)), placement_choices(snap))
-    decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
-    where, live = _placement(plan, snap)
-    where = _on_own_nodes(held_gangs, where, live, snap)
-    world = _World(gangs, snap, config, where, [n.node_group for n in plan.new_nodes])
-    still_held = {g.gang_key: g for g in held_gangs}
+    held_gangs = release_order(g for g in mine if holding(g))
+    live = {v.name for v in snap.nodes if not v.upcoming}
+    room = _room(gangs, snap, config, where, held_gangs, holding)
     held: dict[GangKey, str] = {}
     for g in held_gangs:
-        pods, why = _ready(g, decisions.get(g.key), where, live)
+        pods, why = _ready(g, decisions.get(g.gang_key), where, live)
         if not pods:
             if why:
                 held[g.gang_key] = why
             continue
-        why = _conflict(world, g, pods, still_held) or ""
-        if why:
-            held[g.gang_key] = why
+        nodes, short = _assign(room, g, pods, where)
+        if short:
+            held[g.gang_key] = (f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
+                                "the scheduler placed first took the room) nor on another Ready node: the next plan "
+                                "places them again")
             continue
-        still_held.pop(g.gang_key)
+        moved = sum(1 for p in pods if nodes[p.key] != where[p.key])
         lifts.append(Lift(g, tuple(pods), CAPACITY_READY,
-                          f"its capacity is Ready: {len(pods)} pod(s) go to the nodes the plan placed them on"))
+                          f"its capacity is Ready: {len(pods)} pod(s) narrowed to the nodes the plan placed them on"
+                          + (f" ({moved} to another Ready node with room)" if moved else ""),
+                          tuple(nodes[p.key] for p in pods)))
     return GateDecision(tuple(lifts), held)
+
+
+def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
+           config: SchedulerConfig | None = None) -> GateDecision:
+    """`release` on the controller's plan: the plan's new nodes as the Ready nodes that arrived for each gang
+    (`_on_own_nodes`); `gangs` as ingested, not as the policy planned them."""
+    held_gangs = [g for g in gangs if holding(g) and any(gated(p) for p in g.pending)]
+    decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
+    where, live = _placement(plan, snap)
+    where = _on_own_nodes(held_gangs, where, live, snap)
+    return release(gangs, where, decisions, snap, holding, config=config)
 
 
 def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[dict[str, Any]]:
@@ -361,3 +411,22 @@ def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[d
     i = list(gates).index(gate)
     return [{"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": gate},
             {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]
+
+
+# ------------------------------------------------------------------------------------------ recovery
+
+def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]]:
+    """Pods gate mode released narrowed to a node (`NARROWED_KEY`) that are still unbound while that node is gone
+    or not Ready (or cordoned): with one feasible node they can never schedule. Each with the reason."""
+    state = {n.name: n for n in nodes}
+    out = []
+    for p in pods:
+        node = p.annotations.get(NARROWED_KEY)
+        if not node or p.node_name or p.terminal or gated(p):
+            continue
+        n = state.get(node)
+        why = ("is gone" if n is None else "is not Ready" if not n.ready else "is cordoned" if n.unschedulable
+               else "")
+        if why:
+            out.append((p, f"node {node}, the one node it was narrowed to, {why}"))
+    return out

@@ -14,8 +14,10 @@ the client token of each call; a pass that starts with a token still in a
 record (a crash or a deposed leader left it) first settles that call: the
 instances it launched join their group or are terminated (`janitor.py`).
 Every save and every cloud mutation is fenced by the leader elector, and so
-is every pod patch of gate mode (lifting `gangscale.io/capacity`, `gates.py`),
-which comes last: after the scale-up, from the same plan and snapshot.
+is every pod write of gate mode (lifting `gangscale.io/capacity` with the pod
+narrowed to its node in the same patch, deleting a released pod whose node
+died: `gates.py`), which comes last: after the scale-up, from the same plan
+and snapshot.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class Reconciler:
         self.clock = clock
         self.state = ControllerState()
         self.empty_since: dict[str, float] = {}
+        self.stranded_since: dict[str, float] = {}  # released pods whose narrowed-to node is gone: since when
         self.replan_soon = False  # a cloud failure moved gangs: run again without waiting for a change
         self.passes = 0
         self.identity = identity
@@ -255,7 +258,8 @@ class Reconciler:
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
         knows it (aws-eks), read at most every CLUSTER_SCHEDULER_TTL seconds; `schedulerModel: off` reads nothing,
-        unless `gating`: gate mode's release order models the cluster's scheduler whether the plan does or not."""
+        unless `gating`: gate mode models where the cluster's scheduler puts the queued pods whatever the plan
+        does."""
         model = scheduler_model_from(self.cfg.scheduler_config_file, "observe" if gating else self.cfg.scheduler_model,
                                      self._scheduler_files)
         if not model.enabled or self.cfg.scheduler_config_file:
@@ -434,7 +438,9 @@ class Reconciler:
 
     def _gates(self, objects: list[dict[str, Any]], cluster: Cluster, snap: ClusterSnapshot, plan: Plan,
                enforce: bool, now: float) -> None:
-        """Gate mode: lift `gangscale.io/capacity` from the gangs whose capacity is Ready (gates.py), fenced."""
+        """Gate mode: release the gangs whose capacity is Ready, each pod narrowed to its node (gates.py), fenced;
+        then recover released pods whose one node died."""
+        self._recover(cluster, enforce, now)
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
@@ -446,31 +452,67 @@ class Reconciler:
             if self.gates_held.get(key) != why:
                 log.info("gate held", extra={"gang": str(key), "reason": why})
         self.gates_held = dict(decision.held)
-        for lift in decision.lifts:
-            self._lift(lift, enforce)
+        if decision.lifts:
+            raw = {(o["metadata"].get("namespace"), o["metadata"].get("name")): o for o in objects
+                   if o.get("kind") == "Pod" and isinstance(o.get("metadata"), dict)}
+            for lift in decision.lifts:
+                self._lift(lift, raw, enforce)
 
-    def _lift(self, lift: gates.Lift, enforce: bool) -> None:
+    def _lift(self, lift: gates.Lift, raw: dict[tuple[str, str], dict[str, Any]], enforce: bool) -> None:
         key = str(lift.gang.gang_key)
         pods = [p.key for p in lift.pods]
         if not enforce or self.pod_gates is None:
             log.info("gate lift skipped (dry-run)", extra={"gang": key, "pods": pods, "why": lift.why})
             return
+        nodes = lift.nodes if self.cfg.gate_narrowing else ()
         done, failed = [], {}
-        for p in lift.pods:
+        for i, p in enumerate(lift.pods):
             if self.fence is not None:
                 self.fence(f"lift the scheduling gate of pod {p.key}")
-            err = self.pod_gates.remove(p.namespace, p.name, gates.remove_gate_patch(p.scheduling_gates))
+            obj = raw.get((p.namespace, p.name), {})
+            err = self.pod_gates.remove(p.namespace, p.name, gates.release_patch(
+                obj, p.scheduling_gates, nodes[i] if i < len(nodes) else None))
             if err is None:
                 done.append(p.key)
             else:
                 failed[p.key] = err
         if done:
             self.metrics.gates_lifted.labels(lift.why).inc(len(done))
-            log.info("gate lifted", extra={"gang": key, "pods": done, "why": lift.why, "reason": lift.message})
+            log.info("gate lifted", extra={"gang": key, "pods": done, "why": lift.why, "reason": lift.message,
+                                           "nodes": list(nodes)})
             self.events.emit(EventTarget.of_gang(lift.gang), "GateLifted",
                              f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}")
         if failed:
             log.warning("cannot lift the scheduling gate", extra={"gang": key, "errors": failed})
+
+    def _recover(self, cluster: Cluster, enforce: bool, now: float) -> None:
+        """Released pods narrowed to a node that is gone or NotReady (`gates.stranded`) for the grace: deleted, so
+        their owner recreates them (gated again by the webhook) and the next plan places them; a pod without an
+        owner is only reported (deleting it would lose it). Fenced; never raises."""
+        found = gates.stranded((p for g in cluster.gangs for p in g.pending), cluster.nodes)
+        gang_of = {p.key: g for g in cluster.gangs for p in g.pending}
+        seen = {p.key for p, _ in found}
+        self.stranded_since = {k: t for k, t in self.stranded_since.items() if k in seen}
+        for p, why in found:
+            since = self.stranded_since.setdefault(p.key, now)
+            if now - since < self.cfg.narrowed_node_grace_seconds or not enforce or self.pod_gates is None:
+                continue
+            target = EventTarget.of_gang(gang_of[p.key])
+            if not p.owner_kinds:
+                log.warning("narrowed pod stranded", extra={"pod": p.key, "reason": why})
+                self.events.emit(target, "NarrowedNodeGone", f"pod {p.key}: {why}; it has no owner to recreate it, "
+                                 "so gangscale leaves it: delete it and create it again", warning=True)
+                continue
+            if self.fence is not None:
+                self.fence(f"delete stranded pod {p.key}")
+            err = self.pod_gates.delete(p.namespace, p.name, p.uid)
+            if err is not None:
+                log.warning("cannot delete the stranded pod", extra={"pod": p.key, "error": err})
+                continue
+            self.stranded_since.pop(p.key, None)
+            log.info("deleted a stranded narrowed pod", extra={"pod": p.key, "reason": why})
+            self.events.emit(target, "NarrowedNodeGone", f"deleted pod {p.key}: {why}; its owner recreates it and "
+                             "the next plan places it", warning=True)
 
     def _observe(self, plan: Plan) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}

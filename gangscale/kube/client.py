@@ -212,8 +212,9 @@ class KubeClient:
         query = {"fieldManager": field_manager, **({"force": "true"} if force else {})}
         return self._call("PATCH", path, query, body, content_type="application/apply-patch+yaml")
 
-    def delete(self, path: str, query: Query | None = None) -> dict[str, Any]:
-        return self._call("DELETE", path, query)
+    def delete(self, path: str, query: Query | None = None, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """DELETE; `body` is DeleteOptions (e.g. preconditions.uid: 409 when the object was replaced)."""
+        return self._call("DELETE", path, query, body)
 
     def watch(self, path: str, query: Query, *, read_timeout: float,
               on_malformed: Callable[[bytes], None] | None = None) -> WatchStream:

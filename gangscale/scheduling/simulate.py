@@ -73,6 +73,25 @@ def gang_mode(g: Gang) -> str:
     return MODE_PERMIT
 
 
+def pinned_names(pl: Placement) -> frozenset[str] | None:
+    """The node names a placement's required affinity allows when every term names them (`metadata.name In`,
+    as gate mode narrows a released pod: KEP-3521), else None. Filters need look at no other node."""
+    if not pl.affinity:
+        return None
+    names: set[str] = set()
+    for term in pl.affinity:
+        if not term:
+            continue  # an empty term matches no node
+        named = [r for r in term if r.key == "metadata.name" and r.operator == "In"]
+        if not named:
+            return None
+        allowed = set(named[0].values)
+        for r in named[1:]:
+            allowed &= set(r.values)
+        names |= allowed
+    return frozenset(names)
+
+
 @dataclass(slots=True)
 class SimNode:
     """A node the scheduler sees: existing, upcoming (bought, not yet registered) or new (planned)."""
@@ -177,6 +196,7 @@ class _Cluster:
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
+        self._no_prefer: np.ndarray | None = None
         self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
         self._reset()
 
@@ -253,6 +273,13 @@ class _Cluster:
     def remove(self, j: int, pod: Pod) -> None:
         self._add(j, pod, -1)
 
+    def rows(self, pl: Placement) -> Iterable[int]:
+        """The nodes a placement's filters need to look at: those it names (`pinned_names`), else every node."""
+        names = pinned_names(pl)
+        if names is None:
+            return range(len(self.nodes))
+        return sorted(j for name in names if (j := self.index.get(name)) is not None)
+
     def compat(self, pl: Placement, profile: Profile) -> np.ndarray:
         """NodeUnschedulable, NodeAffinity/nodeSelector and TaintToleration filters (resources aside)."""
         hit = self._compat.get(pl)
@@ -260,7 +287,8 @@ class _Cluster:
             sigs: dict[tuple, bool] = {}
             out = np.zeros(len(self.nodes), dtype=bool)
             keys = sorted(label_keys(pl))  # nodes alike on these labels, taints and cordon are alike to the filters
-            for j, n in enumerate(self.nodes):
+            for j in self.rows(pl):
+                n = self.nodes[j]
                 key = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
                 ok = sigs.get(key)
                 if ok is None:
@@ -281,17 +309,28 @@ class _Cluster:
         key = ("affinity", pl)
         hit = self._compat.get(key)  # type: ignore[call-overload]
         if hit is None:
-            hit = self._compat[key] = np.array([labels_match(pl, n.labels) for n in self.nodes], dtype=bool)  # type: ignore[index]
+            hit = np.zeros(len(self.nodes), dtype=bool)
+            for j in self.rows(pl):
+                hit[j] = labels_match(pl, self.nodes[j].labels)
+            self._compat[key] = hit  # type: ignore[index]
         return hit
 
     def prefer_counts(self, pl: Placement) -> np.ndarray:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
         if hit is None:
-            hit = self._prefer[pl] = np.array(
-                [sum(1 for t in n.taints if t.effect == "PreferNoSchedule"
-                     and not any(tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
-                 for n in self.nodes], dtype=np.int64)
+            counts = {j: n for j in self.rows(pl)  # a node the pod cannot go to never reaches the score
+                      if (n := sum(1 for t in self.nodes[j].taints if t.effect == "PreferNoSchedule" and not any(
+                          tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule"))))}
+            if not counts:  # the common case: one shared array of zeros, not one per placement
+                if self._no_prefer is None:
+                    self._no_prefer = np.zeros(len(self.nodes), dtype=np.int64)
+                    self._no_prefer.flags.writeable = False
+                hit = self._no_prefer
+            else:
+                hit = np.zeros(len(self.nodes), dtype=np.int64)
+                hit[list(counts)] = list(counts.values())
+            self._prefer[pl] = hit
         return hit
 
     def domains(self, keys: tuple[str, ...]) -> list[tuple[tuple[str, ...], np.ndarray]]:
@@ -453,6 +492,7 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 # ------------------------------------------------------------------------- the incremental fast path
 
 FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
 @dataclass(slots=True)
@@ -479,6 +519,7 @@ class _Shape:
     prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
+    rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -500,11 +541,15 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
     st.score = _scorer(st)
+    rows = st.compat.nonzero()[0]
+    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
+        st.rows = rows.tolist()
     w = prof.weight("TaintToleration")
     prefer = c.prefer_counts(pod.placement)
     if w and prefer.any():
         st.prefer, st.wtaint = prefer, w
-    _refresh_all(c, st)
+    if st.rows is None:
+        _refresh_all(c, st)
     return st
 
 
@@ -533,12 +578,18 @@ def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
 
 def _sync(c: _Cluster, st: _Shape) -> None:
     """Bring the shape up to date with the nodes placements changed since its last use."""
-    if st.cursor == len(c.log):
+    if st.cursor == len(c.log) or st.rows is not None:
         return
     dirty = set(c.log[st.cursor:])
     if len(dirty) > FULL_REFRESH:
         _refresh_all(c, st)
         return
+    _recheck(c, st, dirty)
+    st.cursor = len(c.log)
+
+
+def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
+    """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
     compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
     for j in dirty:
         if not compat[j]:
@@ -552,7 +603,6 @@ def _sync(c: _Cluster, st: _Shape) -> None:
         feas[j] = ok
         if ok:
             base[j] = score(a, u, c.nz[j].tolist())
-    st.cursor = len(c.log)
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
@@ -711,6 +761,8 @@ class _Engine:
             return None  # no node fitted it, and since then pods were only added
         else:
             _sync(self.c, st)
+        if st.rows is not None:
+            return self._select_few(st)
         idx = (st.feas if self.allowed is None else st.feas & self.allowed).nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
@@ -736,6 +788,32 @@ class _Engine:
             if top:
                 scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
         return self._pick(win[scores == scores.max()])
+
+    def _select_few(self, st: _Shape) -> int | None:
+        """`_select_fast` for a shape at most FEW_NODES nodes pass the filters of: those nodes checked and scored
+        one by one. They all fit in the window (num_feasible_to_find is at least min(n, 100)), so the scan covers
+        every node and the rotating start stays where it is; the candidates are taken from it, as upstream does."""
+        c = self.c
+        feas = [j for j in st.rows or () if (self.allowed is None or self.allowed[j])
+                and all(c.alloc_rows[j][i] - int(c.used[j, i]) >= r for i, r in st.need)]
+        if not feas:
+            if self.allowed is None:  # a topology placement's miss says nothing of the other placements
+                st.failed_at = c.removals
+            return None
+        start = self.next_start % len(c.nodes)
+        p = next((k for k, j in enumerate(feas) if j >= start), len(feas))
+        win = feas[p:] + feas[:p]
+        if len(win) == 1:
+            return win[0]
+        assert st.score is not None
+        scores = [st.score(c.alloc_rows[j], c.used[j].tolist(), c.nz[j].tolist()) for j in win]
+        if st.prefer is not None:  # TaintToleration, normalised over the window
+            counts = [int(st.prefer[j]) for j in win]
+            top = max(counts)
+            if top:
+                scores = [s + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * n // top) for s, n in zip(scores, counts)]
+        best = max(scores)
+        return self._pick(np.array([j for j, s in zip(win, scores) if s == best]))
 
     def _pick(self, ties: np.ndarray) -> int:
         """selectHost: a uniformly random node among the best (upstream samples a reservoir; one draw is the same

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from benchmarks.sim.policies import MemoryStore
 from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
@@ -237,9 +239,9 @@ def test_a_gang_the_plan_put_on_a_node_on_its_way_is_released_onto_its_own_ready
     assert [(x.gang.name, len(x.pods)) for x in d.lifts] == [("a", 2)] and not d.held
 
 
-def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_held_gang_whole():
-    # b's planned node is Ready, but the scheduler (LeastAllocated) would put b on n1, which arrived for a (still
-    # waiting for its second node); a could then only start on the node on its way for c: b waits instead
+def test_a_release_is_narrowed_to_its_planned_node_so_it_cannot_take_a_node_that_arrived_for_a_held_gang():
+    # b's planned node n3 is Ready; unnarrowed, the scheduler (LeastAllocated) would put b on n1, which arrived for
+    # a (still waiting for its second node). Narrowed to n3, b is released at once and n1 stays a's
     objs = [*gated_gang("a", 2, "12"), *gated_gang("b", 1, "6"), *gated_gang("c", 1, "12"),
             node("n1", cpu="16", mem="64Gi", group="big"), node("n3", cpu="8")]
     groups, _ = parse_catalog([group("big", cpu="16", mem="64Gi", current=3, max_size=10)])
@@ -249,8 +251,8 @@ def test_a_release_never_counts_on_a_node_reserved_for_a_third_gang_to_keep_a_he
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     assert plan.existing_nodes["n3"] == ["default/b0"]
     d = decide(cluster.gangs, plan, snap, lambda g: True)
-    assert [x.gang.name for x in d.lifts] == []
-    assert "which the plan keeps for" in d.held[b] and str(a) in d.held[b]
+    assert [(x.gang.name, x.nodes) for x in d.lifts] == [("b", ("n3",))]
+    assert "waiting for its capacity" in d.held[a]
 
 
 def test_a_gang_that_bound_on_another_gangs_node_does_not_keep_its_own_upcoming_node_from_it():
@@ -275,3 +277,33 @@ def test_a_gang_that_bound_on_another_gangs_node_does_not_keep_its_own_upcoming_
     assert r.record(A).state == GangState.RUNNING
     assert plan.scale_up == {} and sim.target_size("cpu") == 2  # b rides a's node on its way, nothing more is bought
     assert r.record(B).requested == {"cpu": 1}
+
+
+class OpsLifter(Lifter):
+    """A `Lifter` that keeps each pod's JSON patch."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        super().__init__(objects)
+        self.ops: dict[str, list] = {}
+
+    def remove(self, namespace: str, name: str, ops) -> str | None:
+        self.ops[name] = list(ops)
+        return super().remove(namespace, name, ops)
+
+
+@pytest.mark.parametrize("narrowing", [True, False])
+def test_the_release_patch_narrows_the_pod_to_its_node_unless_gate_narrowing_is_off(narrowing):
+    objects = [node("n1", cpu="8"), *gang("a", 1)]
+    groups, _ = parse_catalog([group("cpu", max_size=2)])
+    lifter = OpsLifter(objects)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=narrowing),
+                   SimulatedProvider(groups, clock=Clock()), clock=Clock(), pod_gates=lifter)
+    r.reconcile(objects, leader=True)
+    ops = lifter.ops["a-0"]
+    assert ops[0]["op"] == "test" and ops[-1] == {"op": "remove", "path": "/spec/schedulingGates/0"}
+    affinity = [o for o in ops if o["path"] == "/spec/affinity"]
+    if narrowing:
+        assert affinity[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    else:
+        assert affinity == [] and len(ops) == 2

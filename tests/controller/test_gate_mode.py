@@ -1,9 +1,11 @@
 """Gate mode end to end: `gangscale run` as a process, the API emulator, moto behind the fault proxy.
 
 Pods carry the scheduling gate `gangscale.io/capacity` (KEP-3521); the controller removes it with a
-JSON patch once the capacity the plan bought is Ready. Nodes "register" by being created in the
-emulator with the providerID of the instance moto launched, as the other controller tests do. The
-emulator refuses adding a gate to an existing pod, as the API server does.
+JSON patch once the capacity the plan bought is Ready, narrowing each pod's node affinity to its node
+in the same patch. Nodes "register" by being created in the emulator with the providerID of the
+instance moto launched, as the other controller tests do. The emulator refuses adding a gate to an
+existing pod, widening a gated pod's required node affinity, and changing an ungated one's, as the
+API server does.
 """
 
 from __future__ import annotations
@@ -115,26 +117,81 @@ def test_a_deferred_gang_stays_gated_while_the_gang_the_plan_chose_is_released(c
     ctl.assert_no_tracebacks()
 
 
-def test_a_big_gpu_gang_is_released_before_an_older_small_gang_that_could_take_its_node(cluster, world, controllers):
+def narrowed_to(emu, ns: str, name: str) -> list[str]:
+    """The node names the pod's required node affinity allows through matchFields metadata.name, term by term."""
+    spec = emu.get("v1", "Pod", ns, name)["spec"]
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    return [v for t in terms for f in t.get("matchFields") or [] if f["key"] == "metadata.name" for v in f["values"]]
+
+
+def test_both_gpu_gangs_are_released_at_once_each_narrowed_to_its_node_where_the_scheduler_then_puts_it(
+        cluster, world, controllers):
+    from gangscale.ingest import ingest
+    from gangscale.scheduling import nodes_from_views, simulate, strategy_config
+    from gangscale.snapshot import build_snapshot
     namespace(cluster, "team", gate_mode=True)
     cluster.apply(node("g12", cpu="48", mem="192Gi", gpu=4))
     cluster.apply(node("g1", cpu="4", mem="16Gi", gpu=1))
     ctl = controllers()
-    # under LeastAllocated the older 1-GPU pod goes to the emptiest node, g12, and the 4-GPU pod fits nowhere
+    # unnarrowed, the older 1-GPU pod would go to the emptiest node under LeastAllocated, g12, and the 4-GPU pod
+    # would fit nowhere: the old release held the small gang until the big one had bound
     gated_gang(cluster, "small", 1, cpu="1", mem="1Gi", gpu=1, created="2030-01-01T00:00:00Z")
     gated_gang(cluster, "big", 1, cpu="8", mem="8Gi", gpu=4, created="2030-01-01T00:00:10Z")
-    wait_for(lambda: not gates_of(cluster, "team", "big-0"), what="the big gang released")
-    time.sleep(2.5)
-    assert gates_of(cluster, "team", "small-0") == [CAPACITY_GATE]  # waits until the big one has bound
-    reason = ctl.logged("gate held", gang=f"team/small/{PG}")[-1]["reason"]
-    assert "would keep team/big" in reason
-    bind(cluster, "team", "big-0", "g12")
-    wait_for(lambda: not gates_of(cluster, "team", "small-0"), what="the small gang released after the big one bound")
-    # the log line follows the API call that lifts the gate: wait for it as well
-    wait_for(lambda: ctl.logged("gate lifted", gang=f"team/small/{PG}"), what="the small gang's 'gate lifted' line")
-    order = [line["gang"] for line in ctl.logged("gate lifted")]
-    assert order == [f"team/big/{PG}", f"team/small/{PG}"]
+    wait_for(lambda: not gates_of(cluster, "team", "big-0") and not gates_of(cluster, "team", "small-0"),
+             what="both gangs released in one pass")
+    assert narrowed_to(cluster, "team", "big-0") == ["g12"] and narrowed_to(cluster, "team", "small-0") == ["g1"]
+    assert cluster.get("v1", "Pod", "team", "small-0")["metadata"]["annotations"]["gangscale.io/narrowed-to"] == "g1"
+    assert not ctl.logged("gate held", gang=f"team/small/{PG}")
+    # the pods as stored, through the scheduler model: each lands on the node it was narrowed to
+    objs = [cluster.get("v1", "Node", "", n) for n in ("g12", "g1")]
+    objs += [cluster.get("v1", "Pod", "team", n) for n in ("small-0", "big-0")]
+    objs += [cluster.get(PG, "PodGroup", "team", n) for n in ("small", "big")]
+    snap = build_snapshot(ingest(objs), [])
+    res = simulate(nodes_from_views(snap.nodes, snap.bound), snap.solvable, config=strategy_config("LeastAllocated"))
+    assert res.placement == {"team/small-0": "g1", "team/big-0": "g12"}
     ctl.assert_no_tracebacks()
+
+
+def test_a_released_pod_whose_node_died_before_it_bound_is_deleted_so_its_owner_recreates_it(cluster, world,
+                                                                                             controllers):
+    namespace(cluster, "team", gate_mode=True)
+    cluster.apply(node("n1", cpu="8", mem="32Gi"))
+    ctl = controllers(narrowedNodeGraceSeconds=0)
+    gated_gang(cluster, "train", 1, cpu="2")
+    p = cluster.get("v1", "Pod", "team", "train-0")
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1",
+                                         "controller": True}]
+    cluster.apply(p)
+    wait_for(lambda: narrowed_to(cluster, "team", "train-0") == ["n1"], what="the pod released, narrowed to n1")
+    cluster.delete("v1", "Node", "", "n1")  # the node dies before the scheduler binds the pod
+    wait_for(lambda: cluster.get("v1", "Pod", "team", "train-0") is None, what="the stranded pod deleted")
+    wait_for(lambda: events(cluster, "NarrowedNodeGone"), what="the NarrowedNodeGone Event")
+    wait_for(lambda: ctl.logged("deleted a stranded narrowed pod", pod="team/train-0"), what="the deletion logged")
+    ctl.assert_no_tracebacks()
+
+
+def test_the_api_server_lets_a_gated_pod_be_narrowed_and_ungated_in_one_patch_and_refuses_widening(cluster):
+    from gangscale.controller.gates import release_patch
+    from kube.emulator import ApiError, _json_patch  # noqa: F401  (ApiError: what the emulator raises)
+    namespace(cluster, "team", gate_mode=True)
+    gated_gang(cluster, "g", 1)
+    p = cluster.get("v1", "Pod", "team", "g-0")
+    widened = [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}}]
+    cluster.apply(_json_patch(p, widened))  # gated, no affinity yet: setting one is allowed
+    p = cluster.get("v1", "Pod", "team", "g-0")
+    terms = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+    for bad in ([{"op": "add", "path": f"{terms}/-", "value": {"matchFields": []}}],  # a term added: wider
+                [{"op": "remove", "path": f"{terms}/0/matchExpressions/0"}]):  # a requirement dropped: wider
+        with pytest.raises(ApiError, match="Invalid value"):
+            cluster.apply(_json_patch(p, bad))
+    cluster.apply(_json_patch(p, release_patch(p, [CAPACITY_GATE], "n1")))  # narrowed and ungated together
+    p = cluster.get("v1", "Pod", "team", "g-0")
+    assert narrowed_to(cluster, "team", "g-0") == ["n1"] and not p["spec"].get("schedulingGates")
+    with pytest.raises(ApiError, match="Forbidden"):  # ungated: the affinity is immutable
+        cluster.apply(_json_patch(p, [{"op": "remove", "path": f"{terms}/0/matchFields"}]))
 
 
 def test_a_namespace_that_did_not_opt_in_keeps_todays_behaviour(cluster, world, controllers):

@@ -1,8 +1,9 @@
-"""Gate mode's pure decisions (gangscale/controller/gates.py): who is held, in which order gangs are released.
+"""Gate mode's pure decisions (gangscale/controller/gates.py): who is held, which node each released pod is narrowed
+to, the patch that narrows it and lifts the gate (KEP-3521), and which released pods are stranded.
 
-The scheduler's behaviour these rely on is the model's (tests/scheduling/): PrioritySort puts the
-older pod first, and NodeResourcesFit LeastAllocated on cpu/memory sends a 1-GPU pod to the
-emptiest node, the big GPU node (issue 9).
+The scheduler's behaviour these used to work around is the model's (tests/scheduling/): NodeResourcesFit
+LeastAllocated on cpu/memory sends a 1-GPU pod to the emptiest node, the big GPU node (issue 9). A narrowed
+pod has one feasible node, so the release no longer waits for order (tests/scheduling/test_narrowed.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import pytest
 
 from builders import group, node, pod, podgroup
 from gangscale.catalog import parse_catalog
-from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NOT_HELD, decide, holds, placement_choices,
-                                        release_order, remove_gate_patch)
+from gangscale.controller.gates import (CAPACITY_READY, GATE_MODE_KEY, NARROWED_KEY, NOT_HELD, decide, holds,
+                                        narrow_ops, narrowed, release_order, release_patch, remove_gate_patch,
+                                        stranded)
 from gangscale.ingest import CAPACITY_GATE, ingest
-from gangscale.model import Gang, Pod, Placement
+from gangscale.model import Gang, Node, Placement, Pod, Requirement
+from gangscale.parse import pod_placement
 from gangscale.planner import OFF, make_plan
 from gangscale.snapshot import build_snapshot
 from gangscale.solver.params import SolveOptions
@@ -47,6 +50,11 @@ def plan_and_decide(objs: list[dict], catalog: list[dict] | None = None, held=la
 
 def lifted(decision) -> list[str]:
     return [g.gang.name for g in decision.lifts]
+
+
+def narrowed_to(decision) -> dict[str, str]:
+    """Pod name -> the node its release narrows it to."""
+    return {p.name: n for lift in decision.lifts for p, n in zip(lift.pods, lift.nodes)}
 
 
 # ------------------------------------------------------------------------------------------ ingest
@@ -106,15 +114,12 @@ def _gang(name: str, *, gpu: int = 0, pods: int = 1, priority: int = 0, created:
 
 
 @pytest.mark.parametrize("gangs, expected", [
-    ([_gang("small", gpu=1), _gang("big", gpu=4)], ["big", "small"]),  # big GPU pods first
-    ([_gang("wide", gpu=1, pods=8), _gang("big", gpu=4)], ["big", "wide"]),  # per-pod size before the total
-    ([_gang("a", gpu=2, pods=1), _gang("b", gpu=2, pods=3)], ["b", "a"]),  # same pod size: the larger total
     ([_gang("big", gpu=8), _gang("urgent", gpu=1, priority=10)], ["urgent", "big"]),  # priority first
     ([_gang("young", created="2030-01-02T00:00:00Z"), _gang("old", created="2030-01-01T00:00:00Z")],
-     ["old", "young"]),  # otherwise queue order
-    ([_gang("cpu-only"), _gang("gpu", gpu=1)], ["gpu", "cpu-only"]),
+     ["old", "young"]),  # then the scheduler's queue order; the pod's size no longer matters: it is narrowed
+    ([_gang("small", gpu=1), _gang("big", gpu=4, created="2030-01-02T00:00:00Z")], ["small", "big"]),
 ])
-def test_release_order(gangs, expected):
+def test_release_order_is_the_scheduler_queue_order(gangs, expected):
     assert [g.name for g in release_order(gangs)] == expected
 
 
@@ -124,46 +129,98 @@ def test_the_patch_removes_our_gate_where_it_is_and_tests_it_first():
         {"op": "remove", "path": "/spec/schedulingGates/1"}]
 
 
+# ------------------------------------------------------------------------------------------ the narrowing patch
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+FIELD = {"key": "metadata.name", "operator": "In", "values": ["n7"]}
+
+
+def _apply(doc: dict, ops: list[dict]) -> dict:
+    """The patch as tests/kube/emulator.py applies it (RFC 6902, as the API server does)."""
+    from kube.emulator import _json_patch
+    return _json_patch(doc, ops)
+
+
+def test_a_pod_without_affinity_gets_one_term_naming_its_node_and_keeps_its_node_selector():
+    p = gated_pod("a", selector={"zone": "a"})
+    out = _apply(p, release_patch(p, [CAPACITY_GATE], "n7"))
+    assert out["spec"]["affinity"] == {"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchFields": [FIELD]}]}}}
+    assert out["spec"]["nodeSelector"] == {"zone": "a"}  # both must hold: nothing widened, nothing lost
+    assert "schedulingGates" not in out["spec"] or out["spec"]["schedulingGates"] == []
+    assert out["metadata"]["annotations"][NARROWED_KEY] == "n7"
+    assert pod_placement(out["spec"]).affinity == ((Requirement("metadata.name", "In", ("n7",)),),)
+
+
+def test_a_pod_with_required_affinity_gets_the_node_added_to_every_term_and_an_empty_term_left_alone():
+    p = gated_pod("a", affinity=[[{"key": "zone", "operator": "In", "values": ["a"]}],
+                                 [{"key": "zone", "operator": "In", "values": ["b"]}]])
+    terms = p["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
+    terms[1]["matchFields"] = [{"key": "metadata.name", "operator": "NotIn", "values": ["bad"]}]
+    terms.append({})  # matches no node: KEP-3521 lets it gain nothing, and it needs nothing
+    out = _apply(p, narrow_ops(p["spec"], "n7"))
+    got = out["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
+    assert got[0] == {"matchExpressions": terms[0]["matchExpressions"], "matchFields": [FIELD]}
+    assert got[1]["matchFields"] == [terms[1]["matchFields"][0], FIELD]  # appended: the old ones stay a prefix
+    assert got[2] == {}
+    model = narrowed(pod_placement(p["spec"]), "n7")
+    assert pod_placement(out["spec"]) == model  # the model narrows exactly as the patch does
+
+
+def test_a_pod_with_only_pod_affinity_or_preferred_node_affinity_gets_the_required_part_added():
+    p = gated_pod("a", affinity=None)
+    p["spec"]["affinity"] = {"podAntiAffinity": {"x": 1}}
+    out = _apply(p, narrow_ops(p["spec"], "n7"))
+    assert out["spec"]["affinity"]["podAntiAffinity"] == {"x": 1}
+    assert out["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"] == [{"matchFields": [FIELD]}]
+    p["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}
+    out = _apply(p, narrow_ops(p["spec"], "n7"))
+    assert out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1}]
+    assert out["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"] == [{"matchFields": [FIELD]}]
+
+
+def test_the_release_is_one_patch_that_tests_the_gate_first_and_removes_it_last():
+    p = gated_pod("a")
+    p["metadata"]["annotations"] = {"x": "y"}
+    ops = release_patch(p, [CAPACITY_GATE], "n/1")
+    assert ops[0]["op"] == "test" and ops[-1] == {"op": "remove", "path": "/spec/schedulingGates/0"}
+    assert {"op": "add", "path": f"/metadata/annotations/{NARROWED_KEY.replace('/', '~1')}", "value": "n/1"} in ops
+    assert release_patch(p, [CAPACITY_GATE], None) == remove_gate_patch([CAPACITY_GATE])  # gateNarrowing: false
+
+
 # ------------------------------------------------------------------------------------------ decide
 
 BIG = dict(cpu="48", mem="192Gi", gpu=4)
 SMALL = dict(cpu="4", mem="16Gi", gpu=1)
 
 
-def gpu_gangs(*, big_bound: bool = False) -> list[dict]:
-    """A 4-GPU gang (younger) and a 1-GPU gang (older): the small one would take the big node."""
-    objs = [node("g12", **BIG), node("g1", **SMALL),
+def gpu_gangs() -> list[dict]:
+    """A 4-GPU gang (younger) and a 1-GPU gang (older): unnarrowed, the small one would take the big node."""
+    return [node("g12", **BIG), node("g1", **SMALL),
             pg("big", "2030-01-01T00:00:20Z"), pg("small", "2030-01-01T00:00:10Z"),
-            gated_pod("s0", cpu="1", mem="1Gi", gpu=1, group="small", created="2030-01-01T00:00:10Z")]
-    if big_bound:
-        objs.append(pod("b0", cpu="8", mem="8Gi", gpu=4, group="big", node="g12"))
-    else:
-        objs.append(gated_pod("b0", cpu="8", mem="8Gi", gpu=4, group="big", created="2030-01-01T00:00:20Z"))
-    return objs
+            gated_pod("s0", cpu="1", mem="1Gi", gpu=1, group="small", created="2030-01-01T00:00:10Z"),
+            gated_pod("b0", cpu="8", mem="8Gi", gpu=4, group="big", created="2030-01-01T00:00:20Z")]
 
 
-def test_the_big_gpu_gang_is_released_first_and_the_small_one_waits_until_it_has_bound():
+def test_both_gpu_gangs_are_released_at_once_each_narrowed_to_the_node_the_plan_put_it_on():
+    # the old release held the small gang until the big one had bound (LeastAllocated would send it to g12)
     plan, d = plan_and_decide(gpu_gangs())
     assert plan.existing_nodes == {"g12": ["default/b0"], "g1": ["default/s0"]}
-    assert lifted(d) == ["big"] and d.lifts[0].why == CAPACITY_READY
-    assert "would keep default/big" in d.held[next(k for k in d.held if k.name == "small")]
-    _, d = plan_and_decide(gpu_gangs(big_bound=True))
-    assert lifted(d) == ["small"]
+    assert sorted(lifted(d)) == ["big", "small"] and not d.held
+    assert narrowed_to(d) == {"b0": "g12", "s0": "g1"}
+    assert {x.why for x in d.lifts} == {CAPACITY_READY}
 
 
-def test_a_small_gang_waits_while_the_big_gang_holding_its_landing_node_is_not_ready():
+def test_a_gang_is_released_narrowed_while_another_gangs_capacity_is_still_on_its_way():
     objs = gpu_gangs()
     objs.append(gated_pod("b1", cpu="8", mem="8Gi", gpu=4, group="big", created="2030-01-01T00:00:20Z"))
     objs[2]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
-    # one 4-GPU node is still on its way: the big gang's capacity is not Ready
     plan, d = plan_and_decide(objs, [group("g12x", cpu="48", mem="192Gi", gpu=4, current=1)])
     by_name = {k.name: why for k, why in d.held.items()}
     assert "waiting for its capacity: 1 of the 2 pods" in by_name["big"]
-    assert "on node g12, which the plan keeps for default/big" in by_name["small"]
-    assert lifted(d) == []
+    assert lifted(d) == ["small"] and narrowed_to(d) == {"s0": "g1"}  # narrowed: it cannot take g12
 
 
-def test_h100_only_gangs_are_released_before_an_older_any_gpu_gang_that_would_take_an_h100_node():
+def test_h100_gangs_and_an_older_any_gpu_gang_are_released_together_each_on_its_own_node():
     product = "nvidia.com/gpu.product"
     big = dict(cpu="192", mem="2048Gi", gpu=8)  # the H100 nodes are the emptiest: LeastAllocated prefers them
     objs = [node("h100-a", labels={product: "H100"}, **big), node("h100-b", labels={product: "H100"}, **big),
@@ -174,17 +231,7 @@ def test_h100_only_gangs_are_released_before_an_older_any_gpu_gang_that_would_ta
                        selector={product: "H100"}) for i, n in enumerate(("h1", "h2"))]
     plan, d = plan_and_decide(objs)
     assert plan.existing_nodes["a100"] == ["default/any-0"]
-    # tried first, the any-GPU gang would land on an H100 node: one H100 gang would then still fit, so it would
-    # be released, and the other H100 gang would never start; tried last, it waits until both have bound
-    assert lifted(d) == ["h1", "h2"]
-    assert "would keep default/h" in d.held[next(k for k in d.held if k.name == "any")]
-
-
-def test_release_order_puts_the_gang_with_fewer_node_groups_first_among_equal_gpu_sizes():
-    gangs = [_gang("any", gpu=8, created="2030-01-01T00:00:00Z"), _gang("h100", gpu=8, created="2030-01-02T00:00:00Z"),
-             _gang("small", gpu=1)]
-    choices = {"any": 3, "h100": 1, "small": 1}
-    assert [g.name for g in release_order(gangs, lambda g: choices[g.name])] == ["h100", "any", "small"]
+    assert lifted(d) == ["any", "h1", "h2"] and narrowed_to(d)["any-0"] == "a100"
 
 
 def test_gangs_that_fit_existing_capacity_are_released_at_once():
@@ -192,6 +239,7 @@ def test_gangs_that_fit_existing_capacity_are_released_at_once():
             gated_pod("a0", cpu="6", group="a"), gated_pod("b0", cpu="6", group="b")]
     _, d = plan_and_decide(objs)
     assert lifted(d) == ["a", "b"] and not d.held
+    assert sorted(narrowed_to(d).values()) == ["n1", "n2"]
 
 
 def test_a_deferred_gang_stays_gated():
@@ -207,80 +255,67 @@ def test_a_deferred_gang_stays_gated():
 def test_a_gang_gate_mode_does_not_hold_is_released_at_once_even_without_capacity():
     objs = [pg("x", "2030-01-01T00:00:01Z"), gated_pod("x0", cpu="6", group="x")]
     _, d = plan_and_decide(objs, [group("cpu")], held=lambda g: False)
-    assert lifted(d) == ["x"] and d.lifts[0].why == NOT_HELD
+    assert lifted(d) == ["x"] and d.lifts[0].why == NOT_HELD and d.lifts[0].nodes == ()  # not narrowed
 
 
 def test_only_the_members_the_plan_placed_leave_the_gate():
     objs = [node("n1", cpu="8"), pg("elastic", "2030-01-01T00:00:01Z", min_count=1)]
     objs += [gated_pod(f"e{i}", cpu="3", group="elastic") for i in range(3)]  # two fit, the third does not
     _, d = plan_and_decide(objs)
-    assert len(d.lifts) == 1 and len(d.lifts[0].pods) == 2
+    assert len(d.lifts) == 1 and len(d.lifts[0].pods) == 2 and set(narrowed_to(d).values()) == {"n1"}
 
 
-# ------------------------------------------------------------------------------------------ target-10k's failure
+# ------------------------------------------------------------------------------------------ ungated pods take room
 
-def _least_allocated_spreading_case() -> list[dict]:
-    """Two Ready nodes bought for two gangs: a 4-CPU one for `big` (younger, one 4-CPU pod) and a 2-CPU one for
-    `small` (older, one 2-CPU pod). LeastAllocated sends `small`'s pod to the emptiest node, `big`'s."""
-    return [node("n4", cpu="4", mem="16Gi"), node("n2", cpu="2", mem="8Gi"),
-            pg("small", "2030-01-01T00:00:01Z"), pg("big", "2030-01-01T00:00:02Z"),
-            gated_pod("s0", cpu="2", mem="2Gi", group="small", created="2030-01-01T00:00:01Z"),
-            gated_pod("b0", cpu="4", mem="4Gi", group="big", created="2030-01-01T00:00:02Z")]
-
-
-def test_release_order_puts_the_bigger_cpu_or_memory_pods_first_among_gangs_without_gpus():
-    small = _gang("small", created="2030-01-01T00:00:00Z")
-    big = _gang("big", created="2030-01-02T00:00:00Z")
-    big = replace(big, pending=[replace(p, requests={"cpu": 4000, "pods": 1}) for p in big.pending])
-    heavy = _gang("heavy", created="2030-01-03T00:00:00Z")  # 0.5 CPU, 24 GiB: memory makes it the biggest
-    heavy = replace(heavy, pending=[replace(p, requests={"cpu": 500, "memory": 24 << 30, "pods": 1})
-                                    for p in heavy.pending])
-    assert [g.name for g in release_order([small, big, heavy])] == ["heavy", "big", "small"]
-
-
-def test_gangs_released_in_release_order_all_start_under_least_allocated_where_creation_order_strands_one():
-    # target-10k (issue 9): CPU gangs were released by age; each spread over the emptiest nodes, so small pods
-    # released first took the room of bigger ones released later (5 of 480 promised gangs never started)
-    from gangscale.scheduling import nodes_from_views, simulate, strategy_config
-    cluster = ingest(_least_allocated_spreading_case())
-    snap = build_snapshot(cluster, [])
-    nodes = nodes_from_views(snap.nodes, snap.bound)
-
-    def started(order: list[Gang]) -> set[str]:
-        bound: list[Pod] = []
-        out = set()
-        for g in order:  # one gang at a time, each bound before the next gate is lifted
-            res = simulate(nodes, [g], bound=bound, config=strategy_config("LeastAllocated"))
-            out |= {k.name for k in res.started}
-            bound += [replace(p, node_name=res.placement[p.key]) for p in g.pending if p.key in res.placement]
-        return out
-
-    by_age = sorted(cluster.gangs, key=lambda g: g.created)
-    assert started(by_age) == {"small"}  # its pod took the 4-CPU node: `big` no longer fits anywhere
-    assert started(release_order(cluster.gangs, placement_choices(snap))) == {"small", "big"}
-
-
-def test_a_release_is_held_when_its_victim_could_only_fall_back_on_room_the_plan_gave_a_third_held_gang():
-    # `a` and `c` each have one pod on a Ready node (n-a, n-c) and one on a node still on its way; `b` is Ready on
-    # n1. LeastAllocated puts `b`'s pod on n-a or n-c. Checked alone, the gang whose node it took could move to
-    # the other one's node; then that gang would no longer fit once its capacity is Ready: `b` must wait
-    objs = [node("n-a", cpu="4", mem="16Gi"), node("n-c", cpu="4", mem="16Gi"), node("n1", cpu="1", mem="4Gi"),
-            pg("a", "2030-01-01T00:00:01Z", min_count=2), pg("c", "2030-01-01T00:00:02Z", min_count=2),
-            pg("b", "2030-01-01T00:00:03Z")]
-    objs += [gated_pod(f"{g}{i}", cpu="4", mem="4Gi", group=g) for g in ("a", "c") for i in range(2)]
-    objs.append(gated_pod("b0", cpu="1", mem="1Gi", group="b"))
-    groups, _ = parse_catalog([group("cpu4", cpu="4", mem="16Gi")])
+def _ungated_took_the_room(spare: bool) -> tuple:
+    """A gang planned on n1 and a lone ungated pod planned on n2; the scheduler (LeastAllocated) binds the lone pod
+    on n1 first. n2 has room for the gang's pod when `spare`."""
+    objs = [node("n1", cpu="8", mem="32Gi"), node("n2", cpu="8" if spare else "2", mem="32Gi"),
+            pg("g", "2030-01-01T00:00:01Z"), gated_pod("g0", cpu="6", group="g"), pod("lone", cpu="3")]
     cluster = ingest(objs)
-    snap = build_snapshot(cluster, groups)
+    snap = build_snapshot(cluster, [])
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
-    assert len(plan.new_nodes) == 2 and plan.existing_nodes["n1"] == ["default/b0"]
-    # one of the plans the solver may return (all cost the same): each big gang half on its Ready node
-    new = [plan.new_nodes[0].model_copy(update={"pods": ["default/a1"]}),
-           plan.new_nodes[1].model_copy(update={"pods": ["default/c1"]})]
-    plan = plan.model_copy(update={"existing_nodes": {"n-a": ["default/a0"], "n-c": ["default/c0"],
-                                                      "n1": ["default/b0"]}, "new_nodes": new})
+    plan = plan.model_copy(update={"existing_nodes": {"n1": ["default/g0"], "n2": ["default/lone"]}})
+    objs[-1]["spec"]["nodeName"] = "n1"  # the scheduler bound it where it liked
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, [])
+    return decide(cluster.gangs, plan, snap, lambda g: True)
+
+
+def test_a_gang_whose_planned_node_an_ungated_pod_took_is_narrowed_to_another_ready_node_with_room():
+    d = _ungated_took_the_room(spare=True)
+    assert narrowed_to(d) == {"g0": "n2"} and "1 to another Ready node" in d.lifts[0].message
+
+
+def test_a_gang_whose_planned_room_is_gone_everywhere_stays_gated_for_the_next_plan():
+    d = _ungated_took_the_room(spare=False)
+    assert lifted(d) == [] and "no longer fit" in next(iter(d.held.values()))
+
+
+def test_room_a_queued_ungated_pod_may_take_under_any_seed_is_not_given_to_a_release():
+    # two equal Ready nodes; the lone pending pod goes to either (a random tie): neither may take the gang's 6 CPUs
+    objs = [node("n1", cpu="8"), node("n2", cpu="8"), pg("g", "2030-01-01T00:00:01Z"),
+            gated_pod("g0", cpu="6", group="g"), pod("lone", cpu="4")]
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, [])
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    plan = plan.model_copy(update={"existing_nodes": {"n1": ["default/g0"], "n2": ["default/lone"]}})
     d = decide(cluster.gangs, plan, snap, lambda g: True)
-    assert lifted(d) == []
-    held = {k.name: why for k, why in d.held.items()}
-    assert "which the plan keeps for default/" in held["b"] and "waits until that gang has bound" in held["b"]
-    assert "waiting for its capacity" in held["a"] and "waiting for its capacity" in held["c"]
+    assert lifted(d) == [] and "no longer fit" in next(iter(d.held.values()))
+
+
+# ------------------------------------------------------------------------------------------ recovery
+
+def _released(name: str, to: str | None = "n1", **kw) -> Pod:
+    return Pod("ns", name, "uid", {"cpu": 1}, Placement(), annotations={NARROWED_KEY: to} if to else {},
+               **kw)
+
+
+def test_a_released_pod_whose_node_is_gone_or_not_ready_is_stranded_and_others_are_not():
+    nodes = [Node("n1", {}, (), {}), Node("n2", {}, (), {}, ready=False)]
+    pods = [_released("gone", "n9"), _released("notready", "n2"), _released("fine", "n1"),
+            _released("plain", None), _released("bound", "n9", node_name="n1"),
+            _released("gated", "n9", scheduling_gates=(CAPACITY_GATE,))]
+    out = {p.name: why for p, why in stranded(pods, nodes)}
+    assert out == {"gone": "node n9, the one node it was narrowed to, is gone",
+                   "notready": "node n2, the one node it was narrowed to, is not Ready"}

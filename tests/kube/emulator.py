@@ -16,7 +16,8 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   `status.conditions` there (`_apply_status`: list-map by type for built-ins, atomic for CRDs,
   conflicts and `force`, Apply ownership in managedFields);
 - create / update (409 on a stale resourceVersion) / merge-patch / JSON patch (RFC 6902) / delete,
-  a pod's schedulingGates only ever removed (KEP-3521),
+  a pod's schedulingGates only ever removed and its required node affinity only narrowed while it is
+  gated, never changed once ungated (KEP-3521), a DELETE's preconditions.uid,
   and server-side dry-run create (`dryRun=All`) that drops the pod's
   `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
   the release does not know the field;
@@ -212,6 +213,46 @@ def _check_gates_only_removed(old: dict[str, Any], new: dict[str, Any]) -> None:
         if name not in before:
             raise ApiError(422, "Invalid", f"Pod \"{old['metadata']['name']}\" is invalid: spec.schedulingGates: "
                            f"Forbidden: only deletion is allowed, but found new scheduling gate '{name}'")
+
+
+def _required_terms(spec: Any) -> list[Any] | None:
+    """spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms (None: unset)."""
+    node = ((spec or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return None if required is None else list(required.get("nodeSelectorTerms") or [])
+
+
+def _check_node_affinity_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """KEP-3521 mutable scheduling directives, as kubernetes pkg/apis/core/validation ValidatePodUpdate judges them
+    against the stored pod: while it has scheduling gates, required node affinity may be set when absent, else only
+    narrowed (validateNodeAffinityMutation: the same number of terms, each keeping its matchExpressions and
+    matchFields as a prefix, an empty term gaining none) and nodeSelector keys only added; without gates neither
+    may change at all (the spec is immutable)."""
+    name = old["metadata"]["name"]
+    ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
+    before, after = _required_terms(ospec), _required_terms(nspec)
+    if not ospec.get("schedulingGates"):
+        if before != after or (ospec.get("nodeSelector") or {}) != (nspec.get("nodeSelector") or {}):
+            raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change '
+                           "fields other than `spec.containers[*].image`, ... (node affinity of an ungated pod)")
+        return
+    for k, v in (ospec.get("nodeSelector") or {}).items():
+        if (nspec.get("nodeSelector") or {}).get(k) != v:
+            raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: spec.nodeSelector: Invalid value: only '
+                           "additions to spec.nodeSelector are allowed (no mutations or deletions)")
+    if not before:
+        return
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    if len(before) != len(after or []):
+        raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: {path}: Invalid value: no additions/deletions to '
+                       "non-empty NodeSelectorTerms list are allowed")
+    for i, (o, n) in enumerate(zip(before, after or [])):
+        grown = not (o.get("matchExpressions") or o.get("matchFields")) and bool(
+            n.get("matchExpressions") or n.get("matchFields"))
+        kept = all((n.get(f) or [])[:len(o.get(f) or [])] == (o.get(f) or []) for f in ("matchExpressions", "matchFields"))
+        if grown or not kept:
+            raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: {path}[{i}]: Invalid value: only additions are '
+                           "allowed (no mutations or deletions)")
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -595,6 +636,7 @@ class Emulator:
         if kind.kind == "Pod":
             self._drop_pod_fields(obj, False)
             _check_gates_only_removed(old, obj)
+            _check_node_affinity_update(old, obj)
         for k in ("uid", "creationTimestamp", "namespace"):
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
@@ -725,6 +767,12 @@ class Emulator:
                 patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
             if method == "DELETE" and route.name:
+                body = h.read_any() if int(h.headers.get("Content-Length") or 0) else None
+                uid = ((body or {}).get("preconditions") or {}).get("uid") if isinstance(body, dict) else None
+                current = self._store.get(kind.key, {}).get(key)
+                if uid and current is not None and current["metadata"].get("uid") != uid:
+                    raise ApiError(409, "Conflict", f'Precondition failed: UID in precondition: {uid}, UID in object '
+                                   f'meta: {current["metadata"].get("uid")}')
                 return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
 
