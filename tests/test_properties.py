@@ -143,3 +143,23 @@ def test_an_optimal_plan_has_both_gaps_closed(cluster):
     assert sum(t.gangs_upper_bound for t in sv.by_priority) == sv.gangs_upper_bound
     if sv.status == "OPTIMAL":
         assert sv.gang_gap == 0 and plan.lower_bound_per_hour == plan.cost_per_hour
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_the_whole_gang_repair_done_apart_is_the_greedys_own_and_stays_valid(cluster):
+    """The planner runs the greedy without its whole-gang repair and calls `repacked` only when the LP repair
+    misses the cost target: apart, it must give what the greedy gives with it, and a valid plan."""
+    from builders import snapshot
+    from gangscale.planner import _render
+    from gangscale.solver.greedy import greedy, repacked
+    from gangscale.solver.problem import build_problem
+
+    objects, catalog = cluster
+    snap = snapshot(objects, catalog)
+    prob = build_problem(snap)
+    raw, whole = greedy(prob, repack=False), greedy(prob)
+    again = repacked(prob, raw) or raw
+    assert (again.y, again.bins, again.cost(prob)) == (whole.y, whole.bins, whole.cost(prob))
+    plan = _render(snap, prob, again, again.cost(prob), 0)
+    assert not check_plan(objects, catalog, plan.to_dict())

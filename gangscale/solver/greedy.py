@@ -60,6 +60,7 @@ class Assignment:
     bins: list[tuple[int, dict[int, int]]]  # (kind, {class: count}) per used bin, existing first
     bin_nodes: list[str | None] = field(default_factory=list)  # existing node name per bin (None: new)
     stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
+    order: list[int] = field(default_factory=list)  # the greedy's gang order ([]: not the greedy's)
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)
@@ -453,10 +454,11 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 
 
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
-           quorum_first: bool = True, guide: Guide | None = None) -> Assignment:
+           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
     the rest stay unplaced. With the gang LP's `guide`, its gangs go first and the node groups it fills go to the
-    shapes it gives them."""
+    shapes it gives them. `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that
+    repairs by LP prices first and needs it only when that misses."""
     order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
     st = _State(prob, order, guide=guide)
     satisfied = [False] * len(prob.gangs)
@@ -492,20 +494,29 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
         if stopped:
             break
 
-    if quorum_first and not late():  # cost repair: the same pods packed whole gang by whole gang
+    if quorum_first and repack and not late():  # cost repair: the same pods packed whole gang by whole gang
         again = _repack(prob, order, st.y, domain, satisfied, st.masks)
         if again is not None and again.cost < st.cost:
             st = again
-    return _assignment(prob, st, satisfied, domain, stopped)
+    return _assignment(prob, st, satisfied, domain, stopped, order)
 
 
-def _assignment(prob: Problem, st: _State, satisfied: list[bool], domain: list, stopped: bool) -> Assignment:
+def repacked(prob: Problem, a: Assignment) -> Assignment | None:
+    """The greedy's whole-gang cost repair of its plan `a` (made with `repack=False`): the same pods per class and
+    domains packed whole gang by whole gang in its order; None unless that places every pod for less."""
+    st = _repack(prob, a.order, a.y, a.domain, a.satisfied, {})
+    return _assignment(prob, st, a.satisfied, a.domain, a.stopped_early, a.order) \
+        if st is not None and st.cost < a.cost(prob) else None
+
+
+def _assignment(prob: Problem, st: _State, satisfied: list[bool], domain: list, stopped: bool,
+                order: list[int]) -> Assignment:
     bins, names = [], []
     for b in range(st.n):
         if st.contents[b]:  # an existing node the plan leaves empty is not a bin of it
             bins.append((int(st.kind[b]), dict(st.contents[b])))
             names.append(st.names[b])
-    return Assignment(list(st.y), satisfied, domain, bins, names, stopped)
+    return Assignment(list(st.y), satisfied, domain, bins, names, stopped, order)
 
 
 def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:

@@ -71,7 +71,7 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
         _place_gang(st, prob, gid, a.domain[gid], None, a.y)
     if st.y != list(a.y):
         return None
-    return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early)
+    return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early, a.order)
 
 
 def _queues(prob: Problem, a: Assignment) -> dict[Key, list[list[int]]]:
