@@ -111,7 +111,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         lp_by = deadline - finish
     # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
     hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by, lp)
-    hint, known_lp = _repair(prob, hint, lp_by)
+    hint, known_lp = _repair(prob, hint, lp_by, lp)
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
                               deadline=min(start + 0.25 * limit, deadline - finish))
@@ -159,7 +159,7 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, None, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
-    best, known_lp = _repair(prob, hint, None)
+    best, known_lp = _repair(prob, hint, None, lp)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
@@ -178,13 +178,15 @@ def _guided_greedy(prob: Problem, lp_by: float | None, deadline: float | None) -
     return greedy(prob, deadline=deadline, guide=lp.guide() if lp is not None else None, repack=False), lp
 
 
-def _repair(prob: Problem, hint: Assignment, deadline: float | None) -> tuple[Assignment, dict[tuple, int]]:
+def _repair(prob: Problem, hint: Assignment, deadline: float | None,
+            gang: GangLP | None = None) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
-    placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice."""
+    placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
+    pools the cost LP reuses when it covers the same shapes."""
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         return hint, {}
     per_shape = placed_per_shape(prob, hint)
-    lp, prices = lp_cost_prices(prob, per_shape, deadline)
+    lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
     known = {tuple(sorted(per_shape.items())): lp} if lp else {}
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
     again = repack(prob, hint, prices, deadline, good) if prices else None
