@@ -14,11 +14,10 @@ object is seen. Dependencies point down: parse <- ingest_{dra,kueue,yunikorn}
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from .ingest_inputs import Inputs
-from .model import API_WORKLOAD, Gang, Node, Pod
+from .model import API_WORKLOAD, Gang, Node, Pod, new_gang
 from .parse import (
     CAPACITY_GATE,
     DEFAULT_NODE_GROUP_LABEL,
@@ -142,8 +141,10 @@ class _Members:
 
     def gang(self, head: Gang, admission: str | None) -> Gang:
         """The gang object (or its stand-in) with its members: an object's own problem wins over a pod's."""
-        return replace(head, invalid=head.invalid or self.invalid, bound=self.bound, gated=self.gated,
-                       pending=tuple(self.pending), admission=admission)
+        h = head  # = replace(head, invalid=..., bound=..., gated=..., pending=..., admission=...), the fields in order
+        return new_gang(h.namespace, h.name, h.api, h.policy, h.min_count, h.priority, h.topology_keys,
+                        tuple(self.pending), self.bound, self.gated, h.exists, h.invalid or self.invalid, h.created,
+                        h.uid, h.annotations, admission, h.queue_priority)
 
 
 def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog) -> None:

@@ -545,7 +545,13 @@ def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str
     return dict(hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec)))
 
 
+_NO_PLACEMENT = Placement()  # what `pod_placement` makes of a spec with none of _PLACEMENT_FIELDS (most pods)
+
+
 def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placement:
+    get = spec.get
+    if get("nodeSelector") is None and get("affinity") is None and get("tolerations") is None:
+        return _NO_PLACEMENT  # no key to write: nothing to read
     key = _spec_key(spec, _PLACEMENT_FIELDS)
     hit = cache.placements.get(key) if key is not None else None
     return hit if hit is not None else cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable

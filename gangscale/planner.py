@@ -111,7 +111,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         lp_by = deadline - finish
     # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
     hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by, lp)
-    hint, known_lp = _repair(prob, hint, lp_by)
+    hint, known_lp = _repair(prob, hint, lp_by, lp)
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
     patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
                               deadline=min(start + 0.25 * limit, deadline - finish))
@@ -159,7 +159,7 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, None, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
-    best, known_lp = _repair(prob, hint, None)
+    best, known_lp = _repair(prob, hint, None, lp)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
@@ -178,13 +178,15 @@ def _guided_greedy(prob: Problem, lp_by: float | None, deadline: float | None) -
     return greedy(prob, deadline=deadline, guide=lp.guide() if lp is not None else None, repack=False), lp
 
 
-def _repair(prob: Problem, hint: Assignment, deadline: float | None) -> tuple[Assignment, dict[tuple, int]]:
+def _repair(prob: Problem, hint: Assignment, deadline: float | None,
+            gang: GangLP | None = None) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
-    placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice."""
+    placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
+    pools the cost LP reuses when it covers the same shapes."""
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         return hint, {}
     per_shape = placed_per_shape(prob, hint)
-    lp, prices = lp_cost_prices(prob, per_shape, deadline)
+    lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
     known = {tuple(sorted(per_shape.items())): lp} if lp else {}
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
     again = repack(prob, hint, prices, deadline, good) if prices else None
@@ -290,6 +292,7 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
     new_nodes: list[NewNode] = []
     existing: dict[str, list[str]] = {}
     cursor: Counter[int] = Counter()  # pods of a class are handed out in order, bin by bin
+    itypes = _instance_types(snap)
     for (kid, contents), node_name in zip(a.bins, a.bin_nodes):
         kind = prob.kinds[kid]
         pods: list[str] = []
@@ -305,7 +308,7 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
                 existing_by_gang[c.gang] += n
         if kind.new:
             new_nodes.append(NewNode(nodeGroup=kind.group or "", pods=pods,
-                                     instanceType=_itype(snap, kind.group), pricePerHour=kind.price))
+                                     instanceType=itypes.get(kind.group, ""), pricePerHour=kind.price))
         else:
             existing.setdefault(node_name or "", []).extend(pods)
     scale_up = dict(sorted(Counter(n.node_group for n in new_nodes).items()))
@@ -316,11 +319,12 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
         common = dict(namespace=gang.namespace, name=gang.name, api=gang.api, policy=gang.policy,
                       minCount=gang.min_count, pending=len(gang.pending), bound=gang.bound,
                       priority=gang.effective_priority)
-        pre = snap.decided.get(gang.key)
+        key = gang.key
+        pre = snap.decided.get(key)
         if pre is not None:
             results.append(GangResult(**common, placed=0, decision=pre.decision, reason=pre.reason))
             continue
-        info = index[gang.key]
+        info = index[key]
         placed = placed_by_gang[info.gid]
         domain = a.domain[info.gid]
         topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
@@ -342,11 +346,9 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
     )
 
 
-def _itype(snap: ClusterSnapshot, group: str | None) -> str:
-    for g in snap.groups:
-        if g.name == group:
-            return g.instance_type
-    return ""
+def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:
+    """Node group -> instance type, of the first group of that name (looked up per new node: ~2,000 at 10k pods)."""
+    return {g.name: g.instance_type for g in reversed(snap.groups)}
 
 
 def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str], topo) -> tuple[str, str]:

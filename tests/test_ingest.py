@@ -275,3 +275,35 @@ def test_a_plain_quantity_read_in_integer_arithmetic_gives_the_exact_fractions_c
     texts = [n + s for n in numbers for s in _SUFFIXES]
     assert all(quick(t) == exact(t) for t in texts)
     assert all(quick(t) is None for t in ["1.5", "+1", "1e3", "5n", "5u", "9" * 31, " 1", "1Mi "])
+
+
+def test_a_gang_with_its_members_equals_its_head_replaced_with_them_field_for_field():
+    import dataclasses
+
+    from gangscale.ingest import _Members
+    from gangscale.model import Gang
+    from gangscale.parse import _ingest_pod
+
+    head = Gang("ns", "g", "scheduling.k8s.io/v1beta1", "gang", 3, 7, ("zone",), exists=False, invalid=None,
+                created="2026-01-01T00:00:00Z", uid="u1", annotations={"a": "b"}, queue_priority=9)
+    members = _Members()
+    bound = dataclasses.replace(_ingest_pod(pod("g-0", group="g"))[0], node_name="n1")
+    pending = _ingest_pod(pod("g-1", group="g"))[0]
+    gated = dataclasses.replace(pending, name="g-2", phase="SchedulingGated")
+    for p, problem in ((bound, None), (bound, None), (pending, None), (gated, None), (pending, "spec.priority is bad")):
+        members.add(p, problem)
+    built = members.gang(head, "waiting for Kueue")
+    assert built == dataclasses.replace(head, invalid=members.invalid, bound=2, gated=1, pending=(pending,),
+                                        admission="waiting for Kueue")
+    assert [getattr(built, f) for f in Gang.__dataclass_fields__] != [getattr(head, f) for f in Gang.__dataclass_fields__]
+
+
+def test_a_pod_without_placement_fields_gets_the_placement_the_parser_makes_without_a_cache_entry():
+    from gangscale.parse import ParseCache, _pod_placement_cached, pod_placement
+
+    cache = ParseCache()
+    bare = {"containers": [{"name": "c"}]}
+    assert _pod_placement_cached(bare, cache) == pod_placement(bare) and not cache.placements
+    picky = {**bare, "nodeSelector": {"pool": "a"}, "tolerations": [{"operator": "Exists"}]}
+    assert _pod_placement_cached(picky, cache) == pod_placement(picky) != pod_placement(bare)
+    assert len(cache.placements) == 1

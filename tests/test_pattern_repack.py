@@ -269,3 +269,18 @@ def test_a_repair_above_its_target_tries_the_other_fills_and_keeps_the_cheapest(
     best = repack(prob, first, prices, good=0)
     assert best is not None and best.cost(prob) == 0 and best.y == first.y
     assert not check_plan(objs, catalog, _render(snap, prob, best, best.cost(prob), 0).to_dict())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_cost_lp_on_the_gang_lps_pools_has_its_own_bound_and_prices_whatever_the_shape_order(seed):
+    from gangscale.solver.bound import gang_lp
+
+    objs, catalog = random_cluster(seed)
+    prob = build_problem(snapshot(objs, catalog))
+    lp = gang_lp(prob)
+    assert lp is not None
+    every = {sh: 1 + sh % 3 for sh in reversed(lp.parts.view.shapes)}  # the same shapes, in another order
+    placed = placed_per_shape(prob, greedy(prob))  # some shapes, or all of them
+    for demand in (every, placed):
+        if demand:
+            assert lp_cost_prices(prob, demand, None, lp.parts) == lp_cost_prices(prob, demand, None)

@@ -100,9 +100,11 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     return lp_cost_prices(prob, demand, deadline)[0]
 
 
-def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None) -> tuple[int, dict[int, float]]:
+def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None,
+                   parts: LPParts | None = None) -> tuple[int, dict[int, float]]:
     """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
-    `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit)."""
+    `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another
+    LP's pools (`GangLP.parts`), reused when it was built over the same shapes."""
     try:
         from ortools.linear_solver import pywraplp
     except Exception:  # pragma: no cover
@@ -115,9 +117,9 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    view = _view(prob, list(cover))
-    for kids in _pools(prob, view):
-        n = _lp_pool(s, prob, kids, cover, view, scale)
+    parts = _lp_parts(prob, list(cover), parts)
+    for kids, weights in zip(parts.pools, parts.weights):
+        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
@@ -132,16 +134,17 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
-def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, uses: dict | None = None):
+def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, weights: dict[int, dict],
+             uses: dict | None = None):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
-    within its capacity (scaled per resource); a node group's count `n` is returned (None for existing nodes)."""
+    within its capacity (scaled per resource) and its dual-feasible rows (`weights`: `_pool_dff`); a node group's
+    count `n` is returned (None for existing nodes)."""
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
     cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
     slots_of = mult @ view.count[kids]  # per shape: pods of it the pool's nodes take one at a time
-    weights = _pool_dff(prob, view, kids)
     rows: dict = {}
     for i, (sh, cov) in enumerate(cover.items()):
         if not slots_of[i]:
@@ -172,6 +175,30 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
                     row.SetCoefficient(n, -1.0)
             row.SetCoefficient(u, w)
     return n
+
+
+@dataclass(slots=True)
+class LPParts:
+    """What an LP relaxation's pools are built from: the view of its shapes, the pools (`_pools`) and each pool's
+    dual-feasible weights (`_pool_dff`). All of it depends on the set of shapes, not their order (usable capacity is
+    a max and a gcd over the shapes, each weight is one shape's), so an LP over the same set reuses it."""
+
+    view: _View
+    pools: list[list[int]]
+    weights: list[dict[int, dict]]
+
+
+def _lp_parts(prob: Problem, shapes: list[int], known: LPParts | None = None) -> LPParts:
+    """`LPParts` for `shapes` (in this order): `known`'s, its columns reordered, when it covers the same shapes."""
+    if known is not None and len(known.view.shapes) == len(shapes) and set(known.view.shapes) == set(shapes):
+        v = known.view
+        at = {sh: i for i, sh in enumerate(v.shapes)}
+        idx = np.array([at[sh] for sh in shapes], dtype=np.int64)
+        view = _View(list(shapes), v.req[idx], v.count[:, idx], v.fits[:, idx], v.usable)
+        return LPParts(view, known.pools, known.weights)
+    view = _view(prob, shapes)
+    pools = _pools(prob, view)
+    return LPParts(view, pools, [_pool_dff(prob, view, kids) for kids in pools])
 
 
 DFF_ORDERS = (1, 3)  # the dual feasible functions f_k each pool's node-count rows use
@@ -514,11 +541,11 @@ class GangLP:
             if c.shape not in cover:
                 cover[c.shape] = s.Constraint(0, 0)
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
-        view = _view(prob, list(cover))
+        self.parts = _lp_parts(prob, list(cover))  # (`lp_cost_prices` reuses them)
         self.n: dict[int, object] = {}  # per node group kind: its node count
         self.uses: dict[tuple[int, int], object] = {}  # (shape, first kind of a pool) -> pods of the shape there
-        for kids in _pools(prob, view):
-            n = _lp_pool(s, prob, kids, cover, view, scale, self.uses)
+        for kids, weights in zip(self.parts.pools, self.parts.weights):
+            n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, self.uses)
             if n is not None:
                 self.n[kids[0]] = n
         self.extra: list = []

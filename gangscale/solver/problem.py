@@ -152,7 +152,8 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     for gi, g in enumerate(gangs_in):
         by_shape: dict[int, list[Pod]] = {}
         for pod in sorted(g.pending, key=lambda p: (-p.priority, p.created, p.name)):
-            key = (vec({**pod.requests, **limits.requests(pod)}), pod.placement, g.topology_keys)
+            extra = limits.requests(pod)  # (none without per-node rules: no merged copy per pod)
+            key = (vec({**pod.requests, **extra} if extra else pod.requests), pod.placement, g.topology_keys)
             sid = shape_ids.get(key)
             if sid is None:
                 sid = shape_ids[key] = len(shapes)
