@@ -223,3 +223,21 @@ def test_a_gang_the_greedy_tried_is_not_said_to_be_untried_when_the_budget_ran_o
     decision, reason = _unplaced_reason(snap, prob, gid, deadline=0.0, out_of_time=False)
     assert decision == "deferred" and reason.startswith("tried, but not started") and "--time-limit" not in reason
     assert _unplaced_reason(snap, prob, gid, deadline=0.0, out_of_time=True)[1].startswith("not tried")
+
+
+@pytest.mark.parametrize("oldest_first", [True, False])
+def test_of_interchangeable_gangs_that_do_not_all_fit_the_oldest_are_planned(monkeypatch, oldest_first):
+    # kube-scheduler's queue is priority, then creation time (PrioritySort): of equal gangs the LP guide is
+    # indifferent between, the ones bought for must be the oldest, or the scheduler hands the nodes to others.
+    import gangscale.solver.bound as bound
+
+    if not oldest_first:  # the check can fail: without the hand-over the LP's own choice is not the oldest
+        monkeypatch.setattr(bound, "_oldest_first", lambda prob, started: started)
+    objs = []
+    for i in range(20):
+        objs += [aged(podgroup(f"g{i:02d}", min_count=1), i), pod(f"g{i:02d}-0", cpu="6", group=f"g{i:02d}")]
+    catalog = [group("cpu", cpu="8", max_size=1)]
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(), OFF)
+    assert not check_plan(objs, catalog, plan.to_dict())
+    started = [g.name for g in plan.gangs if g.decision == "scale-up"]
+    assert (started == ["g00"]) is oldest_first, started
