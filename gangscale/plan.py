@@ -53,23 +53,34 @@ def _bool(v: Any) -> bool:
     raise ValueError(f"expected a bool, got {v!r}")
 
 
-def _converter(tp: Any) -> Callable[[Any], Any] | None:
-    """How a value given for a field of type `tp` is stored (None: as given)."""
+def _mapper(tp: Any, leaf: Callable[[Any], Callable[[Any], Any] | None],
+            section: Callable[[type], Callable[[Any], Any]]) -> Callable[[Any], Any] | None:
+    """A function over values of type `tp` that keeps `None` (Optional), copies lists and dicts mapping their
+    items, applies `section` to a nested plan section and `leaf` to anything else (None: the value as it is)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if type(None) in args:  # `X | None`
-        inner = _converter(next(a for a in args if a is not type(None)))
+        inner = _mapper(next(a for a in args if a is not type(None)), leaf, section)
         return None if inner is None else (lambda v: None if v is None else inner(v))
-    if origin is Literal:
-        return _choice(frozenset(args))
     if origin is list:
-        item = _converter(args[0])
+        item = _mapper(args[0], leaf, section)
         return list if item is None else (lambda v: [item(x) for x in v])
     if origin is dict:
-        value = _converter(args[1])
+        value = _mapper(args[1], leaf, section)
         return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
     if isinstance(tp, type) and issubclass(tp, _Model):
-        return lambda v: v if isinstance(v, tp) else tp(**v)
+        return section(tp)
+    return leaf(tp)
+
+
+def _scalar(tp: Any) -> Callable[[Any], Any] | None:
+    if typing.get_origin(tp) is Literal:
+        return _choice(frozenset(typing.get_args(tp)))
     return {int: _int, float: _float, bool: _bool}.get(tp)
+
+
+def _converter(tp: Any) -> Callable[[Any], Any] | None:
+    """How a value given for a field of type `tp` is stored (None: as given)."""
+    return _mapper(tp, _scalar, lambda t: lambda v: v if isinstance(v, t) else t(**v))
 
 
 def _choice(allowed: frozenset) -> Callable[[Any], Any]:
@@ -82,19 +93,7 @@ def _choice(allowed: frozenset) -> Callable[[Any], Any]:
 
 def _dumper(tp: Any) -> Callable[[Any], Any] | None:
     """How a field of type `tp` becomes JSON-ready data (None: as it is); containers come out as new ones."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if type(None) in args:
-        inner = _dumper(next(a for a in args if a is not type(None)))
-        return None if inner is None else (lambda v: None if v is None else inner(v))
-    if origin is list:
-        item = _dumper(args[0])
-        return list if item is None else (lambda v: [item(x) for x in v])
-    if origin is dict:
-        value = _dumper(args[1])
-        return dict if value is None else (lambda v: {k: value(x) for k, x in v.items()})
-    if isinstance(tp, type) and issubclass(tp, _Model):
-        return lambda v: v.model_dump()
-    return None
+    return _mapper(tp, lambda t: None, lambda t: lambda v: v.model_dump())
 
 
 class _Model:
