@@ -148,12 +148,22 @@ def test_zone_bound_gangs_keep_to_a_one_second_limit_with_the_best_plan_so_far()
     assert all(g.decision == "deferred" and "--time-limit" in g.reason for g in untried)
 
 
-def test_greedy_past_its_deadline_returns_what_it_has_and_the_plan_says_why():
+def test_a_budget_gone_before_the_greedy_starts_still_plans_the_first_gang():
+    # CI, 30 Nov: on a loaded machine a one-second budget was spent before the greedy began, and 3,000 gangs got
+    # an empty plan; a budget of a microsecond stands for that machine
+    objs, catalog = zone_gangs(gangs=300, zones=50)
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=1e-6), OFF)
+    assert not check_plan(objs, catalog, plan.to_dict())
+    placed = [g for g in plan.gangs if g.placed]
+    assert len(placed) >= 1 and all(g.decision == "deferred" for g in plan.gangs if not g.placed)
+
+
+def test_greedy_past_its_deadline_still_tries_the_first_gang():
     objs = [podgroup(f"g{i}", min_count=1) for i in range(3)] + [pod(f"p{i}", group=f"g{i}") for i in range(3)]
     snap = snapshot(objs, [group("g")])
     prob = build_problem(snap)
-    cut = greedy(prob, deadline=time.perf_counter() - 1)
-    assert cut.stopped_early and not any(cut.satisfied) and cut.bins == []
+    cut = greedy(prob, deadline=time.perf_counter() - 1)  # a machine so loaded the budget is gone before it starts
+    assert cut.stopped_early and sum(cut.satisfied) == 1 and len(cut.bins) == 1
     assert greedy(prob).satisfied == [True, True, True]
 
 
