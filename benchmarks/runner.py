@@ -178,8 +178,15 @@ def _ratio(cost: float, lb: float | None) -> float | None:
 def _case_steps(case: Case, cfg: RunConfig) -> int:
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
     off = max(1, runs) if case.default_flags else 1
-    return (1 + runs + case.yaml_runs + 1 + off + 1 + len(BASELINES) + 1 + 1
+    return (1 + _observe_runs(case, cfg) + case.yaml_runs + 1 + off + 1 + len(BASELINES) + 1 + 1
             + (1 if case.long_time_limit and runs else 0))
+
+
+def _observe_runs(case: Case, cfg: RunConfig) -> int:
+    """Timed observe-mode runs: the run's override, else the case's own count, else its timing runs."""
+    if cfg.timing_runs is None and case.observe_runs is not None:
+        return max(1, case.observe_runs)
+    return max(1, cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs)
 
 
 def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult:
@@ -200,8 +207,9 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
         res.long_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name("plan-long.json"),
                                            cfg, case.long_time_limit, relative_gap=0.0,
                                            extra=("--scheduler-model", "off")))
-    for i in range(max(1, runs)):
-        advance(f"{spec.name}: gangscale plan ({i + 1}/{max(1, runs)})")
+    observe = _observe_runs(case, cfg)
+    for i in range(observe):
+        advance(f"{spec.name}: gangscale plan ({i + 1}/{observe})")
         res.gangscale_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path, cfg, limit))
     for i in range(case.yaml_runs):
         advance(f"{spec.name}: gangscale plan on YAML ({i + 1}/{case.yaml_runs})")

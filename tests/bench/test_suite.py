@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 
 from benchmarks.cli import main as bench_main
@@ -38,3 +40,14 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     assert doc["checks"]["all_ok"] and code == 0
     md = (tmp_path / "results.md").read_text()
     assert "| gangscale |" in md and "| karpenter |" in md
+
+
+def test_observe_mode_is_timed_once_at_100k_and_as_often_as_the_default_elsewhere_unless_the_run_says():
+    from benchmarks.runner import RunConfig, _observe_runs
+    from benchmarks.suite import STANDARD
+
+    by_name = {c.spec.name: c for c in STANDARD}
+    cfg = RunConfig(out=Path("unused"))
+    assert _observe_runs(by_name["target-100k"], cfg) == 1  # ~4 min a run; issue 11 times the default there
+    assert _observe_runs(by_name["target-10k"], cfg) == 5  # issue 9's "at most 2 s more" is a median of 5
+    assert _observe_runs(by_name["target-100k"], RunConfig(out=Path("unused"), timing_runs=3)) == 3
