@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from builders import GPU_TAINT, gang, group, node, plan_for, pod, podgroup
-from gangscale.planner import OFF
+from builders import GPU_TAINT, gang, group, node, plan_for, pod, podgroup, snapshot
+from gangscale.planner import OFF, make_plan
+from gangscale.solver.params import SolveOptions
 from checker import check_plan
 
 CPU_GROUP = group("cpu", cpu="8", mem="32Gi", price=0.40)
@@ -303,3 +304,17 @@ def test_timeout_still_returns_a_valid_plan():
     assert plan.lower_bound_per_hour <= plan.cost_per_hour
     observed = checked(objs, catalog, time_limit=0.3)  # observe mode: valid too, whatever the repair had time for
     assert observed.lower_bound_per_hour <= observed.cost_per_hour
+
+
+def test_once_both_gaps_close_the_planner_stops_long_before_a_60_second_limit():
+    # issue 11: "Stop early when both gaps close" (three 4-pod gangs and seven 3-cpu pods, all of it fits)
+    objs = [podgroup(f"g{i}", min_count=4) for i in range(3)]
+    objs += [pod(f"g{i}-{j}", cpu="1", mem="1Gi", group=f"g{i}") for i in range(3) for j in range(4)]
+    objs += [pod(f"x{j}", cpu="3", mem="5Gi") for j in range(7)]
+    catalog = [group("a", cpu="4", mem="16Gi", price=0.2, max_size=100),
+               group("b", cpu="8", mem="32Gi", price=0.39, max_size=100)]
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=60.0), OFF)
+    assert plan.solver.status == "OPTIMAL" and plan.solver.gap == 0
+    assert plan.solver.gangs_started == plan.solver.gangs_upper_bound == 3
+    assert plan.solver.seconds < 20  # 0.03 s here; a solver that used its limit would take 60
+    assert not check_plan(objs, catalog, plan.to_dict())
