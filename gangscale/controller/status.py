@@ -59,6 +59,9 @@ def status_document(records: list[Record], now: float, source: str, namespace: s
             "namespace": r.namespace, "name": r.name, "api": r.api, "state": r.state.value,
             "since": iso(r.since), "ageSeconds": round(max(0.0, now - r.since), 3),
             "nodesRequested": sum(r.requested.values()), "requested": dict(sorted(r.requested.items())),
+            # the registered nodes of `requested` that arrived for the gang (reserved for it while it waits)
+            "nodesArrived": sum(len(v) for v in r.nodes.values()),
+            "arrived": {g: sorted(v) for g, v in sorted(r.nodes.items()) if v},
             "deadline": iso(r.deadline), "reason": r.reason,
         })
     return {"source": source, "gangs": rows}
@@ -70,6 +73,8 @@ def render_text(doc: dict[str, Any], fmt: str, now: float) -> str:
     for g in doc["gangs"]:
         nodes = f"{g['nodesRequested']} ({', '.join(f'{k}={v}' for k, v in g['requested'].items())})" \
             if g["nodesRequested"] else "0"
+        if g["nodesArrived"]:
+            nodes += f", {g['nodesArrived']} arrived"
         deadline = "-"
         if g["deadline"]:
             left = datetime.strptime(g["deadline"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() - now

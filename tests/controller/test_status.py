@@ -44,14 +44,15 @@ def test_after_one_enforce_pass_status_shows_the_gang_provisioning_with_its_node
 
 
 def _records(now: float) -> dict:
-    def rec(ns: str, name: str, state: str, since: float, deadline: float, requested: dict) -> dict:
+    def rec(ns: str, name: str, state: str, since: float, deadline: float, requested: dict, **more) -> dict:
         return {"gang": f"{ns}/{name}/scheduling.k8s.io/v1alpha2", "namespace": ns, "name": name,
                 "api": "scheduling.k8s.io/v1alpha2", "generation": "uid-" + name, "state": state,
                 "reason": f"{name} reason", "since": since, "first_seen": since, "requested": requested,
-                "requested_at": since, "deadline": deadline, "pods": []}
+                "requested_at": since, "deadline": deadline, "pods": [], **more}
     return {r["gang"]: r for r in (
         rec("ml", "late", "timed-out", now - 7200, now - 3600, {"gpu": 4}),
-        rec("web", "fresh", "provisioning", now - 30, now + 870, {"cpu": 1, "mem": 2}),
+        rec("web", "fresh", "provisioning", now - 30, now + 870, {"cpu": 1, "mem": 2},
+            nodes={"mem": ["ip-10-0-0-7", "ip-10-0-0-5"]}),
     )}
 
 
@@ -77,7 +78,16 @@ def test_status_lists_every_record_oldest_first_with_human_ages_and_deadlines(em
     rows = text.splitlines()[1:]
     assert code == 0 and [r.split()[0] for r in rows] == ["ml/late", "web/fresh"]
     assert " timed-out " in rows[0] and " 2h " in rows[0] and "4 (gpu=4)" in rows[0] and "1h ago" in rows[0]
-    assert "3 (cpu=1, mem=2)" in rows[1] and "in 14m" in rows[1]
+    assert "3 (cpu=1, mem=2), 2 arrived" in rows[1] and "in 14m" in rows[1] and "arrived" not in rows[0]
+
+
+def test_status_names_the_nodes_that_arrived_for_a_waiting_gang(emu_with_state, capsys):
+    emu, kc = emu_with_state
+    put_state(emu, json.dumps(_records(time.time())))
+    code, text, _ = status(kc, capsys, "-o", "json")
+    late, fresh = json.loads(text)["gangs"]
+    assert code == 0 and (late["nodesArrived"], late["arrived"]) == (0, {})
+    assert (fresh["nodesArrived"], fresh["arrived"]) == (2, {"mem": ["ip-10-0-0-5", "ip-10-0-0-7"]})
     code, md, _ = status(kc, capsys, "-o", "markdown")
     assert md.startswith("| GANG | API | STATE |") and "| ml/late |" in md
     code, yml, _ = status(kc, capsys, "-o", "yaml", "-n", "web")
