@@ -125,12 +125,28 @@ def _narrowed(decision: GateDecision) -> list[Gang]:
     return out
 
 
+def _unreserved(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """`snap` without the last pass's reservations (each pass reserves anew, from its own records)."""
+    return replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(t for t in v.taints
+                                                                           if t.key != RESERVED_TAINT))
+                                if v.reserved_for is not None else v for v in snap.nodes])
+
+
 def _reserve(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str]
              ) -> tuple[ClusterSnapshot, list[Gang]]:
     """The controller's reservations (controller/reservations.py): a node that arrived for a held gang and is still
-    empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first."""
+    empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first
+    (`gates._own_first` moves the gang onto it at release). A node the plan shared between several held gangs is
+    reserved for none of them: given to one, the others could not use it in the next plan and would buy anew, and
+    the one it was given to might not need it (busy-1k: 69 later nodes and 4 empty ones)."""
     busy = {p.node_name for p in snap.bound}
-    owner = {where[p.key]: g.gang_key for g in held for p in g.pending if p.key in where}
+    snap = _unreserved(snap)
+    owners: dict[str, set[GangKey]] = {}
+    for g in held:
+        for p in g.pending:
+            if p.key in where:
+                owners.setdefault(where[p.key], set()).add(g.gang_key)
+    owner = {name: next(iter(ks)) for name, ks in owners.items() if len(ks) == 1}
     nodes = [replace(v, reserved_for=owner[v.name], taints=(*v.taints, Taint(RESERVED_TAINT, str(owner[v.name]),
                                                                                "NoSchedule")))
              if v.name in owner and v.name not in busy else v for v in snap.nodes]
@@ -152,9 +168,8 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
     plan = make_plan(replace(snap, gangs=list(held), decided={}, groups=groups),
                      SolveOptions(time_limit=REPLAN_SECONDS))
     where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
-    # the reservation is the planner's own view: the scheduler (and the next pass) never sees the taint
-    snap = replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(
-        t for t in v.taints if t.key != RESERVED_TAINT)) for v in snap.nodes])
+    # the reservations stay in the snapshot the release sees, as in the controller's pass (its own nodes first:
+    # `gates._own_first`); the scheduler model never sees the taint (`nodes_from_views` drops it)
     by_name = {g.name: g for g in groups}
     nodes = list(snap.nodes)
     for i, new in enumerate(plan.new_nodes):

@@ -174,12 +174,12 @@ def release_patch(obj: Mapping[str, Any], gate_names: Sequence[str], node: str |
     return [ops[0], note, *narrow_ops(spec, node), ops[1]]
 
 
-def _placement(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[str, str], set[str]]:
-    """Pod key -> the node the plan put it on (new nodes named as `planned_nodes` names them), and the live nodes."""
+def _placement(plan: Plan) -> dict[str, str]:
+    """Pod key -> the node the plan put it on (new nodes named as `planned_nodes` names them)."""
     where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
     for i, n in enumerate(plan.new_nodes):
         where.update({p: f"{n.node_group}/new-{i + 1}" for p in n.pods})
-    return where, {v.name for v in snap.nodes if not v.upcoming}
+    return where
 
 
 _Spare = list[tuple[NodeView, dict[str, int]]]  # a gang's own Ready nodes, with the room its planned pods leave
@@ -207,21 +207,30 @@ def _fits(p: Pod, v: NodeView, free: Mapping[str, int]) -> bool:
     return placement_allows(p.placement, v.labels, taints) and all(free.get(r, 0) >= n for r, n in p.requests.items())
 
 
-def _on_own_nodes(held: Sequence[Gang], where: dict[str, str], live: set[str], snap: ClusterSnapshot) -> dict[str, str]:
-    """`where`, with each held gang's pods that the plan put on nodes not yet Ready moved to the Ready nodes that
-    arrived for that gang (reserved for it), where they fit. Those nodes are its capacity: the solver sees no
-    difference between them and a node on its way, but the gate does; and observe mode's repair may have put a
-    still-gated pod of another gang there (the scheduler model ignores reservations), which only the gate lets
-    through, so such a node counts as free for its own gang."""
+def _own_first(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot) -> dict[str, str]:
+    """`where`, with each held gang's pods moved onto the Ready nodes that arrived for that gang (reserved for it) and
+    that the plan leaves empty, where they fit: first the pods the plan put on nodes not yet Ready, then the pods it
+    put on other Ready nodes (those `_may_move` allows). A node bought for a gang is its first choice: the solver sees
+    no difference between it and any other free node (both cost nothing), so a re-plan may put the gang on another
+    free node and leave its own node empty and billing. Observe mode's repair may also have put a still-gated pod of
+    another gang on such a node (the scheduler model ignores reservations), which only the gate lets through, so such
+    a node counts as free for its own gang."""
     spare = _spare_own_nodes(held, where, snap)
+    views = {v.name: v for v in snap.nodes if not v.upcoming}
     out = dict(where)
     for g in held:
         own = spare.get(g.gang_key, [])
-        for p in (p for p in g.pending if own and p.key in where and where[p.key] not in live):
-            found = next(((v, free) for v, free in own if _fits(p, v, free)), None)
+        if not own:
+            continue
+        mine = {v.name for v, _ in own}
+        waiting = [p for p in g.pending if p.key in where and where[p.key] not in views]
+        elsewhere = [p for p in g.pending if p.key in where and where[p.key] in views and where[p.key] not in mine]
+        for p in (*waiting, *elsewhere):
+            at = views.get(where[p.key])
+            found = next(((v, free) for v, free in own if _fits(p, v, free)
+                          and (at is None or _may_move(p, g, at, v))), None)
             if found is not None:
-                for r, n in p.requests.items():
-                    found[1][r] = found[1].get(r, 0) - n
+                _take(found[1], p.requests)
                 out[p.key] = found[0].name
     return out
 
@@ -372,6 +381,7 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
              for g in mine if not holding(g)]
     held_gangs = release_order(g for g in mine if holding(g))
     live = {v.name for v in snap.nodes if not v.upcoming}
+    planned, where = where, _own_first(held_gangs, where, snap)
     room = _room(gangs, snap, config, where, held_gangs, holding)
     held: dict[GangKey, str] = {}
     for g in held_gangs:
@@ -386,7 +396,7 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
                                 "the scheduler placed first took the room) nor on another Ready node: the next plan "
                                 "places them again")
             continue
-        moved = sum(1 for p in pods if nodes[p.key] != where[p.key])
+        moved = sum(1 for p in pods if nodes[p.key] != planned[p.key])
         lifts.append(Lift(g, tuple(pods), CAPACITY_READY,
                           f"its capacity is Ready: {len(pods)} pod(s) narrowed to the nodes the plan placed them on"
                           + (f" ({moved} to another Ready node with room)" if moved else ""),
@@ -396,13 +406,10 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
 
 def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
            config: SchedulerConfig | None = None) -> GateDecision:
-    """`release` on the controller's plan: the plan's new nodes as the Ready nodes that arrived for each gang
-    (`_on_own_nodes`); `gangs` as ingested, not as the policy planned them."""
-    held_gangs = [g for g in gangs if holding(g) and any(gated(p) for p in g.pending)]
+    """`release` on the controller's plan (new nodes named as `_placement` names them); `gangs` as ingested, not as
+    the policy planned them."""
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
-    where, live = _placement(plan, snap)
-    where = _on_own_nodes(held_gangs, where, live, snap)
-    return release(gangs, where, decisions, snap, holding, config=config)
+    return release(gangs, _placement(plan), decisions, snap, holding, config=config)
 
 
 def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[dict[str, Any]]:

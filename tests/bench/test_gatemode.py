@@ -113,3 +113,25 @@ def test_a_gang_whose_node_an_ungated_pod_took_is_planned_again_and_starts_on_th
     # the gang's 3.5 CPUs fit no m5.large: the next plan buys another m5.xlarge, and the m5.large the lone pod was
     # planned on stays empty (gangscale cannot narrow a pod that has no gate; scale-down gives the node back)
     assert (gate["later_nodes"], gate["empty_nodes"]) == (1, 1)
+
+
+def test_a_node_the_plan_shared_between_two_held_gangs_stays_open_to_both_in_the_next_plan():
+    # busy-1k: the plan put one pod of `spark` and one of `mpi` on each of ~100 nodes; the replay reserved every
+    # shared node for the last of them, so the re-plan bought `spark` 69 new nodes and left 4 of `mpi`'s empty
+    from benchmarks.gatemode import _reserve
+    from gangscale.snapshot import NodeView
+
+    objs = [podgroup("spark", 2), podgroup("mpi", 2)]
+    objs += [pod(f"{g}-{i}", "1", "1Gi", group=g) for g in ("spark", "mpi") for i in range(2)]
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, [])
+    room = {"cpu": 8000, "memory": 32 << 30, "pods": 58}
+    snap.nodes.extend(NodeView(n, {}, (), dict(room)) for n in ("shared", "spark-own"))
+    where = {"default/spark-0": "shared", "default/mpi-0": "shared", "default/spark-1": "spark-own",
+             "default/mpi-1": "shared"}
+    reserved, held = _reserve(snap, cluster.gangs, where)
+    owner = {v.name: v.reserved_for and v.reserved_for.name for v in reserved.nodes}
+    assert owner == {"shared": None, "spark-own": "spark"}
+    tolerating = {g.name for g in held if any(t.key == "gangscale.io/reserved-for" for p in g.pending
+                                              for t in p.placement.tolerations)}
+    assert tolerating == {"spark"}
