@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from gangscale.api import SolveOptions, make_plan
-from gangscale.controller.gates import STARTING, GateDecision, gated, narrowed, release
+from gangscale.controller.gates import STARTING, GateDecision, gated, narrowed, release, scheduled_first
 from gangscale.ingest import CAPACITY_GATE
 from gangscale.model import API_NONE, Gang, GangKey, Taint, Toleration
 from gangscale.scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate
@@ -184,15 +184,21 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
 
 def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: int = 0,
                 passes: int = PASSES) -> GateRun:
-    """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, as they do the moment
-    the nodes are Ready; the controller's next pass releases the gangs around them, narrowed; the scheduler places
+    """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, on the nodes the
+    cluster has as soon as they exist, the rest as soon as the nodes are Ready; the controller's next pass releases the gangs around them, narrowed; the scheduler places
     those; a gang left held is planned again (more nodes) and released on the pass after."""
-    snap = _registered(world.snap, plan)
     gangs = [_gate(g) for g in world.snap.solvable]
     ungated = [replace(g, pending=[p for p in g.pending if not gated(p)]) for g in gangs]
     ungated = [g for g in ungated if g.pending]
-    res = _run(nodes_from_views(snap.nodes, snap.bound), ungated, [], snap.bound, config, seed)
-    snap = _bind(snap, res, ungated)
+    live = [v for v in world.snap.nodes if not v.upcoming]  # the scheduler has them the moment the pods exist
+    res = _run(nodes_from_views(live, world.snap.bound), ungated, [], world.snap.bound, config, seed)
+    snap = _bind(_registered(world.snap, plan), res, ungated)
+    rest = [replace(g, pending=[p for p in g.pending if p.key not in res.placement]) for g in ungated]
+    rest = [g for g in rest if g.pending]  # the rest wait for nodes: they go first once every node is Ready
+    later = _run(nodes_from_views(snap.nodes, snap.bound), rest, [], snap.bound, config, seed)
+    snap = _bind(snap, later, rest)
+    res.placement.update(later.placement)
+    res.outcomes.update(later.outcomes)
     run = GateRun([], res, [], GateDecision((), {}))
     bought = Counter(n["nodeGroup"] for n in plan.get("newNodes", []))
     where = plan_placement(plan)
@@ -227,6 +233,16 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
 def _group_of(node: str) -> str:
     """A bought node's group, from the name the replay gives it (group/new-i, group/passN-i, group/upcoming-i)."""
     return node.rpartition("/")[0]
+
+
+def gate_plan(world: World, strategy: str, options: SolveOptions) -> dict:
+    """The plan `gangscale run` makes in gate mode (the webhook's gates on every group's pods): the solver's plan
+    on `gates.scheduled_first`'s snapshot, so nothing is bought for ungrouped pods the scheduler places on capacity
+    the cluster has before any gang is released."""
+    from gangscale.scheduling import strategy_config
+
+    snap = replace(world.snap, gangs=[_gate(g) for g in world.snap.gangs])
+    return make_plan(scheduled_first(snap, lambda g: True, config=strategy_config(strategy)), options).to_dict()
 
 
 def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> dict:

@@ -34,8 +34,8 @@ from ..fit import label_keys, placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Node, Placement, Pod, Requirement
 from ..plan import Plan
-from ..scheduling import SchedulerConfig, nodes_from_views, simulate
-from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
+from ..scheduling import SchedulerConfig, nodes_from_views, simulate, simulate_seeds
+from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView, PreDecision
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
 # the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
@@ -410,6 +410,52 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
     the policy planned them."""
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     return release(gangs, _placement(plan), decisions, snap, holding, config=config)
+
+
+# ------------------------------------------------------------------------------------------ the plan's input
+
+SCHEDULED_FIRST = ("fits-existing", "it carries no scheduling gate, so the scheduler places it before any gated gang: "
+                   "on capacity the cluster has (the scheduler model, every seed)")
+
+
+def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
+                    config: SchedulerConfig | None = None) -> ClusterSnapshot:
+    """The snapshot gate mode plans on: the scheduler's queue (`_queue`: pods without our gate, and the gated pods
+    of gangs gate mode does not hold) placed first where the scheduler model puts it on the Ready nodes, as the
+    cluster's scheduler does the moment the pods exist, before any node of the plan arrives or any gate is lifted.
+    A pod the model places under every seed of `SEEDS` is not planned for (its gang counts it as bound; a gang left
+    with nothing to place is decided `SCHEDULED_FIRST`); each node loses the most any seed puts on it, as `_room`
+    takes it at the release. Otherwise the plan buys nodes for pods the scheduler packs onto existing nodes
+    (MostAllocated), which then stay empty, and gives gangs room the queue takes first. `snap` itself when gate
+    mode holds no gated pod."""
+    gangs = snap.solvable
+    live = [v for v in snap.nodes if not v.upcoming]
+    queue = _queue(gangs, holding)
+    if not queue or not live or not any(gated(p) and holding(g) for g in gangs for p in g.pending):
+        return snap
+    results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
+    settled = set(results[0].placement).intersection(*(r.placement for r in results[1:]))
+    worst: dict[str, Counter] = {}
+    requests = {p.key: p.requests for g in queue for p in g.pending}
+    for res in results:
+        used: dict[str, Counter] = {}
+        for pod, node in res.placement.items():
+            used.setdefault(node, Counter()).update(requests[pod])
+        for node, c in used.items():
+            worst[node] = worst.get(node, Counter()) | c
+    nodes = [replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in worst else v
+             for v in snap.nodes]
+    decided = dict(snap.decided)
+    out = []
+    for g in snap.gangs:
+        left = [p for p in g.pending if p.key not in settled]
+        if len(left) < len(g.pending) and g.key not in decided:
+            if left:
+                g = replace(g, pending=left, bound=g.bound + len(g.pending) - len(left))
+            else:
+                decided[g.key] = PreDecision(*SCHEDULED_FIRST)
+        out.append(g)
+    return replace(snap, nodes=nodes, gangs=out, decided=decided)
 
 
 def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[dict[str, Any]]:
