@@ -3,9 +3,12 @@
 What `gangscale run` does with `gangscale.io/capacity`, replayed on the scheduler model
 (`gangscale.scheduling.simulate`) with every bought node registered and Ready:
 
+- The plan is gate mode's own (`gate_plan`): the solver's plan on `gates.scheduled_first`'s
+  snapshot, as `gangscale run` plans when pods carry the gate.
 - Pods linked to a group carry the gate (the webhook gates exactly those); ungrouped pods do not, so
   they are in the scheduler's queue before any gate is lifted, go first and land where the
-  scheduler puts them.
+  scheduler puts them: on the nodes the cluster has the moment they exist, and what finds no room
+  there once every node is Ready.
 - The release itself is the controller's code, not a copy: `gates.release` (what `gates.decide`
   calls) on a snapshot whose upcoming and new nodes are live nodes named as the plan names them.
   It releases the gangs the plan starts (`scale-up` / `fits-existing`), only the pods the plan

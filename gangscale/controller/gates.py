@@ -3,9 +3,11 @@
 Invariant: pure functions of the cluster, the plan and the snapshot it was made from. A gang gate
 mode holds is released only when (1) the plan starts it (`fits-existing` or `scale-up`), (2) every
 pod the plan placed for it is on a registered, Ready, schedulable node (a live node of the
-snapshot, never an upcoming or a new one; a pod the plan put on a node still on its way counts as
-placed on one of the gang's own Ready nodes, the ones that arrived for it, where it fits), and
-(3) each of those pods still has room on a Ready node: the node the plan put it on, else another
+snapshot, never an upcoming or a new one), and (3) each of those pods still has room on a Ready
+node. A held gang's own Ready nodes (the ones that arrived for it, reserved for it) come first: the
+pods the plan put on a node still on its way, then those it put on other Ready nodes, move onto them
+where they fit (`_own_first`), so no node bought for a gang stays empty while the gang runs
+elsewhere. Otherwise a pod goes on the node the plan put it on, else another
 Ready node its selectors, tolerations and the gang's topology allow and no other gang reserved
 (`_assign`). Room is what bound pods leave, less the pods already in the scheduler's queue where
 the scheduler model puts them (the most any seed of `SEEDS` puts on a node: ungated pods go where
@@ -16,6 +18,10 @@ per pod and its queue order and scoring no longer decide where gang pods go. Onl
 plan placed leave the gate (an elastic gang's extra members stay gated). Deferred and infeasible
 gangs stay gated. A narrowed pod whose node dies before it binds is `stranded`: the controller
 deletes it so its owner recreates it, gated again.
+
+The plan the controller makes in gate mode is made on `scheduled_first`'s snapshot: the scheduler's
+queue (pods without our gate) placed first where the model puts it on the Ready nodes under every
+seed, so nothing is bought for a pod the scheduler puts on a node the cluster has.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
 released at once, not narrowed: the gate is gangscale's, and nobody else lifts it. The gate's
