@@ -188,8 +188,9 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
 def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: int = 0,
                 passes: int = PASSES) -> GateRun:
     """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, on the nodes the
-    cluster has as soon as they exist, the rest as soon as the nodes are Ready; the controller's next pass releases the gangs around them, narrowed; the scheduler places
-    those; a gang left held is planned again (more nodes) and released on the pass after."""
+    cluster has as soon as they exist, the rest once the nodes are Ready; the controller's next pass releases the
+    gangs around them, narrowed; the scheduler places those; a gang left held is planned again (more nodes) and
+    released on the pass after."""
     gangs = [_gate(g) for g in world.snap.solvable]
     ungated = [replace(g, pending=[p for p in g.pending if not gated(p)]) for g in gangs]
     ungated = [g for g in ungated if g.pending]
@@ -249,7 +250,8 @@ def gate_plan(world: World, strategy: str, options: SolveOptions) -> dict:
 
 
 def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> dict:
-    """`evaluate.model_run`'s columns for gate mode over `plan` (the solver's plan, as the controller makes it)."""
+    """`evaluate.model_run`'s columns for gate mode over `plan` (gate mode's plan, `gate_plan`, as the controller
+    makes it)."""
     from gangscale.scheduling import strategy_config
 
     start = time.perf_counter()
