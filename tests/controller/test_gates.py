@@ -326,6 +326,22 @@ def test_a_held_gang_the_plan_put_on_another_free_node_is_narrowed_to_the_empty_
     assert narrowed_to(_own_node_and_other(("a", "b"))) == {"g0": "other"}  # never out of its topology domain
 
 
+def test_gate_mode_plans_an_ungated_pod_where_the_scheduler_puts_it_and_keeps_its_room_wherever_a_seed_may():
+    from gangscale.controller.gates import SCHEDULED_FIRST, scheduled_first
+    # two equal Ready nodes: the lone pod goes to either (a random tie), so neither keeps the gang's 6 CPUs
+    objs = [node("n1", cpu="8"), node("n2", cpu="8"), pg("g", "2030-01-01T00:00:01Z"),
+            gated_pod("g0", cpu="6", group="g"), pod("lone", cpu="4")]
+    groups, _ = parse_catalog([group("cpu", cpu="8")])
+    snap = build_snapshot(ingest(objs), groups)
+    first = scheduled_first(snap, lambda g: True)
+    assert {k.name: (d.decision, d.reason) for k, d in first.decided.items()} == {"lone": SCHEDULED_FIRST}
+    assert {v.name: v.free["cpu"] for v in first.nodes if not v.upcoming} == {"n1": 4000, "n2": 4000}
+    plan = make_plan(first, SolveOptions(time_limit=5), OFF)
+    assert plan.scale_up == {"cpu": 1} and {g.name: g.decision for g in plan.gangs} == {
+        "g": "scale-up", "lone": "fits-existing"}
+    assert scheduled_first(snap, lambda g: False) is snap  # nothing held: planned as before
+
+
 # ------------------------------------------------------------------------------------------ recovery
 
 def _released(name: str, to: str | None = "n1", **kw) -> Pod:
