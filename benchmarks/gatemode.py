@@ -3,9 +3,12 @@
 What `gangscale run` does with `gangscale.io/capacity`, replayed on the scheduler model
 (`gangscale.scheduling.simulate`) with every bought node registered and Ready:
 
+- The plan is gate mode's own (`gate_plan`): the solver's plan on `gates.scheduled_first`'s
+  snapshot, as `gangscale run` plans when pods carry the gate.
 - Pods linked to a group carry the gate (the webhook gates exactly those); ungrouped pods do not, so
   they are in the scheduler's queue before any gate is lifted, go first and land where the
-  scheduler puts them.
+  scheduler puts them: on the nodes the cluster has the moment they exist, and what finds no room
+  there once every node is Ready.
 - The release itself is the controller's code, not a copy: `gates.release` (what `gates.decide`
   calls) on a snapshot whose upcoming and new nodes are live nodes named as the plan names them.
   It releases the gangs the plan starts (`scale-up` / `fits-existing`), only the pods the plan
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from gangscale.api import SolveOptions, make_plan
-from gangscale.controller.gates import STARTING, GateDecision, gated, narrowed, release
+from gangscale.controller.gates import STARTING, GateDecision, gated, narrowed, release, scheduled_first
 from gangscale.ingest import CAPACITY_GATE
 from gangscale.model import API_NONE, Gang, GangKey, Taint, Toleration
 from gangscale.scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate
@@ -125,12 +128,28 @@ def _narrowed(decision: GateDecision) -> list[Gang]:
     return out
 
 
+def _unreserved(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """`snap` without the last pass's reservations (each pass reserves anew, from its own records)."""
+    return replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(t for t in v.taints
+                                                                           if t.key != RESERVED_TAINT))
+                                if v.reserved_for is not None else v for v in snap.nodes])
+
+
 def _reserve(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str]
              ) -> tuple[ClusterSnapshot, list[Gang]]:
     """The controller's reservations (controller/reservations.py): a node that arrived for a held gang and is still
-    empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first."""
+    empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first
+    (`gates._own_first` moves the gang onto it at release). A node the plan shared between several held gangs is
+    reserved for none of them: given to one, the others could not use it in the next plan and would buy anew, and
+    the one it was given to might not need it (busy-1k: 69 later nodes and 4 empty ones)."""
     busy = {p.node_name for p in snap.bound}
-    owner = {where[p.key]: g.gang_key for g in held for p in g.pending if p.key in where}
+    snap = _unreserved(snap)
+    owners: dict[str, set[GangKey]] = {}
+    for g in held:
+        for p in g.pending:
+            if p.key in where:
+                owners.setdefault(where[p.key], set()).add(g.gang_key)
+    owner = {name: next(iter(ks)) for name, ks in owners.items() if len(ks) == 1}
     nodes = [replace(v, reserved_for=owner[v.name], taints=(*v.taints, Taint(RESERVED_TAINT, str(owner[v.name]),
                                                                                "NoSchedule")))
              if v.name in owner and v.name not in busy else v for v in snap.nodes]
@@ -152,9 +171,8 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
     plan = make_plan(replace(snap, gangs=list(held), decided={}, groups=groups),
                      SolveOptions(time_limit=REPLAN_SECONDS))
     where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
-    # the reservation is the planner's own view: the scheduler (and the next pass) never sees the taint
-    snap = replace(snap, nodes=[replace(v, reserved_for=None, taints=tuple(
-        t for t in v.taints if t.key != RESERVED_TAINT)) for v in snap.nodes])
+    # the reservations stay in the snapshot the release sees, as in the controller's pass (its own nodes first:
+    # `gates._own_first`); the scheduler model never sees the taint (`nodes_from_views` drops it)
     by_name = {g.name: g for g in groups}
     nodes = list(snap.nodes)
     for i, new in enumerate(plan.new_nodes):
@@ -169,15 +187,22 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
 
 def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: int = 0,
                 passes: int = PASSES) -> GateRun:
-    """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, as they do the moment
-    the nodes are Ready; the controller's next pass releases the gangs around them, narrowed; the scheduler places
-    those; a gang left held is planned again (more nodes) and released on the pass after."""
-    snap = _registered(world.snap, plan)
+    """Replay gate mode over `plan` (see the module docstring): the ungated pods bind first, on the nodes the
+    cluster has as soon as they exist, the rest once the nodes are Ready; the controller's next pass releases the
+    gangs around them, narrowed; the scheduler places those; a gang left held is planned again (more nodes) and
+    released on the pass after."""
     gangs = [_gate(g) for g in world.snap.solvable]
     ungated = [replace(g, pending=[p for p in g.pending if not gated(p)]) for g in gangs]
     ungated = [g for g in ungated if g.pending]
-    res = _run(nodes_from_views(snap.nodes, snap.bound), ungated, [], snap.bound, config, seed)
-    snap = _bind(snap, res, ungated)
+    live = [v for v in world.snap.nodes if not v.upcoming]  # the scheduler has them the moment the pods exist
+    res = _run(nodes_from_views(live, world.snap.bound), ungated, [], world.snap.bound, config, seed)
+    snap = _bind(_registered(world.snap, plan), res, ungated)
+    rest = [replace(g, pending=[p for p in g.pending if p.key not in res.placement]) for g in ungated]
+    rest = [g for g in rest if g.pending]  # the rest wait for nodes: they go first once every node is Ready
+    later = _run(nodes_from_views(snap.nodes, snap.bound), rest, [], snap.bound, config, seed)
+    snap = _bind(snap, later, rest)
+    res.placement.update(later.placement)
+    res.outcomes.update(later.outcomes)
     run = GateRun([], res, [], GateDecision((), {}))
     bought = Counter(n["nodeGroup"] for n in plan.get("newNodes", []))
     where = plan_placement(plan)
@@ -214,8 +239,19 @@ def _group_of(node: str) -> str:
     return node.rpartition("/")[0]
 
 
+def gate_plan(world: World, strategy: str, options: SolveOptions) -> dict:
+    """The plan `gangscale run` makes in gate mode (the webhook's gates on every group's pods): the solver's plan
+    on `gates.scheduled_first`'s snapshot, so nothing is bought for ungrouped pods the scheduler places on capacity
+    the cluster has before any gang is released."""
+    from gangscale.scheduling import strategy_config
+
+    snap = replace(world.snap, gangs=[_gate(g) for g in world.snap.gangs])
+    return make_plan(scheduled_first(snap, lambda g: True, config=strategy_config(strategy)), options).to_dict()
+
+
 def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> dict:
-    """`evaluate.model_run`'s columns for gate mode over `plan` (the solver's plan, as the controller makes it)."""
+    """`evaluate.model_run`'s columns for gate mode over `plan` (gate mode's plan, `gate_plan`, as the controller
+    makes it)."""
     from gangscale.scheduling import strategy_config
 
     start = time.perf_counter()

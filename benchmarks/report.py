@@ -298,7 +298,8 @@ def markdown_report(doc: dict) -> str:
     if models.count("\n") > 1:
         out += ["## What the scheduler does with the nodes (gangscale.scheduling model)", "",
                 "Every policy's nodes (existing + upcoming + bought) and every pending gang, placed by the model "
-                "of kube-scheduler in queue order (gate mode: ungrouped pods first, then the plan's gangs "
+                "of kube-scheduler in queue order (gate mode: its own plan, the scheduler's queue planned first; "
+                "ungrouped pods first, then the plan's gangs "
                 "released by gates.release, each pod narrowed to its node, deferred gangs kept gated, gangs "
                 "whose room ungated pods took planned again: benchmarks/gatemode.py). \"promised\": for "
                 "gangscale the gangs its plan starts, for a "

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from gangscale.api import PlacementBound
+from gangscale.api import PlacementBound, SolveOptions
 from gangscale.output import render
 
 from .baselines import BASELINES
 from .evaluate import MODEL_PROFILES, MOST_ALLOCATED_FILE, Metrics, evaluate, model_run, placed_from_plan, promised_gangs
-from .gatemode import gate_model_run
+from .gatemode import gate_model_run, gate_plan
 from .generate import write_backlog
 from .measure import MARK
 from .suite import SUITES, Case
@@ -266,8 +266,10 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
                 if name == "gangscale":  # observe mode: the plan made against this profile
                     p = plans[strategy]
                     met.model[strategy] = model_run(world, placed_from_plan(p), strategy, promised=promised_gangs(p))
-                elif name == "gangscale-gate":  # the solver's plan, released gang by gang (benchmarks/gatemode.py)
-                    met.model[strategy] = gate_model_run(world, off_plan, strategy)
+                elif name == "gangscale-gate":  # gate mode's own plan, released gang by gang (benchmarks/gatemode.py)
+                    gate = gate_plan(world, strategy, SolveOptions() if limit is None else SolveOptions(
+                        time_limit=limit, relative_gap=cfg.relative_gap))
+                    met.model[strategy] = gate_model_run(world, gate, strategy)
                 else:
                     met.model[strategy] = model_run(world, placements[name], strategy)
 

@@ -3,9 +3,11 @@
 Invariant: pure functions of the cluster, the plan and the snapshot it was made from. A gang gate
 mode holds is released only when (1) the plan starts it (`fits-existing` or `scale-up`), (2) every
 pod the plan placed for it is on a registered, Ready, schedulable node (a live node of the
-snapshot, never an upcoming or a new one; a pod the plan put on a node still on its way counts as
-placed on one of the gang's own Ready nodes, the ones that arrived for it, where it fits), and
-(3) each of those pods still has room on a Ready node: the node the plan put it on, else another
+snapshot, never an upcoming or a new one), and (3) each of those pods still has room on a Ready
+node. A held gang's own Ready nodes (the ones that arrived for it, reserved for it) come first: the
+pods the plan put on a node still on its way, then those it put on other Ready nodes, move onto them
+where they fit (`_own_first`), so no node bought for a gang stays empty while the gang runs
+elsewhere. Otherwise a pod goes on the node the plan put it on, else another
 Ready node its selectors, tolerations and the gang's topology allow and no other gang reserved
 (`_assign`). Room is what bound pods leave, less the pods already in the scheduler's queue where
 the scheduler model puts them (the most any seed of `SEEDS` puts on a node: ungated pods go where
@@ -16,6 +18,10 @@ per pod and its queue order and scoring no longer decide where gang pods go. Onl
 plan placed leave the gate (an elastic gang's extra members stay gated). Deferred and infeasible
 gangs stay gated. A narrowed pod whose node dies before it binds is `stranded`: the controller
 deletes it so its owner recreates it, gated again.
+
+The plan the controller makes in gate mode is made on `scheduled_first`'s snapshot: the scheduler's
+queue (pods without our gate) placed first where the model puts it on the Ready nodes under every
+seed, so nothing is bought for a pod the scheduler puts on a node the cluster has.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
 released at once, not narrowed: the gate is gangscale's, and nobody else lifts it. The gate's
@@ -34,8 +40,8 @@ from ..fit import label_keys, placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Node, Placement, Pod, Requirement
 from ..plan import Plan
-from ..scheduling import SchedulerConfig, nodes_from_views, simulate
-from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
+from ..scheduling import SchedulerConfig, nodes_from_views, simulate, simulate_seeds
+from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView, PreDecision
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
 # the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
@@ -174,12 +180,12 @@ def release_patch(obj: Mapping[str, Any], gate_names: Sequence[str], node: str |
     return [ops[0], note, *narrow_ops(spec, node), ops[1]]
 
 
-def _placement(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[str, str], set[str]]:
-    """Pod key -> the node the plan put it on (new nodes named as `planned_nodes` names them), and the live nodes."""
+def _placement(plan: Plan) -> dict[str, str]:
+    """Pod key -> the node the plan put it on (new nodes named as `planned_nodes` names them)."""
     where = {p: node for node, pods in plan.existing_nodes.items() for p in pods}
     for i, n in enumerate(plan.new_nodes):
         where.update({p: f"{n.node_group}/new-{i + 1}" for p in n.pods})
-    return where, {v.name for v in snap.nodes if not v.upcoming}
+    return where
 
 
 _Spare = list[tuple[NodeView, dict[str, int]]]  # a gang's own Ready nodes, with the room its planned pods leave
@@ -207,21 +213,30 @@ def _fits(p: Pod, v: NodeView, free: Mapping[str, int]) -> bool:
     return placement_allows(p.placement, v.labels, taints) and all(free.get(r, 0) >= n for r, n in p.requests.items())
 
 
-def _on_own_nodes(held: Sequence[Gang], where: dict[str, str], live: set[str], snap: ClusterSnapshot) -> dict[str, str]:
-    """`where`, with each held gang's pods that the plan put on nodes not yet Ready moved to the Ready nodes that
-    arrived for that gang (reserved for it), where they fit. Those nodes are its capacity: the solver sees no
-    difference between them and a node on its way, but the gate does; and observe mode's repair may have put a
-    still-gated pod of another gang there (the scheduler model ignores reservations), which only the gate lets
-    through, so such a node counts as free for its own gang."""
+def _own_first(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot) -> dict[str, str]:
+    """`where`, with each held gang's pods moved onto the Ready nodes that arrived for that gang (reserved for it) and
+    that the plan leaves empty, where they fit: first the pods the plan put on nodes not yet Ready, then the pods it
+    put on other Ready nodes (those `_may_move` allows). A node bought for a gang is its first choice: the solver sees
+    no difference between it and any other free node (both cost nothing), so a re-plan may put the gang on another
+    free node and leave its own node empty and billing. Observe mode's repair may also have put a still-gated pod of
+    another gang on such a node (the scheduler model ignores reservations), which only the gate lets through, so such
+    a node counts as free for its own gang."""
     spare = _spare_own_nodes(held, where, snap)
+    views = {v.name: v for v in snap.nodes if not v.upcoming}
     out = dict(where)
     for g in held:
         own = spare.get(g.gang_key, [])
-        for p in (p for p in g.pending if own and p.key in where and where[p.key] not in live):
-            found = next(((v, free) for v, free in own if _fits(p, v, free)), None)
+        if not own:
+            continue
+        mine = {v.name for v, _ in own}
+        waiting = [p for p in g.pending if p.key in where and where[p.key] not in views]
+        elsewhere = [p for p in g.pending if p.key in where and where[p.key] in views and where[p.key] not in mine]
+        for p in (*waiting, *elsewhere):
+            at = views.get(where[p.key])
+            found = next(((v, free) for v, free in own if _fits(p, v, free)
+                          and (at is None or _may_move(p, g, at, v))), None)
             if found is not None:
-                for r, n in p.requests.items():
-                    found[1][r] = found[1].get(r, 0) - n
+                _take(found[1], p.requests)
                 out[p.key] = found[0].name
     return out
 
@@ -372,6 +387,7 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
              for g in mine if not holding(g)]
     held_gangs = release_order(g for g in mine if holding(g))
     live = {v.name for v in snap.nodes if not v.upcoming}
+    planned, where = where, _own_first(held_gangs, where, snap)
     room = _room(gangs, snap, config, where, held_gangs, holding)
     held: dict[GangKey, str] = {}
     for g in held_gangs:
@@ -386,7 +402,7 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
                                 "the scheduler placed first took the room) nor on another Ready node: the next plan "
                                 "places them again")
             continue
-        moved = sum(1 for p in pods if nodes[p.key] != where[p.key])
+        moved = sum(1 for p in pods if nodes[p.key] != planned[p.key])
         lifts.append(Lift(g, tuple(pods), CAPACITY_READY,
                           f"its capacity is Ready: {len(pods)} pod(s) narrowed to the nodes the plan placed them on"
                           + (f" ({moved} to another Ready node with room)" if moved else ""),
@@ -396,13 +412,56 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
 
 def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
            config: SchedulerConfig | None = None) -> GateDecision:
-    """`release` on the controller's plan: the plan's new nodes as the Ready nodes that arrived for each gang
-    (`_on_own_nodes`); `gangs` as ingested, not as the policy planned them."""
-    held_gangs = [g for g in gangs if holding(g) and any(gated(p) for p in g.pending)]
+    """`release` on the controller's plan (new nodes named as `_placement` names them); `gangs` as ingested, not as
+    the policy planned them."""
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
-    where, live = _placement(plan, snap)
-    where = _on_own_nodes(held_gangs, where, live, snap)
-    return release(gangs, where, decisions, snap, holding, config=config)
+    return release(gangs, _placement(plan), decisions, snap, holding, config=config)
+
+
+# ------------------------------------------------------------------------------------------ the plan's input
+
+SCHEDULED_FIRST = ("fits-existing", "it carries no scheduling gate, so the scheduler places it before any gated gang: "
+                   "on capacity the cluster has (the scheduler model, every seed)")
+
+
+def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
+                    config: SchedulerConfig | None = None) -> ClusterSnapshot:
+    """The snapshot gate mode plans on: the scheduler's queue (`_queue`: pods without our gate, and the gated pods
+    of gangs gate mode does not hold) placed first where the scheduler model puts it on the Ready nodes, as the
+    cluster's scheduler does the moment the pods exist, before any node of the plan arrives or any gate is lifted.
+    A pod the model places under every seed of `SEEDS` is not planned for (its gang counts it as bound; a gang left
+    with nothing to place is decided `SCHEDULED_FIRST`); each node loses the most any seed puts on it, as `_room`
+    takes it at the release. Otherwise the plan buys nodes for pods the scheduler packs onto existing nodes
+    (MostAllocated), which then stay empty, and gives gangs room the queue takes first. `snap` itself when gate
+    mode holds no gated pod."""
+    gangs = snap.solvable
+    live = [v for v in snap.nodes if not v.upcoming]
+    queue = _queue(gangs, holding)
+    if not queue or not live or not any(gated(p) and holding(g) for g in gangs for p in g.pending):
+        return snap
+    results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
+    settled = set(results[0].placement).intersection(*(r.placement for r in results[1:]))
+    worst: dict[str, Counter] = {}
+    requests = {p.key: p.requests for g in queue for p in g.pending}
+    for res in results:
+        used: dict[str, Counter] = {}
+        for pod, node in res.placement.items():
+            used.setdefault(node, Counter()).update(requests[pod])
+        for node, c in used.items():
+            worst[node] = worst.get(node, Counter()) | c
+    nodes = [replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in worst else v
+             for v in snap.nodes]
+    decided = dict(snap.decided)
+    out = []
+    for g in snap.gangs:
+        left = [p for p in g.pending if p.key not in settled]
+        if len(left) < len(g.pending) and g.key not in decided:
+            if left:
+                g = replace(g, pending=left, bound=g.bound + len(g.pending) - len(left))
+            else:
+                decided[g.key] = PreDecision(*SCHEDULED_FIRST)
+        out.append(g)
+    return replace(snap, nodes=nodes, gangs=out, decided=decided)
 
 
 def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[dict[str, Any]]:

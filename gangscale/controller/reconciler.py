@@ -167,7 +167,7 @@ class Reconciler:
             if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
                 cluster, _ = self.actuator.refresh(cluster)
             self._registered(cluster, now)
-        snap, plan = self._plan(cluster, warnings, now)
+        snap, plan = self._plan(cluster, warnings, now, gates.namespace_labels(objects))
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
         if enforce:
@@ -269,14 +269,22 @@ class Reconciler:
             cached = self._cluster_scheduler = (now, *self.actuator.cluster_scheduler(model))
         return cached[1], cached[2]
 
-    def _plan(self, cluster: Cluster, warnings: list[str], now: float) -> tuple[ClusterSnapshot, Plan]:
+    def _plan(self, cluster: Cluster, warnings: list[str], now: float, ns_labels: dict[str, dict[str, str]]
+              ) -> tuple[ClusterSnapshot, Plan]:
+        """The pass's plan; with pods behind our gate, on `gates.scheduled_first`'s snapshot (the scheduler's queue
+        placed first: nothing is bought for pods the scheduler puts on nodes the cluster has)."""
         groups = [backoff.backed_off(g, self.state.backoff, now) for g in self.groups.values()]
         opts = self.solve_options or SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
+        first = lambda snap: snap  # noqa: E731
+        if any(gates.gated(p) for g in cluster.gangs for p in g.pending):
+            gating = self._scheduler(now, gating=True)[0].config
+            holding = lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels)  # noqa: E731
+            first = lambda snap: gates.scheduled_first(snap, holding, config=gating)  # noqa: E731
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: self._make_plan(snap, opts, scheduler),
+                                lambda snap: self._make_plan(first(snap), opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 

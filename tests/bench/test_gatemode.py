@@ -113,3 +113,55 @@ def test_a_gang_whose_node_an_ungated_pod_took_is_planned_again_and_starts_on_th
     # the gang's 3.5 CPUs fit no m5.large: the next plan buys another m5.xlarge, and the m5.large the lone pod was
     # planned on stays empty (gangscale cannot narrow a pod that has no gate; scale-down gives the node back)
     assert (gate["later_nodes"], gate["empty_nodes"]) == (1, 1)
+
+
+def test_a_node_the_plan_shared_between_two_held_gangs_stays_open_to_both_in_the_next_plan():
+    # busy-1k: the plan put one pod of `spark` and one of `mpi` on each of ~100 nodes; the replay reserved every
+    # shared node for the last of them, so the re-plan bought `spark` 69 new nodes and left 4 of `mpi`'s empty
+    from benchmarks.gatemode import _reserve
+    from gangscale.snapshot import NodeView
+
+    objs = [podgroup("spark", 2), podgroup("mpi", 2)]
+    objs += [pod(f"{g}-{i}", "1", "1Gi", group=g) for g in ("spark", "mpi") for i in range(2)]
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, [])
+    room = {"cpu": 8000, "memory": 32 << 30, "pods": 58}
+    snap.nodes.extend(NodeView(n, {}, (), dict(room)) for n in ("shared", "spark-own"))
+    where = {"default/spark-0": "shared", "default/mpi-0": "shared", "default/spark-1": "spark-own",
+             "default/mpi-1": "shared"}
+    reserved, held = _reserve(snap, cluster.gangs, where)
+    owner = {v.name: v.reserved_for and v.reserved_for.name for v in reserved.nodes}
+    assert owner == {"shared": None, "spark-own": "spark"}
+    tolerating = {g.name for g in held if any(t.key == "gangscale.io/reserved-for" for p in g.pending
+                                              for t in p.placement.tolerations)}
+    assert tolerating == {"spark"}
+
+
+def _lone_pod_packed_on_existing() -> tuple[list[dict], list[dict]]:
+    """target-10k's five empty m5.xlarge in small: n1 has 4 of 8 CPUs left; the cheapest plan puts the gang's 4 CPUs
+    there and buys an m5.xlarge for the ungrouped 3.5-CPU pod, but MostAllocated packs that pod onto n1 (7.5 of 8
+    CPUs and half its memory used beat the m5.xlarge's 3.5 of 3.92 CPUs and a 15th of its memory)."""
+    from builders import node
+
+    busy = pod("busy", "4", "16Gi")
+    busy["spec"]["nodeName"], busy["status"]["phase"] = "n1", "Running"
+    objs = [node("n1", cpu="8", mem="32Gi"), busy, pod("lone", "3500m", "1Gi", created=OLD),
+            podgroup("g", 1, created=NEW), pod("g-0", "4", "1Gi", group="g", created=NEW)]
+    return objs, [group("m5-xl", "m5.xlarge", 2), group("m5-2xl", "m5.2xlarge", 2)]
+
+
+def test_gate_mode_buys_nothing_for_an_ungrouped_pod_the_scheduler_packs_onto_an_existing_node(tmp_path):
+    from benchmarks.gatemode import gate_plan
+
+    objs, groups = _lone_pod_packed_on_existing()
+    w = world(tmp_path, objs, groups)
+    solver = _plan(objs, groups)  # what gate mode planned before: the solver's plan of every pending pod
+    assert solver["existingNodes"] == {"n1": ["default/g-0"]} and solver["scaleUp"] == {"m5-xl": 1}
+    before = gate_model_run(w, solver, "MostAllocated")  # the gang is planned again; the m5.xlarge stays empty
+    assert (before["empty_nodes"], before["later_nodes"]) == (1, 1)
+    plan = gate_plan(w, "MostAllocated", SolveOptions(time_limit=2))
+    assert plan["scaleUp"] == {"m5-2xl": 1} and plan["existingNodes"] == {}
+    assert {g["name"]: g["decision"] for g in plan["gangs"]}["lone"] == "fits-existing"
+    gate = gate_model_run(w, plan, "MostAllocated")
+    assert (gate["promised"], gate["gangs_started"], gate["empty_nodes"], gate["later_nodes"]) == (1, 1, 0, 0)
+    assert gate_replay(w, plan, strategy_config("MostAllocated")).result.placement["default/lone"] == "n1"

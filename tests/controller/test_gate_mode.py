@@ -259,3 +259,26 @@ def test_gate_mode_models_the_configured_scheduler_even_when_the_plan_does_not(c
              what="both gangs released without waiting for a bind")
     assert not ctl.logged("gate held", gang=f"team/small/{PG}")
     ctl.assert_no_tracebacks()
+
+
+def test_nothing_is_bought_for_an_ungrouped_pod_the_scheduler_places_on_a_node_the_cluster_has(cluster, world,
+                                                                                               controllers):
+    # n1 has 4 of 8 CPUs left. The cheapest plan of both pods puts the gang there and buys an m5.xlarge for the
+    # ungrouped pod; but that pod has no gate, so the scheduler puts it on n1 at once (the only Ready node) and the
+    # m5.xlarge would stay empty (benchmark target-10k, MostAllocated). Gate mode plans the queue first.
+    world.asg("small", "m5.xlarge", max_size=2)
+    world.asg("big", "m5.2xlarge", max_size=2)
+    namespace(cluster, "team", gate_mode=True)
+    cluster.apply(node("n1", cpu="8", mem="32Gi"))
+    busy = pod("busy", "team", cpu="4", mem="16Gi")
+    busy["spec"]["nodeName"], busy["status"] = "n1", {"phase": "Running"}
+    cluster.apply(busy)
+    cluster.apply(pod("lone", "team", cpu="3500m", mem="1Gi"))
+    gated_gang(cluster, "train", 1, cpu="4", mem="1Gi")
+    ctl = controllers()
+    wait_for(lambda: world.desired("big") == 1, what="an m5.2xlarge for the gang")
+    time.sleep(2.5)
+    assert world.desired("small") == 0
+    (n,) = register(cluster, world, "big", ready=True)
+    wait_for(lambda: narrowed_to(cluster, "team", "train-0") == [n], what="the gang released onto its node")
+    ctl.assert_no_tracebacks()

@@ -304,6 +304,44 @@ def test_room_a_queued_ungated_pod_may_take_under_any_seed_is_not_given_to_a_rel
     assert lifted(d) == [] and "no longer fit" in next(iter(d.held.values()))
 
 
+def _own_node_and_other(zones: tuple[str, str] | None = None):
+    """A held gang the plan put on `other`, a free node the cluster had, while `mine` arrived for it (reserved)."""
+    from gangscale.snapshot import SnapshotPolicy
+    zone = "topology.kubernetes.io/zone"
+    labels = [{zone: z} for z in zones] if zones else [{}, {}]
+    objs = [node("other", cpu="8", mem="32Gi", labels=labels[0]), node("mine", cpu="8", mem="32Gi", labels=labels[1]),
+            pg("g", "2030-01-01T00:00:01Z", topology=[zone] if zones else None), gated_pod("g0", cpu="6", group="g")]
+    cluster = ingest(objs)
+    snap = build_snapshot(cluster, [], policy=SnapshotPolicy(reserved_nodes={"mine": cluster.gangs[0].gang_key}))
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    plan = plan.model_copy(update={"existing_nodes": {"other": ["default/g0"]}})
+    return decide(cluster.gangs, plan, snap, lambda g: True)
+
+
+def test_a_held_gang_the_plan_put_on_another_free_node_is_narrowed_to_the_empty_node_that_arrived_for_it():
+    # busy-1k: a re-plan put a held gang on free nodes the cluster already had (to the solver they cost as little
+    # as the gang's own), and the nodes bought for it stayed empty and billing
+    d = _own_node_and_other()
+    assert narrowed_to(d) == {"g0": "mine"} and "1 to another Ready node" in d.lifts[0].message
+    assert narrowed_to(_own_node_and_other(("a", "b"))) == {"g0": "other"}  # never out of its topology domain
+
+
+def test_gate_mode_plans_an_ungated_pod_where_the_scheduler_puts_it_and_keeps_its_room_wherever_a_seed_may():
+    from gangscale.controller.gates import SCHEDULED_FIRST, scheduled_first
+    # two equal Ready nodes: the lone pod goes to either (a random tie), so neither keeps the gang's 6 CPUs
+    objs = [node("n1", cpu="8"), node("n2", cpu="8"), pg("g", "2030-01-01T00:00:01Z"),
+            gated_pod("g0", cpu="6", group="g"), pod("lone", cpu="4")]
+    groups, _ = parse_catalog([group("cpu", cpu="8")])
+    snap = build_snapshot(ingest(objs), groups)
+    first = scheduled_first(snap, lambda g: True)
+    assert {k.name: (d.decision, d.reason) for k, d in first.decided.items()} == {"lone": SCHEDULED_FIRST}
+    assert {v.name: v.free["cpu"] for v in first.nodes if not v.upcoming} == {"n1": 4000, "n2": 4000}
+    plan = make_plan(first, SolveOptions(time_limit=5), OFF)
+    assert plan.scale_up == {"cpu": 1} and {g.name: g.decision for g in plan.gangs} == {
+        "g": "scale-up", "lone": "fits-existing"}
+    assert scheduled_first(snap, lambda g: False) is snap  # nothing held: planned as before
+
+
 # ------------------------------------------------------------------------------------------ recovery
 
 def _released(name: str, to: str | None = "n1", **kw) -> Pod:
