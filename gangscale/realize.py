@@ -81,15 +81,19 @@ class _Ctx:
     runs: int = 0
     serial: int = 0
     deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs
-    late: int = 0  # model runs made past the deadline
+    late: int = 0  # seed runs (one seed's `simulate`) made past the deadline
+    seed_runs: int = 0  # seed runs made in all
+    refused: set[tuple[frozenset[str], frozenset[GangKey]]] = field(default_factory=set)  # checked drops that failed
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
-    def may_run(self) -> bool:
-        """Another cleaning run fits the budget: before the deadline, one of the LATE_RUNS after it, or within
-        LATE_SECONDS of it (small backlogs: many runs that cost little)."""
+    def may_run(self, seeds: int = 1) -> bool:
+        """Another cleaning run of `seeds` seed runs fits the budget: before the deadline, within the LATE_RUNS
+        model runs' worth of seed runs after it, or within LATE_SECONDS of it (small backlogs: many runs that cost
+        little)."""
         now = time.perf_counter()
-        return now <= self.deadline or self.late < LATE_RUNS or now - self.deadline < LATE_SECONDS
+        return (now <= self.deadline or self.late + seeds <= LATE_RUNS * len(self.model.seeds)
+                or now - self.deadline < LATE_SECONDS)
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -121,25 +125,44 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     return len(doms) <= 1
 
 
-def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) -> tuple[list[SimResult], set[GangKey]]:
-    """The model over base + `new` under every seed, and the gangs started (in one domain) under all of them.
+def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None,
+             seeds: Sequence[int] | None = None) -> tuple[list[SimResult], set[GangKey]]:
+    """The model over base + `new` under every seed (or only `seeds`), and the gangs started (in one domain) under
+    all of them.
 
     With `need`, seeds stop as soon as one loses a gang of it: the caller only asks whether `need` still holds
     (then the sims are partial and the answer is no)."""
     nodes = ctx.base + new
     for n in new:
         ctx.labels[n.name] = n.labels
-    ctx.late += time.perf_counter() > ctx.deadline
+    late = time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
-    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config,
-                             stable_ties=True):
+    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds if seeds is None else seeds, bound=ctx.snap.bound,
+                             config=ctx.config, stable_ties=True):
         sims.append(sim)
-        promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
+        ctx.seed_runs += 1
+        ctx.late += late
+        promised = _started_in(ctx, sim, promised)
         if need is not None and not need <= promised:
             break
     ctx.runs += 1
     return sims, promised
+
+
+def _complete(ctx: _Ctx, new: list[SimNode], sims: list[SimResult]) -> tuple[list[SimResult], set[GangKey]]:
+    """`sims` (the first seeds' runs over base + `new`) with the other seeds' runs added, and the gangs started
+    (in one domain) under all of them."""
+    rest, _ = _observe(ctx, new, seeds=ctx.model.seeds[len(sims):])
+    promised = set(ctx.by_key)
+    for sim in sims + rest:
+        promised = _started_in(ctx, sim, promised)
+    return sims + rest, promised
+
+
+def _started_in(ctx: _Ctx, sim: SimResult, keys: set[GangKey]) -> set[GangKey]:
+    """The gangs of `keys` this run starts (in one domain)."""
+    return {k for k in keys if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
@@ -147,8 +170,13 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
 
     Before the deadline, one checked bulk drop first (`_bulk`'s first candidate: per kind of node, as many as
     every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
-    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses."""
-    sims, promised = _observe(ctx, new)
+    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses.
+    Seed 0 runs first; the other seeds only while the deadline is not past. After it there is no bulk drop, and
+    `_settle` drops what seed 0 leaves bare and runs the other seeds once, on the node set seed 0 leaves clean
+    (their runs over nodes about to be dropped would be thrown away)."""
+    sims, promised = _observe(ctx, new, seeds=ctx.model.seeds[:1])
+    if time.perf_counter() <= ctx.deadline:
+        sims, promised = _complete(ctx, new, sims)
     st = _State(new, sims, promised, 0, sims)
     if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
         batch = _bulk(ctx, new, sims, promised, set())[0]
@@ -209,29 +237,44 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 def _settle(ctx: _Ctx, st: _State) -> _State:
     """Make seed 0 (what a reader who replays the plan's nodes in order sees) leave no new node bare: while it
     does, drop those nodes (its empty ones first, then those only unpromised gangs use) and run the model again,
-    whatever the drop loses. The promises are what starts under every seed of the run after it: a node the
-    scheduler leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not
-    promised (a re-plan, before the deadline, buys for it against the model's state). Then the nodes only other
-    seeds leave bare are dropped once more before the deadline, checked: kept dropped only if no promise is lost
-    and seed 0 stays clean (past it they are counted: a whole model run for a node or two). Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
-    0 when it has none), and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
+    whatever the drop loses. These runs are seed 0's alone (its bare nodes are all they look at; the promises
+    meanwhile: the last checked ones that seed 0 still starts); once seed 0 leaves none, the other seeds run on
+    that node set, and the promises are what starts under every seed of it (if that loses a gang, seed 0 may
+    have bare nodes again: the loop goes on). So a node the scheduler leaves idle under some tie-break is not
+    bought, and a gang that needed it as a buffer is not promised (a re-plan, before the deadline, buys for it
+    against the model's state). Then the nodes only other seeds leave bare are dropped once more before the
+    deadline, checked: kept dropped only if no promise is lost and seed 0 stays clean (past it they are
+    counted: a whole model run for a node or two; a drop refused once is not tried again). Past the deadline
+    it runs while `may_run` allows, always leaving room to check the last node set under every seed; the seed
+    with the fewest bare nodes is listed (seed 0 when it has none), and the nodes bare under some seed are
+    counted in `scheduler.idleNodes`."""
     tried_others = False
+    seeds = ctx.model.seeds
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
-        if (empty or bare[0]) and ctx.may_run():
+        if (empty or bare[0]) and ctx.may_run(len(seeds)):
             new = [n for n in st.new if n.name not in (empty or bare[0])]
-            sims, promised = _observe(ctx, new)
-            st = _State(new, sims, promised, st.dropped + len(st.new) - len(new), st.raw)
+            sims, started = _observe(ctx, new, seeds=seeds[:1])
+            st = _State(new, sims, started & st.promised, st.dropped + len(st.new) - len(new), st.raw)
             continue
+        if len(st.sims) < len(seeds):  # seed 0 alone so far: every promise is checked under every seed
+            sims, promised = _complete(ctx, st.new, st.sims)
+            st = _State(st.new, sims, promised, st.dropped, st.raw)
+            if _bare(ctx, st.new, sims[0], promised) and ctx.may_run(len(seeds)):
+                continue
+            bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         others = set().union(*bare)
-        if others and not bare[0] and not tried_others and time.perf_counter() <= ctx.deadline:
+        trial_key = (frozenset(n.name for n in st.new if n.name not in others), frozenset(st.promised))
+        if (others and not bare[0] and not tried_others and trial_key not in ctx.refused
+                and time.perf_counter() <= ctx.deadline):
             tried_others = True
             new = [n for n in st.new if n.name not in others]
             sims, promised = _observe(ctx, new, st.promised)
             if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
                 st = _State(new, sims, promised, st.dropped + len(others), st.raw)
                 continue
+            ctx.refused.add(trial_key)
         i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
