@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .fit import label_keys
 from .model import Gang, GangKey, NodeGroup
@@ -62,6 +62,7 @@ class _State:
     dropped: int = 0  # new nodes the cleaning dropped
     raw: list[SimResult] | None = None  # the model's runs before cleaning (the reasons name the nodes it left empty)
     listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
+    pending: Iterator[SimResult] | None = None  # the other seeds' runs over `new`, when only seed 0's is in `sims`
 
     def cost(self, price: dict[str, int]) -> int:
         return sum(price[n.node_group or ""] for n in self.new)
@@ -125,6 +126,24 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     return len(doms) <= 1
 
 
+def _runs(ctx: _Ctx, new: list[SimNode], seeds: Sequence[int] | None = None) -> Iterator[SimResult]:
+    """The model over base + `new`, one seed at a time (every seed, or only `seeds`): a caller that stops early
+    can finish later from the same iterator, without building the model's cluster again."""
+    for n in new:
+        ctx.labels[n.name] = n.labels
+    ctx.runs += 1
+    sims = iter(simulate_iter(ctx.base + new, ctx.gangs, ctx.model.seeds if seeds is None else seeds,
+                              bound=ctx.snap.bound, config=ctx.config, stable_ties=True))
+    while True:
+        late = time.perf_counter() > ctx.deadline  # a seed's run started past the deadline
+        sim = next(sims, None)
+        if sim is None:
+            return
+        ctx.seed_runs += 1
+        ctx.late += late
+        yield sim
+
+
 def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None,
              seeds: Sequence[int] | None = None) -> tuple[list[SimResult], set[GangKey]]:
     """The model over base + `new` under every seed (or only `seeds`), and the gangs started (in one domain) under
@@ -132,32 +151,33 @@ def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None,
 
     With `need`, seeds stop as soon as one loses a gang of it: the caller only asks whether `need` still holds
     (then the sims are partial and the answer is no)."""
-    nodes = ctx.base + new
-    for n in new:
-        ctx.labels[n.name] = n.labels
-    late = time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
-    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds if seeds is None else seeds, bound=ctx.snap.bound,
-                             config=ctx.config, stable_ties=True):
+    for sim in _runs(ctx, new, seeds):
         sims.append(sim)
-        ctx.seed_runs += 1
-        ctx.late += late
         promised = _started_in(ctx, sim, promised)
         if need is not None and not need <= promised:
             break
-    ctx.runs += 1
     return sims, promised
 
 
-def _complete(ctx: _Ctx, new: list[SimNode], sims: list[SimResult]) -> tuple[list[SimResult], set[GangKey]]:
-    """`sims` (the first seeds' runs over base + `new`) with the other seeds' runs added, and the gangs started
-    (in one domain) under all of them."""
-    rest, _ = _observe(ctx, new, seeds=ctx.model.seeds[len(sims):])
+def _first_seed(ctx: _Ctx, new: list[SimNode], promised: set[GangKey] | None = None) -> _State:
+    """Seed 0's run over base + `new` alone (the other seeds left pending in the state, for `_complete`); the
+    promises meanwhile: the gangs of `promised` (default: all) seed 0 starts."""
+    pending = _runs(ctx, new)
+    sims = [next(pending)]
+    return _State(new, sims, _started_in(ctx, sims[0], set(ctx.by_key) if promised is None else promised),
+                  pending=pending)
+
+
+def _complete(ctx: _Ctx, st: _State) -> _State:
+    """`st` with the other seeds' runs added (its pending iterator finished), promising what starts (in one
+    domain) under every seed."""
+    sims = st.sims + (list(st.pending) if st.pending is not None else [])
     promised = set(ctx.by_key)
-    for sim in sims + rest:
+    for sim in sims:
         promised = _started_in(ctx, sim, promised)
-    return sims + rest, promised
+    return _State(st.new, sims, promised, st.dropped, st.raw, st.listing)
 
 
 def _started_in(ctx: _Ctx, sim: SimResult, keys: set[GangKey]) -> set[GangKey]:
@@ -174,10 +194,11 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     Seed 0 runs first; the other seeds only while the deadline is not past. After it there is no bulk drop, and
     `_settle` drops what seed 0 leaves bare and runs the other seeds once, on the node set seed 0 leaves clean
     (their runs over nodes about to be dropped would be thrown away)."""
-    sims, promised = _observe(ctx, new, seeds=ctx.model.seeds[:1])
+    st = _first_seed(ctx, new)
     if time.perf_counter() <= ctx.deadline:
-        sims, promised = _complete(ctx, new, sims)
-    st = _State(new, sims, promised, 0, sims)
+        st = _complete(ctx, st)
+    sims, promised = st.sims, st.promised
+    st.raw = sims
     if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
         batch = _bulk(ctx, new, sims, promised, set())[0]
         trial = [n for n in new if n.name not in batch]
@@ -255,13 +276,13 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
         empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
         if (empty or bare[0]) and ctx.may_run(len(seeds)):
             new = [n for n in st.new if n.name not in (empty or bare[0])]
-            sims, started = _observe(ctx, new, seeds=seeds[:1])
-            st = _State(new, sims, started & st.promised, st.dropped + len(st.new) - len(new), st.raw)
+            nxt = _first_seed(ctx, new, st.promised)
+            nxt.dropped, nxt.raw = st.dropped + len(st.new) - len(new), st.raw
+            st = nxt
             continue
         if len(st.sims) < len(seeds):  # seed 0 alone so far: every promise is checked under every seed
-            sims, promised = _complete(ctx, st.new, st.sims)
-            st = _State(st.new, sims, promised, st.dropped, st.raw)
-            if _bare(ctx, st.new, sims[0], promised) and ctx.may_run(len(seeds)):
+            st = _complete(ctx, st)
+            if _bare(ctx, st.new, st.sims[0], st.promised) and ctx.may_run(len(seeds)):
                 continue
             bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         others = set().union(*bare)
