@@ -1,21 +1,22 @@
 """Observe mode: the plan is what kube-scheduler does with the nodes it buys.
 
-The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
-repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: one checked
-bulk drop of the nodes every seed leaves idle (per kind of node), then `_settle` drops the nodes seed 0
-leaves without a promised pod (its empty ones first) and runs the model again, whatever the drop
-loses, until none is left. Gangs the model did not start are re-planned against the model's state
-(seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
-the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out.
-Cleaning goes on past the deadline for LATE_RUNS model runs (more within LATE_SECONDS): a plan with
+The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module repairs; the
+solver never sees the model. Each round runs the model over existing + upcoming + planned nodes (in the order
+the plan lists them) under every tie-break seed, then cleans: one checked bulk drop of the nodes every seed
+leaves idle (per kind of node), then `_settle` drops the nodes seed 0 leaves without a promised pod (its empty
+ones first) and runs the model again, whatever the drop loses, until none is left; those runs are seed 0's
+alone, and the other seeds run once on the node set seed 0 leaves clean (again if that check withdraws a
+promise and seed 0 is left with bare nodes). Gangs the model did not start are re-planned against the model's
+state (seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
+the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out. Cleaning
+goes on past the deadline for LATE_RUNS model runs' worth of seed runs (more within LATE_SECONDS): a plan with
 idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
-Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
-under every seed of the final node set; a new node that seed 0 leaves without a promised pod is dropped
-(unless the model-run budget is spent first); a node only another seed leaves without one is counted in
-`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are
-one seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
+Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts under
+every seed of the final node set (a state holding seed 0's run alone is never returned); a new node that seed
+0 leaves without a promised pod is dropped (unless the model-run budget is spent first); a node only another
+seed leaves without one is counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one
+seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
-LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
+LATE_RUNS = 4  # model runs (x seeds: seed runs) cleaning may take past the time limit: idle nodes mean not done
 LATE_SECONDS = 2.0  # ... or more while the time past the limit stays below this
 
 
@@ -81,7 +82,7 @@ class _Ctx:
     by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (gang_key builds a new key each time)
     runs: int = 0
     serial: int = 0
-    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs
+    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
     late: int = 0  # seed runs (one seed's `simulate`) made past the deadline
     seed_runs: int = 0  # seed runs made in all
     refused: set[tuple[frozenset[str], frozenset[GangKey]]] = field(default_factory=set)  # checked drops that failed
