@@ -171,13 +171,20 @@ def _first_seed(ctx: _Ctx, new: list[SimNode], promised: set[GangKey] | None = N
                   pending=pending)
 
 
-def _complete(ctx: _Ctx, st: _State) -> _State:
-    """`st` with the other seeds' runs added (its pending iterator finished), promising what starts (in one
-    domain) under every seed."""
-    sims = st.sims + (list(st.pending) if st.pending is not None else [])
+def _complete(ctx: _Ctx, st: _State, stop: Callable[[_State], bool] | None = None) -> _State:
+    """`st` with the other seeds' runs added from its pending iterator, promising what starts (in one domain)
+    under every seed run. With `stop`, a seed that makes it true ends the check early (the state keeps the
+    seeds run so far and is still unchecked: `len(sims)` below the seed count)."""
+    sims = list(st.sims)
     promised = set(ctx.by_key)
     for sim in sims:
         promised = _started_in(ctx, sim, promised)
+    for sim in st.pending or ():
+        sims.append(sim)
+        promised = _started_in(ctx, sim, promised)
+        part = _State(st.new, sims, promised, st.dropped, st.raw, st.listing, st.pending)
+        if stop is not None and len(sims) < len(ctx.model.seeds) and stop(part):
+            return part
     return _State(st.new, sims, promised, st.dropped, st.raw, st.listing)
 
 
@@ -282,7 +289,9 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
             st = nxt
             continue
         if len(st.sims) < len(seeds):  # seed 0 alone so far: every promise is checked under every seed
-            st = _complete(ctx, st)
+            # a seed that withdraws a promise seed 0's nodes were bought for ends the check: drop them first
+            st = _complete(ctx, st, lambda part: bool(_bare(ctx, part.new, part.sims[0], part.promised))
+                           and ctx.may_run(len(seeds)))
             if _bare(ctx, st.new, st.sims[0], st.promised) and ctx.may_run(len(seeds)):
                 continue
             bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
