@@ -85,7 +85,9 @@ class _Ctx:
     deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
     late: int = 0  # seed runs (one seed's `simulate`) made past the deadline
     seed_runs: int = 0  # seed runs made in all
-    refused: set[tuple[frozenset[str], frozenset[GangKey]]] = field(default_factory=set)  # checked drops that failed
+    # checked drops the model refused, by (kind, nodes kept, promises): "lost" (a promise failed: any drop to those
+    # nodes is refused) or "others" (`_settle`'s drop: lost a promise or left seed 0 a bare node)
+    refused: set[tuple[str, frozenset[str], frozenset[GangKey]]] = field(default_factory=set)
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
@@ -198,7 +200,8 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
 
     Before the deadline, one checked bulk drop first (`_bulk`'s first candidate: per kind of node, as many as
     every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
-    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses.
+    at Permit below quorum takes capacity until its timeout; a drop refused once, in `ctx.refused`, is not run
+    again). Then `_settle` drops the rest whatever it loses.
     Seed 0 runs first; the other seeds only while the deadline is not past. After it there is no bulk drop, and
     `_settle` drops what seed 0 leaves bare and runs the other seeds once, on the node set seed 0 leaves clean
     (their runs over nodes about to be dropped would be thrown away)."""
@@ -210,9 +213,13 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
         batch = _bulk(ctx, new, sims, promised, set())[0]
         trial = [n for n in new if n.name not in batch]
-        s2, p2 = _observe(ctx, trial, promised)
-        if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
-            st = _State(trial, s2, p2, len(batch), sims)
+        key = (frozenset(n.name for n in trial), frozenset(promised))
+        if ("lost", *key) not in ctx.refused:
+            s2, p2 = _observe(ctx, trial, promised)
+            if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
+                st = _State(trial, s2, p2, len(batch), sims)
+            else:
+                ctx.refused.add(("lost", *key))
     return _settle(ctx, st)
 
 
@@ -296,16 +303,18 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
                 continue
             bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         others = set().union(*bare)
-        trial_key = (frozenset(n.name for n in st.new if n.name not in others), frozenset(st.promised))
-        if (others and not bare[0] and not tried_others and trial_key not in ctx.refused
-                and time.perf_counter() <= ctx.deadline):
+        key = (frozenset(n.name for n in st.new if n.name not in others), frozenset(st.promised))
+        if (others and not bare[0] and not tried_others and ("lost", *key) not in ctx.refused
+                and ("others", *key) not in ctx.refused and time.perf_counter() <= ctx.deadline):
             tried_others = True
             new = [n for n in st.new if n.name not in others]
             sims, promised = _observe(ctx, new, st.promised)
             if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
                 st = _State(new, sims, promised, st.dropped + len(others), st.raw)
                 continue
-            ctx.refused.add(trial_key)
+            ctx.refused.add(("others", *key))
+            if not promised >= st.promised:
+                ctx.refused.add(("lost", *key))
         i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)

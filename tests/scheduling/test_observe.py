@@ -392,3 +392,39 @@ def test_a_cascade_of_drops_past_the_deadline_ends_with_no_bought_node_listed_wi
         res = _replayed(snap, plan, "LeastAllocated", s)
         assert promised <= {(k.namespace, k.name) for k in res.started}, s
         assert not [n for n in res.empty_nodes if "/new-" in n], s
+
+
+def test_a_checked_drop_the_model_refused_is_not_run_again_on_the_same_nodes_and_promises(tmp_path, monkeypatch):
+    """q-mixed (seed 1, MostAllocated): the bulk drop of `_clean` loses a promise; `_settle` then tried the same
+    node set with the same promises, and `realize`'s last `_settle` a third time (three-seed model runs, each
+    refused). Refusals are remembered per (nodes kept, promises): the drop is run once, the plan is the same."""
+    import gangscale.realize as realize_mod
+    from benchmarks.generate import write_backlog
+    from benchmarks.suite import QUICK
+    from gangscale.catalog import load_catalog
+    from gangscale.ingest import ingest
+    from gangscale.loader import read_objects
+    from gangscale.planner import solve_plan
+    from gangscale.snapshot import build_snapshot
+
+    checked: list[tuple[frozenset, frozenset]] = []
+    real = realize_mod._observe
+
+    def spy(ctx, new, need=None, *args, **kwargs):
+        if need is not None:
+            checked.append((frozenset(n.name for n in new), frozenset(need)))
+        return real(ctx, new, need, *args, **kwargs)
+
+    monkeypatch.setattr(realize_mod, "_observe", spy)
+    spec = next(c.spec for c in QUICK if c.spec.name == "q-mixed")
+    backlog = write_backlog(dataclasses.replace(spec, seed=1), tmp_path)
+    groups, warnings = load_catalog(backlog.catalog)
+    snap = build_snapshot(ingest(read_objects(backlog.cluster)), groups, warnings)
+    opts = SolveOptions(deterministic=True, workers=1)
+    plan = realize_mod.realize(snap, solve_plan(snap, opts), SchedulerModel(config=strategy_config("MostAllocated")),
+                               lambda s, t: solve_plan(s, opts), deadline=time.perf_counter() + 60)
+    assert checked and len(checked) == len(set(checked))
+    assert plan.scheduler.gangs_started == 2 and round(plan.cost_per_hour, 3) == 5.296
+    promised = {(g.namespace, g.name) for g in plan.gangs if g.model_started}
+    for s in (0, 1, 2):
+        assert promised <= {(k.namespace, k.name) for k in _replayed(snap, plan, "MostAllocated", s).started}, s
