@@ -213,7 +213,7 @@ class SchedulerInfo(_Model):
     scoring_strategy: str = ""
     source: Literal["default", "file", "eks"] = "default"
     seeds: list[int] = []
-    rounds: int = 0  # model runs over the whole node set (each under every seed)
+    rounds: int = 0  # model runs over the whole node set (under every seed, or seed 0 alone while settling)
     gangs_started: int = 0  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
     idle_nodes: int = 0  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)

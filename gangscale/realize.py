@@ -1,21 +1,22 @@
 """Observe mode: the plan is what kube-scheduler does with the nodes it buys.
 
-The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module
-repairs; the solver never sees the model. Each round runs the model over existing + upcoming +
-planned nodes (in the order the plan lists them) under every tie-break seed, then cleans: one checked
-bulk drop of the nodes every seed leaves idle (per kind of node), then `_settle` drops the nodes seed 0
-leaves without a promised pod (its empty ones first) and runs the model again, whatever the drop
-loses, until none is left. Gangs the model did not start are re-planned against the model's state
-(seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
-the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out.
-Cleaning goes on past the deadline for LATE_RUNS model runs (more within LATE_SECONDS): a plan with
+The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module repairs; the
+solver never sees the model. Each round runs the model over existing + upcoming + planned nodes (in the order
+the plan lists them) under every tie-break seed, then cleans: one checked bulk drop of the nodes every seed
+leaves idle (per kind of node), then `_settle` drops the nodes seed 0 leaves without a promised pod (its empty
+ones first) and runs the model again, whatever the drop loses, until none is left; those runs are seed 0's
+alone, and the other seeds run once on the node set seed 0 leaves clean (again if that check withdraws a
+promise and seed 0 is left with bare nodes). Gangs the model did not start are re-planned against the model's
+state (seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
+the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out. Cleaning
+goes on past the deadline for LATE_RUNS model runs' worth of seed runs (more within LATE_SECONDS): a plan with
 idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
 
-Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts
-under every seed of the final node set; a new node that seed 0 leaves without a promised pod is dropped
-(unless the model-run budget is spent first); a node only another seed leaves without one is counted in
-`scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are
-one seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
+Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts under
+every seed of the final node set (a state holding seed 0's run alone is never returned); a new node that seed
+0 leaves without a promised pod is dropped (unless the model-run budget is spent first); a node only another
+seed leaves without one is counted in `scheduler.idleNodes`; `newNodes[].pods` / `existingNodes` are one
+seed's placement of the promised gangs' pods (seed 0's when every new node holds one under it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .fit import label_keys
 from .model import Gang, GangKey, NodeGroup
@@ -34,7 +35,7 @@ from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
 NEW_PREFIX = "/planned-"  # new node names: "<group>/planned-<n>"
-LATE_RUNS = 4  # model runs cleaning may still take past the time limit: a plan with idle nodes is not done
+LATE_RUNS = 4  # model runs (x seeds: seed runs) cleaning may take past the time limit: idle nodes mean not done
 LATE_SECONDS = 2.0  # ... or more while the time past the limit stays below this
 
 
@@ -62,6 +63,7 @@ class _State:
     dropped: int = 0  # new nodes the cleaning dropped
     raw: list[SimResult] | None = None  # the model's runs before cleaning (the reasons name the nodes it left empty)
     listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
+    pending: Iterator[SimResult] | None = None  # the other seeds' runs over `new`, when only seed 0's is in `sims`
 
     def cost(self, price: dict[str, int]) -> int:
         return sum(price[n.node_group or ""] for n in self.new)
@@ -80,16 +82,22 @@ class _Ctx:
     by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (gang_key builds a new key each time)
     runs: int = 0
     serial: int = 0
-    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs
-    late: int = 0  # model runs made past the deadline
+    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
+    late: int = 0  # seed runs (one seed's `simulate`) made past the deadline
+    seed_runs: int = 0  # seed runs made in all
+    # checked drops the model refused, by (kind, nodes kept, promises): "lost" (a promise failed: any drop to those
+    # nodes is refused) or "others" (`_settle`'s drop: lost a promise or left seed 0 a bare node)
+    refused: set[tuple[str, frozenset[str], frozenset[GangKey]]] = field(default_factory=set)
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
 
-    def may_run(self) -> bool:
-        """Another cleaning run fits the budget: before the deadline, one of the LATE_RUNS after it, or within
-        LATE_SECONDS of it (small backlogs: many runs that cost little)."""
+    def may_run(self, seeds: int = 1) -> bool:
+        """Another cleaning run of `seeds` seed runs fits the budget: before the deadline, within the LATE_RUNS
+        model runs' worth of seed runs after it, or within LATE_SECONDS of it (small backlogs: many runs that cost
+        little)."""
         now = time.perf_counter()
-        return now <= self.deadline or self.late < LATE_RUNS or now - self.deadline < LATE_SECONDS
+        return (now <= self.deadline or self.late + seeds <= LATE_RUNS * len(self.model.seeds)
+                or now - self.deadline < LATE_SECONDS)
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -121,25 +129,70 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     return len(doms) <= 1
 
 
-def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None) -> tuple[list[SimResult], set[GangKey]]:
-    """The model over base + `new` under every seed, and the gangs started (in one domain) under all of them.
+def _runs(ctx: _Ctx, new: list[SimNode], seeds: Sequence[int] | None = None) -> Iterator[SimResult]:
+    """The model over base + `new`, one seed at a time (every seed, or only `seeds`): a caller that stops early
+    can finish later from the same iterator, without building the model's cluster again."""
+    for n in new:
+        ctx.labels[n.name] = n.labels
+    ctx.runs += 1
+    sims = iter(simulate_iter(ctx.base + new, ctx.gangs, ctx.model.seeds if seeds is None else seeds,
+                              bound=ctx.snap.bound, config=ctx.config, stable_ties=True))
+    while True:
+        late = time.perf_counter() > ctx.deadline  # a seed's run started past the deadline
+        sim = next(sims, None)
+        if sim is None:
+            return
+        ctx.seed_runs += 1
+        ctx.late += late
+        yield sim
+
+
+def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None,
+             seeds: Sequence[int] | None = None) -> tuple[list[SimResult], set[GangKey]]:
+    """The model over base + `new` under every seed (or only `seeds`), and the gangs started (in one domain) under
+    all of them.
 
     With `need`, seeds stop as soon as one loses a gang of it: the caller only asks whether `need` still holds
     (then the sims are partial and the answer is no)."""
-    nodes = ctx.base + new
-    for n in new:
-        ctx.labels[n.name] = n.labels
-    ctx.late += time.perf_counter() > ctx.deadline
     sims: list[SimResult] = []
     promised = set(ctx.by_key)
-    for sim in simulate_iter(nodes, ctx.gangs, ctx.model.seeds, bound=ctx.snap.bound, config=ctx.config,
-                             stable_ties=True):
+    for sim in _runs(ctx, new, seeds):
         sims.append(sim)
-        promised = {k for k in promised if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
+        promised = _started_in(ctx, sim, promised)
         if need is not None and not need <= promised:
             break
-    ctx.runs += 1
     return sims, promised
+
+
+def _first_seed(ctx: _Ctx, new: list[SimNode], promised: set[GangKey] | None = None) -> _State:
+    """Seed 0's run over base + `new` alone (the other seeds left pending in the state, for `_complete`); the
+    promises meanwhile: the gangs of `promised` (default: all) seed 0 starts."""
+    pending = _runs(ctx, new)
+    sims = [next(pending)]
+    return _State(new, sims, _started_in(ctx, sims[0], set(ctx.by_key) if promised is None else promised),
+                  pending=pending)
+
+
+def _complete(ctx: _Ctx, st: _State, stop: Callable[[_State], bool] | None = None) -> _State:
+    """`st` with the other seeds' runs added from its pending iterator, promising what starts (in one domain)
+    under every seed run. With `stop`, a seed that makes it true ends the check early (the state keeps the
+    seeds run so far and is still unchecked: `len(sims)` below the seed count)."""
+    sims = list(st.sims)
+    promised = set(ctx.by_key)
+    for sim in sims:
+        promised = _started_in(ctx, sim, promised)
+    for sim in st.pending or ():
+        sims.append(sim)
+        promised = _started_in(ctx, sim, promised)
+        part = _State(st.new, sims, promised, st.dropped, st.raw, st.listing, st.pending)
+        if stop is not None and len(sims) < len(ctx.model.seeds) and stop(part):
+            return part
+    return _State(st.new, sims, promised, st.dropped, st.raw, st.listing)
+
+
+def _started_in(ctx: _Ctx, sim: SimResult, keys: set[GangKey]) -> set[GangKey]:
+    """The gangs of `keys` this run starts (in one domain)."""
+    return {k for k in keys if sim.outcomes[k].started and _one_domain(ctx, ctx.by_key[k], sim)}
 
 
 def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
@@ -147,15 +200,26 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
 
     Before the deadline, one checked bulk drop first (`_bulk`'s first candidate: per kind of node, as many as
     every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
-    at Permit below quorum takes capacity until its timeout). Then `_settle` drops the rest whatever it loses."""
-    sims, promised = _observe(ctx, new)
-    st = _State(new, sims, promised, 0, sims)
+    at Permit below quorum takes capacity until its timeout; a drop refused once, in `ctx.refused`, is not run
+    again). Then `_settle` drops the rest whatever it loses.
+    Seed 0 runs first; the other seeds only while the deadline is not past. After it there is no bulk drop, and
+    `_settle` drops what seed 0 leaves bare and runs the other seeds once, on the node set seed 0 leaves clean
+    (their runs over nodes about to be dropped would be thrown away)."""
+    st = _first_seed(ctx, new)
+    if time.perf_counter() <= ctx.deadline:
+        st = _complete(ctx, st)
+    sims, promised = st.sims, st.promised
+    st.raw = sims
     if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
         batch = _bulk(ctx, new, sims, promised, set())[0]
         trial = [n for n in new if n.name not in batch]
-        s2, p2 = _observe(ctx, trial, promised)
-        if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
-            st = _State(trial, s2, p2, len(batch), sims)
+        key = (frozenset(n.name for n in trial), frozenset(promised))
+        if ("lost", *key) not in ctx.refused:
+            s2, p2 = _observe(ctx, trial, promised)
+            if p2 >= promised:  # every seed ran (none lost a promised gang): the drop stands
+                st = _State(trial, s2, p2, len(batch), sims)
+            else:
+                ctx.refused.add(("lost", *key))
     return _settle(ctx, st)
 
 
@@ -209,29 +273,48 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 def _settle(ctx: _Ctx, st: _State) -> _State:
     """Make seed 0 (what a reader who replays the plan's nodes in order sees) leave no new node bare: while it
     does, drop those nodes (its empty ones first, then those only unpromised gangs use) and run the model again,
-    whatever the drop loses. The promises are what starts under every seed of the run after it: a node the
-    scheduler leaves idle under some tie-break is not bought, and a gang that needed it as a buffer is not
-    promised (a re-plan, before the deadline, buys for it against the model's state). Then the nodes only other
-    seeds leave bare are dropped once more before the deadline, checked: kept dropped only if no promise is lost
-    and seed 0 stays clean (past it they are counted: a whole model run for a node or two). Past the deadline it runs while `may_run` allows; the seed with the fewest bare nodes is listed (seed
-    0 when it has none), and the nodes bare under some seed are counted in `scheduler.idleNodes`."""
+    whatever the drop loses. These runs are seed 0's alone (its bare nodes are all they look at; the promises
+    meanwhile: the last checked ones that seed 0 still starts); once seed 0 leaves none, the other seeds run on
+    that node set, and the promises are what starts under every seed of it (if that loses a gang, seed 0 may
+    have bare nodes again: the loop goes on). So a node the scheduler leaves idle under some tie-break is not
+    bought, and a gang that needed it as a buffer is not promised (a re-plan, before the deadline, buys for it
+    against the model's state). Then the nodes only other seeds leave bare are dropped once more before the
+    deadline, checked: kept dropped only if no promise is lost and seed 0 stays clean (past it they are
+    counted: a whole model run for a node or two; a drop refused once is not tried again). Past the deadline
+    it runs while `may_run` allows, always leaving room to check the last node set under every seed; the seed
+    with the fewest bare nodes is listed (seed 0 when it has none), and the nodes bare under some seed are
+    counted in `scheduler.idleNodes`."""
     tried_others = False
+    seeds = ctx.model.seeds
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
-        if (empty or bare[0]) and ctx.may_run():
+        if (empty or bare[0]) and ctx.may_run(len(seeds)):
             new = [n for n in st.new if n.name not in (empty or bare[0])]
-            sims, promised = _observe(ctx, new)
-            st = _State(new, sims, promised, st.dropped + len(st.new) - len(new), st.raw)
+            nxt = _first_seed(ctx, new, st.promised)
+            nxt.dropped, nxt.raw = st.dropped + len(st.new) - len(new), st.raw
+            st = nxt
             continue
+        if len(st.sims) < len(seeds):  # seed 0 alone so far: every promise is checked under every seed
+            # a seed that withdraws a promise seed 0's nodes were bought for ends the check: drop them first
+            st = _complete(ctx, st, lambda part: bool(_bare(ctx, part.new, part.sims[0], part.promised))
+                           and ctx.may_run(len(seeds)))
+            if _bare(ctx, st.new, st.sims[0], st.promised) and ctx.may_run(len(seeds)):
+                continue
+            bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         others = set().union(*bare)
-        if others and not bare[0] and not tried_others and time.perf_counter() <= ctx.deadline:
+        key = (frozenset(n.name for n in st.new if n.name not in others), frozenset(st.promised))
+        if (others and not bare[0] and not tried_others and ("lost", *key) not in ctx.refused
+                and ("others", *key) not in ctx.refused and time.perf_counter() <= ctx.deadline):
             tried_others = True
             new = [n for n in st.new if n.name not in others]
             sims, promised = _observe(ctx, new, st.promised)
             if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
                 st = _State(new, sims, promised, st.dropped + len(others), st.raw)
                 continue
+            ctx.refused.add(("others", *key))
+            if not promised >= st.promised:
+                ctx.refused.add(("lost", *key))
         i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)

@@ -328,3 +328,103 @@ def test_a_zone_constrained_gang_the_scheduler_places_in_one_zone_is_promised_on
     assert job.model_started and job.decision == "scale-up" and job.topology_domain == {zone: "a"}
     assert [n.pods for n in plan.new_nodes] == [["default/j0", "default/j1"]]
     assert plan.scheduler.idle_nodes == 0
+
+
+def test_past_the_deadline_the_drops_are_checked_by_seed_0_alone_and_the_last_node_set_under_every_seed(monkeypatch):
+    """Settling drops the nodes seed 0 leaves bare and runs the model again; that run only needs seed 0 (its bare
+    nodes are all it looks at), so the other seeds run once, on the node set seed 0 leaves clean. Each drop used to
+    cost every seed: on target-10k the late budget (4 model runs) ran out with 8 bought nodes listed without a pod."""
+    import gangscale.realize as realize_mod
+    from gangscale.planner import solve_plan
+
+    objs, catalog = gpu_world()  # LeastAllocated: the solver's g5x stays empty under every seed, then is dropped
+    snap = snapshot(objs, catalog)
+    first = solve_plan(snap, SolveOptions(time_limit=3.0, workers=1))
+    assert first.scale_up == {"g512": 1, "g5x": 1}
+    calls: list[list] = []  # per model run: new nodes, seeds run
+    real = realize_mod.simulate_iter
+
+    def spy(nodes, gangs, seeds, **kwargs):
+        calls.append([sum(1 for n in nodes if n.kind == "new")])
+        for seed, sim in zip(seeds, real(nodes, gangs, seeds, **kwargs)):
+            calls[-1].append(seed)
+            yield sim
+
+    monkeypatch.setattr(realize_mod, "simulate_iter", spy)
+    plan = realize_mod.realize(snap, first, SchedulerModel(), lambda s, t: solve_plan(s, SolveOptions(time_limit=t)),
+                               deadline=0.0)
+    assert calls == [[2, 0], [1, 0, 1, 2]]  # seed 0 leaves the g5x empty: no other seed runs on that node set
+    assert plan.scale_up == {"g512": 1} and all(n.pods for n in plan.new_nodes)
+    promised = {g.name for g in plan.gangs if g.model_started}
+    for s in (0, 1, 2):
+        res = _replayed(snap, plan, "LeastAllocated", s)
+        assert promised <= {k.name for k in res.started} and not [n for n in res.empty_nodes if "/new-" in n]
+
+
+def test_a_cascade_of_drops_past_the_deadline_ends_with_no_bought_node_listed_without_a_pod(tmp_path, monkeypatch):
+    """q-llm (seed 1) past its deadline: dropping what seed 0 leaves bare makes it leave other nodes bare, twice.
+    With a late budget of two model runs' worth of seed runs, each drop used to cost every seed, so the budget
+    ran out after one drop and 4 bought nodes were listed without a pod (target-10k: 8 after four runs); seed 0's
+    runs alone cost a third, and the settled node set is still checked under every seed."""
+    import gangscale.realize as realize_mod
+    from benchmarks.generate import write_backlog
+    from benchmarks.suite import QUICK
+    from gangscale.catalog import load_catalog
+    from gangscale.ingest import ingest
+    from gangscale.loader import read_objects
+    from gangscale.planner import solve_plan
+    from gangscale.snapshot import build_snapshot
+
+    monkeypatch.setattr(realize_mod, "LATE_RUNS", 2)
+    monkeypatch.setattr(realize_mod, "LATE_SECONDS", 0.0)
+    spec = next(c.spec for c in QUICK if c.spec.name == "q-llm")
+    backlog = write_backlog(dataclasses.replace(spec, seed=1), tmp_path)
+    groups, warnings = load_catalog(backlog.catalog)
+    snap = build_snapshot(ingest(read_objects(backlog.cluster)), groups, warnings)
+    opts = SolveOptions(deterministic=True, workers=1)
+    first = solve_plan(snap, opts)
+    assert len(first.new_nodes) == 13
+    plan = realize_mod.realize(snap, first, SchedulerModel(), lambda s, t: solve_plan(s, opts), deadline=0.0)
+    assert plan.scheduler.idle_nodes == 0 and not plan.scheduler.note
+    assert all(n.pods for n in plan.new_nodes)
+    promised = {(g.namespace, g.name) for g in plan.gangs if g.model_started}
+    for s in (0, 1, 2):
+        res = _replayed(snap, plan, "LeastAllocated", s)
+        assert promised <= {(k.namespace, k.name) for k in res.started}, s
+        assert not [n for n in res.empty_nodes if "/new-" in n], s
+
+
+def test_a_checked_drop_the_model_refused_is_not_run_again_on_the_same_nodes_and_promises(tmp_path, monkeypatch):
+    """q-mixed (seed 1, MostAllocated): the bulk drop of `_clean` loses a promise; `_settle` then tried the same
+    node set with the same promises, and `realize`'s last `_settle` a third time (three-seed model runs, each
+    refused). Refusals are remembered per (nodes kept, promises): the drop is run once, the plan is the same."""
+    import gangscale.realize as realize_mod
+    from benchmarks.generate import write_backlog
+    from benchmarks.suite import QUICK
+    from gangscale.catalog import load_catalog
+    from gangscale.ingest import ingest
+    from gangscale.loader import read_objects
+    from gangscale.planner import solve_plan
+    from gangscale.snapshot import build_snapshot
+
+    checked: list[tuple[frozenset, frozenset]] = []
+    real = realize_mod._observe
+
+    def spy(ctx, new, need=None, *args, **kwargs):
+        if need is not None:
+            checked.append((frozenset(n.name for n in new), frozenset(need)))
+        return real(ctx, new, need, *args, **kwargs)
+
+    monkeypatch.setattr(realize_mod, "_observe", spy)
+    spec = next(c.spec for c in QUICK if c.spec.name == "q-mixed")
+    backlog = write_backlog(dataclasses.replace(spec, seed=1), tmp_path)
+    groups, warnings = load_catalog(backlog.catalog)
+    snap = build_snapshot(ingest(read_objects(backlog.cluster)), groups, warnings)
+    opts = SolveOptions(deterministic=True, workers=1)
+    plan = realize_mod.realize(snap, solve_plan(snap, opts), SchedulerModel(config=strategy_config("MostAllocated")),
+                               lambda s, t: solve_plan(s, opts), deadline=time.perf_counter() + 60)
+    assert checked and len(checked) == len(set(checked))
+    assert plan.scheduler.gangs_started == 2 and round(plan.cost_per_hour, 3) == 5.296
+    promised = {(g.namespace, g.name) for g in plan.gangs if g.model_started}
+    for s in (0, 1, 2):
+        assert promised <= {(k.namespace, k.name) for k in _replayed(snap, plan, "MostAllocated", s).started}, s
