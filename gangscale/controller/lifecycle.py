@@ -283,6 +283,7 @@ class Applied:
     failed: Mapping[str, str] = field(default_factory=dict)  # group -> why its share was not applied
     upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
     bound_groups: frozenset[tuple[str, str]] = frozenset()  # (namespace, group name) with a bound member
+    busy: frozenset[str] = frozenset()  # registered nodes running a pod (not a DaemonSet's): used, never spare
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,7 +467,9 @@ def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: fl
 def current_record(step: _Step, g: GangFacts) -> Record:
     """The gang's record for this generation: a new one when the gang was recreated or replaced.
 
-    A new generation takes over the nodes bought for the previous one that are still on their way.
+    A new generation takes over the nodes bought for the previous one that are still on their way; not the
+    spare nodes of a running one (a member recreated after a crash): those are reserved for no gang, and taking
+    them over would make them a purchase that can time out.
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
@@ -474,7 +477,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
                  first_seen=step.now)
-    if rec is not None and holds(rec):
+    if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
                       state=GangState.PROVISIONING, nodes=dict(rec.nodes))
@@ -642,19 +645,49 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
     """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
     for key, rec in list(step.records.items()):
-        if key in seen or rec.state == GangState.CANCELLED or (rec.state in TERMINAL and not holds(rec)):
-            continue  # an infeasible gang that still holds nodes is cancelled, so they go back
+        if key in seen or rec.state in (GangState.CANCELLED, GangState.RUNNING) or (
+                rec.state in TERMINAL and not holds(rec)):
+            continue  # an infeasible gang that still holds nodes is cancelled, so they go back (a running one's spares
+            # go back at its deadline)
         if key.group in report.bound_groups:
             step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
+            spare = _spare(rec, report.busy)
             step.set(rec, GangState.RUNNING, "all members are bound" + (
-                f" (nodes bought for it: {bought})" if bought else ""), requested={})  # nodes now, not on the way
+                f" (nodes bought for it: {bought})" if bought else "") + _spare_note(spare),
+                requested=spare, nodes=_idle(rec.nodes, report.busy))
         else:
             reason = "the gang and its pods are gone"
             if rec.requested:
                 reason += (f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
                            "unless a new generation of the gang takes them")
             step.set(rec, GangState.CANCELLED, reason)
+
+
+def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
+    """Per group, the nodes bought for a gang that it started without (on nodes that were Ready first): those that
+    arrived for it and run no pod, and its launches still on their way. They stay the record's until its deadline,
+    reserved for no one: a plan may give them to any gang, a launch that arrives is attributed to it after every
+    waiting gang, and the scale-down gives back those still empty at the deadline (`spare_until`) instead of an
+    empty-node grace later, past the deadline the purchase was made under."""
+    spare = {g: n - sum(1 for name in rec.nodes.get(g, ()) if name in busy) for g, n in rec.requested.items()}
+    return {g: n for g, n in spare.items() if n > 0}
+
+
+def _idle(nodes: Mapping[str, tuple[str, ...]], busy: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    kept = {g: tuple(n for n in names if n not in busy) for g, names in nodes.items()}
+    return {g: names for g, names in kept.items() if names}
+
+
+def _spare_note(spare: Mapping[str, int]) -> str:
+    n = sum(spare.values())
+    return f"; {n} nodes bought for it are not used and go back at its deadline unless a gang uses them" if n else ""
+
+
+def spare_until(records: Iterable[Record]) -> dict[str, float]:
+    """Node name -> the deadline of the purchase it came from, for the nodes a running gang did not use."""
+    return {name: rec.deadline for rec in records if rec.state == GangState.RUNNING and rec.deadline
+            for names in rec.nodes.values() for name in names}
 
 
 def _expire(step: _Step, report: Expire) -> None:
@@ -674,6 +707,8 @@ def _expire(step: _Step, report: Expire) -> None:
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE))
             step.put(rec, requested={})
+        elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline + grace:
+            step.put(rec, requested={})  # the scale-down had its chance at the deadline: they are ordinary nodes now
 
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
@@ -755,7 +790,8 @@ def _recovered(step: _Step, report: Recovered) -> None:
 
 
 def _registered(step: _Step, report: Registered) -> None:
-    """Forget attributed nodes that are gone (and the capacity they were), then attribute the new arrivals.
+    """Forget attributed nodes that are gone (and the capacity they were), and a running gang's spares that now
+    run a pod, then attribute the new arrivals.
 
     A registered node is a record's arrival when the record holds more nodes in the node's group than have
     arrived for it, the node was created at or after the record's request (its creationTimestamp, less
@@ -769,7 +805,7 @@ def _registered(step: _Step, report: Registered) -> None:
     for rec in list(step.records.values()):
         if not rec.nodes:
             continue
-        nodes = {g: tuple(n for n in names if g not in report.groups or (n in seen and seen[n].group == g))
+        nodes = {g: tuple(n for n in names if g not in report.groups or _still_its(rec, g, seen.get(n)))
                  for g, names in rec.nodes.items()}
         gone = {g: len(rec.nodes[g]) - len(kept) for g, kept in nodes.items() if len(kept) < len(rec.nodes[g])}
         taken.update(n for names in nodes.values() for n in names)
@@ -786,8 +822,15 @@ def _registered(step: _Step, report: Registered) -> None:
             taken.add(node.name)
 
 
+def _still_its(rec: Record, group: str, node: NodeSeen | None) -> bool:
+    """An attributed node stays the record's while it is registered in its group; a running gang's spare only
+    while it runs no pod (one that a gang used is no longer spare, and never given back for it)."""
+    return node is not None and node.group == group and (rec.state != GangState.RUNNING or node.idle)
+
+
 def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
-    """The oldest request still waiting for a node of `node`'s group that may have launched it."""
+    """The oldest request still waiting for a node of `node`'s group that may have launched it; a running gang's
+    spare launches (`_spare`) only after every gang that waits."""
     waiting = [r for r in records if r.state != GangState.CANCELLED
                and r.requested.get(node.group, 0) > r.arrived(node.group) and node.created >= r.requested_at - skew]
-    return min(waiting, key=lambda r: (r.requested_at, r.gang), default=None)
+    return min(waiting, key=lambda r: (r.state == GangState.RUNNING, r.requested_at, r.gang), default=None)

@@ -74,6 +74,7 @@ from .lifecycle import (
     StateChanged,
     Takeover,
     holds,
+    spare_until,
     transition,
 )
 from ..apply import atomic_units_with_gangs
@@ -367,7 +368,8 @@ class Reconciler:
                        applied=frozenset(a.group for a in actions if a.status == "applied"),
                        failed={a.group: a.message for a in actions if a.status != "applied"},
                        upcoming_pods=pods_on_upcoming(plan, snap),
-                       bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound))
+                       bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound),
+                       busy=frozenset(busy_nodes(cluster)))
 
     def _facts(self, snap: ClusterSnapshot) -> tuple[GangFacts, ...]:
         default = self.cfg.provisioning_deadline_seconds
@@ -424,7 +426,8 @@ class Reconciler:
         """Nodes of owned groups that stayed empty past the grace period go back, never below minSize."""
         busy = busy_nodes(cluster) | set(plan.existing_nodes) | self._reserved_nodes()
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
-                                                   self.cfg.empty_node_grace_seconds)
+                                                   self.cfg.empty_node_grace_seconds,
+                                                   spare_until(self.state.records.values()))
         for res in self.actuator.scale_down(due):
             e = res.node
             if not res.removed:

@@ -20,10 +20,13 @@ from ..plan import Plan
 from ..snapshot import ClusterSnapshot
 from .lifecycle import GangState, Record, holds
 
+FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
+
 
 def _reserving(records: Iterable[Record]) -> list[Record]:
-    """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back)."""
-    return sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED), key=lambda r: r.requested_at)
+    """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back, and
+    a running gang's spares, `lifecycle._spare`, are free for any gang until its deadline)."""
+    return sorted((r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at)
 
 
 def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> list[Record]:
