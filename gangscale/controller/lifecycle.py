@@ -82,6 +82,7 @@ class ReleaseWhy(StrEnum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed-out"
     UNUSABLE = "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
+    UNUSED = "unused"  # launches still on their way at the deadline of a gang that started without them
 
 
 REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangscale_gangs{state}` series
@@ -289,6 +290,14 @@ class Applied:
 @dataclass(frozen=True, slots=True)
 class Expire:
     rules: Rules
+    # per group, the nodes on their way that this pass's plan puts pods on beyond what waiting gangs have reserved
+    # there: a running gang's spare launches the plan counts on are not given back at its deadline
+    planned_upcoming: Mapping[str, int] = field(default_factory=dict)
+    # per group, the launches the cloud has on their way (read only for the groups where a running gang past its
+    # deadline still counts launches of its own): never more are given back than exist beyond what waiting gangs
+    # count on, whatever a record's own count says (a node its gang bound on at once was never attributed to it)
+    on_way: Mapping[str, int] = field(default_factory=dict)
+    planned_nodes: frozenset[str] = frozenset()  # registered nodes the plan puts pods on
 
 
 @dataclass(frozen=True, slots=True)
@@ -707,8 +716,41 @@ def _expire(step: _Step, report: Expire) -> None:
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE))
             step.put(rec, requested={})
-        elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline + grace:
-            step.put(rec, requested={})  # the scale-down had its chance at the deadline: they are ordinary nodes now
+        elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline:
+            _spares_due(step, rec, report)
+
+
+def _spares_due(step: _Step, rec: Record, report: Expire) -> None:
+    """A running gang past its deadline gives back what it did not use, but not what the plan puts pods on: those
+    stay its own (a launch until it arrives, a node until it is used) and go back once no plan counts on them.
+
+    Launches on their way go back now, never more than the cloud has on their way beyond what waiting gangs count
+    on (a node its gang bound on at once was never attributed to it: its own count can be stale). Arrived nodes
+    are handed to this pass's scale-down (`spare_until`, read before this report), then are ordinary nodes."""
+    records = step.records.values()
+    possible = {g: min(n - rec.arrived(g), max(0, report.on_way.get(g, 0) - _waited_for(records, g)))
+                for g, n in rec.requested.items()}
+    late = {g: n - report.planned_upcoming.get(g, 0) for g, n in possible.items()}
+    late = {g: n for g, n in late.items() if n > 0}
+    if late:
+        step.actions.append(Release(rec.key, late, ReleaseWhy.UNUSED))
+    nodes = _idle(rec.nodes, frozenset(n for names in rec.nodes.values() for n in names) - report.planned_nodes)
+    requested = {g: len(nodes.get(g, ())) + n - late.get(g, 0) for g, n in possible.items()}
+    requested = {g: n for g, n in requested.items() if n > 0}
+    if requested != rec.requested or nodes != rec.nodes:
+        step.put(rec, requested=requested, nodes=nodes)
+
+
+def late_spares(records: Iterable[Record], now: float) -> set[str]:
+    """The groups where a running gang past its deadline still counts launches of its own on their way."""
+    return {g for r in records if r.state == GangState.RUNNING and r.deadline and now > r.deadline
+            for g, n in r.requested.items() if n > r.arrived(g)}
+
+
+def _waited_for(records: Iterable[Record], group: str) -> int:
+    """The launches of `group` that gangs still waiting count on (every record holding there but a running one)."""
+    return sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in records
+               if r.state != GangState.RUNNING and holds(r))
 
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
@@ -733,6 +775,11 @@ def _released(step: _Step, report: Released) -> None:
             if n:
                 step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang "
                                                       f"({rec.state.value})")
+        elif out.action.why == ReleaseWhy.UNUSED:
+            if n:
+                rec = step.put(rec, reason=f"{rec.reason}; gave back {n} launches it did not use at its deadline")
+                step.emit(target, "CapacityReleased", f"gave back {n} nodes bought for this gang that it started "
+                                                      "without, still on their way at its deadline")
         elif out.action.why == ReleaseWhy.CANCELLED:
             rec = step.put(rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes")
             if n:

@@ -71,6 +71,12 @@ def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
     return {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group}
 
 
+def planned_upcoming(plan: Plan, snap: ClusterSnapshot) -> dict[str, int]:
+    """Per group, the nodes on their way that no gang has reserved and the plan puts pods on."""
+    free = {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group and v.reserved_for is None}
+    return dict(Counter(free[name] for name, pods in plan.existing_nodes.items() if name in free and pods))
+
+
 def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
     upcoming = upcoming_nodes(snap)
     return frozenset(p for name, pods in plan.existing_nodes.items() if name in upcoming for p in pods)

@@ -213,7 +213,7 @@ def test_a_gang_that_binds_on_its_registered_nodes_gives_them_up():
     assert out[A].state == GangState.RUNNING and out[A].nodes == {} and out[A].requested == {}
 
 
-def test_a_gang_that_binds_elsewhere_keeps_its_empty_nodes_unreserved_until_its_deadline_then_forgets_them():
+def test_a_gang_that_binds_elsewhere_keeps_its_empty_nodes_unreserved_until_no_plan_counts_on_them_past_its_deadline():
     """Issue 10, seeds 1-4: the nodes a gang bought and did not use when it started go back at the purchase's
     deadline (the scale-down's `spare_until`), not an empty-node grace later; no gang has them reserved."""
     records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1", "n2")})}
@@ -226,11 +226,11 @@ def test_a_gang_that_binds_elsewhere_keeps_its_empty_nodes_unreserved_until_its_
     used, _, _ = transition(out, None, Registered((NodeSeen("n2", "cpu", T0 + 100, False),), frozenset({"cpu"})),
                             T0 + 400)
     assert used[A].nodes == {} and used[A].requested == {} and spare_until(used.values()) == {}
-    # left empty: forgotten once the deadline and the cancel grace are past (the scale-down had it at the deadline)
-    kept, _, _ = transition(out, None, Expire(RULES), T0 + 901)
+    # past the deadline: kept while a plan puts pods on it, else handed to that pass's scale-down and forgotten
+    kept, _, _ = transition(out, None, Expire(RULES, planned_nodes=frozenset({"n2"})), T0 + 901)
     assert spare_until(kept.values()) == {"n2": T0 + 900}
-    gone, actions, _ = transition(out, None, Expire(RULES), T0 + 900 + RULES.cancel_grace_seconds + 1)
-    assert gone[A].requested == {} and actions == ()
+    gone, actions, _ = transition(kept, None, Expire(RULES), T0 + 911)
+    assert gone[A].requested == {} and gone[A].nodes == {} and actions == ()
 
 
 def test_a_launch_failure_gives_back_only_the_launches_in_flight_not_the_nodes_that_arrived():

@@ -300,8 +300,9 @@ EXPIRE_TABLE = [
                 S.INVALID, S.INFEASIBLE)],
     *[(f"{s.value} holding nothing is not expired", rec(s, deadline=NOW - 1), s, [])
       for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_ADMISSION, S.DEFERRED, S.INFEASIBLE)],
-    *[(f"{s.value} is not expired", rec(s, requested={"cpu": 1}, deadline=NOW - 1), s, [])
-      for s in (S.RUNNING, S.TIMED_OUT)],
+    ("timed-out is not expired", rec(S.TIMED_OUT, requested={"cpu": 1}, deadline=NOW - 1), S.TIMED_OUT, []),
+    # issue 10: a running gang is never timed out (its late launches: below)
+    ("running is not expired", rec(S.RUNNING, requested={"cpu": 1}, deadline=NOW - 1), S.RUNNING, []),
     # issue 17: a gang that cannot use its nodes gives them back after the cancel grace, before any deadline
     *[(f"{s.value} past the cancel grace", rec(s, since=NOW - 61, requested={"cpu": 2}, deadline=NOW + 600), s,
        [Release(KEY, {"cpu": 2}, "unusable")]) for s in (S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP,
@@ -317,6 +318,31 @@ def test_grace_and_deadlines_give_capacity_back(old, state, actions):
     assert new[KEY].state == state and list(got) == actions
     if actions:
         assert new[KEY].requested == {}
+
+
+def test_a_running_gang_past_its_deadline_gives_back_only_launches_that_exist_beyond_what_others_wait_for():
+    """Issue 10: launches bought for a gang that started without them go back at its deadline; never more than the
+    cloud has on their way less what waiting gangs count on and what the plan puts pods on (a count can be stale);
+    an arrived node the plan puts pods on stays its own."""
+    running = rec(S.RUNNING, requested={"cpu": 3}, nodes={"cpu": ("n1",)}, deadline=NOW - 1)
+    waiter = rec(S.PROVISIONING, key=OTHER, requested={"cpu": 1}, deadline=NOW + 500)
+    # (launches on their way, of them planned for another gang, given back, what it then holds: n1 + those planned)
+    for on_way, planned, gives, holds in ((5, 0, 2, 1), (2, 0, 1, 1), (2, 1, 0, 2), (1, 0, 0, 1)):
+        new, actions, _ = transition({KEY: running, OTHER: waiter}, None,
+                                     Expire(RULES, planned_upcoming={"cpu": planned}, on_way={"cpu": on_way},
+                                            planned_nodes=frozenset({"n1"})), NOW)
+        assert list(actions) == ([Release(KEY, {"cpu": gives}, "unused")] if gives else [])
+        assert new[KEY].state == S.RUNNING and new[KEY].requested == {"cpu": holds} and new[KEY].nodes == {"cpu": ("n1",)}
+    # n1 no longer planned: handed to the scale-down of this pass (spare_until, read before), then an ordinary node
+    later, actions, _ = transition({KEY: running}, None, Expire(RULES), NOW + 10)
+    assert later[KEY].requested == {} and later[KEY].nodes == {} and actions == ()
+
+
+def test_a_running_gangs_late_launches_given_back_are_said_in_its_reason_and_an_event_not_as_a_timeout():
+    old = rec(S.RUNNING, reason="all members are bound")
+    new, _, events = transition({KEY: old}, None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2}, "unused"), 2),)), NOW)
+    assert new[KEY].state == S.RUNNING and new[KEY].reason.endswith("gave back 2 launches it did not use at its deadline")
+    assert [e.reason for e in events_of(events)] == ["CapacityReleased"]
 
 
 # ------------------------------------------------------------------ Released
@@ -544,7 +570,7 @@ MATRIX = [
     ("applied: no longer listed, pods gone", None, Applied((), RULES), {},
      _column(dict(to=S.CANCELLED), RUNNING={"to": S.RUNNING})),
     ("expire: past the deadline", None, Expire(RULES), dict(deadline=NOW - 1),
-     _column(EXPIRED, RUNNING={"to": S.RUNNING, "requested": None, "actions": ()},
+     _column(EXPIRED, RUNNING={"to": S.RUNNING, "requested": {}, "actions": ()},  # no launch left on its way
              TIMED_OUT={"to": S.TIMED_OUT, "requested": None, "actions": ()},
              CANCELLED={"to": S.CANCELLED, "requested": None, "actions": ()})),  # within the cancel grace
     ("released after a timeout", None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2}, "timed-out"), 2),)), {},
