@@ -18,7 +18,8 @@ The reports, in the order a pass produces them:
   called (the write-ahead records), and the scale-up is to be applied;
 - `Applied`: the plan (and the scale-up's outcome, when there was one) moves
   every listed gang, and gangs no longer listed become running or cancelled;
-- `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some;
+- `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some (a running
+  gang's spares, what it started without, without timing it out);
 - `Released`: what the cloud actually gave back, for the reasons and events;
 - `Recovered` (after a restart): what became of scale-up calls a record booked
   and never confirmed (launched instances adopted, or nothing to keep);
@@ -106,7 +107,8 @@ class Record:
     reason: str
     since: float  # when the state was entered (epoch seconds)
     first_seen: float = 0.0  # when the gang was first pending (queue latency)
-    requested: Mapping[str, int] = field(default_factory=dict)  # node group -> nodes bought for it
+    # node group -> nodes bought for it and not used yet (running: those it started without, `_spare`)
+    requested: Mapping[str, int] = field(default_factory=dict)
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
     pods: tuple[str, ...] = ()  # pod uids this generation was planned for
