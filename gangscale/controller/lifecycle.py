@@ -18,7 +18,8 @@ The reports, in the order a pass produces them:
   called (the write-ahead records), and the scale-up is to be applied;
 - `Applied`: the plan (and the scale-up's outcome, when there was one) moves
   every listed gang, and gangs no longer listed become running or cancelled;
-- `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some;
+- `Expire`: cancel-grace and deadlines give capacity back, in every state that holds some (a running
+  gang's spares, what it started without, without timing it out);
 - `Released`: what the cloud actually gave back, for the reasons and events;
 - `Recovered` (after a restart): what became of scale-up calls a record booked
   and never confirmed (launched instances adopted, or nothing to keep);
@@ -82,6 +83,7 @@ class ReleaseWhy(StrEnum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed-out"
     UNUSABLE = "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
+    UNUSED = "unused"  # launches still on their way at the deadline of a gang that started without them
 
 
 REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangscale_gangs{state}` series
@@ -105,7 +107,8 @@ class Record:
     reason: str
     since: float  # when the state was entered (epoch seconds)
     first_seen: float = 0.0  # when the gang was first pending (queue latency)
-    requested: Mapping[str, int] = field(default_factory=dict)  # node group -> nodes bought for it
+    # node group -> nodes bought for it and not used yet (running: those it started without, `_spare`)
+    requested: Mapping[str, int] = field(default_factory=dict)
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
     pods: tuple[str, ...] = ()  # pod uids this generation was planned for
@@ -283,11 +286,20 @@ class Applied:
     failed: Mapping[str, str] = field(default_factory=dict)  # group -> why its share was not applied
     upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
     bound_groups: frozenset[tuple[str, str]] = frozenset()  # (namespace, group name) with a bound member
+    busy: frozenset[str] = frozenset()  # registered nodes running a pod (not a DaemonSet's): used, never spare
 
 
 @dataclass(frozen=True, slots=True)
 class Expire:
     rules: Rules
+    # per group, the nodes on their way that this pass's plan puts pods on beyond what waiting gangs have reserved
+    # there: a running gang's spare launches the plan counts on are not given back at its deadline
+    planned_upcoming: Mapping[str, int] = field(default_factory=dict)
+    # per group, the launches the cloud has on their way (read only for the groups where a running gang past its
+    # deadline still counts launches of its own): never more are given back than exist beyond what waiting gangs
+    # count on, whatever a record's own count says (a node its gang bound on at once was never attributed to it)
+    on_way: Mapping[str, int] = field(default_factory=dict)
+    planned_nodes: frozenset[str] = frozenset()  # registered nodes the plan puts pods on
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,7 +478,9 @@ def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: fl
 def current_record(step: _Step, g: GangFacts) -> Record:
     """The gang's record for this generation: a new one when the gang was recreated or replaced.
 
-    A new generation takes over the nodes bought for the previous one that are still on their way.
+    A new generation takes over the nodes bought for the previous one that are still on their way; not the
+    spare nodes of a running one (a member recreated after a crash): those are reserved for no gang, and taking
+    them over would make them a purchase that can time out.
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
@@ -474,7 +488,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
                  first_seen=step.now)
-    if rec is not None and holds(rec):
+    if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
                       state=GangState.PROVISIONING, nodes=dict(rec.nodes))
@@ -642,19 +656,49 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
     """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
     for key, rec in list(step.records.items()):
-        if key in seen or rec.state == GangState.CANCELLED or (rec.state in TERMINAL and not holds(rec)):
-            continue  # an infeasible gang that still holds nodes is cancelled, so they go back
+        if key in seen or rec.state in (GangState.CANCELLED, GangState.RUNNING) or (
+                rec.state in TERMINAL and not holds(rec)):
+            continue  # an infeasible gang that still holds nodes is cancelled, so they go back (a running one's spares
+            # go back at its deadline)
         if key.group in report.bound_groups:
             step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
+            spare = _spare(rec, report.busy)
             step.set(rec, GangState.RUNNING, "all members are bound" + (
-                f" (nodes bought for it: {bought})" if bought else ""), requested={})  # nodes now, not on the way
+                f" (nodes bought for it: {bought})" if bought else "") + _spare_note(spare),
+                requested=spare, nodes=_idle(rec.nodes, report.busy))
         else:
             reason = "the gang and its pods are gone"
             if rec.requested:
                 reason += (f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
                            "unless a new generation of the gang takes them")
             step.set(rec, GangState.CANCELLED, reason)
+
+
+def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
+    """Per group, the nodes bought for a gang that it started without (on nodes that were Ready first): those that
+    arrived for it and run no pod, and its launches still on their way. They stay the record's until its deadline,
+    reserved for no one: a plan may give them to any gang, a launch that arrives is attributed to it after every
+    waiting gang, and the scale-down gives back those still empty at the deadline (`spare_until`) instead of an
+    empty-node grace later, past the deadline the purchase was made under."""
+    spare = {g: n - sum(1 for name in rec.nodes.get(g, ()) if name in busy) for g, n in rec.requested.items()}
+    return {g: n for g, n in spare.items() if n > 0}
+
+
+def _idle(nodes: Mapping[str, tuple[str, ...]], busy: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    kept = {g: tuple(n for n in names if n not in busy) for g, names in nodes.items()}
+    return {g: names for g, names in kept.items() if names}
+
+
+def _spare_note(spare: Mapping[str, int]) -> str:
+    n = sum(spare.values())
+    return f"; {n} nodes bought for it are not used and go back at its deadline unless a gang uses them" if n else ""
+
+
+def spare_until(records: Iterable[Record]) -> dict[str, float]:
+    """Node name -> the deadline of the purchase it came from, for the nodes a running gang did not use."""
+    return {name: rec.deadline for rec in records if rec.state == GangState.RUNNING and rec.deadline
+            for names in rec.nodes.values() for name in names}
 
 
 def _expire(step: _Step, report: Expire) -> None:
@@ -674,6 +718,41 @@ def _expire(step: _Step, report: Expire) -> None:
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE))
             step.put(rec, requested={})
+        elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline:
+            _spares_due(step, rec, report)
+
+
+def _spares_due(step: _Step, rec: Record, report: Expire) -> None:
+    """A running gang past its deadline gives back what it did not use, but not what the plan puts pods on: those
+    stay its own (a launch until it arrives, a node until it is used) and go back once no plan counts on them.
+
+    Launches on their way go back now, never more than the cloud has on their way beyond what waiting gangs count
+    on (a node its gang bound on at once was never attributed to it: its own count can be stale). Arrived nodes
+    are handed to this pass's scale-down (`spare_until`, read before this report), then are ordinary nodes."""
+    records = step.records.values()
+    possible = {g: min(n - rec.arrived(g), max(0, report.on_way.get(g, 0) - _waited_for(records, g)))
+                for g, n in rec.requested.items()}
+    late = {g: n - report.planned_upcoming.get(g, 0) for g, n in possible.items()}
+    late = {g: n for g, n in late.items() if n > 0}
+    if late:
+        step.actions.append(Release(rec.key, late, ReleaseWhy.UNUSED))
+    nodes = _idle(rec.nodes, frozenset(n for names in rec.nodes.values() for n in names) - report.planned_nodes)
+    requested = {g: len(nodes.get(g, ())) + n - late.get(g, 0) for g, n in possible.items()}
+    requested = {g: n for g, n in requested.items() if n > 0}
+    if requested != rec.requested or nodes != rec.nodes:
+        step.put(rec, requested=requested, nodes=nodes)
+
+
+def late_spares(records: Iterable[Record], now: float) -> set[str]:
+    """The groups where a running gang past its deadline still counts launches of its own on their way."""
+    return {g for r in records if r.state == GangState.RUNNING and r.deadline and now > r.deadline
+            for g, n in r.requested.items() if n > r.arrived(g)}
+
+
+def _waited_for(records: Iterable[Record], group: str) -> int:
+    """The launches of `group` that gangs still waiting count on (every record holding there but a running one)."""
+    return sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in records
+               if r.state != GangState.RUNNING and holds(r))
 
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
@@ -698,6 +777,11 @@ def _released(step: _Step, report: Released) -> None:
             if n:
                 step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang "
                                                       f"({rec.state.value})")
+        elif out.action.why == ReleaseWhy.UNUSED:
+            if n:
+                rec = step.put(rec, reason=f"{rec.reason}; gave back {n} launches it did not use at its deadline")
+                step.emit(target, "CapacityReleased", f"gave back {n} nodes bought for this gang that it started "
+                                                      "without, still on their way at its deadline")
         elif out.action.why == ReleaseWhy.CANCELLED:
             rec = step.put(rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes")
             if n:
@@ -755,7 +839,8 @@ def _recovered(step: _Step, report: Recovered) -> None:
 
 
 def _registered(step: _Step, report: Registered) -> None:
-    """Forget attributed nodes that are gone (and the capacity they were), then attribute the new arrivals.
+    """Forget attributed nodes that are gone (and the capacity they were), and a running gang's spares that now
+    run a pod, then attribute the new arrivals.
 
     A registered node is a record's arrival when the record holds more nodes in the node's group than have
     arrived for it, the node was created at or after the record's request (its creationTimestamp, less
@@ -769,7 +854,7 @@ def _registered(step: _Step, report: Registered) -> None:
     for rec in list(step.records.values()):
         if not rec.nodes:
             continue
-        nodes = {g: tuple(n for n in names if g not in report.groups or (n in seen and seen[n].group == g))
+        nodes = {g: tuple(n for n in names if g not in report.groups or _still_its(rec, g, seen.get(n)))
                  for g, names in rec.nodes.items()}
         gone = {g: len(rec.nodes[g]) - len(kept) for g, kept in nodes.items() if len(kept) < len(rec.nodes[g])}
         taken.update(n for names in nodes.values() for n in names)
@@ -786,8 +871,15 @@ def _registered(step: _Step, report: Registered) -> None:
             taken.add(node.name)
 
 
+def _still_its(rec: Record, group: str, node: NodeSeen | None) -> bool:
+    """An attributed node stays the record's while it is registered in its group; a running gang's spare only
+    while it runs no pod (one that a gang used is no longer spare, and never given back for it)."""
+    return node is not None and node.group == group and (rec.state != GangState.RUNNING or node.idle)
+
+
 def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
-    """The oldest request still waiting for a node of `node`'s group that may have launched it."""
+    """The oldest request still waiting for a node of `node`'s group that may have launched it; a running gang's
+    spare launches (`_spare`) only after every gang that waits."""
     waiting = [r for r in records if r.state != GangState.CANCELLED
                and r.requested.get(node.group, 0) > r.arrived(node.group) and node.created >= r.requested_at - skew]
-    return min(waiting, key=lambda r: (r.requested_at, r.gang), default=None)
+    return min(waiting, key=lambda r: (r.state == GangState.RUNNING, r.requested_at, r.gang), default=None)

@@ -69,11 +69,14 @@ from .lifecycle import (
     Registered,
     Released,
     ReleaseOutcome,
+    ReleaseWhy,
     Report,
     Rules,
     StateChanged,
     Takeover,
     holds,
+    late_spares,
+    spare_until,
     transition,
 )
 from ..apply import atomic_units_with_gangs
@@ -81,8 +84,8 @@ from .limits import gang_limits, inflight_by_namespace, parse_time, plan_within_
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
-from .reservations import (attribute_new_nodes, owned_in_flight, pods_on_upcoming, reserved_registered,
-                           reserved_upcoming, still_waiting)
+from .reservations import (attribute_new_nodes, owned_in_flight, planned_upcoming, pods_on_upcoming,
+                           reserved_registered, reserved_upcoming, still_waiting)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
@@ -171,15 +174,22 @@ class Reconciler:
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
         if enforce:
-            self._step(plan, Expire(self.rules), cluster, now)
+            spares = spare_until(self.state.records.values())  # before the deadlines hand them to the scale-down
+            self._step(plan, self._expire(plan, snap, cluster, now), cluster, now)
             if self.cfg.scale_down:
-                self._scale_down(cluster, plan, now)
+                self._scale_down(cluster, plan, now, spares)
         self._gates(objects, cluster, snap, plan, enforce, now)
         self._observe(plan)
         if leader:
             self._conditions(objects)
             self._save()
         return plan
+
+    def _expire(self, plan: Plan, snap: ClusterSnapshot, cluster: Cluster, now: float) -> Expire:
+        """The deadlines' report; the cloud's launches on their way only where a running gang's late spares are."""
+        on_way = {g: self.actuator.on_the_way(g, cluster) for g in sorted(late_spares(self.state.records.values(), now))}
+        return Expire(self.rules, planned_upcoming(plan, snap), {g: n for g, n in on_way.items() if n is not None},
+                      frozenset(n for n, pods in plan.existing_nodes.items() if pods))
 
     def _conditions(self, objects: list[dict[str, Any]]) -> None:
         """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
@@ -375,7 +385,8 @@ class Reconciler:
                        applied=frozenset(a.group for a in actions if a.status == "applied"),
                        failed={a.group: a.message for a in actions if a.status != "applied"},
                        upcoming_pods=pods_on_upcoming(plan, snap),
-                       bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound))
+                       bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound),
+                       busy=frozenset(busy_nodes(cluster)))
 
     def _facts(self, snap: ClusterSnapshot) -> tuple[GangFacts, ...]:
         default = self.cfg.provisioning_deadline_seconds
@@ -397,7 +408,9 @@ class Reconciler:
         outcomes = []
         for a in actions:
             if isinstance(a, Release):
-                result = self.actuator.release(a, cluster, keep=self._reserved_nodes())
+                # a running gang's late launches: never a registered node (those are the scale-down's, by name)
+                keep = {n.name for n in cluster.nodes} if a.why == ReleaseWhy.UNUSED else self._reserved_nodes()
+                result = self.actuator.release(a, cluster, keep=keep)
                 for group, n in result.by_group.items():
                     self.metrics.released.labels(group, a.why.value).inc(n)
                 outcomes.append(ReleaseOutcome(a, result.released))
@@ -428,11 +441,12 @@ class Reconciler:
                     "requested": dict(e.requested)})
         observe.observe_events(self.metrics, events)
 
-    def _scale_down(self, cluster: Cluster, plan: Plan, now: float) -> None:
-        """Nodes of owned groups that stayed empty past the grace period go back, never below minSize."""
+    def _scale_down(self, cluster: Cluster, plan: Plan, now: float, spares: dict[str, float]) -> None:
+        """Nodes of owned groups that stayed empty past the grace period go back, never below minSize; so do the
+        nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline."""
         busy = busy_nodes(cluster) | set(plan.existing_nodes) | self._reserved_nodes()
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
-                                                   self.cfg.empty_node_grace_seconds)
+                                                   self.cfg.empty_node_grace_seconds, spares)
         for res in self.actuator.scale_down(due):
             e = res.node
             if not res.removed:

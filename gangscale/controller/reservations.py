@@ -20,10 +20,13 @@ from ..plan import Plan
 from ..snapshot import ClusterSnapshot
 from .lifecycle import GangState, Record, holds
 
+FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
+
 
 def _reserving(records: Iterable[Record]) -> list[Record]:
-    """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back)."""
-    return sorted((r for r in records if holds(r) and r.state != GangState.CANCELLED), key=lambda r: r.requested_at)
+    """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back, and
+    a running gang's spares, `lifecycle._spare`, are free for any gang until its deadline)."""
+    return sorted((r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at)
 
 
 def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> list[Record]:
@@ -66,6 +69,12 @@ def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) ->
 def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
     """Upcoming node name -> its group, recognised by the snapshot's `upcoming` field."""
     return {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group}
+
+
+def planned_upcoming(plan: Plan, snap: ClusterSnapshot) -> dict[str, int]:
+    """Per group, the nodes on their way that no gang has reserved and the plan puts pods on."""
+    free = {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group and v.reserved_for is None}
+    return dict(Counter(free[name] for name, pods in plan.existing_nodes.items() if name in free and pods))
 
 
 def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:

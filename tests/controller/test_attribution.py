@@ -29,6 +29,7 @@ from gangscale.controller.lifecycle import (
     Release,
     ReleaseWhy,
     Rules,
+    spare_until,
     transition,
 )
 from gangscale.controller.gates import decide
@@ -205,10 +206,31 @@ def test_the_record_ending_at_its_deadline_gives_up_its_registered_nodes():
     assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT) in actions
 
 
-def test_a_gang_that_binds_gives_up_its_registered_nodes():
+def test_a_gang_that_binds_on_its_registered_nodes_gives_them_up():
     records = {A: waiting(A, T0, 1, nodes={"cpu": ("n1",)})}
-    out, _, _ = transition(records, None, Applied((), RULES, bound_groups=frozenset({("default", "a")})), T0 + 300)
-    assert out[A].state == GangState.RUNNING and out[A].nodes == {}
+    out, _, _ = transition(records, None, Applied((), RULES, bound_groups=frozenset({("default", "a")}),
+                                                  busy=frozenset({"n1"})), T0 + 300)
+    assert out[A].state == GangState.RUNNING and out[A].nodes == {} and out[A].requested == {}
+
+
+def test_a_gang_that_binds_elsewhere_keeps_its_empty_nodes_unreserved_until_no_plan_counts_on_them_past_its_deadline():
+    """Issue 10, seeds 1-4: the nodes a gang bought and did not use when it started go back at the purchase's
+    deadline (the scale-down's `spare_until`), not an empty-node grace later; no gang has them reserved."""
+    records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1", "n2")})}
+    out, actions, _ = transition(records, None, Applied((), RULES, bound_groups=frozenset({("default", "a")}),
+                                                        busy=frozenset({"n1"})), T0 + 300)
+    assert out[A].state == GangState.RUNNING and out[A].nodes == {"cpu": ("n2",)} and out[A].requested == {"cpu": 1}
+    assert actions == () and reserved_registered(out.values()) == {} and reserved_upcoming(out.values()) == {}
+    assert spare_until(out.values()) == {"n2": T0 + 900}
+    # another gang binds on it: no longer spare
+    used, _, _ = transition(out, None, Registered((NodeSeen("n2", "cpu", T0 + 100, False),), frozenset({"cpu"})),
+                            T0 + 400)
+    assert used[A].nodes == {} and used[A].requested == {} and spare_until(used.values()) == {}
+    # past the deadline: kept while a plan puts pods on it, else handed to that pass's scale-down and forgotten
+    kept, _, _ = transition(out, None, Expire(RULES, planned_nodes=frozenset({"n2"})), T0 + 901)
+    assert spare_until(kept.values()) == {"n2": T0 + 900}
+    gone, actions, _ = transition(kept, None, Expire(RULES), T0 + 911)
+    assert gone[A].requested == {} and gone[A].nodes == {} and actions == ()
 
 
 def test_a_launch_failure_gives_back_only_the_launches_in_flight_not_the_nodes_that_arrived():
@@ -307,3 +329,47 @@ def test_the_release_patch_narrows_the_pod_to_its_node_unless_gate_narrowing_is_
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
     else:
         assert affinity == [] and len(ops) == 2
+
+
+def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_deadline_even_after_a_restart():
+    """Issue 10, seeds 1-4 of the smoke hour: a gang bought two nodes and started 10 minutes later on the one that had
+    arrived and on a node freed meanwhile; the other was still launching. Its record turned `running` and dropped
+    its claim, so that node arrived as an ordinary empty node, given back only an empty-node grace (600 s) after it
+    was first seen empty: past the purchase's 900 s deadline. Now the running record keeps the launch as a spare
+    (saved: a restart keeps it), the arrival is attributed to it, and the scale-down gives it back at that
+    deadline, unless a gang uses it."""
+    clock = Clock()
+    objects = [node("n0", cpu="8"), podgroup("c", min_count=1), pod("c-0", cpu="6", group="c", node="n0"),
+               podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
+    store = MemoryStore(clock)
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    cfg = ControllerConfig(mode="enforce")
+    r = Reconciler(cfg, sim, clock=clock, store=store)
+    r.reconcile(objects, leader=True)
+    assert r.record(A).requested == {"cpu": 2} and r.record(A).deadline == T0 + 900
+    clock.now += 100
+    first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 700)
+    objects.append(first)
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 600  # c finished; the scheduler puts a on n0 and on the node that arrived
+    used, spare = first["metadata"]["name"], late["metadata"]["name"]
+    objects = [o for o in objects if o["metadata"]["name"] not in ("c", "c-0")]
+    for o, where in zip((o for o in objects if o["kind"] == "Pod"), ("n0", used)):
+        o["spec"]["nodeName"], o["status"] = where, {"phase": "Running"}
+    r.reconcile(objects, leader=True)
+    assert r.record(A).state == GangState.RUNNING and r.record(A).requested == {"cpu": 1}
+    clock.now = T0 + 700
+    again = Reconciler(cfg, sim, clock=clock, store=store)  # a restart: only the saved records survive
+    again.load_state()
+    objects.append(late)  # the launch still on its way arrives
+    again.reconcile(objects, leader=True)
+    assert again.record(A).nodes == {"cpu": (spare,)} and sim.target_size("cpu") == 2
+    clock.now = T0 + 901
+    again.reconcile(objects, leader=True)
+    live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
+    assert sim.target_size("cpu") == 1 and spare not in live and used in live
+    clock.now += 10
+    objects = [o for o in objects if o["metadata"]["name"] != spare]
+    again.reconcile(objects, leader=True)
+    assert again.record(A).requested == {} and sim.target_size("cpu") == 1

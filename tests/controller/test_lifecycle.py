@@ -167,8 +167,17 @@ def test_a_record_whose_gang_is_no_longer_listed_is_running_or_cancelled(old, bo
     new, _, events = transition({KEY: old}, plan("fits-existing", key=OTHER),
                                 Applied((), RULES, bound_groups=bound), NOW)
     assert new[KEY].state == state and new[KEY].reason.startswith(reason)
-    assert new[KEY].requested == ({} if state == S.RUNNING else old.requested)
+    assert new[KEY].requested == old.requested  # running: its launches on their way are spares until its deadline
     assert (Latency("running", 20.0) in events) == (state == S.RUNNING)
+
+
+def test_a_gang_that_starts_keeps_as_spares_only_what_it_bought_and_does_not_run_on():
+    old = rec(S.PROVISIONING, requested={"cpu": 3, "gpu": 1}, nodes={"cpu": ("n1", "n2"), "gpu": ("g1",)})
+    new, actions, _ = transition({KEY: old}, None, Applied((), RULES, bound_groups=frozenset({KEY.group}),
+                                                           busy=frozenset({"n1", "g1"})), NOW)
+    assert new[KEY].state == S.RUNNING and actions == ()
+    assert new[KEY].requested == {"cpu": 2} and new[KEY].nodes == {"cpu": ("n2",)}  # n2 idle, one launch on its way
+    assert "2 nodes bought for it are not used" in new[KEY].reason
 
 
 @pytest.mark.parametrize("state", [S.RUNNING, S.TIMED_OUT, S.CANCELLED, S.INFEASIBLE])
@@ -291,8 +300,9 @@ EXPIRE_TABLE = [
                 S.INVALID, S.INFEASIBLE)],
     *[(f"{s.value} holding nothing is not expired", rec(s, deadline=NOW - 1), s, [])
       for s in (S.NEW, S.PLANNED, S.BELOW_QUORUM, S.WAITING_FOR_ADMISSION, S.DEFERRED, S.INFEASIBLE)],
-    *[(f"{s.value} is not expired", rec(s, requested={"cpu": 1}, deadline=NOW - 1), s, [])
-      for s in (S.RUNNING, S.TIMED_OUT)],
+    ("timed-out is not expired", rec(S.TIMED_OUT, requested={"cpu": 1}, deadline=NOW - 1), S.TIMED_OUT, []),
+    # issue 10: a running gang is never timed out (its late launches: below)
+    ("running is not expired", rec(S.RUNNING, requested={"cpu": 1}, deadline=NOW - 1), S.RUNNING, []),
     # issue 17: a gang that cannot use its nodes gives them back after the cancel grace, before any deadline
     *[(f"{s.value} past the cancel grace", rec(s, since=NOW - 61, requested={"cpu": 2}, deadline=NOW + 600), s,
        [Release(KEY, {"cpu": 2}, "unusable")]) for s in (S.BELOW_QUORUM, S.WAITING_FOR_PODGROUP,
@@ -308,6 +318,31 @@ def test_grace_and_deadlines_give_capacity_back(old, state, actions):
     assert new[KEY].state == state and list(got) == actions
     if actions:
         assert new[KEY].requested == {}
+
+
+def test_a_running_gang_past_its_deadline_gives_back_only_launches_that_exist_beyond_what_others_wait_for():
+    """Issue 10: launches bought for a gang that started without them go back at its deadline; never more than the
+    cloud has on their way less what waiting gangs count on and what the plan puts pods on (a count can be stale);
+    an arrived node the plan puts pods on stays its own."""
+    running = rec(S.RUNNING, requested={"cpu": 3}, nodes={"cpu": ("n1",)}, deadline=NOW - 1)
+    waiter = rec(S.PROVISIONING, key=OTHER, requested={"cpu": 1}, deadline=NOW + 500)
+    # (launches on their way, of them planned for another gang, given back, what it then holds: n1 + those planned)
+    for on_way, planned, gives, holds in ((5, 0, 2, 1), (2, 0, 1, 1), (2, 1, 0, 2), (1, 0, 0, 1)):
+        new, actions, _ = transition({KEY: running, OTHER: waiter}, None,
+                                     Expire(RULES, planned_upcoming={"cpu": planned}, on_way={"cpu": on_way},
+                                            planned_nodes=frozenset({"n1"})), NOW)
+        assert list(actions) == ([Release(KEY, {"cpu": gives}, "unused")] if gives else [])
+        assert new[KEY].state == S.RUNNING and new[KEY].requested == {"cpu": holds} and new[KEY].nodes == {"cpu": ("n1",)}
+    # n1 no longer planned: handed to the scale-down of this pass (spare_until, read before), then an ordinary node
+    later, actions, _ = transition({KEY: running}, None, Expire(RULES), NOW + 10)
+    assert later[KEY].requested == {} and later[KEY].nodes == {} and actions == ()
+
+
+def test_a_running_gangs_late_launches_given_back_are_said_in_its_reason_and_an_event_not_as_a_timeout():
+    old = rec(S.RUNNING, reason="all members are bound")
+    new, _, events = transition({KEY: old}, None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2}, "unused"), 2),)), NOW)
+    assert new[KEY].state == S.RUNNING and new[KEY].reason.endswith("gave back 2 launches it did not use at its deadline")
+    assert [e.reason for e in events_of(events)] == ["CapacityReleased"]
 
 
 # ------------------------------------------------------------------ Released
@@ -517,19 +552,25 @@ MATRIX = [
              PROVISIONING=dict(to=S.PLANNED, requested={}, actions=("BackOff", "Release:launch-failed")))),
     ("booked one more node", None, Booked((facts(),), {KEY: {"cpu": 1}}), {},
      _column(dict(requested={"cpu": 3}, actions=("ApplyScaleUp",)),
-             **{s.name: dict(to=S.PROVISIONING) for s in (S.RUNNING, S.TIMED_OUT, S.CANCELLED)})),  # a new generation takes over
+             **{s.name: dict(to=S.PROVISIONING) for s in (S.TIMED_OUT, S.CANCELLED)},  # a new generation takes over
+             RUNNING=dict(to=S.NEW, requested={"cpu": 1}))),  # not a running gang's spares: a new record, booked now
     ("applied: the plan's scale-up landed", plan("scale-up"),
      Applied((facts(),), RULES, intents={KEY: {"cpu": 1}}, applied=frozenset({"cpu"})), {},
-     _column(TRIGGERED, TIMED_OUT={"to": S.TIMED_OUT, "events": ()})),  # cooling off: left alone
+     _column(TRIGGERED, TIMED_OUT={"to": S.TIMED_OUT, "events": ()},  # cooling off: left alone
+             RUNNING=dict(TRIGGERED, requested={}))),  # a new record: a running gang's spares are not taken over
     ("applied: fits existing nodes", plan("fits-existing"), Applied((facts(),), RULES), {},
-     _column(dict(to=S.READY), PROVISIONING=PROV, RUNNING=PROV, CANCELLED=PROV, TIMED_OUT={"to": S.TIMED_OUT})),
+     _column(dict(to=S.READY), PROVISIONING=PROV, RUNNING=dict(to=S.READY, requested={}), CANCELLED=PROV,
+             TIMED_OUT={"to": S.TIMED_OUT})),
     ("applied: infeasible", plan("infeasible"), Applied((facts(),), RULES), {},
-     _column(dict(to=S.INFEASIBLE, events=("NotTriggerScaleUp",)), TIMED_OUT={"to": S.TIMED_OUT, "events": ()})),
+     _column(dict(to=S.INFEASIBLE, events=("NotTriggerScaleUp",)), TIMED_OUT={"to": S.TIMED_OUT, "events": ()},
+             RUNNING=dict(to=S.INFEASIBLE, requested={}, events=("NotTriggerScaleUp",)))),
     ("applied: no longer listed, a member bound", None, Applied((), RULES, bound_groups=frozenset({KEY.group})), {},
-     _column(dict(to=S.RUNNING, requested={}), CANCELLED={"to": S.CANCELLED, "requested": None})),
-    ("applied: no longer listed, pods gone", None, Applied((), RULES), {}, _column(dict(to=S.CANCELLED))),
+     # its launches on their way are spares now, kept until its deadline (a running gang's stay as they are)
+     _column(dict(to=S.RUNNING), CANCELLED={"to": S.CANCELLED})),
+    ("applied: no longer listed, pods gone", None, Applied((), RULES), {},
+     _column(dict(to=S.CANCELLED), RUNNING={"to": S.RUNNING})),
     ("expire: past the deadline", None, Expire(RULES), dict(deadline=NOW - 1),
-     _column(EXPIRED, RUNNING={"to": S.RUNNING, "requested": None, "actions": ()},
+     _column(EXPIRED, RUNNING={"to": S.RUNNING, "requested": {}, "actions": ()},  # no launch left on its way
              TIMED_OUT={"to": S.TIMED_OUT, "requested": None, "actions": ()},
              CANCELLED={"to": S.CANCELLED, "requested": None, "actions": ()})),  # within the cancel grace
     ("released after a timeout", None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2}, "timed-out"), 2),)), {},
@@ -560,7 +601,8 @@ def test_every_state_through_every_report_gives_the_tabled_state_nodes_actions_a
     got = new[KEY]
     assert (got.state, dict(got.requested), _kinds(actions), tuple(e.reason for e in events_of(events))) == cells[state]
     logged = events_of(events, StateChanged) + events_of(events, Takeover)  # a new generation is logged as a takeover
-    assert (got.state != old.state) == bool(logged)
+    fresh = old.state == S.RUNNING and got.state == S.NEW  # a new record beside a running gang's spares: nothing taken
+    assert (got.state != old.state) == bool(logged) or fresh
 
 
 def test_the_table_covers_every_report_type_and_every_state():
