@@ -226,7 +226,7 @@ def test_the_smoke_hour_runs_every_gang_of_the_trace_under_each_policy(smoke):
     assert sum(smoke["cpu_seconds"].values()) < 60  # issue 10: under 60 s in CI (CPU time: this machine is shared)
 
 
-@pytest.mark.xfail(strict=True, reason="measured on the hour trace, seed 0, 30 Nov evening: gangscale-observe $31.08 "
+@pytest.mark.xfail(strict=True, reason="measured on the hour trace, seed 0, 30 Nov: gangscale-observe $31.07 "
                                        "per started gang, ca-atomic $30.71, both 36 gangs. Observe's bill is $38 less "
                                        "idle and $43 more running pods: its gangs start earlier and most runs are cut "
                                        "off by the 90-minute horizon, so it buys more useful GPU-hours (230 vs 219; "
