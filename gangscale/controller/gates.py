@@ -40,7 +40,7 @@ from ..fit import label_keys, placement_allows
 from ..ingest import CAPACITY_GATE
 from ..model import Gang, GangKey, Node, Placement, Pod, Requirement
 from ..plan import Plan
-from ..scheduling import SchedulerConfig, nodes_from_views, simulate, simulate_seeds
+from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate_seeds
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView, PreDecision
 
 GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
@@ -317,24 +317,29 @@ def _queue(gangs: Sequence[Gang], holding: Callable[[Gang], bool]) -> list[Gang]
     return out
 
 
+def _queue_runs(queue: Sequence[Gang], live: Sequence[NodeView], snap: ClusterSnapshot,
+                config: SchedulerConfig | None) -> tuple[list[SimResult], dict[str, Counter]]:
+    """The scheduler's queue placed on the Ready nodes `live` under every seed of SEEDS, and per node the most any
+    seed puts on it (score ties are random: room is kept for the queue wherever any seed puts it)."""
+    results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
+    requests = {p.key: p.requests for g in queue for p in g.pending}
+    worst: dict[str, Counter] = {}
+    for res in results:
+        used: dict[str, Counter] = {}
+        for pod, node in res.placement.items():
+            used.setdefault(node, Counter()).update(requests[pod])
+        for node, c in used.items():
+            worst[node] = worst.get(node, Counter()) | c
+    return results, worst
+
+
 def _room(gangs: Sequence[Gang], snap: ClusterSnapshot, config: SchedulerConfig | None, where: Mapping[str, str],
           held: Sequence[Gang], holding: Callable[[Gang], bool]) -> _Room:
     views = {v.name: v for v in snap.nodes if not v.upcoming}
     free = {name: dict(v.free) for name, v in views.items()}
     queue = _queue(gangs, holding)
     if queue and views:
-        nodes = nodes_from_views(views.values(), snap.bound)
-        worst: dict[str, Counter] = {}
-        for seed in SEEDS:  # score ties are random: keep room for the queue wherever any seed puts it
-            res = simulate(nodes, queue, bound=snap.bound, config=config, seed=seed)
-            used: dict[str, Counter] = {}
-            for g in queue:
-                for p in g.pending:
-                    if (node := res.placement.get(p.key)) is not None:
-                        used.setdefault(node, Counter()).update(p.requests)
-            for node, c in used.items():
-                worst[node] = worst.get(node, Counter()) | c
-        for node, c in worst.items():
+        for node, c in _queue_runs(queue, list(views.values()), snap, config)[1].items():
             _take(free[node], c)
     for g in held:
         for p in g.pending:
@@ -439,16 +444,8 @@ def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
     queue = _queue(gangs, holding)
     if not queue or not live or not any(gated(p) and holding(g) for g in gangs for p in g.pending):
         return snap
-    results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
+    results, worst = _queue_runs(queue, live, snap, config)
     settled = set(results[0].placement).intersection(*(r.placement for r in results[1:]))
-    worst: dict[str, Counter] = {}
-    requests = {p.key: p.requests for g in queue for p in g.pending}
-    for res in results:
-        used: dict[str, Counter] = {}
-        for pod, node in res.placement.items():
-            used.setdefault(node, Counter()).update(requests[pod])
-        for node, c in used.items():
-            worst[node] = worst.get(node, Counter()) | c
     nodes = [replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in worst else v
              for v in snap.nodes]
     decided = dict(snap.decided)

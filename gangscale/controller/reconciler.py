@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from cloud_adapters.base import LooseInstance, NodeGroupProvider
@@ -288,13 +289,13 @@ class Reconciler:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
-        first = lambda snap: snap  # noqa: E731
+        first = None
         if any(gates.gated(p) for g in cluster.gangs for p in g.pending):
-            gating = self._scheduler(now, gating=True)[0].config
-            holding = lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels)  # noqa: E731
-            first = lambda snap: gates.scheduled_first(snap, holding, config=gating)  # noqa: E731
+            first = partial(gates.scheduled_first, holding=partial(gates.holds, mode=self.cfg.gate_mode,
+                                                                   ns_labels=ns_labels),
+                            config=self._scheduler(now, gating=True)[0].config)
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: self._make_plan(first(snap), opts, scheduler),
+                                lambda snap: self._make_plan(first(snap) if first else snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 
