@@ -456,20 +456,20 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
            quorum_first: bool = True, guide: Guide | None = None, repack: bool = True) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
-    the rest stay unplaced, but the first gang is always tried (so a plan is never empty only for a slow clock). With the gang LP's `guide`, its gangs go first and the node groups it fills go to the
-    shapes it gives them. `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that
-    repairs by LP prices first and needs it only when that misses."""
+    the rest stay unplaced, but the first gang is always tried (a plan is never empty only for a slow clock).
+    With the gang LP's `guide`, its gangs go first and the node groups it fills go to the shapes it gives them.
+    `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that repairs by LP prices
+    first and needs it only when that misses."""
     order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
     st = _State(prob, order, guide=guide)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     chooser = _Chooser()
     stopped = False
-
-    tried = [False]  # the first gang is tried whatever the clock says: a loaded machine still gets a plan
+    tried = False  # the first gang is tried whatever the clock says: a loaded machine still gets a plan
 
     def late() -> bool:
-        return tried[0] and deadline is not None and time.perf_counter() > deadline
+        return tried and deadline is not None and time.perf_counter() > deadline
 
     levels = _levels(prob, order)
     for li, level in enumerate(levels):
@@ -481,7 +481,7 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
                     stopped = True
                     break
                 satisfied[gid], domain[gid] = chooser.place(st, prob, gid, prob.gangs[gid].need, deadline)
-                tried[0] = True
+                tried = True
         if stopped:
             break
         for i, gid in enumerate(level):  # then extra members and basic groups (whole-gang-first: everything)
@@ -494,7 +494,7 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
                 _place_gang(st, prob, gid, domain[gid])
             elif not (quorum_first and prob.gangs[gid].is_gang):
                 satisfied[gid], domain[gid] = chooser.place(st, prob, gid, None, deadline)
-            tried[0] = True
+            tried = True
         if stopped:
             break
 
