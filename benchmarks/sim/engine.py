@@ -6,10 +6,14 @@ restart, a launch becoming Ready or failing, a policy timer). Each step runs, in
 events → Nodes for launches that became Ready (and pods of vanished nodes fail) → kube-scheduler
 (`gangscale.scheduling.simulate` binds pending, ungated pods by setting spec.nodeName) → the
 policy's scan → the scheduler again if gates were lifted. Metrics integrate the state between
-steps, which is constant there. Same trace and seed, same result: every choice is seeded and every
-iteration is over sorted keys. Every change the engine makes to the objects bumps `version` (as an API
-server's resourceVersion); a read of an unchanged version is shared (`read`). An object handed over is never
-changed in place: a change replaces it with a new dict (so parses are keyed by the object, `ParseCache.frozen_objects`).
+steps, which is constant there. Arrivals stop at the trace's horizon, the simulation does not: it runs
+on until nothing is running and nothing is billed (every started gang ran to its end and the policy gave
+its nodes back), or until `drain_cap` (the horizon + twice the trace's longest run time + 1 h), so every
+policy pays for whole runs, not for the part of them that fits before the horizon. Same trace and seed,
+same result: every choice is seeded and every iteration is over sorted keys. Every change the engine
+makes to the objects bumps `version` (as an API server's resourceVersion); a read of an unchanged version
+is shared (`read`). An object handed over is never changed in place: a change replaces it with a new dict
+(so parses are keyed by the object, `ParseCache.frozen_objects`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .trace import GangSpec, Trace
 
 T0 = 1_800_000_000  # the simulation's epoch (2027-01-15); traces carry their own daily wave in seconds from 0
 STEP = 10
+DRAIN_SLACK = 3600  # the drain's cap beyond twice the longest run time: every policy's scale-down timers
 PARSED_OBJECTS = 20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)
 GATE = "gangscale.io/capacity"
 _T0_DT = datetime.fromtimestamp(T0, timezone.utc)
@@ -100,6 +105,9 @@ class Engine:
         self.progress = progress
         self.scans = 0
         self.steps = 0
+        # a gang that started by the horizon ends within one longest run time of it, and so can one that waited
+        # for such a gang's nodes and started in the drain; a policy that never gives nodes back stops here
+        self.drain_cap = trace.horizon + 2 * max((g.runtime for g in trace.gangs), default=0) + DRAIN_SLACK
 
     # ------------------------------------------------------------------ events
     def _push(self, t: int, kind: str, what: str) -> None:
@@ -287,8 +295,13 @@ class Engine:
     def _pending(self) -> bool:
         return any(not p["spec"].get("nodeName") for p in self.pods.values())
 
+    def _drained(self) -> bool:
+        """Nothing runs, nothing is billed, no launch is on its way: no policy pays for anything any more."""
+        return (not self.cloud.open and self.cloud.next_change() is None
+                and all(run.start is None or run.done for run in self.gangs.values()))
+
     def _next(self, t: int, changed: bool) -> int:
-        cands = [self.trace.horizon + STEP]
+        cands = [self.trace.horizon + STEP if t <= self.trace.horizon else self.drain_cap + STEP]
         if self.events:
             cands.append(self.events[0][0])
         ready = self.cloud.next_change()
@@ -305,8 +318,15 @@ class Engine:
     def run(self) -> dict[str, Any]:
         t = 0
         failures = self.cloud.failure_count()
-        while t <= self.trace.horizon:
+        horizon, end = self.trace.horizon, self.drain_cap
+        while t <= self.drain_cap:
             self.clock.t = t
+            if t > horizon:
+                if self.rec.micro_by_horizon is None:  # no step between the horizon and t: the bill then
+                    self.rec.micro_by_horizon = self.cloud.micro_dollars(horizon)
+                if self._drained():
+                    end = t
+                    break
             if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
                 self.parse_cache.forget_objects()
             self.rec.account(t, self.nodes, self.pods, self.templates)
@@ -329,6 +349,6 @@ class Engine:
             if self.progress is not None:
                 self.progress(t)
             t = self._next(t, changed)
-        self.clock.t = self.trace.horizon
-        self.rec.account(self.trace.horizon, self.nodes, self.pods, self.templates)
-        return self.rec.result(self.policy, self.gangs, self.trace.horizon, self.scans, self.steps)
+        self.clock.t = end
+        self.rec.account(end, self.nodes, self.pods, self.templates)
+        return self.rec.result(self.policy, self.gangs, horizon, end, self.scans, self.steps)

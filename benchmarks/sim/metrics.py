@@ -2,17 +2,21 @@
 
 Invariant: the cluster's state is constant between two engine steps, so each metric is an exact
 integral of integer seconds over those intervals (money in integer micro-dollars from the cloud's
-bill). Definitions (docs/simulate.md):
+bill). The run is the trace's horizon and its drain (the engine runs on, with no arrivals, until nothing
+runs and nothing is billed, or its cap): every figure is of the whole run, so each started gang's run is
+billed to its end under every policy. Definitions (docs/simulate.md):
 
-- time-to-start: a gang's arrival to the step its bound members reach minCount; a gang never
-  started counts with the time it waited until the end (a lower bound), and is counted apart;
+- time-to-start: a gang's arrival to the step its bound members reach minCount, in the horizon or the
+  drain; a gang never started counts with the time it waited until the end of the run (a lower bound),
+  and is counted apart;
 - stranded node-hours: Ready nodes running no pod (pods are only bound for started gangs and basic pods);
 - stranded past a deadline: stranded time of a node that never ran a pod, from its launch plus the
   provisioning deadline plus one scan on (capacity bought for a gang that did not start in time);
 - GPU-hours bought (the bill) vs used (GPU requests of bound pods);
 - dollars wasted: the bill of instance-seconds that ran no pod (booting, Ready and idle), by the bill's own
-  per-second rule; unlike dollars per started gang it does not grow when a gang starts earlier and so runs
-  longer inside the horizon.
+  per-second rule;
+- the bill's parts: booting (launch to its Node's registration, or the whole life of a launch that never
+  registered), running a pod, idle (the rest), each priced as the bill prices a life; they sum to the bill.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Recorder:
         self.series: list[dict[str, Any]] = []
         self.every = max(10, trace.horizon // SERIES_POINTS)
         self.next_sample = 0
+        self.micro_by_horizon: int | None = None  # the bill at the horizon (set by the engine as it passes it)
 
     def node_ready(self, iid: str, t: int) -> None:
         self.ready_at[iid] = t
@@ -89,40 +94,64 @@ class Recorder:
                 for b in self.cloud.bill.values())
         return round(s / 3600, 2)
 
+    def _rates(self) -> dict[str, int]:
+        return {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
+
     def _micro_wasted(self, micro: int) -> int:
         """The bill less its instance-seconds that ran a pod (each priced as `SimCloud._micro` prices a life)."""
-        rate = {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
+        rate = self._rates()
         used = sum(rate[self.cloud.bill[i].group] * s // 3600 for i, s in self.used_s.items() if i in self.cloud.bill)
         return micro - used
 
-    def result(self, policy, gangs: dict[str, Any], horizon: int, scans: int, steps: int) -> dict[str, Any]:
-        waits, started, never, basic_started = [], 0, 0, 0
+    def _micro_booting(self, end: int) -> int:
+        """The bill's instance-seconds from launch to the Node's registration (each priced as `SimCloud._micro` prices
+        a life); a launch that never registered boots all its life."""
+        rate, micro = self._rates(), 0
+        for iid, b in self.cloud.bill.items():
+            life_end = b.end if b.end is not None else end
+            ready = min(self.ready_at.get(iid, life_end), life_end)
+            micro += rate[b.group] * (ready - b.start) // 3600
+        return micro
+
+    def result(self, policy, gangs: dict[str, Any], horizon: int, end: int, scans: int, steps: int) -> dict[str, Any]:
+        """The run's figures; `horizon`: the trace's (its arrivals end there), `end`: the run's (drained, or the cap)."""
+        waits, started, never, basic_started, by_horizon = [], 0, 0, 0, 0
         for run in gangs.values():
             if run.spec.api == "basic":
                 basic_started += run.start is not None
                 continue
             if run.start is not None:
                 started += 1
+                by_horizon += run.start <= horizon
                 waits.append(run.start - run.spec.arrival)
             else:
                 never += 1
-                waits.append(horizon - run.spec.arrival)
+                waits.append(end - run.spec.arrival)
         waits.sort()
-        micro = self.cloud.micro_dollars(horizon)
+        micro = self.cloud.micro_dollars(end)
+        wasted, booting = self._micro_wasted(micro), self._micro_booting(end)
+        at_horizon = self.micro_by_horizon if self.micro_by_horizon is not None else micro
         calls = dict(sorted(self.cloud.calls.items()))
         return {
             "policy": policy.name,
             "gangs": started + never, "started": started, "never_started": never, "basic_groups_started": basic_started,
+            "started_by_horizon": by_horizon, "started_after_horizon": started - by_horizon,
+            "horizon_seconds": horizon, "end_seconds": end, "drained": not self.cloud.open,
+            "instances_billed_at_end": len(self.cloud.open),
+            "gangs_running_at_end": sum(1 for r in gangs.values() if r.start is not None and not r.done),
             "time_to_start_seconds": {"p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
                                       "p99": percentile(waits, 0.99), "max": waits[-1] if waits else None},
             "micro_dollars": micro, "dollars": round(micro / 1e6, 2),
+            "dollars_by_horizon": round(at_horizon / 1e6, 2),
+            "bill_dollars": {"booting": round(booting / 1e6, 2), "idle": round((wasted - booting) / 1e6, 2),
+                             "running_pods": round((micro - wasted) / 1e6, 2)},
             "dollars_per_started_gang": round(micro / started / 1e6, 2) if started else None,
-            "wasted_dollars": round((wasted := self._micro_wasted(micro)) / 1e6, 2),
+            "wasted_dollars": round(wasted / 1e6, 2),
             "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2) if started else None,
             "stranded_node_hours": round(self.stranded_s / 3600, 3),
             "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
-            "gpu_hours_bought": self._gpu_hours_bought(horizon), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
+            "gpu_hours_bought": self._gpu_hours_bought(end), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
             "instances_launched": len(self.cloud.bill), "cloud_calls": calls, "cloud_calls_total": sum(calls.values()),
             "cloud_mutations": sum(calls.get(k, 0) for k in ("increase_size", "delete_instances", "decrease_target_size")),
             "scans": scans, "steps": steps, "waits": waits, "series": self.series,

@@ -138,10 +138,22 @@ def _h(s: int | None) -> str:
     return f"{s}s" if s < 120 else (f"{s / 60:.1f}m" if s < 7200 else f"{s / 3600:.1f}h")
 
 
+def _parts(r: dict[str, Any]) -> str:
+    b = r["bill_dollars"]
+    return f"{b['booting']:,.0f} / {b['idle']:,.0f} / {b['running_pods']:,.0f}"
+
+
+def _end(r: dict[str, Any]) -> str:
+    """When the run ended: drained (nothing running or billed), or cut at the drain's cap with what was left."""
+    end = _h(r["end_seconds"])
+    return end if r["drained"] else f"{end} (cap: {r['gangs_running_at_end']} gangs running, {r['instances_billed_at_end']} instances billed)"
+
+
 def table(doc: dict[str, Any]) -> str:
     rows = ["| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | wasted $/started gang | "
-            "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls | "
+            "$ booting / idle / running pods | run ends |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in doc["policies"]:
         r = doc["results"][p]
         q = r["time_to_start_seconds"]
@@ -149,7 +161,7 @@ def table(doc: dict[str, Any]) -> str:
                     f"{_h(q['p99'])} | {r['dollars']:,.0f} | {r['dollars_per_started_gang'] or 0:,.2f} | "
                     f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
                     f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} | "
-                    f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) |")
+                    f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) | {_parts(r)} | {_end(r)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -158,6 +170,8 @@ def markdown(doc: dict[str, Any], seconds: dict[str, float]) -> str:
     lines = [f"# Simulated {t['kind']}: {t['gangs']} gangs, seed {t['seed']}, {t['failures']:.0%} launch failures", "",
              f"Families {t['families']}; {t['pods']} pods, {t['gpus']} GPUs asked; outages "
              f"{[o['group'] for o in t['outages']]}; {len(t['restarts'])} controller restarts. "
+             f"Arrivals end at the {_h(t['horizon_seconds'])} horizon; the run goes on until nothing runs and "
+             "nothing is billed (or the drain's cap), and every figure is of the whole run. "
              "TTS: gang time-to-start (a gang never started counts with its wait until the end). "
              "Definitions: docs/simulate.md.", "", table(doc), "Checks (issue 10's Done-when):", ""]
     for p, c in doc["checks"].items():
