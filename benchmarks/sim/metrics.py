@@ -130,6 +130,7 @@ class Recorder:
         waits.sort()
         micro = self.cloud.micro_dollars(end)
         wasted, booting = self._micro_wasted(micro), self._micro_booting(end)
+        parts = {"booting": booting, "idle": wasted - booting, "running_pods": micro - wasted}
         at_horizon = self.micro_by_horizon if self.micro_by_horizon is not None else micro
         calls = dict(sorted(self.cloud.calls.items()))
         return {
@@ -143,8 +144,8 @@ class Recorder:
                                       "p99": percentile(waits, 0.99), "max": waits[-1] if waits else None},
             "micro_dollars": micro, "dollars": round(micro / 1e6, 2),
             "dollars_by_horizon": round(at_horizon / 1e6, 2),
-            "bill_dollars": {"booting": round(booting / 1e6, 2), "idle": round((wasted - booting) / 1e6, 2),
-                             "running_pods": round((micro - wasted) / 1e6, 2)},
+            "bill_micro_dollars": parts,
+            "bill_dollars": {k: round(v / 1e6, 2) for k, v in parts.items()},
             "dollars_per_started_gang": round(micro / started / 1e6, 2) if started else None,
             "wasted_dollars": round(wasted / 1e6, 2),
             "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2) if started else None,
