@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gangs", type=argtypes.int_in(1, 1_000_000), default=None,
                    help="gangs in the trace (default: hour 40, week 5000)")
     s.add_argument("--hours", type=argtypes.int_in(1, 24 * 7), default=None,
-                   help="only the trace's first HOURS of arrivals (then one hour to drain)")
+                   help="only the trace's first HOURS of arrivals (the horizon one hour later, then the drain)")
     s.add_argument("--policies", nargs="+", default=None, metavar="POLICY",
                    help="any of gangscale-observe gangscale-gate ca ca-atomic karpenter (default: all)")
     s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")

@@ -114,7 +114,7 @@ class Recorder:
         return micro
 
     def result(self, policy, gangs: dict[str, Any], horizon: int, end: int, scans: int, steps: int) -> dict[str, Any]:
-        """The run's figures; `horizon`: the trace's (its arrivals end there), `end`: the run's (drained, or the cap)."""
+        """The run's figures; `horizon`: the trace's (arrivals end there), `end`: the run's (drained, or the cap)."""
         waits, started, never, basic_started, by_horizon = [], 0, 0, 0, 0
         for run in gangs.values():
             if run.spec.api == "basic":

@@ -146,7 +146,8 @@ def _parts(r: dict[str, Any]) -> str:
 def _end(r: dict[str, Any]) -> str:
     """When the run ended: drained (nothing running or billed), or cut at the drain's cap with what was left."""
     end = _h(r["end_seconds"])
-    return end if r["drained"] else f"{end} (cap: {r['gangs_running_at_end']} gangs running, {r['instances_billed_at_end']} instances billed)"
+    left = f"{r['gangs_running_at_end']} gangs running, {r['instances_billed_at_end']} instances billed"
+    return end if r["drained"] else f"{end} (cap: {left})"
 
 
 def table(doc: dict[str, Any]) -> str:

@@ -86,7 +86,7 @@ class Trace:
     failures: float  # probability that one launch fails
     outages: list[Outage]
     restarts: list[int]  # controller restarts (seconds)
-    horizon: int  # the simulation stops here
+    horizon: int  # arrivals end by here; the engine then drains (runs on until nothing runs or is billed)
     deadline: int = 900  # provisioningDeadlineSeconds (gangscale's default), also the stranded-hours yardstick
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -238,7 +238,8 @@ def make_trace(kind: str = "hour", seed: int = 0, gangs: int | None = None, fail
                hours: int | None = None) -> Trace:
     """The `hour` smoke trace (40 gangs at the afternoon peak) or the `week` (5,000 gangs from Monday 00:00).
 
-    `hours`: only the first hours of the trace (its arrivals, outages and restarts), then one hour to drain."""
+    `hours`: only the first hours of the trace (its arrivals, outages and restarts), the horizon one hour
+    after them (the engine then drains: docs/simulate.md)."""
     trace = _make_trace(kind, seed, gangs, failures)
     if hours is None:
         return trace
