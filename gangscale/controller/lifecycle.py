@@ -862,8 +862,12 @@ def _registered(step: _Step, report: Registered) -> None:
             requested = {g: n - gone.get(g, 0) for g, n in rec.requested.items()}
             step.put(rec, nodes={g: k for g, k in nodes.items() if k},
                      requested={g: n for g, n in requested.items() if n > 0})
+    # groups some record still waits for: attributing a node only lowers a record's want, so a group not in it
+    # stays out of it for the whole loop (the idle nodes of other groups, often most, skip the records' scan)
+    wanted = {g for r in step.records.values() if r.state != GangState.CANCELLED
+              for g, n in r.requested.items() if n > r.arrived(g)}
     for node in sorted(report.nodes, key=lambda n: (n.created, n.name)):
-        if node.name in taken or not (node.idle and node.ready) or node.created <= 0:
+        if node.name in taken or not (node.idle and node.ready) or node.created <= 0 or node.group not in wanted:
             continue
         owner = _owner(step.records.values(), node, report.skew)
         if owner is not None:
