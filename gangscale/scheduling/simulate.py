@@ -217,16 +217,22 @@ class _Cluster:
         pods_on: list[list[Pod]] = [[] for _ in self.nodes]
         anti: Counter[int] = Counter()
         spread: list[tuple[Pod, int]] = []
-        if bound:
-            js = np.fromiter((j for j, _ in bound), dtype=np.intp, count=len(bound))
-            np.add.at(used, js, np.stack([self.vec(p) for _, p in bound]))
-            np.add.at(nz, js, np.stack([self.nz_vec(p) for _, p in bound]))
+        alike: dict[tuple, tuple[Pod, list[int]]] = {}  # pods by request set: one vector sum per set
         for j, p in bound:
+            key = tuple(p.requests.items())
+            hit = alike.get(key)
+            if hit is None:
+                alike[key] = (p, [j])
+            else:
+                hit[1].append(j)
             pods_on[j].append(p)
             if p.rules.spread:
                 spread.append((p, j))
             if p.rules.anti_affinity:
                 anti[j] += 1
+        for p, js in alike.values():
+            np.add.at(used, js, self.vec(p))
+            np.add.at(nz, js, self.nz_vec(p))
         return used, nz, pods_on, anti, spread
 
     def _reset(self) -> None:
