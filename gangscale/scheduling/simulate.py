@@ -192,13 +192,13 @@ class _Cluster:
         self.res = sorted(names | {CPU, MEMORY})
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
-        self.alloc = np.zeros((N, R), dtype=np.int64)
-        for j, n in enumerate(self.nodes):
+        self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]  # filled as rows, then one array
+        for row, n in zip(self.alloc_rows, self.nodes):
             for r, v in n.allocatable.items():
-                self.alloc[j, self.ri[r]] = v
+                row[self.ri[r]] = v
+        self.alloc = np.array(self.alloc_rows, dtype=np.int64).reshape(N, R)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.all = np.arange(N)
-        self.alloc_rows: list[list[int]] = self.alloc.tolist()
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
