@@ -244,6 +244,15 @@ class _Cluster:
         self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
         self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
         self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        self._lists: list[tuple[list[int], list[int]] | None] = [None] * len(self.nodes)  # `lists`, per node
+
+    def lists(self, j: int) -> tuple[list[int], list[int]]:
+        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input), kept until a pod is placed on
+        or removed from it: every shape that re-checks the node after one change reads the same lists."""
+        hit = self._lists[j]
+        if hit is None:
+            hit = self._lists[j] = (self.used[j].tolist(), self.nz[j].tolist())
+        return hit
 
     def fresh(self) -> _Cluster:
         """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
@@ -280,6 +289,7 @@ class _Cluster:
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
         self.log.append(j)
+        self._lists[j] = None
         self.removals += sign < 0
         v, nz = self.vec(pod), self.nz_vec(pod)
         if sign > 0:
@@ -646,7 +656,8 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
-        a, u = alloc[j], c.used[j].tolist()
+        a = alloc[j]
+        u, nz = c.lists(j)
         ok = True
         for i, r in need:
             if a[i] - u[i] < r:
@@ -654,7 +665,7 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
                 break
         feas[j] = ok
         if ok:
-            base[j] = score(a, u, c.nz[j].tolist())
+            base[j] = score(a, u, nz)
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
@@ -847,7 +858,7 @@ class _Engine:
         every node and the rotating start stays where it is; the candidates are taken from it, as upstream does."""
         c = self.c
         feas = [j for j in st.rows or () if (self.allowed is None or self.allowed[j])
-                and all(c.alloc_rows[j][i] - int(c.used[j, i]) >= r for i, r in st.need)]
+                and all(c.alloc_rows[j][i] - c.lists(j)[0][i] >= r for i, r in st.need)]
         if not feas:
             if self.allowed is None:  # a topology placement's miss says nothing of the other placements
                 st.failed_at = c.removals
@@ -858,7 +869,7 @@ class _Engine:
         if len(win) == 1:
             return win[0]
         assert st.score is not None
-        scores = [st.score(c.alloc_rows[j], c.used[j].tolist(), c.nz[j].tolist()) for j in win]
+        scores = [st.score(c.alloc_rows[j], *c.lists(j)) for j in win]
         if st.prefer is not None:  # TaintToleration, normalised over the window
             counts = [int(st.prefer[j]) for j in win]
             top = max(counts)
