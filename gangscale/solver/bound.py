@@ -144,7 +144,10 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
     cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
-    slots_of = mult @ view.count[kids]  # per shape: pods of it the pool's nodes take one at a time
+    # as Python numbers once (the same float64 values the per-element numpy reads gave): the loop below is per shape
+    slots_of = (mult @ view.count[kids]).tolist()  # per shape: pods of it the pool's nodes take one at a time
+    per_node = view.count[kids[0]].tolist()
+    room, scales, nodes = (cap / scale).tolist(), scale.tolist(), float(mult.sum())
     rows: dict = {}
     for i, (sh, cov) in enumerate(cover.items()):
         if not slots_of[i]:
@@ -156,21 +159,21 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
         if new:  # u <= per n
             slots = s.Constraint(-inf, 0)
             slots.SetCoefficient(u, 1)
-            slots.SetCoefficient(n, -float(view.count[kids[0], i]))
+            slots.SetCoefficient(n, -float(per_node[i]))
         else:
             u.SetUb(float(slots_of[i]))
         for r, q in enumerate(prob.shapes[sh].req):
             if q:
                 row = rows.get(r)
                 if row is None:  # sum req u <= cap (x n for a node group)
-                    row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                    row = rows[r] = s.Constraint(-inf, 0 if new else room[r])
                     if new:
-                        row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                row.SetCoefficient(u, float(q / scale[r]))
+                        row.SetCoefficient(n, -room[r])
+                row.SetCoefficient(u, q / scales[r])
         for (r, k), w in weights.get(sh, {}).items():
             row = rows.get((r, k))
             if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
-                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(mult.sum()))
+                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else nodes)
                 if new:
                     row.SetCoefficient(n, -1.0)
             row.SetCoefficient(u, w)
