@@ -28,10 +28,10 @@ from .parse import (
     _bad_pod,
     _gang_for,
     _GroupDef,
-    _identities,
     _ingest_group,
     _obj_label,
     _short,
+    identities_cached,
     ingest_pod_cached,
     parse_node_cached,
     pod_requests,
@@ -64,7 +64,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             continue
         kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
         if kind in ("Node", "Pod"):
-            ids = _identities(kind, obj)
+            ids = identities_cached(kind, obj, cache)
             if not seen.isdisjoint(ids):
                 warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); "
                              "the first copy is used", f"duplicate {kind}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from collections.abc import Mapping  # abc isinstance is ~5x faster than typing.Mapping
+from collections.abc import Mapping, Sequence  # abc isinstance is ~5x faster than typing.Mapping
 from typing import Any, Callable, TypeVar
 
 import orjson
@@ -156,11 +156,13 @@ class ParseCache:
     # so its id is never another object's; `forget_objects` drops both
     frozen_objects: bool = False
     held: dict[int, Any] = field(default_factory=dict)
+    identities: dict[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # `identities_cached`
 
     def forget_objects(self) -> None:
         """Drop the parsed Pods and Nodes (and the objects held for their keys)."""
         self.pods.clear()
         self.nodes.clear()
+        self.identities.clear()
         self.held.clear()
 
     def memo(self, table: dict[Any, _T], key: Any, make: Callable[[], _T]) -> _T:
@@ -652,6 +654,20 @@ def _obj_label(obj: Any) -> str:
     name = name if isinstance(name, str) else _short(name)
     kind = obj.get("kind", "?")
     return f"{kind if isinstance(kind, str) else _short(kind)} {ns + '/' if ns else ''}{name}"
+
+
+def identities_cached(kind: str, obj: Mapping[str, Any], cache: ParseCache) -> Sequence[tuple[str, ...]]:
+    """`_identities`, kept by the object itself under `frozen_objects` (an object handed over never changes, so
+    neither does its uid or name): a re-read of unchanged objects reads no metadata."""
+    if not (cache.objects and cache.frozen_objects) or type(obj) is not dict:
+        return _identities(kind, obj)
+    hit = cache.identities.get(id(obj))
+    if hit is None:
+        hit = tuple(_identities(kind, obj))
+        if len(cache.identities) < cache.limit:
+            cache.held[id(obj)] = obj
+            cache.identities[id(obj)] = hit
+    return hit
 
 
 def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:

@@ -236,6 +236,24 @@ def test_a_cache_keyed_by_object_writes_no_json_and_parses_a_replaced_pod_again(
     assert len(calls) == 5 and not dumps
 
 
+def test_a_pod_listed_twice_is_a_duplicate_at_every_read_of_a_kept_cache_and_a_renamed_copy_is_not():
+    """`identities_cached`: the uid and name of an object handed over are kept by the object (and the object held,
+    so its id is never another's); the duplicate check itself is per read."""
+    from gangscale.ingest import ParseCache
+
+    owned = ParseCache(objects=True, frozen_objects=True)
+    p = pod("w-0")
+    objs = [p, p, node("n1")]
+    for _ in range(2):
+        c = ingest(objs, cache=owned)
+        assert [q.name for g in c.gangs for q in g.pending] == ["w-0"] and any("more than once" in w for w in c.warnings)
+    objs[1] = {**p, "metadata": {**p["metadata"], "name": "w-1", "uid": "uid-w-1"}}
+    c = ingest(objs, cache=owned)
+    assert sorted(q.name for g in c.gangs for q in g.pending) == ["w-0", "w-1"]
+    assert not any("more than once" in w for w in c.warnings)
+    assert len(owned.identities) == 3 and all(id(o) in owned.held for o in objs)
+
+
 def test_a_nodes_dra_devices_are_counted_once_however_often_a_cache_kept_across_reads_reads_it():
     # ingest adds a node's ResourceSlice devices to its allocatable; with parsed Nodes shared between reads
     # (the simulator's ParseCache(objects=True)) an in-place add counted them again on every read

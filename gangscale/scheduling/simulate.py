@@ -110,16 +110,23 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
 
     The planner-only reservation taint is dropped: the real scheduler never sees it.
     """
-    used: dict[str, Counter] = {}
+    used: dict[str, dict[str, int]] = {}
     for p in bound:
         if p.node_name:
-            used.setdefault(p.node_name, Counter()).update(p.requests)
+            u = used.setdefault(p.node_name, {})
+            for k, x in p.requests.items():
+                u[k] = u.get(k, 0) + x
     out = []
     for v in views:
-        u = used.get(v.name, Counter())
-        alloc = {k: max(0, v.free.get(k, 0)) + u.get(k, 0) for k in set(v.free) | set(u)}
-        taints = tuple(t for t in v.taints if t.key != RESERVED_TAINT)
-        out.append(SimNode(v.name, dict(v.labels), taints, alloc, v.node_group, "upcoming" if v.upcoming else "existing"))
+        u = used.get(v.name)
+        if u is None:  # no bound pod: the free capacity itself (the same keys and values as the general case)
+            alloc = {k: x if x > 0 else 0 for k, x in v.free.items()}
+        else:
+            alloc = {k: max(0, v.free.get(k, 0)) + u.get(k, 0) for k in set(v.free) | set(u)}
+        taints = v.taints if not any(t.key == RESERVED_TAINT for t in v.taints) else \
+            tuple(t for t in v.taints if t.key != RESERVED_TAINT)
+        out.append(SimNode(v.name, dict(v.labels), tuple(taints), alloc, v.node_group,
+                           "upcoming" if v.upcoming else "existing"))
     return out
 
 
@@ -185,32 +192,67 @@ class _Cluster:
         self.res = sorted(names | {CPU, MEMORY})
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
-        self.alloc = np.zeros((N, R), dtype=np.int64)
-        for j, n in enumerate(self.nodes):
+        self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]  # filled as rows, then one array
+        for row, n in zip(self.alloc_rows, self.nodes):
             for r, v in n.allocatable.items():
-                self.alloc[j, self.ri[r]] = v
+                row[self.ri[r]] = v
+        self.alloc = np.array(self.alloc_rows, dtype=np.int64).reshape(N, R)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.all = np.arange(N)
-        self.alloc_rows: list[list[int]] = self.alloc.tolist()
         self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
-        self._bound = [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+        self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
+        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
         self._reset()
 
-    def _reset(self) -> None:
+    def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
+        """The bound pods' used / nz / pods_on / anti / spread state, summed once per cluster (every seed run starts
+        from it: `_reset` copies it). The same integers and list orders as adding them one by one with `_add`."""
         N, R = self.alloc.shape
-        self.used = np.zeros((N, R), dtype=np.int64)
-        self.nz = np.zeros((N, 2), dtype=np.int64)  # non-zero requested cpu, memory (scoring)
-        self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
-        self.anti_nodes: Counter[int] = Counter()  # nodes holding pods with required anti-affinity (symmetry)
-        self.spread_pods: list[tuple[Pod, int]] = []  # placed pods with DoNotSchedule spread, and their node
-        self.log: list[int] = []  # every node a pod was placed on or removed from, in order (shape caches sync from it)
+        used = np.zeros((N, R), dtype=np.int64)
+        nz = np.zeros((N, 2), dtype=np.int64)
+        pods_on: list[list[Pod]] = [[] for _ in self.nodes]
+        anti: Counter[int] = Counter()
+        spread: list[tuple[Pod, int]] = []
+        alike: dict[tuple, tuple[Pod, list[int]]] = {}  # pods by request set: one vector sum per set
+        for j, p in bound:
+            key = tuple(p.requests.items())
+            hit = alike.get(key)
+            if hit is None:
+                alike[key] = (p, [j])
+            else:
+                hit[1].append(j)
+            pods_on[j].append(p)
+            if p.rules.spread:
+                spread.append((p, j))
+            if p.rules.anti_affinity:
+                anti[j] += 1
+        for p, js in alike.values():
+            np.add.at(used, js, self.vec(p))
+            np.add.at(nz, js, self.nz_vec(p))
+        return used, nz, pods_on, anti, spread
+
+    def _reset(self) -> None:
+        used, nz, pods_on, anti, spread = self._start
+        self.used = used.copy()
+        self.nz = nz.copy()  # non-zero requested cpu, memory (scoring)
+        self.pods_on: list[list[Pod]] = [list(on) for on in pods_on]
+        self.anti_nodes: Counter[int] = Counter(anti)  # nodes holding pods with required anti-affinity (symmetry)
+        self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
+        self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
         self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
-        for j, p in self._bound:
-            self._add(j, p, +1)
+        self._lists: list[tuple[list[int], list[int]] | None] = [None] * len(self.nodes)  # `lists`, per node
+
+    def lists(self, j: int) -> tuple[list[int], list[int]]:
+        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input), kept until a pod is placed on
+        or removed from it: every shape that re-checks the node after one change reads the same lists."""
+        hit = self._lists[j]
+        if hit is None:
+            hit = self._lists[j] = (self.used[j].tolist(), self.nz[j].tolist())
+        return hit
 
     def fresh(self) -> _Cluster:
         """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
@@ -247,6 +289,7 @@ class _Cluster:
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
         self.log.append(j)
+        self._lists[j] = None
         self.removals += sign < 0
         v, nz = self.vec(pod), self.nz_vec(pod)
         if sign > 0:
@@ -280,28 +323,51 @@ class _Cluster:
             return range(len(self.nodes))
         return sorted(j for name in names if (j := self.index.get(name)) is not None)
 
+    def _classes(self, keys: tuple[str, ...], taints: bool) -> tuple[np.ndarray, list[int]]:
+        """Nodes alike on these labels (and taints and cordon, with `taints`) are alike to a filter or score that
+        reads only those: each node's class index, and the first node of each class (memoised per cluster)."""
+        key = (keys, taints)
+        hit = self._class_of.get(key)
+        if hit is None:
+            ids: dict[tuple, int] = {}
+            first: list[int] = []
+            of = np.empty(len(self.nodes), dtype=np.intp)
+            for j, n in enumerate(self.nodes):
+                sig = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable) if taints else \
+                    tuple(n.labels.get(k) for k in keys)
+                c = ids.get(sig)
+                if c is None:
+                    c = ids[sig] = len(first)
+                    first.append(j)
+                of[j] = c
+            hit = self._class_of[key] = (of, first)
+        return hit
+
+    def _per_class(self, pl: Placement, keys: tuple[str, ...], taints: bool, test: Callable[[SimNode], int],
+                   dtype: type) -> np.ndarray:
+        """`test` of every node the placement's filters look at (`rows`), evaluated once per class of alike nodes."""
+        names = pinned_names(pl)
+        if names is not None:  # a few named nodes: each on its own
+            out = np.zeros(len(self.nodes), dtype=dtype)
+            for j in self.rows(pl):
+                out[j] = test(self.nodes[j])
+            return out
+        of, first = self._classes(keys, taints)
+        return np.array([test(self.nodes[j]) for j in first], dtype=dtype)[of]
+
     def compat(self, pl: Placement, profile: Profile) -> np.ndarray:
         """NodeUnschedulable, NodeAffinity/nodeSelector and TaintToleration filters (resources aside)."""
         hit = self._compat.get(pl)
         if hit is None:
-            sigs: dict[tuple, bool] = {}
-            out = np.zeros(len(self.nodes), dtype=bool)
-            keys = sorted(label_keys(pl))  # nodes alike on these labels, taints and cordon are alike to the filters
-            for j in self.rows(pl):
-                n = self.nodes[j]
-                key = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
-                ok = sigs.get(key)
-                if ok is None:
-                    ok = True
-                    if "NodeUnschedulable" in profile.filters and n.unschedulable:
-                        ok = any(tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in pl.tolerations)
-                    if ok and "NodeAffinity" in profile.filters:
-                        ok = labels_match(pl, n.labels)
-                    if ok and "TaintToleration" in profile.filters:
-                        ok = tolerates_all(pl.tolerations, n.taints)
-                    sigs[key] = ok
-                out[j] = ok
-            hit = self._compat[pl] = out
+            def ok(n: SimNode) -> bool:
+                if "NodeUnschedulable" in profile.filters and n.unschedulable and not any(
+                        tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in pl.tolerations):
+                    return False
+                if "NodeAffinity" in profile.filters and not labels_match(pl, n.labels):
+                    return False
+                return "TaintToleration" not in profile.filters or tolerates_all(pl.tolerations, n.taints)
+            # nodes alike on the labels the placement reads, taints and cordon are alike to the filters
+            hit = self._compat[pl] = self._per_class(pl, tuple(sorted(label_keys(pl))), True, ok, bool)
         return hit
 
     def affinity_nodes(self, pl: Placement) -> np.ndarray:
@@ -309,9 +375,7 @@ class _Cluster:
         key = ("affinity", pl)
         hit = self._compat.get(key)  # type: ignore[call-overload]
         if hit is None:
-            hit = np.zeros(len(self.nodes), dtype=bool)
-            for j in self.rows(pl):
-                hit[j] = labels_match(pl, self.nodes[j].labels)
+            hit = self._per_class(pl, tuple(sorted(label_keys(pl))), False, lambda n: labels_match(pl, n.labels), bool)
             self._compat[key] = hit  # type: ignore[index]
         return hit
 
@@ -319,17 +383,15 @@ class _Cluster:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
         if hit is None:
-            counts = {j: n for j in self.rows(pl)  # a node the pod cannot go to never reaches the score
-                      if (n := sum(1 for t in self.nodes[j].taints if t.effect == "PreferNoSchedule" and not any(
-                          tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule"))))}
-            if not counts:  # the common case: one shared array of zeros, not one per placement
+            def count(n: SimNode) -> int:  # a node the pod cannot go to never reaches the score
+                return sum(1 for t in n.taints if t.effect == "PreferNoSchedule" and not any(
+                    tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
+            hit = self._per_class(pl, (), True, count, np.int64)
+            if not hit.any():  # the common case: one shared array of zeros, not one per placement
                 if self._no_prefer is None:
                     self._no_prefer = np.zeros(len(self.nodes), dtype=np.int64)
                     self._no_prefer.flags.writeable = False
                 hit = self._no_prefer
-            else:
-                hit = np.zeros(len(self.nodes), dtype=np.int64)
-                hit[list(counts)] = list(counts.values())
             self._prefer[pl] = hit
         return hit
 
@@ -594,7 +656,8 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
-        a, u = alloc[j], c.used[j].tolist()
+        a = alloc[j]
+        u, nz = c.lists(j)
         ok = True
         for i, r in need:
             if a[i] - u[i] < r:
@@ -602,7 +665,7 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
                 break
         feas[j] = ok
         if ok:
-            base[j] = score(a, u, c.nz[j].tolist())
+            base[j] = score(a, u, nz)
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
@@ -795,7 +858,7 @@ class _Engine:
         every node and the rotating start stays where it is; the candidates are taken from it, as upstream does."""
         c = self.c
         feas = [j for j in st.rows or () if (self.allowed is None or self.allowed[j])
-                and all(c.alloc_rows[j][i] - int(c.used[j, i]) >= r for i, r in st.need)]
+                and all(c.alloc_rows[j][i] - c.lists(j)[0][i] >= r for i, r in st.need)]
         if not feas:
             if self.allowed is None:  # a topology placement's miss says nothing of the other placements
                 st.failed_at = c.removals
@@ -806,7 +869,7 @@ class _Engine:
         if len(win) == 1:
             return win[0]
         assert st.score is not None
-        scores = [st.score(c.alloc_rows[j], c.used[j].tolist(), c.nz[j].tolist()) for j in win]
+        scores = [st.score(c.alloc_rows[j], *c.lists(j)) for j in win]
         if st.prefer is not None:  # TaintToleration, normalised over the window
             counts = [int(st.prefer[j]) for j in win]
             top = max(counts)

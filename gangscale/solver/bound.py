@@ -144,7 +144,10 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
     cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
-    slots_of = mult @ view.count[kids]  # per shape: pods of it the pool's nodes take one at a time
+    # as Python numbers once (the same float64 values the per-element numpy reads gave): the loop below is per shape
+    slots_of = (mult @ view.count[kids]).tolist()  # per shape: pods of it the pool's nodes take one at a time
+    per_node = view.count[kids[0]].tolist()
+    room, scales, nodes = (cap / scale).tolist(), scale.tolist(), float(mult.sum())
     rows: dict = {}
     for i, (sh, cov) in enumerate(cover.items()):
         if not slots_of[i]:
@@ -156,21 +159,21 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
         if new:  # u <= per n
             slots = s.Constraint(-inf, 0)
             slots.SetCoefficient(u, 1)
-            slots.SetCoefficient(n, -float(view.count[kids[0], i]))
+            slots.SetCoefficient(n, -float(per_node[i]))
         else:
             u.SetUb(float(slots_of[i]))
         for r, q in enumerate(prob.shapes[sh].req):
             if q:
                 row = rows.get(r)
                 if row is None:  # sum req u <= cap (x n for a node group)
-                    row = rows[r] = s.Constraint(-inf, 0 if new else float(cap[r] / scale[r]))
+                    row = rows[r] = s.Constraint(-inf, 0 if new else room[r])
                     if new:
-                        row.SetCoefficient(n, -float(cap[r] / scale[r]))
-                row.SetCoefficient(u, float(q / scale[r]))
+                        row.SetCoefficient(n, -room[r])
+                row.SetCoefficient(u, q / scales[r])
         for (r, k), w in weights.get(sh, {}).items():
             row = rows.get((r, k))
             if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
-                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else float(mult.sum()))
+                row = rows[(r, k)] = s.Constraint(-inf, 0 if new else nodes)
                 if new:
                     row.SetCoefficient(n, -1.0)
             row.SetCoefficient(u, w)
@@ -198,33 +201,42 @@ def _lp_parts(prob: Problem, shapes: list[int], known: LPParts | None = None) ->
         return LPParts(view, known.pools, known.weights)
     view = _view(prob, shapes)
     pools = _pools(prob, view)
-    return LPParts(view, pools, [_pool_dff(prob, view, kids) for kids in pools])
+    return LPParts(view, pools, _pool_dff(prob, view, pools))
 
 
 DFF_ORDERS = (1, 3)  # the dual feasible functions f_k each pool's node-count rows use
 
 
-def _pool_dff(prob: Problem, view: _View, kids: list[int]) -> dict[int, dict]:
-    """Per shape, per (resource r, k in `DFF_ORDERS`), a weight w with sum_s w_s u_s <= the pool's node count for
-    every placement: w_s is f_k(req_r / U_r), the dual feasible function of Fekete and Schepers
+def _pool_dff(prob: Problem, view: _View, pools: list[list[int]]) -> list[dict[int, dict]]:
+    """Per pool, per shape, per (resource r, k in `DFF_ORDERS`), a weight w with sum_s w_s u_s <= the pool's node
+    count for every placement: w_s is f_k(req_r / U_r), the dual feasible function of Fekete and Schepers
     (f_k(x) = x when (k+1)x is whole, else floor((k+1)x)/k), on the kind of the pool where it is least among
     those the shape fits (U: `view.usable`, per node). Pods whose requests sum to at most U have weights summing
-    to at most 1 by f_k, so at most 1 by w on each node. Zero weights are left out."""
+    to at most 1 by f_k, so at most 1 by w on each node. Zero weights are left out. Every pool at once: the kinds
+    in pool order, the per-pool least and largest by `reduceat` (the same numbers as pool by pool)."""
+    if not pools:
+        return []
     shapes = view.shapes
     q = view.req
-    cap = np.floor(view.usable[kids]).astype(np.int64)  # kinds x resources
-    fits = view.fits[kids]
+    order = np.fromiter((kid for kids in pools for kid in kids), dtype=np.intp)
+    starts = np.cumsum([0] + [len(kids) for kids in pools[:-1]])
+    cap = np.floor(view.usable[order]).astype(np.int64)  # kinds x resources
+    fits = view.fits[order]
     safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
-    out: dict[int, dict] = {}
+    allowed = fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0)
+    share = q[None] / np.maximum(np.maximum.reduceat(cap, starts, axis=0), 1)[:, None, :]  # pools x 1 x resources:
+    # the weight the capacity row gives, on the pool's largest node
+    out: list[dict[int, dict]] = [{} for _ in pools]
     for k in DFF_ORDERS:
         whole, rest = np.divmod((k + 1) * q[None], safe)  # kinds x shapes x resources
-        f = np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0)
-        f = np.where(fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0), f, np.inf)
-        w = np.where(np.isfinite(f.min(axis=0)), f.min(axis=0), 0.0)  # shapes x resources
-        share = q / np.maximum(cap.max(axis=0), 1)  # the weight the capacity row gives, on the largest node
-        for r in np.flatnonzero((w > share + 1e-12).any(axis=0)).tolist():  # other rows add nothing: left out
-            for i in np.flatnonzero(w[:, r] > 0).tolist():
-                out.setdefault(shapes[i], {})[(r, k)] = float(w[i, r])
+        f = np.where(allowed, np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0), np.inf)
+        least = np.minimum.reduceat(f, starts, axis=0)  # pools x shapes x resources
+        w = np.where(np.isfinite(least), least, 0.0)
+        useful = (w > share + 1e-12).any(axis=1)  # pools x resources; other rows add nothing: left out
+        for pi, r in zip(*(a.tolist() for a in np.nonzero(useful))):
+            weights = out[pi]
+            for i in np.flatnonzero(w[pi, :, r] > 0).tolist():
+                weights.setdefault(shapes[i], {})[(r, k)] = float(w[pi, i, r])
     return out
 
 
