@@ -203,7 +203,7 @@ def test_the_record_ending_at_its_deadline_gives_up_its_registered_nodes():
     records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1",)})}
     out, actions, _ = transition(records, None, Expire(RULES), T0 + 901)
     assert out[A].state == GangState.TIMED_OUT and out[A].nodes == {} and reserved_registered(out.values()) == {}
-    assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT) in actions
+    assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT, nodes=("n1",)) in actions  # its own node goes back first
 
 
 def test_a_gang_that_binds_on_its_registered_nodes_gives_them_up():
