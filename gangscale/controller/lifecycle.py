@@ -966,7 +966,8 @@ def _hand_over(step: _Step) -> None:
     """A gang that waits for a launch some other gang's pods took at once (an unnamed launch of its record, on a
     cloud that names launches) takes over, oldest request first, a named launch still on its way that a running
     gang started without: that gang started on the waiting gang's node, so the launch it bought is the waiting
-    gang's now, with the waiting gang's deadline. On a cloud that names no launch there is nothing to hand over."""
+    gang's now, with the waiting gang's deadline: only when that is no later than the deadline it was bought under
+    (else it would be kept past that). On a cloud that names no launch there is nothing to hand over."""
     donors = sorted((r for r in step.records.values() if r.state == GangState.RUNNING and r.launches),
                     key=lambda r: (r.requested_at, r.gang))
     if not donors:
@@ -978,7 +979,7 @@ def _hand_over(step: _Step) -> None:
             for donor in donors:
                 donor, rec = step.records[donor.key], step.records[rec.key]
                 spare, want = donor.launches.get(group, ()), rec.unnamed(group)
-                if want <= 0 or not spare:
+                if want <= 0 or not spare or rec.deadline > donor.deadline:  # never kept past its purchase's deadline
                     continue
                 give = spare[:want]
                 left = {**donor.launches, group: spare[len(give):]}
