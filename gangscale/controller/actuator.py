@@ -162,28 +162,32 @@ class Actuator:
             return exc
         return None
 
-    def on_the_way(self, group: str, cluster: Cluster) -> int | None:
-        """Launches of `group` the cloud has on their way: instances launching, or running without a Node yet
-        (None when it cannot be read)."""
+    def on_the_way(self, group: str, cluster: Cluster) -> frozenset[str] | None:
+        """The instance ids of the launches of `group` the cloud has on their way: instances launching, or running
+        without a Node yet (None when it cannot be read)."""
         registered = {instance_id_from_provider_id(n.provider_id) for n in cluster.nodes if n.provider_id}
         try:
             insts = self._provider.instances(group)
         except CloudError as exc:
             log.warning("cannot list the group's instances", extra={"node_group": group, "error": str(exc)})
             return None
-        return sum(1 for i in insts if i.state == "launching" or (i.state == "running" and i.id not in registered))
+        return frozenset(i.id for i in insts if i.state == "launching" or (i.state == "running" and i.id not in registered))
 
-    def release(self, action: Release, cluster: Cluster, keep: Iterable[str] = ()) -> ReleaseResult:
-        """Give back up to what `action` names: launches in flight first, then empty nodes; never a busy node,
-        nor one of `keep` (nodes that arrived for a gang still waiting for them)."""
+    def release(self, action: Release, cluster: Cluster, keep: Iterable[str] = (),
+                keep_instances: Iterable[str] = ()) -> ReleaseResult:
+        """Give back up to what `action` names: the record's own named launches and registered nodes first
+        (`Release.instances`, `nodes`), then launches in flight, then empty nodes; never a busy node, nor one of `keep`
+        (nodes that arrived for a gang still waiting for them), nor a launch of `keep_instances` (another gang's)."""
         busy = busy_nodes(cluster) | set(keep)
         node_of = {instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id}
+        own = (set(action.instances), set(action.nodes) - busy_nodes(cluster))
         by_group: dict[str, int] = {}
         errors: list[CloudError] = []
         for group, n in sorted(action.groups.items()):
             self._mutating("release", group)
             try:
-                by_group[group] = self._release_in(group, n, busy, node_of, action.unlaunched_only)
+                by_group[group] = self._release_in(group, n, busy | set(keep_instances), node_of,
+                                                   action.unlaunched_only, own)
             except CloudError as exc:
                 errors.append(exc)
                 log.warning("cannot give capacity back",
@@ -191,9 +195,9 @@ class Actuator:
         return ReleaseResult(action, by_group, tuple(errors))
 
     def _release_in(self, group: str, n: int, busy: set[str], node_of: Mapping[str, str],
-                    unlaunched_only: bool = False) -> int:
+                    unlaunched_only: bool = False, own: tuple[set[str], set[str]] = (set(), set())) -> int:
         insts = self._provider.instances(group)
-        take = [] if unlaunched_only else _removable(insts, busy, node_of)[:n]
+        take = [] if unlaunched_only else _removable(insts, busy, node_of, own)[:n]
         if take:
             self._provider.delete_instances(group, take)
         left = n - len(take)
@@ -225,11 +229,17 @@ class Actuator:
         return out
 
 
-def _removable(insts: list[Instance], busy: set[str], node_of: Mapping[str, str]) -> list[str]:
-    """Instances that may go, launches in flight first, then running ones whose node is empty."""
-    launching = [i.id for i in insts if i.state == "launching" and node_of.get(i.id) not in busy]
-    empty = [i.id for i in insts if i.state == "running" and node_of.get(i.id) not in busy and i.id not in launching]
-    return launching + empty
+def _removable(insts: list[Instance], busy: set[str], node_of: Mapping[str, str],
+               own: tuple[set[str], set[str]] = (set(), set())) -> list[str]:
+    """Instances that may go: the record's own (its named launches, then its registered nodes that run no pod),
+    then launches in flight, then running ones whose node is empty; never one in `busy` (by node name or id)."""
+    ids, names = own
+    live = [i for i in insts if i.state in ("launching", "running")]
+    mine = [i.id for i in live if i.id in ids and node_of.get(i.id) not in busy]
+    mine += [i.id for i in live if node_of.get(i.id) in names and i.id not in mine]
+    free = [i for i in live if i.id not in mine and i.id not in busy and node_of.get(i.id) not in busy]
+    launching = [i.id for i in free if i.state == "launching"]
+    return mine + launching + [i.id for i in free if i.state == "running"]
 
 
 def _utc(t: float) -> datetime:

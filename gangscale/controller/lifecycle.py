@@ -120,6 +120,9 @@ class Record:
     # group -> names of the registered nodes of `requested` that arrived for this record (never more than
     # requested there): reserved for the gang while it waits, so no later plan gives them away
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # group -> instance ids of its launches still on their way, when the cloud named them (aws-fleet, simulated;
+    # an ASG does not): an arrival, a failed launch or a give-back of one of them is this record's and no other's
+    launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def key(self) -> GangKey:
@@ -138,6 +141,8 @@ class Record:
             out["unconfirmed"] = {g: [base, n] for g, (base, n) in self.unconfirmed.items()}
         if self.nodes:
             out["nodes"] = {g: list(names) for g, names in self.nodes.items()}
+        if self.launches:
+            out["launches"] = {g: list(ids) for g, ids in self.launches.items()}
         return out
 
     @classmethod
@@ -150,11 +155,16 @@ class Record:
         known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
         known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
         known["nodes"] = {str(g): tuple(str(n) for n in names) for g, names in dict(known.get("nodes") or {}).items()}
+        known["launches"] = {str(g): tuple(str(i) for i in ids) for g, ids in dict(known.get("launches") or {}).items()}
         return cls(**known)
 
     def arrived(self, group: str) -> int:
         """How many of the nodes bought for it in `group` have registered (and are attributed to it)."""
         return len(self.nodes.get(group, ()))
+
+    def unnamed(self, group: str) -> int:
+        """Its launches on their way in `group` whose instance the cloud did not name (attributed by count)."""
+        return self.requested.get(group, 0) - self.arrived(group) - len(self.launches.get(group, ()))
 
 
 def client_token(members: Iterable[Record], group: str, unit: Mapping[str, int]) -> str:
@@ -239,6 +249,8 @@ class GroupFailure:
     # they got capacity, so the gangs waiting on them keep them (oldest request first) and only the shortfall is
     # re-planned; None when the cloud could not say (then every launch in flight there is given back)
     on_way: int | None = None
+    # the instance ids of those launches (None: not read): a record's named launch that is not among them failed
+    on_way_ids: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +299,8 @@ class Applied:
     upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
     bound_groups: frozenset[tuple[str, str]] = frozenset()  # (namespace, group name) with a bound member
     busy: frozenset[str] = frozenset()  # registered nodes running a pod (not a DaemonSet's): used, never spare
+    # per gang and group, the instance ids the scale-up launched for it (when the cloud named them)
+    launched: Mapping[GangKey, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +314,7 @@ class Expire:
     # count on, whatever a record's own count says (a node its gang bound on at once was never attributed to it)
     on_way: Mapping[str, int] = field(default_factory=dict)
     planned_nodes: frozenset[str] = frozenset()  # registered nodes the plan puts pods on
+    on_way_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the instance ids of `on_way`, per group
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +326,7 @@ class NodeSeen:
     created: float  # creationTimestamp, epoch seconds (0: unknown, never attributed as an arrival)
     idle: bool  # no pod but DaemonSets' bound to it
     ready: bool = True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
+    instance: str = ""  # its instance id (from spec.providerID): a record's named launch arrives as exactly this node
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +360,10 @@ class Release:
     why: ReleaseWhy
     detail: str = ""  # the launch failure, for the reason
     unlaunched_only: bool = False  # only slots the cloud has not launched (a failed launch's): never an instance
+    # what is the record's own, given back before anything counted: its launches the cloud named (instance ids) and
+    # its registered nodes; another gang's launch or node is never taken for it while these cover the count
+    instances: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,11 +482,20 @@ class _Step:
 
 
 def _attributed_within(rec: Record) -> Record:
-    """A record never has more arrived nodes in a group than it holds there: what it gives up ends theirs too."""
-    if not rec.nodes:
+    """A record never has more arrived nodes and named launches in a group than it holds there: what it gives up
+    ends theirs too (its arrived nodes are kept first, then its named launches, oldest first)."""
+    if not rec.nodes and not rec.launches:
         return rec
     nodes = {g: names[:rec.requested.get(g, 0)] for g, names in rec.nodes.items() if rec.requested.get(g, 0) > 0}
-    return rec if nodes == rec.nodes else replace(rec, nodes=nodes)
+    launches = {g: ids[:max(0, rec.requested.get(g, 0) - len(nodes.get(g, ())))] for g, ids in rec.launches.items()}
+    launches = {g: ids for g, ids in launches.items() if ids}
+    return rec if nodes == rec.nodes and launches == rec.launches else replace(rec, nodes=nodes, launches=launches)
+
+
+def _own(rec: Record) -> dict[str, tuple[str, ...]]:
+    """A release's first choice: the record's named launches and its registered nodes (`Release.instances`, `nodes`)."""
+    return {"instances": tuple(i for ids in rec.launches.values() for i in ids),
+            "nodes": tuple(n for names in rec.nodes.values() for n in names)}
 
 
 def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: float) -> bool:
@@ -491,7 +520,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      state=GangState.PROVISIONING, nodes=dict(rec.nodes))
+                      state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches))
     step.records[g.key] = new
     return new
 
@@ -543,23 +572,42 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
     moved: set[GangKey] = set()
     for f in report.failures:
         step.actions.append(BackOff(f.group, f.kind, f.message))
-        left = f.on_way
+        left = _unnamed_on_way(step.records.values(), f)
         for rec in sorted(step.records.values(), key=lambda r: (r.requested_at, r.gang)):
             in_flight = rec.requested.get(f.group, 0) - rec.arrived(f.group)
             if in_flight <= 0 or not holds(rec):
                 continue
-            kept = 0 if left is None else min(in_flight, left)  # unknown: every launch in flight goes back
-            lost = in_flight - kept
+            named = rec.launches.get(f.group, ())
+            failed = named if f.on_way is None else tuple(  # a named launch the cloud no longer has on its way
+                i for i in named if f.on_way_ids is not None and i not in f.on_way_ids)
+            unnamed = in_flight - len(named)
+            kept = 0 if left is None else min(unnamed, left)  # unknown: every launch in flight goes back
+            lost = len(failed) + unnamed - kept
             if left is not None:
                 left -= kept
+            launches = {**rec.launches, f.group: tuple(i for i in named if i not in failed)}
+            launches = {g: ids for g, ids in launches.items() if ids}
+            requested = {**rec.requested, f.group: rec.requested[f.group] - lost}
+            requested = {g: n for g, n in requested.items() if n > 0}
             if lost <= 0 or (rec.state != GangState.PROVISIONING and rec.key not in moved):
+                if failed:  # a named launch of a gang not waiting on it (a running gang's spare): off its account
+                    left_there = {**rec.requested, f.group: rec.requested[f.group] - len(failed)}
+                    step.put(rec, requested={g: n for g, n in left_there.items() if n > 0}, launches=launches)
                 continue
             step.actions.append(Release(rec.key, {f.group: lost}, ReleaseWhy.LAUNCH_FAILED, f.message,
                                         unlaunched_only=f.on_way is not None))
-            requested = {**rec.requested, f.group: rec.requested[f.group] - lost}
             step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None),
-                     requested={g: n for g, n in requested.items() if n > 0})
+                     requested=requested, launches=launches)
             moved.add(rec.key)
+
+
+def _unnamed_on_way(records: Iterable[Record], f: GroupFailure) -> int | None:
+    """The launches on their way in `f.group` that no record named: kept by the unnamed in-flight counts, oldest
+    request first (None: the cloud could not say)."""
+    if f.on_way is None:
+        return None
+    named = {i for r in records if holds(r) for i in r.launches.get(f.group, ())}
+    return max(0, f.on_way - len(named if f.on_way_ids is None else named & f.on_way_ids))
 
 
 def _launch_failed_reason(group: str, why: str, released: int | None) -> str:
@@ -632,7 +680,8 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
     if mine and all(grp in report.applied for grp in mine):
         step.events.extend(ScaledUp(grp, n) for grp, n in mine.items())
         step.events.append(Latency("requested", max(0.0, step.now - rec.first_seen)))
-        step.set(rec, GangState.PROVISIONING, reason, unconfirmed={})
+        step.set(rec, GangState.PROVISIONING, reason, unconfirmed={},
+                 launches=_with_launched(rec, report.launched.get(g.key, {})))
         step.emit(g.target, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
             f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
     elif mine:
@@ -643,7 +692,9 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
         why = "; ".join(f"{grp}: {report.failed[grp]}" for grp in mine if grp in report.failed)
         rec = step.set(rec, GangState.PLANNED, f"scale-up not applied ({why or 'another group failed'}); "
                                                "re-planning on the alternatives",
-                       requested={grp: n for grp, n in requested.items() if n > 0}, unconfirmed={})
+                       requested={grp: n for grp, n in requested.items() if n > 0}, unconfirmed={},
+                       launches=_with_launched(rec, {grp: ids for grp, ids in report.launched.get(g.key, {}).items()
+                                                     if grp in report.applied}))
         step.emit(g.target, "NotTriggerScaleUp", rec.reason, True)
     elif rec.state == GangState.PROVISIONING and rec.requested:
         step.set(rec, GangState.PROVISIONING, f"capacity on its way: {reason}")
@@ -651,6 +702,14 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
         enforce = report.rules.enforce_mode
         rec = step.set(rec, GangState.PLANNED, reason if enforce else f"dry-run: {reason}")
         step.emit(g.target, "TriggeredScaleUp" if enforce else "NotTriggerScaleUp", rec.reason)
+
+
+def _with_launched(rec: Record, launched: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The record's named launches with the instances this scale-up launched for it."""
+    out = dict(rec.launches)
+    for grp, ids in launched.items():
+        out[grp] = out.get(grp, ()) + tuple(ids)
+    return {grp: ids for grp, ids in out.items() if ids}
 
 
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
@@ -673,6 +732,7 @@ def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
                 reason += (f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
                            "unless a new generation of the gang takes them")
             step.set(rec, GangState.CANCELLED, reason)
+    _hand_over(step)  # a gang that just started may have started on another's node: its launches are that gang's
 
 
 def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
@@ -707,16 +767,16 @@ def _expire(step: _Step, report: Expire) -> None:
     for key, rec in list(step.records.items()):
         if rec.state == GangState.CANCELLED:
             if holds(rec) and step.now - rec.since >= grace:
-                step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED))
+                step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED, **_own(rec)))
                 step.put(rec, requested={})
         elif (rec.state in IN_FLIGHT or holds(rec)) and rec.state not in RESTARTS and rec.deadline \
                 and step.now > rec.deadline:  # whatever state it reached: below quorum, infeasible, planned...
             for group in rec.requested:  # it did not deliver in time: try the alternatives first
                 step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT, f"timed-out: nodes for {rec.gang} did not arrive"))
-            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT))
+            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT, **_own(rec)))
             step.set(rec, GangState.TIMED_OUT, _timed_out_reason(rec, None), requested={})
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
-            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE))
+            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE, **_own(rec)))
             step.put(rec, requested={})
         elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline:
             _spares_due(step, rec, report)
@@ -730,17 +790,22 @@ def _spares_due(step: _Step, rec: Record, report: Expire) -> None:
     on (a node its gang bound on at once was never attributed to it: its own count can be stale). Arrived nodes
     are handed to this pass's scale-down (`spare_until`, read before this report), then are ordinary nodes."""
     records = step.records.values()
-    possible = {g: min(n - rec.arrived(g), max(0, report.on_way.get(g, 0) - _waited_for(records, g)))
-                for g, n in rec.requested.items()}
+    named = {g: tuple(i for i in rec.launches.get(g, ()) if i in report.on_way_ids.get(g, frozenset()))
+             for g in rec.requested}  # its named launches the cloud still has on their way
+    possible = {g: len(named[g]) + min(rec.unnamed(g), max(0, report.on_way.get(g, 0) - _waited_for(records, g)
+                                                                 - len(named[g])))
+                for g in rec.requested}
     late = {g: n - report.planned_upcoming.get(g, 0) for g, n in possible.items()}
     late = {g: n for g, n in late.items() if n > 0}
     if late:
-        step.actions.append(Release(rec.key, late, ReleaseWhy.UNUSED))
+        step.actions.append(Release(rec.key, late, ReleaseWhy.UNUSED,
+                                    instances=tuple(i for g, n in late.items() for i in named[g][:n])))
     nodes = _idle(rec.nodes, frozenset(n for names in rec.nodes.values() for n in names) - report.planned_nodes)
     requested = {g: len(nodes.get(g, ())) + n - late.get(g, 0) for g, n in possible.items()}
     requested = {g: n for g, n in requested.items() if n > 0}
-    if requested != rec.requested or nodes != rec.nodes:
-        step.put(rec, requested=requested, nodes=nodes)
+    launches = {g: ids[late.get(g, 0):] for g, ids in named.items() if ids[late.get(g, 0):]}
+    if requested != rec.requested or nodes != rec.nodes or launches != rec.launches:
+        step.put(rec, requested=requested, nodes=nodes, launches=launches)
 
 
 def late_spares(records: Iterable[Record], now: float) -> set[str]:
@@ -842,15 +907,17 @@ def _registered(step: _Step, report: Registered) -> None:
     """Forget attributed nodes that are gone (and the capacity they were), and a running gang's spares that now
     run a pod, then attribute the new arrivals.
 
-    A registered node is a record's arrival when the record holds more nodes in the node's group than have
-    arrived for it, the node was created at or after the record's request (its creationTimestamp, less
-    `skew`), it is idle, and no other record has it. Not every cloud says which launch an instance came from
-    (an ASG or an EKS node group only grows a desired capacity; aws-fleet and `simulated` return instance
-    ids, but one call buys for several gangs), and a group's nodes are identical: so of the records that may
-    own a node, the oldest request takes it. What each record holds is kept exact, whichever node it is.
+    A launch the cloud named when it was bought (`Record.launches`: aws-fleet and `simulated` return instance
+    ids) arrives as exactly its node (`_named_arrivals`). Not every cloud says which launch an instance came
+    from (an ASG or an EKS node group only grows a desired capacity), so for the rest a registered node is a
+    record's arrival when the record has unnamed launches in the node's group, the node was created at or after
+    the record's request (its creationTimestamp, less `skew`), it is idle, it is no record's named launch, and
+    no other record has it; a group's nodes are identical, so of the records that may own such a node, the
+    oldest request takes it. What each record holds is kept exact, whichever node it is.
     """
     seen = {n.name: n for n in report.nodes}
     taken: set[str] = set()
+    _named_arrivals(step, report, taken)
     for rec in list(step.records.values()):
         if not rec.nodes:
             continue
@@ -862,17 +929,69 @@ def _registered(step: _Step, report: Registered) -> None:
             requested = {g: n - gone.get(g, 0) for g, n in rec.requested.items()}
             step.put(rec, nodes={g: k for g, k in nodes.items() if k},
                      requested={g: n for g, n in requested.items() if n > 0})
-    # groups some record still waits for: attributing a node only lowers a record's want, so a group not in it
-    # stays out of it for the whole loop (the idle nodes of other groups, often most, skip the records' scan)
-    wanted = {g for r in step.records.values() if r.state != GangState.CANCELLED
-              for g, n in r.requested.items() if n > r.arrived(g)}
+    named = {i for r in step.records.values() for ids in r.launches.values() for i in ids}
+    # groups some record still waits for by count: attributing a node only lowers a record's want, so a group not
+    # in it stays out for the whole loop (the idle nodes of other groups, often most, skip the records' scan)
+    wanted = {g for r in step.records.values() if r.state != GangState.CANCELLED for g in r.requested
+              if r.unnamed(g) > 0}
     for node in sorted(report.nodes, key=lambda n: (n.created, n.name)):
-        if node.name in taken or not (node.idle and node.ready) or node.created <= 0 or node.group not in wanted:
+        if (node.name in taken or node.instance in named or not (node.idle and node.ready) or node.created <= 0
+                or node.group not in wanted):
             continue
         owner = _owner(step.records.values(), node, report.skew)
         if owner is not None:
             step.put(owner, nodes={**owner.nodes, node.group: owner.nodes.get(node.group, ()) + (node.name,)})
             taken.add(node.name)
+
+
+def _named_arrivals(step: _Step, report: Registered, taken: set[str]) -> None:
+    """A record's named launch that registered is its arrival, exactly, when Ready and idle (one still NotReady
+    stays on its way). One that a pod took at once is no longer on its way: the record counts it as an unnamed
+    launch, which `_hand_over` turns into the named launch its taker's gang started without."""
+    by_instance = {n.instance: n for n in report.nodes if n.instance}
+    for rec in list(step.records.values()):
+        if not rec.launches:
+            continue
+        launches: dict[str, tuple[str, ...]] = {}
+        nodes = dict(rec.nodes)
+        for g, ids in rec.launches.items():
+            for i in ids:
+                node = by_instance.get(i)
+                if node is None or node.group != g or (node.idle and not node.ready):
+                    launches[g] = launches.get(g, ()) + (i,)
+                elif node.idle:
+                    nodes[g] = nodes.get(g, ()) + (node.name,)
+                    taken.add(node.name)
+        if launches != rec.launches:
+            step.put(rec, nodes=nodes, launches=launches)
+    _hand_over(step)
+
+
+def _hand_over(step: _Step) -> None:
+    """A gang that waits for a launch some other gang's pods took at once (an unnamed launch of its record, on a
+    cloud that names launches) takes over, oldest request first, a named launch still on its way that a running
+    gang started without: that gang started on the waiting gang's node, so the launch it bought is the waiting
+    gang's now, with the waiting gang's deadline: only when that is no later than the deadline it was bought under
+    (else it would be kept past that). On a cloud that names no launch there is nothing to hand over."""
+    donors = sorted((r for r in step.records.values() if r.state == GangState.RUNNING and r.launches),
+                    key=lambda r: (r.requested_at, r.gang))
+    if not donors:
+        return
+    waiting = sorted((r for r in step.records.values() if r.state not in (GangState.CANCELLED, GangState.RUNNING) and holds(r)),
+                     key=lambda r: (r.requested_at, r.gang))
+    for rec in waiting:
+        for group in list(rec.requested):
+            for donor in donors:
+                donor, rec = step.records[donor.key], step.records[rec.key]
+                spare, want = donor.launches.get(group, ()), rec.unnamed(group)
+                if want <= 0 or not spare or rec.deadline > donor.deadline:  # never kept past its purchase's deadline
+                    continue
+                give = spare[:want]
+                left = {**donor.launches, group: spare[len(give):]}
+                requested = {**donor.requested, group: donor.requested[group] - len(give)}
+                step.put(donor, launches={g: i for g, i in left.items() if i},
+                         requested={g: k for g, k in requested.items() if k > 0})
+                step.put(rec, launches={**rec.launches, group: rec.launches.get(group, ()) + give})
 
 
 def _still_its(rec: Record, group: str, node: NodeSeen | None) -> bool:
@@ -885,5 +1004,5 @@ def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | N
     """The oldest request still waiting for a node of `node`'s group that may have launched it; a running gang's
     spare launches (`_spare`) only after every gang that waits."""
     waiting = [r for r in records if r.state != GangState.CANCELLED
-               and r.requested.get(node.group, 0) > r.arrived(node.group) and node.created >= r.requested_at - skew]
+               and r.unnamed(node.group) > 0 and node.created >= r.requested_at - skew]
     return min(waiting, key=lambda r: (r.state == GangState.RUNNING, r.requested_at, r.gang), default=None)

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from cloud_adapters.base import LooseInstance, NodeGroupProvider
+from cloud_adapters.base import LooseInstance, NodeGroupProvider, instance_id_from_provider_id
 
-from ..apply import ExecutionReport
+from ..apply import ExecutionReport, GroupAction
 from ..ingest import Cluster, ParseCache, ingest
 from ..model import GangKey, NodeGroup
 from ..plan import Plan
@@ -62,6 +62,7 @@ from .lifecycle import (
     GangEvent,
     GangFacts,
     GangState,
+    GroupFailure,
     LaunchesFailed,
     NodeSeen,
     Record,
@@ -85,7 +86,7 @@ from .limits import gang_limits, inflight_by_namespace, parse_time, plan_within_
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
-from .reservations import (attribute_new_nodes, owned_in_flight, planned_upcoming, pods_on_upcoming,
+from .reservations import (attribute_new_nodes, expired_spares, owned_in_flight, planned_upcoming, pods_on_upcoming,
                            reserved_registered, reserved_upcoming, still_waiting)
 from .scaledown import busy_nodes, due_for_scale_down
 
@@ -95,6 +96,29 @@ REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server
 PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
+
+
+def _on_way(f: GroupFailure, ids: frozenset[str] | None) -> GroupFailure:
+    """A launch failure with the launches the cloud still has on their way in its group (None: unknown)."""
+    return replace(f, on_way=None if ids is None else len(ids), on_way_ids=ids)
+
+
+def launched_for(intents: Mapping[GangKey, Mapping[str, int]], actions: Sequence[GroupAction]
+                 ) -> dict[GangKey, dict[str, tuple[str, ...]]]:
+    """Per gang and group, the instances the scale-up launched for it, when the cloud named them: each applied
+    group's ids dealt out to the gangs booked there in their intents' order (one call serves them all at once, so
+    which of its instances answers which gang does not matter; that each answers exactly one does)."""
+    ids: dict[str, list[str]] = {}
+    for a in actions:
+        if a.status == "applied":
+            ids.setdefault(a.group, []).extend(a.instance_ids)
+    out: dict[GangKey, dict[str, tuple[str, ...]]] = {}
+    for key in sorted(intents, key=str):
+        for group, n in sorted(intents[key].items()):
+            take, ids[group] = tuple(ids.get(group, ())[:n]), ids.get(group, [])[n:]
+            if take:
+                out.setdefault(key, {})[group] = take
+    return out
 
 
 class Reconciler:
@@ -189,8 +213,9 @@ class Reconciler:
     def _expire(self, plan: Plan, snap: ClusterSnapshot, cluster: Cluster, now: float) -> Expire:
         """The deadlines' report; the cloud's launches on their way only where a running gang's late spares are."""
         on_way = {g: self.actuator.on_the_way(g, cluster) for g in sorted(late_spares(self.state.records.values(), now))}
-        return Expire(self.rules, planned_upcoming(plan, snap), {g: n for g, n in on_way.items() if n is not None},
-                      frozenset(n for n, pods in plan.existing_nodes.items() if pods))
+        ids = {g: i for g, i in on_way.items() if i is not None}
+        return Expire(self.rules, planned_upcoming(plan, snap), {g: len(i) for g, i in ids.items()},
+                      frozenset(n for n, pods in plan.existing_nodes.items() if pods), ids)
 
     def _conditions(self, objects: list[dict[str, Any]]) -> None:
         """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
@@ -238,7 +263,7 @@ class Reconciler:
             if r.state == GangState.PROVISIONING:
                 for g in r.requested:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
-        failures = tuple(replace(f, on_way=self.actuator.on_the_way(f.group, cluster))
+        failures = tuple(_on_way(f, self.actuator.on_the_way(f.group, cluster))
                          for f in self.actuator.launch_failures(watched))
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
@@ -248,7 +273,8 @@ class Reconciler:
         if not any(holds(r) for r in self.state.records.values()):
             return
         busy = busy_nodes(cluster)
-        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy, n.ready)
+        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy, n.ready,
+                              instance_id_from_provider_id(n.provider_id))
                      for n in cluster.nodes if n.node_group in self.groups)
         self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
 
@@ -264,7 +290,10 @@ class Reconciler:
         first_seen = {k: r.first_seen for k, r in records.items()}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
         waiting = still_waiting(records.values(), {g.gang_key for g in cluster.gangs})
-        return SnapshotPolicy(reserved_upcoming(waiting), lifted, {**held, **refused}, reserved_registered(waiting))
+        upcoming, registered = reserved_upcoming(waiting), reserved_registered(waiting)
+        late_up, late_nodes = expired_spares(records.values(), now)  # going back this pass: no plan counts on them
+        upcoming = {g: upcoming.get(g, ()) + late_up.get(g, ()) for g in {*upcoming, *late_up}}
+        return SnapshotPolicy(upcoming, lifted, {**held, **refused}, {**late_nodes, **registered})
 
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
@@ -387,7 +416,7 @@ class Reconciler:
                        failed={a.group: a.message for a in actions if a.status != "applied"},
                        upcoming_pods=pods_on_upcoming(plan, snap),
                        bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound),
-                       busy=frozenset(busy_nodes(cluster)))
+                       busy=frozenset(busy_nodes(cluster)), launched=launched_for(intents, actions))
 
     def _facts(self, snap: ClusterSnapshot) -> tuple[GangFacts, ...]:
         default = self.cfg.provisioning_deadline_seconds
@@ -411,7 +440,9 @@ class Reconciler:
             if isinstance(a, Release):
                 # a running gang's late launches: never a registered node (those are the scale-down's, by name)
                 keep = {n.name for n in cluster.nodes} if a.why == ReleaseWhy.UNUSED else self._reserved_nodes()
-                result = self.actuator.release(a, cluster, keep=keep)
+                others = {i for r in self.state.records.values() if r.key != a.key
+                          for ids in r.launches.values() for i in ids}  # other gangs' named launches
+                result = self.actuator.release(a, cluster, keep=keep, keep_instances=others)
                 for group, n in result.by_group.items():
                     self.metrics.released.labels(group, a.why.value).inc(n)
                 outcomes.append(ReleaseOutcome(a, result.released))
@@ -445,7 +476,8 @@ class Reconciler:
     def _scale_down(self, cluster: Cluster, plan: Plan, now: float, spares: dict[str, float]) -> None:
         """Nodes of owned groups that stayed empty past the grace period go back, never below minSize; so do the
         nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline."""
-        busy = busy_nodes(cluster) | set(plan.existing_nodes) | self._reserved_nodes()
+        due_spares = {n for n, until in spares.items() if now >= until}  # no plan keeps them: no pod runs there yet
+        busy = busy_nodes(cluster) | (set(plan.existing_nodes) - due_spares) | self._reserved_nodes()
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
                                                    self.cfg.empty_node_grace_seconds, spares)
         for res in self.actuator.scale_down(due):

@@ -56,6 +56,22 @@ def reserved_registered(records: Iterable[Record]) -> dict[str, GangKey]:
     return {name: rec.key for rec in _reserving(records) for names in rec.nodes.values() for name in names}
 
 
+def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
+    """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
+    per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
+    them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
+    them for a plan whose gang may not start on them in time: a node billed with no pod past the deadline it was
+    bought under is what issue 10 counts."""
+    upcoming: dict[str, list[GangKey]] = defaultdict(list)
+    nodes: dict[str, GangKey] = {}
+    for rec in records:
+        if rec.state == GangState.RUNNING and holds(rec) and rec.deadline and now > rec.deadline:
+            for group, n in rec.requested.items():
+                upcoming[group].extend([rec.key] * (n - rec.arrived(group)))
+            nodes.update({name: rec.key for names in rec.nodes.values() for name in names})
+    return {g: tuple(keys) for g, keys in upcoming.items() if keys}, nodes
+
+
 def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) -> dict[GangKey, dict[str, int]]:
     """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
     out = {}

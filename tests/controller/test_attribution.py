@@ -203,7 +203,7 @@ def test_the_record_ending_at_its_deadline_gives_up_its_registered_nodes():
     records = {A: waiting(A, T0, 2, nodes={"cpu": ("n1",)})}
     out, actions, _ = transition(records, None, Expire(RULES), T0 + 901)
     assert out[A].state == GangState.TIMED_OUT and out[A].nodes == {} and reserved_registered(out.values()) == {}
-    assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT) in actions
+    assert Release(A, {"cpu": 2}, ReleaseWhy.TIMED_OUT, nodes=("n1",)) in actions  # its own node goes back first
 
 
 def test_a_gang_that_binds_on_its_registered_nodes_gives_them_up():
@@ -373,3 +373,98 @@ def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_d
     objects = [o for o in objects if o["metadata"]["name"] != spare]
     again.reconcile(objects, leader=True)
     assert again.record(A).requested == {} and sim.target_size("cpu") == 1
+
+
+# ------------------------------------------- launches the cloud named: which request each arrival answers
+
+
+def named(key: GangKey, at: float, ids: tuple[str, ...], **kw) -> Record:
+    return waiting(key, at, len(ids), launches={"cpu": ids}, **kw)
+
+
+def test_a_named_launch_arrives_for_the_gang_that_bought_it_even_when_an_older_request_still_waits():
+    """Issue 10, seed 0 of the smoke hour (gate mode): a newer gang's launch registered before the older gang's last
+    one, oldest-request-first gave it to the older gang, and the older launch, arriving last, was counted as the
+    newer gang's spare under its later deadline: billed with no pod 420 s past its own launch + 900 s + a scan."""
+    records = {A: named(A, T0, ("i-a1", "i-a2")), B: named(B, T0 + 50, ("i-b1",))}
+    seen = (NodeSeen("n-b1", "cpu", T0 + 120, True, instance="i-b1"),)
+    out, _, _ = transition(records, None, Registered(seen, frozenset({"cpu"}), 5.0), T0 + 130)
+    assert (out[A].nodes, out[B].nodes) == ({}, {"cpu": ("n-b1",)})
+    assert (out[A].launches, out[B].launches) == ({"cpu": ("i-a1", "i-a2")}, {})
+    assert Record.from_json(out[A].to_json()) == out[A]  # the ConfigMap keeps the named launches: a restart too
+
+
+def test_a_failed_launch_takes_away_exactly_the_launch_that_failed_not_the_newest_gangs():
+    """Counted oldest request first, the one failure among three launches took the newer gang's launch (which had
+    capacity) and left the older gang counting the failed one as on its way."""
+    records = {A: named(A, T0, ("i-a1", "i-a2")), B: named(B, T0 + 50, ("i-b1",))}
+    failure = GroupFailure("cpu", "capacity", "ICE", on_way=2, on_way_ids=frozenset({"i-a2", "i-b1"}))
+    out, actions, _ = transition(records, None, LaunchesFailed((failure,)), T0 + 60)
+    assert [(a.key, a.groups) for a in actions if isinstance(a, Release)] == [(A, {"cpu": 1})]
+    assert (out[A].requested, out[A].launches) == ({"cpu": 1}, {"cpu": ("i-a2",)})
+    assert out[B] == records[B]
+
+
+def test_a_gang_that_timed_out_gives_back_its_own_arrived_node_not_another_gangs_launch():
+    """Issue 10, seed 2 (gate mode): at llm-00034's deadline its give-back took a launch of llm-00037 still on its way
+    (launches in flight went first) and left llm-00034's own Ready node empty for the 600 s grace."""
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    objects = gang("a", 2)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, pod_gates=Lifter(objects))
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    own = registered(sim, 0, clock.now)
+    objects.append(own)
+    r.reconcile(objects, leader=True)
+    assert r.record(A).nodes == {"cpu": (own["metadata"]["name"],)}
+    # a's second instance runs in the cloud but its Node never registers: a waits for it past its deadline
+    clock.now = T0 + 850
+    objects += gang("b", 1)
+    before = {i.id for i in sim.instances("cpu")}
+    r.reconcile(objects, leader=True)
+    theirs = {i.id for i in sim.instances("cpu")} - before  # b's launch, on its way
+    assert len(theirs) == 1
+    clock.now = T0 + 901
+    r.reconcile(objects, leader=True)
+    live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
+    assert r.record(A).state == GangState.TIMED_OUT
+    assert own["metadata"]["name"] not in live and theirs <= live
+
+
+def test_a_spare_node_past_its_deadline_goes_back_even_when_another_gangs_plan_would_put_pods_on_it():
+    """Issue 10, seeds 2-4: a gang started without a node it bought; a later gang's plan counted on that spare, so it
+    stayed past the deadline of its purchase and billed with no pod until that gang started (or the plan moved on).
+    Past the deadline the spare is reserved for its own gang (no other plan counts on it) and goes back; the later
+    gang is bought its own node, under its own deadline."""
+    clock = Clock()
+    objects = [node("n0", cpu="8"), podgroup("c", min_count=1), pod("c-0", cpu="6", group="c", node="n0"),
+               podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 300)
+    objects.append(first)
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 200  # c finished; the scheduler puts a on n0 and on the node that arrived
+    objects = [o for o in objects if o["metadata"]["name"] not in ("c", "c-0")]
+    for o, where in zip((o for o in objects if o["kind"] == "Pod"), ("n0", first["metadata"]["name"])):
+        o["spec"]["nodeName"], o["status"] = where, {"phase": "Running"}
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 300
+    objects.append(late)  # a's spare arrives
+    r.reconcile(objects, leader=True)
+    spare = late["metadata"]["name"]
+    assert r.record(A).nodes == {"cpu": (spare,)}
+    clock.now = T0 + 850  # d needs two nodes: its plan puts one pod on the spare and buys one more
+    objects += [podgroup("d", min_count=2), pod("d-0", cpu="6", group="d"), pod("d-1", cpu="6", group="d")]
+    plan = r.reconcile(objects, leader=True)
+    assert plan.existing_nodes.get(spare) and sim.target_size("cpu") == 3
+    clock.now = T0 + 901  # a's deadline has passed; d's new node is still on its way
+    plan = r.reconcile(objects, leader=True)
+    live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
+    assert spare not in live and not plan.existing_nodes.get(spare)
+    assert r.record(GangKey("default", "d", API_PODGROUP_V1ALPHA2)).requested == {"cpu": 2}
