@@ -67,11 +67,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     s.add_argument("--jobs", type=argtypes.int_in(1, 64), default=None,
                    help="policies simulated in parallel processes (default: one per CPU, at most one per policy)")
+    s.add_argument("--controller-config", type=Path, default=None, metavar="FILE",
+                   help="a ControllerConfig file (docs/controller.md) whose settings the gangscale policies run with, "
+                        "e.g. emptyNodeGraceSeconds (mode and gateMode are the policy's)")
     return parser
 
 
+def _controller_config(path: Path | None) -> str | None:
+    """The file's settings as the JSON the gangscale policies read (`policies.controller_overrides`), or None after
+    one line on stderr naming what is wrong: the file is checked as `gangscale run --config` checks it."""
+    from gangscale.controller.config import load_config
+    from gangscale.loader import InputError
+
+    from .sim.policies import POLICY_KEYS
+
+    try:
+        settings = load_config(path).model_dump(mode="json", by_alias=True, exclude_unset=True)
+    except InputError as exc:
+        print(f"--controller-config: {exc}", file=sys.stderr)
+        return None
+    fixed = [k for k in POLICY_KEYS[2:] if k in settings]
+    if fixed:
+        print(f"--controller-config: {path}: {fixed[0]} is set by the policy (gangscale-observe or gangscale-gate); "
+              "remove it", file=sys.stderr)
+        return None
+    return orjson.dumps({k: v for k, v in settings.items() if k not in POLICY_KEYS}).decode()
+
+
 def _simulate(args: argparse.Namespace) -> int:
-    from .sim.policies import POLICIES
+    from .sim.policies import CONTROLLER_CONFIG_ENV, POLICIES
     from .sim.report import SimConfig, run, table
 
     policies = tuple(args.policies or POLICIES)
@@ -79,6 +103,12 @@ def _simulate(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown policy {unknown[0]!r}; expected any of {', '.join(POLICIES)}", file=sys.stderr)
         return 2
+    if args.controller_config is not None:
+        overrides = _controller_config(args.controller_config)
+        if overrides is None:
+            return 2
+        os.environ[CONTROLLER_CONFIG_ENV] = overrides  # read by the policies, in this process and its workers
+        print(f"gangscale policies' controller settings: {overrides}")
     cfg = SimConfig(trace=args.trace, seed=args.seed, failures=args.failures, gangs=args.gangs, hours=args.hours,
                     policies=policies,
                     out=args.out, progress=args.progress or sys.stderr.isatty(), plots=not args.no_plots,

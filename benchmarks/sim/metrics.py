@@ -12,6 +12,8 @@ billed to its end under every policy. Definitions (docs/simulate.md):
 - stranded node-hours: Ready nodes running no pod (pods are only bound for started gangs and basic pods);
 - stranded past a deadline: stranded time of a node that never ran a pod, from its launch plus the
   provisioning deadline plus one scan on (capacity bought for a gang that did not start in time);
+- stranded by cause: each stretch of a node's idleness, by what came before it (a pod, or none yet) and what
+  ended it (a pod, or the node going back / the horizon): `StrandedCauses`;
 - GPU-hours bought (the bill) vs used (GPU requests of bound pods);
 - dollars wasted: the bill of instance-seconds that ran no pod (booting, Ready and idle), by the bill's own
   per-second rule;
@@ -38,6 +40,37 @@ def percentile(sorted_values: list[int], q: float) -> int | None:
     return sorted_values[k]
 
 
+class StrandedCauses:
+    """Stranded node-seconds split by cause, so a policy's idle capacity can be argued about: a stretch of idleness
+    before a node's first pod is waiting (for the gang's other nodes, the bind) or, never ended by a pod, capacity
+    bought for nothing; one after a pod is a node kept empty, for a gang that came (`reused`) or for none (`gone`).
+    The four add up to the stranded node-seconds."""
+
+    KINDS = ("before_first_pod_then_used", "never_used", "after_a_pod_then_reused", "after_a_pod_then_gone")
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[bool, int]] = {}  # node -> (ran a pod before this stretch, its seconds so far)
+        self.seconds = dict.fromkeys(self.KINDS, 0)
+
+    def idle(self, iid: str, dt: int, ran_before: bool) -> None:
+        self.open[iid] = (ran_before, self.open.get(iid, (ran_before, 0))[1] + dt)
+
+    def close(self, iid: str, used: bool) -> None:
+        ran_before, s = self.open.pop(iid)
+        self.seconds[self.KINDS[2 * ran_before + (not used)]] += s
+
+    def gone(self, nodes: dict[str, Any]) -> None:
+        for iid in [i for i in self.open if i not in nodes]:
+            self.close(iid, used=False)
+
+    def hours(self) -> dict[str, float]:
+        """Per cause, with the stretches still open at the end counted as ended without a pod."""
+        s = dict(self.seconds)
+        for ran_before, sec in self.open.values():
+            s[self.KINDS[2 * ran_before + 1]] += sec
+        return {k: round(v / 3600, 3) for k, v in s.items()}
+
+
 class Recorder:
     def __init__(self, trace: Trace, cloud: SimCloud, group_gpus: dict[str, int]) -> None:
         self.trace = trace
@@ -50,6 +83,7 @@ class Recorder:
         self.ever_used: set[str] = set()
         self.used_s: dict[str, int] = {}  # per instance: seconds it ran a pod
         self.ready_at: dict[str, int] = {}
+        self.causes = StrandedCauses()
         self.series: list[dict[str, Any]] = []
         self.every = max(10, trace.horizon // SERIES_POINTS)
         self.next_sample = 0
@@ -73,12 +107,16 @@ class Recorder:
         for iid in nodes:
             if iid in used:
                 self.used_s[iid] = self.used_s.get(iid, 0) + dt
+                if iid in self.causes.open:
+                    self.causes.close(iid, used=True)
                 continue
             self.stranded_s += dt
+            self.causes.idle(iid, dt, iid in self.ever_used)
             if iid not in self.ever_used:
                 bill = self.cloud.bill.get(iid)
                 cut = (bill.start if bill else self.ready_at.get(iid, 0)) + cut_after
                 self.past_deadline_s += max(0, t - max(self.last, cut))
+        self.causes.gone(nodes)
         self.ever_used |= used
         self.gpu_used_s += dt * gpus
         if t >= self.next_sample:
@@ -96,6 +134,12 @@ class Recorder:
 
     def _rates(self) -> dict[str, int]:
         return {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
+
+    def _booting_hours(self, end: int) -> float:
+        """Billed node-hours before a node was Ready (or its bill ended): launches are paid for while they boot."""
+        s = sum(min(self.ready_at.get(i, end), b.end if b.end is not None else end) - b.start
+                for i, b in self.cloud.bill.items())
+        return round(s / 3600, 3)
 
     def _micro_wasted(self, micro: int) -> int:
         """The bill less its instance-seconds that ran a pod (each priced as `SimCloud._micro` prices a life)."""
@@ -151,6 +195,8 @@ class Recorder:
             "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2) if started else None,
             "stranded_node_hours": round(self.stranded_s / 3600, 3),
             "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
+            "stranded_node_hours_by_cause": self.causes.hours(),
+            "booting_node_hours": self._booting_hours(horizon),
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
             "gpu_hours_bought": self._gpu_hours_bought(end), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
             "instances_launched": len(self.cloud.bill), "cloud_calls": calls, "cloud_calls_total": sum(calls.values()),

@@ -12,6 +12,7 @@ skipped: `next_wake` says when one could.
 from __future__ import annotations
 
 import copy
+import os
 
 import orjson
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -34,6 +35,11 @@ from gangscale.snapshot import build_snapshot
 from ..baselines import BASELINES
 from ..world import build_world
 from .cloud import SimCloud
+
+# the controller settings `simulate --controller-config FILE` sets for both gangscale policies, as JSON in the
+# environment so that the policies' worker processes see them too (`controller_overrides`)
+CONTROLLER_CONFIG_ENV = "GANGSCALE_SIM_CONTROLLER_CONFIG"
+POLICY_KEYS = ("apiVersion", "kind", "mode", "gateMode")  # what the policy itself decides
 
 POLICIES = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
 RESYNC = 600  # a safety scan this often while anything is pending; otherwise scans run on a change or a due timer
@@ -200,6 +206,11 @@ class GateLifter:
         return None
 
 
+def controller_overrides() -> dict[str, Any]:
+    """The controller settings `--controller-config` asked for (camelCase keys; empty: the controller's defaults)."""
+    return orjson.loads(os.environ.get(CONTROLLER_CONFIG_ENV) or "{}")
+
+
 class Gangscale:
     """The real controller (enforce mode, observe mode on; gate mode `all` for gangscale-gate)."""
 
@@ -210,8 +221,9 @@ class Gangscale:
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock
-        self.cfg = ControllerConfig(mode="enforce", schedulerModel="observe", gateMode="all" if self.gated else "off",
-                                    provisioningDeadlineSeconds=deadline, solverTimeLimitSeconds=2.0)
+        settings = {"schedulerModel": "observe", "provisioningDeadlineSeconds": deadline, "solverTimeLimitSeconds": 2.0,
+                    **controller_overrides()}
+        self.cfg = ControllerConfig(**settings, mode="enforce", gateMode="all" if self.gated else "off")
         self.store = MemoryStore(clock)
         self.metrics = Metrics()
         self.lifter = GateLifter(pods, on_lift)

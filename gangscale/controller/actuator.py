@@ -211,13 +211,18 @@ class Actuator:
         return len(take)
 
     def scale_down(self, due: Iterable[EmptyNode]) -> list[ScaleDownResult]:
-        """Give back each empty node, never taking its group below minSize (checked fresh)."""
+        """Give back each empty node, never taking its group below minSize (the size read fresh once per group: each
+        removal lowers the cloud's target too, so reading it again and also counting the removals took a group down
+        to half its empty nodes a pass)."""
         removed: Counter[str] = Counter()
+        size: dict[str, int] = {}
         out = []
         for e in due:
             group = e.group.name
             try:
-                if self._provider.target_size(group) - removed[group] <= e.group.min_size:
+                if group not in size:
+                    size[group] = self._provider.target_size(group)
+                if size[group] - removed[group] <= e.group.min_size:
                     continue
                 self._mutating("scale-down", group)
                 self._provider.delete_instances(group, [e.instance_id])

@@ -112,7 +112,9 @@ class ControllerConfig(BaseModel):
     provisioning_deadline_seconds: Seconds = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
     launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
     cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
-    empty_node_grace_seconds: Seconds = Field(default=600.0, alias="emptyNodeGraceSeconds", ge=0)
+    # the plan already keeps every empty node a pending gang can use, so this only bets on gangs not yet arrived;
+    # 600 s lost that bet over the simulated week (docs/controller.md, Scale-down): 10 s guards a pod not yet seen
+    empty_node_grace_seconds: Seconds = Field(default=10.0, alias="emptyNodeGraceSeconds", ge=0)
     orphan_grace_seconds: Seconds = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
     # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from builders import group, pod, podgroup
+from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
@@ -120,3 +120,58 @@ def test_a_pass_that_sees_the_same_snapshot_as_a_recent_one_reuses_its_plan_and_
     clock.now += 10
     more = r.reconcile([*job(), pod("c", cpu="6")], leader=True)  # a new pod: a new snapshot, planned
     assert len(calls) == 3 and more.scale_up == {"cpu": 1} and r.plans_reused == 1
+
+
+def _cpu_nodes(sim: SimulatedProvider) -> list[dict]:
+    """One Ready Node object per instance of the `cpu` group, as the kubelet registers them."""
+    out = []
+    for inst in sim.instances("cpu"):
+        n = node(inst.id, cpu="8", mem="32Gi", group="cpu")
+        n["spec"]["providerID"] = f"sim:///zone-a/{inst.id}"
+        out.append(n)
+    return out
+
+
+def test_an_empty_node_no_pending_gang_uses_goes_back_after_ten_seconds_and_those_a_gangs_plan_uses_stay():
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10, current=3)])
+    sim = SimulatedProvider(groups, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)  # the default grace
+    nodes = _cpu_nodes(sim)
+    plan = r.reconcile(nodes + job(), leader=True)  # the gang's two 6-CPU pods fit two of the three empty nodes
+    used = {n for n, pods in plan.existing_nodes.items() if pods}
+    assert len(used) == 2 and not plan.scale_up and sim.target_size("cpu") == 3
+    clock.now += 5
+    r.reconcile(nodes + job(), leader=True)
+    assert sim.target_size("cpu") == 3  # within the grace
+    clock.now += 6
+    r.reconcile(nodes + job(), leader=True)
+    left = {i.id for i in sim.instances("cpu")}
+    assert sim.target_size("cpu") == 2 and left == used  # the node no plan uses went back; the gang's stay
+    clock.now += 3600
+    r.reconcile([n for n in nodes if n["metadata"]["name"] in left] + job(), leader=True)
+    assert {i.id for i in sim.instances("cpu")} == used  # kept while the gang's plan counts on them
+
+
+def test_every_node_of_a_group_that_stayed_empty_goes_back_in_one_pass_down_to_min_size():
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10, current=4)])
+    sim = SimulatedProvider(groups, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeGraceSeconds=60), sim, clock=clock)
+    nodes = _cpu_nodes(sim)
+    r.reconcile(nodes, leader=True)
+    clock.now += 61
+    r.reconcile(nodes, leader=True)
+    assert sim.target_size("cpu") == 0 and sim.instances("cpu") == []  # all four, not the first half
+
+
+def test_the_scale_down_keeps_a_group_at_its_min_size():
+    clock = Clock()
+    groups, _ = parse_catalog([{**group("cpu", max_size=10, current=4), "minSize": 1}])
+    sim = SimulatedProvider(groups, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeGraceSeconds=60), sim, clock=clock)
+    nodes = _cpu_nodes(sim)
+    r.reconcile(nodes, leader=True)
+    clock.now += 61
+    r.reconcile(nodes, leader=True)
+    assert sim.target_size("cpu") == 1 and len(sim.instances("cpu")) == 1
