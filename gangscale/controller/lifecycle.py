@@ -251,6 +251,9 @@ class GroupFailure:
     on_way: int | None = None
     # the instance ids of those launches (None: not read): a record's named launch that is not among them failed
     on_way_ids: frozenset[str] | None = None
+    # the instance ids of the group's registered Nodes: a named launch among them arrived (this pass's `Registered`
+    # attributes it), it did not fail, although the cloud no longer has it on its way
+    registered_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,8 +581,9 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
             if in_flight <= 0 or not holds(rec):
                 continue
             named = rec.launches.get(f.group, ())
-            failed = named if f.on_way is None else tuple(  # a named launch the cloud no longer has on its way
-                i for i in named if f.on_way_ids is not None and i not in f.on_way_ids)
+            failed = tuple(i for i in named if i not in f.registered_ids) if f.on_way is None else tuple(
+                # a named launch the cloud no longer has on its way, and that did not register either
+                i for i in named if f.on_way_ids is not None and i not in f.on_way_ids and i not in f.registered_ids)
             unnamed = in_flight - len(named)
             kept = 0 if left is None else min(unnamed, left)  # unknown: every launch in flight goes back
             lost = len(failed) + unnamed - kept

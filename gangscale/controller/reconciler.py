@@ -98,9 +98,12 @@ PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot
 __all__ = ["Reconciler", "attribute_new_nodes"]
 
 
-def _on_way(f: GroupFailure, ids: frozenset[str] | None) -> GroupFailure:
-    """A launch failure with the launches the cloud still has on their way in its group (None: unknown)."""
-    return replace(f, on_way=None if ids is None else len(ids), on_way_ids=ids)
+def _on_way(f: GroupFailure, ids: frozenset[str] | None, cluster: Cluster) -> GroupFailure:
+    """A launch failure with the launches the cloud still has on their way in its group (None: unknown) and the
+    instances of the registered Nodes (a named launch that registered since the last pass arrived: it is
+    attributed after the failures are read, so it must not be counted as failed)."""
+    registered = frozenset(instance_id_from_provider_id(n.provider_id) for n in cluster.nodes) - {""}
+    return replace(f, on_way=None if ids is None else len(ids), on_way_ids=ids, registered_ids=registered)
 
 
 def launched_for(intents: Mapping[GangKey, Mapping[str, int]], actions: Sequence[GroupAction]
@@ -263,7 +266,7 @@ class Reconciler:
             if r.state == GangState.PROVISIONING:
                 for g in r.requested:
                     watched[g] = min(watched.get(g, r.requested_at), r.requested_at)
-        failures = tuple(_on_way(f, self.actuator.on_the_way(f.group, cluster))
+        failures = tuple(_on_way(f, self.actuator.on_the_way(f.group, cluster), cluster)
                          for f in self.actuator.launch_failures(watched))
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 

@@ -468,3 +468,25 @@ def test_a_spare_node_past_its_deadline_goes_back_even_when_another_gangs_plan_w
     live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
     assert spare not in live and not plan.existing_nodes.get(spare)
     assert r.record(GangKey("default", "d", API_PODGROUP_V1ALPHA2)).requested == {"cpu": 2}
+
+
+def test_a_named_launch_that_registers_in_the_pass_a_launch_failure_is_read_is_the_gangs_arrival_not_a_failure():
+    """Issue 10, the week's first day (gate mode): the pass reads launch failures before it attributes arrivals, and
+    the cloud's launches on their way leave out an instance whose Node registered. So while a failure in the group
+    was reported, every named launch that registered was counted as failed too: off its gang's account, an ordinary
+    node that another gang's plan kept empty past its launch + 900 s + a scan (`p4d-1a-000244`, `-000245`), or that
+    went back only after its gang timed out (`p5-1a-001051`)."""
+    clock = Clock()
+    objects = gang("a", 2)
+    r, sim, _ = controller(clock, 10, objects)
+    r.reconcile(objects, leader=True)
+    assert r.record(A).requested == {"cpu": 2} and len(r.record(A).launches["cpu"]) == 2
+    assert sim.fail_launches_in_flight("cpu", 1) == 1
+    clock.now += 100  # one launch failed, the other is running and its Node registers before the next pass
+    arrived = registered(sim, 0, clock.now)
+    objects.append(arrived)
+    r.reconcile(objects, leader=True)
+    rec = r.record(A)
+    assert rec.nodes == {"cpu": (arrived["metadata"]["name"],)}  # the gang's own: reserved for it, back at its deadline
+    assert arrived["metadata"]["name"] not in [i for ids in rec.launches.values() for i in ids]
+    assert reserved_registered(r.state.records.values()) == {arrived["metadata"]["name"]: A}
