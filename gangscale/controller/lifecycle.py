@@ -251,7 +251,7 @@ class GroupFailure:
     on_way: int | None = None
     # the instance ids of those launches (None: not read): a record's named launch that is not among them failed
     on_way_ids: frozenset[str] | None = None
-    # the instance ids of the group's registered Nodes: a named launch among them arrived (this pass's `Registered`
+    # the instance ids of the registered Nodes: a named launch among them arrived (this pass's `Registered`
     # attributes it), it did not fail, although the cloud no longer has it on its way
     registered_ids: frozenset[str] = frozenset()
 

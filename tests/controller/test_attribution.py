@@ -490,3 +490,13 @@ def test_a_named_launch_that_registers_in_the_pass_a_launch_failure_is_read_is_t
     assert rec.nodes == {"cpu": (arrived["metadata"]["name"],)}  # the gang's own: reserved for it, back at its deadline
     assert arrived["metadata"]["name"] not in [i for ids in rec.launches.values() for i in ids]
     assert reserved_registered(r.state.records.values()) == {arrived["metadata"]["name"]: A}
+
+
+def test_a_named_launch_whose_node_registered_is_kept_even_when_the_cloud_cannot_say_what_is_on_its_way():
+    """Without the cloud's launches on their way every named launch in flight goes back, but not one whose Node has
+    registered: it arrived."""
+    records = {A: named(A, T0, ("i-a1", "i-a2"))}
+    failure = GroupFailure("cpu", "capacity", "ICE", registered_ids=frozenset({"i-a1"}))
+    out, actions, _ = transition(records, None, LaunchesFailed((failure,)), T0 + 60)
+    assert [(a.key, a.groups) for a in actions if isinstance(a, Release)] == [(A, {"cpu": 1})]
+    assert (out[A].requested, out[A].launches) == ({"cpu": 1}, {"cpu": ("i-a1",)})
