@@ -24,6 +24,7 @@ billed to its end under every policy. Definitions (docs/simulate.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from .cloud import SimCloud
@@ -135,11 +136,16 @@ class Recorder:
     def _rates(self) -> dict[str, int]:
         return {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
 
+    def _booting(self, end: int) -> Iterator[tuple[str, int]]:
+        """Each billed instance's group and its seconds from launch to its Node's registration (or its bill's end:
+        a launch that never registered boots all its life, to `end` while still billed)."""
+        for iid, b in self.cloud.bill.items():
+            life_end = b.end if b.end is not None else end
+            yield b.group, min(self.ready_at.get(iid, life_end), life_end) - b.start
+
     def _booting_hours(self, end: int) -> float:
         """Billed node-hours before a node was Ready (or its bill ended): launches are paid for while they boot."""
-        s = sum(min(self.ready_at.get(i, end), b.end if b.end is not None else end) - b.start
-                for i, b in self.cloud.bill.items())
-        return round(s / 3600, 3)
+        return round(sum(s for _, s in self._booting(end)) / 3600, 3)
 
     def _micro_wasted(self, micro: int) -> int:
         """The bill less its instance-seconds that ran a pod (each priced as `SimCloud._micro` prices a life)."""
@@ -150,12 +156,8 @@ class Recorder:
     def _micro_booting(self, end: int) -> int:
         """The bill's instance-seconds from launch to the Node's registration (each priced as `SimCloud._micro` prices
         a life); a launch that never registered boots all its life."""
-        rate, micro = self._rates(), 0
-        for iid, b in self.cloud.bill.items():
-            life_end = b.end if b.end is not None else end
-            ready = min(self.ready_at.get(iid, life_end), life_end)
-            micro += rate[b.group] * (ready - b.start) // 3600
-        return micro
+        rate = self._rates()
+        return sum(rate[group] * s // 3600 for group, s in self._booting(end))
 
     def result(self, policy, gangs: dict[str, Any], horizon: int, end: int, scans: int, steps: int) -> dict[str, Any]:
         """The run's figures; `horizon`: the trace's (arrivals end there), `end`: the run's (drained, or the cap)."""
@@ -196,7 +198,7 @@ class Recorder:
             "stranded_node_hours": round(self.stranded_s / 3600, 3),
             "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
             "stranded_node_hours_by_cause": self.causes.hours(),
-            "booting_node_hours": self._booting_hours(horizon),
+            "booting_node_hours": self._booting_hours(end),
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
             "gpu_hours_bought": self._gpu_hours_bought(end), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
             "instances_launched": len(self.cloud.bill), "cloud_calls": calls, "cloud_calls_total": sum(calls.values()),
