@@ -270,8 +270,8 @@ class Gangscale:
         due = [int(t - t0) + 1 for t in times if int(t - t0) + 1 > self.last_scan]
         grace = cfg.empty_node_grace_seconds
         if any(int(s + grace - t0) + 1 <= self.last_scan for s in self.rec.empty_since.values()):
-            # an empty node past its grace outlived the last pass (a pass gives back only part of a group's empty
-            # nodes: the actuator's size floor counts each removal twice): the live loop's resync retries it
+            # an empty node past its grace outlived the last pass (a removal that failed, a group at its minSize):
+            # the live loop's resync retries it
             due.append(self.last_scan + int(cfg.resync_seconds))
         if self.rec.replan_soon:
             due.append(self.last_scan + 10)
