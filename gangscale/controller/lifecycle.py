@@ -933,7 +933,7 @@ def _registered(step: _Step, report: Registered) -> None:
             requested = {g: n - gone.get(g, 0) for g, n in rec.requested.items()}
             step.put(rec, nodes={g: k for g, k in nodes.items() if k},
                      requested={g: n for g, n in requested.items() if n > 0})
-    named = {i for r in step.records.values() for ids in r.launches.values() for i in ids}
+    named = named_launches(step.records.values())
     # groups some record still waits for by count: attributing a node only lowers a record's want, so a group not
     # in it stays out for the whole loop (the idle nodes of other groups, often most, skip the records' scan)
     wanted = {g for r in step.records.values() if r.state != GangState.CANCELLED for g in r.requested
@@ -946,6 +946,11 @@ def _registered(step: _Step, report: Registered) -> None:
         if owner is not None:
             step.put(owner, nodes={**owner.nodes, node.group: owner.nodes.get(node.group, ()) + (node.name,)})
             taken.add(node.name)
+
+
+def named_launches(records: Iterable[Record]) -> set[str]:
+    """The instance ids of the records' launches the cloud named that have not arrived (`Record.launches`)."""
+    return {i for r in records for ids in r.launches.values() for i in ids}
 
 
 def _named_arrivals(step: _Step, report: Registered, taken: set[str]) -> None:

@@ -78,6 +78,7 @@ from .lifecycle import (
     Takeover,
     holds,
     late_spares,
+    named_launches,
     spare_until,
     transition,
 )
@@ -443,8 +444,7 @@ class Reconciler:
             if isinstance(a, Release):
                 # a running gang's late launches: never a registered node (those are the scale-down's, by name)
                 keep = {n.name for n in cluster.nodes} if a.why == ReleaseWhy.UNUSED else self._reserved_nodes()
-                others = {i for r in self.state.records.values() if r.key != a.key
-                          for ids in r.launches.values() for i in ids}  # other gangs' named launches
+                others = named_launches(r for r in self.state.records.values() if r.key != a.key)
                 result = self.actuator.release(a, cluster, keep=keep, keep_instances=others)
                 for group, n in result.by_group.items():
                     self.metrics.released.labels(group, a.why.value).inc(n)
