@@ -500,3 +500,42 @@ def test_a_named_launch_whose_node_registered_is_kept_even_when_the_cloud_cannot
     out, actions, _ = transition(records, None, LaunchesFailed((failure,)), T0 + 60)
     assert [(a.key, a.groups) for a in actions if isinstance(a, Release)] == [(A, {"cpu": 1})]
     assert (out[A].requested, out[A].launches) == ({"cpu": 1}, {"cpu": ("i-a1",)})
+
+
+def test_a_spare_node_that_a_plan_counts_on_in_the_pass_at_its_deadline_is_not_given_back_in_that_pass():
+    """Issue 10, hour seed 1 (observe mode): at exactly a running gang's deadline the plan still counted on its spare
+    p5 for a waiting gang (deadlines expire strictly after), but the scale-down gave the spare back in that same pass
+    (it took spares as due at the deadline), so the next pass bought the waiting gang another p5; it timed out on it
+    and bought four again. The scale-down now uses the deadlines' own boundary: a spare goes back in the first pass
+    past its deadline, and no pass both plans on it and gives it back."""
+    clock = Clock()
+    objects = [node("n0", cpu="8"), podgroup("c", min_count=1), pod("c-0", cpu="6", group="c", node="n0"),
+               podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 300)
+    objects.append(first)
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 200  # c finished; the scheduler puts a on n0 and on the node that arrived
+    objects = [o for o in objects if o["metadata"]["name"] not in ("c", "c-0")]
+    for o, where in zip((o for o in objects if o["kind"] == "Pod"), ("n0", first["metadata"]["name"])):
+        o["spec"]["nodeName"], o["status"] = where, {"phase": "Running"}
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 300
+    objects.append(late)  # a's spare arrives
+    r.reconcile(objects, leader=True)
+    spare = late["metadata"]["name"]
+    clock.now = T0 + 850  # d needs two nodes: its plan puts one pod on the spare and buys one more
+    objects += [podgroup("d", min_count=2), pod("d-0", cpu="6", group="d"), pod("d-1", cpu="6", group="d")]
+    r.reconcile(objects, leader=True)
+    clock.now = T0 + 900  # exactly a's deadline: the plan still counts on the spare, so it stays
+    plan = r.reconcile(objects, leader=True)
+    live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
+    assert plan.existing_nodes.get(spare) and spare in live and sim.target_size("cpu") == 3
+    clock.now = T0 + 910  # past it: reserved for a, given back (the test above)
+    r.reconcile(objects, leader=True)
+    live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
+    assert spare not in live
