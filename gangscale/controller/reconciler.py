@@ -479,7 +479,8 @@ class Reconciler:
     def _scale_down(self, cluster: Cluster, plan: Plan, now: float, spares: dict[str, float]) -> None:
         """Nodes of owned groups that stayed empty past the grace period go back, never below minSize; so do the
         nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline."""
-        due_spares = {n for n, until in spares.items() if now > until}  # no plan keeps them: no pod runs there yet
+        # past the deadline (strictly, as `expired_spares` reserves them): no plan keeps them, no pod runs there yet
+        due_spares = {n for n, until in spares.items() if now > until}
         busy = busy_nodes(cluster) | (set(plan.existing_nodes) - due_spares) | self._reserved_nodes()
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
                                                    self.cfg.empty_node_grace_seconds, spares)
