@@ -120,6 +120,10 @@ class SimulatedProvider(NodeGroupProvider):
         self._settle()
         return self._get(group).target
 
+    def _launch_fails(self, group: str, delta: int) -> list[bool]:
+        """Whether each of `delta` new launches of `group` fails: one seeded stream for the whole provider."""
+        return [self._rng.random() < self.failure_probability for _ in range(delta)]
+
     def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         self._check_delta(group, delta, self.name)
         self._settle()
@@ -127,7 +131,7 @@ class SimulatedProvider(NodeGroupProvider):
         if g.target + delta > g.template.max_size:
             raise SizeLimitError(f"target {g.target} + {delta} exceeds max size {g.template.max_size}",
                                  group=group, provider=self.name)
-        fails = [self._rng.random() < self.failure_probability for _ in range(delta)]
+        fails = self._launch_fails(group, delta)
         if self._atomic and any(fails):
             raise CapacityError(f"{sum(fails)} of {delta} nodes unavailable; none launched (atomic)",
                                 code="InsufficientInstanceCapacity", group=group, provider=self.name)

@@ -1,9 +1,10 @@
 """The simulated cloud of the week: `SimulatedProvider` with per-group launch delays, outages, a bill and a call count.
 
 Invariant: it only adds to `cloud_adapters.simulated.SimulatedProvider` (whose behaviour and tests are
-unchanged): after each `increase_size` the new launches get a delay drawn from their group's
-distribution, and a launch that fails (the per-launch failure probability, or an outage of its
-group) fails fast, as InsufficientInstanceCapacity does. Every call through the provider interface
+unchanged but for the `_launch_fails` hook): after each `increase_size` the new launches get a delay
+drawn from their group's distribution, and a launch that fails (the per-launch failure probability,
+or an outage of its group) fails fast, as InsufficientInstanceCapacity does. Both draws come from the
+group's own seeded streams, so the k-th launch of a group is the same under every policy. Every call through the provider interface
 is counted; the engine reads instance state through `launches()`, which is not a cloud call.
 Money is integer micro-dollars: an instance is billed per second from its launch to its end.
 """
@@ -45,12 +46,28 @@ class SimCloud(SimulatedProvider):
         self.delays = delays
         self.outages = outages
         self.t0 = t0
-        self._delay_rng = random.Random(f"delays/{seed}")
+        self.seed = seed
+        self._delay_rngs: dict[str, random.Random] = {}
+        self._fail_rngs: dict[str, random.Random] = {}
         self.calls: Counter[str] = Counter()
         self.bill: dict[str, Billed] = {}
         self.open: set[str] = set()  # bills still running: the bill so far is their time plus `closed_micro`
         self.closed_micro = 0  # micro-dollars of the ended bills (a week launches thousands of instances)
         self.groups_by_name = {g.name: g for g in groups}
+
+    def _stream(self, streams: dict[str, random.Random], kind: str, group: str) -> random.Random:
+        """The seeded random stream of one kind of draw for one group (common random numbers): the k-th launch of
+        a group gets the same delay and the same failure draw under every policy, whatever the other groups
+        launched before it. With one stream for all groups, a policy's extra CPU launch shifted which later GPU
+        launch drew the slow tail, and the policies' bills differed by that luck (1-4% on the hour's seeds)."""
+        rng = streams.get(group)
+        if rng is None:
+            rng = streams[group] = random.Random(f"{kind}/{self.seed}/{group}")
+        return rng
+
+    def _launch_fails(self, group: str, delta: int) -> list[bool]:
+        rng = self._stream(self._fail_rngs, "failures", group)
+        return [rng.random() < self.failure_probability for _ in range(delta)]
 
     def _now(self) -> int:
         return int(self.clock() - self.t0)
@@ -78,7 +95,8 @@ class SimCloud(SimulatedProvider):
             if inst.id not in new:
                 continue
             inst.fails = inst.fails or outage
-            inst.ready_at = now + (ICE_SECONDS if inst.fails else launch_delay(self._delay_rng, median, sigma))
+            delay = ICE_SECONDS if inst.fails else launch_delay(self._stream(self._delay_rngs, "delays", group), median, sigma)
+            inst.ready_at = now + delay
             if not inst.fails:
                 self.bill[inst.id] = Billed(inst.id, group, t)
                 self.open.add(inst.id)
