@@ -192,6 +192,23 @@ def test_the_bill_is_integer_micro_dollars_per_second_and_a_failed_launch_costs_
     assert e.cloud.calls["increase_size"] == 2 and e.cloud.calls["delete_instances"] == 1
 
 
+def test_a_launch_in_one_group_does_not_change_the_delay_or_failure_another_group_s_next_launch_draws():
+    """Common random numbers: the k-th launch of a group draws the same delay and failure under every policy, so a
+    policy's extra CPU launch does not move the slow tail onto another policy's GPU launch."""
+    def gpu_launches(cpu_first: int) -> list[tuple[float, bool]]:
+        trace = replace(hand_trace([], [cpu_group("cpu"), cpu_group("gpu")]), failures=0.5,
+                        delays={"cpu": (300.0, 0.6), "gpu": (300.0, 0.6)})
+        e = Engine(trace, "ca")
+        if cpu_first:
+            e.cloud.increase_size("cpu", cpu_first)
+        e.cloud.increase_size("gpu", 6)
+        return [(ready, fails) for _, group, ready, fails in e.cloud.launches() if group == "gpu"]
+
+    alone = gpu_launches(0)
+    assert len({ready for ready, _ in alone}) > 1 and len({fails for _, fails in alone}) == 2  # the draws vary
+    assert gpu_launches(3) == alone == gpu_launches(5)
+
+
 @pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
 def test_the_controller_decides_the_same_when_the_simulator_keeps_parsed_objects_across_passes(policy):
     trace = make_trace("hour", seed=3, gangs=8, failures=0.1)
