@@ -37,6 +37,7 @@ one kept). Not modelled: preemption, preferred affinity, inter-pod scoring, DRA;
 
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 import random
@@ -205,6 +206,7 @@ class _Cluster:
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
         self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
+        self._pod_vecs: dict[int, tuple[Pod, np.ndarray, np.ndarray]] = {}  # id(pod) -> (pod, vec, nz_vec): `_add`
         self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
         self._reset()
 
@@ -291,7 +293,10 @@ class _Cluster:
         self.log.append(j)
         self._lists[j] = None
         self.removals += sign < 0
-        v, nz = self.vec(pod), self.nz_vec(pod)
+        hit = self._pod_vecs.get(id(pod))
+        if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
+            hit = self._pod_vecs[id(pod)] = (pod, self.vec(pod), self.nz_vec(pod))
+        v, nz = hit[1], hit[2]
         if sign > 0:
             self.used[j] += v
             self.nz[j] += nz
@@ -553,7 +558,8 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 
 # ------------------------------------------------------------------------- the incremental fast path
 
-FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed in numpy (over those nodes) rather than
+# node by node in Python: ~1 us a node against ~0.2 ms a numpy pass
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
@@ -571,6 +577,7 @@ class _Shape:
     feas: np.ndarray  # bool per node: the filters pass
     base: np.ndarray  # int64 per node: `_base_scores` (valid where feas)
     compat: np.ndarray
+    crows: np.ndarray  # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
     need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
     fit: list[tuple[int, int, int, int]]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
     bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
@@ -582,6 +589,15 @@ class _Shape:
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
     rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
+    idx: np.ndarray | None = None  # `feas.nonzero()[0]`, kept until a node's verdict flips (`_refresh_all`, `_recheck`)
+    compat_l: list[bool] = field(default_factory=list)  # `compat` and `feas` as Python lists: `_recheck` reads them
+    feas_l: list[bool] = field(default_factory=list)  # node by node, and a list item is cheaper than a numpy one
+    # the last whole-scan choice (every feasible node scored): its best score and tied nodes in node order, as of
+    # log length `top_at` and `top_removals` removals; `_ties_after` updates it when one node changed since
+    top_at: int = -1
+    top: int = 0
+    top_removals: int = 0
+    ties: list[int] = field(default_factory=list)
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -599,13 +615,14 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
     if all(r == 0 for _, r in bal):
         bal = []  # best-effort pod (or nothing to balance): the plugin scores 0
     check = "NodeResourcesFit" in prof.filters
-    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
+    compat = c.compat(pod.placement, prof)
+    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), compat, compat.nonzero()[0],
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
     st.score = _scorer(st)
-    rows = st.compat.nonzero()[0]
-    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
-        st.rows = rows.tolist()
+    st.compat_l = st.compat.tolist()
+    if len(st.crows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
+        st.rows = st.crows.tolist()
     w = prof.weight("TaintToleration")
     prefer = c.prefer_counts(pod.placement)
     if w and prefer.any():
@@ -616,24 +633,37 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
 
 
 def _refresh_all(c: _Cluster, st: _Shape) -> None:
-    feas = st.compat.copy()
-    if st.need:
-        feas &= c.fits(c.vec(st.pod))
-    st.feas = feas
-    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
-        base = _fit_scores(c, c.all, st.pod, c.vec(st.pod), st.prof) * st.wfit if st.wfit else 0
-        st.base = base + st.wbal * _balanced_pair(c, st.bal)
-    else:
-        st.base = _base_scores(c, c.all, st.pod, st.prof)
+    """The shape's feasibility and base score on every node the filters allow (elsewhere: infeasible, never read)."""
+    n = len(c.nodes)
+    st.feas, st.base = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    feas, base = _rows_state(c, st, st.crows)
+    st.feas[st.crows], st.base[st.crows] = feas, base
+    st.feas_l, st.idx = st.feas.tolist(), None
     st.cursor = len(c.log)
 
 
-def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
-    """`_balanced_scores` over every node for two balanced resources: |f1 - f2| / 2 where the node has both."""
+def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NodeResourcesFit's filter and the base score on these nodes, in numpy (the vector form of `_recheck`)."""
+    req = c.vec(st.pod)
+    if st.need:
+        cols = [i for i, _ in st.need]
+        feas = ((c.alloc[np.ix_(rows, cols)] - c.used[np.ix_(rows, cols)]) >= req[cols]).all(axis=1)
+    else:
+        feas = np.ones(len(rows), dtype=bool)
+    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
+        base = _fit_scores(c, rows, st.pod, req, st.prof) * st.wfit if st.wfit else 0
+        return feas, base + st.wbal * _balanced_pair(c, st.bal, rows)
+    return feas, _base_scores(c, rows, st.pod, st.prof)
+
+
+def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | None = None) -> np.ndarray:
+    """`_balanced_scores` over every node (or these rows) for two balanced resources: |f1 - f2| / 2 where the node
+    has both."""
     (i0, r0), (i1, r1) = bal
-    a0, a1 = c.alloc[:, i0], c.alloc[:, i1]
-    f0 = np.minimum(1.0, (c.used[:, i0] + r0) / np.where(a0 > 0, a0, 1))
-    f1 = np.minimum(1.0, (c.used[:, i1] + r1) / np.where(a1 > 0, a1, 1))
+    sel = slice(None) if rows is None else rows
+    a0, a1 = c.alloc[sel, i0], c.alloc[sel, i1]
+    f0 = np.minimum(1.0, (c.used[sel, i0] + r0) / np.where(a0 > 0, a0, 1))
+    f1 = np.minimum(1.0, (c.used[sel, i1] + r1) / np.where(a1 > 0, a1, 1))
     std = np.where((a0 > 0) & (a1 > 0), np.abs(f0 - f1) / 2, 0.0)
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
@@ -642,28 +672,48 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     """Bring the shape up to date with the nodes placements changed since its last use."""
     if st.cursor == len(c.log) or st.rows is not None:
         return
-    dirty = set(c.log[st.cursor:])
-    if len(dirty) > FULL_REFRESH:
-        _refresh_all(c, st)
-        return
-    _recheck(c, st, dirty)
+    if len(c.log) - st.cursor > len(c.nodes):
+        _refresh_rows(c, st, st.crows)
+    else:
+        dirty = set(c.log[st.cursor:])
+        if len(dirty) > FULL_REFRESH:
+            rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
+            _refresh_rows(c, st, rows[st.compat[rows]])  # a node the filters refuse never changes
+        else:
+            _recheck(c, st, dirty)
     st.cursor = len(c.log)
+
+
+def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
+    """The shape's arrays on these nodes (all of them the filters allow), recomputed in numpy."""
+    if not len(rows):
+        return
+    feas, st.base[rows] = _rows_state(c, st, rows)
+    if not np.array_equal(st.feas[rows], feas):
+        st.feas[rows] = feas
+        st.idx = None
+        for j, ok in zip(rows.tolist(), feas.tolist()):
+            st.feas_l[j] = ok
 
 
 def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
     """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
-    compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
+    compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
+        st.score
+    lists = c.lists
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
         a = alloc[j]
-        u, nz = c.lists(j)
+        u, nz = lists(j)
         ok = True
         for i, r in need:
             if a[i] - u[i] < r:
                 ok = False
                 break
-        feas[j] = ok
+        if ok != feas_l[j]:
+            feas_l[j] = feas[j] = ok
+            st.idx = None
         if ok:
             base[j] = score(a, u, nz)
 
@@ -764,6 +814,7 @@ class _Engine:
         self._profiles: dict[str, Profile] = {}
         self.allowed: np.ndarray | None = None  # a topology placement's nodes (placement.py): the only ones seen
         self.allowed_n = 0
+        self._ks: dict[tuple[int, int], int] = {}
 
     def profile(self, pod: Pod) -> Profile:
         prof = self._profiles.get(pod.scheduler_name)
@@ -826,31 +877,80 @@ class _Engine:
             _sync(self.c, st)
         if st.rows is not None:
             return self._select_few(st)
-        idx = (st.feas if self.allowed is None else st.feas & self.allowed).nonzero()[0]
+        if self.allowed is None:
+            idx = st.idx
+            if idx is None:
+                idx = st.idx = st.feas.nonzero()[0]
+        else:
+            idx = (st.feas & self.allowed).nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
             if self.allowed is None:
                 st.failed_at = self.c.removals
             return None
         start = self.next_start % n
-        p = int(idx.searchsorted(start))
-        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
+        k = self._k(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
         if m > k:
+            p = int(idx.searchsorted(start))
             win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
-            processed = int((int(win[-1]) - start) % n) + 1
-        else:
-            win = np.concatenate((idx[p:], idx[:p])) if p else idx
-            processed = n
-        self.next_start = (start + processed) % n
+            self.next_start = (start + int((int(win[-1]) - start) % n) + 1) % n
+        else:  # every feasible node is scored, the scan goes round once: the start stays where it is
+            win = idx  # in node order; the ties are rotated to start at `start` below, as the scan meets them
         if len(win) == 1:
             return int(win[0])
+        if m <= k and st.prefer is None and self.allowed is None:
+            ties_l = self._ties_after(st) if st.top_at >= 0 else None
+            if ties_l is None:
+                scores = st.base[win]
+                top = scores.max()
+                ties_l = win[scores == top].tolist()
+                st.top, st.ties = int(top), ties_l
+            st.top_at, st.top_removals = len(self.c.log), self.c.removals
+            q = bisect.bisect_left(ties_l, start)
+            return self._pick(ties_l[q:] + ties_l[:q] if 0 < q < len(ties_l) else ties_l)
         scores = st.base[win]
         if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
             counts = st.prefer[win]
             top = int(counts.max())
             if top:
                 scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
-        return self._pick(win[scores == scores.max()])
+        ties = win[scores == scores.max()]
+        if m <= k and len(ties) > 1:
+            q = int(ties.searchsorted(start))
+            if 0 < q < len(ties):
+                ties = np.concatenate((ties[q:], ties[:q]))
+        return self._pick(ties)
+
+    def _ties_after(self, st: _Shape) -> list[int] | None:
+        """The shape's last whole-scan ties brought up to date, when placements changed at most one node since
+        and removed none (then no other node's verdict or score moved, and the feasible set only shrank, so the
+        scan stays whole): that node leaves the ties, or joins or replaces them by its new score. None: scan again
+        (or no tie is left)."""
+        c = self.c
+        span = len(c.log) - st.top_at
+        if c.removals != st.top_removals or span > 1:
+            return None
+        ties = st.ties
+        if span == 1:
+            j = c.log[-1]
+            i = bisect.bisect_left(ties, j)
+            if i < len(ties) and ties[i] == j:
+                del ties[i]
+            if st.feas_l[j]:
+                s = int(st.base[j])
+                if s > st.top:
+                    st.top, ties = s, [j]
+                    st.ties = ties
+                elif s == st.top:
+                    ties.insert(bisect.bisect_left(ties, j), j)
+        return ties or None
+
+    def _k(self, n: int, percentage: int) -> int:
+        """`num_feasible_to_find`, memoised per engine (asked once per pod)."""
+        hit = self._ks.get((n, percentage))
+        if hit is None:
+            hit = self._ks[(n, percentage)] = num_feasible_to_find(n, percentage)
+        return hit
 
     def _select_few(self, st: _Shape) -> int | None:
         """`_select_fast` for a shape at most FEW_NODES nodes pass the filters of: those nodes checked and scored

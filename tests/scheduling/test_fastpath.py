@@ -112,3 +112,33 @@ def test_a_gang_of_identical_pods_over_many_tied_nodes_lands_as_in_the_reference
         _same(simulate(nodes, gangs, seed=seed, stable_ties=True),
               simulate(nodes, gangs, seed=seed, fast=False, stable_ties=True))
 
+
+
+def test_a_gang_over_a_whole_scan_of_tied_nodes_never_reuses_the_node_its_last_member_took():
+    # 40 nodes (< 100: every feasible node is scored, the start never moves), all tied: the fast path keeps the
+    # last scan's ties and takes out the node each member lands on (its score fell). A tie kept stale would put
+    # the next member on the node just filled, where the reference spreads it (LeastAllocated).
+    nodes = [node(f"n{i}", 8000, 32, group="m5") for i in range(40)]
+    gangs = [gang(f"g{i}", [mkpod(f"g{i}-{k}", 1000, 2) for k in range(12)], min_count=12) for i in range(6)]
+    for seed in range(3):
+        for stable in (False, True):
+            fast = simulate(nodes, gangs, seed=seed, stable_ties=stable)
+            _same(fast, simulate(nodes, gangs, seed=seed, fast=False, stable_ties=stable))
+            assert max(len(p) for p in fast.node_pods.values()) == 2  # 72 pods spread two to a node
+
+
+def test_a_node_whose_score_rises_with_a_placement_takes_the_next_member_in_both_paths():
+    # BalancedAllocation weighted 2: a node half full of memory scores higher once a cpu-only member lands on it
+    # (cpu 25% -> 50% against memory 50%: balance 87 -> 100, LeastAllocated 61 -> 49). The fast path's kept ties
+    # must make that node the only best one, as the reference's full scan does (source: balanced_allocation.go,
+    # least_allocated.go; the plugin weights of the profile).
+    prof = Profile(weights={"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 2, "TaintToleration": 3})
+    config = SchedulerConfig((prof,))
+    nodes = [node(f"n{i}", 4000, 16, group="m5") for i in range(10)]
+    bound = [replace(mkpod(f"db-{i}", 0, 8, ns="sys"), node_name=n.name, phase="Running") for i, n in enumerate(nodes)]
+    gangs = [gang("g", [mkpod(f"g-{k}", 1000, 0) for k in range(3)], min_count=3)]
+    for seed in range(3):
+        fast = simulate(nodes, gangs, bound=bound, config=config, seed=seed, stable_ties=True)
+        _same(fast, simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False, stable_ties=True))
+        # the second member follows the first (cpu 50% = memory 50%); the third leaves (cpu 75%: balance falls)
+        assert fast.placement["team-a/g-0"] == fast.placement["team-a/g-1"] != fast.placement["team-a/g-2"]
