@@ -184,13 +184,18 @@ def num_feasible_to_find(n: int, percentage: int) -> int:
     return max(MIN_FEASIBLE_NODES, n * pct // 100)
 
 
+def _columns(nodes: Iterable[SimNode], pod_res: frozenset[str]) -> list[str]:
+    """The resource columns of a cluster's arrays: every resource a node has or a pod requests, cpu and memory."""
+    return sorted({r for n in nodes for r in n.allocatable} | pod_res | {CPU, MEMORY})
+
+
 class _Cluster:
     """Nodes as integer arrays; placing and removing pods updates free / requested / non-zero requested."""
 
     def __init__(self, nodes: Sequence[SimNode], pods: Iterable[Pod], bound: Iterable[Pod]) -> None:
         self.nodes = list(nodes)
-        names = {r for n in self.nodes for r in n.allocatable} | {r for p in pods for r in p.requests}
-        self.res = sorted(names | {CPU, MEMORY})
+        self.pod_res = frozenset(r for p in pods for r in p.requests)
+        self.res = _columns(self.nodes, self.pod_res)
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
         self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]  # filled as rows, then one array
@@ -255,6 +260,27 @@ class _Cluster:
         if hit is None:
             hit = self._lists[j] = (self.used[j].tolist(), self.nz[j].tolist())
         return hit
+
+    def subset(self, nodes: Sequence[SimNode], keep: Sequence[int]) -> _Cluster:
+        """The cluster over `nodes` = `self.nodes[keep]` (in that order), with only the bound pods on them: the
+        arrays, bound state and filter verdicts (all per node) taken from this one rather than built again. The
+        caller checks that the resource columns stay the same (`_columns`)."""
+        other = copy.copy(self)
+        other.nodes = list(nodes)
+        other.alloc_rows = [self.alloc_rows[j] for j in keep]
+        other.alloc = self.alloc[np.asarray(keep, dtype=np.intp)].reshape(len(keep), len(self.res))
+        other.index = {n.name: j for j, n in enumerate(other.nodes)}
+        other.all = np.arange(len(keep))
+        sel = np.asarray(keep, dtype=np.intp)
+        other._compat = {k: v[sel] for k, v in self._compat.items()}
+        other._prefer, other._domains, other._no_prefer, other._class_of = {}, {}, None, {}
+        used, nz, pods_on, anti, spread = self._start
+        pos = {old: new for new, old in enumerate(keep)}
+        other._start = (used[sel], nz[sel], [pods_on[j] for j in keep],
+                        Counter({pos[j]: x for j, x in anti.items() if j in pos}),
+                        [(p, pos[j]) for p, j in spread if j in pos])
+        other._reset()
+        return other
 
     def fresh(self) -> _Cluster:
         """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
@@ -1052,17 +1078,64 @@ def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Seque
 
 def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                  fast: bool = True, stable_ties: bool = False) -> Iterator[SimResult]:
-    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
+                  fast: bool = True, stable_ties: bool = False, memo: dict | None = None) -> Iterator[SimResult]:
+    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question.
+
+    `memo`: the caller's, for calls with the same gangs (the same objects) and the same `bound` object (observe
+    mode's runs as it drops nodes): the queue is built once, and when `nodes` are some of the last call's nodes
+    in the same order (the same objects, the same resource columns), the cluster is cut from the last one's
+    (`_Cluster.subset`) rather than built again. The same results as without it."""
     config = config or default_config()
     gangs = list(gangs)
-    skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
-    live = [g for gi, g in enumerate(gangs) if gi not in skipped]
-    cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
-    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    skipped, entries = _queue(gangs, memo)
+    cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
         yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes)
+
+
+def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry]]:
+    """The gangs the scheduler skips (and why) and the queue's entries, from `memo` when it holds these gangs."""
+    hit = memo.get("queue") if memo is not None else None
+    if hit is not None and len(hit[0]) == len(gangs) and all(a is b for a, b in zip(hit[0], gangs)):
+        return hit[1], hit[2]
+    skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
+    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    if memo is not None:
+        memo["queue"] = (tuple(gangs), skipped, entries)
+    return skipped, entries
+
+
+def _cluster_for(nodes: Sequence[SimNode], gangs: list[Gang], skipped: dict[int, str], bound: Iterable[Pod],
+                 memo: dict | None) -> _Cluster:
+    """The cluster over `nodes`: cut from the memo's last one when `nodes` are a subsequence of its nodes (and
+    the bound pods the same object, the resource columns the same), else built."""
+    hit = memo.get("cluster") if memo is not None else None
+    if hit is not None and hit[0] is bound:
+        last: _Cluster = hit[1]
+        keep = _subsequence(last.nodes, nodes)
+        if keep is not None and _columns(nodes, last.pod_res) == last.res:
+            return last.subset(nodes, keep)
+    live = [g for gi, g in enumerate(gangs) if gi not in skipped]
+    cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
+    if memo is not None:
+        memo["cluster"] = (bound, cluster)
+    return cluster
+
+
+def _subsequence(whole: Sequence[SimNode], part: Sequence[SimNode]) -> list[int] | None:
+    """The indices of `part`'s nodes in `whole` when `part` is `whole` with some nodes left out (the same
+    objects, the same order), else None."""
+    keep: list[int] = []
+    j = 0
+    for n in part:
+        while j < len(whole) and whole[j] is not n:
+            j += 1
+        if j == len(whole):
+            return None
+        keep.append(j)
+        j += 1
+    return keep
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, Gang,
                              LabelSelector, PodRules, PodTerm, Taint)
-from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_seeds
+from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
 
 from .helpers import GPU, gang, mkpod, node
@@ -142,3 +142,35 @@ def test_a_node_whose_score_rises_with_a_placement_takes_the_next_member_in_both
         _same(fast, simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False, stable_ties=True))
         # the second member follows the first (cpu 50% = memory 50%); the third leaves (cpu 75%: balance falls)
         assert fast.placement["team-a/g-0"] == fast.placement["team-a/g-1"] != fast.placement["team-a/g-2"]
+
+
+def test_a_memo_kept_across_shrinking_node_sets_gives_what_a_fresh_build_gives():
+    # Observe mode drops nodes and runs the model again with one memo: the cluster is cut from the first one
+    # (bound pods, their anti-affinity and the filter verdicts remapped to the kept nodes), not built again. Each
+    # cut must place, explain and leave empty exactly what a fresh build over the same nodes does. The db pod
+    # may only go where no bound db pod's anti-affinity refuses it (InterPodAffinity's symmetry): n6, the fullest.
+    nodes = [node(f"n{i}", 4000, 16, group="m5", kind="existing" if i < 8 else "new",
+                  labels={"zone": "ab"[i % 2], **({"role": "db"} if i in (0, 2, 4, 6) else {})}) for i in range(30)]
+    anti = PodRules(anti_affinity=(PodTerm(LabelSelector((("app", "db"),)), None),))
+    bound = [replace(mkpod(f"db-{i}", 3000, 4, ns="sys"), node_name=f"n{i}", phase="Running", labels={"app": "db"},
+                     rules=anti) for i in (0, 2, 4)]
+    bound.append(replace(mkpod("filler", 3500, 4, ns="sys"), node_name="n6", phase="Running"))
+    gangs = [gang(f"g{i}", [mkpod(f"g{i}-{k}", 1500, 3, selector=(("zone", "ab"[i % 2]),)) for k in range(5)],
+                  min_count=4) for i in range(6)]
+    gangs.append(gang("db", [replace(mkpod("db-new", 400, 1, selector=(("role", "db"),)), labels={"app": "db"})]))
+    memo: dict = {}
+    built = None
+    for drop in ((), (1, 12), (3, 20, 21, 22), (5, 7)):
+        nodes = [n for n in nodes if int(n.name[1:]) not in drop]
+        got = list(simulate_iter(nodes, gangs, (0, 1), bound=bound, memo=memo))
+        want = simulate_seeds(nodes, gangs, (0, 1), bound=bound)
+        for a, b in zip(got, want):
+            _same(a, b)
+            assert a.placement["team-a/db-new"] == "n6"
+        built = built or memo["cluster"][1]
+        assert memo["cluster"][1] is built  # cut from the first cluster, never built again
+    reordered = list(reversed(nodes))  # not a subsequence: built anew
+    for a, b in zip(simulate_iter(reordered, gangs, (0,), bound=bound, memo=memo),
+                    simulate_seeds(reordered, gangs, (0,), bound=bound)):
+        _same(a, b)
+    assert memo["cluster"][1] is not built
