@@ -211,7 +211,8 @@ class _Cluster:
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
         self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
-        self._pod_vecs: dict[int, tuple[Pod, np.ndarray, np.ndarray]] = {}  # id(pod) -> (pod, vec, nz_vec): `_add`
+        # id(pod) -> (pod, its non-zero requests as (column, amount), `nonzero(pod)`): `_add`, shared by fresh()
+        self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], tuple[int, int]]] = {}
         self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
         self._reset()
 
@@ -244,22 +245,42 @@ class _Cluster:
 
     def _reset(self) -> None:
         used, nz, pods_on, anti, spread = self._start
-        self.used = used.copy()
-        self.nz = nz.copy()  # non-zero requested cpu, memory (scoring)
+        self._used = used.copy()
+        self._nz = nz.copy()  # non-zero requested cpu, memory (scoring)
+        self._urows: list[list[int]] = self._used.tolist()  # the same rows as Python lists: `_add` writes these, the
+        self._nzrows: list[list[int]] = self._nz.tolist()  # arrays get the rows in `_stale` on their next read
+        self._stale: set[int] = set()
         self.pods_on: list[list[Pod]] = [list(on) for on in pods_on]
         self.anti_nodes: Counter[int] = Counter(anti)  # nodes holding pods with required anti-affinity (symmetry)
         self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
         self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
         self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
-        self._lists: list[tuple[list[int], list[int]] | None] = [None] * len(self.nodes)  # `lists`, per node
+
+    @property
+    def used(self) -> np.ndarray:
+        """What the pods on each node request, per resource (`res`); read-only to callers."""
+        if self._stale:
+            self._flush()
+        return self._used
+
+    @property
+    def nz(self) -> np.ndarray:
+        """Non-zero requested cpu and memory per node (scoring); read-only to callers."""
+        if self._stale:
+            self._flush()
+        return self._nz
+
+    def _flush(self) -> None:
+        """Copy the rows placements changed since the last read into the arrays (one numpy write for all of them:
+        a placement costs a few Python additions, not two numpy row updates)."""
+        rows = list(self._stale)
+        self._used[rows] = [self._urows[j] for j in rows]
+        self._nz[rows] = [self._nzrows[j] for j in rows]
+        self._stale.clear()
 
     def lists(self, j: int) -> tuple[list[int], list[int]]:
-        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input), kept until a pod is placed on
-        or removed from it: every shape that re-checks the node after one change reads the same lists."""
-        hit = self._lists[j]
-        if hit is None:
-            hit = self._lists[j] = (self.used[j].tolist(), self.nz[j].tolist())
-        return hit
+        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input; always current)."""
+        return self._urows[j], self._nzrows[j]
 
     def subset(self, nodes: Sequence[SimNode], keep: Sequence[int]) -> _Cluster:
         """The cluster over `nodes` = `self.nodes[keep]` (in that order), with only the bound pods on them: the
@@ -317,19 +338,25 @@ class _Cluster:
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
         self.log.append(j)
-        self._lists[j] = None
+        self._stale.add(j)
         self.removals += sign < 0
         hit = self._pod_vecs.get(id(pod))
         if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
-            hit = self._pod_vecs[id(pod)] = (pod, self.vec(pod), self.nz_vec(pod))
-        v, nz = hit[1], hit[2]
+            req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
+            hit = self._pod_vecs[id(pod)] = (pod, req, self.nonzero(pod))
+        u, nzr = self._urows[j], self._nzrows[j]
+        nzc, nzm = hit[2]
         if sign > 0:
-            self.used[j] += v
-            self.nz[j] += nz
+            for i, x in hit[1]:
+                u[i] += x
+            nzr[0] += nzc
+            nzr[1] += nzm
             self.pods_on[j].append(pod)
         else:
-            self.used[j] -= v
-            self.nz[j] -= nz
+            for i, x in hit[1]:
+                u[i] -= x
+            nzr[0] -= nzc
+            nzr[1] -= nzm
             self.pods_on[j].remove(pod)
         if pod.rules.spread:
             if sign > 0:
