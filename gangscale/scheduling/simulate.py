@@ -645,12 +645,11 @@ class _Shape:
     idx: np.ndarray | None = None  # `feas.nonzero()[0]`, kept until a node's verdict flips (`_refresh_all`, `_recheck`)
     compat_l: list[bool] = field(default_factory=list)  # `compat` and `feas` as Python lists: `_recheck` reads them
     feas_l: list[bool] = field(default_factory=list)  # node by node, and a list item is cheaper than a numpy one
-    # the last whole-scan choice (every feasible node scored): its best score and tied nodes in node order, as of
-    # log length `top_at` and `top_removals` removals; `_ties_after` updates it when one node changed since
-    top_at: int = -1
+    # the best base score over the feasible nodes and the nodes that have it, in node order (`tops_ok`: current;
+    # `_recheck` keeps them so node by node, a numpy refresh leaves them to `_best` to recompute)
     top: int = 0
-    top_removals: int = 0
-    ties: list[int] = field(default_factory=list)
+    tops: list[int] = field(default_factory=list)
+    tops_ok: bool = False
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -691,7 +690,7 @@ def _refresh_all(c: _Cluster, st: _Shape) -> None:
     st.feas, st.base = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
     feas, base = _rows_state(c, st, st.crows)
     st.feas[st.crows], st.base[st.crows] = feas, base
-    st.feas_l, st.idx = st.feas.tolist(), None
+    st.feas_l, st.idx, st.tops_ok = st.feas.tolist(), None, False
     st.cursor = len(c.log)
 
 
@@ -741,6 +740,7 @@ def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
     """The shape's arrays on these nodes (all of them the filters allow), recomputed in numpy."""
     if not len(rows):
         return
+    st.tops_ok = False
     feas, st.base[rows] = _rows_state(c, st, rows)
     if not np.array_equal(st.feas[rows], feas):
         st.feas[rows] = feas
@@ -749,11 +749,21 @@ def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
             st.feas_l[j] = ok
 
 
+def _best(st: _Shape, idx: np.ndarray) -> list[int]:
+    """The shape's best-scored feasible nodes (`idx`: the feasible ones), recomputed when a refresh dropped them."""
+    if not st.tops_ok:
+        scores = st.base[idx]
+        top = scores.max()
+        st.top, st.tops, st.tops_ok = int(top), idx[scores == top].tolist(), True
+    return st.tops
+
+
 def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
     """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
     compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
         st.score
     lists = c.lists
+    tops = st.tops if st.tops_ok else None
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
@@ -768,7 +778,19 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
             feas_l[j] = feas[j] = ok
             st.idx = None
         if ok:
-            base[j] = score(a, u, nz)
+            base[j] = s = score(a, u, nz)
+        if tops is not None:  # the node leaves the best set, then rejoins it, or starts a new one, by its score
+            k = bisect.bisect_left(tops, j)
+            if k < len(tops) and tops[k] == j:
+                del tops[k]
+            if ok:
+                if s > st.top:
+                    st.top, tops = s, [j]
+                    st.tops = tops
+                elif s == st.top:
+                    tops.insert(bisect.bisect_left(tops, j), j)
+    if tops is not None and not tops:
+        st.tops_ok = False  # the best nodes all fell: the new best is elsewhere
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
@@ -943,24 +965,25 @@ class _Engine:
             return None
         start = self.next_start % n
         k = self._k(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
-        if m > k:
+        if m > k:  # the window: the k feasible nodes from the start on, round the ring
             p = int(idx.searchsorted(start))
-            win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
-            self.next_start = (start + int((int(win[-1]) - start) % n) + 1) % n
+            p = 0 if p == m else p
+            last = int(idx[p + k - 1]) if p + k <= m else int(idx[k - (m - p) - 1])
+            self.next_start = (start + (last - start) % n + 1) % n
+            if k == 1:
+                return last
         else:  # every feasible node is scored, the scan goes round once: the start stays where it is
+            p = 0
+            if m == 1:
+                return int(idx[0])
+        if st.prefer is None and self.allowed is None:
+            ties_l = self._best_in_window(st, idx, start, m, k, p)
+            if ties_l:
+                return self._pick(ties_l)
+        if m > k:
+            win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
+        else:
             win = idx  # in node order; the ties are rotated to start at `start` below, as the scan meets them
-        if len(win) == 1:
-            return int(win[0])
-        if m <= k and st.prefer is None and self.allowed is None:
-            ties_l = self._ties_after(st) if st.top_at >= 0 else None
-            if ties_l is None:
-                scores = st.base[win]
-                top = scores.max()
-                ties_l = win[scores == top].tolist()
-                st.top, st.ties = int(top), ties_l
-            st.top_at, st.top_removals = len(self.c.log), self.c.removals
-            q = bisect.bisect_left(ties_l, start)
-            return self._pick(ties_l[q:] + ties_l[:q] if 0 < q < len(ties_l) else ties_l)
         scores = st.base[win]
         if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
             counts = st.prefer[win]
@@ -974,29 +997,19 @@ class _Engine:
                 ties = np.concatenate((ties[q:], ties[:q]))
         return self._pick(ties)
 
-    def _ties_after(self, st: _Shape) -> list[int] | None:
-        """The shape's last whole-scan ties brought up to date, when placements changed at most one node since
-        and removed none (then no other node's verdict or score moved, and the feasible set only shrank, so the
-        scan stays whole): that node leaves the ties, or joins or replaces them by its new score. None: scan again
-        (or no tie is left)."""
-        c = self.c
-        span = len(c.log) - st.top_at
-        if c.removals != st.top_removals or span > 1:
-            return None
-        ties = st.ties
-        if span == 1:
-            j = c.log[-1]
-            i = bisect.bisect_left(ties, j)
-            if i < len(ties) and ties[i] == j:
-                del ties[i]
-            if st.feas_l[j]:
-                s = int(st.base[j])
-                if s > st.top:
-                    st.top, ties = s, [j]
-                    st.ties = ties
-                elif s == st.top:
-                    ties.insert(bisect.bisect_left(ties, j), j)
-        return ties or None
+    def _best_in_window(self, st: _Shape, idx: np.ndarray, start: int, m: int, k: int, p: int) -> list[int] | None:
+        """The window's ties in scan order when the window holds a node with the best score over every feasible
+        node (then its best nodes are exactly the best set's members inside it), from the shape's kept best set
+        (`_best`) by bisection, without scoring the window. None: it holds none (the caller scores it)."""
+        tops = _best(st, idx)
+        if m <= k:  # the whole ring: the best set itself, from the start on
+            q = bisect.bisect_left(tops, start)
+            return tops[q:] + tops[:q] if 0 < q < len(tops) else tops
+        if p + k <= m:
+            lo, hi = int(idx[p]), int(idx[p + k - 1])
+            return tops[bisect.bisect_left(tops, lo):bisect.bisect_right(tops, hi)]
+        first = tops[bisect.bisect_left(tops, int(idx[p])):]  # the window wraps: idx[p:] then idx[:k - (m - p)]
+        return first + tops[:bisect.bisect_right(tops, int(idx[k - (m - p) - 1]))]
 
     def _k(self, n: int, percentage: int) -> int:
         """`num_feasible_to_find`, memoised per engine (asked once per pod)."""
