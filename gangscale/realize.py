@@ -90,6 +90,7 @@ class _Ctx:
     refused: set[tuple[str, frozenset[str], frozenset[GangKey]]] = field(default_factory=set)
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
     keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
+    sim_memo: dict = field(default_factory=dict)  # `simulate_iter`'s memo: the queue, and the cluster drops cut from
 
     def may_run(self, seeds: int = 1) -> bool:
         """Another cleaning run of `seeds` seed runs fits the budget: before the deadline, within the LATE_RUNS
@@ -136,7 +137,7 @@ def _runs(ctx: _Ctx, new: list[SimNode], seeds: Sequence[int] | None = None) -> 
         ctx.labels[n.name] = n.labels
     ctx.runs += 1
     sims = iter(simulate_iter(ctx.base + new, ctx.gangs, ctx.model.seeds if seeds is None else seeds,
-                              bound=ctx.snap.bound, config=ctx.config, stable_ties=True))
+                              bound=ctx.snap.bound, config=ctx.config, stable_ties=True, memo=ctx.sim_memo))
     while True:
         late = time.perf_counter() > ctx.deadline  # a seed's run started past the deadline
         sim = next(sims, None)

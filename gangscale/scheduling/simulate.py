@@ -37,6 +37,7 @@ one kept). Not modelled: preemption, preferred affinity, inter-pod scoring, DRA;
 
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 import random
@@ -183,13 +184,18 @@ def num_feasible_to_find(n: int, percentage: int) -> int:
     return max(MIN_FEASIBLE_NODES, n * pct // 100)
 
 
+def _columns(nodes: Iterable[SimNode], pod_res: frozenset[str]) -> list[str]:
+    """The resource columns of a cluster's arrays: every resource a node has or a pod requests, cpu and memory."""
+    return sorted({r for n in nodes for r in n.allocatable} | pod_res | {CPU, MEMORY})
+
+
 class _Cluster:
     """Nodes as integer arrays; placing and removing pods updates free / requested / non-zero requested."""
 
     def __init__(self, nodes: Sequence[SimNode], pods: Iterable[Pod], bound: Iterable[Pod]) -> None:
         self.nodes = list(nodes)
-        names = {r for n in self.nodes for r in n.allocatable} | {r for p in pods for r in p.requests}
-        self.res = sorted(names | {CPU, MEMORY})
+        self.pod_res = frozenset(r for p in pods for r in p.requests)
+        self.res = _columns(self.nodes, self.pod_res)
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
         self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]  # filled as rows, then one array
@@ -205,6 +211,8 @@ class _Cluster:
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
         self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
+        # id(pod) -> (pod, its non-zero requests as (column, amount), `nonzero(pod)`): `_add`, shared by fresh()
+        self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], tuple[int, int]]] = {}
         self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
         self._reset()
 
@@ -237,22 +245,63 @@ class _Cluster:
 
     def _reset(self) -> None:
         used, nz, pods_on, anti, spread = self._start
-        self.used = used.copy()
-        self.nz = nz.copy()  # non-zero requested cpu, memory (scoring)
+        self._used = used.copy()
+        self._nz = nz.copy()  # non-zero requested cpu, memory (scoring)
+        self._urows: list[list[int]] = self._used.tolist()  # the same rows as Python lists: `_add` writes these, the
+        self._nzrows: list[list[int]] = self._nz.tolist()  # arrays get the rows in `_stale` on their next read
+        self._stale: set[int] = set()
         self.pods_on: list[list[Pod]] = [list(on) for on in pods_on]
         self.anti_nodes: Counter[int] = Counter(anti)  # nodes holding pods with required anti-affinity (symmetry)
         self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
         self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
         self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
-        self._lists: list[tuple[list[int], list[int]] | None] = [None] * len(self.nodes)  # `lists`, per node
+
+    @property
+    def used(self) -> np.ndarray:
+        """What the pods on each node request, per resource (`res`); read-only to callers."""
+        if self._stale:
+            self._flush()
+        return self._used
+
+    @property
+    def nz(self) -> np.ndarray:
+        """Non-zero requested cpu and memory per node (scoring); read-only to callers."""
+        if self._stale:
+            self._flush()
+        return self._nz
+
+    def _flush(self) -> None:
+        """Copy the rows placements changed since the last read into the arrays (one numpy write for all of them:
+        a placement costs a few Python additions, not two numpy row updates)."""
+        rows = list(self._stale)
+        self._used[rows] = [self._urows[j] for j in rows]
+        self._nz[rows] = [self._nzrows[j] for j in rows]
+        self._stale.clear()
 
     def lists(self, j: int) -> tuple[list[int], list[int]]:
-        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input), kept until a pod is placed on
-        or removed from it: every shape that re-checks the node after one change reads the same lists."""
-        hit = self._lists[j]
-        if hit is None:
-            hit = self._lists[j] = (self.used[j].tolist(), self.nz[j].tolist())
-        return hit
+        """Node j's `used` and `nz` rows as Python lists (the per-node re-checks' input; always current)."""
+        return self._urows[j], self._nzrows[j]
+
+    def subset(self, nodes: Sequence[SimNode], keep: Sequence[int]) -> _Cluster:
+        """The cluster over `nodes` = `self.nodes[keep]` (in that order), with only the bound pods on them: the
+        arrays, bound state and filter verdicts (all per node) taken from this one rather than built again. The
+        caller checks that the resource columns stay the same (`_columns`)."""
+        other = copy.copy(self)
+        other.nodes = list(nodes)
+        other.alloc_rows = [self.alloc_rows[j] for j in keep]
+        other.alloc = self.alloc[np.asarray(keep, dtype=np.intp)].reshape(len(keep), len(self.res))
+        other.index = {n.name: j for j, n in enumerate(other.nodes)}
+        other.all = np.arange(len(keep))
+        sel = np.asarray(keep, dtype=np.intp)
+        other._compat = {k: v[sel] for k, v in self._compat.items()}
+        other._prefer, other._domains, other._no_prefer, other._class_of = {}, {}, None, {}
+        used, nz, pods_on, anti, spread = self._start
+        pos = {old: new for new, old in enumerate(keep)}
+        other._start = (used[sel], nz[sel], [pods_on[j] for j in keep],
+                        Counter({pos[j]: x for j, x in anti.items() if j in pos}),
+                        [(p, pos[j]) for p, j in spread if j in pos])
+        other._reset()
+        return other
 
     def fresh(self) -> _Cluster:
         """The same nodes with only the bound pods on them, sharing the per-node caches (another seed's run)."""
@@ -289,16 +338,25 @@ class _Cluster:
 
     def _add(self, j: int, pod: Pod, sign: int) -> None:
         self.log.append(j)
-        self._lists[j] = None
+        self._stale.add(j)
         self.removals += sign < 0
-        v, nz = self.vec(pod), self.nz_vec(pod)
+        hit = self._pod_vecs.get(id(pod))
+        if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
+            req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
+            hit = self._pod_vecs[id(pod)] = (pod, req, self.nonzero(pod))
+        u, nzr = self._urows[j], self._nzrows[j]
+        nzc, nzm = hit[2]
         if sign > 0:
-            self.used[j] += v
-            self.nz[j] += nz
+            for i, x in hit[1]:
+                u[i] += x
+            nzr[0] += nzc
+            nzr[1] += nzm
             self.pods_on[j].append(pod)
         else:
-            self.used[j] -= v
-            self.nz[j] -= nz
+            for i, x in hit[1]:
+                u[i] -= x
+            nzr[0] -= nzc
+            nzr[1] -= nzm
             self.pods_on[j].remove(pod)
         if pod.rules.spread:
             if sign > 0:
@@ -553,7 +611,8 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 
 # ------------------------------------------------------------------------- the incremental fast path
 
-FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed whole (numpy) rather than node by node
+FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed in numpy (over those nodes) rather than
+# node by node in Python: ~1 us a node against ~0.2 ms a numpy pass
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
@@ -571,6 +630,7 @@ class _Shape:
     feas: np.ndarray  # bool per node: the filters pass
     base: np.ndarray  # int64 per node: `_base_scores` (valid where feas)
     compat: np.ndarray
+    crows: np.ndarray  # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
     need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
     fit: list[tuple[int, int, int, int]]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
     bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
@@ -582,6 +642,14 @@ class _Shape:
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
     rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
+    idx: np.ndarray | None = None  # `feas.nonzero()[0]`, kept until a node's verdict flips (`_refresh_all`, `_recheck`)
+    compat_l: list[bool] = field(default_factory=list)  # `compat` and `feas` as Python lists: `_recheck` reads them
+    feas_l: list[bool] = field(default_factory=list)  # node by node, and a list item is cheaper than a numpy one
+    # the best base score over the feasible nodes and the nodes that have it, in node order (`tops_ok`: current;
+    # `_recheck` keeps them so node by node, a numpy refresh leaves them to `_best` to recompute)
+    top: int = 0
+    tops: list[int] = field(default_factory=list)
+    tops_ok: bool = False
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -599,13 +667,14 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
     if all(r == 0 for _, r in bal):
         bal = []  # best-effort pod (or nothing to balance): the plugin scores 0
     check = "NodeResourcesFit" in prof.filters
-    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), c.compat(pod.placement, prof),
+    compat = c.compat(pod.placement, prof)
+    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), compat, compat.nonzero()[0],
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
     st.score = _scorer(st)
-    rows = st.compat.nonzero()[0]
-    if len(rows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
-        st.rows = rows.tolist()
+    st.compat_l = st.compat.tolist()
+    if len(st.crows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
+        st.rows = st.crows.tolist()
     w = prof.weight("TaintToleration")
     prefer = c.prefer_counts(pod.placement)
     if w and prefer.any():
@@ -616,24 +685,37 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
 
 
 def _refresh_all(c: _Cluster, st: _Shape) -> None:
-    feas = st.compat.copy()
-    if st.need:
-        feas &= c.fits(c.vec(st.pod))
-    st.feas = feas
-    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
-        base = _fit_scores(c, c.all, st.pod, c.vec(st.pod), st.prof) * st.wfit if st.wfit else 0
-        st.base = base + st.wbal * _balanced_pair(c, st.bal)
-    else:
-        st.base = _base_scores(c, c.all, st.pod, st.prof)
+    """The shape's feasibility and base score on every node the filters allow (elsewhere: infeasible, never read)."""
+    n = len(c.nodes)
+    st.feas, st.base = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    feas, base = _rows_state(c, st, st.crows)
+    st.feas[st.crows], st.base[st.crows] = feas, base
+    st.feas_l, st.idx, st.tops_ok = st.feas.tolist(), None, False
     st.cursor = len(c.log)
 
 
-def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]]) -> np.ndarray:
-    """`_balanced_scores` over every node for two balanced resources: |f1 - f2| / 2 where the node has both."""
+def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NodeResourcesFit's filter and the base score on these nodes, in numpy (the vector form of `_recheck`)."""
+    req = c.vec(st.pod)
+    if st.need:
+        cols = [i for i, _ in st.need]
+        feas = ((c.alloc[np.ix_(rows, cols)] - c.used[np.ix_(rows, cols)]) >= req[cols]).all(axis=1)
+    else:
+        feas = np.ones(len(rows), dtype=bool)
+    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
+        base = _fit_scores(c, rows, st.pod, req, st.prof) * st.wfit if st.wfit else 0
+        return feas, base + st.wbal * _balanced_pair(c, st.bal, rows)
+    return feas, _base_scores(c, rows, st.pod, st.prof)
+
+
+def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | None = None) -> np.ndarray:
+    """`_balanced_scores` over every node (or these rows) for two balanced resources: |f1 - f2| / 2 where the node
+    has both."""
     (i0, r0), (i1, r1) = bal
-    a0, a1 = c.alloc[:, i0], c.alloc[:, i1]
-    f0 = np.minimum(1.0, (c.used[:, i0] + r0) / np.where(a0 > 0, a0, 1))
-    f1 = np.minimum(1.0, (c.used[:, i1] + r1) / np.where(a1 > 0, a1, 1))
+    sel = slice(None) if rows is None else rows
+    a0, a1 = c.alloc[sel, i0], c.alloc[sel, i1]
+    f0 = np.minimum(1.0, (c.used[sel, i0] + r0) / np.where(a0 > 0, a0, 1))
+    f1 = np.minimum(1.0, (c.used[sel, i1] + r1) / np.where(a1 > 0, a1, 1))
     std = np.where((a0 > 0) & (a1 > 0), np.abs(f0 - f1) / 2, 0.0)
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
@@ -642,30 +724,73 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     """Bring the shape up to date with the nodes placements changed since its last use."""
     if st.cursor == len(c.log) or st.rows is not None:
         return
-    dirty = set(c.log[st.cursor:])
-    if len(dirty) > FULL_REFRESH:
-        _refresh_all(c, st)
-        return
-    _recheck(c, st, dirty)
+    if len(c.log) - st.cursor > len(c.nodes):
+        _refresh_rows(c, st, st.crows)
+    else:
+        dirty = set(c.log[st.cursor:])
+        if len(dirty) > FULL_REFRESH:
+            rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
+            _refresh_rows(c, st, rows[st.compat[rows]])  # a node the filters refuse never changes
+        else:
+            _recheck(c, st, dirty)
     st.cursor = len(c.log)
+
+
+def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
+    """The shape's arrays on these nodes (all of them the filters allow), recomputed in numpy."""
+    if not len(rows):
+        return
+    st.tops_ok = False
+    feas, st.base[rows] = _rows_state(c, st, rows)
+    if not np.array_equal(st.feas[rows], feas):
+        st.feas[rows] = feas
+        st.idx = None
+        for j, ok in zip(rows.tolist(), feas.tolist()):
+            st.feas_l[j] = ok
+
+
+def _best(st: _Shape, idx: np.ndarray) -> list[int]:
+    """The shape's best-scored feasible nodes (`idx`: the feasible ones), recomputed when a refresh dropped them."""
+    if not st.tops_ok:
+        scores = st.base[idx]
+        top = scores.max()
+        st.top, st.tops, st.tops_ok = int(top), idx[scores == top].tolist(), True
+    return st.tops
 
 
 def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
     """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
-    compat, feas, base, need, alloc, score = st.compat, st.feas, st.base, st.need, c.alloc_rows, st.score
+    compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
+        st.score
+    lists = c.lists
+    tops = st.tops if st.tops_ok else None
     for j in dirty:
         if not compat[j]:
             continue  # never feasible: its arrays never change
         a = alloc[j]
-        u, nz = c.lists(j)
+        u, nz = lists(j)
         ok = True
         for i, r in need:
             if a[i] - u[i] < r:
                 ok = False
                 break
-        feas[j] = ok
+        if ok != feas_l[j]:
+            feas_l[j] = feas[j] = ok
+            st.idx = None
         if ok:
-            base[j] = score(a, u, nz)
+            base[j] = s = score(a, u, nz)
+        if tops is not None:  # the node leaves the best set, then rejoins it, or starts a new one, by its score
+            k = bisect.bisect_left(tops, j)
+            if k < len(tops) and tops[k] == j:
+                del tops[k]
+            if ok:
+                if s > st.top:
+                    st.top, tops = s, [j]
+                    st.tops = tops
+                elif s == st.top:
+                    tops.insert(bisect.bisect_left(tops, j), j)
+    if tops is not None and not tops:
+        st.tops_ok = False  # the best nodes all fell: the new best is elsewhere
 
 
 Scorer = Callable[[list[int], list[int], list[int]], int]
@@ -764,6 +889,7 @@ class _Engine:
         self._profiles: dict[str, Profile] = {}
         self.allowed: np.ndarray | None = None  # a topology placement's nodes (placement.py): the only ones seen
         self.allowed_n = 0
+        self._ks: dict[tuple[int, int], int] = {}
 
     def profile(self, pod: Pod) -> Profile:
         prof = self._profiles.get(pod.scheduler_name)
@@ -826,31 +952,71 @@ class _Engine:
             _sync(self.c, st)
         if st.rows is not None:
             return self._select_few(st)
-        idx = (st.feas if self.allowed is None else st.feas & self.allowed).nonzero()[0]
+        if self.allowed is None:
+            idx = st.idx
+            if idx is None:
+                idx = st.idx = st.feas.nonzero()[0]
+        else:
+            idx = (st.feas & self.allowed).nonzero()[0]
         m, n = len(idx), len(st.feas)
         if m == 0:
             if self.allowed is None:
                 st.failed_at = self.c.removals
             return None
         start = self.next_start % n
-        p = int(idx.searchsorted(start))
-        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
+        k = self._k(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
+        if m > k:  # the window: the k feasible nodes from the start on, round the ring
+            p = int(idx.searchsorted(start))
+            p = 0 if p == m else p
+            last = int(idx[p + k - 1]) if p + k <= m else int(idx[k - (m - p) - 1])
+            self.next_start = (start + (last - start) % n + 1) % n
+            if k == 1:
+                return last
+        else:  # every feasible node is scored, the scan goes round once: the start stays where it is
+            p = 0
+            if m == 1:
+                return int(idx[0])
+        if st.prefer is None and self.allowed is None:
+            ties_l = self._best_in_window(st, idx, start, m, k, p)
+            if ties_l:
+                return self._pick(ties_l)
         if m > k:
             win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
-            processed = int((int(win[-1]) - start) % n) + 1
         else:
-            win = np.concatenate((idx[p:], idx[:p])) if p else idx
-            processed = n
-        self.next_start = (start + processed) % n
-        if len(win) == 1:
-            return int(win[0])
+            win = idx  # in node order; the ties are rotated to start at `start` below, as the scan meets them
         scores = st.base[win]
         if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
             counts = st.prefer[win]
             top = int(counts.max())
             if top:
                 scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
-        return self._pick(win[scores == scores.max()])
+        ties = win[scores == scores.max()]
+        if m <= k and len(ties) > 1:
+            q = int(ties.searchsorted(start))
+            if 0 < q < len(ties):
+                ties = np.concatenate((ties[q:], ties[:q]))
+        return self._pick(ties)
+
+    def _best_in_window(self, st: _Shape, idx: np.ndarray, start: int, m: int, k: int, p: int) -> list[int] | None:
+        """The window's ties in scan order when the window holds a node with the best score over every feasible
+        node (then its best nodes are exactly the best set's members inside it), from the shape's kept best set
+        (`_best`) by bisection, without scoring the window. None: it holds none (the caller scores it)."""
+        tops = _best(st, idx)
+        if m <= k:  # the whole ring: the best set itself, from the start on
+            q = bisect.bisect_left(tops, start)
+            return tops[q:] + tops[:q] if 0 < q < len(tops) else tops
+        if p + k <= m:
+            lo, hi = int(idx[p]), int(idx[p + k - 1])
+            return tops[bisect.bisect_left(tops, lo):bisect.bisect_right(tops, hi)]
+        first = tops[bisect.bisect_left(tops, int(idx[p])):]  # the window wraps: idx[p:] then idx[:k - (m - p)]
+        return first + tops[:bisect.bisect_right(tops, int(idx[k - (m - p) - 1]))]
+
+    def _k(self, n: int, percentage: int) -> int:
+        """`num_feasible_to_find`, memoised per engine (asked once per pod)."""
+        hit = self._ks.get((n, percentage))
+        if hit is None:
+            hit = self._ks[(n, percentage)] = num_feasible_to_find(n, percentage)
+        return hit
 
     def _select_few(self, st: _Shape) -> int | None:
         """`_select_fast` for a shape at most FEW_NODES nodes pass the filters of: those nodes checked and scored
@@ -952,17 +1118,64 @@ def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Seque
 
 def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                  fast: bool = True, stable_ties: bool = False) -> Iterator[SimResult]:
-    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question."""
+                  fast: bool = True, stable_ties: bool = False, memo: dict | None = None) -> Iterator[SimResult]:
+    """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question.
+
+    `memo`: the caller's, for calls with the same gangs (the same objects) and the same `bound` object (observe
+    mode's runs as it drops nodes): the queue is built once, and when `nodes` are some of the last call's nodes
+    in the same order (the same objects, the same resource columns), the cluster is cut from the last one's
+    (`_Cluster.subset`) rather than built again. The same results as without it."""
     config = config or default_config()
     gangs = list(gangs)
-    skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
-    live = [g for gi, g in enumerate(gangs) if gi not in skipped]
-    cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
-    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    skipped, entries = _queue(gangs, memo)
+    cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
         yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes)
+
+
+def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry]]:
+    """The gangs the scheduler skips (and why) and the queue's entries, from `memo` when it holds these gangs."""
+    hit = memo.get("queue") if memo is not None else None
+    if hit is not None and len(hit[0]) == len(gangs) and all(a is b for a, b in zip(hit[0], gangs)):
+        return hit[1], hit[2]
+    skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
+    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    if memo is not None:
+        memo["queue"] = (tuple(gangs), skipped, entries)
+    return skipped, entries
+
+
+def _cluster_for(nodes: Sequence[SimNode], gangs: list[Gang], skipped: dict[int, str], bound: Iterable[Pod],
+                 memo: dict | None) -> _Cluster:
+    """The cluster over `nodes`: cut from the memo's last one when `nodes` are a subsequence of its nodes (and
+    the bound pods the same object, the resource columns the same), else built."""
+    hit = memo.get("cluster") if memo is not None else None
+    if hit is not None and hit[0] is bound:
+        last: _Cluster = hit[1]
+        keep = _subsequence(last.nodes, nodes)
+        if keep is not None and _columns(nodes, last.pod_res) == last.res:
+            return last.subset(nodes, keep)
+    live = [g for gi, g in enumerate(gangs) if gi not in skipped]
+    cluster = _Cluster(nodes, (p for g in live for p in g.pending), bound)
+    if memo is not None:
+        memo["cluster"] = (bound, cluster)
+    return cluster
+
+
+def _subsequence(whole: Sequence[SimNode], part: Sequence[SimNode]) -> list[int] | None:
+    """The indices of `part`'s nodes in `whole` when `part` is `whole` with some nodes left out (the same
+    objects, the same order), else None."""
+    keep: list[int] = []
+    j = 0
+    for n in part:
+        while j < len(whole) and whole[j] is not n:
+            j += 1
+        if j == len(whole):
+            return None
+        keep.append(j)
+        j += 1
+    return keep
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, Gang,
                              LabelSelector, PodRules, PodTerm, Taint)
-from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_seeds
+from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
 
-from .helpers import GPU, gang, mkpod, node
+from .helpers import GPU, gang, lone, mkpod, node
 
 APIS = (API_PODGROUP_V1ALPHA2, API_WORKLOAD, API_COSCHEDULING, API_VOLCANO)
 GROUPS = (  # (name, cpu m, memory Gi, GPUs, zone)
@@ -112,3 +112,81 @@ def test_a_gang_of_identical_pods_over_many_tied_nodes_lands_as_in_the_reference
         _same(simulate(nodes, gangs, seed=seed, stable_ties=True),
               simulate(nodes, gangs, seed=seed, fast=False, stable_ties=True))
 
+
+
+def test_a_gang_over_a_whole_scan_of_tied_nodes_never_reuses_the_node_its_last_member_took():
+    # 40 nodes (< 100: every feasible node is scored, the start never moves), all tied: the fast path keeps the
+    # shape's best nodes and takes out the node each member lands on (its score fell). A best node kept stale
+    # would put the next member on the node just filled, where the reference spreads it (LeastAllocated).
+    nodes = [node(f"n{i}", 8000, 32, group="m5") for i in range(40)]
+    gangs = [gang(f"g{i}", [mkpod(f"g{i}-{k}", 1000, 2) for k in range(12)], min_count=12) for i in range(6)]
+    for seed in range(3):
+        for stable in (False, True):
+            fast = simulate(nodes, gangs, seed=seed, stable_ties=stable)
+            _same(fast, simulate(nodes, gangs, seed=seed, fast=False, stable_ties=stable))
+            assert max(len(p) for p in fast.node_pods.values()) == 2  # 72 pods spread two to a node
+
+
+def test_a_node_whose_score_rises_with_a_placement_takes_the_next_member_in_both_paths():
+    # BalancedAllocation weighted 2: a node half full of memory scores higher once a cpu-only member lands on it
+    # (cpu 25% -> 50% against memory 50%: balance 87 -> 100, LeastAllocated 61 -> 49). The fast path's kept best
+    # nodes must become that node alone, as the reference's full scan does (source: balanced_allocation.go,
+    # least_allocated.go; the plugin weights of the profile).
+    prof = Profile(weights={"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 2, "TaintToleration": 3})
+    config = SchedulerConfig((prof,))
+    nodes = [node(f"n{i}", 4000, 16, group="m5") for i in range(10)]
+    bound = [replace(mkpod(f"db-{i}", 0, 8, ns="sys"), node_name=n.name, phase="Running") for i, n in enumerate(nodes)]
+    gangs = [gang("g", [mkpod(f"g-{k}", 1000, 0) for k in range(3)], min_count=3)]
+    for seed in range(3):
+        fast = simulate(nodes, gangs, bound=bound, config=config, seed=seed, stable_ties=True)
+        _same(fast, simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False, stable_ties=True))
+        # the second member follows the first (cpu 50% = memory 50%); the third leaves (cpu 75%: balance falls)
+        assert fast.placement["team-a/g-0"] == fast.placement["team-a/g-1"] != fast.placement["team-a/g-2"]
+
+
+def test_a_memo_kept_across_shrinking_node_sets_gives_what_a_fresh_build_gives():
+    # Observe mode drops nodes and runs the model again with one memo: the cluster is cut from the first one
+    # (bound pods, their anti-affinity and the filter verdicts remapped to the kept nodes), not built again. Each
+    # cut must place, explain and leave empty exactly what a fresh build over the same nodes does. The db pod
+    # may only go where no bound db pod's anti-affinity refuses it (InterPodAffinity's symmetry): n6, the fullest.
+    nodes = [node(f"n{i}", 4000, 16, group="m5", kind="existing" if i < 8 else "new",
+                  labels={"zone": "ab"[i % 2], **({"role": "db"} if i in (0, 2, 4, 6) else {})}) for i in range(30)]
+    anti = PodRules(anti_affinity=(PodTerm(LabelSelector((("app", "db"),)), None),))
+    bound = [replace(mkpod(f"db-{i}", 3000, 4, ns="sys"), node_name=f"n{i}", phase="Running", labels={"app": "db"},
+                     rules=anti) for i in (0, 2, 4)]
+    bound.append(replace(mkpod("filler", 3500, 4, ns="sys"), node_name="n6", phase="Running"))
+    gangs = [gang(f"g{i}", [mkpod(f"g{i}-{k}", 1500, 3, selector=(("zone", "ab"[i % 2]),)) for k in range(5)],
+                  min_count=4) for i in range(6)]
+    gangs.append(gang("db", [replace(mkpod("db-new", 400, 1, selector=(("role", "db"),)), labels={"app": "db"})]))
+    memo: dict = {}
+    built = None
+    for drop in ((), (1, 12), (3, 20, 21, 22), (5, 7)):
+        nodes = [n for n in nodes if int(n.name[1:]) not in drop]
+        got = list(simulate_iter(nodes, gangs, (0, 1), bound=bound, memo=memo))
+        want = simulate_seeds(nodes, gangs, (0, 1), bound=bound)
+        for a, b in zip(got, want):
+            _same(a, b)
+            assert a.placement["team-a/db-new"] == "n6"
+        built = built or memo["cluster"][1]
+        assert memo["cluster"][1] is built  # cut from the first cluster, never built again
+    reordered = list(reversed(nodes))  # not a subsequence: built anew
+    for a, b in zip(simulate_iter(reordered, gangs, (0,), bound=bound, memo=memo),
+                    simulate_seeds(reordered, gangs, (0,), bound=bound)):
+        _same(a, b)
+    assert memo["cluster"][1] is not built
+
+
+def test_a_shape_back_after_many_placements_elsewhere_scores_the_changed_nodes_again():
+    # 400 nodes; gang a1 (shape A), then 200 lone pods of another shape spread over 200 nodes, then gang a2
+    # (shape A again): more than FULL_REFRESH nodes changed since A's last pod, so A's verdicts, scores and
+    # best nodes are recomputed in numpy over those nodes. Kept best nodes from before would send a2 to a
+    # node a lone pod has since filled, where the reference (every node scored) does not.
+    nodes = [node(f"n{i}", 4000, 16, group="m5") for i in range(400)]
+    gangs = [gang("a1", [mkpod(f"a1-{k}", 1000, 2, created="2025-01-01T00:00:00Z") for k in range(5)], min_count=5)]
+    gangs += [lone(mkpod(f"b-{i}", 500, 1, created="2025-01-02T00:00:00Z")) for i in range(200)]
+    gangs.append(gang("a2", [mkpod(f"a2-{k}", 1000, 2, created="2025-01-03T00:00:00Z") for k in range(5)], min_count=5,
+                      created="2025-01-03T00:00:00Z"))
+    for seed in range(3):
+        fast = simulate(nodes, gangs, seed=seed, stable_ties=True)
+        _same(fast, simulate(nodes, gangs, seed=seed, fast=False, stable_ties=True))
+        assert all(len(fast.node_pods[fast.placement[f"team-a/a2-{k}"]]) == 1 for k in range(5))  # empty nodes
