@@ -204,6 +204,10 @@ def parse_node_cached(obj: Mapping[str, Any], node_group_label: str, cache: Pars
     returns a copy), so reads share it."""
     if not cache.objects:
         return parse_node(obj, node_group_label, cache)
+    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+        hit = cache.nodes.get((id(obj), node_group_label))
+        if hit is not None:
+            return hit
     key = _cached_object_key(obj, cache)
     return cache.memo(cache.nodes, (key, node_group_label) if key is not None else None,
                       lambda: parse_node(obj, node_group_label, cache))
@@ -214,6 +218,10 @@ def ingest_pod_cached(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, t
     the Pod is frozen and nothing writes to its maps, so reads share it."""
     if not cache.objects:
         return _ingest_pod(obj, cache)
+    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+        hit = cache.pods.get(id(obj))
+        if hit is not None:
+            return hit
     return cache.memo(cache.pods, _cached_object_key(obj, cache), lambda: _ingest_pod(obj, cache))
 
 

@@ -253,7 +253,7 @@ def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[P
     for sid, kids in enumerate(compat):
         for kid in kids:
             could_use[kid] += pods_of_shape.get(sid, 0)
-    return [replace(k, max_count=min(k.max_count, could_use[k.kid])) if k.new else k for k in kinds]
+    return [replace(k, max_count=could_use[k.kid]) if k.new and could_use[k.kid] < k.max_count else k for k in kinds]
 
 
 def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
