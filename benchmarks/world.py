@@ -145,7 +145,8 @@ def build_world(snap: ClusterSnapshot) -> World:
     sig_rules: list[tuple[dict[str, str], tuple]] = []
 
     def sig_of(labels: dict[str, str], taints: tuple) -> int:
-        lab = tuple(sorted((k, v) for k, v in labels.items() if k in relevant))
+        # the few relevant keys looked up, not every label filtered: the same sorted pairs (keys are unique)
+        lab = tuple(sorted((k, labels[k]) for k in relevant if k in labels))
         key = (lab, taints)
         s = sigs.get(key)
         if s is None:
@@ -158,7 +159,7 @@ def build_world(snap: ClusterSnapshot) -> World:
     node_names, node_free, node_sig, node_group, node_up, node_labels = [], [], [], [], [], []
     for n in snap.nodes:
         node_names.append(n.name)
-        node_free.append(vec({k: max(0, v) for k, v in n.free.items()}))
+        node_free.append(tuple([x if x > 0 else 0 for x in vec(n.free)]))  # each entry clamped at 0
         node_sig.append(sig_of(n.labels, tuple(n.taints)))
         node_group.append(gindex.get(n.node_group, -1) if n.node_group else -1)
         node_up.append(n.upcoming)

@@ -28,10 +28,10 @@ from .parse import (
     _bad_pod,
     _gang_for,
     _GroupDef,
-    _ingest_group,
     _obj_label,
     _short,
     identities_cached,
+    ingest_group_cached,
     ingest_pod_cached,
     parse_node_cached,
     pod_requests,
@@ -81,7 +81,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             elif kind == "Workload" and api != API_WORKLOAD:
                 continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
             elif kind == "PodGroup" or kind == "Workload":
-                _ingest_group(obj, kind, api, defs)
+                ingest_group_cached(obj, kind, api, defs, cache)
                 extra.note_group(obj, kind, api)
         except ObjectError as exc:
             _reject(obj, kind, str(exc), pods, warnings)

@@ -157,12 +157,14 @@ class ParseCache:
     frozen_objects: bool = False
     held: dict[int, Any] = field(default_factory=dict)
     identities: dict[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # `identities_cached`
+    groups: dict[int, tuple[tuple[str, str, str], Any]] = field(default_factory=dict)  # `ingest_group_cached`
 
     def forget_objects(self) -> None:
         """Drop the parsed Pods and Nodes (and the objects held for their keys)."""
         self.pods.clear()
         self.nodes.clear()
         self.identities.clear()
+        self.groups.clear()
         self.held.clear()
 
     def memo(self, table: dict[Any, _T], key: Any, make: Callable[[], _T]) -> _T:
@@ -202,6 +204,10 @@ def parse_node_cached(obj: Mapping[str, Any], node_group_label: str, cache: Pars
     returns a copy), so reads share it."""
     if not cache.objects:
         return parse_node(obj, node_group_label, cache)
+    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+        hit = cache.nodes.get((id(obj), node_group_label))
+        if hit is not None:
+            return hit
     key = _cached_object_key(obj, cache)
     return cache.memo(cache.nodes, (key, node_group_label) if key is not None else None,
                       lambda: parse_node(obj, node_group_label, cache))
@@ -212,6 +218,10 @@ def ingest_pod_cached(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, t
     the Pod is frozen and nothing writes to its maps, so reads share it."""
     if not cache.objects:
         return _ingest_pod(obj, cache)
+    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+        hit = cache.pods.get(id(obj))
+        if hit is not None:
+            return hit
     return cache.memo(cache.pods, _cached_object_key(obj, cache), lambda: _ingest_pod(obj, cache))
 
 
@@ -728,6 +738,30 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
         d = _GroupDef(api, invalid=f"{kind} {ns}/{name}: {exc}")
     d.created, d.uid, d.annotations = created, uid, annotations
     defs[key] = d
+
+
+def ingest_group_cached(obj: Mapping[str, Any], kind: str, api: str, defs: dict, cache: ParseCache) -> None:
+    """`_ingest_group`; under `frozen_objects` a PodGroup's definition is kept by the object itself (an object
+    handed over never changes) and each read gets a copy of it (`ingest_inputs` may mark a read's copy invalid).
+    A miss, or a group whose key was already read this time, goes through `_ingest_group` as it is."""
+    if not (cache.objects and cache.frozen_objects) or type(obj) is not dict or kind != "PodGroup":
+        _ingest_group(obj, kind, api, defs)
+        return
+    hit = cache.groups.get(id(obj))
+    if hit is not None and hit[0] not in defs:
+        defs[hit[0]] = _copy_def(hit[1])
+        return
+    before = len(defs)
+    _ingest_group(obj, kind, api, defs)
+    if len(defs) > before and len(cache.groups) < cache.limit:
+        key = next(reversed(defs))
+        cache.held[id(obj)] = obj
+        cache.groups[id(obj)] = (key, _copy_def(defs[key]))
+
+
+def _copy_def(d: _GroupDef) -> _GroupDef:
+    return _GroupDef(d.api, d.policy, d.min_count, d.priority, d.topology_keys, d.invalid, d.created, d.uid,
+                     d.annotations)
 
 
 def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:

@@ -187,7 +187,9 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None,
         return hint, {}
     per_shape = placed_per_shape(prob, hint)
     lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
-    known = {tuple(sorted(per_shape.items())): lp} if lp else {}
+    # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
+    # and `_Bounds` would solve the same LP again for it
+    known = {tuple(sorted(per_shape.items())): lp} if lp or prices else {}
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
     again = repack(prob, hint, prices, deadline, good) if prices else None
     best = again if again is not None and again.cost(prob) < hint.cost(prob) else hint

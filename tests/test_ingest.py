@@ -229,9 +229,9 @@ def test_a_cache_keyed_by_object_writes_no_json_and_parses_a_replaced_pod_again(
     objs[1] = {**objs[1], "spec": {**objs[1]["spec"], "nodeName": "n1"}}  # bound: a new object
     third = ingest(objs, cache=owned)
     assert len(calls) == 3 and third.gangs[0].bound == 1 and [p.name for p in third.gangs[0].pending] == ["w-1"]
-    assert len(owned.held) == 4  # both versions of w-0, w-1 and n1
+    assert len(owned.held) == 5  # both versions of w-0, w-1, n1 and the PodGroup (`ingest_group_cached`)
     owned.forget_objects()
-    assert not owned.held and not owned.pods and not owned.nodes
+    assert not owned.held and not owned.pods and not owned.nodes and not owned.groups
     ingest(objs, cache=owned)
     assert len(calls) == 5 and not dumps
 
@@ -325,3 +325,30 @@ def test_a_pod_without_placement_fields_gets_the_placement_the_parser_makes_with
     picky = {**bare, "nodeSelector": {"pool": "a"}, "tolerations": [{"operator": "Exists"}]}
     assert _pod_placement_cached(picky, cache) == pod_placement(picky) != pod_placement(bare)
     assert len(cache.placements) == 1
+
+
+def test_a_podgroup_marked_invalid_in_one_read_of_a_kept_cache_is_valid_in_the_next_read_without_the_cause(monkeypatch):
+    """`ingest_group_cached`: a PodGroup's definition is kept by the object itself across reads, and each read gets
+    a copy: a read that marks it invalid (here a second served version of the group with unreadable claims) leaves
+    the kept one as parsed. The second object is parsed once per read (its key is taken by the first)."""
+    import gangscale.parse as parse_module
+    from gangscale.ingest import ParseCache
+
+    calls = []
+    real = parse_module._ingest_group
+    owned = ParseCache(objects=True, frozen_objects=True)
+    good = podgroup("train", min_count=2)
+    bad = podgroup("train", min_count=2, version="v1beta1")
+    bad["spec"]["resourceClaims"] = [{"name": "gpus"}]  # neither a claim nor a template: the group is invalid
+    members = [pod("w-0", group="train"), pod("w-1", group="train")]
+    monkeypatch.setattr(parse_module, "_ingest_group", lambda *a: calls.append(a[0]["apiVersion"]) or real(*a))
+    first = ingest([good, bad, *members], cache=owned)
+    assert first.gangs[0].invalid and "resourceClaims" in first.gangs[0].invalid
+    second = ingest([good, *members], cache=owned)
+    assert second.gangs[0].invalid is None and second.gangs[0].min_count == 2
+    third = ingest([good, bad, *members], cache=owned)
+    assert third.gangs[0].invalid == first.gangs[0].invalid
+    assert calls.count("scheduling.k8s.io/v1alpha2") == 1  # kept after the first read
+    assert id(good) in owned.groups and id(bad) not in owned.groups
+    owned.forget_objects()
+    assert not owned.groups

@@ -259,15 +259,19 @@ class Gangscale:
         cooling, ageing, empty-node grace): due now when it fell between that pass and now."""
         t0 = self.clock() - now
         cfg, times = self.cfg, []
+        cancel, backoff, ageing = cfg.cancel_grace_seconds, cfg.launch_failure_backoff_seconds, cfg.ageing_seconds
+        running, add = GangState.RUNNING, times.append
         for r in self.rec.state.records.values():
-            times += [r.since + cfg.cancel_grace_seconds, r.since + cfg.launch_failure_backoff_seconds]
+            add(r.since + cancel)
+            add(r.since + backoff)
             if r.deadline:
-                times.append(r.deadline)
-            if r.state not in (GangState.RUNNING,):
-                times.append(r.first_seen + cfg.ageing_seconds)
+                add(r.deadline)
+            if r.state != running:
+                add(r.first_seen + ageing)
         times += list(self.rec.state.backoff.values())
         times += [s + cfg.empty_node_grace_seconds for s in self.rec.empty_since.values()]
-        due = [int(t - t0) + 1 for t in times if int(t - t0) + 1 > self.last_scan]
+        last = self.last_scan
+        due = [v for t in times if (v := int(t - t0) + 1) > last]
         grace = cfg.empty_node_grace_seconds
         if any(int(s + grace - t0) + 1 <= self.last_scan for s in self.rec.empty_since.values()):
             # an empty node past its grace outlived the last pass (a removal that failed, a group at its minSize):

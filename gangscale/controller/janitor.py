@@ -32,6 +32,8 @@ def unconfirmed_calls(records: Iterable[Record], listed: Mapping[GangKey, str]) 
     """Client token -> the records' shares of that call; `listed` maps listed gangs to their generation."""
     out: dict[str, list[PendingCall]] = {}
     for rec in records:
+        if not rec.calls:  # (most records: none in flight; their key is not even built)
+            continue
         wanted = listed.get(rec.key) == rec.generation and rec.state not in TERMINAL
         for group, (token, n) in sorted(rec.calls.items()):
             out.setdefault(token, []).append(PendingCall(rec.key, group, n, wanted))

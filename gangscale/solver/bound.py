@@ -118,8 +118,9 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
     parts = _lp_parts(prob, list(cover), parts)
+    scaled = _scaled_requests(prob, cover, scale)
     for kids, weights in zip(parts.pools, parts.weights):
-        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights)
+        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled=scaled)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
@@ -134,11 +135,21 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
 
 
+def _scaled_requests(prob: Problem, cover: dict, scale: np.ndarray) -> list[list[tuple[int, float]]]:
+    """Per shape of `cover` (in its order), its nonzero requests as (resource, request / scale): the capacity rows'
+    coefficients, the same in every pool, so an LP computes them once, not once per pool."""
+    scales = scale.tolist()
+    return [[(r, q / scales[r]) for r, q in enumerate(prob.shapes[sh].req) if q] for sh in cover]
+
+
 def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, weights: dict[int, dict],
-             uses: dict | None = None):
+             uses: dict | None = None, scaled: list[list[tuple[int, float]]] | None = None):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource) and its dual-feasible rows (`weights`: `_pool_dff`); a node group's
-    count `n` is returned (None for existing nodes)."""
+    count `n` is returned (None for existing nodes). `scaled`: `_scaled_requests` of `cover`, when the caller has
+    it."""
+    if scaled is None:
+        scaled = _scaled_requests(prob, cover, scale)
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
@@ -147,7 +158,7 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
     # as Python numbers once (the same float64 values the per-element numpy reads gave): the loop below is per shape
     slots_of = (mult @ view.count[kids]).tolist()  # per shape: pods of it the pool's nodes take one at a time
     per_node = view.count[kids[0]].tolist()
-    room, scales, nodes = (cap / scale).tolist(), scale.tolist(), float(mult.sum())
+    room, nodes = (cap / scale).tolist(), float(mult.sum())
     rows: dict = {}
     for i, (sh, cov) in enumerate(cover.items()):
         if not slots_of[i]:
@@ -162,14 +173,13 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
             slots.SetCoefficient(n, -float(per_node[i]))
         else:
             u.SetUb(float(slots_of[i]))
-        for r, q in enumerate(prob.shapes[sh].req):
-            if q:
-                row = rows.get(r)
-                if row is None:  # sum req u <= cap (x n for a node group)
-                    row = rows[r] = s.Constraint(-inf, 0 if new else room[r])
-                    if new:
-                        row.SetCoefficient(n, -room[r])
-                row.SetCoefficient(u, q / scales[r])
+        for r, coef in scaled[i]:
+            row = rows.get(r)
+            if row is None:  # sum req u <= cap (x n for a node group)
+                row = rows[r] = s.Constraint(-inf, 0 if new else room[r])
+                if new:
+                    row.SetCoefficient(n, -room[r])
+            row.SetCoefficient(u, coef)
         for (r, k), w in weights.get(sh, {}).items():
             row = rows.get((r, k))
             if row is None:  # sum f_k(req / U) u <= nodes (n for a node group)
@@ -556,8 +566,9 @@ class GangLP:
         self.parts = _lp_parts(prob, list(cover))  # (`lp_cost_prices` reuses them)
         self.n: dict[int, object] = {}  # per node group kind: its node count
         self.uses: dict[tuple[int, int], object] = {}  # (shape, first kind of a pool) -> pods of the shape there
+        scaled = _scaled_requests(prob, cover, scale)
         for kids, weights in zip(self.parts.pools, self.parts.weights):
-            n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, self.uses)
+            n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, self.uses, scaled)
             if n is not None:
                 self.n[kids[0]] = n
         self.extra: list = []

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .problem import Problem
 
 Pattern = tuple[tuple[int, int], ...]  # sorted ((shape, count), ...)
+ENUMERATIONS_KEPT = 1024  # enumerations of (capacity, requests, budget) kept across plans (each at most a budget of patterns)
 
 
 @dataclass(slots=True)
@@ -43,10 +45,19 @@ def enumerate_maximal(cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, .
     Returns the patterns and whether the enumeration finished. Depth-first,
     largest counts first, so a cut-off enumeration still yields full bins.
     """
+    by_position, finished = _enumerate(tuple(cap), tuple(r for _, r in shapes), budget)
+    sids = [sid for sid, _ in shapes]
+    return [tuple((sids[i], k) for i, k in p) for p in by_position], finished
+
+
+@lru_cache(maxsize=ENUMERATIONS_KEPT)
+def _enumerate(cap: tuple[int, ...], reqs: tuple[tuple[int, ...], ...], budget: int) -> tuple[tuple[Pattern, ...], bool]:
+    """`enumerate_maximal` over shape positions (a pure function of requests and capacity, kept for the next plan:
+    a controller's passes enumerate the same node groups for the same pending shapes again and again)."""
     out: list[Pattern] = []
     steps = [0]
     step_limit = budget * 200
-    reqs = [r for _, r in shapes]
+    shapes = list(enumerate(reqs))
 
     def dfs(i: int, free: list[int], cur: list[tuple[int, int]]) -> bool:
         steps[0] += 1
@@ -69,7 +80,7 @@ def enumerate_maximal(cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, .
         return True
 
     finished = dfs(0, list(cap), [])
-    return out, finished
+    return tuple(out), finished
 
 
 def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budget_per_kind: int = 64,

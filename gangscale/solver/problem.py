@@ -253,7 +253,7 @@ def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[P
     for sid, kids in enumerate(compat):
         for kid in kids:
             could_use[kid] += pods_of_shape.get(sid, 0)
-    return [replace(k, max_count=min(k.max_count, could_use[k.kid])) if k.new else k for k in kinds]
+    return [replace(k, max_count=could_use[k.kid]) if k.new and could_use[k.kid] < k.max_count else k for k in kinds]
 
 
 def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
@@ -263,9 +263,13 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimi
 
     by_sig: dict[tuple, list[str]] = {}  # existing nodes alike to the solver: one kind, built once they are all seen
     first: dict[tuple, tuple[NodeView, dict[str, str]]] = {}
+    least = min_req.tolist() if min_req is not None else None  # Python ints: the per-node check below is per element
     for n in snap.nodes:
-        free = vec({**{k: max(0, v) for k, v in n.free.items()}, **limits.free_on(n.name)})
-        if min_req is not None and not all(f >= m for f, m in zip(free, min_req)):
+        if limits.limits:
+            free = vec({**{k: max(0, v) for k, v in n.free.items()}, **limits.free_on(n.name)})
+        else:  # no per-node rule: the same tuple, each entry clamped at 0 after the vector is taken
+            free = tuple([x if x > 0 else 0 for x in vec(n.free)])
+        if least is not None and not all(f >= m for f, m in zip(free, least)):
             continue  # not even the smallest pod fits: skip the node entirely
         labels = {k: v for k, v in n.labels.items() if k in relevant}
         sig = (free, tuple(sorted(labels.items())), n.taints, n.node_group)
