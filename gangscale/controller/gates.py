@@ -21,7 +21,10 @@ deletes it so its owner recreates it, gated again.
 
 The plan the controller makes in gate mode is made on `scheduled_first`'s snapshot: the scheduler's
 queue (pods without our gate) placed first where the model puts it on the Ready nodes under every
-seed, so nothing is bought for a pod the scheduler puts on a node the cluster has.
+seed, so nothing is bought for a pod the scheduler puts on a node the cluster has. Those model runs
+are a deterministic function of the queue, the Ready nodes, the bound pods and the scheduler's
+configuration: a caller-owned `QueueMemo` keeps the last few by those inputs, so a pass's plan and
+its release (and a pass whose inputs did not change) run them once, with the same answers.
 
 Gangs carrying the gate that gate mode does not hold (`gateMode: off`, or not opted in) are
 released at once, not narrowed: the gate is gangscale's, and nobody else lifts it. The gate's
@@ -310,19 +313,59 @@ class _Room:
 
 
 def _queue(gangs: Sequence[Gang], holding: Callable[[Gang], bool]) -> list[Gang]:
-    """The pods the scheduler has (or gets this pass): ungated ones, and the gated pods of gangs not held."""
+    """The pods the scheduler has (or gets this pass): ungated ones, and the gated pods of gangs not held.
+    (`holding` is asked once per gang with a gated pod, not once per pod: thousands of pods per pass.)"""
     out = []
     for g in gangs:
-        pending = [p for p in g.pending if not gated(p) or not holding(g)]
+        held: bool | None = None
+        pending = []
+        for p in g.pending:
+            if gated(p):
+                if held is None:
+                    held = holding(g)
+                if held:
+                    continue
+            pending.append(p)
         if pending:
             out.append(replace(g, pending=pending))
     return out
 
 
+_Runs = tuple[list[SimResult], dict[str, Counter]]
+
+
+class QueueMemo:
+    """The last few `_queue_runs` answers, each under everything it reads (the queue, the Ready nodes, the bound
+    pods, the scheduler's configuration, SEEDS), compared by value: a pass's plan (`scheduled_first`) and its
+    release (`release`) model the same queue on the same nodes, and a pass whose inputs did not change models it
+    again. A caller keeps one (the reconciler: one for its life); the answers are shared, so nobody changes them."""
+
+    __slots__ = ("entries", "kept", "hits", "runs")
+
+    def __init__(self, kept: int = 4) -> None:
+        self.entries: list[tuple[tuple, _Runs]] = []
+        self.kept = kept
+        self.hits = 0  # answers reused
+        self.runs = 0  # answers computed (each `simulate_seeds` over SEEDS)
+
+    def get(self, key: tuple, compute: Callable[[], _Runs]) -> _Runs:
+        for seen, runs in self.entries:
+            if seen == key:
+                self.hits += 1
+                return runs
+        runs = compute()
+        self.runs += 1
+        self.entries = [(key, runs), *self.entries][:self.kept]
+        return runs
+
+
 def _queue_runs(queue: Sequence[Gang], live: Sequence[NodeView], snap: ClusterSnapshot,
-                config: SchedulerConfig | None) -> tuple[list[SimResult], dict[str, Counter]]:
+                config: SchedulerConfig | None, memo: QueueMemo | None = None) -> _Runs:
     """The scheduler's queue placed on the Ready nodes `live` under every seed of SEEDS, and per node the most any
     seed puts on it (score ties are random: room is kept for the queue wherever any seed puts it)."""
+    if memo is not None:
+        key = (tuple(queue), tuple(live), tuple(snap.bound), config, SEEDS)
+        return memo.get(key, lambda: _queue_runs(queue, live, snap, config))
     results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
     requests = {p.key: p.requests for g in queue for p in g.pending}
     worst: dict[str, Counter] = {}
@@ -336,12 +379,12 @@ def _queue_runs(queue: Sequence[Gang], live: Sequence[NodeView], snap: ClusterSn
 
 
 def _room(gangs: Sequence[Gang], snap: ClusterSnapshot, config: SchedulerConfig | None, where: Mapping[str, str],
-          held: Sequence[Gang], holding: Callable[[Gang], bool]) -> _Room:
+          held: Sequence[Gang], holding: Callable[[Gang], bool], memo: QueueMemo | None = None) -> _Room:
     views = {v.name: v for v in snap.nodes if not v.upcoming}
     free = {name: dict(v.free) for name, v in views.items()}
     queue = _queue(gangs, holding)
     if queue and views:
-        for node, c in _queue_runs(queue, list(views.values()), snap, config)[1].items():
+        for node, c in _queue_runs(queue, list(views.values()), snap, config, memo)[1].items():
             _take(free[node], c)
     for g in held:
         for p in g.pending:
@@ -385,17 +428,20 @@ def _assign(room: _Room, g: Gang, pods: Sequence[Pod], where: Mapping[str, str])
 
 
 def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[GangKey, tuple[str, str]],
-            snap: ClusterSnapshot, holding: Callable[[Gang], bool], *, config: SchedulerConfig | None = None
-            ) -> GateDecision:
+            snap: ClusterSnapshot, holding: Callable[[Gang], bool], *, config: SchedulerConfig | None = None,
+            memo: QueueMemo | None = None) -> GateDecision:
     """The gates to lift this pass (the module docstring), given each pod's planned node as a live node's name
-    where it has registered (`where`) and the plan's decision per gang. Shared with benchmarks/gatemode.py."""
+    where it has registered (`where`) and the plan's decision per gang. Shared with benchmarks/gatemode.py.
+    The room (`_room`, the scheduler model's runs of the queue) is worked out only once a gang's capacity is Ready:
+    most passes release nothing. `memo`: the caller's `QueueMemo`, the same answers as without it."""
     mine = [g for g in gangs if any(gated(p) for p in g.pending)]
+    holds_it = [holding(g) for g in mine]  # (asked once per gang)
     lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
-             for g in mine if not holding(g)]
-    held_gangs = release_order(g for g in mine if holding(g))
+             for g, h in zip(mine, holds_it) if not h]
+    held_gangs = release_order(g for g, h in zip(mine, holds_it) if h)
     live = {v.name for v in snap.nodes if not v.upcoming}
     planned, where = where, _own_first(held_gangs, where, snap)
-    room = _room(gangs, snap, config, where, held_gangs, holding)
+    room: _Room | None = None
     held: dict[GangKey, str] = {}
     for g in held_gangs:
         pods, why = _ready(g, decisions.get(g.gang_key), where, live)
@@ -403,6 +449,8 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
             if why:
                 held[g.gang_key] = why
             continue
+        if room is None:
+            room = _room(gangs, snap, config, where, held_gangs, holding, memo)
         nodes, short = _assign(room, g, pods, where)
         if short:
             held[g.gang_key] = (f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
@@ -418,11 +466,11 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
 
 
 def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
-           config: SchedulerConfig | None = None) -> GateDecision:
+           config: SchedulerConfig | None = None, memo: QueueMemo | None = None) -> GateDecision:
     """`release` on the controller's plan (new nodes named as `_placement` names them); `gangs` as ingested, not as
     the policy planned them."""
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
-    return release(gangs, _placement(plan), decisions, snap, holding, config=config)
+    return release(gangs, _placement(plan), decisions, snap, holding, config=config, memo=memo)
 
 
 # ------------------------------------------------------------------------------------------ the plan's input
@@ -432,7 +480,7 @@ SCHEDULED_FIRST = ("fits-existing", "it carries no scheduling gate, so the sched
 
 
 def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
-                    config: SchedulerConfig | None = None) -> ClusterSnapshot:
+                    config: SchedulerConfig | None = None, memo: QueueMemo | None = None) -> ClusterSnapshot:
     """The snapshot gate mode plans on: the scheduler's queue (`_queue`: pods without our gate, and the gated pods
     of gangs gate mode does not hold) placed first where the scheduler model puts it on the Ready nodes, as the
     cluster's scheduler does the moment the pods exist, before any node of the plan arrives or any gate is lifted.
@@ -440,13 +488,13 @@ def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
     with nothing to place is decided `SCHEDULED_FIRST`); each node loses the most any seed puts on it, as `_room`
     takes it at the release. Otherwise the plan buys nodes for pods the scheduler packs onto existing nodes
     (MostAllocated), which then stay empty, and gives gangs room the queue takes first. `snap` itself when gate
-    mode holds no gated pod."""
+    mode holds no gated pod. `memo`: the caller's `QueueMemo` (the same answer as without it)."""
     gangs = snap.solvable
     live = [v for v in snap.nodes if not v.upcoming]
     queue = _queue(gangs, holding)
     if not queue or not live or not any(gated(p) and holding(g) for g in gangs for p in g.pending):
         return snap
-    results, worst = _queue_runs(queue, live, snap, config)
+    results, worst = _queue_runs(queue, live, snap, config, memo)
     settled = set(results[0].placement).intersection(*(r.placement for r in results[1:]))
     nodes = [replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in worst else v
              for v in snap.nodes]

@@ -143,6 +143,7 @@ class Reconciler:
         self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
         self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, so a reason is logged when it changes
+        self.gate_queue_runs = gates.QueueMemo()  # gate mode's model runs of the scheduler's queue, by their inputs
         self.fence = fence  # raises LostLeadership when this replica may no longer act
         self.actuator = Actuator(provider, fence)
         self.last_sweep = 0.0
@@ -199,7 +200,8 @@ class Reconciler:
             if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
                 cluster, _ = self.actuator.refresh(cluster)
             self._registered(cluster, now)
-        snap, plan = self._plan(cluster, warnings, now, gates.namespace_labels(objects))
+        ns_labels = gates.namespace_labels(objects)  # (read once: the plan and the release both ask)
+        snap, plan = self._plan(cluster, warnings, now, ns_labels)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
         if enforce:
@@ -207,7 +209,7 @@ class Reconciler:
             self._step(plan, self._expire(plan, snap, cluster, now), cluster, now)
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now, spares)
-        self._gates(objects, cluster, snap, plan, enforce, now)
+        self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
         self._observe(plan)
         if leader:
             self._conditions(objects)
@@ -326,7 +328,7 @@ class Reconciler:
         if any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             first = partial(gates.scheduled_first, holding=partial(gates.holds, mode=self.cfg.gate_mode,
                                                                    ns_labels=ns_labels),
-                            config=self._scheduler(now, gating=True)[0].config)
+                            config=self._scheduler(now, gating=True)[0].config, memo=self.gate_queue_runs)
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
                                 lambda snap: self._make_plan(first(snap) if first else snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
@@ -496,17 +498,16 @@ class Reconciler:
                                                           "empty_seconds": round(now - e.empty_since)})
 
     def _gates(self, objects: list[dict[str, Any]], cluster: Cluster, snap: ClusterSnapshot, plan: Plan,
-               enforce: bool, now: float) -> None:
+               enforce: bool, now: float, ns_labels: dict[str, dict[str, str]]) -> None:
         """Gate mode: release the gangs whose capacity is Ready, each pod narrowed to its node (gates.py), fenced;
         then recover released pods whose one node died."""
         self._recover(cluster, enforce, now)
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
-        ns_labels = gates.namespace_labels(objects)
         scheduler, _ = self._scheduler(now, gating=True)
         decision = gates.decide(cluster.gangs, plan, snap, lambda g: gates.holds(g, self.cfg.gate_mode, ns_labels),
-                                config=scheduler.config)
+                                config=scheduler.config, memo=self.gate_queue_runs)
         for key, why in decision.held.items():
             if self.gates_held.get(key) != why:
                 log.info("gate held", extra={"gang": str(key), "reason": why})
