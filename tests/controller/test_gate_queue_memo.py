@@ -83,3 +83,16 @@ def test_the_release_reuses_the_queue_runs_its_pass_made_for_the_plan():
     assert with_memo == decide(cluster.gangs, plan, snap, _held)
     assert [lift.nodes for lift in with_memo.lifts] == [("n1",)]  # the release did ask for the room
     assert (memo.runs, memo.hits) == (1, 1)
+
+
+def test_a_pass_that_releases_no_gang_runs_no_model_of_the_queue_and_asks_each_gang_once_whether_it_is_held():
+    more = [pod(f"g{i}", cpu="1", group="g", schedulingGates=[{"name": CAPACITY_GATE}]) for i in (1, 2)]
+    cluster = ingest([*_objects(), *more])
+    snap = build_snapshot(cluster, [])
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    plan = plan.model_copy(update={"existing_nodes": {}})  # the plan places none of the held gang's pods
+    memo, asked = QueueMemo(), []
+    d = decide(cluster.gangs, plan, snap, lambda g: asked.append(g.name) or True, memo=memo)
+    assert d.lifts == () and [k.name for k in d.held] == ["g"] and "places none" in d.held[next(iter(d.held))]
+    assert memo.runs == 0  # the room (the queue's model runs) is only needed to narrow a released pod
+    assert asked == ["g"]  # once, not once per gated pod nor again for the room
