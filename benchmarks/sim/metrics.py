@@ -10,8 +10,9 @@ billed to its end under every policy. Definitions (docs/simulate.md):
   drain; a gang never started counts with the time it waited until the end of the run (a lower bound),
   and is counted apart;
 - stranded node-hours: Ready nodes running no pod (pods are only bound for started gangs and basic pods);
-- stranded past a deadline: stranded time of a node that never ran a pod, from its launch plus the
-  provisioning deadline plus one scan on (capacity bought for a gang that did not start in time);
+- stranded past a deadline: stranded time of a node that has not run a pod yet, from its launch plus the
+  provisioning deadline plus one scan on (capacity bought for a gang that did not start in time; what a node
+  held past that point counted stays counted if a gang starts on it later);
 - stranded by cause: each stretch of a node's idleness, by what came before it (a pod, or none yet) and what
   ended it (a pod, or the node going back / the horizon): `StrandedCauses`;
 - GPU-hours bought (the bill) vs used (GPU requests of bound pods);
