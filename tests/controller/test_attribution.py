@@ -433,12 +433,9 @@ def test_a_gang_that_timed_out_gives_back_its_own_arrived_node_not_another_gangs
     assert own["metadata"]["name"] not in live and theirs <= live
 
 
-def test_a_spare_node_past_its_deadline_goes_back_even_when_another_gangs_plan_would_put_pods_on_it():
-    """Issue 10, seeds 2-4: a gang started without a node it bought; a later gang's plan counted on that spare, so it
-    stayed past the deadline of its purchase and billed with no pod until that gang started (or the plan moved on).
-    Past the deadline the spare is reserved for its own gang (no other plan counts on it) and goes back; the later
-    gang is bought its own node, under its own deadline."""
-    clock = Clock()
+def _started_with_a_spare(clock: Clock) -> tuple[Reconciler, SimulatedProvider, list[dict], str]:
+    """Gang a (two 6-core pods) bought two nodes; c finished on n0 at 200 s, so a started on n0 and the first node,
+    and its second node (the spare) arrives at 300 s. Returns the reconciler, the cloud, the objects and the spare."""
     objects = [node("n0", cpu="8"), podgroup("c", min_count=1), pod("c-0", cpu="6", group="c", node="n0"),
                podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
     groups, _ = parse_catalog([group("cpu", max_size=10)])
@@ -458,6 +455,16 @@ def test_a_spare_node_past_its_deadline_goes_back_even_when_another_gangs_plan_w
     objects.append(late)  # a's spare arrives
     r.reconcile(objects, leader=True)
     spare = late["metadata"]["name"]
+    return r, sim, objects, spare
+
+
+def test_a_spare_node_past_its_deadline_goes_back_even_when_another_gangs_plan_would_put_pods_on_it():
+    """Issue 10, seeds 2-4: a gang started without a node it bought; a later gang's plan counted on that spare, so it
+    stayed past the deadline of its purchase and billed with no pod until that gang started (or the plan moved on).
+    Past the deadline the spare is reserved for its own gang (no other plan counts on it) and goes back; the later
+    gang is bought its own node, under its own deadline."""
+    clock = Clock()
+    r, sim, objects, spare = _started_with_a_spare(clock)
     assert r.record(A).nodes == {"cpu": (spare,)}
     clock.now = T0 + 850  # d needs two nodes: its plan puts one pod on the spare and buys one more
     objects += [podgroup("d", min_count=2), pod("d-0", cpu="6", group="d"), pod("d-1", cpu="6", group="d")]
@@ -509,25 +516,7 @@ def test_a_spare_node_that_a_plan_counts_on_in_the_pass_at_its_deadline_is_not_g
     and bought four again. The scale-down now uses the deadlines' own boundary: a spare goes back in the first pass
     past its deadline, and no pass both plans on it and gives it back."""
     clock = Clock()
-    objects = [node("n0", cpu="8"), podgroup("c", min_count=1), pod("c-0", cpu="6", group="c", node="n0"),
-               podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
-    groups, _ = parse_catalog([group("cpu", max_size=10)])
-    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
-    r.reconcile(objects, leader=True)
-    clock.now += 100
-    first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 300)
-    objects.append(first)
-    r.reconcile(objects, leader=True)
-    clock.now = T0 + 200  # c finished; the scheduler puts a on n0 and on the node that arrived
-    objects = [o for o in objects if o["metadata"]["name"] not in ("c", "c-0")]
-    for o, where in zip((o for o in objects if o["kind"] == "Pod"), ("n0", first["metadata"]["name"])):
-        o["spec"]["nodeName"], o["status"] = where, {"phase": "Running"}
-    r.reconcile(objects, leader=True)
-    clock.now = T0 + 300
-    objects.append(late)  # a's spare arrives
-    r.reconcile(objects, leader=True)
-    spare = late["metadata"]["name"]
+    r, sim, objects, spare = _started_with_a_spare(clock)
     clock.now = T0 + 850  # d needs two nodes: its plan puts one pod on the spare and buys one more
     objects += [podgroup("d", min_count=2), pod("d-0", cpu="6", group="d"), pod("d-1", cpu="6", group="d")]
     r.reconcile(objects, leader=True)
