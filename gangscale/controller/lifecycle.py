@@ -812,12 +812,6 @@ def _spares_due(step: _Step, rec: Record, report: Expire) -> None:
         step.put(rec, requested=requested, nodes=nodes, launches=launches)
 
 
-def late_spares(records: Iterable[Record], now: float) -> set[str]:
-    """The groups where a running gang past its deadline still counts launches of its own on their way."""
-    return {g for r in records if r.state == GangState.RUNNING and r.deadline and now > r.deadline
-            for g, n in r.requested.items() if n > r.arrived(g)}
-
-
 def _waited_for(records: Iterable[Record], group: str) -> int:
     """The launches of `group` that gangs still waiting count on (every record holding there but a running one)."""
     return sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in records

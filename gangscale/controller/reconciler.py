@@ -77,7 +77,6 @@ from .lifecycle import (
     StateChanged,
     Takeover,
     holds,
-    late_spares,
     named_launches,
     spare_until,
     transition,
@@ -218,7 +217,8 @@ class Reconciler:
 
     def _expire(self, plan: Plan, snap: ClusterSnapshot, cluster: Cluster, now: float) -> Expire:
         """The deadlines' report; the cloud's launches on their way only where a running gang's late spares are."""
-        on_way = {g: self.actuator.on_the_way(g, cluster) for g in sorted(late_spares(self.state.records.values(), now))}
+        late = expired_spares(self.state.records.values(), now)[0]  # groups where they still have launches
+        on_way = {g: self.actuator.on_the_way(g, cluster) for g in sorted(late)}
         ids = {g: i for g, i in on_way.items() if i is not None}
         return Expire(self.rules, planned_upcoming(plan, snap), {g: len(i) for g, i in ids.items()},
                       frozenset(n for n, pods in plan.existing_nodes.items() if pods), ids)
