@@ -4,8 +4,9 @@ Invariant: it only adds to `cloud_adapters.simulated.SimulatedProvider` (whose b
 unchanged but for the `_launch_fails` hook): after each `increase_size` the new launches get a delay
 drawn from their group's distribution, and a launch that fails (the per-launch failure probability,
 or an outage of its group) fails fast, as InsufficientInstanceCapacity does. Both draws come from the
-group's own seeded streams, so the k-th launch of a group is the same under every policy. Every call through the provider interface
-is counted; the engine reads instance state through `launches()`, which is not a cloud call.
+group's own seeded streams, so the k-th launch of a group is the same under every policy. Every call
+through the provider interface is counted; the engine reads instance state through `launches()`, which
+is not a cloud call.
 Money is integer micro-dollars: an instance is billed per second from its launch to its end.
 """
 
@@ -95,8 +96,8 @@ class SimCloud(SimulatedProvider):
             if inst.id not in new:
                 continue
             inst.fails = inst.fails or outage
-            delay = ICE_SECONDS if inst.fails else launch_delay(self._stream(self._delay_rngs, "delays", group), median, sigma)
-            inst.ready_at = now + delay
+            delays = self._stream(self._delay_rngs, "delays", group)
+            inst.ready_at = now + (ICE_SECONDS if inst.fails else launch_delay(delays, median, sigma))
             if not inst.fails:
                 self.bill[inst.id] = Billed(inst.id, group, t)
                 self.open.add(inst.id)
