@@ -107,6 +107,13 @@ class _State:
         follow = guide is not None and bool(guide.full.any())
         self.left = guide.allot.copy() if follow else None
         self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
+        # per kind: the guide-filled node group's new kind an existing node belongs to (-1: none, or unguided)
+        self.filled_group = np.full(len(prob.kinds), -1, dtype=np.int64)
+        if follow:
+            new_of = {k.group: k.kid for k in prob.kinds if k.new and guide.full[k.kid]}
+            for k in prob.kinds:
+                if not k.new and k.group in new_of:
+                    self.filled_group[k.kid] = new_of[k.group]
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -176,6 +183,16 @@ class _State:
         of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
         return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
 
+    def spared(self, shape: int, kinds: np.ndarray) -> np.ndarray:
+        """Per bin kind: an existing node that `avoid` holds for other shapes (a node of a group the guide fills,
+        with none of that group left to this shape): the free room of existing nodes is part of the scarce pool
+        too (busy-5k: 8-GPU pods with no product selector took the free H100 nodes an H100-only gang needed)."""
+        g = self.filled_group[kinds]
+        out = g >= 0
+        if out.any():
+            out[out] = self.left[shape, g[out]] <= GUIDE_EPS
+        return out
+
     def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
         """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
         in [lo, lo') can take one. Scanned from the shape's cursor, a window with no room moves the cursor."""
@@ -198,14 +215,16 @@ GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP to
 FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
 
 
-def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int) -> int:
+def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False) -> int:
     """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
     as one scan of all of them, without computing the room of bins after the last one used); returns what is
-    left."""
+    left. `spare`: leave out the existing nodes the guide holds for other shapes (`_State.spared`)."""
     lo = min(int(st.start[shape]), st.n)
     while left and lo < st.n:
         hi = min(st.n, lo + FIT_WINDOW)
         at, counts = st.fits(shape, dk, lo, hi)
+        if spare:
+            counts = np.where(st.spared(shape, st.kind[at:hi]), 0, counts)
         nz = np.flatnonzero(counts)
         if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
             room = counts[nz]
@@ -238,7 +257,6 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     # largest pods first (by their biggest share of any compatible bin)
     base = prob.arrays
     order = sorted(info.classes, key=lambda c: -base.size[prob.classes[c].shape])
-    new_compat = base.new_compat
     placed = 0
     for cid in order:
         shape = prob.classes[cid].shape
@@ -248,26 +266,41 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
         if want <= 0:
             continue
         dk = _domain_kinds(prob, shape, domain, st.masks)
-        left = want
-        left = _first_fit(st, shape, cid, dk, left)
-        while left:
-            best, best_key = -1, None
-            for kid in new_compat[shape]:
-                k = prob.kinds[kid]
-                if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
-                    continue
-                per_node = min(left, prob.fit_count[(shape, kid)])
-                key = (st.avoid(shape, kid), k.cost / per_node, -per_node, kid)
-                if best_key is None or key < best_key:
-                    best, best_key = kid, key
-            if best < 0:
-                break
-            b = st.open(best)
-            take = min(left, prob.fit_count[(shape, best)])
-            st.place(b, cid, take)
-            left -= take
+        # existing nodes the guide holds for other shapes come after the new nodes it leaves to this one
+        spare = st.left is not None and bool(st.spared(shape, np.flatnonzero(st.filled_group >= 0)).any())
+        left = _first_fit(st, shape, cid, dk, want, spare)
+        if spare:
+            left = _open_new(st, prob, shape, cid, dk, left, last_resort=False)
+            left = _first_fit(st, shape, cid, dk, left)
+        left = _open_new(st, prob, shape, cid, dk, left, last_resort=True)
         placed += want - left
     return placed
+
+
+def _open_new(st: _State, prob: Problem, shape: int, cid: int, dk: np.ndarray | None, left: int,
+              last_resort: bool) -> int:
+    """Put up to `left` pods of class `cid` on new nodes, the lowest price per pod first and the guide's held
+    groups (`_State.avoid`) last, or not at all unless `last_resort`; returns what is left."""
+    while left:
+        best, best_key = -1, None
+        for kid in prob.arrays.new_compat[shape]:
+            k = prob.kinds[kid]
+            if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
+                continue
+            held = st.avoid(shape, kid)
+            if held and not last_resort:
+                continue
+            per_node = min(left, prob.fit_count[(shape, kid)])
+            key = (held, k.cost / per_node, -per_node, kid)
+            if best_key is None or key < best_key:
+                best, best_key = kid, key
+        if best < 0:
+            break
+        b = st.open(best)
+        take = min(left, prob.fit_count[(shape, best)])
+        st.place(b, cid, take)
+        left -= take
+    return left
 
 
 def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
