@@ -48,7 +48,8 @@ BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound 
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
 COST_TARGET_GAP = 0.01  # issue 11's cost criterion: a repaired plan this close to its LP bound tries no other fill
-GUIDE_SHARE = 0.1  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided)
+GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
+# 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
 

@@ -272,3 +272,18 @@ def test_the_default_plan_starts_both_gangs_when_the_scarce_group_has_a_free_run
     assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
     assert plan.scale_up == {"a": 1, "b": 2}
     assert not check_plan(objs, catalog, plan.to_dict())
+
+
+def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_the_greedy(monkeypatch):
+    # busy-5k's gang LP is estimated at 0.24 s (it takes 0.1 s): a tenth of --time-limit 2 left its greedy
+    # unguided, and the flexible 8-GPU pods took the free H100 nodes again (52 gangs where 53 fit).
+    from gangscale import planner
+    from gangscale.solver import cpsat
+
+    monkeypatch.setattr(planner, "lp_seconds", lambda prob: 0.25)
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
+    objs, catalog = held_existing_node_case()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+    assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
+    assert not check_plan(objs, catalog, plan.to_dict())

@@ -16,8 +16,9 @@ groups, in the same order; then a cost repair re-packs the chosen pods whole
 gang by whole gang and keeps that when it places them all for less.
 With a `Guide` (the gang LP's answer for the top level, `bound.GangLP.guide`)
 the gangs the LP starts go first, and a node group the LP fills is a last
-resort for a shape it gave none of that group's nodes (a pod that fits several
-groups no longer takes the nodes of one that other gangs' pods alone can use);
+resort for a shape it gave none of that group's nodes, its free running nodes
+included (a pod that fits several groups no longer takes the nodes of one that
+other gangs' pods alone can use);
 otherwise the cheapest price per pod still decides.
 `quorum_first=False` is the older whole-gang-first order (priority, age).
 
