@@ -261,7 +261,9 @@ def test_the_guide_keeps_the_flexible_gang_off_a_free_existing_node_of_the_group
     objs, catalog = held_existing_node_case()
     snap = snapshot(objs, catalog)
     prob = build_problem(snap)
-    a = greedy(prob, guide=gang_lp(prob).guide())
+    guide = gang_lp(prob).guide()
+    assert started(prob, greedy(prob, guide=guide)) == {"flex"}
+    a = greedy(prob, guide=guide, spare_running=True)
     assert started(prob, a) == {"flex", "only-a"}
     assert not check_plan(objs, catalog, _render(snap, prob, a, a.cost(prob), 0).to_dict())
 

@@ -79,7 +79,8 @@ def gang_order(prob: Problem) -> list[int]:
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
-    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None) -> None:
+    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None,
+                 spare_running: bool = False) -> None:
         self.prob = prob
         base = prob.arrays  # the arrays every state of this problem starts from (built once, read-only)
         self.req = base.req
@@ -110,7 +111,7 @@ class _State:
         self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
         # per kind: the guide-filled node group's new kind an existing node belongs to (-1: none, or unguided)
         self.filled_group = np.full(len(prob.kinds), -1, dtype=np.int64)
-        if follow:
+        if follow and spare_running:
             new_of = {k.group: k.kid for k in prob.kinds if k.new and guide.full[k.kid]}
             for k in prob.kinds:
                 if not k.new and k.group in new_of:
@@ -488,14 +489,16 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 
 
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
-           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True) -> Assignment:
+           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True,
+           spare_running: bool = False) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
     the rest stay unplaced, but the first gang is always tried (a plan is never empty only for a slow clock).
     With the gang LP's `guide`, its gangs go first and the node groups it fills go to the shapes it gives them.
     `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that repairs by LP prices
-    first and needs it only when that misses."""
+    first and needs it only when that misses. `spare_running`: the guide's filled groups keep their running
+    nodes' free room too (`_State.spared`)."""
     order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
-    st = _State(prob, order, guide=guide)
+    st = _State(prob, order, guide=guide, spare_running=spare_running)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     chooser = _Chooser()
