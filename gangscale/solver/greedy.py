@@ -16,9 +16,9 @@ groups, in the same order; then a cost repair re-packs the chosen pods whole
 gang by whole gang and keeps that when it places them all for less.
 With a `Guide` (the gang LP's answer for the top level, `bound.GangLP.guide`)
 the gangs the LP starts go first, and a node group the LP fills is a last
-resort for a shape it gave none of that group's nodes, its free running nodes
-included (a pod that fits several groups no longer takes the nodes of one that
-other gangs' pods alone can use);
+resort for a shape it gave none of that group's nodes, with `spare_running`
+its free running nodes too (a pod that fits several groups no longer takes the
+nodes of one that other gangs' pods alone can use);
 otherwise the cheapest price per pod still decides.
 `quorum_first=False` is the older whole-gang-first order (priority, age).
 
@@ -116,6 +116,7 @@ class _State:
             for k in prob.kinds:
                 if not k.new and k.group in new_of:
                     self.filled_group[k.kid] = new_of[k.group]
+        self.filled_kinds = np.flatnonzero(self.filled_group >= 0)  # those existing kinds
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -269,7 +270,7 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
             continue
         dk = _domain_kinds(prob, shape, domain, st.masks)
         # existing nodes the guide holds for other shapes come after the new nodes it leaves to this one
-        spare = st.left is not None and bool(st.spared(shape, np.flatnonzero(st.filled_group >= 0)).any())
+        spare = len(st.filled_kinds) > 0 and bool(st.spared(shape, st.filled_kinds).any())
         left = _first_fit(st, shape, cid, dk, want, spare)
         if spare:
             left = _open_new(st, prob, shape, cid, dk, left, last_resort=False)
