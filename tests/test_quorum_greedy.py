@@ -241,3 +241,51 @@ def test_of_interchangeable_gangs_that_do_not_all_fit_the_oldest_are_planned(mon
     assert not check_plan(objs, catalog, plan.to_dict())
     started = [g.name for g in plan.gangs if g.decision == "scale-up"]
     assert (started == ["g00"]) is oldest_first, started
+
+
+def held_existing_node_case() -> tuple[list[dict], list[dict]]:
+    """`scarce_group_case` with one of `a`'s two nodes already running and free (busy-5k: free H100 nodes):
+    `a` can still grow by one. Both `a` nodes must go to only-a; the flexible gang has `b`."""
+    objs, catalog = scarce_group_case()
+    catalog[0]["currentSize"] = 1
+    objs.append(node("a-0", cpu="96", mem="1024Gi", gpu=8, group="a", labels={"pool": "a"}, taints=[GPU_TAINT]))
+    return objs, catalog
+
+
+def test_the_guide_keeps_the_flexible_gang_off_a_free_existing_node_of_the_group_it_holds_for_another():
+    # The LP gives both of `a`'s nodes (the free running one and its one new node) to only-a; first fit put a
+    # flex pod on the running `a` node anyway (existing room came before any rule of the guide), so only-a got
+    # one `a` node of two and did not start.
+    from gangscale.solver.bound import gang_lp
+
+    objs, catalog = held_existing_node_case()
+    snap = snapshot(objs, catalog)
+    prob = build_problem(snap)
+    guide = gang_lp(prob).guide()
+    assert started(prob, greedy(prob, guide=guide)) == {"flex"}
+    a = greedy(prob, guide=guide, spare_running=True)
+    assert started(prob, a) == {"flex", "only-a"}
+    assert not check_plan(objs, catalog, _render(snap, prob, a, a.cost(prob), 0).to_dict())
+
+
+def test_the_default_plan_starts_both_gangs_when_the_scarce_group_has_a_free_running_node(monkeypatch):
+    objs, catalog = held_existing_node_case()
+    plan = plan_when_cp_sat_gets_no_time(monkeypatch, objs, catalog)
+    assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
+    assert plan.scale_up == {"a": 1, "b": 2}
+    assert not check_plan(objs, catalog, plan.to_dict())
+
+
+def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_the_greedy(monkeypatch):
+    # busy-5k's gang LP is estimated at 0.24 s (it takes 0.1 s): a tenth of --time-limit 2 left its greedy
+    # unguided, and the flexible 8-GPU pods took the free H100 nodes again (52 gangs where 53 fit).
+    from gangscale import planner
+    from gangscale.solver import cpsat
+
+    monkeypatch.setattr(planner, "lp_seconds", lambda prob: 0.25)
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
+    objs, catalog = held_existing_node_case()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+    assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
+    assert not check_plan(objs, catalog, plan.to_dict())

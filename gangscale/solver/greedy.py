@@ -16,8 +16,9 @@ groups, in the same order; then a cost repair re-packs the chosen pods whole
 gang by whole gang and keeps that when it places them all for less.
 With a `Guide` (the gang LP's answer for the top level, `bound.GangLP.guide`)
 the gangs the LP starts go first, and a node group the LP fills is a last
-resort for a shape it gave none of that group's nodes (a pod that fits several
-groups no longer takes the nodes of one that other gangs' pods alone can use);
+resort for a shape it gave none of that group's nodes, with `spare_running`
+its free running nodes too (a pod that fits several groups no longer takes the
+nodes of one that other gangs' pods alone can use);
 otherwise the cheapest price per pod still decides.
 `quorum_first=False` is the older whole-gang-first order (priority, age).
 
@@ -78,7 +79,8 @@ def gang_order(prob: Problem) -> list[int]:
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
-    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None) -> None:
+    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None,
+                 spare_running: bool = False) -> None:
         self.prob = prob
         base = prob.arrays  # the arrays every state of this problem starts from (built once, read-only)
         self.req = base.req
@@ -107,6 +109,14 @@ class _State:
         follow = guide is not None and bool(guide.full.any())
         self.left = guide.allot.copy() if follow else None
         self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
+        # per kind: the guide-filled node group's new kind an existing node belongs to (-1: none, or unguided)
+        self.filled_group = np.full(len(prob.kinds), -1, dtype=np.int64)
+        if follow and spare_running:
+            new_of = {k.group: k.kid for k in prob.kinds if k.new and guide.full[k.kid]}
+            for k in prob.kinds:
+                if not k.new and k.group in new_of:
+                    self.filled_group[k.kid] = new_of[k.group]
+        self.filled_kinds = np.flatnonzero(self.filled_group >= 0)  # those existing kinds
 
     def place(self, b: int, cid: int, count: int) -> None:
         self.version[self.kind[b]] += 1
@@ -176,6 +186,16 @@ class _State:
         of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
         return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
 
+    def spared(self, shape: int, kinds: np.ndarray) -> np.ndarray:
+        """Per bin kind: an existing node that `avoid` holds for other shapes (a node of a group the guide fills,
+        with none of that group left to this shape): the free room of existing nodes is part of the scarce pool
+        too (busy-5k: 8-GPU pods with no product selector took the free H100 nodes an H100-only gang needed)."""
+        g = self.filled_group[kinds]
+        out = g >= 0
+        if out.any():
+            out[out] = self.left[shape, g[out]] <= GUIDE_EPS
+        return out
+
     def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
         """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
         in [lo, lo') can take one. Scanned from the shape's cursor, a window with no room moves the cursor."""
@@ -198,14 +218,16 @@ GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP to
 FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
 
 
-def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int) -> int:
+def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False) -> int:
     """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
     as one scan of all of them, without computing the room of bins after the last one used); returns what is
-    left."""
+    left. `spare`: leave out the existing nodes the guide holds for other shapes (`_State.spared`)."""
     lo = min(int(st.start[shape]), st.n)
     while left and lo < st.n:
         hi = min(st.n, lo + FIT_WINDOW)
         at, counts = st.fits(shape, dk, lo, hi)
+        if spare:
+            counts = np.where(st.spared(shape, st.kind[at:hi]), 0, counts)
         nz = np.flatnonzero(counts)
         if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
             room = counts[nz]
@@ -238,7 +260,6 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     # largest pods first (by their biggest share of any compatible bin)
     base = prob.arrays
     order = sorted(info.classes, key=lambda c: -base.size[prob.classes[c].shape])
-    new_compat = base.new_compat
     placed = 0
     for cid in order:
         shape = prob.classes[cid].shape
@@ -248,26 +269,41 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
         if want <= 0:
             continue
         dk = _domain_kinds(prob, shape, domain, st.masks)
-        left = want
-        left = _first_fit(st, shape, cid, dk, left)
-        while left:
-            best, best_key = -1, None
-            for kid in new_compat[shape]:
-                k = prob.kinds[kid]
-                if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
-                    continue
-                per_node = min(left, prob.fit_count[(shape, kid)])
-                key = (st.avoid(shape, kid), k.cost / per_node, -per_node, kid)
-                if best_key is None or key < best_key:
-                    best, best_key = kid, key
-            if best < 0:
-                break
-            b = st.open(best)
-            take = min(left, prob.fit_count[(shape, best)])
-            st.place(b, cid, take)
-            left -= take
+        # existing nodes the guide holds for other shapes come after the new nodes it leaves to this one
+        spare = len(st.filled_kinds) > 0 and bool(st.spared(shape, st.filled_kinds).any())
+        left = _first_fit(st, shape, cid, dk, want, spare)
+        if spare:
+            left = _open_new(st, prob, shape, cid, dk, left, last_resort=False)
+            left = _first_fit(st, shape, cid, dk, left)
+        left = _open_new(st, prob, shape, cid, dk, left, last_resort=True)
         placed += want - left
     return placed
+
+
+def _open_new(st: _State, prob: Problem, shape: int, cid: int, dk: np.ndarray | None, left: int,
+              last_resort: bool) -> int:
+    """Put up to `left` pods of class `cid` on new nodes, the lowest price per pod first and the guide's held
+    groups (`_State.avoid`) last, or not at all unless `last_resort`; returns what is left."""
+    while left:
+        best, best_key = -1, None
+        for kid in prob.arrays.new_compat[shape]:
+            k = prob.kinds[kid]
+            if st.headroom[kid] <= 0 or (dk is not None and not dk[kid]):
+                continue
+            held = st.avoid(shape, kid)
+            if held and not last_resort:
+                continue
+            per_node = min(left, prob.fit_count[(shape, kid)])
+            key = (held, k.cost / per_node, -per_node, kid)
+            if best_key is None or key < best_key:
+                best, best_key = kid, key
+        if best < 0:
+            break
+        b = st.open(best)
+        take = min(left, prob.fit_count[(shape, best)])
+        st.place(b, cid, take)
+        left -= take
+    return left
 
 
 def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
@@ -454,14 +490,16 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
 
 
 def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
-           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True) -> Assignment:
+           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True,
+           spare_running: bool = False) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
     the rest stay unplaced, but the first gang is always tried (a plan is never empty only for a slow clock).
     With the gang LP's `guide`, its gangs go first and the node groups it fills go to the shapes it gives them.
     `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that repairs by LP prices
-    first and needs it only when that misses."""
+    first and needs it only when that misses. `spare_running`: the guide's filled groups keep their running
+    nodes' free room too (`_State.spared`)."""
     order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
-    st = _State(prob, order, guide=guide)
+    st = _State(prob, order, guide=guide, spare_running=spare_running)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     chooser = _Chooser()
