@@ -103,7 +103,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     # the plan of last resort (guided by the gang LP when it fits a tenth of an explicit budget) gets the whole
     # budget if it needs it; with the default budget both always finish and the later phases keep a share after it
     timed = opts.time_limit is not None
-    hint, lp = _guided_greedy(prob, start + GUIDE_SHARE * limit if timed else None, deadline if timed else None)
+    hint, lp = _guided_greedy(prob, GUIDE_SHARE * limit if timed else None, deadline if timed else None)
     lp_by = None  # with the default budget the LP steps (gang bound, cost repair, cost bound) always run in full
     if not timed:
         deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
@@ -172,9 +172,12 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     return plan
 
 
-def _guided_greedy(prob: Problem, lp_by: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
+def _guided_greedy(prob: Problem, share: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
-    reuses (None: not built by `lp_by`; the greedy then goes unguided)."""
+    reuses (None: not built within `share` seconds from now; the greedy then goes unguided). The share counts from
+    here, after the problem's build: counted from the plan's start, a slow build on a loaded machine left the greedy
+    unguided (busy-5k: 52 gangs where 53 fit)."""
+    lp_by = None if share is None else time.perf_counter() + share
     lp = gang_lp(prob, lp_by) if lp_by is None or time.perf_counter() + lp_seconds(prob) <= lp_by else None
     guide = lp.guide() if lp is not None else None
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)

@@ -3,6 +3,8 @@ the scarce capacity their quorum uses, then extra members, then a cost repair; a
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from builders import GPU_TAINT, GPU_TOL, group, node, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
@@ -289,3 +291,25 @@ def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_th
     plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
     assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
     assert not check_plan(objs, catalog, plan.to_dict())
+
+
+def test_a_slow_problem_build_does_not_take_the_guides_share_of_the_time_limit(monkeypatch):
+    # busy-5k at --time-limit 2 on a loaded machine: the guide's 0.3 s was counted from the plan's start, so a
+    # slow build left too little of it and the greedy went unguided (52 gangs where 53 fit, one run in three).
+    from gangscale import planner
+    from gangscale.solver import cpsat
+
+    build = planner.build_problem
+
+    def slow_build(snap):
+        prob = build(snap)
+        time.sleep(0.2)  # the share left from the start (0.3 s) no longer covers the LP's 0.25 s estimate
+        return prob
+
+    monkeypatch.setattr(planner, "build_problem", slow_build)
+    monkeypatch.setattr(planner, "lp_seconds", lambda prob: 0.25)
+    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
+    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
+    objs, catalog = held_existing_node_case()
+    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+    assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
