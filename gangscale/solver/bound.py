@@ -120,7 +120,7 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     parts = _lp_parts(prob, list(cover), parts)
     scaled = _scaled_requests(prob, cover, scale)
     for kids, weights in zip(parts.pools, parts.weights):
-        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled=scaled)
+        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
@@ -143,13 +143,10 @@ def _scaled_requests(prob: Problem, cover: dict, scale: np.ndarray) -> list[list
 
 
 def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, weights: dict[int, dict],
-             uses: dict | None = None, scaled: list[list[tuple[int, float]]] | None = None):
+             scaled: list[list[tuple[int, float]]], uses: dict | None = None):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource) and its dual-feasible rows (`weights`: `_pool_dff`); a node group's
-    count `n` is returned (None for existing nodes). `scaled`: `_scaled_requests` of `cover`, when the caller has
-    it."""
-    if scaled is None:
-        scaled = _scaled_requests(prob, cover, scale)
+    count `n` is returned (None for existing nodes). `scaled`: `_scaled_requests` of `cover`, made once per LP."""
     inf = s.infinity()
     new = prob.kinds[kids[0]].new
     n = s.NumVar(0, prob.kinds[kids[0]].max_count, "") if new else None
@@ -568,7 +565,7 @@ class GangLP:
         self.uses: dict[tuple[int, int], object] = {}  # (shape, first kind of a pool) -> pods of the shape there
         scaled = _scaled_requests(prob, cover, scale)
         for kids, weights in zip(self.parts.pools, self.parts.weights):
-            n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, self.uses, scaled)
+            n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, scaled, self.uses)
             if n is not None:
                 self.n[kids[0]] = n
         self.extra: list = []
