@@ -278,9 +278,9 @@ def test_the_default_plan_starts_both_gangs_when_the_scarce_group_has_a_free_run
     assert not check_plan(objs, catalog, plan.to_dict())
 
 
-def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_the_greedy(monkeypatch):
-    # busy-5k's gang LP is estimated at 0.24 s (it takes 0.1 s): a tenth of --time-limit 2 left its greedy
-    # unguided, and the flexible 8-GPU pods took the free H100 nodes again (52 gangs where 53 fit).
+def _plan_at_2_s_with_the_lp_estimated_at_a_quarter_second(monkeypatch):
+    """`held_existing_node_case` planned at --time-limit 2 with the gang LP estimated at 0.25 s, CP-SAT left no time
+    (it fails the test if called): whether the greedy was guided decides the plan. Returns (objects, catalog, plan)."""
     from gangscale import planner
     from gangscale.solver import cpsat
 
@@ -288,7 +288,13 @@ def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_th
     monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
     monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
     objs, catalog = held_existing_node_case()
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+    return objs, catalog, make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+
+
+def test_at_time_limit_2_a_gang_lp_estimated_at_a_quarter_second_still_guides_the_greedy(monkeypatch):
+    # busy-5k's gang LP is estimated at 0.24 s (it takes 0.1 s): a tenth of --time-limit 2 left its greedy
+    # unguided, and the flexible 8-GPU pods took the free H100 nodes again (52 gangs where 53 fit).
+    objs, catalog, plan = _plan_at_2_s_with_the_lp_estimated_at_a_quarter_second(monkeypatch)
     assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
     assert not check_plan(objs, catalog, plan.to_dict())
 
@@ -297,7 +303,6 @@ def test_a_slow_problem_build_does_not_take_the_guides_share_of_the_time_limit(m
     # busy-5k at --time-limit 2 on a loaded machine: the guide's 0.3 s was counted from the plan's start, so a
     # slow build left too little of it and the greedy went unguided (52 gangs where 53 fit, one run in three).
     from gangscale import planner
-    from gangscale.solver import cpsat
 
     build = planner.build_problem
 
@@ -307,9 +312,5 @@ def test_a_slow_problem_build_does_not_take_the_guides_share_of_the_time_limit(m
         return prob
 
     monkeypatch.setattr(planner, "build_problem", slow_build)
-    monkeypatch.setattr(planner, "lp_seconds", lambda prob: 0.25)
-    monkeypatch.setattr(cpsat, "solve_model", lambda *a, **k: pytest.fail("no time was left for CP-SAT"))
-    monkeypatch.setattr(planner, "FINISH_RESERVE", 50.0)
-    objs, catalog = held_existing_node_case()
-    plan = make_plan(snapshot(objs, catalog), SolveOptions(time_limit=2.0), OFF)
+    _, _, plan = _plan_at_2_s_with_the_lp_estimated_at_a_quarter_second(monkeypatch)
     assert {g.name: g.placed for g in plan.gangs} == {"flex": 2, "only-a": 2, "three-a": 0}
