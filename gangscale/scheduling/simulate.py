@@ -611,8 +611,10 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 
 # ------------------------------------------------------------------------- the incremental fast path
 
-FULL_REFRESH = 160  # changed nodes past which a shape's arrays are recomputed in numpy (over those nodes) rather than
-# node by node in Python: ~1 us a node against ~0.2 ms a numpy pass
+FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the filters) past which a shape's arrays are
+# recomputed in numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python,
+# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount (measured 1 Dec, loaded 2-core machine)
+_NO_SCORE = np.iinfo(np.int64).min  # below any base score: `_best` sets the infeasible nodes to it
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
@@ -642,7 +644,10 @@ class _Shape:
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
     rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
-    idx: np.ndarray | None = None  # `feas.nonzero()[0]`, kept until a node's verdict flips (`_refresh_all`, `_recheck`)
+    # the feasible nodes in node order, as a Python list (the window's bisections and reads are list operations, not
+    # numpy calls): `_recheck` inserts and deletes the nodes whose verdict flips; None after a numpy refresh flipped any
+    idx: list[int] | None = None
+    idx_a: np.ndarray | None = None  # `idx` as an array (a window that is scored), dropped whenever `idx` changes
     compat_l: list[bool] = field(default_factory=list)  # `compat` and `feas` as Python lists: `_recheck` reads them
     feas_l: list[bool] = field(default_factory=list)  # node by node, and a list item is cheaper than a numpy one
     # the best base score over the feasible nodes and the nodes that have it, in node order (`tops_ok`: current;
@@ -650,6 +655,8 @@ class _Shape:
     top: int = 0
     tops: list[int] = field(default_factory=list)
     tops_ok: bool = False
+    cols: _Cols | None = None  # `_cols(self)`: the column form a numpy refresh uses
+    removals: int = -1  # the cluster's `removals` at the last sync
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -672,6 +679,7 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
                 [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
                 prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
     st.score = _scorer(st)
+    st.cols = _cols(c, st)
     st.compat_l = st.compat.tolist()
     if len(st.crows) <= FEW_NODES:  # e.g. a pod gate mode narrowed to its node
         st.rows = st.crows.tolist()
@@ -690,12 +698,14 @@ def _refresh_all(c: _Cluster, st: _Shape) -> None:
     st.feas, st.base = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
     feas, base = _rows_state(c, st, st.crows)
     st.feas[st.crows], st.base[st.crows] = feas, base
-    st.feas_l, st.idx, st.tops_ok = st.feas.tolist(), None, False
-    st.cursor = len(c.log)
+    st.feas_l, st.idx, st.idx_a, st.tops_ok = st.feas.tolist(), None, None, False
+    st.cursor, st.removals = len(c.log), c.removals
 
 
 def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """NodeResourcesFit's filter and the base score on these nodes, in numpy (the vector form of `_recheck`)."""
+    if st.cols is not None:
+        return _rows_state_cols(c, st, st.cols, rows)
     req = c.vec(st.pod)
     if st.need:
         cols = [i for i, _ in st.need]
@@ -706,6 +716,70 @@ def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, 
         base = _fit_scores(c, rows, st.pod, req, st.prof) * st.wfit if st.wfit else 0
         return feas, base + st.wbal * _balanced_pair(c, st.bal, rows)
     return feas, _base_scores(c, rows, st.pod, st.prof)
+
+
+@dataclass(slots=True, frozen=True)
+class _Cols:
+    """A LeastAllocated / MostAllocated shape's filter and score inputs as column arrays (`_rows_state_cols`): the
+    resource columns, requests and weights of `_Shape.need` / `fit` / `bal`, so a refresh gathers each source once
+    and works on (nodes x resources) arrays, a few numpy calls whatever the number of resources."""
+
+    need: np.ndarray | None  # per resource column: the request NodeResourcesFit checks, _ANY where it checks none
+    fcols: np.ndarray  # `fit`'s resource columns
+    qcols: np.ndarray  # where `fit`'s requested amount comes from: nz columns 0-1, then `used` columns from 2 on
+    adds: np.ndarray
+    weights: np.ndarray
+    from_used: bool  # some `fit` column reads `used` (a scalar resource): the source is nz and used side by side
+    bcols: np.ndarray  # `bal`'s two columns (empty: no balance score)
+    breq: np.ndarray
+    least: bool
+
+
+_ANY = np.iinfo(np.int64).min  # a lower bound no free amount is below: the column is not checked
+
+
+def _cols(c: _Cluster, st: _Shape) -> _Cols | None:
+    """`_Cols` for a shape `_scorer` gives the bound closure (LeastAllocated / MostAllocated, 0 or 2 balanced
+    resources), else None (the generic `_base_scores`)."""
+    if st.prof.strategy not in ("LeastAllocated", "MostAllocated") or len(st.bal) not in (0, 2):
+        return None
+    need = np.full(len(c.res), _ANY, dtype=np.int64)
+    for i, r in st.need:
+        need[i] = r
+    return _Cols(need if st.need else None, np.array([f[0] for f in st.fit], dtype=np.intp),
+                 np.array([src if src < 2 else 2 + i for i, _, src, _ in st.fit], dtype=np.intp),
+                 np.array([f[3] for f in st.fit], dtype=np.int64), np.array([f[1] for f in st.fit], dtype=np.int64),
+                 any(f[2] == 2 for f in st.fit), np.array([i for i, _ in st.bal], dtype=np.intp),
+                 np.array([r for _, r in st.bal], dtype=np.int64), st.prof.strategy == "LeastAllocated")
+
+
+def _rows_state_cols(c: _Cluster, st: _Shape, k: _Cols, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_rows_state` for a `_Cols` shape: the same integer and float operations as `_fit_scores` and
+    `_balanced_pair` (so the same numbers), per (node, resource) element instead of per resource."""
+    a = c.alloc[rows]
+    u = c.used[rows]
+    feas = (a - u >= k.need).all(axis=1) if k.need is not None else np.ones(len(rows), dtype=bool)
+    base: np.ndarray | int = 0
+    if st.wfit and len(k.fcols):
+        cap = a[:, k.fcols]
+        nz = c.nz[rows]
+        q = (np.concatenate((nz, u), axis=1) if k.from_used else nz)[:, k.qcols] + k.adds
+        have = cap > 0
+        safe = np.where(have, cap, 1)
+        s = np.where(q > cap, 0, (safe - q) * MAX_NODE_SCORE // safe) if k.least else \
+            np.minimum(q, cap) * MAX_NODE_SCORE // safe
+        total = (np.where(have, s, 0) * k.weights).sum(axis=1)
+        wsum = (have * k.weights).sum(axis=1)
+        base = st.wfit * np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
+    if st.wbal and len(k.bcols):
+        ab = a[:, k.bcols]
+        have = ab > 0
+        f = np.minimum(1.0, (u[:, k.bcols] + k.breq) / np.where(have, ab, 1))
+        std = np.where(have.all(axis=1), np.abs(f[:, 0] - f[:, 1]) / 2, 0.0)
+        base = base + st.wbal * ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    if isinstance(base, int):
+        base = np.full(len(rows), base, dtype=np.int64)
+    return feas, base
 
 
 def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | None = None) -> np.ndarray:
@@ -722,18 +796,33 @@ def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | N
 
 def _sync(c: _Cluster, st: _Shape) -> None:
     """Bring the shape up to date with the nodes placements changed since its last use."""
-    if st.cursor == len(c.log) or st.rows is not None:
+    n = len(c.log)
+    if st.cursor == n or st.rows is not None:
         return
-    if len(c.log) - st.cursor > len(c.nodes):
-        _refresh_rows(c, st, st.crows)
+    # with no pod taken off any node since the shape's last sync, the changes only added pods: a node that did not
+    # fit the shape still does not (and its score is never read), so only the feasible ones are looked at again
+    grow = st.removals == c.removals
+    if n - st.cursor == 1:  # the common case: one placement since the shape's last pod (a gang's next member)
+        _recheck(c, st, (c.log[-1],), grow)
+    elif n - st.cursor > len(c.nodes):
+        if grow:
+            if st.idx_a is None:
+                st.idx_a = np.flatnonzero(st.feas)
+            _refresh_rows(c, st, st.idx_a)
+        else:
+            _refresh_rows(c, st, st.crows)
     else:
         dirty = set(c.log[st.cursor:])
         if len(dirty) > FULL_REFRESH:
             rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
-            _refresh_rows(c, st, rows[st.compat[rows]])  # a node the filters refuse never changes
+            rows = rows[(st.feas if grow else st.compat)[rows]]  # a node the filters refuse never changes
+            if len(rows) > FULL_REFRESH:
+                _refresh_rows(c, st, rows)
+            else:
+                _recheck(c, st, rows.tolist(), grow)
         else:
-            _recheck(c, st, dirty)
-    st.cursor = len(c.log)
+            _recheck(c, st, dirty, grow)
+    st.cursor, st.removals = n, c.removals
 
 
 def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
@@ -744,31 +833,37 @@ def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
     feas, st.base[rows] = _rows_state(c, st, rows)
     if not np.array_equal(st.feas[rows], feas):
         st.feas[rows] = feas
-        st.idx = None
+        st.idx = st.idx_a = None
         for j, ok in zip(rows.tolist(), feas.tolist()):
             st.feas_l[j] = ok
 
 
-def _best(st: _Shape, idx: np.ndarray) -> list[int]:
-    """The shape's best-scored feasible nodes (`idx`: the feasible ones), recomputed when a refresh dropped them."""
+def _best(st: _Shape) -> list[int]:
+    """The shape's best-scored feasible nodes, recomputed when a refresh dropped them (at least one node is feasible;
+    the infeasible ones are set below every score, so one pass over all nodes needs no index of the feasible ones)."""
     if not st.tops_ok:
-        scores = st.base[idx]
+        scores = np.where(st.feas, st.base, _NO_SCORE)
         top = scores.max()
-        st.top, st.tops, st.tops_ok = int(top), idx[scores == top].tolist(), True
+        st.top, st.tops, st.tops_ok = int(top), np.flatnonzero(scores == top).tolist(), True
     return st.tops
 
 
-def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
-    """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`)."""
+def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int], grow: bool = False) -> None:
+    """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`).
+    `grow`: pods were only added since the shape's last sync (see `_sync`): the infeasible nodes are skipped."""
     compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
         st.score
-    lists = c.lists
+    urows, nzrows = c._urows, c._nzrows  # `_Cluster.lists`, read in place
     tops = st.tops if st.tops_ok else None
+    top = st.top
+    idx = st.idx
+    if grow:
+        compat = feas_l  # feasible implies allowed by the filters
     for j in dirty:
         if not compat[j]:
-            continue  # never feasible: its arrays never change
+            continue  # never feasible (or, with `grow`, not feasible now nor after): its arrays never change
         a = alloc[j]
-        u, nz = lists(j)
+        u = urows[j]
         ok = True
         for i, r in need:
             if a[i] - u[i] < r:
@@ -776,19 +871,24 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int]) -> None:
                 break
         if ok != feas_l[j]:
             feas_l[j] = feas[j] = ok
-            st.idx = None
+            st.idx_a = None
+            if idx is not None:  # the node joins or leaves the feasible list at its place in node order
+                if ok:
+                    idx.insert(bisect.bisect_left(idx, j), j)
+                else:
+                    del idx[bisect.bisect_left(idx, j)]
         if ok:
-            base[j] = s = score(a, u, nz)
+            base[j] = s = score(a, u, nzrows[j])
         if tops is not None:  # the node leaves the best set, then rejoins it, or starts a new one, by its score
             k = bisect.bisect_left(tops, j)
             if k < len(tops) and tops[k] == j:
                 del tops[k]
             if ok:
-                if s > st.top:
-                    st.top, tops = s, [j]
-                    st.tops = tops
-                elif s == st.top:
-                    tops.insert(bisect.bisect_left(tops, j), j)
+                if s > top:
+                    top, tops = s, [j]
+                    st.top, st.tops = top, tops
+                elif s == top:
+                    tops.insert(k, j)  # `k`: where j is (was) in node order
     if tops is not None and not tops:
         st.tops_ok = False  # the best nodes all fell: the new best is elsewhere
 
@@ -804,6 +904,8 @@ def _scorer(st: _Shape) -> Scorer:
     fit, wfit, least = st.fit, st.wfit, st.prof.strategy == "LeastAllocated"
     wbal = st.wbal if st.bal else 0
     (i0, r0), (i1, r1) = st.bal or ((0, 0), (0, 0))
+    if wfit and least and len(fit) == 2 and fit[0][2] == 0 and fit[1][2] == 1:
+        return _least_pair(fit, wfit, wbal, i0, r0, i1, r1)
 
     def score(a: list[int], u: list[int], nz: list[int]) -> int:
         total = 0
@@ -818,6 +920,37 @@ def _scorer(st: _Shape) -> Scorer:
                     w += weight
             if w:
                 total = wfit * (t // w)
+        if wbal:
+            a0, a1 = a[i0], a[i1]
+            if a0 > 0 and a1 > 0:
+                f0, f1 = (u[i0] + r0) / a0, (u[i1] + r1) / a1
+                total += wbal * int((1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+            else:
+                total += wbal * MAX_NODE_SCORE  # fewer than two fractions: std 0
+        return total
+    return score
+
+
+def _least_pair(fit: list[tuple[int, int, int, int]], wfit: int, wbal: int, i0: int, r0: int, i1: int,
+                r1: int) -> Scorer:
+    """`_scorer`'s closure for LeastAllocated on cpu and memory (the default profile): the fit loop written out for
+    its two resources (the non-zero requested cpu and memory columns), the same operations in the same order."""
+    (fc, wc, _, addc), (fm, wm, _, addm) = fit
+
+    def score(a: list[int], u: list[int], nz: list[int]) -> int:
+        t = w = total = 0
+        cap = a[fc]
+        if cap > 0:
+            q = nz[0] + addc
+            t = wc * (0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap)
+            w = wc
+        cap = a[fm]
+        if cap > 0:
+            q = nz[1] + addm
+            t += wm * (0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap)
+            w += wm
+        if w:
+            total = wfit * (t // w)
         if wbal:
             a0, a1 = a[i0], a[i1]
             if a0 > 0 and a1 > 0:
@@ -952,38 +1085,45 @@ class _Engine:
             _sync(self.c, st)
         if st.rows is not None:
             return self._select_few(st)
-        if self.allowed is None:
+        allowed = self.allowed
+        ia: np.ndarray | None = None
+        if allowed is None:
             idx = st.idx
             if idx is None:
-                idx = st.idx = st.feas.nonzero()[0]
+                idx = st.idx = np.flatnonzero(st.feas).tolist()
         else:
-            idx = (st.feas & self.allowed).nonzero()[0]
+            ia = np.flatnonzero(st.feas & allowed)
+            idx = ia.tolist()
         m, n = len(idx), len(st.feas)
         if m == 0:
-            if self.allowed is None:
+            if allowed is None:
                 st.failed_at = self.c.removals
             return None
         start = self.next_start % n
-        k = self._k(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
+        k = self._k(self.allowed_n if allowed is not None else n, prof.percentage_of_nodes_to_score)
         if m > k:  # the window: the k feasible nodes from the start on, round the ring
-            p = int(idx.searchsorted(start))
+            p = bisect.bisect_left(idx, start)
             p = 0 if p == m else p
-            last = int(idx[p + k - 1]) if p + k <= m else int(idx[k - (m - p) - 1])
+            last = idx[p + k - 1] if p + k <= m else idx[k - (m - p) - 1]
             self.next_start = (start + (last - start) % n + 1) % n
             if k == 1:
                 return last
         else:  # every feasible node is scored, the scan goes round once: the start stays where it is
             p = 0
             if m == 1:
-                return int(idx[0])
-        if st.prefer is None and self.allowed is None:
+                return idx[0]
+        if st.prefer is None and allowed is None:
             ties_l = self._best_in_window(st, idx, start, m, k, p)
             if ties_l:
                 return self._pick(ties_l)
+        if ia is None:  # the window is scored: `idx` as an array
+            if st.idx_a is None:
+                st.idx_a = np.flatnonzero(st.feas)
+            ia = st.idx_a
         if m > k:
-            win = idx[p:p + k] if p + k <= m else np.concatenate((idx[p:], idx[:k - (m - p)]))
+            win = ia[p:p + k] if p + k <= m else np.concatenate((ia[p:], ia[:k - (m - p)]))
         else:
-            win = idx  # in node order; the ties are rotated to start at `start` below, as the scan meets them
+            win = ia  # in node order; the ties are rotated to start at `start` below, as the scan meets them
         scores = st.base[win]
         if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
             counts = st.prefer[win]
@@ -997,19 +1137,18 @@ class _Engine:
                 ties = np.concatenate((ties[q:], ties[:q]))
         return self._pick(ties)
 
-    def _best_in_window(self, st: _Shape, idx: np.ndarray, start: int, m: int, k: int, p: int) -> list[int] | None:
+    def _best_in_window(self, st: _Shape, idx: list[int], start: int, m: int, k: int, p: int) -> list[int] | None:
         """The window's ties in scan order when the window holds a node with the best score over every feasible
         node (then its best nodes are exactly the best set's members inside it), from the shape's kept best set
         (`_best`) by bisection, without scoring the window. None: it holds none (the caller scores it)."""
-        tops = _best(st, idx)
+        tops = _best(st)
         if m <= k:  # the whole ring: the best set itself, from the start on
             q = bisect.bisect_left(tops, start)
             return tops[q:] + tops[:q] if 0 < q < len(tops) else tops
         if p + k <= m:
-            lo, hi = int(idx[p]), int(idx[p + k - 1])
-            return tops[bisect.bisect_left(tops, lo):bisect.bisect_right(tops, hi)]
-        first = tops[bisect.bisect_left(tops, int(idx[p])):]  # the window wraps: idx[p:] then idx[:k - (m - p)]
-        return first + tops[:bisect.bisect_right(tops, int(idx[k - (m - p) - 1]))]
+            return tops[bisect.bisect_left(tops, idx[p]):bisect.bisect_right(tops, idx[p + k - 1])]
+        first = tops[bisect.bisect_left(tops, idx[p]):]  # the window wraps: idx[p:] then idx[:k - (m - p)]
+        return first + tops[:bisect.bisect_right(tops, idx[k - (m - p) - 1])]
 
     def _k(self, n: int, percentage: int) -> int:
         """`num_feasible_to_find`, memoised per engine (asked once per pod)."""
