@@ -255,6 +255,7 @@ class _Cluster:
         self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
         self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
         self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        self.rlog: list[int] = []  # the node of every removal, in order (`_sync`: which nodes may fit a shape again)
 
     @property
     def used(self) -> np.ndarray:
@@ -353,6 +354,7 @@ class _Cluster:
             nzr[1] += nzm
             self.pods_on[j].append(pod)
         else:
+            self.rlog.append(j)
             for i, x in hit[1]:
                 u[i] -= x
             nzr[0] -= nzc
@@ -656,7 +658,7 @@ class _Shape:
     tops: list[int] = field(default_factory=list)
     tops_ok: bool = False
     cols: _Cols | None = None  # `_cols(self)`: the column form a numpy refresh uses
-    removals: int = -1  # the cluster's `removals` at the last sync
+    rcursor: int = 0  # the cluster's `rlog` up to here was seen at the last sync
 
 
 def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
@@ -699,7 +701,7 @@ def _refresh_all(c: _Cluster, st: _Shape) -> None:
     feas, base = _rows_state(c, st, st.crows)
     st.feas[st.crows], st.base[st.crows] = feas, base
     st.feas_l, st.idx, st.idx_a, st.tops_ok = st.feas.tolist(), None, None, False
-    st.cursor, st.removals = len(c.log), c.removals
+    st.cursor, st.rcursor = len(c.log), len(c.rlog)
 
 
 def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -795,34 +797,41 @@ def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | N
 
 
 def _sync(c: _Cluster, st: _Shape) -> None:
-    """Bring the shape up to date with the nodes placements changed since its last use."""
+    """Bring the shape up to date with the nodes placements changed since its last use.
+
+    Adding a pod never makes a node fit: a node the shape did not fit at its last sync, and no pod has left since,
+    still does not (and its score is never read), so it is not looked at again; only the feasible nodes and those a
+    pod left (`_Cluster.rlog`) are."""
     n = len(c.log)
     if st.cursor == n or st.rows is not None:
         return
-    # with no pod taken off any node since the shape's last sync, the changes only added pods: a node that did not
-    # fit the shape still does not (and its score is never read), so only the feasible ones are looked at again
-    grow = st.removals == c.removals
+    freed = set(c.rlog[st.rcursor:]) if st.rcursor < len(c.rlog) else None  # nodes a pod left since the last sync
     if n - st.cursor == 1:  # the common case: one placement since the shape's last pod (a gang's next member)
-        _recheck(c, st, (c.log[-1],), grow)
+        _recheck(c, st, (c.log[-1],), freed)
     elif n - st.cursor > len(c.nodes):
-        if grow:
-            if st.idx_a is None:
-                st.idx_a = np.flatnonzero(st.feas)
-            _refresh_rows(c, st, st.idx_a)
-        else:
-            _refresh_rows(c, st, st.crows)
+        if st.idx_a is None:
+            st.idx_a = np.flatnonzero(st.feas)
+        _refresh_rows(c, st, _with_freed(st, st.idx_a, freed))
     else:
         dirty = set(c.log[st.cursor:])
         if len(dirty) > FULL_REFRESH:
             rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
-            rows = rows[(st.feas if grow else st.compat)[rows]]  # a node the filters refuse never changes
+            rows = _with_freed(st, rows[st.feas[rows]], freed and freed & dirty)
             if len(rows) > FULL_REFRESH:
                 _refresh_rows(c, st, rows)
             else:
-                _recheck(c, st, rows.tolist(), grow)
+                _recheck(c, st, rows.tolist(), freed)
         else:
-            _recheck(c, st, dirty, grow)
-    st.cursor, st.removals = n, c.removals
+            _recheck(c, st, dirty, freed)
+    st.cursor, st.rcursor = n, len(c.rlog)
+
+
+def _with_freed(st: _Shape, rows: np.ndarray, freed: set[int] | None) -> np.ndarray:
+    """`rows` (feasible nodes) and the nodes of `freed` the filters allow that the shape does not fit (yet)."""
+    if not freed:
+        return rows
+    more = [j for j in freed if st.compat_l[j] and not st.feas_l[j]]
+    return np.concatenate((rows, np.array(more, dtype=np.intp))) if more else rows
 
 
 def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
@@ -848,20 +857,19 @@ def _best(st: _Shape) -> list[int]:
     return st.tops
 
 
-def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int], grow: bool = False) -> None:
+def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int], freed: set[int] | None) -> None:
     """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`).
-    `grow`: pods were only added since the shape's last sync (see `_sync`): the infeasible nodes are skipped."""
+    Of the nodes the shape does not fit, only those in `freed` (a pod left them since the last sync) are
+    re-checked (see `_sync`)."""
     compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
         st.score
     urows, nzrows = c._urows, c._nzrows  # `_Cluster.lists`, read in place
     tops = st.tops if st.tops_ok else None
     top = st.top
     idx = st.idx
-    if grow:
-        compat = feas_l  # feasible implies allowed by the filters
     for j in dirty:
-        if not compat[j]:
-            continue  # never feasible (or, with `grow`, not feasible now nor after): its arrays never change
+        if not feas_l[j] and (freed is None or j not in freed or not compat[j]):
+            continue  # does not fit, and no pod left it (or the filters refuse it): its verdict stands
         a = alloc[j]
         u = urows[j]
         ok = True
