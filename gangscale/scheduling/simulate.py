@@ -48,8 +48,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..fit import label_keys, labels_match, term_matches, tolerates, tolerates_all
-from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Gang, GangKey,
-                     NodeGroup, Placement, Pod, Taint)
+from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, NO_RULES, Gang,
+                     GangKey, NodeGroup, Placement, Pod, Taint)
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
@@ -211,14 +211,18 @@ class _Cluster:
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
         self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
-        # id(pod) -> (pod, its non-zero requests as (column, amount), `nonzero(pod)`): `_add`, shared by fresh()
-        self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], tuple[int, int]]] = {}
+        # id(pod) -> `_vecs_of(pod)` (`place`, `remove`), shared by fresh()
+        self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], int, int, bool, bool]] = {}
+        # id(pod) -> (pod, a number per (placement, requests)): `_Engine._select_fast`'s shape key without hashing the
+        # placement again in every seed's run (pods only: shared by fresh() and subset())
+        self._shape_ids: dict[int, tuple[Pod, int]] = {}
+        self._shape_nums: dict[tuple, int] = {}
         self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
         self._reset()
 
     def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
         """The bound pods' used / nz / pods_on / anti / spread state, summed once per cluster (every seed run starts
-        from it: `_reset` copies it). The same integers and list orders as adding them one by one with `_add`."""
+        from it: `_reset` copies it). The same integers and list orders as adding them one by one with `place`."""
         N, R = self.alloc.shape
         used = np.zeros((N, R), dtype=np.int64)
         nz = np.zeros((N, 2), dtype=np.int64)
@@ -247,7 +251,7 @@ class _Cluster:
         used, nz, pods_on, anti, spread = self._start
         self._used = used.copy()
         self._nz = nz.copy()  # non-zero requested cpu, memory (scoring)
-        self._urows: list[list[int]] = self._used.tolist()  # the same rows as Python lists: `_add` writes these, the
+        self._urows: list[list[int]] = self._used.tolist()  # the same rows as Python lists: `place` writes these, the
         self._nzrows: list[list[int]] = self._nz.tolist()  # arrays get the rows in `_stale` on their next read
         self._stale: set[int] = set()
         self.pods_on: list[list[Pod]] = [list(on) for on in pods_on]
@@ -337,44 +341,62 @@ class _Cluster:
         cpu, mem = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
         return (cpu or DEFAULT_MILLI_CPU_REQUEST, mem or DEFAULT_MEMORY_REQUEST)
 
-    def _add(self, j: int, pod: Pod, sign: int) -> None:
-        self.log.append(j)
-        self._stale.add(j)
-        self.removals += sign < 0
+    def _vecs_of(self, pod: Pod) -> tuple[Pod, list[tuple[int, int]], int, int, bool, bool]:
+        """The pod's non-zero requests as (column, amount), `nonzero(pod)`, and whether it has DoNotSchedule spread /
+        required anti-affinity (memoised per pod: `place`, `remove`)."""
         hit = self._pod_vecs.get(id(pod))
         if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
             req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
-            hit = self._pod_vecs[id(pod)] = (pod, req, self.nonzero(pod))
+            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread),
+                                             bool(pod.rules.anti_affinity))
+        return hit
+
+    def place(self, j: int, pod: Pod) -> None:
+        self.log.append(j)
+        self._stale.add(j)
+        hit = self._pod_vecs.get(id(pod))
+        if hit is None or hit[0] is not pod:
+            hit = self._vecs_of(pod)
+        _, req, nzc, nzm, spread, anti = hit
         u, nzr = self._urows[j], self._nzrows[j]
-        nzc, nzm = hit[2]
-        if sign > 0:
-            for i, x in hit[1]:
-                u[i] += x
-            nzr[0] += nzc
-            nzr[1] += nzm
-            self.pods_on[j].append(pod)
-        else:
-            self.rlog.append(j)
-            for i, x in hit[1]:
-                u[i] -= x
-            nzr[0] -= nzc
-            nzr[1] -= nzm
-            self.pods_on[j].remove(pod)
-        if pod.rules.spread:
-            if sign > 0:
-                self.spread_pods.append((pod, j))
-            else:
-                self.spread_pods.remove((pod, j))
-        if pod.rules.anti_affinity:
-            self.anti_nodes[j] += sign
+        for i, x in req:
+            u[i] += x
+        nzr[0] += nzc
+        nzr[1] += nzm
+        self.pods_on[j].append(pod)
+        if spread:
+            self.spread_pods.append((pod, j))
+        if anti:
+            self.anti_nodes[j] += 1
+
+    def remove(self, j: int, pod: Pod) -> None:
+        self.log.append(j)
+        self.rlog.append(j)
+        self._stale.add(j)
+        self.removals += 1
+        _, req, nzc, nzm, spread, anti = self._vecs_of(pod)
+        u, nzr = self._urows[j], self._nzrows[j]
+        for i, x in req:
+            u[i] -= x
+        nzr[0] -= nzc
+        nzr[1] -= nzm
+        self.pods_on[j].remove(pod)
+        if spread:
+            self.spread_pods.remove((pod, j))
+        if anti:
+            self.anti_nodes[j] -= 1
             if not self.anti_nodes[j]:
                 del self.anti_nodes[j]
 
-    def place(self, j: int, pod: Pod) -> None:
-        self._add(j, pod, +1)
+    def shape_id(self, pod: Pod) -> int:
+        """The number of the pod's (placement, requests) class, the same for every seed's run on these pods."""
+        hit = self._shape_ids.get(id(pod))
+        if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
+            key = (pod.placement, tuple(pod.requests.items()))
+            num = self._shape_nums.setdefault(key, len(self._shape_nums))
+            hit = self._shape_ids[id(pod)] = (pod, num)
+        return hit[1]
 
-    def remove(self, j: int, pod: Pod) -> None:
-        self._add(j, pod, -1)
 
     def rows(self, pl: Placement) -> Iterable[int]:
         """The nodes a placement's filters need to look at: those it names (`pinned_names`), else every node."""
@@ -1053,7 +1075,7 @@ class _Engine:
         Pods without pod-to-pod rules, on a cluster where no placed pod has any, take the incremental path;
         the rest (and `fast=False`, the reference the tests compare against) filter and score every node."""
         prof = self.profile(pod)
-        if self.fast and not (pod.rules or self.c.anti_nodes or self.c.spread_pods):
+        if self.fast and (pod.rules is NO_RULES or not pod.rules) and not (self.c.anti_nodes or self.c.spread_pods):
             return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
         if self.allowed is not None:
@@ -1080,7 +1102,7 @@ class _Engine:
     def _select_fast(self, pod: Pod, prof: Profile) -> int | None:
         st = self.pod_shape.get(id(pod))
         if st is None:
-            key = (prof.scheduler_name, pod.placement, tuple(pod.requests.items()))
+            key = (prof.scheduler_name, self.c.shape_id(pod))
             st = self.shapes.get(key)
             if st is None:
                 st = self.shapes[key] = _new_shape(self.c, pod, prof)
@@ -1238,7 +1260,7 @@ class _Run:
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
-    members: dict[int, list[Pod]] = field(default_factory=dict)  # a group entry's pods in queue order (memo)
+    members: dict[int, list[Pod]] = field(default_factory=dict)  # a group entry's pods in queue order (`_queue`'s memo)
 
     def need(self, gi: int) -> int:
         g = self.gangs[gi]
@@ -1274,23 +1296,25 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     (`_Cluster.subset`) rather than built again. The same results as without it."""
     config = config or default_config()
     gangs = list(gangs)
-    skipped, entries = _queue(gangs, memo)
+    skipped, entries, members = _queue(gangs, memo)
     cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
     for i, seed in enumerate(seeds):
         c = cluster if i == 0 else cluster.fresh()
-        yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes)
+        yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes, members)
 
 
-def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry]]:
-    """The gangs the scheduler skips (and why) and the queue's entries, from `memo` when it holds these gangs."""
+def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
+    """The gangs the scheduler skips (and why), the queue's entries and the group entries' pods in queue order (filled
+    by the runs as they meet them: it depends on the gangs only), from `memo` when it holds these gangs."""
     hit = memo.get("queue") if memo is not None else None
     if hit is not None and len(hit[0]) == len(gangs) and all(a is b for a, b in zip(hit[0], gangs)):
-        return hit[1], hit[2]
+        return hit[1], hit[2], hit[3]
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
     entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    members: dict[int, list[Pod]] = {}
     if memo is not None:
-        memo["queue"] = (tuple(gangs), skipped, entries)
-    return skipped, entries
+        memo["queue"] = (tuple(gangs), skipped, entries, members)
+    return skipped, entries, members
 
 
 def _cluster_for(nodes: Sequence[SimNode], gangs: list[Gang], skipped: dict[int, str], bound: Iterable[Pod],
@@ -1326,9 +1350,9 @@ def _subsequence(whole: Sequence[SimNode], part: Sequence[SimNode]) -> list[int]
 
 
 def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
-         max_passes: int) -> SimResult:
+         max_passes: int, members: dict[int, list[Pod]]) -> SimResult:
     """One seed's queue passes: schedule every entry, time out Permit waits, re-queue the failures."""
-    run = _Run(gangs, cluster, eng, committed=[0] * len(gangs))
+    run = _Run(gangs, cluster, eng, committed=[0] * len(gangs), members=members)
     for _ in range(max_passes):
         before = len(run.where)
         assumed: dict[int, list[tuple[Pod, int]]] = {}
