@@ -869,6 +869,12 @@ def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
             st.feas_l[j] = ok
 
 
+def _set_idx(st: _Shape) -> list[int]:
+    """`_Shape.idx` rebuilt from `feas` (after a numpy refresh flipped a verdict)."""
+    st.idx = np.flatnonzero(st.feas).tolist()
+    return st.idx
+
+
 def _best(st: _Shape) -> list[int]:
     """The shape's best-scored feasible nodes, recomputed when a refresh dropped them (at least one node is feasible;
     the infeasible ones are set below every score, so one pass over all nodes needs no index of the feasible ones)."""
@@ -1117,14 +1123,13 @@ class _Engine:
             return self._select_few(st)
         allowed = self.allowed
         ia: np.ndarray | None = None
-        if allowed is None:
-            idx = st.idx
-            if idx is None:
-                idx = st.idx = np.flatnonzero(st.feas).tolist()
+        seq: Sequence[int]  # the feasible nodes in node order: `idx`, or `ia` in a topology placement (an array there:
+        if allowed is None:  # a placement's nodes change with each domain, so no list is kept for it)
+            idx = seq = st.idx if st.idx is not None else _set_idx(st)
         else:
-            ia = np.flatnonzero(st.feas & allowed)
-            idx = ia.tolist()
-        m, n = len(idx), len(st.feas)
+            idx, ia = [], np.flatnonzero(st.feas & allowed)
+            seq = ia
+        m, n = len(seq), len(st.feas)
         if m == 0:
             if allowed is None:
                 st.failed_at = self.c.removals
@@ -1132,16 +1137,16 @@ class _Engine:
         start = self.next_start % n
         k = self._k(self.allowed_n if allowed is not None else n, prof.percentage_of_nodes_to_score)
         if m > k:  # the window: the k feasible nodes from the start on, round the ring
-            p = bisect.bisect_left(idx, start)
+            p = bisect.bisect_left(idx, start) if ia is None else int(ia.searchsorted(start))
             p = 0 if p == m else p
-            last = idx[p + k - 1] if p + k <= m else idx[k - (m - p) - 1]
+            last = int(seq[p + k - 1] if p + k <= m else seq[k - (m - p) - 1])
             self.next_start = (start + (last - start) % n + 1) % n
             if k == 1:
                 return last
         else:  # every feasible node is scored, the scan goes round once: the start stays where it is
             p = 0
             if m == 1:
-                return idx[0]
+                return int(seq[0])
         if st.prefer is None and allowed is None:
             ties_l = self._best_in_window(st, idx, start, m, k, p)
             if ties_l:
@@ -1257,6 +1262,7 @@ class _Run:
     cluster: _Cluster
     eng: _Engine
     where: dict[str, int] = field(default_factory=dict)  # committed pod key -> node index
+    placed: set[int] = field(default_factory=set)  # id() of the pods in `where` (the gangs hold them: ids stay theirs)
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
@@ -1389,6 +1395,7 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
         run.started.add(gi)
         for p, j in got:
             run.where[p.key] = j
+            run.placed.add(id(p))
         run.committed[gi] += len(got)
         assumed.pop(gi, None)
     elif mode == MODE_GROUP:
@@ -1400,7 +1407,7 @@ def _select_all(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod, int]
     """Each pod not yet committed, greedily, in order: placed on its node (the caller commits or undoes)."""
     got: list[tuple[Pod, int]] = []
     for p in pods:
-        if p.key in run.where:
+        if id(p) in run.placed:
             continue
         j = run.eng.select(p)
         if j is None:
