@@ -869,6 +869,27 @@ def _refresh_rows(c: _Cluster, st: _Shape, rows: np.ndarray) -> None:
             st.feas_l[j] = ok
 
 
+def _window_ties(st: _Shape, ia: np.ndarray, start: int, m: int, k: int, p: int) -> np.ndarray:
+    """The best-scored nodes of the window (`ia`: the `m` feasible nodes, the window the `k` from position `p`, round
+    the ring; all of them when m <= k) in scan order from `start`, scored from the shape's kept base scores."""
+    if m > k:
+        win = ia[p:p + k] if p + k <= m else np.concatenate((ia[p:], ia[:k - (m - p)]))
+    else:
+        win = ia  # in node order; the ties are rotated to start at `start` below, as the scan meets them
+    scores = st.base[win]
+    if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
+        counts = st.prefer[win]
+        top = int(counts.max())
+        if top:
+            scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
+    ties = win[scores == scores.max()]
+    if m <= k and len(ties) > 1:
+        q = int(ties.searchsorted(start))
+        if 0 < q < len(ties):
+            ties = np.concatenate((ties[q:], ties[:q]))
+    return ties
+
+
 def _set_idx(st: _Shape) -> list[int]:
     """`_Shape.idx` rebuilt from `feas` (after a numpy refresh flipped a verdict)."""
     st.idx = np.flatnonzero(st.feas).tolist()
@@ -1155,22 +1176,7 @@ class _Engine:
             if st.idx_a is None:
                 st.idx_a = np.flatnonzero(st.feas)
             ia = st.idx_a
-        if m > k:
-            win = ia[p:p + k] if p + k <= m else np.concatenate((ia[p:], ia[:k - (m - p)]))
-        else:
-            win = ia  # in node order; the ties are rotated to start at `start` below, as the scan meets them
-        scores = st.base[win]
-        if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
-            counts = st.prefer[win]
-            top = int(counts.max())
-            if top:
-                scores = scores + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * counts // top)
-        ties = win[scores == scores.max()]
-        if m <= k and len(ties) > 1:
-            q = int(ties.searchsorted(start))
-            if 0 < q < len(ties):
-                ties = np.concatenate((ties[q:], ties[:q]))
-        return self._pick(ties)
+        return self._pick(_window_ties(st, ia, start, m, k, p))
 
     def _best_in_window(self, st: _Shape, idx: list[int], start: int, m: int, k: int, p: int) -> list[int] | None:
         """The window's ties in scan order when the window holds a node with the best score over every feasible

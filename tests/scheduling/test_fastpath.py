@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, 
                              LabelSelector, PodRules, PodTerm, Taint)
 from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
+from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
 
 from .helpers import GPU, gang, lone, mkpod, node
 
@@ -190,3 +192,41 @@ def test_a_shape_back_after_many_placements_elsewhere_scores_the_changed_nodes_a
         fast = simulate(nodes, gangs, seed=seed, stable_ties=True)
         _same(fast, simulate(nodes, gangs, seed=seed, fast=False, stable_ties=True))
         assert all(len(fast.node_pods[fast.placement[f"team-a/a2-{k}"]]) == 1 for k in range(5))  # empty nodes
+
+
+@pytest.mark.parametrize(("freed", "filled", "churn"), [
+    (1, 0, 0),  # one removal since the shape's last pod: the one-node re-check
+    (10, 10, 0),  # a few changed nodes: re-checked one by one
+    (10, 80, 0),  # more than FULL_REFRESH changed, but only the freed ones to look at: one by one again
+    (80, 10, 0),  # more than FULL_REFRESH to look at: numpy over those nodes
+    (80, 10, 150),  # more changes than nodes: numpy over the feasible and the freed nodes
+])
+def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catches_up(freed, filled, churn):
+    # Shape A (2 cores) last looked when 3-core pods filled nodes 0..79 and 200..279: it did not fit there. Then
+    # `freed` of those pods leave (nodes 0..), tiny pods land on `filled` full nodes (200..: still no room for A) and
+    # `churn` tiny pods come and go elsewhere. A's sync skips the nodes it did not fit unless a pod left them; the
+    # freed ones must fit again, whichever branch of `_sync` runs. Independent check: the shape built afresh.
+    nodes = [node(f"n{i}", 4000, 16) for i in range(300)]
+    a, b, t = mkpod("a", 2000, 2), mkpod("b", 3000, 2), mkpod("t", 10, 0)
+    c = _Cluster(nodes, (a, b, t), ())
+    prof = Profile()
+    shape = _new_shape(c, a, prof)
+    big = [replace(b, name=f"b-{j}") for j in range(160)]
+    full = list(range(80)) + list(range(200, 280))
+    for p, j in zip(big, full):
+        c.place(j, p)
+    _sync(c, shape)
+    assert not shape.feas[0] and not shape.feas[200] and shape.feas[100]
+    for i in range(churn):
+        c.place(100 + i % 50, t)
+        c.remove(100 + i % 50, t)
+    for j in range(freed):
+        c.remove(j, big[j])
+    for j in range(200, 200 + filled):
+        c.place(j, replace(t, name=f"t-{j}"))
+    _sync(c, shape)
+    again = _new_shape(c, a, prof)
+    assert shape.feas.tolist() == again.feas.tolist() == shape.feas_l
+    assert shape.feas[:freed].all() and not shape.feas[freed:80].any()
+    assert shape.base[shape.feas].tolist() == again.base[again.feas].tolist()
+    assert _best(shape) == _best(again)
