@@ -639,6 +639,7 @@ FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the 
 # recomputed in numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python,
 # a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount (measured 1 Dec, loaded 2-core machine)
 _NO_SCORE = np.iinfo(np.int64).min  # below any base score: `_best` sets the infeasible nodes to it
+MANY_CHANGES = 400  # log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
 
 
@@ -834,18 +835,26 @@ def _sync(c: _Cluster, st: _Shape) -> None:
         if st.idx_a is None:
             st.idx_a = np.flatnonzero(st.feas)
         _refresh_rows(c, st, _with_freed(st, st.idx_a, freed))
+    elif n - st.cursor > MANY_CHANGES:  # the changed nodes as a mask: cheaper than a set of that many
+        changed = np.zeros(len(c.nodes), dtype=bool)
+        changed[c.log[st.cursor:]] = True
+        _catch_up(c, st, _with_freed(st, np.flatnonzero(changed & st.feas), freed), freed)
     else:
         dirty = set(c.log[st.cursor:])
         if len(dirty) > FULL_REFRESH:
             rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
-            rows = _with_freed(st, rows[st.feas[rows]], freed and freed & dirty)
-            if len(rows) > FULL_REFRESH:
-                _refresh_rows(c, st, rows)
-            else:
-                _recheck(c, st, rows.tolist(), freed)
+            _catch_up(c, st, _with_freed(st, rows[st.feas[rows]], freed), freed)
         else:
             _recheck(c, st, dirty, freed)
     st.cursor, st.rcursor = n, len(c.rlog)
+
+
+def _catch_up(c: _Cluster, st: _Shape, rows: np.ndarray, freed: set[int] | None) -> None:
+    """Re-check these nodes: in numpy past FULL_REFRESH of them, else one by one."""
+    if len(rows) > FULL_REFRESH:
+        _refresh_rows(c, st, rows)
+    else:
+        _recheck(c, st, rows.tolist(), freed)
 
 
 def _with_freed(st: _Shape, rows: np.ndarray, freed: set[int] | None) -> np.ndarray:

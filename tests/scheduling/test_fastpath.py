@@ -199,14 +199,16 @@ def test_a_shape_back_after_many_placements_elsewhere_scores_the_changed_nodes_a
     (10, 10, 0),  # a few changed nodes: re-checked one by one
     (10, 80, 0),  # more than FULL_REFRESH changed, but only the freed ones to look at: one by one again
     (80, 10, 0),  # more than FULL_REFRESH to look at: numpy over those nodes
-    (80, 10, 150),  # more changes than nodes: numpy over the feasible and the freed nodes
+    (10, 80, 160),  # more than MANY_CHANGES log entries (a mask of changed nodes), few to look at: one by one
+    (80, 10, 160),  # the same, many to look at: numpy
+    (80, 10, 250),  # more changes than nodes: numpy over the feasible and the freed nodes
 ])
 def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catches_up(freed, filled, churn):
     # Shape A (2 cores) last looked when 3-core pods filled nodes 0..79 and 200..279: it did not fit there. Then
     # `freed` of those pods leave (nodes 0..), tiny pods land on `filled` full nodes (200..: still no room for A) and
     # `churn` tiny pods come and go elsewhere. A's sync skips the nodes it did not fit unless a pod left them; the
     # freed ones must fit again, whichever branch of `_sync` runs. Independent check: the shape built afresh.
-    nodes = [node(f"n{i}", 4000, 16) for i in range(300)]
+    nodes = [node(f"n{i}", 4000, 16) for i in range(500)]
     a, b, t = mkpod("a", 2000, 2), mkpod("b", 3000, 2), mkpod("t", 10, 0)
     c = _Cluster(nodes, (a, b, t), ())
     prof = Profile()
