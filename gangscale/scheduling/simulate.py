@@ -24,9 +24,9 @@ pass binds nothing new.
 
 Speed: pods without pod-to-pod rules (on a cluster where no placed pod has any) take an incremental
 path: per shape (profile, placement, requests) the filters' verdict and the node's own scores are
-kept per node, and a pod re-checks only the nodes placements changed since its shape was last used
-(`_Shape`, `_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the
-kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
+kept per node, and a pod re-checks only the nodes placements changed since its shape was last used,
+and of those only the ones its shape fitted or a pod left (adding a pod never makes a node fit: `_Shape`,
+`_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
 tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
 `simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
 are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
@@ -396,7 +396,6 @@ class _Cluster:
             num = self._shape_nums.setdefault(key, len(self._shape_nums))
             hit = self._shape_ids[id(pod)] = (pod, num)
         return hit[1]
-
 
     def rows(self, pl: Placement) -> Iterable[int]:
         """The nodes a placement's filters need to look at: those it names (`pinned_names`), else every node."""
