@@ -26,7 +26,8 @@ Speed: pods without pod-to-pod rules (on a cluster where no placed pod has any) 
 path: per shape (profile, placement, requests) the filters' verdict and the node's own scores are
 kept per node, and a pod re-checks only the nodes placements changed since its shape was last used,
 and of those only the ones its shape fitted or a pod left (adding a pod never makes a node fit: `_Shape`,
-`_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the kept arrays. `fast=False` is the straightforward per-pod path (every node filtered and scored), and
+`_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the kept arrays.
+`fast=False` is the straightforward per-pod path (every node filtered and scored), and
 tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
 `simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
 are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
