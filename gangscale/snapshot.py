@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .ingest import Cluster
-from .model import Gang, GangKey, NodeGroup, Pod, Taint, Toleration
+from .model import Gang, GangKey, Node, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
 from .warnlog import summarise
 
+_NOTHING: dict[str, int] = {}  # a node's usage with no pod bound (never written to)
 RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on a node reserved for one gang (on its way or arrived)
 
 
@@ -137,8 +138,21 @@ def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang
     return g
 
 
+class NodeViews:
+    """The views of Ready nodes made by a caller's last snapshot, kept for its next one (a controller's passes).
+
+    A view is a function of its Node, the Node's usage by bound pods, the gang it is reserved for and whether its
+    group is known; a node whose four are the same as last time gets the same view (nothing writes to a view),
+    so a pass makes views only for the nodes that changed, and equal snapshots share their views."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
+
+
 def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
-                   policy: SnapshotPolicy | None = None) -> ClusterSnapshot:
+                   policy: SnapshotPolicy | None = None, *, views: NodeViews | None = None) -> ClusterSnapshot:
+    """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
+    (and updated to this snapshot's); None: every view made afresh."""
     policy = policy or SnapshotPolicy()
     usage: dict[str, dict[str, int]] = {}
     for pod in cluster.bound:  # (thousands of bound pods per pass in the simulated week: no dict made per pod)
@@ -151,18 +165,29 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     known = {g.name for g in groups}
     registered: dict[str, int] = {}
     nodes: list[NodeView] = []
+    kept = views.kept if views is not None else {}
+    made: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
     for n in cluster.nodes:
         if n.node_group and n.ready:  # registered but NotReady: still on its way (CA's NotStarted), not bought again
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
-        free = sub(n.allocatable, usage.get(n.name, {}))
-        labels = dict(n.labels)
-        labels.setdefault("kubernetes.io/hostname", n.name)
-        labels["metadata.name"] = n.name  # for matchFields
+        used = usage.get(n.name, _NOTHING)
         owner = policy.reserved_nodes.get(n.name)
-        nodes.append(NodeView(n.name, labels, n.taints + _reserved_for(owner), free,
-                              n.node_group if n.node_group in known else None, reserved_for=owner))
+        group = n.node_group if n.node_group in known else None
+        last = kept.get(n.name)
+        if last is not None and last[0] is n and last[2] == owner and last[3] == group and last[1] == used:
+            view = last[4]
+        else:
+            labels = dict(n.labels)
+            labels.setdefault("kubernetes.io/hostname", n.name)
+            labels["metadata.name"] = n.name  # for matchFields
+            view = NodeView(n.name, labels, n.taints + _reserved_for(owner), sub(n.allocatable, used), group,
+                            reserved_for=owner)
+        made[n.name] = (n, used, owner, group, view)
+        nodes.append(view)
+    if views is not None:
+        views.kept = made
 
     decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or policy.held.get(g.gang_key)) is not None}
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)

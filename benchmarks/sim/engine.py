@@ -329,7 +329,7 @@ class Engine:
                     break
             if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
                 self.parse_cache.forget_objects()
-            self.rec.account(t, self.nodes, self.pods, self.templates)
+            self.rec.account(t, self.nodes, self.pods, self.templates, self.version)
             changed = self._trace_events(t)
             changed |= self._sync_nodes(t)
             changed |= self._schedule(t) if changed else False

@@ -90,21 +90,30 @@ class Recorder:
         self.every = max(10, trace.horizon // SERIES_POINTS)
         self.next_sample = 0
         self.micro_by_horizon: int | None = None  # the bill at the horizon (set by the engine as it passes it)
+        self._bound_at: tuple[int, tuple[set[str], int, int]] = (-1, (set(), 0, 0))  # `account`'s sums, by version
 
     def node_ready(self, iid: str, t: int) -> None:
         self.ready_at[iid] = t
 
-    def account(self, t: int, nodes: dict[str, Any], pods: dict[str, dict], templates: dict[str, Any]) -> None:
-        """Integrate [last step, t) with the state that held there (the engine calls this before changing it)."""
+    def account(self, t: int, nodes: dict[str, Any], pods: dict[str, dict], templates: dict[str, Any],
+                version: int | None = None) -> None:
+        """Integrate [last step, t) with the state that held there (the engine calls this before changing it).
+
+        `version`: the engine's version of its objects (None: unknown); the bound pods' nodes, count and GPUs are
+        summed once per version, not once per step (a step that changed nothing has the same pods)."""
         dt = t - self.last
-        used: set[str] = set()
-        running = gpus = 0
-        for key, p in pods.items():
-            node = p["spec"].get("nodeName")
-            if node:
-                used.add(node)
-                running += 1
-                gpus += templates[key].gpus
+        if version is not None and version == self._bound_at[0]:
+            used, running, gpus = self._bound_at[1]
+        else:
+            used = set()
+            running = gpus = 0
+            for key, p in pods.items():
+                node = p["spec"].get("nodeName")
+                if node:
+                    used.add(node)
+                    running += 1
+                    gpus += templates[key].gpus
+            self._bound_at = (-1 if version is None else version, (used, running, gpus))
         cut_after = self.trace.deadline + 10
         for iid in nodes:
             if iid in used:

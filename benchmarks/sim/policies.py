@@ -258,28 +258,34 @@ class Gangscale:
         """The first of the controller's timers since its last pass (deadlines, cancel grace, backoffs,
         cooling, ageing, empty-node grace): due now when it fell between that pass and now."""
         t0 = self.clock() - now
-        cfg, times = self.cfg, []
+        cfg, last = self.cfg, self.last_scan
         cancel, backoff, ageing = cfg.cancel_grace_seconds, cfg.launch_failure_backoff_seconds, cfg.ageing_seconds
-        running, add = GangState.RUNNING, times.append
+        running = GangState.RUNNING
+        # each timer's step, `int(t - t0) + 1`, kept when it falls after the last pass; only the earliest is asked
+        # for, so none is collected in a list (a week keeps up to 1,000 records, most of them long past every timer)
+        first, second = min(cancel, backoff), max(cancel, backoff)  # int() is monotone: a record's earlier one first
+        soonest, in_flight, watched = None, False, (GangState.PROVISIONING, GangState.READY)
         for r in self.rec.state.records.values():
-            add(r.since + cancel)
-            add(r.since + backoff)
-            if r.deadline:
-                add(r.deadline)
-            if r.state != running:
-                add(r.first_seen + ageing)
-        times += list(self.rec.state.backoff.values())
-        times += [s + cfg.empty_node_grace_seconds for s in self.rec.empty_since.values()]
-        last = self.last_scan
-        due = [v for t in times if (v := int(t - t0) + 1) > last]
+            in_flight = in_flight or r.state in watched
+            since = r.since
+            if (v := int(since + first - t0) + 1) > last or (v := int(since + second - t0) + 1) > last:
+                soonest = v if soonest is None or v < soonest else soonest
+            if r.deadline and (v := int(r.deadline - t0) + 1) > last:
+                soonest = v if soonest is None or v < soonest else soonest
+            if r.state != running and (v := int(r.first_seen + ageing - t0) + 1) > last:
+                soonest = v if soonest is None or v < soonest else soonest
         grace = cfg.empty_node_grace_seconds
+        times = [*self.rec.state.backoff.values(), *(s + grace for s in self.rec.empty_since.values())]
+        due = [v for t in times if (v := int(t - t0) + 1) > last]
+        if soonest is not None:
+            due.append(soonest)
         if any(int(s + grace - t0) + 1 <= self.last_scan for s in self.rec.empty_since.values()):
             # an empty node past its grace outlived the last pass (a removal that failed, a group at its minSize):
             # the live loop's resync retries it
             due.append(self.last_scan + int(cfg.resync_seconds))
         if self.rec.replan_soon:
             due.append(self.last_scan + 10)
-        elif pending or any(r.state in (GangState.PROVISIONING, GangState.READY) for r in self.rec.state.records.values()):
+        elif pending or in_flight:
             due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 

@@ -719,8 +719,8 @@ def _with_launched(rec: Record, launched: Mapping[str, tuple[str, ...]]) -> dict
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
     """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
     for key, rec in list(step.records.items()):
-        if key in seen or rec.state in (GangState.CANCELLED, GangState.RUNNING) or (
-                rec.state in TERMINAL and not holds(rec)):
+        if rec.state in (GangState.CANCELLED, GangState.RUNNING) or (rec.state in TERMINAL and not holds(rec)) or (
+                key in seen):  # (the states first: most records are past, and a key's hash is a Python call)
             continue  # an infeasible gang that still holds nodes is cancelled, so they go back (a running one's spares
             # go back at its deadline)
         if key.group in report.bound_groups:

@@ -37,7 +37,7 @@ from ..model import GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
 from ..realize import SchedulerModel, scheduler_model_from
-from ..snapshot import ClusterSnapshot, SnapshotPolicy, build_snapshot, pre_decide
+from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, metrics as observe
 from .actuator import Actuator
@@ -93,6 +93,7 @@ from .scaledown import busy_nodes, due_for_scale_down
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
+NODE_STAMPS_KEPT = 4096  # Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
 PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
@@ -161,6 +162,8 @@ class Reconciler:
         self._scheduler_files: dict[str, SchedulerModel] = {}  # schedulerConfigFile, read once by this controller
         self._plans: list[tuple[tuple[ClusterSnapshot, SolveOptions, SchedulerModel], Plan]] = []  # newest first
         self.plans_reused = 0
+        self._stamps: dict[tuple[str, str], tuple[float, str]] = {}  # (created, providerID) -> `_node_stamps`
+        self._views = NodeViews()  # the last snapshot's node views: a node that did not change keeps its view
 
     @property
     def groups(self) -> dict[str, NodeGroup]:
@@ -279,10 +282,22 @@ class Reconciler:
         if not any(holds(r) for r in self.state.records.values()):
             return
         busy = busy_nodes(cluster)
-        seen = tuple(NodeSeen(n.name, n.node_group, parse_time(n.created) or 0.0, n.name not in busy, n.ready,
-                              instance_id_from_provider_id(n.provider_id))
-                     for n in cluster.nodes if n.node_group in self.groups)
+        stamps = self._node_stamps
+        seen = tuple(NodeSeen(n.name, n.node_group, created, n.name not in busy, n.ready, instance)
+                     for n in cluster.nodes if n.node_group in self.groups
+                     for created, instance in (stamps(n.created, n.provider_id),))
         self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
+
+    def _node_stamps(self, created: str, provider_id: str) -> tuple[float, str]:
+        """A Node's creationTimestamp (epoch seconds, 0 when unknown) and instance id: parsed once per Node, not once
+        per pass (both are fixed for a Node's life; a pass reads every registered Node)."""
+        key = (created, provider_id)
+        got = self._stamps.get(key)
+        if got is None:
+            if len(self._stamps) >= NODE_STAMPS_KEPT:
+                self._stamps.clear()
+            got = self._stamps[key] = (parse_time(created) or 0.0, instance_id_from_provider_id(provider_id))
+        return got
 
     def _reserved_nodes(self) -> set[str]:
         """Registered nodes that arrived for a gang still waiting for them: never given back for another reason."""
@@ -293,9 +308,11 @@ class Reconciler:
         records = self.state.records
         held = cooling_holds(records, cluster.gangs, now, self.cfg.launch_failure_backoff_seconds)
         open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.gang_key not in held]
-        first_seen = {k: r.first_seen for k, r in records.items()}
+        # (gang_limits asks only for the open gangs' first sight, and only records that hold capacity reserve any:
+        # a week's controller keeps up to 1,000 records, most of them past, so neither is made for all of them)
+        first_seen = {k: rec.first_seen for g in open_ if (rec := records.get(k := g.gang_key)) is not None}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
-        waiting = still_waiting(records.values(), {g.gang_key for g in cluster.gangs})
+        waiting = still_waiting([r for r in records.values() if holds(r)], {g.gang_key for g in cluster.gangs})
         upcoming, registered = reserved_upcoming(waiting), reserved_registered(waiting)
         late_up, late_nodes = expired_spares(records.values(), now)  # going back this pass: no plan counts on them
         upcoming = {g: upcoming.get(g, ()) + late_up.get(g, ()) for g in {*upcoming, *late_up}}
@@ -329,7 +346,7 @@ class Reconciler:
             first = partial(gates.scheduled_first, holding=partial(gates.holds, mode=self.cfg.gate_mode,
                                                                    ns_labels=ns_labels),
                             config=self._scheduler(now, gating=True)[0].config, memo=self.gate_queue_runs)
-        return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
+        return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
                                 lambda snap: self._make_plan(first(snap) if first else snap, opts, scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
