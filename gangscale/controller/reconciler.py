@@ -82,12 +82,12 @@ from .lifecycle import (
     transition,
 )
 from ..apply import atomic_units_with_gangs
-from .limits import gang_limits, inflight_by_namespace, parse_time, plan_within_caps
+from .limits import gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
-from .reservations import (attribute_new_nodes, expired_spares, owned_in_flight, planned_upcoming, pods_on_upcoming,
-                           reserved_registered, reserved_upcoming, still_waiting)
+from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
+                           pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
@@ -329,8 +329,13 @@ class Reconciler:
             first = partial(gates.scheduled_first, holding=partial(gates.holds, mode=self.cfg.gate_mode,
                                                                    ns_labels=ns_labels),
                             config=self._scheduler(now, gating=True)[0].config, memo=self.gate_queue_runs)
+        def as_modelled(snap: ClusterSnapshot) -> ClusterSnapshot:
+            """The model sees the reservations, and the held gangs queued on the capacity at hand."""
+            return held_on_hand(held_in_the_model(snap)) if scheduler.enabled else snap
+
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy),
-                                lambda snap: self._make_plan(first(snap) if first else snap, opts, scheduler),
+                                lambda snap: self._make_plan(as_modelled(first(snap) if first else snap), opts,
+                                                             scheduler),
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 
