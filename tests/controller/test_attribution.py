@@ -217,6 +217,25 @@ def test_the_model_keeps_a_reserved_node_for_its_gang_and_pins_the_gang_there_on
         make_plan(snap, SolveOptions(time_limit=5), OFF).existing_nodes
 
 
+def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_solver_alone_and_others_with_the_model():
+    """Narrowed (KEP-3521), each released pod has one feasible node: the scheduler's queue order and scoring decide
+    nothing of that plan. With the model instead, the older 1-GPU pod took the emptiest node (LeastAllocated), the
+    4-GPU gang was deferred and stayed gated (test_gate_mode's two GPU gangs)."""
+    from gangscale.controller.reconciler import NARROWED
+
+    clock, objects = Clock(), gang("a", 2)
+    r, sim, _ = controller(clock, 10, objects)
+    plan = r.reconcile(objects, leader=True)
+    assert plan.scheduler.mode == "off" and plan.scheduler.note == NARROWED and sim.target_size("cpu") == 2
+    objects += [podgroup("u"), pod("u-0", cpu="6", group="u")]  # an ungated gang: the scheduler places it
+    clock.now += 1
+    plan = r.reconcile(objects, leader=True)
+    assert plan.scheduler.mode == "observe" and {g.name: g.model_started for g in plan.gangs}["u"]
+    narrowing_off = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=False), sim,
+                               clock=clock)
+    assert narrowing_off.reconcile(gang("b", 1), leader=False).scheduler.mode == "observe"
+
+
 # ---------------------------------------------------------------- lifecycle, pure
 
 
