@@ -10,7 +10,9 @@ promise and seed 0 is left with bare nodes). Gangs the model did not start are r
 state (seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
 the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out. Cleaning
 goes on past the deadline for LATE_RUNS model runs' worth of seed runs (more within LATE_SECONDS): a plan with
-idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan.
+idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan. Gangs the
+caller holds back whose pods kube-scheduler still queues (`ClusterSnapshot.queued`) are in the model's queue too:
+never promised, and a node only their pods use is bare.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts under
 every seed of the final node set (a state holding seed 0's run alone is never returned); a new node that seed
@@ -322,9 +324,11 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
 
 
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
-    """What is left to plan: the gangs not promised, on the capacity seed 0's placement leaves free."""
+    """What is left to plan: the gangs not promised, on the capacity seed 0's placement leaves free (of the promised
+    gangs and of the held ones it places)."""
     sim = st.sims[0]
-    pods = {p.key: p for k, g in ctx.by_key.items() if k in st.promised for p in g.pending if p.key in sim.placement}
+    taking = [g for g in ctx.gangs if g.gang_key in st.promised or g.gang_key not in ctx.by_key]
+    pods = {p.key: p for g in taking for p in g.pending if p.key in sim.placement}
     used: dict[str, Counter] = {}
     for k, p in pods.items():
         used.setdefault(sim.placement[k], Counter()).update(p.requests)
@@ -384,8 +388,8 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
 
 def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
-    gangs = snap.solvable
-    by_key = {g.gang_key: g for g in gangs}
+    by_key = {g.gang_key: g for g in snap.solvable}
+    gangs = snap.solvable + snap.queued  # a held gang queues too (never promised, its pods no node's reason to buy)
     keys = {k for g in gangs for k in g.topology_keys}
     for pl in {p.placement for g in gangs for p in g.pending}:
         keys |= label_keys(pl)

@@ -47,6 +47,9 @@ class NodeView:
 class PreDecision:
     decision: str  # invalid | waiting-for-admission | waiting-for-podgroup | below-quorum
     reason: str
+    # a caller's hold (`SnapshotPolicy.held`) of a gang whose pods still wait in kube-scheduler's queue (none gated):
+    # nothing is planned or bought for it, but the scheduler model queues it (it may take free capacity)
+    queued: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,11 @@ class ClusterSnapshot:
     @property
     def solvable(self) -> list[Gang]:
         return [g for g in self.gangs if g.key not in self.decided]
+
+    @property
+    def queued(self) -> list[Gang]:
+        """Gangs held back (nothing is bought for them) whose pods kube-scheduler still queues and may place."""
+        return [g for g in self.gangs if (d := self.decided.get(g.key)) is not None and d.queued]
 
 
 def pre_decide(g: Gang) -> PreDecision | None:
@@ -149,6 +157,15 @@ class NodeViews:
         self.kept: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
 
 
+def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
+    """The policy's hold of `g`, `queued` when no pending pod carries a scheduling gate (a gated pod is not in the
+    scheduler's queue: KEP-3521, the SchedulingGates PreEnqueue plugin)."""
+    d = policy.held.get(g.gang_key)
+    if d is None:
+        return None
+    return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
+
+
 def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
                    policy: SnapshotPolicy | None = None, *, views: NodeViews | None = None) -> ClusterSnapshot:
     """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
@@ -189,7 +206,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     if views is not None:
         views.kept = made
 
-    decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or policy.held.get(g.gang_key)) is not None}
+    decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None}
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))

@@ -105,9 +105,9 @@ class ControllerConfig(BaseModel):
     solver_time_limit_seconds: Seconds = Field(default=5.0, alias="solverTimeLimitSeconds", gt=0)
     # the cluster's KubeSchedulerConfiguration the plan is checked against (docs/scheduling.md); none: defaults
     scheduler_config_file: str | None = Field(default=None, alias="schedulerConfigFile")
-    # off by default for now: namespace caps, ageing and reservations are decided on the solver's plan, and observe
-    # mode's repair can buy for other gangs than those (docs/scheduling.md)
-    scheduler_model: Literal["observe", "off"] = Field(default="off", alias="schedulerModel")
+    # observe: each plan is checked and repaired against the scheduler model, with the reservations and the held
+    # gangs in it, and the caps counted on what it buys (docs/scheduling.md); off: the solver's plan alone
+    scheduler_model: Literal["observe", "off"] = Field(default="observe", alias="schedulerModel")
     # provisioning lifecycle
     provisioning_deadline_seconds: Seconds = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
     launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)

@@ -479,6 +479,14 @@ SCHEDULED_FIRST = ("fits-existing", "it carries no scheduling gate, so the sched
                    "on capacity the cluster has (the scheduler model, every seed)")
 
 
+def all_narrowed(snap: ClusterSnapshot, holding: Callable[[Gang], bool]) -> bool:
+    """Whether every pod the plan of `snap` places waits behind our gate in a gang gate mode holds: each is released
+    narrowed to the node the plan gives it (`narrow_ops`), so the scheduler's queue order and scoring decide
+    nothing of that plan (observe mode plans it with the solver alone)."""
+    gangs = snap.solvable
+    return bool(gangs) and all(all(gated(p) for p in g.pending) and holding(g) for g in gangs)
+
+
 def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
                     config: SchedulerConfig | None = None, memo: QueueMemo | None = None) -> ClusterSnapshot:
     """The snapshot gate mode plans on: the scheduler's queue (`_queue`: pods without our gate, and the gated pods

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 
 from ..model import Gang, GangKey
@@ -18,6 +19,29 @@ from ..resources import GPU
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
 from .config import ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
+
+
+ON_HAND = "gangscale.io/on-hand"  # model-only label of the nodes a snapshot lists (registered or on their way)
+
+
+def held_on_hand(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """`snap` with the held gangs' pods (`snap.queued`) kept to the nodes the cluster has or has on their way.
+
+    A held gang's pods are Pending in kube-scheduler's queue: the scheduler places them on free capacity the
+    moment it has some (PrioritySort: priority, then age), before any node this plan buys registers, so the model
+    queues them too (a younger gang is not promised a node they take). Nothing is bought for them: they are never
+    promised, and here they may not ride a planned node either (a planned node they took from a tie-break would
+    make it look idle, and one they alone used would be a purchase for a held gang). `snap` itself when nothing
+    held is queued."""
+    held = {g.key for g in snap.queued}
+    if not held:
+        return snap
+    pin = ((ON_HAND, "true"),)
+    nodes = [replace(v, labels={**v.labels, ON_HAND: "true"}) for v in snap.nodes]
+    gangs = [replace(g, pending=tuple(replace(p, placement=replace(p.placement, node_selector=p.placement.node_selector
+                                                                   + pin)) for p in g.pending))
+             if g.key in held else g for g in snap.gangs]
+    return replace(snap, nodes=nodes, gangs=gangs)
 
 
 def parse_time(stamp: str) -> float | None:

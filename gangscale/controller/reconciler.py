@@ -36,7 +36,7 @@ from ..ingest import Cluster, ParseCache, ingest
 from ..model import GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
-from ..realize import SchedulerModel, scheduler_model_from
+from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, metrics as observe
@@ -82,18 +82,21 @@ from .lifecycle import (
     transition,
 )
 from ..apply import atomic_units_with_gangs
-from .limits import gang_limits, inflight_by_namespace, parse_time, plan_within_caps
+from .limits import gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
-from .reservations import (attribute_new_nodes, expired_spares, owned_in_flight, planned_upcoming, pods_on_upcoming,
-                           reserved_registered, reserved_upcoming, still_waiting)
+from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
+                           pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
 NODE_STAMPS_KEPT = 4096  # Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
+# observe mode's plan in a gate-mode pass whose every gang waits behind gangscale's gate: the scheduler chooses nothing
+NARROWED = ("gate mode releases every gang of this plan narrowed to its planned node (KEP-3521): the scheduler has one "
+            "feasible node per pod, so the solver's plan is what happens; the scheduler's own queue was placed first")
 PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
 __all__ = ["Reconciler", "attribute_new_nodes"]
@@ -342,12 +345,24 @@ class Reconciler:
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
         first = None
+        holding = partial(gates.holds, mode=self.cfg.gate_mode, ns_labels=ns_labels)
         if any(gates.gated(p) for g in cluster.gangs for p in g.pending):
-            first = partial(gates.scheduled_first, holding=partial(gates.holds, mode=self.cfg.gate_mode,
-                                                                   ns_labels=ns_labels),
+            first = partial(gates.scheduled_first, holding=holding,
                             config=self._scheduler(now, gating=True)[0].config, memo=self.gate_queue_runs)
+
+        def plan(snap: ClusterSnapshot) -> Plan:
+            """Observe mode: the model sees the reservations and the held gangs queued on the capacity at hand;
+            the solver's plan alone when gate mode releases every gang of it narrowed to its node."""
+            snap = first(snap) if first else snap
+            if not scheduler.enabled:
+                return self._make_plan(snap, opts, scheduler)
+            if first and self.cfg.gate_narrowing and gates.all_narrowed(snap, holding):
+                made = self._make_plan(snap, opts, OFF)
+                return made.model_copy(update={"scheduler": made.scheduler.model_copy(update={"note": NARROWED})})
+            return self._make_plan(held_on_hand(held_in_the_model(snap)), opts, scheduler)
+
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
-                                lambda snap: self._make_plan(first(snap) if first else snap, opts, scheduler),
+                                plan,
                                 self._policy(cluster, now), self.cfg,
                                 inflight_by_namespace(self.state.records.values(), prices))
 

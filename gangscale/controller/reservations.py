@@ -7,6 +7,8 @@ the record's `nodes` name (lifecycle `Registered` attributes arrivals) is
 reserved by name (`SnapshotPolicy.reserved_nodes`), so only that gang's pods
 may use it in the next plan and no other gang's upcoming node is taken for it.
 The attribution of a plan's new nodes never counts a gang's own nodes twice.
+In observe mode the scheduler model sees the same reservations (`held_in_the_model`): a node
+reserved for a gang takes no other gang's pod there either.
 Pure functions of records, plan and snapshot.
 """
 
@@ -14,13 +16,17 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 
-from ..model import Gang, GangKey
+from ..fit import placement_allows
+from ..model import Gang, GangKey, Taint, Toleration
 from ..plan import Plan
-from ..snapshot import ClusterSnapshot
+from ..snapshot import ClusterSnapshot, NodeView
 from .lifecycle import GangState, Record, holds
 
 FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
+# the reservation as a taint the scheduler model keeps (it drops the planner's `gangscale.io/reserved-for`)
+HELD_TAINT = "gangscale.io/held-for"
 
 
 def _reserving(records: Iterable[Record]) -> list[Record]:
@@ -147,3 +153,58 @@ def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot, owned: Mapping[GangKe
                 out[key][group] = out[key].get(group, 0) + take
                 left -= take
     return dict(out)
+
+
+def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
+    """Whether every pending pod of `g` fits on `views` (first fit, largest pod first): no pod with per-node rules,
+    and one topology domain."""
+    if any(p.rules for p in g.pending):
+        return False
+    if g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1:
+        return False
+    free = [dict(v.free) for v in views]
+    for p in sorted(g.pending, key=lambda p: sorted(p.requests.values(), reverse=True), reverse=True):
+        for v, room in zip(views, free):
+            if placement_allows(p.placement, v.labels, v.taints) and all(room.get(r, 0) >= n for r, n in p.requests.items()):
+                for r, n in p.requests.items():
+                    room[r] = room.get(r, 0) - n
+                break
+        else:
+            return False
+    return True
+
+
+def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """`snap` with every reservation also as the scheduler model sees it: a reserved node is tainted `HELD_TAINT`
+    for its gang (only that gang's pods tolerate it), and a gang that fits on its own reserved nodes alone is
+    pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry).
+
+    The scheduler model drops the planner's reservation taint (`scheduling.simulate.nodes_from_views`: the real
+    scheduler never sees it) and places every node at once, so in observe mode an older gang took a node on its
+    way for another gang (another namespace's, uncounted by its cap), and that gang was bought a replacement. The
+    controller keeps reserved nodes for their gang whatever the plan says, and time orders them: the nodes of a
+    gang's purchase register before anything bought after it, and the gang binds on them once they are Ready
+    (gate mode lifts its gate then and never narrows another gang onto them: `gates._may_move`). So the model
+    sees the reservation as the solver does. `snap` itself when nothing is reserved."""
+    owned: dict[GangKey, list[NodeView]] = defaultdict(list)
+    for v in snap.nodes:
+        if v.reserved_for is not None:
+            owned[v.reserved_for].append(v)
+    if not owned:
+        return snap
+    pinned = {g.gang_key for g in snap.gangs if g.gang_key in owned and _fits_alone(g, owned[g.gang_key])}
+    nodes = [v if v.reserved_for is None else replace(
+        v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
+        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned else v.labels)
+        for v in snap.nodes]
+    gangs = []
+    for g in snap.gangs:
+        key = g.gang_key
+        if key in owned:
+            tol = Toleration(HELD_TAINT, "Equal", str(key), "NoSchedule")
+            pin = ((HELD_TAINT, str(key)),) if key in pinned else ()
+            g = replace(g, pending=tuple(replace(p, placement=replace(
+                p.placement, tolerations=p.placement.tolerations + (tol,),
+                node_selector=p.placement.node_selector + pin)) for p in g.pending))
+        gangs.append(g)
+    return replace(snap, nodes=nodes, gangs=gangs)

@@ -161,6 +161,81 @@ def test_a_restarted_controller_keeps_the_attribution_from_its_records():
     assert not any(p.startswith("default/c-") for p in plan.existing_nodes.get(name, []))
 
 
+def test_in_observe_mode_an_older_gang_does_not_ride_the_nodes_on_their_way_for_another_namespaces_gang():
+    """The scheduler model drops the planner's reservation taint, and placed every node at once: team-a's older
+    3-node gang rode one of the two nodes on their way for team-b's gang, so 2 more nodes (within team-a's cap
+    of 2) were bought for it and team-b's gang was deferred over its own cap (the e2e `test_the_namespace_cap_holds`
+    in observe mode). The model now keeps the reservations as the solver does."""
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=20)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    cfg = ControllerConfig(mode="enforce", defaultNamespaceCap={"maxNodes": 2})
+    assert cfg.scheduler_model == "observe"  # the default
+    r = Reconciler(cfg, sim, clock=clock)
+    objects = [podgroup("big", "team-a", min_count=3), *(pod(f"b{i}", "team-a", cpu="6", group="big") for i in range(3)),
+               podgroup("small", "team-b", min_count=2), *(pod(f"s{i}", "team-b", cpu="6", group="small")
+                                                           for i in range(2))]
+    objects[0]["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"  # big is older: the queue's first
+    r.reconcile(objects, leader=True)
+    assert sim.target_size("cpu") == 2
+    for _ in range(2):
+        clock.now += 10
+        plan = r.reconcile(objects, leader=True)
+        decisions = {g.name: g for g in plan.gangs}
+        assert sim.target_size("cpu") == 2 and plan.scale_up == {}
+        assert decisions["big"].decision == "infeasible" and "maxNodes 2" in decisions["big"].reason
+        assert decisions["small"].decision == "fits-existing" and decisions["small"].model_started
+        assert sorted(p for pods in plan.existing_nodes.values() for p in pods) == ["team-b/s0", "team-b/s1"]
+    small = GangKey("team-b", "small", API_PODGROUP_V1ALPHA2)
+    assert r.record(small).requested == {"cpu": 2} and r.record(small).state == GangState.PROVISIONING
+
+
+def test_the_model_keeps_a_reserved_node_for_its_gang_and_pins_the_gang_there_only_when_it_fits_alone():
+    from gangscale.controller.reservations import HELD_TAINT, held_in_the_model
+    from gangscale.scheduling import nodes_from_views, simulate
+
+    objs = [*gang("a", 1), *gang("b", 1), *gang("w", 2)]
+    for o in objs:
+        o["spec"].pop("schedulingGates", None)
+    groups, _ = parse_catalog([group("cpu", max_size=10, current=3)])
+    W = GangKey("default", "w", API_PODGROUP_V1ALPHA2)
+    snap = build_snapshot(ingest(objs), groups, policy=SnapshotPolicy(reserved={"cpu": (A, W)}))
+    held = held_in_the_model(snap)
+    views = {v.name: v for v in held.nodes}
+    assert views["cpu/upcoming-1"].labels[HELD_TAINT] == str(A)  # a fits its one node: pinned
+    assert HELD_TAINT not in views["cpu/upcoming-2"].labels  # w's two pods do not fit its one node: not pinned
+    assert HELD_TAINT not in views["cpu/upcoming-3"].labels and not views["cpu/upcoming-3"].taints
+    assert held_in_the_model(build_snapshot(ingest(objs), groups)) == build_snapshot(ingest(objs), groups)
+    # independently, what the scheduler model makes of it under every seed: a on its node; b on the free one;
+    # w's pods on its own node and on the free one, never on a's
+    for seed in (0, 1, 2):
+        res = simulate(nodes_from_views(held.nodes), held.solvable, seed=seed)
+        assert res.placement["default/a-0"] == "cpu/upcoming-1"
+        assert "cpu/upcoming-1" not in {res.placement.get(k) for k in ("default/b-0", "default/w-0", "default/w-1")}
+    # the solver's plan is unchanged by it (it had the reservation already)
+    assert make_plan(held, SolveOptions(time_limit=5), OFF).existing_nodes == \
+        make_plan(snap, SolveOptions(time_limit=5), OFF).existing_nodes
+
+
+def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_solver_alone_and_others_with_the_model():
+    """Narrowed (KEP-3521), each released pod has one feasible node: the scheduler's queue order and scoring decide
+    nothing of that plan. With the model instead, the older 1-GPU pod took the emptiest node (LeastAllocated), the
+    4-GPU gang was deferred and stayed gated (test_gate_mode's two GPU gangs)."""
+    from gangscale.controller.reconciler import NARROWED
+
+    clock, objects = Clock(), gang("a", 2)
+    r, sim, _ = controller(clock, 10, objects)
+    plan = r.reconcile(objects, leader=True)
+    assert plan.scheduler.mode == "off" and plan.scheduler.note == NARROWED and sim.target_size("cpu") == 2
+    objects += [podgroup("u"), pod("u-0", cpu="6", group="u")]  # an ungated gang: the scheduler places it
+    clock.now += 1
+    plan = r.reconcile(objects, leader=True)
+    assert plan.scheduler.mode == "observe" and {g.name: g.model_started for g in plan.gangs}["u"]
+    narrowing_off = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=False), sim,
+                               clock=clock)
+    assert narrowing_off.reconcile(gang("b", 1), leader=False).scheduler.mode == "observe"
+
+
 # ---------------------------------------------------------------- lifecycle, pure
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from builders import group, plan_for, pod, podgroup, snapshot
+from datetime import datetime, timezone
+
+from builders import group, node, plan_for, pod, podgroup, snapshot
 from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.limits import gang_limits, over_caps
+from gangscale.controller.limits import gang_limits, held_on_hand, over_caps
+from gangscale.controller.reservations import held_in_the_model
 from gangscale.ingest import ingest
-from gangscale.planner import OFF, make_plan  # the controller plans with schedulerModel: off by default
+from gangscale.planner import OFF, make_plan  # the tests above: the solver alone; observe mode below
+from gangscale.realize import SchedulerModel
 from gangscale.snapshot import SnapshotPolicy, build_snapshot
 from gangscale.solver.params import SolveOptions
 
@@ -92,3 +96,85 @@ def test_under_a_cap_of_two_a_gang_that_can_never_fit_is_infeasible_and_the_olde
     assert plan.scale_up == {"cpu": 1} and decisions["small"].decision == "scale-up"
     assert decisions["huge"].decision == "infeasible" and "maxNodes 2" in decisions["huge"].reason
     assert "allows at all" in decisions["huge"].reason and "would exceed" not in decisions["huge"].reason
+
+
+# ---- observe mode (the controller's default): the same guarantees on the plan the scheduler model checked
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _observed(objs: list[dict], catalog: list[dict], policy: SnapshotPolicy):
+    """The plan as the controller makes it in observe mode (`Reconciler._plan`)."""
+    snap = held_on_hand(held_in_the_model(snapshot_with(objs, catalog, policy)))
+    return make_plan(snap, SolveOptions(time_limit=5), SchedulerModel())
+
+
+def test_a_gang_held_back_still_waits_in_the_schedulers_queue_so_a_younger_gang_is_bought_a_node_not_promised_its_free_one():
+    """A held gang (namespace cap, cooling-off, size limit) gets nothing bought, but its pods stay Pending in
+    kube-scheduler's queue, which may still place them on free capacity (PrioritySort: the older first)."""
+    from gangscale.scheduling import nodes_from_views, simulate
+    from gangscale.snapshot import PreDecision
+
+    objs = [node("n1"), _aged(podgroup("a"), "2026-01-01T00:00:00Z"), pod("a-0", cpu="6", group="a"),
+            _aged(podgroup("b"), "2026-01-02T00:00:00Z"), pod("b-0", cpu="6", group="b")]
+    catalog = [group("cpu")]
+    a = next(g.gang_key for g in snapshot(objs, catalog).gangs if g.name == "a")
+    policy = SnapshotPolicy(held={a: PreDecision("deferred", "held for the test")})
+    plan = _observed(objs, catalog, policy)
+    decisions = {r.name: r for r in plan.gangs}
+    assert decisions["a"].decision == "deferred" and decisions["a"].reason == "held for the test"
+    # b is not promised n1, which the older a takes: it gets a node of its own, and nothing is bought for a
+    assert decisions["b"].decision == "scale-up" and plan.scale_up == {"cpu": 1}
+    assert [n.pods for n in plan.new_nodes] == [["default/b-0"]] and not plan.existing_nodes.get("n1")
+    # independently: the scheduler, with both gangs queued and only n1 (before any new node registers), puts a there
+    snap = snapshot(objs, catalog)
+    for seed in (0, 1, 2):
+        assert simulate(nodes_from_views(snap.nodes), snap.gangs, seed=seed).placement == {"default/a-0": "n1"}
+
+
+def test_in_observe_mode_a_cap_counts_the_nodes_the_observed_plan_buys_including_a_gang_the_queue_reaches_first():
+    """The solver alone buys for the three small gangs; the scheduler's queue reaches the older big gang first, so
+    the observed plan promises it (newNodes[].pods is the model's placement) and the cap of 2 keeps it alone."""
+    from gangscale.controller.limits import plan_within_caps
+
+    objs = [_aged(podgroup("big", "team", min_count=2), "2026-01-01T00:00:00Z"),
+            *[pod(f"b{i}", "team", cpu="6", group="big") for i in range(2)]]
+    for j in range(3):
+        objs += [_aged(podgroup(f"s{j}", "team"), "2026-01-02T00:00:00Z"), pod(f"s{j}-0", "team", cpu="6", group=f"s{j}")]
+    catalog = [group("cpu", max_size=3)]
+    cfg = ControllerConfig(namespaceCaps={"team": {"maxNodes": 2}}, ageingSeconds=10**9)
+    snap, plan = plan_within_caps(lambda policy: snapshot_with(objs, catalog, policy),
+                                  lambda s: make_plan(s, SolveOptions(time_limit=5), SchedulerModel()),
+                                  SnapshotPolicy(), cfg, ({}, {}))
+    decisions = {r.name: r for r in plan.gangs}
+    assert plan.scheduler.mode == "observe" and len(plan.new_nodes) <= 2
+    assert decisions["big"].decision == "scale-up" and decisions["big"].model_started
+    assert all(decisions[f"s{j}"].decision == "deferred" for j in range(3))
+    assert all(p.startswith("team/b") for n in plan.new_nodes for p in n.pods)
+    assert not over_caps(plan, snap, cfg, {}, {})
+
+
+def test_in_observe_mode_an_aged_gang_is_planned_first_and_the_scheduler_starts_it_first_among_its_priority():
+    """Ageing lifts the gang in the solver (and the cap order); kube-scheduler's queue knows nothing of it
+    (PrioritySort: priority, then creation time), but the aged gang, pending longest, is also the oldest of its
+    priority there: the observed plan starts it and gives the stream what is left, no node idle."""
+    big = [_aged(podgroup("big", min_count=2), _stamp(NOW - 3600)), *(pod(f"b{i}", cpu="6", group="big")
+                                                                    for i in range(2))]
+    small = []
+    for j in range(3):
+        small += [_aged(podgroup(f"s{j}"), _stamp(NOW - 60)), pod(f"s{j}-0", cpu="6", group=f"s{j}")]
+    catalog = [group("cpu", max_size=3)]
+    snap = snapshot(big + small, catalog)
+    _, lifted = gang_limits(snap.solvable, ControllerConfig(ageingSeconds=600), NOW, {})
+    assert [k.name for k in lifted] == ["big"]
+    plan = _observed(big + small, catalog, SnapshotPolicy(priority=lifted))
+    decisions = {r.name: r for r in plan.gangs}
+    assert decisions["big"].placed == 2 and decisions["big"].model_started
+    assert "re-planned" not in decisions["big"].reason and "queue reaches it first" not in decisions["big"].reason
+    assert sum(decisions[f"s{j}"].model_started for j in range(3)) == 1
+    assert plan.scale_up == {"cpu": 3} and plan.scheduler.idle_nodes == 0 and all(n.pods for n in plan.new_nodes)
+    # the model queues by the scheduler's priority: ageing changed the solver's, never the pods'
+    lifted_big = next(g for g in snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)).gangs
+                      if g.name == "big")
+    assert lifted_big.effective_priority == 1 and lifted_big.scheduler_priority == 0
