@@ -320,9 +320,9 @@ def test_the_wasted_bill_is_the_bill_less_the_instance_seconds_that_ran_a_pod(sm
         assert 0 < r["wasted_dollars"] < r["dollars"], p
 
 
-@pytest.mark.xfail(strict=True, reason="measured on the hour trace (per-group random streams): gangscale p95 "
-                                       "30.1 min, ca 11.6 min (1 Dec, observe mode the controller's default). The "
-                                       "p95 of 37 gangs is the second-longest wait, llm-00019's: a later gang takes one of its 15 Ready p4d, the replacement's "
+@pytest.mark.xfail(strict=True, reason="measured on the hour trace (per-group random streams, 1 Dec): gangscale "
+                                       "p95 30.1 min, ca 11.6 min. The p95 of 37 gangs is the second-longest wait, "
+                                       "llm-00019's: a later gang takes one of its 15 Ready p4d, the replacement's "
                                        "replacement still boots at its deadline, its nodes go back and it buys 16 "
                                        "again (1,807 s; Karpenter and gate mode 697 s); docs/simulate.md")
 def test_with_10_percent_failures_gangscale_p95_time_to_start_is_at_most_half_of_ca(smoke):
