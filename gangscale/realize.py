@@ -450,7 +450,8 @@ def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_re
         return r  # decided before any planning (invalid, waiting, below quorum, held)
     if key in st.promised:
         return _started(ctx, r, key, st, first_reasons.get(key), new_names)
-    why = _why_not(st.sims, key)
+    # the first run's word when the nodes bought for it were dropped since (the last run then only finds none)
+    why = first_reasons.get(key) or _why_not(st.sims, key)
     if key in proposed or any(s.outcomes[key].started for s in st.sims):
         return r.model_copy(update={"placed": 0, "decision": "deferred", "topology_domain": None,
                                     "reason": f"the scheduler would not start it: {why}",

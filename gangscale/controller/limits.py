@@ -9,13 +9,14 @@ gang is not starved by a stream of small ones" (ageing).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from ..model import Gang, GangKey
 from ..plan import Plan
 from ..resources import GPU
+from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
 from .config import ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
@@ -24,16 +25,27 @@ from .lifecycle import GangState, Record, holds
 ON_HAND = "gangscale.io/on-hand"  # model-only label of the nodes a snapshot lists (registered or on their way)
 
 
-def held_on_hand(snap: ClusterSnapshot) -> ClusterSnapshot:
-    """`snap` with the held gangs' pods (`snap.queued`) kept to the nodes the cluster has or has on their way.
+def held_on_hand(snap: ClusterSnapshot, config: SchedulerConfig | None = None,
+                 seeds: Sequence[int] = (0,)) -> ClusterSnapshot:
+    """`snap` with the held gangs' pods (`snap.queued`) kept to the nodes the cluster has or has on their way,
+    when they start there.
 
     A held gang's pods are Pending in kube-scheduler's queue: the scheduler places them on free capacity the
     moment it has some (PrioritySort: priority, then age), before any node this plan buys registers, so the model
     queues them too (a younger gang is not promised a node they take). Nothing is bought for them: they are never
-    promised, and here they may not ride a planned node either (a planned node they took from a tie-break would
-    make it look idle, and one they alone used would be a purchase for a held gang). `snap` itself when nothing
-    held is queued."""
-    held = {g.key for g in snap.queued}
+    promised. A held gang the model starts on the capacity at hand (every seed; the held gangs alone, on the
+    nodes with their bound pods) is kept to it: it binds there before a planned node registers, so a planned node
+    it took from a tie-break would only look idle. One that starts nowhere on hand stays in the queue for the
+    nodes still to come, as it does in the cluster: when a node bought for a younger gang registers and the held
+    gang fits it, the scheduler gives it to the held gang first, so the model does too and the younger gang is
+    not promised that node (a node only held gangs use is bare: `realize` drops it, so nothing is bought for
+    them). Approximation: an older unheld gang that takes the capacity at hand first is not in the check.
+    `snap` itself when nothing held is queued."""
+    queued = snap.queued
+    if not queued:
+        return snap
+    sims = simulate_seeds(nodes_from_views(snap.nodes, snap.bound), queued, seeds, bound=snap.bound, config=config)
+    held = {g.key for g in queued if all(s.outcomes[g.gang_key].started for s in sims)}
     if not held:
         return snap
     pin = ((ON_HAND, "true"),)
@@ -183,7 +195,7 @@ def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: C
     """Plan; while a namespace would go over its cap, hold gangs back and plan again.
 
     The plan returned is always within caps: it is checked after every round, and every round
-    holds at least one more gang (a held gang rides no new node), so this ends within one
+    holds at least one more gang (a held gang is never promised, so no new node counts for it), so this ends within one
     round per gang — in practice two.
     """
     snap = build(policy)

@@ -359,7 +359,8 @@ class Reconciler:
             if first and self.cfg.gate_narrowing and gates.all_narrowed(snap, holding):
                 made = self._make_plan(snap, opts, OFF)
                 return made.model_copy(update={"scheduler": made.scheduler.model_copy(update={"note": NARROWED})})
-            return self._make_plan(held_on_hand(held_in_the_model(snap)), opts, scheduler)
+            return self._make_plan(held_on_hand(held_in_the_model(snap), scheduler.config, scheduler.seeds), opts,
+                                   scheduler)
 
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
                                 plan,

@@ -133,6 +133,30 @@ def test_a_gang_held_back_still_waits_in_the_schedulers_queue_so_a_younger_gang_
         assert simulate(nodes_from_views(snap.nodes), snap.gangs, seed=seed).placement == {"default/a-0": "n1"}
 
 
+def test_a_held_gang_that_fits_nothing_at_hand_takes_the_node_bought_for_a_younger_gang_so_that_gang_is_not_promised():
+    """Nothing is free at hand: the older held gang waits in kube-scheduler's queue for the next node that
+    registers, and PrioritySort (priority, then creation time: pkg/scheduler/framework/plugins/queuesort) gives it
+    that node first. So a node bought for the younger gang would start the held one instead: nothing is bought,
+    and the younger gang's reason names the gang ahead of it."""
+    from gangscale.scheduling import nodes_from_views, planned_nodes, simulate
+    from gangscale.snapshot import PreDecision
+
+    objs = [node("n1", cpu="4"), _aged(podgroup("a"), "2026-01-01T00:00:00Z"), pod("a-0", cpu="6", group="a"),
+            _aged(podgroup("b"), "2026-01-02T00:00:00Z"), pod("b-0", cpu="6", group="b")]
+    catalog = [group("cpu")]
+    snap = snapshot(objs, catalog)
+    a = next(g.gang_key for g in snap.gangs if g.name == "a")
+    plan = _observed(objs, catalog, SnapshotPolicy(held={a: PreDecision("deferred", "held for the test")}))
+    decisions = {r.name: r for r in plan.gangs}
+    assert decisions["a"].decision == "deferred" and not plan.new_nodes and plan.scale_up == {}
+    assert not decisions["b"].model_started and decisions["b"].decision != "scale-up"
+    assert "default/a" in decisions["b"].reason
+    # independently: with n1 and one new node of the group, the scheduler starts a there and leaves b pending
+    for seed in (0, 1, 2):
+        sim = simulate(nodes_from_views(snap.nodes) + planned_nodes(snap.groups, ["cpu"]), snap.gangs, seed=seed)
+        assert sim.placement == {"default/a-0": "cpu-0"} or list(sim.placement) == ["default/a-0"]
+
+
 def test_in_observe_mode_a_cap_counts_the_nodes_the_observed_plan_buys_including_a_gang_the_queue_reaches_first():
     """The solver alone buys for the three small gangs; the scheduler's queue reaches the older big gang first, so
     the observed plan promises it (newNodes[].pods is the model's placement) and the cap of 2 keeps it alone."""
