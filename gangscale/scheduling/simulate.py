@@ -43,6 +43,7 @@ import copy
 import math
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -164,12 +165,35 @@ class GangOutcome:
             other.key, other.started, other.placed, other.need, other.reason)
 
 
+class _NodePods(Mapping[str, list[str]]):
+    """Node name -> the keys of the pods on it (bound first, then placed), for the nodes holding any: read from
+    the run's final state on demand (observe mode asks about a few new nodes of thousands; no run changes that
+    state once its result exists)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c: _Cluster) -> None:
+        self._c = c
+
+    def __getitem__(self, name: str) -> list[str]:
+        j = self._c.index.get(name)
+        if j is None or not self._c.pods_on[j]:
+            raise KeyError(name)
+        return [p.key for p in self._c.pods_on[j]]
+
+    def __iter__(self) -> Iterator[str]:
+        return (n.name for n, on in zip(self._c.nodes, self._c.pods_on) if on)
+
+    def __len__(self) -> int:
+        return sum(1 for on in self._c.pods_on if on)
+
+
 @dataclass(slots=True)
 class SimResult:
     placement: dict[str, str]  # pod key -> node name
     outcomes: dict[GangKey, GangOutcome]
     empty_nodes: list[str]  # upcoming and new nodes no pod lands on
-    node_pods: dict[str, list[str]] = field(default_factory=dict)
+    node_pods: Mapping[str, list[str]] = field(default_factory=dict)
     profiles: list[str] = field(default_factory=list)  # Profile.describe() of every profile used
 
     @property
@@ -222,8 +246,9 @@ class _Cluster:
         self._reset()
 
     def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
-        """The bound pods' used / nz / pods_on / anti / spread state, summed once per cluster (every seed run starts
-        from it: `_reset` copies it). The same integers and list orders as adding them one by one with `place`."""
+        """The bound pods' used / nz / pods_on / anti / spread state (and used / nz as row lists), summed once per
+        cluster (every seed run starts from it: `_reset` copies the arrays and shares the rows until a run changes
+        one). The same integers and list orders as adding them one by one with `place`."""
         N, R = self.alloc.shape
         used = np.zeros((N, R), dtype=np.int64)
         nz = np.zeros((N, 2), dtype=np.int64)
@@ -246,16 +271,19 @@ class _Cluster:
         for p, js in alike.values():
             np.add.at(used, js, self.vec(p))
             np.add.at(nz, js, self.nz_vec(p))
-        return used, nz, pods_on, anti, spread
+        return used, nz, pods_on, anti, spread, used.tolist(), nz.tolist()
 
     def _reset(self) -> None:
-        used, nz, pods_on, anti, spread = self._start
+        used, nz, pods_on, anti, spread, urows, nzrows = self._start
         self._used = used.copy()
         self._nz = nz.copy()  # non-zero requested cpu, memory (scoring)
-        self._urows: list[list[int]] = self._used.tolist()  # the same rows as Python lists: `place` writes these, the
-        self._nzrows: list[list[int]] = self._nz.tolist()  # arrays get the rows in `_stale` on their next read
+        # the same rows as Python lists: `place` writes these, the arrays get the rows in `_stale` on their next read.
+        # These and `pods_on` share the bound state's rows until `_own` copies one (most runs touch a few nodes)
+        self._urows: list[list[int]] = list(urows)
+        self._nzrows: list[list[int]] = list(nzrows)
         self._stale: set[int] = set()
-        self.pods_on: list[list[Pod]] = [list(on) for on in pods_on]
+        self.pods_on: list[list[Pod]] = list(pods_on)
+        self._owned: set[int] = set()  # nodes whose rows and pod list this run has copied (`_own`)
         self.anti_nodes: Counter[int] = Counter(anti)  # nodes holding pods with required anti-affinity (symmetry)
         self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
         self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
@@ -301,11 +329,11 @@ class _Cluster:
         sel = np.asarray(keep, dtype=np.intp)
         other._compat = {k: v[sel] for k, v in self._compat.items()}
         other._prefer, other._domains, other._no_prefer, other._class_of = {}, {}, None, {}
-        used, nz, pods_on, anti, spread = self._start
+        used, nz, pods_on, anti, spread, urows, nzrows = self._start
         pos = {old: new for new, old in enumerate(keep)}
         other._start = (used[sel], nz[sel], [pods_on[j] for j in keep],
                         Counter({pos[j]: x for j, x in anti.items() if j in pos}),
-                        [(p, pos[j]) for p, j in spread if j in pos])
+                        [(p, pos[j]) for p, j in spread if j in pos], [urows[j] for j in keep], [nzrows[j] for j in keep])
         other._reset()
         return other
 
@@ -352,9 +380,18 @@ class _Cluster:
                                              bool(pod.rules.anti_affinity))
         return hit
 
+    def _own(self, j: int) -> None:
+        """Copy node j's rows and pod list before this run's first change to them (the bound state's are shared)."""
+        self._owned.add(j)
+        self._urows[j] = list(self._urows[j])
+        self._nzrows[j] = list(self._nzrows[j])
+        self.pods_on[j] = list(self.pods_on[j])
+
     def place(self, j: int, pod: Pod) -> None:
         self.log.append(j)
         self._stale.add(j)
+        if j not in self._owned:
+            self._own(j)
         hit = self._pod_vecs.get(id(pod))
         if hit is None or hit[0] is not pod:
             hit = self._vecs_of(pod)
@@ -374,6 +411,8 @@ class _Cluster:
         self.log.append(j)
         self.rlog.append(j)
         self._stale.add(j)
+        if j not in self._owned:
+            self._own(j)
         self.removals += 1
         _, req, nzc, nzm, spread, anti = self._vecs_of(pod)
         u, nzr = self._urows[j], self._nzrows[j]
@@ -1578,6 +1617,6 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
         placement={k: c.nodes[j].name for k, j in where.items()},
         outcomes=outcomes,
         empty_nodes=[c.nodes[j].name for j in sorted(empty)],
-        node_pods={n.name: [p.key for p in c.pods_on[j]] for j, n in enumerate(c.nodes) if c.pods_on[j]},
+        node_pods=_NodePods(c),
         profiles=[p.describe() for p in eng.used_profiles.values()],
     )

@@ -41,6 +41,23 @@ def test_every_seed_run_after_the_first_starts_from_the_bound_pods_alone_as_on_a
     assert all(r.node_pods["n1"][0] == "team-a/b-web" for r in runs)  # the bound pods first, once
 
 
+def test_each_seed_runs_node_pods_are_its_bound_pods_then_the_pods_it_placed_and_no_other_runs():
+    nodes, gangs, bound = _bound_cluster()
+    runs = simulate_seeds(nodes, gangs, SEEDS, bound=bound)
+    for r in runs:  # independent: rebuilt from the bound pods and the run's placement (in placing order)
+        want: dict[str, list[str]] = {}
+        for p in bound:
+            want.setdefault(p.node_name, []).append(p.key)
+        for key, name in r.placement.items():
+            want.setdefault(name, []).append(key)
+        assert dict(r.node_pods) == want and len(r.node_pods) == len(want) and list(r.node_pods) == \
+            [n.name for n in nodes if n.name in want]
+        idle = [n.name for n in nodes if n.name not in want]
+        assert all(r.node_pods.get(n) is None and n not in r.node_pods for n in idle)
+        assert r.node_pods.get("no-such-node") is None
+    assert len({tuple(map(tuple, r.node_pods.values())) for r in runs}) > 1  # the seeds placed differently
+
+
 def test_nodes_alike_on_labels_but_not_on_taints_or_cordon_are_each_filtered_on_their_own():
     tainted = node("tainted", 8000, 32, labels={"pool": "x"}, taints=(Taint("dedicated", "db", "NoSchedule"),))
     cordoned = replace(node("cordoned", 8000, 32, labels={"pool": "x"}), unschedulable=True)
