@@ -1,18 +1,17 @@
 """Observe mode: the plan is what kube-scheduler does with the nodes it buys.
 
 The solver proposes, the scheduler model (`gangscale.scheduling.simulate`) observes, this module repairs; the
-solver never sees the model. Each round runs the model over existing + upcoming + planned nodes (in the order
-the plan lists them) under every tie-break seed, then cleans: one checked bulk drop of the nodes every seed
-leaves idle (per kind of node), then `_settle` drops the nodes seed 0 leaves without a promised pod (its empty
-ones first) and runs the model again, whatever the drop loses, until none is left; those runs are seed 0's
-alone, and the other seeds run once on the node set seed 0 leaves clean (again if that check withdraws a
-promise and seed 0 is left with bare nodes). Gangs the model did not start are re-planned against the model's
-state (seed 0's placement of the started gangs counts as bound), which may buy more nodes; the loop ends when
-the model realizes the round's plan, nothing more can be bought, the rounds or the deadline run out. Cleaning
-goes on past the deadline for LATE_RUNS model runs' worth of seed runs (more within LATE_SECONDS): a plan with
-idle nodes is not done. The best cleaned round (most gangs started, then cheapest) is the plan. Gangs the
-caller holds back whose pods kube-scheduler still queues (`ClusterSnapshot.queued`) are in the model's queue too:
-never promised, and a node only their pods use is bare.
+solver never sees the model. Each round runs the model over existing + upcoming + planned nodes (in the order the
+plan lists them) under every tie-break seed, then cleans: one checked bulk drop of the nodes every seed leaves idle
+(per kind of node), then `_settle` drops the nodes seed 0 leaves without a promised pod (all in one step) and runs
+the model again, whatever the drop loses, until none is left; those runs are seed 0's alone, and the other seeds
+run once on the node set seed 0 leaves clean (again if that check withdraws a promise and seed 0 is left with bare
+nodes). Gangs the model did not start are re-planned against the model's state (seed 0's placement of the started
+gangs counts as bound), which may buy more nodes; the loop ends when the model realizes the round's plan, nothing
+more can be bought, the rounds or the deadline run out. Cleaning goes on past the deadline for LATE_RUNS model
+runs' worth of seed runs (more within LATE_SECONDS): a plan with idle nodes is not done. The best cleaned round
+(most gangs started, then cheapest) is the plan. Gangs the caller holds back whose pods kube-scheduler still queues
+(`ClusterSnapshot.queued`) are in the model's queue too: never promised, and a node only their pods use is bare.
 
 Invariants: a gang is promised (`modelStarted`, decision scale-up / fits-existing) only if it starts under
 every seed of the final node set (a state holding seed 0's run alone is never returned); a new node that seed
@@ -205,15 +204,19 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     every seed leaves idle), kept only if no promised gang is lost (an idle node can still matter: a gang held
     at Permit below quorum takes capacity until its timeout; a drop refused once, in `ctx.refused`, is not run
     again). Then `_settle` drops the rest whatever it loses.
-    Seed 0 runs first; the other seeds only while the deadline is not past. After it there is no bulk drop, and
-    `_settle` drops what seed 0 leaves bare and runs the other seeds once, on the node set seed 0 leaves clean
-    (their runs over nodes about to be dropped would be thrown away)."""
+    Seed 0 runs first; the other seeds only while the deadline is not past and, when seed 0 leaves nodes bare,
+    only if at seed 0's pace they end before it (the bulk drop needs them and must start before the deadline).
+    Otherwise there is no bulk drop, and `_settle` drops what seed 0 leaves bare and runs the other seeds once, on
+    the node set seed 0 leaves clean (their runs over nodes about to be dropped would be thrown away)."""
+    began = time.perf_counter()
     st = _first_seed(ctx, new)
-    if time.perf_counter() <= ctx.deadline:
+    now = time.perf_counter()
+    if now <= ctx.deadline and (now + (now - began) * (len(ctx.model.seeds) - 1) <= ctx.deadline
+                                or not _bare(ctx, new, st.sims[0], st.promised)):
         st = _complete(ctx, st)
     sims, promised = st.sims, st.promised
     st.raw = sims
-    if time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
+    if len(sims) == len(ctx.model.seeds) and time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
         batch = _bulk(ctx, new, sims, promised, set())[0]
         trial = [n for n in new if n.name not in batch]
         key = (frozenset(n.name for n in trial), frozenset(promised))
@@ -275,7 +278,7 @@ def _idle(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
 
 def _settle(ctx: _Ctx, st: _State) -> _State:
     """Make seed 0 (what a reader who replays the plan's nodes in order sees) leave no new node bare: while it
-    does, drop those nodes (its empty ones first, then those only unpromised gangs use) and run the model again,
+    does, drop those nodes (empty or used only by unpromised gangs, all in one step) and run the model again,
     whatever the drop loses. These runs are seed 0's alone (its bare nodes are all they look at; the promises
     meanwhile: the last checked ones that seed 0 still starts); once seed 0 leaves none, the other seeds run on
     that node set, and the promises are what starts under every seed of it (if that loses a gang, seed 0 may
@@ -291,9 +294,8 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
     seeds = ctx.model.seeds
     while True:
         bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
-        empty = {name for name in bare[0] if name not in st.sims[0].node_pods}
-        if (empty or bare[0]) and ctx.may_run(len(seeds)):
-            new = [n for n in st.new if n.name not in (empty or bare[0])]
+        if bare[0] and ctx.may_run(len(seeds)):
+            new = [n for n in st.new if n.name not in bare[0]]
             nxt = _first_seed(ctx, new, st.promised)
             nxt.dropped, nxt.raw = st.dropped + len(st.new) - len(new), st.raw
             st = nxt
