@@ -109,7 +109,8 @@ def _same_selection_rows(case: str, metrics: dict) -> list[dict]:
         later = {s: r.get("later_cost", 0.0) for s, r in m.model.items()} if pol == "gangscale-gate" else {"": 0.0}
         for strategy, extra in later.items():
             cost = m.cost + extra
-            label = "cost within 3% of the solver's plan at the same gangs" + (f" ({strategy})" if strategy else "")
+            label = (f"cost within {SAME_SELECTION_SLACK:.0%} of the solver's plan at the same gangs"
+                     + (f" ({strategy})" if strategy else ""))
             rows.append({"case": case, "policy": pol, "property": label,
                          "ok": cost <= off.cost * (1 + SAME_SELECTION_SLACK) + EPS,
                          "detail": f"${cost:,.2f} vs ${off.cost:,.2f}"})

@@ -492,8 +492,6 @@ def test_seed_0s_bare_nodes_are_dropped_in_one_step_the_empty_ones_with_those_on
     objs = [podgroup("a", min_count=1), pod("a0", cpu="3", group="a"), podgroup("b", min_count=2)]
     objs += [pod(f"b{i}", cpu="3", group="b") for i in range(2)]
     ctx = _context(snapshot(objs, [group("g", cpu="4")]), SchedulerModel())
-    ctx.deadline = 100.0
-    monkeypatch.setattr(realize_mod, "time", _SeedClock())
     keep, empty, unpromised = new_sim_nodes(ctx, ["g", "g", "g"])
     label = {empty.name: "empty", unpromised.name: "unpromised"}
     key_a, key_b = sorted(ctx.by_key, key=lambda k: k.name)
