@@ -56,8 +56,20 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
     defs: dict[tuple[str, str, str], _GroupDef] = {}
     pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]] = []
     seen: set[tuple[str, ...]] = set()
+    again = cache.pod_reads if cache.objects and cache.frozen_objects else None
 
     for obj in objects:
+        if again is not None and (hit := again.get(id(obj))) is not None:  # an unchanged pod read before: its id is
+            ids, read, claims = hit  # its own (the cache holds it) and its read is the same
+            if not seen.isdisjoint(ids):
+                warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); "
+                             "the first copy is used", "duplicate Pod")
+                continue
+            seen.update(ids)
+            pods.append(read)
+            if claims:
+                extra.note_pod(len(pods) - 1, obj)
+            continue
         if type(obj) is not dict and not isinstance(obj, Mapping):  # (the ABC check alone is slow on 13k dicts)
             warnings.add(f"ignored {_obj_label(obj)}: not an object" if warnings.wants("not-an-object") else "",
                          "not-an-object")  # a 20 MB list of integers: count them, format ten
@@ -76,6 +88,9 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             elif kind == "Pod":
                 pods.append(ingest_pod_cached(obj, cache))
                 extra.note_pod(len(pods) - 1, obj)
+                if again is not None and type(obj) is dict and len(again) < cache.limit:
+                    cache.held[id(obj)] = obj
+                    again[id(obj)] = (ids, pods[-1], extra.keeps_pod(obj))
             elif extra.takes(kind, api):
                 extra.add(obj, kind, warnings)
             elif kind == "Workload" and api != API_WORKLOAD:

@@ -155,12 +155,26 @@ class DraIndex:
                          "(network-attached) are not counted on any node", "dra network devices")
         self.slices.append((str(node or ""), driver, str(pool["name"]), gen, devices))
 
+    @staticmethod
+    def _claims(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+        """A pod's status, `status.extendedResourceClaimStatus` and `spec.resourceClaims` (None where absent)."""
+        spec, status = obj.get("spec"), obj.get("status")
+        served = status.get("extendedResourceClaimStatus") if type(status) is dict or isinstance(status, Mapping) \
+            else None
+        claims = spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
+        return status, served, claims
+
+    @staticmethod
+    def keeps_pod(obj: Mapping[str, Any]) -> bool:
+        """Whether `note_pod` keeps anything of this pod."""
+        _, served, claims = DraIndex._claims(obj)
+        return bool(served or claims)
+
     def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
         """Remember a pod's claim references; demands are resolved once every claim has been read."""
-        spec, status = obj.get("spec"), obj.get("status")
-        if (type(status) is dict or isinstance(status, Mapping)) and status.get("extendedResourceClaimStatus"):
+        status, served, claims = self._claims(obj)
+        if served:
             self.dra_served.add(index)  # KEP-5004: its claim's allocation already took the devices
-        claims = spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
         if claims:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
             statuses = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None

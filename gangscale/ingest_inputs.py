@@ -40,6 +40,11 @@ class Inputs:
     def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
         self.dra.note_pod(index, obj)
 
+    @staticmethod
+    def keeps_pod(obj: Mapping[str, Any]) -> bool:
+        """Whether `note_pod` keeps anything of this pod (a pod it keeps nothing of need not be shown to it again)."""
+        return DraIndex.keeps_pod(obj)
+
     def note_group(self, obj: Mapping[str, Any], kind: Any, api: str) -> None:
         """A native PodGroup's DRA claims (read again here so `parse` stays free of DRA)."""
         if kind == "PodGroup" and api in NATIVE_PODGROUP_APIS:

@@ -158,9 +158,14 @@ class ParseCache:
     held: dict[int, Any] = field(default_factory=dict)
     identities: dict[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # `identities_cached`
     groups: dict[int, tuple[tuple[str, str, str], Any]] = field(default_factory=dict)  # `ingest_group_cached`
+    # with `frozen_objects`: a Pod's whole read by `ingest` (identities, parse, whether its claims need noting), so a
+    # re-read of an unchanged pod is one lookup (`ingest`)
+    pod_reads: dict[int, tuple[tuple[tuple[str, ...], ...], tuple[Pod, tuple[str, str, str], None], bool]] = field(
+        default_factory=dict)
 
     def forget_objects(self) -> None:
         """Drop the parsed Pods and Nodes (and the objects held for their keys)."""
+        self.pod_reads.clear()
         self.pods.clear()
         self.nodes.clear()
         self.identities.clear()

@@ -254,6 +254,37 @@ def test_a_pod_listed_twice_is_a_duplicate_at_every_read_of_a_kept_cache_and_a_r
     assert len(owned.identities) == 3 and all(id(o) in owned.held for o in objs)
 
 
+def test_a_kept_pod_is_read_again_in_one_lookup_and_every_read_is_what_a_fresh_ingest_reads(monkeypatch):
+    """`ParseCache.pod_reads`: under `frozen_objects` a pod read once is read again without its identities or parse
+    being asked for; the duplicate check, DRA claim references (and a bad pod, never kept) still count at every
+    read. The checker is `ingest` with no cache."""
+    import gangscale.parse as parse_module
+    from gangscale.ingest import ParseCache
+    from test_dra import DEV, claim, dra_pod, slice_, template
+
+    owned = ParseCache(objects=True, frozen_objects=True)
+    w0 = pod("w-0", group="train")
+    bad = pod("w-2", group="train", cpu="lots")
+    objs = [podgroup("train", min_count=2), w0, pod("w-1", group="train"), w0, bad, node("gpu-0", cpu="16", mem="64Gi"),
+            slice_("gpu-0", 2), claim("mine", 1, allocated=["gpu-0/gpu-1"]), dra_pod("run", shared="mine", node="gpu-0"),
+            template("two", 2), dra_pod("infer", tmpl="two")]
+
+    def same(a, b):
+        assert a.gangs == b.gangs and a.bound == b.bound and a.nodes == b.nodes and a.warnings == b.warnings
+
+    fresh = ingest(objs)
+    same(ingest(objs, cache=owned), fresh)
+    asked = []
+    real = parse_module.identities_cached
+    monkeypatch.setattr("gangscale.ingest.identities_cached", lambda *a: asked.append(a[1]) or real(*a))
+    again = ingest(objs, cache=owned)
+    same(again, fresh)
+    assert [o["kind"] for o in asked] == ["Pod", "Node"] and asked[0] is bad  # the kept pods: one lookup each
+    infer = next(p for g in again.gangs for p in g.pending if p.name == "infer")
+    assert again.nodes[0].allocatable[DEV] == 1 and infer.requests[DEV] == 2  # the claims still counted
+    assert any("more than once" in w for w in again.warnings) and "cpu" in again.gangs[0].invalid
+
+
 def test_a_nodes_dra_devices_are_counted_once_however_often_a_cache_kept_across_reads_reads_it():
     # ingest adds a node's ResourceSlice devices to its allocatable; with parsed Nodes shared between reads
     # (the simulator's ParseCache(objects=True)) an in-place add counted them again on every read

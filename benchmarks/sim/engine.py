@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from gangscale.catalog import parse_catalog
 from gangscale.ingest import Cluster, ingest
+from gangscale.model import Node
 from gangscale.parse import ParseCache
 from gangscale.scheduling import SimNode, simulate
 
@@ -86,6 +87,7 @@ class Engine:
         self.lifted = False
         self.version = 0  # bumped by every change to the objects: a read of an unchanged version is reused
         self._read_at: tuple[int, Any] = (-1, None)
+        self._sim_nodes: dict[int, tuple[Node, SimNode]] = {}  # `_sim_node`
         self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline,
                                   self.parse_cache)
         if hasattr(self.policy, "read"):
@@ -263,9 +265,7 @@ class Engine:
                 gangs.append(replace(g, pending=pending))
         if not gangs:
             return False
-        nodes = [SimNode(n.name, {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name}, tuple(n.taints),
-                         dict(n.allocatable), n.node_group, unschedulable=n.unschedulable)
-                 for n in cluster.nodes if n.ready]
+        nodes = [self._sim_node(n) for n in cluster.nodes if n.ready]
         res = simulate(nodes, gangs, bound=cluster.bound, seed=self.rng.randrange(1 << 30))
         for key, node in sorted(res.placement.items()):
             pod = self.pods[key]
@@ -274,6 +274,16 @@ class Engine:
             self.version += 1
         self._starts(t)
         return bool(res.placement)
+
+    def _sim_node(self, n: Node) -> SimNode:
+        """The scheduler's view of a parsed Node, made once per Node object (a parsed Node is shared by every read of
+        the same object, and nothing writes to either)."""
+        hit = self._sim_nodes.get(id(n))
+        if hit is None or hit[0] is not n:  # the entry holds the Node: its id is not another's while kept
+            hit = self._sim_nodes[id(n)] = (n, SimNode(
+                n.name, {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name}, tuple(n.taints),
+                dict(n.allocatable), n.node_group, unschedulable=n.unschedulable))
+        return hit[1]
 
     def _starts(self, t: int) -> None:
         """Gangs whose bound members reach minCount start now; their completion (and crash) is scheduled."""
@@ -329,6 +339,7 @@ class Engine:
                     break
             if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
                 self.parse_cache.forget_objects()
+                self._sim_nodes.clear()
             self.rec.account(t, self.nodes, self.pods, self.templates, self.version)
             changed = self._trace_events(t)
             changed |= self._sync_nodes(t)

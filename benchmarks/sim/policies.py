@@ -30,7 +30,7 @@ from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
 from gangscale.ingest import CAPACITY_GATE, DEFAULT_NODE_GROUP_LABEL, Cluster, ingest
 from gangscale.parse import ParseCache
-from gangscale.snapshot import build_snapshot
+from gangscale.snapshot import NodeViews, build_snapshot
 
 from ..baselines import BASELINES
 from ..world import build_world
@@ -306,6 +306,7 @@ class Baseline:
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
         self.read: Callable[[], Cluster] | None = None  # the engine's shared read of the objects it hands over
+        self.views = NodeViews()  # the last scan's node views, reused for nodes that did not change (as the controller)
         self.restart()
 
     def restart(self) -> None:
@@ -363,7 +364,7 @@ class Baseline:
             self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
         groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
                   for g in discovered]
-        world = build_world(build_snapshot(cluster, groups))
+        world = build_world(build_snapshot(cluster, groups, views=self.views))
         placed = BASELINES[self.name](world) if world.pods else None
         if placed is not None and placed.new_nodes:
             want: dict[str, int] = {}

@@ -20,6 +20,7 @@ from typing import Any
 from ..generate import A10G, GPU_TAINT, H100, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100, _launcher
 
 HOUR, DAY = 3600, 86400
+WEEK_GANGS = 5000  # the week's gangs (`--gangs` sets another count)
 GANG_APIS = (("native", 6), ("cosched", 3), ("volcano", 1))  # as the standard benchmark's backlogs
 
 # (instance type, maxSize per zone, provisioning delay median seconds, log-normal sigma)
@@ -266,7 +267,7 @@ def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Tra
         outages = [Outage(rng.choice(gpu_groups), 900, 2100)]
         restarts = [1800]
     else:
-        n, span, horizon = gangs or 5000, 7 * DAY, 7 * DAY + 6 * HOUR
+        n, span, horizon = gangs or WEEK_GANGS, 7 * DAY, 7 * DAY + 6 * HOUR
         times = _arrivals(rng, n, span, True, 0)
         specs = [_gang(rng, i, t, 3 * DAY) for i, t in enumerate(times)]
         notes["max_size_per_zone"] = sizes = week_sizes(specs)

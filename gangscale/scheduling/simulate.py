@@ -29,8 +29,9 @@ and of those only the ones its shape fitted or a pod left (adding a pod never ma
 `_sync`); the window of percentageOfNodesToScore and the rotating start are taken on the kept arrays.
 `fast=False` is the straightforward per-pod path (every node filtered and scored), and
 tests/scheduling/test_fastpath.py checks both give identical results. `simulate_seeds` /
-`simulate_iter` run several seeds over nodes and gangs built once. Invariant: the same inputs and seed give the same result; nodes and gangs
-are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
+`simulate_iter` run several seeds over nodes and gangs built once; a run that met no tie (no random draw) is every
+seed's run, so the other seeds take its result without running. Invariant: the same inputs and seed give the same
+result; nodes and gangs are only read. A 1.36+ PodGroup with a topology constraint (gang policy) is placed in one domain, as
 KEP-5732's placement cycle does (placement.py: the group cycle per domain, the best-scored feasible
 one kept). Not modelled: preemption, preferred affinity, inter-pod scoring, DRA;
 `percentageOfNodesToScore` is modelled (upstream's adaptive default; within a placement, over its nodes).
@@ -1119,6 +1120,7 @@ class _Engine:
         self.stable_ties = stable_ties
         self.config = config
         self.rng = random.Random(seed)
+        self.ties = 0  # choices the seed decided (a tie of several nodes or domains): none, and every seed runs alike
         self.used_profiles: dict[str, Profile] = {}
         self.next_start = 0  # schedule_one.go nextStartNodeIndex
         self.fast = fast
@@ -1280,6 +1282,7 @@ class _Engine:
         empty, and the next run then makes the same choices elsewhere instead of a new random history."""
         if len(ties) == 1:
             return int(ties[0])
+        self.ties += 1
         if self.stable_ties:
             return int(ties[int(self.rng.random() * len(ties))])
         return int(ties[self.rng.randrange(len(ties))])
@@ -1353,14 +1356,31 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     `memo`: the caller's, for calls with the same gangs (the same objects) and the same `bound` object (observe
     mode's runs as it drops nodes): the queue is built once, and when `nodes` are some of the last call's nodes
     in the same order (the same objects, the same resource columns), the cluster is cut from the last one's
-    (`_Cluster.subset`) rather than built again. The same results as without it."""
+    (`_Cluster.subset`) rather than built again. The same results as without it.
+
+    The seed only breaks ties (`_Engine._pick`, a topology placement's best domains): when the first seed's run met
+    none, every seed makes the same choices in the same order, so the others get a copy of its result unrun."""
     config = config or default_config()
     gangs = list(gangs)
     skipped, entries, members = _queue(gangs, memo)
     cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
+    first: SimResult | None = None
     for i, seed in enumerate(seeds):
+        if first is not None:
+            yield _same_run(first)
+            continue
         c = cluster if i == 0 else cluster.fresh()
-        yield _run(c, _Engine(c, config, seed, fast, stable_ties), gangs, skipped, entries, max_passes, members)
+        eng = _Engine(c, config, seed, fast, stable_ties)
+        res = _run(c, eng, gangs, skipped, entries, max_passes, members)
+        if i == 0 and eng.ties == 0:
+            first = res
+        yield res
+
+
+def _same_run(res: SimResult) -> SimResult:
+    """Another seed's result of a run no seed decided: equal to `res`, its containers its own (`node_pods` is
+    read-only)."""
+    return SimResult(dict(res.placement), dict(res.outcomes), list(res.empty_nodes), res.node_pods, list(res.profiles))
 
 
 def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
@@ -1500,7 +1520,11 @@ def _place_in_domain(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod,
         return []
     top = max(score for score, _ in feasible)
     best = [got for score, got in feasible if score == top]
-    got = best[eng.rng.randrange(len(best))] if len(best) > 1 else best[0]
+    if len(best) > 1:
+        eng.ties += 1
+        got = best[eng.rng.randrange(len(best))]
+    else:
+        got = best[0]
     for p, j in got:
         c.place(j, p)
     return got

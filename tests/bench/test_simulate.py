@@ -367,6 +367,44 @@ def test_a_baseline_s_scan_and_the_scheduler_share_one_read_of_unchanged_objects
     assert 0 < len(ingests) < len(reads)  # a scan after a step that bound nothing reuses the scheduler's read
 
 
+def test_the_scheduler_sees_each_ready_node_as_read_and_makes_its_view_once_per_node_object(monkeypatch):
+    """`Engine._sim_node` against the plain construction from the read's Node, at every step the scheduler runs."""
+    from benchmarks.sim import engine as engine_mod
+    from gangscale.scheduling import SimNode
+
+    views: dict[int, tuple] = {}
+    real = engine_mod.simulate
+
+    def checked(nodes, gangs, **kw):
+        cluster = eng.read()
+        ready = [n for n in cluster.nodes if n.ready]
+        assert [v.name for v in nodes] == [n.name for n in ready]
+        for n, v in zip(ready, nodes):
+            assert v == SimNode(n.name, {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name},
+                                tuple(n.taints), dict(n.allocatable), n.node_group, unschedulable=n.unschedulable)
+            kept = views.setdefault(id(n), (n, v))
+            assert kept[0] is not n or kept[1] is v  # the same Node object: the same view
+        return real(nodes, gangs, **kw)
+
+    monkeypatch.setattr(engine_mod, "simulate", checked)
+    eng = Engine(make_trace("hour", seed=3, gangs=8, failures=0.1), "ca", seed=3)
+    eng.run()
+    assert views
+
+
+def test_a_policy_runs_with_few_collections_and_the_collector_s_thresholds_come_back_after():
+    import gc
+
+    from benchmarks.sim.report import GC_THRESHOLD, few_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError):
+        with few_collections():
+            assert gc.get_threshold() == GC_THRESHOLD != before
+            raise RuntimeError("a policy's run failed")
+    assert gc.get_threshold() == before
+
+
 def test_the_same_seed_writes_the_same_json(tmp_path):
     docs = []
     for i in range(2):  # the second run in parallel processes (--jobs 2)
@@ -380,6 +418,18 @@ def test_the_same_seed_writes_the_same_json(tmp_path):
     assert orjson.loads((other.out / "simulate.json").read_bytes())["trace"] != orjson.loads(docs[0])["trace"]
 
 
+def test_the_report_says_whether_the_whole_week_ran_in_under_10_minutes_and_says_nothing_of_it_for_other_runs():
+    from benchmarks.sim.policies import POLICIES
+    from benchmarks.sim.report import week_target
+
+    week = {"trace": {"kind": "week", "gangs": 5000}, "policies": list(reversed(POLICIES))}
+    assert week_target(week, 599.4) == "the week of 5,000 gangs, every policy, in under 600 s: 599 s, met"
+    assert week_target(week, 600.0).endswith("600 s, missed")
+    others = ({**week, "trace": {"kind": "hour", "gangs": 5000}}, {**week, "trace": {"kind": "week", "gangs": 500}},
+              {**week, "trace": {"kind": "week", "gangs": 5000, "first_hours": 24}}, {**week, "policies": ["ca"]})
+    assert [week_target(o, 1.0) for o in others] == [None] * 4
+
+
 # ------------------------------------------------------------------ the CLI
 
 def test_simulate_from_the_command_line_writes_json_markdown_and_plots(tmp_path):
@@ -390,6 +440,8 @@ def test_simulate_from_the_command_line_writes_json_markdown_and_plots(tmp_path)
     assert "| ca |" in proc.stdout
     for f in ("simulate.json", "simulate.md", "nodes.png", "cost.png", "time_to_start_cdf.png", "stranded.png"):
         assert (out / f).exists(), f
+    md = (out / "simulate.md").read_text()
+    assert "The whole run: " in md and "plots included" in md and "Target" not in md  # the week's target only
 
 
 def test_an_unknown_policy_is_refused_with_one_line_and_exit_2(tmp_path):

@@ -232,3 +232,61 @@ def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catc
     assert shape.feas[:freed].all() and not shape.feas[freed:80].any()
     assert shape.base[shape.feas].tolist() == again.base[again.feas].tolist()
     assert _best(shape) == _best(again)
+
+
+def _counting_runs(monkeypatch) -> list[int]:
+    """Count the seed runs `simulate_iter` really makes (`_run` calls)."""
+    import importlib
+
+    module = importlib.import_module("gangscale.scheduling.simulate")
+    runs: list[int] = []
+    real = module._run
+
+    def counted(*args):
+        runs.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(module, "_run", counted)
+    return runs
+
+
+def test_a_run_that_meets_no_tie_is_every_seeds_run_and_the_other_seeds_are_not_run(monkeypatch):
+    # Each gang selects a zone with one node in it (the fourth gang's zone has none), so no pod ever has two best
+    # nodes: the seed, which only breaks ties, decides nothing, and seeds 1 and 2 take seed 0's result (each its
+    # own containers). The reference runs each seed alone, where nothing is skipped.
+    nodes = [node(f"n{z}", 8000, 32, group="m5", labels={"zone": z}) for z in "abc"]
+    gangs = [gang(f"g{z}", [mkpod(f"g{z}-{k}", 1000, 2, selector=(("zone", z),)) for k in range(3)], min_count=3)
+             for z in "abcd"]
+    want = [simulate(nodes, gangs, seed=s, fast=False, stable_ties=True) for s in (0, 1, 2)]
+    runs = _counting_runs(monkeypatch)
+    got = list(simulate_iter(nodes, gangs, (0, 1, 2), stable_ties=True))
+    assert len(runs) == 1
+    for a, b in zip(got, want):
+        _same(a, b)
+    assert got[1].placement is not got[0].placement and got[1].outcomes is not got[0].outcomes
+    assert len(got[2].placement) == 9 and not got[2].outcomes[gangs[3].gang_key].started
+
+
+def test_a_run_that_broke_a_tie_leaves_every_other_seed_to_run(monkeypatch):
+    # Identical empty nodes: the first member ties over all of them, so each seed runs (and may choose otherwise).
+    nodes = [node(f"n{i}", 4000, 16, group="m5") for i in range(6)]
+    gangs = [gang("g", [mkpod(f"g-{k}", 1000, 2) for k in range(3)], min_count=3)]
+    runs = _counting_runs(monkeypatch)
+    got = simulate_seeds(nodes, gangs, (0, 1, 2), stable_ties=True)
+    assert len(runs) == 3
+    for s, a in zip((0, 1, 2), got):
+        _same(a, simulate(nodes, gangs, seed=s, fast=False, stable_ties=True))
+
+
+def test_a_gang_choosing_between_two_alike_topology_domains_leaves_every_other_seed_to_run(monkeypatch):
+    # One node per zone, so no pod ties over nodes; but the gang (a 1.36 PodGroup with a zone constraint) scores the
+    # same in both zones, and which one it lands in is the seed's choice (KEP-5732's placement cycle keeps one of
+    # the best-scored domains: placement.py).
+    nodes = [node(f"n{z}", 8000, 32, group="m5", labels={"zone": z}) for z in "ab"]
+    gangs = [replace(gang("g", [mkpod(f"g-{k}", 1000, 2) for k in range(3)], min_count=3), topology_keys=("zone",))]
+    runs = _counting_runs(monkeypatch)
+    got = simulate_seeds(nodes, gangs, tuple(range(8)), stable_ties=True)
+    assert len(runs) == 8
+    assert len({a.placement["team-a/g-0"] for a in got}) == 2  # both zones chosen by some seed
+    for s, a in zip(range(8), got):
+        _same(a, simulate(nodes, gangs, seed=s, fast=False, stable_ties=True))
