@@ -13,7 +13,7 @@ object is seen. Dependencies point down: parse <- ingest_{dra,kueue,yunikorn}
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .ingest_inputs import Inputs
@@ -61,14 +61,10 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
     for obj in objects:
         if again is not None and (hit := again.get(id(obj))) is not None:  # an unchanged pod read before: its id is
             ids, read, claims = hit  # its own (the cache holds it) and its read is the same
-            if not seen.isdisjoint(ids):
-                warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); "
-                             "the first copy is used", "duplicate Pod")
-                continue
-            seen.update(ids)
-            pods.append(read)
-            if claims:
-                extra.note_pod(len(pods) - 1, obj)
+            if not _listed_before(ids, seen, obj, "Pod", warnings):
+                pods.append(read)
+                if claims:
+                    extra.note_pod(len(pods) - 1, obj)
             continue
         if type(obj) is not dict and not isinstance(obj, Mapping):  # (the ABC check alone is slow on 13k dicts)
             warnings.add(f"ignored {_obj_label(obj)}: not an object" if warnings.wants("not-an-object") else "",
@@ -77,11 +73,8 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
         kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
         if kind in ("Node", "Pod"):
             ids = identities_cached(kind, obj, cache)
-            if not seen.isdisjoint(ids):
-                warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); "
-                             "the first copy is used", f"duplicate {kind}")
+            if _listed_before(ids, seen, obj, kind, warnings):
                 continue
-            seen.update(ids)
         try:
             if kind == "Node":
                 nodes.append(parse_node_cached(obj, node_group_label, cache))
@@ -105,6 +98,18 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
     extra.finish(pods, defs, nodes, warnings)
     bound, gangs = _attach_pods(defs, pods, extra)
     return Cluster(nodes, bound, gangs, warnings.lines())
+
+
+def _listed_before(ids: Sequence[tuple[str, ...]], seen: set[tuple[str, ...]], obj: Mapping[str, Any], kind: str,
+                   warnings: WarningLog) -> bool:
+    """A Node or Pod whose uid or name was listed already this read: warned (capped per kind) and skipped; else its
+    identities are noted."""
+    if not seen.isdisjoint(ids):
+        warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); the first copy is used",
+                     f"duplicate {kind}")
+        return True
+    seen.update(ids)
+    return False
 
 
 def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
