@@ -80,10 +80,10 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
                 nodes.append(parse_node_cached(obj, node_group_label, cache))
             elif kind == "Pod":
                 pods.append(ingest_pod_cached(obj, cache))
-                extra.note_pod(len(pods) - 1, obj)
+                claims = extra.note_pod(len(pods) - 1, obj)
                 if again is not None and type(obj) is dict and len(again) < cache.limit:
                     cache.held[id(obj)] = obj
-                    again[id(obj)] = (ids, pods[-1], extra.keeps_pod(obj))
+                    again[id(obj)] = (ids, pods[-1], claims)
             elif extra.takes(kind, api):
                 extra.add(obj, kind, warnings)
             elif kind == "Workload" and api != API_WORKLOAD:

@@ -155,31 +155,20 @@ class DraIndex:
                          "(network-attached) are not counted on any node", "dra network devices")
         self.slices.append((str(node or ""), driver, str(pool["name"]), gen, devices))
 
-    @staticmethod
-    def _claims(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
-        """A pod's status, `status.extendedResourceClaimStatus` and `spec.resourceClaims` (None where absent)."""
+    def note_pod(self, index: int, obj: Mapping[str, Any]) -> bool:
+        """Remember a pod's claim references; demands are resolved once every claim has been read. True when it kept
+        anything of the pod (one it kept nothing of need not be shown to it again)."""
         spec, status = obj.get("spec"), obj.get("status")
-        served = status.get("extendedResourceClaimStatus") if type(status) is dict or isinstance(status, Mapping) \
-            else None
-        claims = spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
-        return status, served, claims
-
-    @staticmethod
-    def keeps_pod(obj: Mapping[str, Any]) -> bool:
-        """Whether `note_pod` keeps anything of this pod."""
-        _, served, claims = DraIndex._claims(obj)
-        return bool(served or claims)
-
-    def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
-        """Remember a pod's claim references; demands are resolved once every claim has been read."""
-        status, served, claims = self._claims(obj)
+        served = (type(status) is dict or isinstance(status, Mapping)) and status.get("extendedResourceClaimStatus")
         if served:
             self.dra_served.add(index)  # KEP-5004: its claim's allocation already took the devices
+        claims = spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
         if claims:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
             statuses = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
             self.pods.append((index, str(meta.get("namespace") or "default"),
                               claims if isinstance(claims, list) else [claims], statuses or []))
+        return bool(served or claims)
 
     def note_group(self, obj: Mapping[str, Any]) -> None:
         """A native PodGroup's `spec.resourceClaims` (DRAWorkloadResourceClaims, 1.36+): one claim for the group.

@@ -37,13 +37,9 @@ class Inputs:
         else:
             self.dra.add(obj, kind, warnings)
 
-    def note_pod(self, index: int, obj: Mapping[str, Any]) -> None:
-        self.dra.note_pod(index, obj)
-
-    @staticmethod
-    def keeps_pod(obj: Mapping[str, Any]) -> bool:
-        """Whether `note_pod` keeps anything of this pod (a pod it keeps nothing of need not be shown to it again)."""
-        return DraIndex.keeps_pod(obj)
+    def note_pod(self, index: int, obj: Mapping[str, Any]) -> bool:
+        """True when it kept anything of the pod (`DraIndex.note_pod`)."""
+        return self.dra.note_pod(index, obj)
 
     def note_group(self, obj: Mapping[str, Any], kind: Any, api: str) -> None:
         """A native PodGroup's DRA claims (read again here so `parse` stays free of DRA)."""
