@@ -123,6 +123,9 @@ class Record:
     # group -> instance ids of its launches still on their way, when the cloud named them (aws-fleet, simulated;
     # an ASG does not): an arrival, a failed launch or a give-back of one of them is this record's and no other's
     launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # group -> how many of its launches on their way were judged late (`_overdue`) and covered by a new launch;
+    # set once per purchase: no plan counts on them, and whichever launches arrive first serve the gang
+    covered: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> GangKey:
@@ -143,6 +146,8 @@ class Record:
             out["nodes"] = {g: list(names) for g, names in self.nodes.items()}
         if self.launches:
             out["launches"] = {g: list(ids) for g, ids in self.launches.items()}
+        if self.covered:
+            out["covered"] = dict(self.covered)
         return out
 
     @classmethod
@@ -156,11 +161,16 @@ class Record:
         known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
         known["nodes"] = {str(g): tuple(str(n) for n in names) for g, names in dict(known.get("nodes") or {}).items()}
         known["launches"] = {str(g): tuple(str(i) for i in ids) for g, ids in dict(known.get("launches") or {}).items()}
+        known["covered"] = {str(g): int(n) for g, n in dict(known.get("covered") or {}).items()}
         return cls(**known)
 
     def arrived(self, group: str) -> int:
         """How many of the nodes bought for it in `group` have registered (and are attributed to it)."""
         return len(self.nodes.get(group, ()))
+
+    def late(self, group: str) -> int:
+        """Its launches on their way in `group` that a cover replaced (never more than are on their way)."""
+        return max(0, min(self.covered.get(group, 0), self.requested.get(group, 0) - self.arrived(group)))
 
     def unnamed(self, group: str) -> int:
         """Its launches on their way in `group` whose instance the cloud did not name (attributed by count)."""
@@ -236,6 +246,7 @@ class Rules:
     enforce_mode: bool  # mode: enforce (events say TriggeredScaleUp rather than dry-run)
     backoff_seconds: float
     cancel_grace_seconds: float
+    late_launch_seconds: float = 0.0  # a launch still on its way this long after its booking is covered (0: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +270,13 @@ class GroupFailure:
 @dataclass(frozen=True, slots=True)
 class LaunchesFailed:
     failures: tuple[GroupFailure, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """The clock's report before a plan: provisioning gangs whose launches are late get covers."""
+
+    rules: Rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +442,7 @@ class Latency:
     seconds: float
 
 
-Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered]
+Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered, Overdue]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -452,6 +470,8 @@ def transition(records: Records, plan: Plan | None, report: Report, now: float) 
         _recovered(step, report)
     elif isinstance(report, Registered):
         _registered(step, report)
+    elif isinstance(report, Overdue):
+        _overdue(step, report)
     else:  # pragma: no cover - a new report type without a handler
         raise TypeError(f"unknown report {type(report).__name__}")
     return step.records, tuple(step.actions), tuple(step.events)
@@ -512,7 +532,10 @@ def current_record(step: _Step, g: GangFacts) -> Record:
 
     A new generation takes over the nodes bought for the previous one that are still on their way; not the
     spare nodes of a running one (a member recreated after a crash): those are reserved for no gang, and taking
-    them over would make them a purchase that can time out.
+    them over would make them a purchase that can time out. Its spare launches the cloud named go back now: the
+    record that would give them back at its deadline is replaced, and a launch no record holds arrives as a node
+    nobody waits for, possibly past the deadline it was bought under (the simulated week: a p5 that registered
+    922 s after its launch idled 20 s). Unnamed ones (an ASG's) cannot be told from another gang's.
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
@@ -520,10 +543,15 @@ def current_record(step: _Step, g: GangFacts) -> Record:
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
                  first_seen=step.now)
+    if rec is not None and rec.state == GangState.RUNNING and rec.launches:
+        step.actions.append(Release(rec.key, {grp: len(ids) for grp, ids in rec.launches.items()}, ReleaseWhy.UNUSED,
+                                    "a member was recreated", instances=tuple(i for ids in rec.launches.values()
+                                                                              for i in ids)))
     if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches))
+                      state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches),
+                      covered=dict(rec.covered))
     step.records[g.key] = new
     return new
 
@@ -663,7 +691,9 @@ def _applied(step: _Step, plan: Plan | None, report: Applied) -> None:
             continue
         rec = current_record(step, g)
         mine = report.intents.get(g.key, {})
-        if res.decision == "scale-up" or mine:
+        if any(rec.late(grp) for grp in rec.covered) and res.decision not in ("scale-up", "fits-existing"):
+            _uncovered(step, rec, res.reason)
+        elif res.decision == "scale-up" or mine:
             _scale_up_outcome(step, rec, g, res.reason, mine, report)
         elif res.decision == "fits-existing":
             on_way = bool(g.pod_keys & report.upcoming_pods)
@@ -727,9 +757,11 @@ def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
             step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
             spare = _spare(rec, report.busy)
+            covered = any(rec.covered.values())  # its spares were bought against lateness: they go back now
             step.set(rec, GangState.RUNNING, "all members are bound" + (
-                f" (nodes bought for it: {bought})" if bought else "") + _spare_note(spare),
-                requested=spare, nodes=_idle(rec.nodes, report.busy))
+                f" (nodes bought for it: {bought})" if bought else "") + _spare_note(spare, covered),
+                requested=spare, nodes=_idle(rec.nodes, report.busy), covered={},
+                deadline=min(rec.deadline, step.now) if covered else rec.deadline)
         else:
             reason = "the gang and its pods are gone"
             if rec.requested:
@@ -737,6 +769,36 @@ def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
                            "unless a new generation of the gang takes them")
             step.set(rec, GangState.CANCELLED, reason)
     _hand_over(step)  # a gang that just started may have started on another's node: its launches are that gang's
+
+
+def _overdue(step: _Step, report: Overdue) -> None:
+    """A provisioning gang whose launches are still on their way `late_launch_seconds` after its booking, with time
+    left before its deadline, has them covered once: this pass's plan buys each again (they are reserved for no gang,
+    `reservations.reserved_upcoming`), the gang binds on whichever nodes are Ready first, and what it did not use goes
+    back as soon as it runs (`_unlisted`). Without it one slow launch of eight times out the whole purchase: its Ready
+    nodes go back at the deadline and the gang is bought again from nothing."""
+    wait = report.rules.late_launch_seconds
+    if wait <= 0:
+        return
+    for rec in list(step.records.values()):
+        if rec.state != GangState.PROVISIONING or rec.covered or not rec.requested or not rec.deadline:
+            continue
+        if step.now - rec.requested_at < wait or rec.deadline - step.now < wait:  # late, and a new launch has time
+            continue
+        late = {g: n - rec.arrived(g) for g, n in rec.requested.items() if n > rec.arrived(g)}
+        if late:
+            rec = step.put(rec, covered=late)
+            step.emit(EventTarget.of_record(rec), "CoveringLateLaunches",
+                      f"{sum(late.values())} launches still on their way after {wait:.0f}s "
+                      f"({', '.join(f'{g} {n}' for g, n in sorted(late.items()))}): buying each again; "
+                      "the nodes the gang does not use go back when it runs")
+
+
+def _uncovered(step: _Step, rec: Record, reason: str) -> None:
+    """Its late launches could not be bought again (no room, a cap): it waits for them after all, and is not
+    covered again (the counts stay, at zero, so `_overdue` leaves it alone)."""
+    step.set(rec, GangState.PROVISIONING, f"capacity on its way; its late launches cannot be bought again: {reason}",
+             covered={g: 0 for g in rec.covered})
 
 
 def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
@@ -754,9 +816,10 @@ def _idle(nodes: Mapping[str, tuple[str, ...]], busy: frozenset[str]) -> dict[st
     return {g: names for g, names in kept.items() if names}
 
 
-def _spare_note(spare: Mapping[str, int]) -> str:
+def _spare_note(spare: Mapping[str, int], now: bool = False) -> str:
     n = sum(spare.values())
-    return f"; {n} nodes bought for it are not used and go back at its deadline unless a gang uses them" if n else ""
+    when = "now (late launches and their covers)" if now else "at its deadline"
+    return f"; {n} nodes bought for it are not used and go back {when} unless a gang uses them" if n else ""
 
 
 def spare_until(records: Iterable[Record]) -> dict[str, float]:
@@ -840,6 +903,10 @@ def _released(step: _Step, report: Released) -> None:
             if n:
                 step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang "
                                                       f"({rec.state.value})")
+        elif out.action.why == ReleaseWhy.UNUSED and out.action.detail:
+            if n:  # a running generation's spare launches, when a new record replaces it
+                step.emit(target, "CapacityReleased", f"gave back {n} nodes still on their way that this gang "
+                                                      f"started without ({out.action.detail})")
         elif out.action.why == ReleaseWhy.UNUSED:
             if n:
                 rec = step.put(rec, reason=f"{rec.reason}; gave back {n} launches it did not use at its deadline")

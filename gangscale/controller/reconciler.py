@@ -65,6 +65,7 @@ from .lifecycle import (
     GroupFailure,
     LaunchesFailed,
     NodeSeen,
+    Overdue,
     Record,
     Release,
     Recovered,
@@ -160,7 +161,8 @@ class Reconciler:
         self.replan_soon = False  # a cloud failure moved gangs: run again without waiting for a change
         self.passes = 0
         self.identity = identity
-        self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds)
+        self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds,
+                           cfg.late_launch_seconds)
         self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None  # (read at, model, warnings)
         self._scheduler_files: dict[str, SchedulerModel] = {}  # schedulerConfigFile, read once by this controller
         self._plans: list[tuple[tuple[ClusterSnapshot, SolveOptions, SchedulerModel], Plan]] = []  # newest first
@@ -205,6 +207,7 @@ class Reconciler:
             if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
                 cluster, _ = self.actuator.refresh(cluster)
             self._registered(cluster, now)
+            self._overdue(cluster, now)
         ns_labels = gates.namespace_labels(objects)  # (read once: the plan and the release both ask)
         snap, plan = self._plan(cluster, warnings, now, ns_labels)
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
@@ -290,6 +293,12 @@ class Reconciler:
                      for n in cluster.nodes if n.node_group in self.groups
                      for created, instance in (stamps(n.created, n.provider_id),))
         self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
+
+    def _overdue(self, cluster: Cluster, now: float) -> None:
+        """Late launches of provisioning gangs are covered by this pass's plan (lifecycle `_overdue`)."""
+        if self.rules.late_launch_seconds > 0 and any(
+                r.state == GangState.PROVISIONING and not r.covered for r in self.state.records.values()):
+            self._step(None, Overdue(self.rules), cluster, now)
 
     def _node_stamps(self, created: str, provider_id: str) -> tuple[float, str]:
         """A Node's creationTimestamp (epoch seconds, 0 when unknown) and instance id: parsed once per Node, not once
@@ -401,6 +410,8 @@ class Reconciler:
                 report = self.actuator.apply(plan, cluster, a.tokens, now)
                 crash_point("call-confirmed")
                 self._back_off(backoff.from_scale_up(report), now)
+        # a running record the booking replaced (a member recreated) gives its spare launches back
+        self._round(plan, self._act([a for a in actions if isinstance(a, Release)], cluster, now), cluster, now)
         return intents, report
 
     def _loose(self, cluster: Cluster, now: float) -> bool:
@@ -468,6 +479,10 @@ class Reconciler:
         self.state.records, actions, events = transition(self.state.records, plan, report, now)
         released = self._act(actions, cluster, now)
         self._emit(events)
+        return self._round(plan, released, cluster, now)
+
+    def _round(self, plan: Plan | None, released: list[ReleaseOutcome], cluster: Cluster, now: float) -> int:
+        """What the cloud gave back comes round once more (`Released`: the reasons and events); how many nodes."""
         if released:
             self._step(plan, Released(tuple(released)), cluster, now)
         return sum(o.released for o in released)

@@ -24,6 +24,7 @@ from ..plan import Plan
 from ..snapshot import ClusterSnapshot, NodeView
 from .lifecycle import GangState, Record, holds
 
+LATE_API = "gangscale.io/late-launch"  # the api of `late_key`: no gang API is named so
 FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
 # the reservation as a taint the scheduler model keeps (it drops the planner's `gangscale.io/reserved-for`)
 HELD_TAINT = "gangscale.io/held-for"
@@ -47,13 +48,20 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
     return [r for r in records if r.key in listed]
 
 
+def late_key(key: GangKey) -> GangKey:
+    """The reservation of a gang's late launches (`lifecycle._overdue`): a key no gang has, so no plan uses them."""
+    return GangKey(key.namespace, key.name, LATE_API)
+
+
 def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...]]:
     """Per group, the gangs its upcoming nodes were bought for, one entry per node still on its way, oldest
-    request first (the nodes that arrived for a gang are reserved by name: `reserved_registered`)."""
+    request first (the nodes that arrived for a gang are reserved by name: `reserved_registered`); a gang's late
+    launches, covered by new ones, are reserved for no gang (`late_key`): no plan counts on them twice."""
     out: dict[str, list[GangKey]] = defaultdict(list)
     for rec in _reserving(records):
         for group, n in rec.requested.items():
-            out[group].extend([rec.key] * (n - rec.arrived(group)))
+            late = rec.late(group)
+            out[group].extend([late_key(rec.key)] * late + [rec.key] * (n - rec.arrived(group) - late))
     return {g: tuple(keys) for g, keys in out.items() if keys}
 
 
@@ -84,7 +92,8 @@ def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) ->
     for g in gangs:
         rec = records.get(g.gang_key)
         if rec is not None and holds(rec):
-            out[g.gang_key] = {grp: n - rec.arrived(grp) for grp, n in rec.requested.items() if n > rec.arrived(grp)}
+            on_way = {grp: n - rec.arrived(grp) - rec.late(grp) for grp, n in rec.requested.items()}
+            out[g.gang_key] = {grp: n for grp, n in on_way.items() if n > 0}
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from gangscale.controller.lifecycle import (
     LaunchesFailed,
     Latency,
     NodeSeen,
+    Overdue,
     Record,
     Release,
     Released,
@@ -585,6 +587,9 @@ MATRIX = [
      _column({})),
     ("registered: a node that had arrived for it is gone", None, _registered(), dict(nodes={"cpu": ("n1",)}),
      _column(dict(requested={"cpu": 1}))),
+    # 100 s after its booking, 100 s before its deadline (test_late_launches.py has the rest)
+    ("overdue: its launches are late", None, Overdue(replace(RULES, late_launch_seconds=100.0)), {},
+     _column({}, PROVISIONING=dict(events=("CoveringLateLaunches",)))),
 ]
 
 
