@@ -534,8 +534,8 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     spare nodes of a running one (a member recreated after a crash): those are reserved for no gang, and taking
     them over would make them a purchase that can time out. Its spare launches the cloud named go back now: the
     record that would give them back at its deadline is replaced, and a launch no record holds arrives as a node
-    nobody waits for, possibly past the deadline it was bought under (the simulated week: a p5 that registered
-    922 s after its launch idled 20 s). Unnamed ones (an ASG's) cannot be told from another gang's.
+    nobody waits for, possibly past the deadline it was bought under (the simulated week: a p5 that took 922 s
+    to launch idled 20 s past it). Unnamed ones (an ASG's) cannot be told from another gang's.
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
