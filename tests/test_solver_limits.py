@@ -45,9 +45,9 @@ def test_distinct_shapes_plan_is_no_dearer_than_greedy_has_a_bound_and_keeps_to_
     snap = snapshot(objs, catalog)
     greedy_plan = greedy(build_problem(snap))
     greedy_cost = greedy_plan.cost(build_problem(snap)) / 1e6
-    started = time.perf_counter()
+    started = time.process_time()  # CPU, not wall: a loaded CI machine stretched the wall to 5.2 s at a 2 s limit
     plan = make_plan(snap, SolveOptions(time_limit=time_limit, workers=1))
-    wall = time.perf_counter() - started
+    cpu = time.process_time() - started  # one worker: a plan that overran its limit by work still shows here
     assert not check_plan(objs, catalog, plan.to_dict())
     if sum(g.placed for g in plan.gangs) == 300:  # every gang fits (unless a loaded machine cut the greedy short)
         assert plan.cost_per_hour <= greedy_cost + 1e-6  # equal gangs and pods: never dearer
@@ -55,7 +55,7 @@ def test_distinct_shapes_plan_is_no_dearer_than_greedy_has_a_bound_and_keeps_to_
         assert plan.cost_per_hour <= greedy_cost + 1e-6
     assert plan.cost_per_hour > 0 and 0 < plan.lower_bound_per_hour <= plan.cost_per_hour  # a bound, always
     if time_limit is not None:  # generous: 2-6x the limit before
-        assert wall < time_limit + 2.5
+        assert cpu < time_limit + 2.5
     # the default budget (10 s when the issue was filed: lowerBoundPerHour 0.0, gap 1.0) has no wall bound: its LP
     # steps run in full by design (README, --time-limit); here ~5 s of CPU, the repair LP of 300 classes x 60 kinds
 
