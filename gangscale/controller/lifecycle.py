@@ -280,6 +280,16 @@ class Overdue:
 
 
 @dataclass(frozen=True, slots=True)
+class Recreated:
+    """The listed gangs whose record is a running one with named spare launches, before a plan: a member was
+    recreated, so the gang gets its new record now and those launches go back in this report's step (acted on,
+    then saved with the pass; a crash between the two repeats it), never after the scale-up's write-ahead save,
+    where a crash left them held by no record."""
+
+    gangs: tuple[GangFacts, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Booked:
     gangs: tuple[GangFacts, ...]
     intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
@@ -442,7 +452,7 @@ class Latency:
     seconds: float
 
 
-Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered, Overdue]
+Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered, Overdue, Recreated]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -472,6 +482,8 @@ def transition(records: Records, plan: Plan | None, report: Report, now: float) 
         _registered(step, report)
     elif isinstance(report, Overdue):
         _overdue(step, report)
+    elif isinstance(report, Recreated):
+        _recreated(step, report)
     else:  # pragma: no cover - a new report type without a handler
         raise TypeError(f"unknown report {type(report).__name__}")
     return step.records, tuple(step.actions), tuple(step.events)
@@ -554,6 +566,14 @@ def current_record(step: _Step, g: GangFacts) -> Record:
                       covered=dict(rec.covered))
     step.records[g.key] = new
     return new
+
+
+def _recreated(step: _Step, report: Recreated) -> None:
+    """A running gang listed with pending members again takes its new record before the plan (`current_record`)."""
+    for g in report.gangs:
+        rec = step.records.get(g.key)
+        if rec is not None and rec.state == GangState.RUNNING and rec.launches and g.pods:
+            current_record(step, g)
 
 
 def _without(requested: Mapping[str, int], group: str) -> dict[str, int]:

@@ -33,7 +33,7 @@ from cloud_adapters.base import LooseInstance, NodeGroupProvider, instance_id_fr
 
 from ..apply import ExecutionReport, GroupAction
 from ..ingest import Cluster, ParseCache, ingest
-from ..model import GangKey, NodeGroup
+from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
 from ..realize import OFF, SchedulerModel, scheduler_model_from
@@ -67,6 +67,7 @@ from .lifecycle import (
     NodeSeen,
     Overdue,
     Record,
+    Recreated,
     Release,
     Recovered,
     Registered,
@@ -204,7 +205,8 @@ class Reconciler:
             cluster, warnings = self._read(objects)  # adopted instances raised a group's target
         if enforce:
             self._confirm(cluster, now)
-            if self._launches(cluster, now):  # what was just given back is not on its way: the snapshot must not count it
+            # what was just given back is not on its way: the snapshot must not count it
+            if any([self._launches(cluster, now), self._recreated(cluster, now)]):
                 cluster, _ = self.actuator.refresh(cluster)
             self._registered(cluster, now)
             self._overdue(cluster, now)
@@ -281,6 +283,13 @@ class Reconciler:
         failures = tuple(_on_way(f, self.actuator.on_the_way(f.group, cluster), cluster)
                          for f in self.actuator.launch_failures(watched))
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
+
+    def _recreated(self, cluster: Cluster, now: float) -> bool:
+        """A running gang with a recreated member gives its named spare launches back before the plan (lifecycle
+        `_recreated`); True when the cloud gave any back."""
+        spares = {r.key for r in self.state.records.values() if r.state == GangState.RUNNING and r.launches}
+        listed = [g for g in cluster.gangs if g.gang_key in spares and g.pending] if spares else []
+        return bool(listed) and self._step(None, Recreated(self._facts(listed)), cluster, now) > 0
 
     def _registered(self, cluster: Cluster, now: float) -> None:
         """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are
@@ -400,7 +409,7 @@ class Reconciler:
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         desired = {name: g.current_size for name, g in self.groups.items()}
         self.state.records, actions, events = transition(self.state.records, plan,
-                                                         Booked(self._facts(snap), intents, units, desired), now)
+                                                         Booked(self._facts(snap.gangs), intents, units, desired), now)
         self._emit(events)
         self._save()  # write-ahead: records, client tokens and the desired sizes below them, before the cloud call
         crash_point("record-saved")
@@ -410,7 +419,7 @@ class Reconciler:
                 report = self.actuator.apply(plan, cluster, a.tokens, now)
                 crash_point("call-confirmed")
                 self._back_off(backoff.from_scale_up(report), now)
-        # a running record the booking replaced (a member recreated) gives its spare launches back
+        # a release the booking made is acted on too (a running record it replaced: `_recreated` replaces those first)
         self._round(plan, self._act([a for a in actions if isinstance(a, Release)], cluster, now), cluster, now)
         return intents, report
 
@@ -461,16 +470,16 @@ class Reconciler:
         """The report that moves every gang by the plan and the scale-up's outcome."""
         intents, report = scaled if scaled is not None else ({}, None)
         actions = report.actions if report is not None else []
-        return Applied(self._facts(snap), self.rules, intents,
+        return Applied(self._facts(snap.gangs), self.rules, intents,
                        applied=frozenset(a.group for a in actions if a.status == "applied"),
                        failed={a.group: a.message for a in actions if a.status != "applied"},
                        upcoming_pods=pods_on_upcoming(plan, snap),
                        bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound),
                        busy=frozenset(busy_nodes(cluster)), launched=launched_for(intents, actions))
 
-    def _facts(self, snap: ClusterSnapshot) -> tuple[GangFacts, ...]:
+    def _facts(self, gangs: Sequence[Gang]) -> tuple[GangFacts, ...]:
         default = self.cfg.provisioning_deadline_seconds
-        return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in snap.gangs)
+        return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in gangs)
 
     def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> int:
         """transition → act → record (in memory) → emit; what the cloud gave back comes round once more.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.catalog import parse_catalog
@@ -215,3 +217,54 @@ def test_a_recreated_member_does_not_leave_its_gang_s_spare_launch_to_arrive_for
     r.reconcile(_registered(sim, [mine]) + [other] + crashed, leader=True)
     assert spare not in {i.id for i in sim.instances("cpu")}  # given back, not left to arrive for nobody
     assert sim.target_size("cpu") == 1
+
+
+class _Crash(Exception):
+    """The process ends here (a test's stand-in for `crash_point`'s `os._exit`)."""
+
+
+# right after the cloud took the spare back (nothing saved yet), and at the purchase's write-ahead save
+@pytest.mark.parametrize("step", ["spare-deleted", "record-saved"])
+def test_a_crash_in_a_recreated_member_s_pass_leaves_no_spare_launch_unowned_and_buys_once(monkeypatch, step):
+    from benchmarks.sim.policies import MemoryStore
+    from gangscale.controller import reconciler
+
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=600)
+    store = MemoryStore(clock)
+    cfg = ControllerConfig(mode="enforce")
+    r = Reconciler(cfg, sim, clock=clock, store=store)
+    r.reconcile(_job(), leader=True)
+    mine, spare = (i.id for i in sim.instances("cpu"))
+    other = node("other", cpu="8", mem="32Gi", group="cpu")  # freed by another gang: the scheduler binds there first
+    bound = [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine),
+             pod("b", cpu="6", group="job", node="other")]
+    clock.now += 120
+    r.reconcile(_registered(sim, [mine]) + [other] + bound, leader=True)
+    assert r.record(KEY).launches == {"cpu": (spare,)}  # running, started without its second launch
+    # member b failed and was recreated; the node it ran on is gone, so this pass buys a node for it
+    crashed = _registered(sim, [mine]) + [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine),
+                                          pod("b-2", cpu="6", group="job")]
+
+    def crash_point(name: str) -> None:
+        if name == step:
+            raise _Crash(name)
+
+    def delete_instances(group: str, ids: list[str]) -> None:
+        SimulatedProvider.delete_instances(sim, group, ids)
+        crash_point("spare-deleted")
+
+    with monkeypatch.context() as m:
+        m.setattr(reconciler, "crash_point", crash_point)
+        m.setattr(sim, "delete_instances", delete_instances)
+        clock.now += 10
+        with pytest.raises(_Crash):
+            r.reconcile(crashed, leader=True)
+    again = Reconciler(cfg, sim, clock=clock, store=store)  # the restart reads what the crash left saved
+    clock.now += 10
+    again.reconcile(crashed, leader=True)
+    ids = {i.id for i in sim.instances("cpu")}
+    assert spare not in ids  # given back before the plan, so before the crash: held by no record, it would arrive
+    assert len(ids) == 2 and sim.target_size("cpu") == 2  # mine and the recreated member's one node, bought once
+    assert again.record(KEY).requested == {"cpu": 1}

@@ -24,6 +24,7 @@ from gangscale.controller.lifecycle import (
     NodeSeen,
     Overdue,
     Record,
+    Recreated,
     Release,
     Released,
     ReleaseOutcome,
@@ -590,6 +591,9 @@ MATRIX = [
     # 100 s after its booking, 100 s before its deadline (test_late_launches.py has the rest)
     ("overdue: its launches are late", None, Overdue(replace(RULES, late_launch_seconds=100.0)), {},
      _column({}, PROVISIONING=dict(events=("CoveringLateLaunches",)))),
+    # a member of its running gang recreated: the running record's named spare launch goes back before the plan
+    ("recreated: a member is pending again", None, Recreated((facts(pods=("p3",)),)), dict(launches={"cpu": ("i-1",)}),
+     _column({}, RUNNING=dict(to=S.NEW, requested={}, actions=("Release:unused",)))),
 ]
 
 
