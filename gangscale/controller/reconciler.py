@@ -419,8 +419,6 @@ class Reconciler:
                 report = self.actuator.apply(plan, cluster, a.tokens, now)
                 crash_point("call-confirmed")
                 self._back_off(backoff.from_scale_up(report), now)
-        # a release the booking made is acted on too (a running record it replaced: `_recreated` replaces those first)
-        self._round(plan, self._act([a for a in actions if isinstance(a, Release)], cluster, now), cluster, now)
         return intents, report
 
     def _loose(self, cluster: Cluster, now: float) -> bool:
@@ -488,10 +486,6 @@ class Reconciler:
         self.state.records, actions, events = transition(self.state.records, plan, report, now)
         released = self._act(actions, cluster, now)
         self._emit(events)
-        return self._round(plan, released, cluster, now)
-
-    def _round(self, plan: Plan | None, released: list[ReleaseOutcome], cluster: Cluster, now: float) -> int:
-        """What the cloud gave back comes round once more (`Released`: the reasons and events); how many nodes."""
         if released:
             self._step(plan, Released(tuple(released)), cluster, now)
         return sum(o.released for o in released)

@@ -197,11 +197,17 @@ def test_a_member_recreated_gives_back_the_running_gang_s_named_spare_launches_w
     assert transition({KEY: plain}, _plan("fits-existing"), Applied((crash,), RULES), NOW)[1] == ()
 
 
-def test_a_recreated_member_does_not_leave_its_gang_s_spare_launch_to_arrive_for_nobody():
+def _running_without_its_spare(stored: bool = False) -> tuple[Clock, SimulatedProvider, Reconciler, str, str, dict]:
+    """A gang of two that bought two slow nodes and started on one of them and on a node another gang freed: its
+    record is running and holds its second launch (the spare). Returns the clock, the cloud, the controller (saving
+    its state in memory when `stored`, as its ConfigMap would keep it), its node, the spare and the freed node."""
+    from benchmarks.sim.policies import MemoryStore
+
     clock = Clock()
-    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    groups, _ = parse_catalog([group("cpu", max_size=10), group("big", cpu="16", mem="64Gi", price=5.0)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=600)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    store = MemoryStore(clock) if stored else None
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock, store=store)
     r.reconcile(_job(), leader=True)
     mine, spare = (i.id for i in sim.instances("cpu"))
     other = node("other", cpu="8", mem="32Gi", group="cpu")  # freed by another gang: the scheduler binds there first
@@ -211,10 +217,18 @@ def test_a_recreated_member_does_not_leave_its_gang_s_spare_launch_to_arrive_for
     r.reconcile(_registered(sim, [mine]) + [other] + bound, leader=True)
     rec = r.record(KEY)
     assert rec.state == S.RUNNING and rec.launches == {"cpu": (spare,)}  # started without its second launch
-    crashed = [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine),
-               pod("b-2", cpu="6", group="job")]  # member b failed and was recreated, pending
+    return clock, sim, r, mine, spare, other
+
+
+def _recreated(mine: str, cpu: str = "6") -> list[dict]:
+    """Member b failed and was recreated (asking `cpu`), pending; a still runs on `mine`."""
+    return [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine), pod("b-2", cpu=cpu, group="job")]
+
+
+def test_a_recreated_member_does_not_leave_its_gang_s_spare_launch_to_arrive_for_nobody():
+    clock, sim, r, mine, spare, other = _running_without_its_spare()
     clock.now += 10
-    r.reconcile(_registered(sim, [mine]) + [other] + crashed, leader=True)
+    r.reconcile(_registered(sim, [mine]) + [other] + _recreated(mine), leader=True)
     assert spare not in {i.id for i in sim.instances("cpu")}  # given back, not left to arrive for nobody
     assert sim.target_size("cpu") == 1
 
@@ -226,26 +240,12 @@ class _Crash(Exception):
 # right after the cloud took the spare back (nothing saved yet), and at the purchase's write-ahead save
 @pytest.mark.parametrize("step", ["spare-deleted", "record-saved"])
 def test_a_crash_in_a_recreated_member_s_pass_leaves_no_spare_launch_unowned_and_buys_once(monkeypatch, step):
-    from benchmarks.sim.policies import MemoryStore
     from gangscale.controller import reconciler
 
-    clock = Clock()
-    groups, _ = parse_catalog([group("cpu", max_size=10)])
-    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=600)
-    store = MemoryStore(clock)
-    cfg = ControllerConfig(mode="enforce")
-    r = Reconciler(cfg, sim, clock=clock, store=store)
-    r.reconcile(_job(), leader=True)
-    mine, spare = (i.id for i in sim.instances("cpu"))
-    other = node("other", cpu="8", mem="32Gi", group="cpu")  # freed by another gang: the scheduler binds there first
-    bound = [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine),
-             pod("b", cpu="6", group="job", node="other")]
-    clock.now += 120
-    r.reconcile(_registered(sim, [mine]) + [other] + bound, leader=True)
-    assert r.record(KEY).launches == {"cpu": (spare,)}  # running, started without its second launch
-    # member b failed and was recreated; the node it ran on is gone, so this pass buys a node for it
-    crashed = _registered(sim, [mine]) + [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=mine),
-                                          pod("b-2", cpu="6", group="job")]
+    clock, sim, r, mine, spare, _ = _running_without_its_spare(stored=True)
+    # the node b ran on is gone and b-2 asks more than a cpu node has: this pass buys a big node, and the spare
+    # launch (cpu) cannot serve it, so the plan does not wait for it
+    crashed = _registered(sim, [mine]) + _recreated(mine, cpu="12")
 
     def crash_point(name: str) -> None:
         if name == step:
@@ -261,10 +261,10 @@ def test_a_crash_in_a_recreated_member_s_pass_leaves_no_spare_launch_unowned_and
         clock.now += 10
         with pytest.raises(_Crash):
             r.reconcile(crashed, leader=True)
-    again = Reconciler(cfg, sim, clock=clock, store=store)  # the restart reads what the crash left saved
+    again = Reconciler(r.cfg, sim, clock=clock, store=r.store)  # the restart reads what the crash left saved
     clock.now += 10
     again.reconcile(crashed, leader=True)
-    ids = {i.id for i in sim.instances("cpu")}
-    assert spare not in ids  # given back before the plan, so before the crash: held by no record, it would arrive
-    assert len(ids) == 2 and sim.target_size("cpu") == 2  # mine and the recreated member's one node, bought once
-    assert again.record(KEY).requested == {"cpu": 1}
+    assert {i.id for i in sim.instances("cpu")} == {mine}  # the spare went back before the plan, so before the crash
+    assert sim.target_size("cpu") == 1  # (held by no record, it would have arrived for nobody)
+    assert len(sim.instances("big")) == 1 and sim.target_size("big") == 1  # b-2's node, bought once
+    assert again.record(KEY).requested == {"big": 1}
