@@ -12,6 +12,7 @@ skipped: `next_wake` says when one could.
 from __future__ import annotations
 
 import copy
+import math
 import os
 
 import orjson
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
+from gangscale.controller import timers
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.gates import NARROWED_KEY
 from gangscale.controller.lifecycle import GangState, Record
@@ -42,12 +44,16 @@ CONTROLLER_CONFIG_ENV = "GANGSCALE_SIM_CONTROLLER_CONFIG"
 POLICY_KEYS = ("apiVersion", "kind", "mode", "gateMode")  # what the policy itself decides
 
 POLICIES = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
+IN_FLIGHT_STATES = (GangState.PROVISIONING, GangState.READY)  # records with launches on their way
 RESYNC = 600  # a safety scan this often while anything is pending; otherwise scans run on a change or a due timer
 
 # the real ones' defaults: CA backs a group off 5 min after a failed scale-up, scales down a node unneeded
 # for 10 min but not within 10 min of a scale-up; Karpenter marks an offering unavailable for 3 min and
-# removes an empty node at once (consolidateAfter 0s, here one scan)
-BASELINE_RULES = {"ca": (300, 600, 600), "ca-atomic": (300, 600, 600), "karpenter": (180, 10, 0)}
+# removes an empty node 15-25 s after it empties (kubernetes-sigs/karpenter pkg/controllers/disruption: the
+# disruption loop polls every 10 s, `pollingPeriod`, with consolidateAfter 0s; its emptiness command waits
+# `commandValidationDelay`, 15 s, then checks the nodes are still empty and not nominated, emptiness.go and
+# validation.go): here 15 s from the scan that first saw it empty, i.e. at the scan 20 s on, the mean
+BASELINE_RULES = {"ca": (300, 600, 600), "ca-atomic": (300, 600, 600), "karpenter": (180, 15, 0)}
 # CA's node-group backoff and scale-up requests (kubernetes/autoscaler cluster-autoscaler/main.go flags
 # --initial-node-group-backoff-duration 5m, --max-node-group-backoff-duration 30m,
 # --node-group-backoff-reset-timeout 3h, --max-node-provision-time 15m; CABackoff below)
@@ -255,37 +261,17 @@ class Gangscale:
         self.last_scan = now
 
     def next_wake(self, now: int, pending: bool) -> int | None:
-        """The first of the controller's timers since its last pass (deadlines, cancel grace, backoffs,
-        cooling, ageing, empty-node grace): due now when it fell between that pass and now."""
+        """The controller's own next timer after its last pass (`Reconciler.next_due`, as the live loop wakes on it),
+        on the engine's whole seconds: due now when it fell between that pass and now."""
         t0 = self.clock() - now
-        cfg, last = self.cfg, self.last_scan
-        cancel, backoff, ageing = cfg.cancel_grace_seconds, cfg.launch_failure_backoff_seconds, cfg.ageing_seconds
-        running = GangState.RUNNING
-        # each timer's step, `int(t - t0) + 1`, kept when it falls after the last pass; only the earliest is asked
-        # for, so none is collected in a list (a week keeps up to 1,000 records, most of them long past every timer)
-        first, second = min(cancel, backoff), max(cancel, backoff)  # int() is monotone: a record's earlier one first
-        soonest, in_flight, watched = None, False, (GangState.PROVISIONING, GangState.READY)
-        for r in self.rec.state.records.values():
-            in_flight = in_flight or r.state in watched
-            since = r.since
-            if (v := int(since + first - t0) + 1) > last or (v := int(since + second - t0) + 1) > last:
-                soonest = v if soonest is None or v < soonest else soonest
-            if r.deadline and (v := int(r.deadline - t0) + 1) > last:
-                soonest = v if soonest is None or v < soonest else soonest
-            if r.state != running and (v := int(r.first_seen + ageing - t0) + 1) > last:
-                soonest = v if soonest is None or v < soonest else soonest
-        grace = cfg.empty_node_grace_seconds
-        times = [*self.rec.state.backoff.values(), *(s + grace for s in self.rec.empty_since.values())]
-        due = [v for t in times if (v := int(t - t0) + 1) > last]
-        if soonest is not None:
-            due.append(soonest)
-        if any(int(s + grace - t0) + 1 <= self.last_scan for s in self.rec.empty_since.values()):
-            # an empty node past its grace outlived the last pass (a removal that failed, a group at its minSize):
-            # the live loop's resync retries it
-            due.append(self.last_scan + int(cfg.resync_seconds))
+        due = []
+        if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
+            due.append(math.ceil(t - t0))
+        if timers.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
+            due.append(self.last_scan + int(self.cfg.resync_seconds))  # the live loop's resync retries it
         if self.rec.replan_soon:
             due.append(self.last_scan + 10)
-        elif pending or in_flight:
+        elif pending or any(r.state in IN_FLIGHT_STATES for r in self.rec.state.records.values()):
             due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 

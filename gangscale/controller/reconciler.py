@@ -39,7 +39,7 @@ from ..planner import make_plan
 from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, gates, janitor, metrics as observe
+from . import backoff, gates, janitor, metrics as observe, timers
 from .actuator import Actuator
 from .config import ControllerConfig
 from .conditions import due as conditions_due
@@ -187,6 +187,11 @@ class Reconciler:
             self.state = self.store.load()
 
     # ------------------------------------------------------------------ pass
+
+    def next_due(self, after: float) -> float | None:
+        """When one of this controller's timers (deadlines, graces, backoffs, ageing) next falls due after the pass
+        that started at `after`: the loop runs a pass then (timers.py)."""
+        return timers.next_due(self.state.records.values(), self.state.backoff, self.empty_since, self.cfg, after)
 
     def reconcile(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
         self.passes += 1

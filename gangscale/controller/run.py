@@ -2,7 +2,9 @@
 
 A change to a pod, group or node starts a short batching window, so a gang
 created pod by pod is planned once, about a second after its last pod
-appears; a periodic resync catches anything a watch missed. The lease is
+appears; a pass also runs when one of the controller's own timers falls due
+(a deadline, a grace, a backoff: `Reconciler.next_due`), so nothing waits for
+the next event; a periodic resync catches anything a watch missed. The lease is
 renewed on its own thread (`LeaseKeeper`), so a long pass never lets it lapse;
 a pass that finds itself deposed (`LostLeadership`, raised by the fence before
 a mutation) is abandoned without saving anything.
@@ -58,6 +60,7 @@ class Controller:
         self._last_change = 0.0
         self._wake = threading.Event()
         self.last_pass = 0.0
+        self.next_timer: float | None = None  # when the last pass's timers next fall due (None: none)
         self.heartbeat = time.time()
 
     def _changed(self, ref: ResourceRef, kind: str, obj: dict[str, Any] | None) -> None:
@@ -72,6 +75,8 @@ class Controller:
         with self._lock:
             first, last = self._first_change, self._last_change
         if first and (now - last >= self.cfg.batch_window_seconds or now - first >= self.cfg.max_batch_delay_seconds):
+            return True
+        if self.next_timer is not None and now >= self.next_timer:
             return True
         return self.reconciler.replan_soon or now - self.last_pass >= self.cfg.resync_seconds
 
@@ -108,6 +113,7 @@ class Controller:
             log.info("stopped")
 
     def _pass(self) -> None:
+        started = time.time()
         try:
             self.reconciler.reconcile(self.cache.snapshot(), leader=True)
             self.metrics.reconciles.labels("ok").inc()
@@ -118,6 +124,7 @@ class Controller:
             log.exception("reconcile failed")
             self.metrics.reconciles.labels("error").inc()
         self.last_pass = time.time()
+        self.next_timer = self.reconciler.next_due(started)
         self.metrics.last_reconcile.set(self.last_pass)
 
 

@@ -44,6 +44,11 @@ def two_pod_gang(arrival: int = 0, runtime: int = 3600, api: str = "native") -> 
     return GangSpec("job", "hpc", "cpu-mpi", api, (("rank", 2, PodT("6", "8Gi")),), 2, arrival, runtime)
 
 
+def eight_node_gang() -> GangSpec:
+    """Eight 6-core ranks on eight new m5.2xlarge, Ready at 300 s (`hand_trace`), done at 1,500 s."""
+    return GangSpec("wide", "hpc", "cpu-mpi", "native", (("rank", 8, PodT("6", "8Gi")),), 8, 0, 1200)
+
+
 def hand_trace(gangs: list[GangSpec], catalog: list[dict], *, delay: int = 300, outages=(), restarts=(),
                horizon: int = 1800) -> Trace:
     """A trace with fixed launch delays (sigma 0: every launch takes exactly `delay` seconds), no random failures."""
@@ -165,14 +170,23 @@ def test_a_policy_that_never_gives_its_nodes_back_is_billed_until_the_drain_s_ca
     assert parts["running_pods"] == 0 and parts["booting"] + parts["idle"] == r["micro_dollars"]
 
 
-def test_gangscale_gives_back_every_empty_node_of_a_group_after_the_last_gang_ends():
-    """Eight nodes go empty at once: the controller's pass gives back only part of them (its size floor counts each
-    removal twice); the live loop's resync retries the rest, so the simulated one does too."""
-    wide = GangSpec("wide", "hpc", "cpu-mpi", "native", (("rank", 8, PodT("6", "8Gi")),), 8, 0, 1200)
-    e = Engine(hand_trace([wide], [cpu_group("cpu")]), "gangscale-observe")
+def test_gangscale_gives_back_every_empty_node_of_a_group_in_one_pass_as_its_grace_ends():
+    """Eight nodes go empty at once (Ready at 300 s, the gang done at 1,500 s): all eight go back in the pass the
+    controller's own timer asks for when the 10 s grace ends (`Reconciler.next_due`), not a scan later (the
+    simulator's own timer arithmetic woke a second after it, 1,520 s) and not half of them a pass (until 1 Dec the
+    size floor counted each removal twice)."""
+    e = Engine(hand_trace([eight_node_gang()], [cpu_group("cpu")]), "gangscale-observe")
     r = e.run()
     assert len(e.cloud.bill) == 8 and not e.cloud.open and r["drained"]
-    assert r["end_seconds"] < 300 + 1200 + 600 + 300  # Ready at 300 s, done at 1,500 s, back after the 600 s grace
+    assert {b.end for b in e.cloud.bill.values()} == {1500 + 10}
+
+
+def test_karpenter_gives_back_an_empty_node_once_its_15_s_validation_has_passed():
+    """The disruption loop finds the nodes empty at 1,500 s and waits `commandValidationDelay` (15 s) before it
+    deletes them (kubernetes-sigs/karpenter pkg/controllers/disruption/emptiness.go): the first scan after is 1,520 s."""
+    e = Engine(hand_trace([eight_node_gang()], [cpu_group("cpu")]), "karpenter")
+    e.run()
+    assert {b.end for b in e.cloud.bill.values()} == {1500 + 20}
 
 
 def test_percentiles_are_nearest_rank_on_integer_seconds():

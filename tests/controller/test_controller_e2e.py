@@ -93,6 +93,19 @@ def test_nodes_that_never_arrive_are_given_back_at_the_deadline(cluster, world, 
     ctl.assert_no_tracebacks()
 
 
+def test_a_deadline_in_a_quiet_cluster_is_acted_on_at_once_not_at_the_next_resync(cluster, world, controllers, proxy):
+    """Nothing in the cluster changes after the scale-up and the resync is 10 minutes: the pass at the deadline
+    comes from the controller's own timer (`Reconciler.next_due`); before, the nodes stayed billed until the resync."""
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(resyncSeconds=600)
+    gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "3"})
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    bought = time.monotonic()
+    wait_for(lambda: world.desired("cpu") == 0, timeout=20, what="capacity released at the deadline")
+    assert time.monotonic() - bought < 3 + 12  # the deadline, then one pass on a loaded machine; the resync: 600 s
+    ctl.assert_no_tracebacks()
+
+
 def test_only_the_leader_acts(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     a = controllers("a")

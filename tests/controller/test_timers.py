@@ -1,0 +1,102 @@
+"""The controller's own timers (timers.py): each falls due at the first moment its rule acts, and never before.
+
+Each check runs the rule itself (the lifecycle's Expire, `cooling`, `backed_off`, `due_for_scale_down`) just
+before and at the time `next_due` names, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from builders import node
+
+from gangscale.controller import timers
+from gangscale.controller.backoff import backed_off
+from gangscale.controller.config import ControllerConfig
+from gangscale.controller.lifecycle import Expire, GangState, Record, Rules, cooling, transition
+from gangscale.controller.scaledown import due_for_scale_down
+from gangscale.ingest import ingest
+from gangscale.model import GangKey, NodeGroup
+
+NOW = 1_800_000_000.0
+KEY = GangKey("default", "job", "scheduling.k8s.io/v1alpha2")
+CFG = ControllerConfig(cancelGraceSeconds=60, launchFailureBackoffSeconds=120, ageingSeconds=600,
+                       emptyNodeGraceSeconds=10)
+RULES = Rules(enforce_mode=True, backoff_seconds=120.0, cancel_grace_seconds=60.0)
+GROUP = NodeGroup("cpu", "m5.2xlarge", 0.384, 0, 10, 2, {"cpu": 8000})
+BEFORE = 0.0005  # less than the tick: a pass this much earlier must not act yet
+
+
+def rec(state: GangState, **kw) -> Record:
+    base = dict(generation="uid-1", reason="", since=NOW, first_seen=NOW, pods=("p1",))
+    base.update(kw)
+    return Record(str(KEY), KEY.namespace, KEY.name, KEY.api, state=state, **base)
+
+
+def due(*records: Record, backoff=None, empty_since=None, after: float = NOW) -> float | None:
+    return timers.next_due(records, backoff or {}, empty_since or {}, CFG, after)
+
+
+def expired(r: Record, at: float) -> bool:
+    new, _, _ = transition({KEY: r}, None, Expire(RULES), at)
+    return new[KEY] != r
+
+
+def test_a_provisioning_deadline_falls_due_just_after_it_and_the_expiry_acts_then_and_not_at_it():
+    r = rec(GangState.PROVISIONING, since=NOW - 900, first_seen=NOW - 900, requested={"cpu": 2},
+            requested_at=NOW - 900, deadline=NOW + 15)
+    t = due(r)
+    assert NOW + 15 < t <= NOW + 15 + timers.TICK
+    assert not expired(r, NOW + 15) and expired(r, t)
+
+
+def test_the_cancel_grace_falls_due_when_it_ends_and_the_release_happens_then():
+    r = rec(GangState.CANCELLED, requested={"cpu": 1})
+    t = due(r)
+    assert t == NOW + 60
+    assert not expired(r, t - BEFORE) and expired(r, t)
+
+
+def test_a_timed_out_gang_s_cooling_ends_when_its_timer_falls_due():
+    r = rec(GangState.TIMED_OUT, since=NOW - 60)  # the grace's timer (NOW) has passed: cooling's is next
+    t = due(r)
+    assert t == NOW + 60
+    assert cooling(r, "uid-1", t - BEFORE, 120.0) and not cooling(r, "uid-1", t, 120.0)
+
+
+def test_a_group_s_backoff_falls_due_when_the_group_may_grow_again():
+    group = GROUP
+    t = due(backoff={"cpu": NOW + 300})
+    assert t == NOW + 300
+    assert backed_off(group, {"cpu": NOW + 300}, t - BEFORE).max_size == 2
+    assert backed_off(group, {"cpu": NOW + 300}, t).max_size == 10
+
+
+def test_an_empty_node_falls_due_when_its_grace_ends_and_the_scale_down_takes_it_then():
+    n = node("n1", cpu="8", mem="32Gi")
+    n["spec"]["providerID"] = "aws:///us-east-1a/i-1"
+    n["metadata"]["labels"]["gangscale.io/node-group"] = "cpu"
+    cluster = ingest([n])
+    groups = {"cpu": GROUP}
+    t = due(empty_since={"n1": NOW - 4}, after=NOW - 4)
+    assert t == NOW + 6
+    assert due_for_scale_down({"n1": NOW - 4}, cluster, set(), groups, t - BEFORE, 10.0)[1] == []
+    assert [e.node for e in due_for_scale_down({"n1": NOW - 4}, cluster, set(), groups, t, 10.0)[1]] == ["n1"]
+
+
+def test_a_waiting_gang_s_ageing_falls_due_when_it_has_waited_the_ageing_time():
+    r = rec(GangState.PLANNED, since=NOW - 500, first_seen=NOW - 500)  # its graces' timers passed before NOW
+    assert due(r) == NOW + 100
+
+
+def test_the_earliest_timer_after_the_last_pass_is_the_one_due_and_past_ones_are_not():
+    deadline = rec(GangState.PROVISIONING, since=NOW - 200, first_seen=NOW - 200, requested={"cpu": 1},
+                   requested_at=NOW - 200, deadline=NOW + 700)
+    cancelled = rec(GangState.CANCELLED, since=NOW - 30, requested={"cpu": 1})
+    assert due(deadline, cancelled, backoff={"gpu": NOW + 500}, empty_since={"n1": NOW - 20}) == NOW + 30
+    assert due(deadline, cancelled, after=NOW + 30) == NOW + 90  # the cancelled record's cooling-length timer
+    assert due(rec(GangState.RUNNING, since=NOW - 10_000, first_seen=NOW - 10_000)) is None  # nothing left to time
+    assert due(backoff={"gpu": NOW}, empty_since={"n1": NOW - 10}) is None  # both fell due at the last pass
+
+
+def test_an_empty_node_that_outlived_its_grace_is_left_to_the_resync():
+    assert timers.overdue_empty({"n1": NOW - 10}, CFG, NOW)  # due at the last pass, still there
+    assert not timers.overdue_empty({"n1": NOW - 9}, CFG, NOW)
