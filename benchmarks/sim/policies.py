@@ -26,7 +26,7 @@ from gangscale.api import SolveOptions
 from gangscale.controller import timers
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.gates import NARROWED_KEY
-from gangscale.controller.lifecycle import GangState, Record
+from gangscale.controller.lifecycle import IN_FLIGHT, Record
 from gangscale.controller.metrics import Metrics
 from gangscale.controller.reconciler import Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
@@ -44,7 +44,6 @@ CONTROLLER_CONFIG_ENV = "GANGSCALE_SIM_CONTROLLER_CONFIG"
 POLICY_KEYS = ("apiVersion", "kind", "mode", "gateMode")  # what the policy itself decides
 
 POLICIES = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
-IN_FLIGHT_STATES = (GangState.PROVISIONING, GangState.READY)  # records with launches on their way
 RESYNC = 600  # a safety scan this often while anything is pending; otherwise scans run on a change or a due timer
 
 # the real ones' defaults: CA backs a group off 5 min after a failed scale-up, scales down a node unneeded
@@ -271,7 +270,7 @@ class Gangscale:
             due.append(self.last_scan + int(self.cfg.resync_seconds))  # the live loop's resync retries it
         if self.rec.replan_soon:
             due.append(self.last_scan + 10)
-        elif pending or any(r.state in IN_FLIGHT_STATES for r in self.rec.state.records.values()):
+        elif pending or any(r.state in IN_FLIGHT for r in self.rec.state.records.values()):
             due.append(self.last_scan + RESYNC)
         return min(due) if due else None
 
