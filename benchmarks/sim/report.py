@@ -20,6 +20,7 @@ import orjson
 
 from gangscale.output import render
 
+from ..provenance import environment
 from .engine import Engine
 from .policies import POLICIES
 from .trace import WEEK_GANGS, make_trace
@@ -149,7 +150,8 @@ def run(cfg: SimConfig) -> dict[str, Any]:
         plot(doc, cfg.out)
     wall = round(time.monotonic() - start, 1)  # the whole run, plots included: with --jobs, less than the policies' sum
     timing = {"seconds": seconds, "cpu_seconds": cpu, "total": round(sum(seconds.values()), 1), "wall": wall,
-              "cpu_total": round(sum(cpu.values()), 1), "jobs": cfg.jobs, "plots": cfg.plots}
+              "cpu_total": round(sum(cpu.values()), 1), "jobs": cfg.jobs, "plots": cfg.plots,
+              "environment": environment()}  # the machine and commit: here, not in simulate.json (same seed, same bytes)
     (cfg.out / "timing.json").write_bytes(orjson.dumps(timing))
     (cfg.out / "simulate.md").write_text(markdown(doc, seconds, timing))
     return {**doc, "seconds": seconds, "cpu_seconds": cpu, "wall": wall}
