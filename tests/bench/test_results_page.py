@@ -49,7 +49,7 @@ def test_every_plot_the_page_links_exists_and_no_other_is_left(tmp_path):
 def test_the_page_names_the_commit_and_machine_of_each_input_and_says_when_one_was_not_recorded(tmp_path):
     text = generate(tmp_path, plots=False).read_text()
     bench = json.loads((FIXTURE / "bench" / "results.json").read_text())
-    rows = [line for line in text.splitlines() if line.startswith("| benchmark suite") or line.startswith("| simulator")]
+    rows = [line for line in text.splitlines() if line.startswith(("| benchmark suite", "| simulator"))]
     assert len(rows) == 3
     assert bench["environment"]["commit"]["sha"][:12] in rows[0] and "Example CPU @ 2.00GHz, 2 cores" in rows[0]
     assert "--out" not in rows[0] and "--no-progress" not in rows[0]
