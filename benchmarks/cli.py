@@ -6,6 +6,8 @@
   baseline POLICY --cluster F --nodegroups F     one baseline's decisions, as JSON, for a cluster file
   simulate [--trace hour|week] [--seed N] [--failures P] [--policies ...] [--out DIR]
                                                  a simulated hour or week under each policy (docs/simulate.md)
+  results --bench DIR --simulate DIR ... [--out docs/results.md]
+                                                 docs/results.md and its plots from those runs' JSON
 """
 
 from __future__ import annotations
@@ -70,7 +72,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--controller-config", type=Path, default=None, metavar="FILE",
                    help="a ControllerConfig file (docs/controller.md) whose settings the gangscale policies run with, "
                         "e.g. emptyNodeGraceSeconds (mode and gateMode are the policy's)")
+    res = sub.add_parser("results", help="write docs/results.md and its plots from suite and simulator JSON")
+    res.add_argument("--bench", type=Path, default=None, metavar="DIR", help="a suite run's directory (results.json)")
+    res.add_argument("--simulate", type=Path, nargs="*", default=[], metavar="DIR",
+                     help="simulator runs' directories (simulate.json, timing.json)")
+    res.add_argument("--out", type=Path, default=Path("docs/results.md"), help="the page (default docs/results.md)")
+    res.add_argument("--no-plots", action="store_true", help="the page only")
     return parser
+
+
+def _results(args: argparse.Namespace) -> int:
+    from .results import load, write
+
+    if args.bench is None and not args.simulate:
+        print("results: give --bench DIR and/or --simulate DIR ...", file=sys.stderr)
+        return 2
+    try:
+        inputs = load(args.bench, list(args.simulate))
+    except (OSError, ValueError) as exc:
+        print(f"results: {exc}", file=sys.stderr)
+        return 2
+    for path in write(inputs, args.out, plots=not args.no_plots):
+        print(path)
+    return 0
 
 
 def _controller_config(path: Path | None) -> str | None:
@@ -163,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "results":
+        return _results(args)
     if args.command == "baseline":
         from .baselines import BASELINES
         from .world import load_world

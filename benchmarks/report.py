@@ -261,7 +261,7 @@ def model_totals(doc: dict) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def model_headline(doc: dict) -> str:
-    """The README's headline: per profile and policy, what really starts over the whole suite."""
+    """The headline of docs/results.md: per profile and policy, what really starts over the whole suite."""
     lines = ["| profile | policy | gangs promised | gangs started | bought nodes left empty ($/h) | "
              "$/h per started gang |", "|---|---|---:|---:|---:|---:|"]
     for strategy, per in model_totals(doc).items():

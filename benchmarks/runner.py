@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import orjson
 from gangscale.api import PlacementBound, SolveOptions
 from gangscale.output import render
 
+from . import provenance
 from .baselines import BASELINES
 from .evaluate import MODEL_PROFILES, MOST_ALLOCATED_FILE, Metrics, evaluate, model_run, placed_from_plan, promised_gangs
 from .gatemode import gate_model_run, gate_plan
@@ -314,19 +314,12 @@ def run_suite(cfg: RunConfig) -> list[CaseResult]:
     return results
 
 
-def environment() -> dict:
-    import ortools
-
-    return {"python": platform.python_version(), "ortools": ortools.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count(), "platform": platform.platform()}
-
-
 def write_artifacts(results: list[CaseResult], cfg: RunConfig, elapsed: float) -> None:
     from .report import check_properties, markdown_report, plot_results
 
     checks = check_properties(results)
     doc = {
-        "suite": cfg.suite, "seconds": round(elapsed, 1), "environment": environment(),
+        "suite": cfg.suite, "seconds": round(elapsed, 1), "environment": provenance.environment(),
         "config": {"time_limit": cfg.time_limit, "relative_gap": cfg.relative_gap,
                    "bound_seconds": cfg.bound_seconds},
         "command": " ".join(["python -m benchmarks", *sys.argv[1:]]) if sys.argv else "",

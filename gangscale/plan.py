@@ -1,6 +1,6 @@
 """The plan: gangscale's public JSON contract and its renderings for people.
 
-Field names are camelCase and documented in the README; they are public API.
+Field names are camelCase and documented in docs/plan.md; they are public API.
 New fields may be added; existing ones are never renamed or dropped.
 
 Invariant: these plain classes keep the contract `plan_schema`'s pydantic models state (the same fields,

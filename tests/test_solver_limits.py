@@ -57,7 +57,7 @@ def test_distinct_shapes_plan_is_no_dearer_than_greedy_has_a_bound_and_keeps_to_
     if time_limit is not None:  # generous: 2-6x the limit before
         assert cpu < time_limit + 2.5
     # the default budget (10 s when the issue was filed: lowerBoundPerHour 0.0, gap 1.0) has no wall bound: its LP
-    # steps run in full by design (README, --time-limit); here ~5 s of CPU, the repair LP of 300 classes x 60 kinds
+    # steps run in full by design (docs/plan.md, --time-limit); here ~5 s of CPU, the repair LP of 300 classes x 60 kinds
 
 
 def test_fluid_bound_needs_no_solver_and_never_exceeds_the_optimum():

@@ -20,6 +20,7 @@ import orjson
 
 from gangscale.output import render
 
+from ..provenance import environment
 from .engine import Engine
 from .policies import POLICIES
 from .trace import WEEK_GANGS, make_trace
@@ -149,7 +150,8 @@ def run(cfg: SimConfig) -> dict[str, Any]:
         plot(doc, cfg.out)
     wall = round(time.monotonic() - start, 1)  # the whole run, plots included: with --jobs, less than the policies' sum
     timing = {"seconds": seconds, "cpu_seconds": cpu, "total": round(sum(seconds.values()), 1), "wall": wall,
-              "cpu_total": round(sum(cpu.values()), 1), "jobs": cfg.jobs, "plots": cfg.plots}
+              "cpu_total": round(sum(cpu.values()), 1), "jobs": cfg.jobs, "plots": cfg.plots,
+              "environment": environment()}  # the machine and commit: here, not in simulate.json (same seed, same bytes)
     (cfg.out / "timing.json").write_bytes(orjson.dumps(timing))
     (cfg.out / "simulate.md").write_text(markdown(doc, seconds, timing))
     return {**doc, "seconds": seconds, "cpu_seconds": cpu, "wall": wall}
@@ -208,7 +210,7 @@ def markdown(doc: dict[str, Any], seconds: dict[str, float], timing: dict[str, A
              f"Arrivals end at the {_h(t['horizon_seconds'])} horizon; the run goes on until nothing runs and "
              "nothing is billed (or the drain's cap), and every figure is of the whole run. "
              "TTS: gang time-to-start (a gang never started counts with its wait until the end). "
-             "Definitions: docs/simulate.md.", "", table(doc), "Checks (issue 10's Done-when):", ""]
+             "Definitions: docs/simulate.md.", "", table(doc), "Checks (each gangscale policy against the baselines run):", ""]
     for p, c in doc["checks"].items():
         lines.append(f"- {p}: " + ", ".join(f"{k} {'PASS' if v else 'FAIL'}" for k, v in c.items()))
     lines += ["", "Wall time per policy (this machine, shared): " + ", ".join(f"{p} {s:.0f} s" for p, s in seconds.items())]
@@ -218,7 +220,7 @@ def markdown(doc: dict[str, Any], seconds: dict[str, float], timing: dict[str, A
                      f"{'plots included' if timing.get('plots') else 'no plots'}")
         target = week_target(doc, timing["wall"])
         if target:
-            lines.append(f"Target (issue 10): {target}")
+            lines.append(f"Target: {target}")
     return "\n".join([*lines, ""])
 
 
