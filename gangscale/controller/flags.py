@@ -45,3 +45,12 @@ def add_status_command(sub: Any) -> None:
     p.add_argument("-o", "--output", choices=STATUS_OUTPUTS, default=None,
                    help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("--output-file", metavar="FILE", help="write the status here instead of stdout")
+
+
+def add_ungate_command(sub: Any) -> None:
+    from ..kube.flags import add_kube_flags  # argparse only
+
+    p = sub.add_parser("ungate", help="lift the gangscale.io/capacity scheduling gate from every pod that has it "
+                                      "(before uninstalling gate mode; the Helm chart's pre-delete hook runs it)")
+    add_kube_flags(p)
+    p.add_argument("--dry-run", action="store_true", help="list the gated pods, change nothing")
