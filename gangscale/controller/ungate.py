@@ -39,18 +39,18 @@ class UngateReport:
 
 def gate_names(pod: dict[str, Any]) -> list[str]:
     """The names in the pod's spec.schedulingGates (a malformed entry is skipped)."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    gates = spec.get("schedulingGates") if isinstance(spec.get("schedulingGates"), list) else []
-    return [g["name"] for g in gates if isinstance(g, dict) and isinstance(g.get("name"), str)]
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
+    return [g["name"] for g in gates or () if isinstance(g, dict) and isinstance(g.get("name"), str)]
 
 
 def gated(pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE) -> list[tuple[str, str, list[str]]]:
     """(namespace, name, gate names) of every pod carrying `gate`, sorted."""
     out = []
     for p in pods:
-        meta = p.get("metadata") if isinstance(p.get("metadata"), dict) else {}
+        meta = p.get("metadata")
         names = gate_names(p)
-        if gate in names and meta.get("name"):
+        if gate in names and isinstance(meta, dict) and meta.get("name"):
             out.append((str(meta.get("namespace") or ""), str(meta["name"]), names))
     return sorted(out)
 
