@@ -4,11 +4,16 @@ it with RBAC that allows exactly that."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from gangscale.cli import main
 from tests.kube.emulator import Emulator
 
+ROOT = Path(__file__).resolve().parents[2]
 GATE = "gangscale.io/capacity"
 KUEUE = "kueue.x-k8s.io/admission"
 
@@ -108,3 +113,50 @@ def test_the_chart_runs_ungate_as_a_pre_delete_hook_with_rbac_for_exactly_that()
     assert job["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     assert not [d for d in helm_template({"ungateOnUninstall": False}) if "helm.sh/hook" in
                 d["metadata"].get("annotations", {})]
+
+
+def documented_command() -> str:
+    """The kubectl-only command docs/controller.md gives kustomize users (the line after `<!-- ungate-kubectl -->`)."""
+    text = (ROOT / "docs" / "controller.md").read_text()
+    block = text[text.index("<!-- ungate-kubectl -->"):].split("```sh\n", 1)[1].split("```", 1)[0]
+    [line] = block.strip().splitlines()
+    return line
+
+
+def go_template(template: str, data: dict, tmp_path) -> str:
+    """`template` run by Go's text/template over `data`, as `kubectl -o go-template` runs it (through Helm's engine,
+    the same Go package; no kubectl binary is installed here)."""
+    import helm_python as helm
+
+    chart = tmp_path / "gotemplate"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gotemplate\nversion: 0.1.0\n")
+    (chart / "templates" / "out.txt").write_text("{{- with .Values.data -}}" + template + "{{- end -}}")
+    with helm.Chart.load(chart) as c:
+        return c.render({"data": data}, name="t", namespace="default", is_install=True)["gotemplate/templates/out.txt"]
+
+
+def test_the_documented_kubectl_command_lifts_every_capacity_gate_and_only_those(emu, tmp_path):
+    from gangscale.kube.client import connect
+    from gangscale.kube.lister import list_all
+    from gangscale.kube.refs import PODS
+
+    pytest.importorskip("helm_python")
+    e, kc = emu
+    command = documented_command()
+    get, loop = command.split(" | ", 1)
+    template = get.split("-o go-template='", 1)[1].rsplit("'", 1)[0]
+    with connect(kc) as client:
+        listed = go_template(template, {"items": list_all(client, PODS).items}, tmp_path)
+        assert sorted(listed.splitlines()) == ["ml a-0 0", "ml a-1 1", "web b-0 0"]
+        # the loop as bash runs it, with `kubectl` recording its arguments; each patch then sent as kubectl sends it
+        record = 'kubectl() { printf "%s\\037" "$@"; printf "\\036"; }\n'
+        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", record + loop], input=listed, capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert ran.returncode == 0, ran.stderr
+        calls = [c.split("\037")[:-1] for c in ran.stdout.split("\036") if c]
+        assert len(calls) == 3
+        for args in calls:
+            assert args[:2] == ["patch", "pod"] and args[2] == "-n" and args[5:7] == ["--type=json", "-p"]
+            client.json_patch(PODS.path(args[3], args[4]), json.loads(args[7]))
+    assert all_gates(e) == {"ml/a-0": [], "ml/a-1": [KUEUE], "web/b-0": [], "web/plain": [], "web/queued": [KUEUE]}
