@@ -86,6 +86,7 @@ class Metrics:
         self.group_max = gauge("max_size", "The node group's maximum size")
         self.group_backed_off = gauge("backed_off", "1 while scale-ups of the node group are backed off after a "
                                                     "failure")
+        self.groups_shown: tuple[GroupSizes, ...] = ()  # what the gauges show now: a pass that changed nothing skips
 
     def _namespaces(self, r: CollectorRegistry) -> None:
         """Cap usage per namespace: what its gangs hold against namespaceCaps (else defaultNamespaceCap)."""
@@ -181,7 +182,11 @@ def observe_pass(m: Metrics, plan: Plan, records: Iterable[Record], dollars_per_
 
 
 def observe_node_groups(m: Metrics, sizes: Iterable[GroupSizes]) -> None:
-    """The node-group gauges for the groups discovered now (and only those)."""
+    """The node-group gauges for the groups discovered now (and only those); unchanged sizes are not set again."""
+    sizes = tuple(sizes)
+    if sizes == m.groups_shown:
+        return
+    m.groups_shown = sizes
     for g in (m.group_target, m.group_ready, m.group_upcoming, m.group_min, m.group_max, m.group_backed_off):
         g.clear()
     for s in sizes:
