@@ -12,6 +12,7 @@ timestamps, never as epoch floats.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -23,7 +24,9 @@ from ..kube.errors import KubeError
 from ..kube.refs import CONFIGMAPS
 from ..loader import InputError
 from .lifecycle import Record
-from .published import STATUS_CONFIGMAP
+from .published import REFRESH_SECONDS, STATUS_CONFIGMAP
+
+STALE_SECONDS = 5 * REFRESH_SECONDS  # a leader rewrites the status at least every REFRESH_SECONDS
 
 
 def iso(epoch: float) -> str | None:
@@ -185,6 +188,19 @@ def render_text(doc: dict[str, Any], fmt: str, now: float) -> str:
     return _columns(rows)
 
 
+def _warn_if_stale(published: dict[str, Any] | None, now: float) -> None:
+    """One stderr line when no leader has written the status for a while: the plan rows may be old."""
+    if published is None or not published.get("updated"):
+        return
+    try:
+        age = now - _epoch(published["updated"])
+    except (TypeError, ValueError):
+        return
+    if age > STALE_SECONDS:
+        print(f"gangscale: warning: the published status is {human(age)} old (updated {published['updated']}): "
+              "no leader has written it since; is the controller running?", file=sys.stderr)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from ..kube.client import connect
     from ..kube.errors import KubeConfigError
@@ -200,6 +216,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         published = read_published(client, args.state_namespace, args.status_configmap)
         records = read_records(client, args.state_namespace, args.state_configmap) if view == "gangs" else []
     fmt = output_format(args.output, args.output_file)
+    _warn_if_stale(published, now)
     if view == "nodegroups":
         doc = node_group_document(published, f"ConfigMap {args.state_namespace}/{args.status_configmap}")
         emit(render(doc, fmt, lambda f: render_node_groups(doc, f, now)), args.output_file)

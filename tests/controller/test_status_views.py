@@ -163,3 +163,19 @@ def test_a_corrupted_status_configmap_is_one_sentence_and_exit_2(state_emu, caps
                "data": {"gangs.json": "{not json"}})
     code, out, err = status(kc, capsys, "nodegroups")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "published status" in err
+
+
+def test_a_status_no_leader_has_written_for_long_is_flagged_on_stderr(state_emu, capsys):
+    emu, kc = state_emu
+    put_state(emu, "{}")
+    from gangscale.kube.client import connect
+
+    with connect(kc) as client:
+        assert StatusPublisher(client, STATE_NS).publish({"gangs.json": "[]", "nodegroups.json": "[]",
+                                                         "pass.json": "{}"}, time.time() - 7200) is None
+    code, _, err = status(kc, capsys, "nodegroups")
+    assert code == 0 and "the published status is 2h old" in err and "is the controller running?" in err
+    with connect(kc) as client:
+        StatusPublisher(client, STATE_NS).publish({"gangs.json": "[]", "nodegroups.json": "[]", "pass.json": "{}"},
+                                                  time.time())
+    assert status(kc, capsys, "nodegroups")[2] == ""
