@@ -119,13 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_scheduler_flags(p)
     add_cloud_flags(p)
     add_kube_commands(sub)
-    from .controller.flags import add_run_command, add_status_command
+    from .controller.flags import add_run_command, add_status_command, add_ungate_command
 
     add_run_command(sub)
     from .webhook.command import add_webhook_command
 
     add_webhook_command(sub)
     add_status_command(sub)
+    add_ungate_command(sub)
     sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
                    help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)")
     return parser
@@ -197,8 +198,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     return status(args)
 
 
+def cmd_ungate(args: argparse.Namespace) -> int:
+    from .controller.ungate import cmd_ungate as lift  # imports the Kubernetes client: only when run
+
+    return lift(args)
+
+
 COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "status": cmd_status,
-            "webhook": cmd_webhook}
+            "webhook": cmd_webhook, "ungate": cmd_ungate}
 
 
 def bench(argv: Sequence[str]) -> int:

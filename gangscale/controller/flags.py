@@ -35,13 +35,31 @@ STATUS_OUTPUTS = ("table", "markdown", "json", "yaml")
 def add_status_command(sub: Any) -> None:
     from ..kube.flags import add_kube_flags  # argparse only
 
-    p = sub.add_parser("status", help="every gang's provisioning state, age, nodes requested and deadline, "
-                                      "read from the controller's state ConfigMap (read-only)")
+    p = sub.add_parser("status", help="every gang's provisioning state (or its last plan's decision), age, nodes "
+                                      "requested and deadline; `status nodegroups`: every node group's target, ready, "
+                                      "upcoming, min and max size and backoff (read-only, from the controller's "
+                                      "ConfigMaps)")
+    p.add_argument("view", nargs="?", choices=("gangs", "nodegroups"), default="gangs",
+                   help="gangs (default) or nodegroups")
     add_kube_flags(p)
     p.add_argument("--state-namespace", default="gangscale-system",
                    help="namespace of the controller's state ConfigMap (default gangscale-system)")
     p.add_argument("--state-configmap", default="gangscale-state",
                    help="name of the controller's state ConfigMap (default gangscale-state)")
+    p.add_argument("--status-configmap", default="gangscale-status",
+                   help="name of the status ConfigMap the leader publishes after each pass (default gangscale-status)")
+    p.add_argument("--state", action="append", default=None, metavar="STATE[,STATE...]",
+                   help="only gangs in these states: a record's (provisioning, running, timed-out, ...) or a plan's "
+                        "decision (infeasible, below-quorum, invalid, scale-up, ...); repeatable")
     p.add_argument("-o", "--output", choices=STATUS_OUTPUTS, default=None,
                    help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("--output-file", metavar="FILE", help="write the status here instead of stdout")
+
+
+def add_ungate_command(sub: Any) -> None:
+    from ..kube.flags import add_kube_flags  # argparse only
+
+    p = sub.add_parser("ungate", help="lift the gangscale.io/capacity scheduling gate from every pod that has it "
+                                      "(before uninstalling gate mode; the Helm chart's pre-delete hook runs it)")
+    add_kube_flags(p)
+    p.add_argument("--dry-run", action="store_true", help="list the gated pods, change nothing")

@@ -5,6 +5,7 @@ gang has that decision, so a dashboard never shows a stale count for a decision 
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from collections import Counter as Tally
@@ -15,8 +16,11 @@ from typing import Callable, get_args
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
                                generate_latest)
 
+from .. import __version__
 from ..plan import Decision, Plan
+from .config import ControllerConfig
 from .lifecycle import REPORTED, Latency, Record, ScaledUp
+from .published import GroupSizes
 
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -63,6 +67,37 @@ class Metrics:
                                   registry=r)
         self.last_reconcile = Gauge("gangscale_last_reconcile_timestamp_seconds",
                                     "When the loop last finished a pass", registry=r)
+        Gauge("gangscale_build_info", "Always 1, labelled with the running gangscale and Python versions",
+              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
+        self._groups(r)
+        self._namespaces(r)
+        self.cloud_errors = Counter("gangscale_cloud_api_errors_total",
+                                    "Cloud API calls that failed, by error kind (cloud_adapters ErrorKind) and call",
+                                    ["kind", "operation"], registry=r)
+
+    def _groups(self, r: CollectorRegistry) -> None:
+        """Per node group, as Cluster Autoscaler's node_group_{target,min,max}_count (CA metrics/metrics.go)."""
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(f"gangscale_node_group_{name}", doc, ["node_group"], registry=r)
+        self.group_target = gauge("target_size", "The cloud's desired size of the node group")
+        self.group_ready = gauge("ready_nodes", "Ready Nodes of the node group in the cluster")
+        self.group_upcoming = gauge("upcoming_nodes", "Instances the cloud is bringing up that have no Node yet")
+        self.group_min = gauge("min_size", "The node group's minimum size")
+        self.group_max = gauge("max_size", "The node group's maximum size")
+        self.group_backed_off = gauge("backed_off", "1 while scale-ups of the node group are backed off after a "
+                                                    "failure")
+        self.groups_shown: tuple[GroupSizes, ...] = ()  # what the gauges show now: a pass that changed nothing skips
+
+    def _namespaces(self, r: CollectorRegistry) -> None:
+        """Cap usage per namespace: what its gangs hold against namespaceCaps (else defaultNamespaceCap)."""
+        self.ns_nodes = Gauge("gangscale_namespace_nodes", "Nodes bought for the namespace's gangs and not yet used "
+                              "or given back", ["namespace"], registry=r)
+        self.ns_dollars = Gauge("gangscale_namespace_dollars_per_hour", "Hourly price of those nodes",
+                                ["namespace"], registry=r)
+        self.ns_max_nodes = Gauge("gangscale_namespace_max_nodes", "The namespace's cap on nodes (unset: none)",
+                                  ["namespace"], registry=r)
+        self.ns_max_dollars = Gauge("gangscale_namespace_max_dollars_per_hour",
+                                    "The namespace's cap on dollars per hour (unset: none)", ["namespace"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -144,3 +179,34 @@ def observe_pass(m: Metrics, plan: Plan, records: Iterable[Record], dollars_per_
     for s in REPORTED:
         m.gangs.labels(s.value).set(states.get(s, 0))
     m.dollars.set(dollars_per_hour)
+
+
+def observe_node_groups(m: Metrics, sizes: Iterable[GroupSizes]) -> None:
+    """The node-group gauges for the groups discovered now (and only those); unchanged sizes are not set again."""
+    sizes = tuple(sizes)
+    if sizes == m.groups_shown:
+        return
+    m.groups_shown = sizes
+    for g in (m.group_target, m.group_ready, m.group_upcoming, m.group_min, m.group_max, m.group_backed_off):
+        g.clear()
+    for s in sizes:
+        m.group_target.labels(s.name).set(s.target)
+        m.group_ready.labels(s.name).set(s.ready)
+        m.group_upcoming.labels(s.name).set(s.upcoming)
+        m.group_min.labels(s.name).set(s.min_size)
+        m.group_max.labels(s.name).set(s.max_size)
+        m.group_backed_off.labels(s.name).set(1 if s.backoff_until else 0)
+
+
+def observe_namespaces(m: Metrics, nodes: dict[str, int], dollars: dict[str, float], cfg: ControllerConfig) -> None:
+    """Usage and cap of every namespace holding capacity or named in namespaceCaps."""
+    for g in (m.ns_nodes, m.ns_dollars, m.ns_max_nodes, m.ns_max_dollars):
+        g.clear()
+    for ns in sorted({*nodes, *dollars, *cfg.namespace_caps}):
+        m.ns_nodes.labels(ns).set(nodes.get(ns, 0))
+        m.ns_dollars.labels(ns).set(dollars.get(ns, 0.0))
+        cap = cfg.cap_for(ns)
+        if cap.max_nodes is not None:
+            m.ns_max_nodes.labels(ns).set(cap.max_nodes)
+        if cap.max_dollars_per_hour is not None:
+            m.ns_max_dollars.labels(ns).set(cap.max_dollars_per_hour)

@@ -87,6 +87,7 @@ from ..apply import atomic_units_with_gangs
 from .limits import gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
+from .published import StatusPublisher, group_sizes, status_data
 from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
                            pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
@@ -138,8 +139,10 @@ class Reconciler:
                  identity: str = "gangscale", fence: Callable[[str], None] | None = None,
                  pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
                  solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None,
-                 shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None) -> None:
+                 shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None,
+                 status: StatusPublisher | None = None) -> None:
         self.cfg = cfg
+        self.status = status  # the leader's per-pass view for `gangscale status` (published.py); None: not written
         self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
         # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
         # version for its scheduler; same function, same arguments), else None; None: ingest here
@@ -226,6 +229,7 @@ class Reconciler:
                 self._scale_down(cluster, plan, now, spares)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
         self._observe(plan)
+        self._publish(plan, cluster, now, leader)
         if leader:
             self._conditions(objects)
             self._save()
@@ -630,9 +634,26 @@ class Reconciler:
             self.events.emit(target, "NarrowedNodeGone", f"deleted pod {p.key}: {why}; its owner recreates it and "
                              "the next plan places it", warning=True)
 
+    def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
+        """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""
+        sizes = group_sizes(self.groups, cluster.nodes, self.state.backoff, now)
+        observe.observe_node_groups(self.metrics, sizes)
+        if not leader or self.status is None:
+            return
+        data = status_data(plan, sizes, self.identity, self.cfg.mode)
+        if not self.status.due(data, now):
+            return
+        if self.fence is not None:
+            self.fence("publish the status")
+        err = self.status.publish(data, now)
+        if err is not None:
+            log.warning("cannot publish the status", extra={"error": err})
+
     def _observe(self, plan: Plan) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
-        dollars = sum(inflight_by_namespace(self.state.records.values(), prices)[1].values())
+        by_ns = inflight_by_namespace(self.state.records.values(), prices)
+        dollars = sum(by_ns[1].values())
+        observe.observe_namespaces(self.metrics, *by_ns, self.cfg)
         observe.observe_gangs(self.metrics, plan)
         observe.observe_pass(self.metrics, plan, self.state.records.values(), dollars)
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,

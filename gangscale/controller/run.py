@@ -29,11 +29,13 @@ from ..kube.podgroupstatus import ConditionWriter
 from ..kube.refs import NAMESPACES, ResourceRef
 from ..loader import InputError
 from ..providers import open_provider
+from .cloudcalls import CountedProvider
 from .config import ControllerConfig, load_config
 from .events import EventSink
 from .leader import LeaderElector, LeaseKeeper, LostLeadership
 from .logs import setup_logging
 from .metrics import HealthServer, Metrics
+from .published import StatusPublisher
 from .reconciler import Reconciler
 from .records import StateStore
 
@@ -47,10 +49,12 @@ class Controller:
         self.metrics = Metrics()
         self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
                                      duration=cfg.lease_duration_seconds)
+        provider = CountedProvider(provider, self.metrics.cloud_errors)
         self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
                                      events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang),
                                      metrics=self.metrics, identity=identity, fence=self.elector.check,
                                      pod_gates=PodGateLifter(client),
+                                     status=StatusPublisher(client, cfg.state_namespace),
                                      conditions=ConditionWriter(client) if cfg.podgroup_conditions else None)
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
         refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from .admission import handle
+from .metrics import WebhookMetrics
 from .rules import Policy
 
 CERT_RECHECK_SECONDS = 10.0
@@ -65,6 +66,7 @@ class WebhookServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], policy: Policy, certs: CertStore) -> None:
         self.policy, self.certs = policy, certs
+        self.metrics = WebhookMetrics()  # served at GET /metrics (metrics.py)
         super().__init__(address, _Handler)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
@@ -101,6 +103,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # one JSON line per error instead (below); reviews are too many to log
 
     def _send(self, code: int, doc: dict[str, Any]) -> None:
+        if self.command == "POST":
+            self.server.metrics.observe(self.path.split("?")[0], code, doc, time.monotonic() - self._started)
         body = orjson.dumps(doc)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -124,10 +128,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path in ("/healthz", "/readyz"):
             self._send(200, {"status": "ok"})
+        elif self.path == "/metrics":
+            body = self.server.metrics.render()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         else:
             self._send(404, {"error": "not found"})
 
     def do_POST(self) -> None:  # noqa: N802
+        self._started = time.monotonic()
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
             self._send(411, {"error": "Content-Length is required"})

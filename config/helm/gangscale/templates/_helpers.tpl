@@ -35,3 +35,33 @@ webhook reads them from, e.g. for the --self-signed bootstrap). */}}
 {{- if or (lt $t 1) (gt $t 5) }}{{ fail (printf "webhook.timeoutSeconds must be 1-5, not %d" $t) }}{{ end -}}
 {{- $t -}}
 {{- end -}}
+
+{{/* The image: repository:tag, pinned to image.digest when one is set. */}}
+{{- define "gangscale.image" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{/* Pod-level fields every pod of the chart shares: pull secrets, priority, security context, placement. */}}
+{{- define "gangscale.podCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

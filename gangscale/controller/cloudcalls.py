@@ -1,0 +1,39 @@
+"""A cloud provider whose failed calls are counted: `gangscale_cloud_api_errors_total{kind, operation}`.
+
+Every CloudError a provider method raises is counted by its kind (`cloud_adapters.errors.ErrorKind`) and the
+call (the error's own operation, else the method's name), then raised unchanged: the controller handles it as
+before. Attributes that are not methods pass through.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from prometheus_client import Counter
+
+from cloud_adapters.errors import CloudError
+
+
+class CountedProvider:
+    """Wraps a NodeGroupProvider; behaves as it, and counts its CloudErrors on `counter`."""
+
+    def __init__(self, provider: Any, counter: Counter) -> None:
+        self._provider = provider
+        self._counter = counter
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._provider, name)
+        if not callable(attr):
+            return attr
+        counter = self._counter
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except CloudError as exc:
+                counter.labels(exc.kind.value, exc.operation or name).inc()
+                raise
+
+        return call

@@ -1,0 +1,59 @@
+"""The webhook's own Prometheus metrics, served on its HTTPS port at /metrics.
+
+`gangscale_webhook_requests_total{webhook, result}` counts answered POSTs: webhook is `validate`, `mutate` or
+`other` (any other path, so a scanner cannot grow the label set); result is `allowed`, `denied` or `patched`
+(a mutating answer that gates the pod) for a review, else the HTTP code (`400`, `404`, `411`, `413`, `500`).
+`gangscale_webhook_request_duration_seconds{webhook}` is the time from the request line to the answer.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+
+from .. import __version__
+
+WEBHOOKS = {"/validate": "validate", "/mutate": "mutate"}
+# the API server's timeoutSeconds is 1-5 s: the buckets resolve well below it
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def result_of(code: int, doc: dict[str, Any]) -> str:
+    """What an answer said: the review's verdict, or the HTTP code when it is not a review."""
+    response = doc.get("response") if code == 200 else None
+    if not isinstance(response, dict):
+        return str(code)
+    if not response.get("allowed", False):
+        return "denied"
+    return "patched" if response.get("patch") else "allowed"
+
+
+class WebhookMetrics:
+    """One registry per server."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        ProcessCollector(registry=r)
+        Gauge("gangscale_build_info", "Always 1, labelled with the running gangscale and Python versions",
+              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
+        self.requests = Counter("gangscale_webhook_requests_total", "Admission requests answered, by webhook and "
+                                "result", ["webhook", "result"], registry=r)
+        self.latency = Histogram("gangscale_webhook_request_duration_seconds", "Time to answer an admission "
+                                 "request", ["webhook"], buckets=BUCKETS, registry=r)
+
+    def observe(self, path: str, code: int, doc: dict[str, Any], seconds: float) -> None:
+        webhook = WEBHOOKS.get(path, "other")
+        self.requests.labels(webhook, result_of(code, doc)).inc()
+        self.latency.labels(webhook).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
