@@ -141,7 +141,7 @@ def _reserve(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, st
     empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first
     (`gates._own_first` moves the gang onto it at release). A node the plan shared between several held gangs is
     reserved for none of them: given to one, the others could not use it in the next plan and would buy anew, and
-    the one it was given to might not need it (busy-1k: 69 later nodes and 4 empty ones)."""
+    the one it was given to might not need it."""
     busy = {p.node_name for p in snap.bound}
     snap = _unreserved(snap)
     owners: dict[str, set[GangKey]] = {}

@@ -172,7 +172,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     (and updated to this snapshot's); None: every view made afresh."""
     policy = policy or SnapshotPolicy()
     usage: dict[str, dict[str, int]] = {}
-    for pod in cluster.bound:  # (thousands of bound pods per pass in the simulated week: no dict made per pod)
+    for pod in cluster.bound:  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
         u = usage.get(pod.node_name or "")
         if u is None:
             u = usage[pod.node_name or ""] = {}

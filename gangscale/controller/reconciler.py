@@ -339,7 +339,7 @@ class Reconciler:
         held = cooling_holds(records, cluster.gangs, now, self.cfg.launch_failure_backoff_seconds)
         open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.gang_key not in held]
         # (gang_limits asks only for the open gangs' first sight, and only records that hold capacity reserve any:
-        # a week's controller keeps up to 1,000 records, most of them past, so neither is made for all of them)
+        # the store keeps up to `records.MAX_RECORDS`, most of them past, so neither is made for all of them)
         first_seen = {k: rec.first_seen for g in open_ if (rec := records.get(k := g.gang_key)) is not None}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
         waiting = still_waiting([r for r in records.values() if holds(r)], {g.gang_key for g in cluster.gangs})

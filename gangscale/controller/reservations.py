@@ -43,8 +43,8 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
     claim (`running` or `cancelled`), but the plan comes first, so nothing may stay reserved for it
     there. Otherwise, when the scheduler bound the gang on a node another gang's record bought (it
     became Ready first), the gang's own node still on its way stays reserved for it and the plan buys
-    the other gang a replacement; the spare then idles until some later gang takes it (issue 10's
-    smoke hour: a p4d billed 18 minutes with no pod, 170 s past its launch + the 900 s deadline + a scan)."""
+    the other gang a replacement; the spare then idles, billed with no pod, until some later gang takes it
+    (possibly long past the deadline it was bought under)."""
     return [r for r in records if r.key in listed]
 
 
@@ -74,8 +74,8 @@ def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tup
     """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
     per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
     them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
-    them for a plan whose gang may not start on them in time: a node billed with no pod past the deadline it was
-    bought under is what issue 10 counts."""
+    them for a plan whose gang may not start on them in time (a node billed with no pod past the deadline it was
+    bought under is stranded capacity)."""
     upcoming: dict[str, list[GangKey]] = defaultdict(list)
     nodes: dict[str, GangKey] = {}
     for rec in records:
@@ -189,8 +189,9 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
     pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry).
 
     The scheduler model drops the planner's reservation taint (`scheduling.simulate.nodes_from_views`: the real
-    scheduler never sees it) and places every node at once, so in observe mode an older gang took a node on its
-    way for another gang (another namespace's, uncounted by its cap), and that gang was bought a replacement. The
+    scheduler never sees it) and places every node at once, so without this an older gang would take, in observe
+    mode, a node on its way for another gang (another namespace's, uncounted by its cap), and that gang would be
+    bought a replacement. The
     controller keeps reserved nodes for their gang whatever the plan says, and time orders them: the nodes of a
     gang's purchase register before anything bought after it, and the gang binds on them once they are Ready
     (gate mode lifts its gate then and never narrows another gang onto them: `gates._may_move`). So the model

@@ -677,7 +677,7 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 
 FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the filters) past which a shape's arrays are
 # recomputed in numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python,
-# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount (measured 1 Dec, loaded 2-core machine)
+# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount
 _NO_SCORE = np.iinfo(np.int64).min  # below any base score: `_best` sets the infeasible nodes to it
 MANY_CHANGES = 400  # log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
