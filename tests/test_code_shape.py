@@ -90,8 +90,17 @@ def test_a_gang_has_one_key_the_planner_and_the_controller_both_use():
                     "workloadRef": {"name": "missing", "podGroup": "g"}}}
     snap = build_snapshot(ingest([pod]), [])
     assert snap.decided and all(type(k) is GangKey for k in snap.decided)
-    assert all(type(g.key) is GangKey and g.key == g.gang_key and g.key in snap.decided for g in snap.gangs)
+    assert all(type(g.key) is GangKey and g.key in snap.decided for g in snap.gangs)
 
+
+def test_a_gang_has_one_name_for_its_key_and_no_code_uses_another():
+    from gangscale.model import Gang
+
+    assert not hasattr(Gang, "gang_key")
+    uses = [f"{path.relative_to(ROOT)}:{node.lineno}" for package in ("gangscale", "cloud_adapters", "benchmarks")
+            for path in sorted((ROOT / package).rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "gang_key"]
+    assert uses == []
 
 def test_no_module_outside_ingest_keys_anything_by_a_bare_three_string_tuple():
     # ingest's own (namespace, family, name) object keys stay inside parse/ingest*; a gang is a GangKey elsewhere

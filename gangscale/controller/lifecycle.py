@@ -209,7 +209,7 @@ class EventTarget:
     @classmethod
     def of_gang(cls, g: Gang) -> EventTarget:
         pod = g.pending[0] if g.pending else None
-        return cls(g.gang_key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
+        return cls(g.key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
                    tuple(sorted((p.name, p.uid) for p in g.pending)))
 
     @classmethod
@@ -235,7 +235,7 @@ class GangFacts:
 
     @classmethod
     def of(cls, g: Gang, deadline_seconds: float) -> GangFacts:
-        return cls(g.gang_key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
+        return cls(g.key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
                    frozenset(p.key for p in g.pending), deadline_seconds, EventTarget.of_gang(g))
 
 

@@ -90,10 +90,10 @@ def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) ->
     """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
     out = {}
     for g in gangs:
-        rec = records.get(g.gang_key)
+        rec = records.get(g.key)
         if rec is not None and holds(rec):
             on_way = {grp: n - rec.arrived(grp) - rec.late(grp) for grp, n in rec.requested.items()}
-            out[g.gang_key] = {grp: n for grp, n in on_way.items() if n > 0}
+            out[g.key] = {grp: n for grp, n in on_way.items() if n > 0}
     return out
 
 
@@ -116,7 +116,7 @@ def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
 def _holdings(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[GangKey, Counter[str]], dict[str, Counter[GangKey]]]:
     """Per gang, the new and upcoming nodes it rides (a node belongs to the gang with most pods on it);
     per group, how many of its new nodes each gang rides."""
-    gang_of = {p.key: g.gang_key for g in snap.gangs for p in g.pending}
+    gang_of = {p.key: g.key for g in snap.gangs for p in g.pending}
 
     def majority(pods: list[str]) -> GangKey | None:
         counts = Counter(gang_of[p] for p in pods if p in gang_of)
@@ -202,14 +202,14 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
             owned[v.reserved_for].append(v)
     if not owned:
         return snap
-    pinned = {g.gang_key for g in snap.gangs if g.gang_key in owned and _fits_alone(g, owned[g.gang_key])}
+    pinned = {g.key for g in snap.gangs if g.key in owned and _fits_alone(g, owned[g.key])}
     nodes = [v if v.reserved_for is None else replace(
         v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
         labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned else v.labels)
         for v in snap.nodes]
     gangs = []
     for g in snap.gangs:
-        key = g.gang_key
+        key = g.key
         if key in owned:
             tol = Toleration(HELD_TAINT, "Equal", str(key), "NoSchedule")
             pin = ((HELD_TAINT, str(key)),) if key in pinned else ()

@@ -1609,7 +1609,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
                 f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}")
     older = tg.created and g.created and tg.created < g.created
     who = ("higher-priority" if tg.scheduler_priority > g.scheduler_priority else "older" if older else "earlier-queued")
-    return f"{have}: {who} gang {tg.gang_key} takes this capacity first ({_groups_of(c, cand)})"
+    return f"{have}: {who} gang {tg.key} takes this capacity first ({_groups_of(c, cand)})"
 
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
@@ -1632,11 +1632,11 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
     outcomes = {}
     for gi, g in enumerate(gangs):
         if gi in skipped:
-            outcomes[g.gang_key] = GangOutcome(g.gang_key, False, 0, need(gi), skipped[gi])
+            outcomes[g.key] = GangOutcome(g.key, False, 0, need(gi), skipped[gi])
             continue
         ok = gi in started
         reason: str | Callable[[], str] = "" if ok else why(gi, failed.get(gi) or g.pending[0])
-        outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
+        outcomes[g.key] = GangOutcome(g.key, ok, committed[gi], need(gi), reason)
     return SimResult(
         placement={k: c.nodes[j].name for k, j in where.items()},
         outcomes=outcomes,
