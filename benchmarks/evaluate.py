@@ -195,14 +195,14 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
     res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed,
                    stable_ties=True)  # observe mode's draws: its seed-0 check is this replay
     gangs = [g for g in snap.solvable if g.policy == "gang"]
-    started = sum(1 for g in gangs if res.outcomes[g.gang_key].started)
+    started = sum(1 for g in gangs if res.outcomes[g.key].started)
     empty = [n.rpartition("/new-")[0] for n in res.empty_nodes if "/new-" in n]
     new_empty = len(empty)
     empty_cost = sum(float(world.group_price[world.group_index[g]]) for g in empty if g in world.group_index)
     cost = sum(float(world.group_price[world.group_index[g]]) for g, _ in placed.new_nodes if g in world.group_index)
     extra = {}
     if promised is not None:  # observe mode: the gangs ("namespace/name") the plan promises
-        ok = {f"{g.namespace}/{g.name}" for g in gangs if res.outcomes[g.gang_key].started}
+        ok = {f"{g.namespace}/{g.name}" for g in gangs if res.outcomes[g.key].started}
         extra = {"promised": len(promised), "promised_not_started": len(promised - ok)}
     return {**extra, "gangs_started": started, "gangs": len(gangs),
             "groups_started": len(res.started), "empty_nodes": new_empty, "empty_cost": round(empty_cost, 6),

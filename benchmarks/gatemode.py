@@ -141,22 +141,22 @@ def _reserve(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, st
     empty stays that gang's (tainted for it; its pods tolerate the taint), so its next plan uses it first
     (`gates._own_first` moves the gang onto it at release). A node the plan shared between several held gangs is
     reserved for none of them: given to one, the others could not use it in the next plan and would buy anew, and
-    the one it was given to might not need it (busy-1k: 69 later nodes and 4 empty ones)."""
+    the one it was given to might not need it."""
     busy = {p.node_name for p in snap.bound}
     snap = _unreserved(snap)
     owners: dict[str, set[GangKey]] = {}
     for g in held:
         for p in g.pending:
             if p.key in where:
-                owners.setdefault(where[p.key], set()).add(g.gang_key)
+                owners.setdefault(where[p.key], set()).add(g.key)
     owner = {name: next(iter(ks)) for name, ks in owners.items() if len(ks) == 1}
     nodes = [replace(v, reserved_for=owner[v.name], taints=(*v.taints, Taint(RESERVED_TAINT, str(owner[v.name]),
                                                                                "NoSchedule")))
              if v.name in owner and v.name not in busy else v for v in snap.nodes]
     mine = {k for v in nodes if (k := v.reserved_for) is not None}
     held = [replace(g, pending=[replace(p, placement=replace(p.placement, tolerations=(*p.placement.tolerations,
-            Toleration(RESERVED_TAINT, "Equal", str(g.gang_key), "NoSchedule")))) for p in g.pending])
-            if g.gang_key in mine else g for g in held]
+            Toleration(RESERVED_TAINT, "Equal", str(g.key), "NoSchedule")))) for p in g.pending])
+            if g.key in mine else g for g in held]
     return replace(snap, nodes=nodes), held
 
 
@@ -207,7 +207,7 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
     bought = Counter(n["nodeGroup"] for n in plan.get("newNodes", []))
     where = plan_placement(plan)
     starts = plan_starts(plan)
-    decisions = {g.gang_key: ("scale-up", "") for g in gangs if g.key in starts}
+    decisions = {g.key: ("scale-up", "") for g in gangs if g.key in starts}
     pending = [replace(g, pending=[p for p in g.pending if gated(p)]) for g in gangs]
     for n in range(1, passes + 1):
         pending = [g for g in pending if g.pending]
@@ -217,13 +217,13 @@ def gate_replay(world: World, plan: dict, config: SchedulerConfig | None, seed: 
         snap = _bind(snap, out, released)
         res.placement.update(out.placement)
         res.outcomes.update({k: o for k, o in out.outcomes.items()})
-        run.order += [g.gang_key for g in released]
+        run.order += [g.key for g in released]
         run.decision = GateDecision(run.decision.lifts + decision.lifts, decision.held)
         done = {p.key for g in released for p in g.pending}
         pending = [replace(g, pending=[p for p in g.pending if p.key not in done]) for g in pending]
         if not decision.held or n == passes:
             break
-        snap, where, decisions, more = _replan(snap, [g for g in pending if g.gang_key in decision.held], where,
+        snap, where, decisions, more = _replan(snap, [g for g in pending if g.key in decision.held], where,
                                                bought, n)
         run.later += more
         bought.update(more)
@@ -258,7 +258,7 @@ def gate_model_run(world: World, plan: dict, strategy: str, seed: int = 0) -> di
     run = gate_replay(world, plan, strategy_config(strategy), seed)
     gangs = [g for g in world.snap.solvable if g.policy == "gang"]
     starts = plan_starts(plan)
-    promised = {g.gang_key for g in gangs if g.key in starts}
+    promised = {g.key for g in gangs if g.key in starts}
     started = promised & run.started
     price = {g.name: g.price_per_hour for g in world.snap.groups}
     cost = sum(price[n["nodeGroup"]] for n in plan.get("newNodes", [])) + sum(price[g] for g in run.later)

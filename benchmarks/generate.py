@@ -23,7 +23,7 @@ Families (the `family` of a `BacklogSpec`):
   below the size), two priority levels, over eight pod shapes (four CPU, and
   1-GPU L4, 4-GPU A10G, 8-GPU A100 and H100 pods chosen by product selector),
   the rest of the pods in basic groups; existing nodes 30-90% used and tight
-  node-group maxSize (issue 11's backlog: the first objective, gangs, is hard).
+  node-group maxSize (a backlog where the first objective, gangs, is hard).
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same
 bytes.

@@ -11,11 +11,12 @@ PAPER_ORDER = tuple(p for p in POLICY_ORDER if p != "gangscale-gate")
 BASELINE_NAMES = ("ca", "ca-atomic", "karpenter")
 LABELS = {"gangscale": "gangscale observe", "gangscale-off": "gangscale off", "gangscale-gate": "gangscale gate"}
 EPS = 1e-6
-SAME_SELECTION_SLACK = 0.03  # issue 9: observe and gate mode cost at most 3% over the solver's plan of the same gangs
+SAME_SELECTION_SLACK = 0.03  # observe and gate mode cost at most 3% over the solver's plan of the same gangs
 
 
 def check_properties(results) -> dict:
-    """The issue's claims, checked per backlog against every baseline (never tuned, only reported)."""
+    """The suite's claims (docs/benchmarks.md), checked per backlog against every baseline (never tuned, only
+    reported)."""
     rows = []
     ratios = []
     for r in results:
@@ -71,7 +72,7 @@ def _observe_rows(case: str, gs) -> list[dict]:
 
 
 def _gate_rows(case: str, metrics: dict) -> list[dict]:
-    """Issue 9's Done-when for gate mode, per profile: every promised gang starts, no bought node stays empty,
+    """Gate mode's claims, per profile: every promised gang starts, no bought node stays empty,
     and it starts at least as many gangs as observe mode, the solver's plan and every baseline."""
     rows = []
     for strategy, r in metrics["gangscale-gate"].model.items():
@@ -92,8 +93,8 @@ def _gate_rows(case: str, metrics: dict) -> list[dict]:
 
 
 def _same_selection_rows(case: str, metrics: dict) -> list[dict]:
-    """Issue 9's cost bound: where observe mode (the default profile's plan) or gate mode (per profile, the nodes
-    later passes buy included) satisfies exactly the gangs the solver's own plan satisfies, it costs at most
+    """The cost bound at the same selection: where observe mode (the default profile's plan) or gate mode (per
+    profile, the nodes later passes buy included) satisfies exactly the gangs the solver's own plan satisfies, it costs at most
     SAME_SELECTION_SLACK more than that plan. Observe mode is compared only where the solver's plan is what
     happens, i.e. its gangs all start in the model under the default profile: where they do not (q-mixed), that
     cheaper plan starts fewer gangs, and observe mode's extra nodes are what it takes to start them unpinned."""
@@ -183,8 +184,8 @@ def timing_table(doc: dict) -> str:
         off_runs = case.get("off_runs") or ([case["variant_runs"]["off"]] if "off" in case.get("variant_runs", {})
                                             else [])
         off = statistics.median(r["seconds"] for r in off_runs) if off_runs else None
-        # the CLI's defaults plan with the solver alone (issue 11's targets); observe mode adds the scheduler model
-        # (issue 9: at most 2 s more than the solver's plan)
+        # the CLI's defaults plan with the solver alone (the timed targets); observe mode adds the scheduler model
+        # (its target: at most 2 s more than the solver's plan)
         for fmt, runs in (("JSON, default (model off)", off_runs if t["seconds"] else []),
                           ("JSON, observe mode", case["gangscale_runs"]), ("YAML, observe mode", case["yaml_runs"])):
             if not runs or (fmt == "JSON, observe mode" and len(runs) < 2 and not t["seconds"]):
@@ -274,7 +275,8 @@ def model_headline(doc: dict) -> str:
 
 
 def quality_table(doc: dict) -> str:
-    """Issue 11: gangs, the gang bound and the cost gap at the default flags (median run) and at the long limit."""
+    """Plan quality: gangs, the gang bound and the cost gap at the default flags (median run) and at the long
+    limit."""
     lines = ["| backlog | run | median s | max RSS MB | gangs started | gang upper bound | gangs vs long run | $/h | "
              "cost bound $/h | cost gap | status | load avg |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for case in doc["cases"]:

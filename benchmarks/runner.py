@@ -61,7 +61,7 @@ class CaseResult:
     # observe mode planned against MostAllocated (--scheduler-config), and the solver alone (--scheduler-model off)
     variant_runs: dict[str, dict] = field(default_factory=dict)
     # the solver alone as `gangscale plan` runs without flags (the CLI's default is --scheduler-model off): timed as
-    # often as observe mode on the timed backlogs (issue 11's targets), once elsewhere; variant_runs["off"] is its median
+    # often as observe mode on the timed backlogs (the targets time it), once elsewhere; variant_runs["off"] is its median
     off_runs: list[dict] = field(default_factory=list)
     load_seconds: float = 0.0
 
@@ -203,7 +203,7 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
         limit = None  # the shipped defaults: no --time-limit / --relative-gap
     if case.long_time_limit is not None and runs:
         advance(f"{spec.name}: gangscale plan --time-limit {case.long_time_limit:g}")
-        # issue 11's reference: the best the planner (the solver alone, as the CLI plans by default) finds in 60 s
+        # the quality reference: the best the planner (the solver alone, as the CLI plans by default) finds in 60 s
         res.long_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name("plan-long.json"),
                                            cfg, case.long_time_limit, relative_gap=0.0,
                                            extra=("--scheduler-model", "off")))

@@ -11,8 +11,8 @@ from .generate import BacklogSpec
 class Case:
     spec: BacklogSpec
     timing_runs: int = 1  # `gangscale plan` runs (median reported); >1 for the timing targets
-    target_seconds: float | None = None  # the issue's wall-time target for this backlog
-    target_mb: float | None = None  # the issue's peak-memory target
+    target_seconds: float | None = None  # the wall-time target for this backlog (docs/benchmarks.md)
+    target_mb: float | None = None  # the peak-memory target
     yaml_runs: int = 0  # also time the same cluster written as YAML
     time_limit: float | None = None  # `gangscale plan --time-limit` for this backlog (None: the run's default)
     default_flags: bool = False  # time `gangscale plan` with no solver flags at all (the shipped defaults)
@@ -40,8 +40,8 @@ STANDARD: list[Case] = [
          timing_runs=5, target_seconds=2.0, yaml_runs=1, default_flags=True, long_time_limit=60.0),
     Case(_s("target-100k", "mixed", 100000, 60, nodes=5000, gangs=5000, supply=0.9),
          timing_runs=5, target_seconds=15.0, target_mb=2048.0, default_flags=True, long_time_limit=60.0,
-         observe_runs=1),  # observe mode at 100k: ~3 min a run and no target; issue 11's targets time the default
-    # issue 11: elastic gangs (80% minCount < size), 8 shapes incl. 1/4/8-GPU pods, tight maxSize, 30-90% used nodes
+         observe_runs=1),  # observe mode at 100k: ~3 min a run and no target; the targets time the default
+    # elastic gangs (80% minCount < size), 8 shapes incl. 1/4/8-GPU pods, tight maxSize, 30-90% used nodes
     Case(_s("elastic-10k", "elastic", 10000, 50, nodes=1000, gangs=500, supply=0.7),
          timing_runs=5, target_seconds=2.0, default_flags=True, long_time_limit=60.0),
 ]

@@ -1,6 +1,6 @@
 """`python -m benchmarks webhook`: admission latency per review over HTTPS on a large node-group catalog.
 
-The issue's target is p99 <= 20 ms per review on a 1,000-node catalog; here the
+The target is p99 <= 20 ms per review on a 1,000-node catalog (docs/webhook.md); here the
 catalog has `--groups` node groups (default 1,000, one node each at most), the
 worst case for the rules, which look at every group once per kind of node
 (`--distinct`: every group its own kind). Reviews are sent one at a

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 from .base import Discovery, NodeGroupProvider, SystemReserve
 from .cache import TTLMemo
 from .errors import CloudError, NotFoundError, PermissionError_, ThrottledError, error_class
-from .redact import redact_text, redact_url  # noqa: F401 - redact_url is re-exported for older imports
+from .redact import redact_text, redact_url  # noqa: F401 - redact_url is this module's name for it too
 from .tags import TagError
 from .template import MachineShape, TemplateError, shape_from_describe
 from .types import NodeGroup

@@ -271,8 +271,9 @@ class EksProvider(AwsProvider):
 
 
 def scoring_of(cluster: dict[str, Any], name: str) -> SchedulerScoring:
-    """The scoring strategy of a DescribeCluster `cluster` (botocore eks 2017-11-01 `KubeSchedulerConfigResponse` →
-    `NodeResourcesFitConfig` → `ScoringStrategy{type, resources[{name, weight}]}`), or why it cannot be used."""
+    """The scoring strategy of a DescribeCluster `cluster` (botocore data/eks/2017-11-01/service-2.json
+    `KubeSchedulerConfigResponse` → `NodeResourcesFitConfig` → `ScoringStrategy{type, resources[{name, weight}]}`),
+    or why it cannot be used."""
     where = f"DescribeCluster {name}: kubeSchedulerConfig.nodeResourcesFit.scoringStrategy"
     fit = (cluster.get("kubeSchedulerConfig") or {}).get("nodeResourcesFit") or {}
     st = fit.get("scoringStrategy") if isinstance(fit, dict) else None

@@ -123,7 +123,7 @@ def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
 
 def atomic_units_with_gangs(plan: Plan, cluster: Cluster) -> list[tuple[dict[str, int], frozenset[GangKey]]]:
     """`atomic_units`, each with the gangs whose pods its nodes carry (what its client token derives from)."""
-    gang_of = {pod.key: gang.gang_key for gang in cluster.gangs for pod in gang.pending}
+    gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
     parent = list(range(len(plan.new_nodes)))
 
     def find(i: int) -> int:

@@ -16,7 +16,7 @@ run by either the device plugin or the DRA driver, never both).
 Entries are checked by hand first (`_plain_entry`: exactly the well-formed entries the pydantic model
 accepts, with the values it would give); anything else goes to the pydantic model (`_spec_model`, built on
 first use), which accepts or refuses it and names the field. So a plain catalog never imports pydantic
-(~0.1 s of the default `plan`, issue 11) and a bad one gets the same sentence as ever.
+(~0.1 s of the default `plan`) and a bad one gets the same sentence as ever.
 """
 
 from __future__ import annotations

@@ -186,11 +186,6 @@ class Gang:
         return GangKey(self.namespace, self.name, self.api)
 
     @property
-    def gang_key(self) -> GangKey:
-        """The same as `key` (kept for callers that name it so)."""
-        return self.key
-
-    @property
     def effective_priority(self) -> int:
         if self.priority is not None:
             return self.priority

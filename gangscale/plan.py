@@ -5,7 +5,7 @@ New fields may be added; existing ones are never renamed or dropped.
 
 Invariant: these plain classes keep the contract `plan_schema`'s pydantic models state (the same fields,
 order, aliases and defaults; tests/test_plan_schema.py), without importing pydantic: that import and the
-models' build are ~0.2 s of the default `plan` (issue 11). A section is built by field name or camelCase
+models' build are ~0.2 s of the default `plan`. A section is built by field name or camelCase
 alias; numbers are coerced as pydantic's lax mode does (an int given for a float field is a float, so the
 JSON is the same), containers are copied, a Literal field refuses other values.
 """

@@ -1,7 +1,7 @@
 """The plan's JSON contract as pydantic models: field names, camelCase aliases, order, types and defaults.
 
 The planner builds and renders plans with `gangscale.plan`'s plain classes (no pydantic on the default
-`plan` path: importing it and building these models costs ~0.2 s of a 2 s run, issue 11). These models are
+`plan` path: importing it and building these models costs ~0.2 s of a 2 s run). These models are
 the contract those classes must keep: `tests/test_plan_schema.py` checks that both declare the same fields
 in the same order with the same aliases and defaults, and that every plan document validates here and dumps
 back unchanged. Change a field in both places (new fields may be added; existing ones are never renamed or

@@ -47,9 +47,9 @@ def __getattr__(name: str):
 BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
 AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
-COST_TARGET_GAP = 0.01  # issue 11's cost criterion: a repaired plan this close to its LP bound tries no other fill
+COST_TARGET_GAP = 0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
-# 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
+# 0.15: at --time-limit 2 a backlog of 5k-10k pods, whose LP is estimated at ~0.2 s, still gets it)
 FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
 
 
@@ -175,16 +175,16 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
 def _guided_greedy(prob: Problem, share: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
     reuses (None: not built within `share` seconds from now; the greedy then goes unguided). The share counts from
-    here, after the problem's build: counted from the plan's start, a slow build on a loaded machine left the greedy
-    unguided (busy-5k: 52 gangs where 53 fit)."""
+    here, after the problem's build: counted from the plan's start, a slow build on a loaded machine would leave the
+    greedy unguided, and an unguided greedy can start fewer gangs."""
     lp_by = None if share is None else time.perf_counter() + share
     lp = gang_lp(prob, lp_by) if lp_by is None or time.perf_counter() + lp_seconds(prob) <= lp_by else None
     guide = lp.guide() if lp is not None else None
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)
     if guide is None or a.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         return a, lp
-    # the guide's groups keeping their running nodes too (busy-5k: flexible 8-GPU pods took the free H100 nodes
-    # an H100-only gang needed) starts more gangs on some backlogs and fewer on others (target-10k): keep the better
+    # the guide's groups keeping their running nodes too (flexible 8-GPU pods can take the free H100 nodes an
+    # H100-only gang needs) starts more gangs on some backlogs and fewer on others: keep the better
     b = greedy(prob, deadline=deadline, guide=guide, repack=False, spare_running=True)
     better = not b.stopped_early and (_placement(b), -b.cost(prob)) > (_placement(a), -a.cost(prob))
     return (b if better else a), lp

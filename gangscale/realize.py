@@ -80,7 +80,7 @@ class _Ctx:
     owner: dict[str, GangKey]  # pending pod key -> its gang
     labels: dict[str, dict[str, str]]  # node name -> labels (topology domains)
     price: dict[str, int]  # group -> micro-dollars per hour
-    by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (gang_key builds a new key each time)
+    by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (`Gang.key` builds a new GangKey each time)
     runs: int = 0
     serial: int = 0
     deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
@@ -329,7 +329,7 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     """What is left to plan: the gangs not promised, on the capacity seed 0's placement leaves free (of the promised
     gangs and of the held ones it places)."""
     sim = st.sims[0]
-    taking = [g for g in ctx.gangs if g.gang_key in st.promised or g.gang_key not in ctx.by_key]
+    taking = [g for g in ctx.gangs if g.key in st.promised or g.key not in ctx.by_key]
     pods = {p.key: p for g in taking for p in g.pending if p.key in sim.placement}
     used: dict[str, Counter] = {}
     for k, p in pods.items():
@@ -390,7 +390,7 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
 
 def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
-    by_key = {g.gang_key: g for g in snap.solvable}
+    by_key = {g.key: g for g in snap.solvable}
     gangs = snap.solvable + snap.queued  # a held gang queues too (never promised, its pods no node's reason to buy)
     keys = {k for g in gangs for k in g.topology_keys}
     for pl in {p.placement for g in gangs for p in g.pending}:

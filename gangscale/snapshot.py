@@ -136,7 +136,7 @@ def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView
 
 def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang:
     """The gang as the policy plans it: a copy when a reservation or a priority changes it."""
-    key = g.gang_key
+    key = g.key
     if key in reserved:
         tol = Toleration(RESERVED_TAINT, "Equal", str(key), "NoSchedule")
         g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
@@ -160,7 +160,7 @@ class NodeViews:
 def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
     """The policy's hold of `g`, `queued` when no pending pod carries a scheduling gate (a gated pod is not in the
     scheduler's queue: KEP-3521, the SchedulingGates PreEnqueue plugin)."""
-    d = policy.held.get(g.gang_key)
+    d = policy.held.get(g.key)
     if d is None:
         return None
     return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
@@ -172,7 +172,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     (and updated to this snapshot's); None: every view made afresh."""
     policy = policy or SnapshotPolicy()
     usage: dict[str, dict[str, int]] = {}
-    for pod in cluster.bound:  # (thousands of bound pods per pass in the simulated week: no dict made per pod)
+    for pod in cluster.bound:  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
         u = usage.get(pod.node_name or "")
         if u is None:
             u = usage[pod.node_name or ""] = {}

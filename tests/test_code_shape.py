@@ -1,11 +1,17 @@
-"""The shape rules of the code: small functions everywhere in gangscale/ and cloud_adapters/, one way to name a gang."""
+"""The shape rules of the code: small functions everywhere in gangscale/ and cloud_adapters/, one way to name a gang,
+and comments that state contracts, not history."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
+
+from tests.test_docs_history import ALLOWED, PATTERNS
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 60
@@ -61,7 +67,7 @@ def test_indented_json_and_yaml_output_is_written_only_by_output_render():
 
 
 def test_every_object_a_snapshot_is_built_from_is_frozen():
-    # issue 15: the controller rewrote Node.node_group, NodeView.taints, Pod.placement and snap.decided in place
+    # a stage that knows more makes a copy (`replace`); nothing rewrites a snapshot's parts in place
     import dataclasses
 
     from gangscale.ingest import Cluster
@@ -74,7 +80,7 @@ def test_every_object_a_snapshot_is_built_from_is_frozen():
 
 
 def test_a_gang_has_one_key_the_planner_and_the_controller_both_use():
-    # issue 15: a gang's key had four shapes (tuples in two orders, GangKey, a string rebuilt by hand)
+    # one shape for a gang's key: the GangKey, never a tuple or a string rebuilt by hand
     from gangscale.ingest import ingest
     from gangscale.model import GangKey
     from gangscale.snapshot import build_snapshot
@@ -84,8 +90,17 @@ def test_a_gang_has_one_key_the_planner_and_the_controller_both_use():
                     "workloadRef": {"name": "missing", "podGroup": "g"}}}
     snap = build_snapshot(ingest([pod]), [])
     assert snap.decided and all(type(k) is GangKey for k in snap.decided)
-    assert all(type(g.key) is GangKey and g.key == g.gang_key and g.key in snap.decided for g in snap.gangs)
+    assert all(type(g.key) is GangKey and g.key in snap.decided for g in snap.gangs)
 
+
+def test_a_gang_has_one_name_for_its_key_and_no_code_uses_another():
+    from gangscale.model import Gang
+
+    assert not hasattr(Gang, "gang_key")
+    uses = [f"{path.relative_to(ROOT)}:{node.lineno}" for package in ("gangscale", "cloud_adapters", "benchmarks")
+            for path in sorted((ROOT / package).rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "gang_key"]
+    assert uses == []
 
 def test_no_module_outside_ingest_keys_anything_by_a_bare_three_string_tuple():
     # ingest's own (namespace, family, name) object keys stay inside parse/ingest*; a gang is a GangKey elsewhere
@@ -110,7 +125,7 @@ def test_the_controller_holds_gangs_back_with_gang_states_not_string_literals():
 
 
 def test_the_solvers_problem_and_every_part_of_it_are_frozen():
-    # issue 15: the greedy assigned to a Problem documented as never changed
+    # a Problem is documented as never changed: the greedy and the solvers only read it
     import dataclasses
 
     from gangscale.solver.problem import Arrays, BinKind, GangInfo, PodClass, Problem, Shape
@@ -120,7 +135,7 @@ def test_the_solvers_problem_and_every_part_of_it_are_frozen():
 
 
 def test_no_test_reaches_into_a_private_attribute_of_the_controller_or_its_cluster_cache():
-    # issue 15: tests called the reconciler's private methods and set the simulated cloud's groups by hand
+    # tests drive the controller and the simulated cloud through their public methods only
     import re
 
     names = r"(rec|reconciler|sim|ctl|controller|actuator|elector|store|inf|informer|cache|policy)"
@@ -128,3 +143,76 @@ def test_no_test_reaches_into_a_private_attribute_of_the_controller_or_its_clust
     hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in sorted((ROOT / "tests").rglob("test_*.py"))
             for m in pattern.finditer(p.read_text())]
     assert hits == []
+
+
+# ------------------------------------------------------------------ comments state contracts, not history
+
+HISTORY_PACKAGES = ("gangscale", "cloud_adapters", "benchmarks")
+# beside tests/test_docs_history.py's forms: an issue number joined by a hyphen ("the issue-11 backlog")
+CODE_PATTERNS = {**PATTERNS, "issue number (hyphenated)": re.compile(r"\b[Ii]ssues?-\d+")}
+PROSE_KEYWORDS = ("help", "description", "epilog")  # argparse's user-visible texts
+
+
+def prose(source: str) -> list[tuple[int, str]]:
+    """The text of a module a reader takes as its word, by first line: comments (tokenize), docstrings and other
+    bare string statements, and the `help=`/`description=`/`epilog=` strings of calls (ast). String data (a
+    fixture's timestamp, an API version passed to a client) is not prose and is never returned."""
+    out = [(t.start[0], t.string.lstrip("#")) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+           if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) or (isinstance(node, ast.keyword) and node.arg in PROSE_KEYWORDS):
+            value = node.value
+            parts = value.values if isinstance(value, ast.JoinedStr) else [value]
+            out += [(value.lineno, p.value) for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str)]
+    return out
+
+
+def history_in(source: str) -> list[str]:
+    """Each date or issue number in the module's prose, as `line N: <kind>: <match>` (wrapped text is joined, so
+    a date split over two lines is still found)."""
+    found = []
+    for line, text in prose(source):
+        clean = " ".join(text.split())
+        for allowed in ALLOWED:
+            clean = clean.replace(allowed, "")
+        found += [f"line {line}: {kind}: {m.group(0)!r}" for kind, pattern in CODE_PATTERNS.items()
+                  for m in pattern.finditer(clean)]
+    return found
+
+
+@pytest.mark.parametrize("package", HISTORY_PACKAGES)
+def test_no_comment_or_docstring_cites_an_issue_number_or_a_date(package):
+    found = [f"{path.relative_to(ROOT)} {hit}" for path in sorted((ROOT / package).rglob("*.py"))
+             for hit in history_in(path.read_text())]
+    assert found == []
+
+
+@pytest.mark.parametrize("source", [
+    "x = 1  # measured 1 Dec, loaded machine\n",
+    "# issue 10: a simulated week of 5,000 gangs\n",
+    'def f():\n    """Issue 9\'s Done-when for gate mode."""\n',
+    '"""Cost repair: on the issue-11 backlog the plan\nwas 4% above the bound."""\n',
+    'class C:\n    """Fixed in #123."""\n',
+    'x = 1\n"""The attribute\'s note: until 1 Dec 2026 it was 600."""\n',
+    '"""A run on\n2026-11-30 (seed 17)."""\n',
+    '"""Measured 2\nDec."""\n',
+    'parser.add_argument("--grace", help="10 s (changed from 600 s in #41)")\n',
+    'p = ArgumentParser(description=f"plan {x} (see issues 9/10)")\n',
+])
+def test_each_form_of_history_in_code_prose_is_caught(source):
+    assert history_in(source), source
+
+
+@pytest.mark.parametrize("source", [
+    'EPOCH = "2026-03-02T08:00:00Z"  # the backlogs\' creation time\n',
+    'POLICY = {"Version": "2012-10-17"}\n',
+    "# botocore data/eks/2017-11-01/service-2.json: shape ScoringStrategyType\n",
+    '"""Alpha in 1.35 and 1.36 (KEP-3521, KEP-5732), `scheduling.k8s.io/v1alpha2`."""\n',
+    "x = 1  # 10 s, not 600 s; 1,000 records; 0.5 s + 40 us per pod; 2 GiB; 13-32% fewer\n",
+    "COLOR = '#1b7837'  # kubernetes/autoscaler#5118 says why\n",
+    'msg = "issue 12 and 1 Dec 2026 in a string are data, not prose"\n',
+    '"""May the gang start: a Decimal 2 or Octal 7 is no month."""\n',
+    "# class -1 marks an open bin; the health issues of a node group\n",
+])
+def test_quantities_versions_sources_and_string_data_are_not_history(source):
+    assert history_in(source) == [], source

@@ -1,7 +1,7 @@
-"""The simulated cloud of the week: `SimulatedProvider` with per-group launch delays, outages, a bill and a call count.
+"""The simulator's cloud: `SimulatedProvider` with per-group launch delays, outages, a bill and a call count.
 
-Invariant: it only adds to `cloud_adapters.simulated.SimulatedProvider` (whose behaviour and tests are
-unchanged but for the `_launch_fails` hook): after each `increase_size` the new launches get a delay
+Invariant: it only adds to `cloud_adapters.simulated.SimulatedProvider` (through its `_launch_fails` hook and
+nothing else): after each `increase_size` the new launches get a delay
 drawn from their group's distribution, and a launch that fails (the per-launch failure probability,
 or an outage of its group) fails fast, as InsufficientInstanceCapacity does. Both draws come from the
 group's own seeded streams, so the k-th launch of a group is the same under every policy. Every call
@@ -59,8 +59,8 @@ class SimCloud(SimulatedProvider):
     def _stream(self, streams: dict[str, random.Random], kind: str, group: str) -> random.Random:
         """The seeded random stream of one kind of draw for one group (common random numbers): the k-th launch of
         a group gets the same delay and the same failure draw under every policy, whatever the other groups
-        launched before it. With one stream for all groups, a policy's extra CPU launch shifted which later GPU
-        launch drew the slow tail, and the policies' bills differed by that luck (1-4% on the hour's seeds)."""
+        launched before it. With one stream for all groups, a policy's extra CPU launch would shift which later GPU
+        launch draws the slow tail, and the policies' bills would differ by that luck."""
         rng = streams.get(group)
         if rng is None:
             rng = streams[group] = random.Random(f"{kind}/{self.seed}/{group}")

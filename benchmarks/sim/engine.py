@@ -37,7 +37,7 @@ from .metrics import Recorder
 from .policies import make_policy
 from .trace import GangSpec, Trace
 
-T0 = 1_800_000_000  # the simulation's epoch (2027-01-15); traces carry their own daily wave in seconds from 0
+T0 = 1_800_000_000  # the simulation's epoch, fixed so runs repeat; traces carry their own daily wave in seconds from 0
 STEP = 10
 DRAIN_SLACK = 3600  # the drain's cap beyond twice the longest run time: every policy's scale-down timers
 PARSED_OBJECTS = 20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)

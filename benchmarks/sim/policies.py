@@ -1,4 +1,4 @@
-"""The autoscalers the week runs: gangscale's real controller, and dynamic versions of the baselines.
+"""The autoscalers a simulation runs: gangscale's real controller, and dynamic versions of the baselines.
 
 Invariant: a policy sees only what its real counterpart sees (the cluster's objects and the cloud
 through the provider interface) and acts only through the provider (and, in gate mode, by lifting

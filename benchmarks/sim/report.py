@@ -1,8 +1,8 @@
-"""Run a trace under each policy and write the week's artifacts: simulate.json, simulate.md and PNG plots.
+"""Run a trace under each policy and write the run's artifacts: simulate.json, simulate.md and PNG plots.
 
 Invariant: simulate.json holds only what the seed determines (no wall times), so the same seed
-writes the same bytes; wall times go to timing.json and the markdown. The Done-when checks of issue 10
-are computed here from the results, never tuned: they pass or fail as measured.
+writes the same bytes; wall times go to timing.json and the markdown. The simulator's checks (`checks`,
+`week_target`) are computed here from the results, never tuned: they pass or fail as the run comes out.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from .policies import POLICIES
 from .trace import WEEK_GANGS, make_trace
 
 GC_THRESHOLD = (50_000, 20, 100)  # `few_collections`
-WEEK_SECONDS = 600  # issue 10: "a simulated week of 5,000 gangs runs in under 10 minutes here"
-# the order policies are handed to the worker processes: the longest first (CPU s of the week, 2 Dec: observe 465,
-# gate 364, karpenter 96, ca 68, ca-atomic 65), so the last to start is a short one and the wall time is close to
-# the larger of the slowest policy and the mean per process
+WEEK_SECONDS = 600  # the target: a simulated week of 5,000 gangs runs in under 10 minutes on one machine
+# the order policies are handed to the worker processes: the longest first (by CPU seconds over the week the
+# gangscale policies take several times what the baselines take), so the last to start is a short one and the wall
+# time is close to the larger of the slowest policy and the mean per process
 SLOW_RANK = {"gangscale-observe": 0, "gangscale-gate": 1, "karpenter": 2, "ca": 3, "ca-atomic": 4}
 COLORS = {"gangscale-observe": "#1b7837", "gangscale-gate": "#7fbf7b", "ca": "#b2182b", "ca-atomic": "#ef8a62",
           "karpenter": "#2166ac"}
@@ -75,7 +75,7 @@ class Progress:
 
 
 def checks(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Issue 10's Done-when properties, for each gangscale policy against the baselines run."""
+    """The simulator's properties, for each gangscale policy against the baselines run."""
     out: dict[str, Any] = {}
     base = [p for p in results if not p.startswith("gangscale")]
     for p in (p for p in results if p.startswith("gangscale")):
@@ -109,10 +109,10 @@ def few_collections() -> Iterator[None]:
     """CPython's cyclic collector at GC_THRESHOLD while a policy runs, its own thresholds again after.
 
     A simulated day allocates millions of short-lived objects (reads, snapshots, plans, model runs) and leaves
-    few cycles: at the default thresholds (700, 10, 10) observe mode's first day ran 11,346 young and 1,031 middle
-    collections, each walking objects that mostly live on. At GC_THRESHOLD it runs 27 and 1, and collects the same
-    garbage later (measured 2 Dec, first 24 h of the week: observe mode 70.3 -> 62.6 CPU s, Karpenter's first 48 h
-    35.8 -> 30.2). Results do not depend on when garbage is collected."""
+    few cycles: at the default thresholds (700, 10, 10) a day of observe mode runs thousands of young and about a
+    thousand middle collections, each walking objects that mostly live on. At GC_THRESHOLD it runs a few dozen and
+    one, and collects the same garbage later, for 10-15% less CPU. Results do not depend on when garbage is
+    collected."""
     old = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLD)
     try:
@@ -158,7 +158,7 @@ def run(cfg: SimConfig) -> dict[str, Any]:
 
 
 def week_target(doc: dict[str, Any], wall: float) -> str | None:
-    """Issue 10's "a simulated week of 5,000 gangs runs in under 10 minutes here": met or missed by this run's wall
+    """The target "a simulated week of 5,000 gangs runs in under 10 minutes": met or missed by this run's wall
     time (plots included), when the run is that week (every policy); None for any other run."""
     t = doc["trace"]
     if t["kind"] != "week" or t["gangs"] != WEEK_GANGS or t.get("first_hours") is not None \

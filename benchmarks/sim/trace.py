@@ -1,4 +1,4 @@
-"""Seeded traces for the simulated week: gang arrivals, run times, crashes, restarts, outages, slow clouds.
+"""Seeded traces for the simulator (`hour`, `week`): gang arrivals, run times, crashes, restarts, outages, slow clouds.
 
 Invariant: a trace is a pure function of (kind, seed, gangs, failures); every policy replays the same
 trace, and everything policy-dependent (when a gang starts, which pods a crash hits) is stated

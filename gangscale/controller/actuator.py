@@ -212,8 +212,8 @@ class Actuator:
 
     def scale_down(self, due: Iterable[EmptyNode]) -> list[ScaleDownResult]:
         """Give back each empty node, never taking its group below minSize (the size read fresh once per group: each
-        removal lowers the cloud's target too, so reading it again and also counting the removals took a group down
-        to half its empty nodes a pass)."""
+        removal lowers the cloud's target too, so reading it again while also counting the removals would count each
+        removal twice)."""
         removed: Counter[str] = Counter()
         size: dict[str, int] = {}
         out = []

@@ -113,11 +113,12 @@ class ControllerConfig(BaseModel):
     launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
     cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
     # a launch still on its way this long after its gang's booking, with as long left before the deadline, is bought
-    # again once (docs/controller.md, Late launches); 0 (the default): never. Over the simulated week 450 s cut the
-    # give-backs at deadlines by 13-32% but the bill by 0.03% at most (docs/simulate.md)
+    # again once (docs/controller.md, Late launches); 0 (the default): never: buying again cuts the give-backs at
+    # deadlines but hardly the bill (docs/simulate.md)
     late_launch_seconds: Seconds = Field(default=0.0, alias="lateLaunchSeconds", ge=0)
     # the plan already keeps every empty node a pending gang can use, so this only bets on gangs not yet arrived;
-    # 600 s lost that bet over the simulated week (docs/controller.md, Scale-down): 10 s guards a pod not yet seen
+    # a long grace bills every empty node for sure and saves at most one launch (docs/controller.md, Scale-down),
+    # so the default only guards a pod not yet seen
     empty_node_grace_seconds: Seconds = Field(default=10.0, alias="emptyNodeGraceSeconds", ge=0)
     orphan_grace_seconds: Seconds = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")

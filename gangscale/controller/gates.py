@@ -121,7 +121,7 @@ def release_order(gangs: Iterable[Gang]) -> list[Gang]:
     pods cannot take each other's nodes, so the order only decides who gets the room a Ready node has left when
     the pods the scheduler placed first took the room the plan meant for a gang (`_assign`)."""
     return sorted(gangs, key=lambda g: (-g.effective_priority, g.created or min((p.created for p in g.pending),
-                                                                                 default=""), str(g.gang_key)))
+                                                                                 default=""), str(g.key)))
 
 
 # ------------------------------------------------------------------------------------------ narrowing (KEP-3521)
@@ -205,7 +205,7 @@ def _spare_own_nodes(held: Sequence[Gang], where: Mapping[str, str], snap: Clust
         if v.reserved_for is not None and not v.upcoming and v.name not in used:
             spare.setdefault(v.reserved_for, []).append((v, dict(v.free)))
     for g in held:
-        for v, free in spare.get(g.gang_key, []):
+        for v, free in spare.get(g.key, []):
             for p in g.pending:  # its own pods the plan already put there take their room
                 if where.get(p.key) == v.name:
                     for r, n in p.requests.items():
@@ -230,7 +230,7 @@ def _own_first(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnap
     views = {v.name: v for v in snap.nodes if not v.upcoming}
     out = dict(where)
     for g in held:
-        own = spare.get(g.gang_key, [])
+        own = spare.get(g.key, [])
         if not own:
             continue
         mine = {v.name for v, _ in own}
@@ -291,7 +291,7 @@ class _Room:
         if p.rules:
             return ""
         at = self.views[planned]
-        key = (p.placement, g.gang_key, tuple(at.labels.get(k) for k in g.topology_keys))
+        key = (p.placement, g.key, tuple(at.labels.get(k) for k in g.topology_keys))
         nodes = self.allowed.get(key)
         if nodes is None:
             keys = sorted(label_keys(p.placement) | set(g.topology_keys))
@@ -397,7 +397,7 @@ def _may_move(p: Pod, g: Gang, planned: NodeView, v: NodeView) -> bool:
     """Whether `p`, planned on `planned`, may be narrowed to `v` instead: a node not reserved for another gang that
     its selectors, affinity and tolerations allow, in the same domain of the gang's topology keys; never a pod with
     per-node pod rules (anti-affinity, spread, host ports: the plan placed it with them in mind)."""
-    if p.rules or v.reserved_for not in (None, g.gang_key):
+    if p.rules or v.reserved_for not in (None, g.key):
         return False
     if any(v.labels.get(k) != planned.labels.get(k) for k in g.topology_keys):
         return False
@@ -444,16 +444,16 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
     room: _Room | None = None
     held: dict[GangKey, str] = {}
     for g in held_gangs:
-        pods, why = _ready(g, decisions.get(g.gang_key), where, live)
+        pods, why = _ready(g, decisions.get(g.key), where, live)
         if not pods:
             if why:
-                held[g.gang_key] = why
+                held[g.key] = why
             continue
         if room is None:
             room = _room(gangs, snap, config, where, held_gangs, holding, memo)
         nodes, short = _assign(room, g, pods, where)
         if short:
-            held[g.gang_key] = (f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
+            held[g.key] = (f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
                                 "the scheduler placed first took the room) nor on another Ready node: the next plan "
                                 "places them again")
             continue

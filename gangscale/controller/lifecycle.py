@@ -209,7 +209,7 @@ class EventTarget:
     @classmethod
     def of_gang(cls, g: Gang) -> EventTarget:
         pod = g.pending[0] if g.pending else None
-        return cls(g.gang_key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
+        return cls(g.key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
                    tuple(sorted((p.name, p.uid) for p in g.pending)))
 
     @classmethod
@@ -235,7 +235,7 @@ class GangFacts:
 
     @classmethod
     def of(cls, g: Gang, deadline_seconds: float) -> GangFacts:
-        return cls(g.gang_key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
+        return cls(g.key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
                    frozenset(p.key for p in g.pending), deadline_seconds, EventTarget.of_gang(g))
 
 
@@ -546,8 +546,8 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     spare nodes of a running one (a member recreated after a crash): those are reserved for no gang, and taking
     them over would make them a purchase that can time out. Its spare launches the cloud named go back now: the
     record that would give them back at its deadline is replaced, and a launch no record holds arrives as a node
-    nobody waits for, possibly past the deadline it was bought under (the simulated week: a p5 that took 922 s
-    to launch idled 20 s past it). Unnamed ones (an ASG's) cannot be told from another gang's.
+    nobody waits for and idles, possibly past the deadline it was bought under (a slow launch arrives after it).
+    Unnamed ones (an ASG's) cannot be told from another gang's.
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
@@ -618,8 +618,8 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
 
     Nodes that already arrived for a gang stay its own (reserved). When the cloud says how many launches are
     still on their way in the group (`on_way`), the gangs keep those, oldest request first, and only the
-    launches that failed are given back and re-planned: one failed launch of 16 used to cancel the 15 that
-    had capacity and cost the gang another whole launch delay. Otherwise every launch in flight goes back."""
+    launches that failed are given back and re-planned, so one failed launch never cancels the others that
+    had capacity and costs the gang another whole launch delay. Otherwise every launch in flight goes back."""
     moved: set[GangKey] = set()
     for f in report.failures:
         step.actions.append(BackOff(f.group, f.kind, f.message))
@@ -961,8 +961,8 @@ def _recovered(step: _Step, report: Recovered) -> None:
     A booking with an `unconfirmed` share is left to `Confirmed`, which reads the group's desired
     capacity afterwards: adopted instances raised it, terminated ones did not, and instances the call
     attached before the crash (none loose, "nothing launched") are in it already. Undoing the share
-    here too would take it off the record twice, or take off nodes that did land. Only a legacy
-    record without a share (a controller from before `unconfirmed`) is settled from the count here.
+    here too would take it off the record twice, or take off nodes that did land. Only a record stored
+    without a share (`unconfirmed` is optional in the stored format) is settled from the count here.
     """
     for out in report.outcomes:
         rec = step.records.get(out.key)

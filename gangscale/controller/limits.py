@@ -45,7 +45,7 @@ def held_on_hand(snap: ClusterSnapshot, config: SchedulerConfig | None = None,
     if not queued:
         return snap
     sims = simulate_seeds(nodes_from_views(snap.nodes, snap.bound), queued, seeds, bound=snap.bound, config=config)
-    held = {g.key for g in queued if all(s.outcomes[g.gang_key].started for s in sims)}
+    held = {g.key for g in queued if all(s.outcomes[g.key].started for s in sims)}
     if not held:
         return snap
     pin = ((ON_HAND, "true"),)
@@ -81,14 +81,14 @@ def gang_limits(gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_
         pods = len(g.pending)
         gpus = sum(p.requests.get(GPU, 0) for p in g.pending)
         if pods > cfg.max_gang_pods:
-            refused[g.gang_key] = PreDecision(
+            refused[g.key] = PreDecision(
                 GangState.INFEASIBLE.value, f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}")
         elif gpus > cfg.max_gang_gpus:
-            refused[g.gang_key] = PreDecision(
+            refused[g.key] = PreDecision(
                 GangState.INFEASIBLE.value, f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}")
-        elif gang_age(g, now, first_seen.get(g.gang_key)) >= cfg.ageing_seconds:
+        elif gang_age(g, now, first_seen.get(g.key)) >= cfg.ageing_seconds:
             # one step above every gang of the same priority that has not waited as long
-            lifted[g.gang_key] = g.effective_priority + 1
+            lifted[g.key] = g.effective_priority + 1
     return refused, lifted
 
 
@@ -125,7 +125,7 @@ def _new_nodes_per_gang(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, tupl
     pod_gang: dict[str, Gang] = {p.key: g for g in snap.gangs for p in g.pending}
     gang_nodes: dict[GangKey, tuple[int, float]] = defaultdict(lambda: (0, 0.0))
     for n in plan.new_nodes:
-        for key in {pod_gang[p].gang_key for p in n.pods if p in pod_gang}:
+        for key in {pod_gang[p].key for p in n.pods if p in pod_gang}:
             c, d = gang_nodes[key]
             gang_nodes[key] = (c + 1, d + n.price_per_hour)
     return gang_nodes
@@ -135,7 +135,7 @@ def _cap_order(g: Gang) -> tuple[int, float, str]:
     """The documented order within a namespace: highest priority first, then the oldest."""
     created = parse_time(g.created) or min((parse_time(p.created) or float("inf") for p in g.pending),
                                            default=float("inf"))
-    return (-g.effective_priority, created, str(g.gang_key))
+    return (-g.effective_priority, created, str(g.key))
 
 
 def _cap_text(cap: NamespaceCap) -> str:
@@ -168,23 +168,23 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
             continue
         limit, ahead = _cap_text(cap), inflight_nodes.get(ns, 0)
         used_n, used_d = ahead, inflight_dollars.get(ns, 0.0)
-        for g in sorted((g for g in snap.gangs if g.namespace == ns and g.gang_key in gang_nodes), key=_cap_order):
-            c, d = gang_nodes[g.gang_key]
+        for g in sorted((g for g in snap.gangs if g.namespace == ns and g.key in gang_nodes), key=_cap_order):
+            c, d = gang_nodes[g.key]
             if not _within(cap, c, d):
-                held[g.gang_key] = PreDecision(GangState.INFEASIBLE.value, f"needs {c} new nodes (${d:.2f}/h), more than "
+                held[g.key] = PreDecision(GangState.INFEASIBLE.value, f"needs {c} new nodes (${d:.2f}/h), more than "
                                                f"namespace {ns}'s cap ({limit}) allows at all")
             elif _within(cap, used_n + c, used_d + d):
                 used_n, used_d = used_n + c, used_d + d
             else:
-                held[g.gang_key] = PreDecision(GangState.DEFERRED.value, (
+                held[g.key] = PreDecision(GangState.DEFERRED.value, (
                     f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
                     f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
                     "waiting for capacity to free up"))
         if cap.max_nodes is not None and used_n >= cap.max_nodes and any(k.namespace == ns for k in held):
             for g in snap.gangs:
-                if g.namespace == ns and g.gang_key not in gang_nodes and g.key not in snap.decided \
-                        and decision.get(g.gang_key) in (GangState.INFEASIBLE, GangState.DEFERRED):
-                    held[g.gang_key] = PreDecision(GangState.DEFERRED.value, f"namespace {ns} is at its cap ({limit}) with "
+                if g.namespace == ns and g.key not in gang_nodes and g.key not in snap.decided \
+                        and decision.get(g.key) in (GangState.INFEASIBLE, GangState.DEFERRED):
+                    held[g.key] = PreDecision(GangState.DEFERRED.value, f"namespace {ns} is at its cap ({limit}) with "
                                                                f"{used_n} nodes; waiting for capacity to free up")
     return held
 

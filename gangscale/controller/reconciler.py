@@ -297,7 +297,7 @@ class Reconciler:
         """A running gang with a recreated member gives its named spare launches back before the plan (lifecycle
         `_recreated`); True when the cloud gave any back."""
         spares = {r.key for r in self.state.records.values() if r.state == GangState.RUNNING and r.launches}
-        listed = [g for g in cluster.gangs if g.gang_key in spares and g.pending] if spares else []
+        listed = [g for g in cluster.gangs if g.key in spares and g.pending] if spares else []
         return bool(listed) and self._step(None, Recreated(self._facts(listed)), cluster, now) > 0
 
     def _registered(self, cluster: Cluster, now: float) -> None:
@@ -337,12 +337,12 @@ class Reconciler:
         """What the controller decides around the planner: reservations, cooling, size limits, ageing."""
         records = self.state.records
         held = cooling_holds(records, cluster.gangs, now, self.cfg.launch_failure_backoff_seconds)
-        open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.gang_key not in held]
+        open_ = [g for g in cluster.gangs if pre_decide(g) is None and g.key not in held]
         # (gang_limits asks only for the open gangs' first sight, and only records that hold capacity reserve any:
-        # a week's controller keeps up to 1,000 records, most of them past, so neither is made for all of them)
-        first_seen = {k: rec.first_seen for g in open_ if (rec := records.get(k := g.gang_key)) is not None}
+        # the store keeps up to `records.MAX_RECORDS`, most of them past, so neither is made for all of them)
+        first_seen = {k: rec.first_seen for g in open_ if (rec := records.get(k := g.key)) is not None}
         refused, lifted = gang_limits(open_, self.cfg, now, first_seen)
-        waiting = still_waiting([r for r in records.values() if holds(r)], {g.gang_key for g in cluster.gangs})
+        waiting = still_waiting([r for r in records.values() if holds(r)], {g.key for g in cluster.gangs})
         upcoming, registered = reserved_upcoming(waiting), reserved_registered(waiting)
         late_up, late_nodes = expired_spares(records.values(), now)  # going back this pass: no plan counts on them
         upcoming = {g: upcoming.get(g, ()) + late_up.get(g, ()) for g in {*upcoming, *late_up}}
@@ -414,7 +414,7 @@ class Reconciler:
                   ) -> tuple[dict[GangKey, dict[str, int]], ExecutionReport | None]:
         """Book the new nodes on their gangs, save them (write-ahead), then grow the groups."""
         intents = attribute_new_nodes(plan, snap, owned_in_flight(self.state.records, snap.gangs))
-        warn_bad_deadlines(g for g in snap.gangs if intents.get(g.gang_key))
+        warn_bad_deadlines(g for g in snap.gangs if intents.get(g.key))
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         desired = {name: g.current_size for name, g in self.groups.items()}
         self.state.records, actions, events = transition(self.state.records, plan,
@@ -433,7 +433,7 @@ class Reconciler:
     def _loose(self, cluster: Cluster, now: float) -> bool:
         """Settle unconfirmed calls, then end orphans past the grace; True when instances joined a group."""
         calls = janitor.unconfirmed_calls(self.state.records.values(),
-                                          {g.gang_key: g.uid or "-" for g in cluster.gangs})
+                                          {g.key: g.uid or "-" for g in cluster.gangs})
         if not calls and now - self.last_sweep < min(60.0, max(1.0, self.cfg.orphan_grace_seconds / 4)):
             return False
         self.last_sweep = now
@@ -579,7 +579,7 @@ class Reconciler:
                 self._lift(lift, raw, enforce)
 
     def _lift(self, lift: gates.Lift, raw: dict[tuple[str, str], dict[str, Any]], enforce: bool) -> None:
-        key = str(lift.gang.gang_key)
+        key = str(lift.gang.key)
         pods = [p.key for p in lift.pods]
         if not enforce or self.pod_gates is None:
             log.info("gate lift skipped (dry-run)", extra={"gang": key, "pods": pods, "why": lift.why})

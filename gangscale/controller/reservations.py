@@ -43,8 +43,8 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
     claim (`running` or `cancelled`), but the plan comes first, so nothing may stay reserved for it
     there. Otherwise, when the scheduler bound the gang on a node another gang's record bought (it
     became Ready first), the gang's own node still on its way stays reserved for it and the plan buys
-    the other gang a replacement; the spare then idles until some later gang takes it (issue 10's
-    smoke hour: a p4d billed 18 minutes with no pod, 170 s past its launch + the 900 s deadline + a scan)."""
+    the other gang a replacement; the spare then idles, billed with no pod, until some later gang takes it
+    (possibly long past the deadline it was bought under)."""
     return [r for r in records if r.key in listed]
 
 
@@ -74,8 +74,8 @@ def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tup
     """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
     per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
     them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
-    them for a plan whose gang may not start on them in time: a node billed with no pod past the deadline it was
-    bought under is what issue 10 counts."""
+    them for a plan whose gang may not start on them in time (a node billed with no pod past the deadline it was
+    bought under is stranded capacity)."""
     upcoming: dict[str, list[GangKey]] = defaultdict(list)
     nodes: dict[str, GangKey] = {}
     for rec in records:
@@ -90,10 +90,10 @@ def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) ->
     """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
     out = {}
     for g in gangs:
-        rec = records.get(g.gang_key)
+        rec = records.get(g.key)
         if rec is not None and holds(rec):
             on_way = {grp: n - rec.arrived(grp) - rec.late(grp) for grp, n in rec.requested.items()}
-            out[g.gang_key] = {grp: n for grp, n in on_way.items() if n > 0}
+            out[g.key] = {grp: n for grp, n in on_way.items() if n > 0}
     return out
 
 
@@ -116,7 +116,7 @@ def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
 def _holdings(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[GangKey, Counter[str]], dict[str, Counter[GangKey]]]:
     """Per gang, the new and upcoming nodes it rides (a node belongs to the gang with most pods on it);
     per group, how many of its new nodes each gang rides."""
-    gang_of = {p.key: g.gang_key for g in snap.gangs for p in g.pending}
+    gang_of = {p.key: g.key for g in snap.gangs for p in g.pending}
 
     def majority(pods: list[str]) -> GangKey | None:
         counts = Counter(gang_of[p] for p in pods if p in gang_of)
@@ -189,8 +189,9 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
     pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry).
 
     The scheduler model drops the planner's reservation taint (`scheduling.simulate.nodes_from_views`: the real
-    scheduler never sees it) and places every node at once, so in observe mode an older gang took a node on its
-    way for another gang (another namespace's, uncounted by its cap), and that gang was bought a replacement. The
+    scheduler never sees it) and places every node at once, so without this an older gang would take, in observe
+    mode, a node on its way for another gang (another namespace's, uncounted by its cap), and that gang would be
+    bought a replacement. The
     controller keeps reserved nodes for their gang whatever the plan says, and time orders them: the nodes of a
     gang's purchase register before anything bought after it, and the gang binds on them once they are Ready
     (gate mode lifts its gate then and never narrows another gang onto them: `gates._may_move`). So the model
@@ -201,14 +202,14 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
             owned[v.reserved_for].append(v)
     if not owned:
         return snap
-    pinned = {g.gang_key for g in snap.gangs if g.gang_key in owned and _fits_alone(g, owned[g.gang_key])}
+    pinned = {g.key for g in snap.gangs if g.key in owned and _fits_alone(g, owned[g.key])}
     nodes = [v if v.reserved_for is None else replace(
         v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
         labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned else v.labels)
         for v in snap.nodes]
     gangs = []
     for g in snap.gangs:
-        key = g.gang_key
+        key = g.key
         if key in owned:
             tol = Toleration(HELD_TAINT, "Equal", str(key), "NoSchedule")
             pin = ((HELD_TAINT, str(key)),) if key in pinned else ()

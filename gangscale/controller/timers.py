@@ -4,8 +4,8 @@ Invariant: a pass run at or after `next_due(...)` acts on that timer, and none o
 it (after the given pass). Each timer keeps its rule's own comparison: a provisioning deadline passes strictly
 after its time (`lifecycle._expire`: `now > deadline`), so it is due a tick later; the cancel grace, a timed-out
 gang's cooling (`lifecycle.cooling`), a group's backoff (`backoff.backed_off`), ageing (`limits.gang_limits`) and
-the empty-node grace (`scaledown.due_for_scale_down`) end at their time. Without this the live loop acted on a
-timer only at the next change or resync (30 s), and a node was billed that long past its deadline or grace.
+the empty-node grace (`scaledown.due_for_scale_down`) end at their time. Without these wake-ups a timer would be
+acted on only at the next change or resync (30 s), billing a node that long past its deadline or grace.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def next_due(records: Iterable[Record], backoff: Mapping[str, float], empty_sinc
     """The earliest time after `after` (the last pass) at which one of the timers falls due; None: none will.
 
     A record's timers are all listed whatever its state (a timer that does not apply only costs a pass);
-    only the earliest is kept, so none is collected in a list (a week keeps up to 1,000 records)."""
+    only the earliest is kept, so none is collected in a list (the store keeps up to `records.MAX_RECORDS`)."""
     first, second = sorted((cfg.cancel_grace_seconds, cfg.launch_failure_backoff_seconds))
     ageing, running = cfg.ageing_seconds, GangState.RUNNING
     soonest: float | None = None

@@ -5,8 +5,9 @@ Where the cloud runs the control plane (aws-eks), the scoring strategy is read f
 or a Node with GPUs, or a pod requesting them) LeastAllocated sends a small GPU pod to the emptiest
 node, often the large one bought for a gang (docs/scheduling.md): the check recommends MostAllocated
 with a GPU weight and prints the one `aws eks update-cluster-config` call that sets it. The call's
-argument follows botocore's `UpdateClusterConfig` input (eks 2017-11-01 `KubeSchedulerConfigRequest`
-→ `nodeResourcesFit.scoringStrategy{type, resources[{name, weight}]}`). Pure: no API call is made here.
+argument follows botocore's `UpdateClusterConfig` input (data/eks/2017-11-01/service-2.json
+`KubeSchedulerConfigRequest` → `nodeResourcesFit.scoringStrategy{type, resources[{name, weight}]}`). Pure: no
+API call is made here.
 """
 
 from __future__ import annotations

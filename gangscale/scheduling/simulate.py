@@ -677,7 +677,7 @@ def score_nodes(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.nd
 
 FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the filters) past which a shape's arrays are
 # recomputed in numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python,
-# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount (measured 1 Dec, loaded 2-core machine)
+# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount
 _NO_SCORE = np.iinfo(np.int64).min  # below any base score: `_best` sets the infeasible nodes to it
 MANY_CHANGES = 400  # log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
 FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
@@ -1609,7 +1609,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
                 f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}")
     older = tg.created and g.created and tg.created < g.created
     who = ("higher-priority" if tg.scheduler_priority > g.scheduler_priority else "older" if older else "earlier-queued")
-    return f"{have}: {who} gang {tg.gang_key} takes this capacity first ({_groups_of(c, cand)})"
+    return f"{have}: {who} gang {tg.key} takes this capacity first ({_groups_of(c, cand)})"
 
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
@@ -1632,11 +1632,11 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
     outcomes = {}
     for gi, g in enumerate(gangs):
         if gi in skipped:
-            outcomes[g.gang_key] = GangOutcome(g.gang_key, False, 0, need(gi), skipped[gi])
+            outcomes[g.key] = GangOutcome(g.key, False, 0, need(gi), skipped[gi])
             continue
         ok = gi in started
         reason: str | Callable[[], str] = "" if ok else why(gi, failed.get(gi) or g.pending[0])
-        outcomes[g.gang_key] = GangOutcome(g.gang_key, ok, committed[gi], need(gi), reason)
+        outcomes[g.key] = GangOutcome(g.key, ok, committed[gi], need(gi), reason)
     return SimResult(
         placement={k: c.nodes[j].name for k, j in where.items()},
         outcomes=outcomes,

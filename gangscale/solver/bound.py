@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # CP-SAT loads (with the pandas it imports) only when the agg
     from ortools.sat.python import cp_model
 
 
-BUILD_SECONDS_PER_PAIR = 2e-5  # measured: building the CP-SAT relaxation costs ~18 us per (shape, kind) pair
+BUILD_SECONDS_PER_PAIR = 2e-5  # building the CP-SAT relaxation costs ~18 us per (shape, kind) pair
 
 
 def fluid_bound(prob: Problem, placed_per_shape: dict[int, int]) -> int:
@@ -427,8 +427,8 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 
 # ------------------------------------------------------------- gangs (first objective)
 
-LP_BUILD_SECONDS = 1e-5  # measured: ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
-LP_GROUP_SECONDS = 2e-4  # measured 0.25-0.8 ms per node group (each its own pool, rows per resource), loaded machine
+LP_BUILD_SECONDS = 1e-5  # ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
+LP_GROUP_SECONDS = 2e-4  # 0.25-0.8 ms per node group (each its own pool, rows per resource) on a busy machine
 
 
 def lp_size(prob: Problem) -> int:
@@ -630,7 +630,7 @@ class GangLP:
     def guide(self) -> Guide | None:
         """For the greedy (`greedy.Guide`): the top level's gangs maximized less a cost term worth at most
         `GUIDE_COST_WEIGHT` gangs, so of the plans starting about as many, a cheap one (one solve, where two stages
-        -- the most gangs, then least cost for that many -- took 10x longer at 100k pods). Read from it: per gang
+        -- the most gangs, then least cost for that many -- take 10x longer at 100k pods). Read from it: per gang
         of that level the share started, per (shape, node-group kind) the pods put there, and the node groups
         used to their headroom. None when every gang of the level fits the relaxation (the bound's first solve,
         done next and remembered: it then ranks none of them, and the greedy's price order stands), or when not

@@ -7,7 +7,7 @@ It builds a plan, never a bound: its pricing is greedy, so its LP value is not p
 
 Why: the aggregate LP (`bound.lp_cost_prices`) uses a node group's capacity fractionally; spreading its pods
 evenly over the group's nodes fits only in aggregate, and with many pod shapes over few node shapes ~750 pods
-spilled onto dear nodes on the issue-11 backlog. A pattern LP's columns are whole nodes (a pattern: pods per
+spill onto dear nodes on the elastic-10k backlog. A pattern LP's columns are whole nodes (a pattern: pods per
 key on one node of a group), priced by a greedy knapsack per group from the LP's duals; rounding its node
 counts down leaves a few pods (44 of 6,588 there), which the caller places by the greedy's own rule.
 """

@@ -43,8 +43,8 @@ from .problem import Problem
 class Guide:
     """The gang LP's answer for the top priority level (`bound.GangLP.guide`), which the greedy follows where
     capacity is scarce: first-fit by cost alone lets a pod that could go elsewhere take the last nodes of a group
-    another gang's pods can only use (target-10k: flexible 8-GPU pods on p4de, p5 left idle, p4de-only gangs
-    left out)."""
+    another gang's pods can only use (flexible 8-GPU pods on p4de leave p4de-only gangs out while p5 nodes stay
+    idle)."""
 
     started: dict[int, float]  # per gang of that level: the share of it the LP starts (order: most first)
     allot: np.ndarray  # shapes x kinds: pods of the shape the LP puts on a node group's new nodes
@@ -189,7 +189,7 @@ class _State:
     def spared(self, shape: int, kinds: np.ndarray) -> np.ndarray:
         """Per bin kind: an existing node that `avoid` holds for other shapes (a node of a group the guide fills,
         with none of that group left to this shape): the free room of existing nodes is part of the scarce pool
-        too (busy-5k: 8-GPU pods with no product selector took the free H100 nodes an H100-only gang needed)."""
+        too (8-GPU pods with no product selector would take the free H100 nodes an H100-only gang needs)."""
         g = self.filled_group[kinds]
         out = g >= 0
         if out.any():

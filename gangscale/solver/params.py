@@ -52,7 +52,7 @@ def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
     p.random_seed = opts.seed
     if p.num_workers < 8:
         # CP-SAT's default portfolio for few workers has no LP-based worker, and
-        # without one it cannot prove packing bounds (measured: the bundled
-        # example ran into its 10 s limit with 2 default workers, 0.06 s with these).
+        # without one it cannot prove packing bounds (the bundled example runs
+        # into its 10 s limit with 2 default workers, and takes 0.06 s with these).
         p.subsolvers.extend(["default_lp", "max_lp", "quick_restart", "reduced_costs", "pseudo_costs", "core"][: p.num_workers])
     return solver

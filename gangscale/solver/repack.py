@@ -5,11 +5,11 @@ within its free capacity and compatible with its pods, every node group within i
 valid a plan as the one it repairs, and the caller keeps it only when it costs less.
 
 Why: the greedy fills existing nodes first-fit in gang order, so on a cluster of fragmented nodes the small
-pods of early gangs take the fragments and the large pods of later ones go to new nodes; on the issue-11
-backlog that left the plan 4% above the bound, all of it in CPU packing. Here the free existing capacity goes
+pods of early gangs take the fragments and the large pods of later ones go to new nodes; on the elastic-10k
+backlog that leaves the plan 4% above the bound, all of it in CPU packing. Here the free existing capacity goes
 first to the pods the aggregate LP prices highest (the duals of its shape rows in `bound.lp_cost_prices`:
 what a pod of the shape would cost on new nodes), decreasing by price, each onto the existing nodes whose free
-memory per cpu is most like its own (`_fill_existing`; first fit in node order left the plan 1% dearer there); the
+memory per cpu is most like its own (`_fill_existing`; first fit in node order leaves the plan 1% dearer there); the
 rest goes on new nodes as a pattern LP over whole nodes buys them (`colgen`), and what its rounding leaves by
 the greedy's own new-node rule, gangs with the largest pods first.
 """
@@ -117,7 +117,7 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
     memory per free cpu is nearest its own; "tightest", the same in steps of `RATIO_STEP` octaves, among them
     those that hold fewest of its pods; "first", node order. Matched so, memory-heavy pods take the memory-rich
     leftovers and cpu-heavy ones the cpu-rich, and less free capacity is stranded beside a used-up resource (on
-    the issue-11 backlog $8/h less than first fit in node order)."""
+    the elastic-10k backlog $8/h less than first fit in node order)."""
     base = prob.arrays
     free = base.free.copy()
     fills: list[dict[Key, int]] = [{} for _ in base.names]

@@ -328,7 +328,7 @@ def test_a_gang_the_plan_put_on_a_node_on_its_way_is_released_onto_its_own_ready
     objs = [*gated_gang("a", 2, "6"), node("n1", group="cpu"), node("n2", group="cpu")]
     groups, _ = parse_catalog([group("cpu", current=3, max_size=10)])
     cluster = ingest(objs)
-    (a,) = (g.gang_key for g in cluster.gangs)
+    (a,) = (g.key for g in cluster.gangs)
     snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved_nodes={"n1": a, "n2": a}))
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     plan = plan.model_copy(update={"existing_nodes": {"n1": ["default/a0"], "cpu/upcoming-1": ["default/a1"]}})
@@ -343,7 +343,7 @@ def test_a_release_is_narrowed_to_its_planned_node_so_it_cannot_take_a_node_that
             node("n1", cpu="16", mem="64Gi", group="big"), node("n3", cpu="8")]
     groups, _ = parse_catalog([group("big", cpu="16", mem="64Gi", current=3, max_size=10)])
     cluster = ingest(objs)
-    a, b, c = (g.gang_key for g in cluster.gangs)
+    a, b, c = (g.key for g in cluster.gangs)
     snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved={"big": (a, c)}, reserved_nodes={"n1": a}))
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     assert plan.existing_nodes["n3"] == ["default/b0"]

@@ -312,7 +312,7 @@ def _own_node_and_other(zones: tuple[str, str] | None = None):
     objs = [node("other", cpu="8", mem="32Gi", labels=labels[0]), node("mine", cpu="8", mem="32Gi", labels=labels[1]),
             pg("g", "2030-01-01T00:00:01Z", topology=[zone] if zones else None), gated_pod("g0", cpu="6", group="g")]
     cluster = ingest(objs)
-    snap = build_snapshot(cluster, [], policy=SnapshotPolicy(reserved_nodes={"mine": cluster.gangs[0].gang_key}))
+    snap = build_snapshot(cluster, [], policy=SnapshotPolicy(reserved_nodes={"mine": cluster.gangs[0].key}))
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     plan = plan.model_copy(update={"existing_nodes": {"other": ["default/g0"]}})
     return decide(cluster.gangs, plan, snap, lambda g: True)

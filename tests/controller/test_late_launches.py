@@ -72,7 +72,7 @@ def test_late_launches_are_reserved_for_no_gang_and_not_owned_so_the_plan_buys_t
     rec = replace(booked(), covered={"g": 3})
     assert reserved_upcoming([rec]) == {"g": (late_key(KEY),) * 3}
     assert late_key(KEY) != KEY
-    gang = type("G", (), {"gang_key": KEY})()
+    gang = type("G", (), {"key": KEY})()
     assert owned_in_flight({KEY: rec}, [gang]) == {KEY: {}}
     # covers booked: requested 7 (1 arrived, 3 late, 3 covers): the covers are the gang's own
     rec = replace(rec, requested={"g": 7})

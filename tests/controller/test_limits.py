@@ -39,7 +39,7 @@ def test_a_gang_with_more_pods_than_max_gang_pods_is_refused():
     objs = [podgroup("wide", min_count=5)] + [pod(f"w{i}", cpu="1", group="wide") for i in range(5)]
     snap = snapshot(objs, [group("cpu")])
     refused, _ = gang_limits(snap.solvable, ControllerConfig(maxGangPods=4), NOW, {})
-    assert refused[snap.gangs[0].gang_key].reason.startswith("5 pending pods exceed")
+    assert refused[snap.gangs[0].key].reason.startswith("5 pending pods exceed")
 
 
 def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones_without_changing_the_cluster():
@@ -52,7 +52,7 @@ def test_ageing_lifts_a_long_waiting_gang_above_a_stream_of_small_ones_without_c
     plan = plan_for(big + small, catalog, scheduler=OFF)
     assert next(g for g in plan.gangs if g.name == "big").placed == 0
     snap = snapshot(big + small, catalog)
-    first_seen = {g.gang_key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
+    first_seen = {g.key: (NOW - 3600 if g.name == "big" else NOW) for g in snap.gangs}
     _, lifted = gang_limits(snap.solvable, ControllerConfig(ageingSeconds=600), NOW, first_seen)
     assert all(g.priority is None for g in snap.gangs)  # the limits decide; they change no gang
     plan = make_plan(snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)), SolveOptions(time_limit=5), OFF)
@@ -66,7 +66,7 @@ def test_dollar_cap_holds_back_the_lowest_priority_gang_first():
     plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
     cfg = ControllerConfig(namespaceCaps={"team": {"maxDollarsPerHour": 1.5}})
     held = over_caps(plan, snap, cfg, {}, {})
-    assert list(held) == [next(g.gang_key for g in snap.gangs if g.name == "later")]
+    assert list(held) == [next(g.key for g in snap.gangs if g.name == "later")]
     assert "maxDollarsPerHour 1.5" in next(iter(held.values())).reason
     # money already on its way counts too
     assert len(over_caps(plan, snap, cfg, {"team": 1}, {"team": 1.0})) == 2
@@ -119,7 +119,7 @@ def test_a_gang_held_back_still_waits_in_the_schedulers_queue_so_a_younger_gang_
     objs = [node("n1"), _aged(podgroup("a"), "2026-01-01T00:00:00Z"), pod("a-0", cpu="6", group="a"),
             _aged(podgroup("b"), "2026-01-02T00:00:00Z"), pod("b-0", cpu="6", group="b")]
     catalog = [group("cpu")]
-    a = next(g.gang_key for g in snapshot(objs, catalog).gangs if g.name == "a")
+    a = next(g.key for g in snapshot(objs, catalog).gangs if g.name == "a")
     policy = SnapshotPolicy(held={a: PreDecision("deferred", "held for the test")})
     plan = _observed(objs, catalog, policy)
     decisions = {r.name: r for r in plan.gangs}
@@ -145,7 +145,7 @@ def test_a_held_gang_that_fits_nothing_at_hand_takes_the_node_bought_for_a_young
             _aged(podgroup("b"), "2026-01-02T00:00:00Z"), pod("b-0", cpu="6", group="b")]
     catalog = [group("cpu")]
     snap = snapshot(objs, catalog)
-    a = next(g.gang_key for g in snap.gangs if g.name == "a")
+    a = next(g.key for g in snap.gangs if g.name == "a")
     plan = _observed(objs, catalog, SnapshotPolicy(held={a: PreDecision("deferred", "held for the test")}))
     decisions = {r.name: r for r in plan.gangs}
     assert decisions["a"].decision == "deferred" and not plan.new_nodes and plan.scale_up == {}

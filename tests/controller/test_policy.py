@@ -35,7 +35,7 @@ def cluster_and_groups():
 
 def test_reservations_boosts_and_holds_are_built_in_and_the_cluster_is_left_as_it_was():
     cluster, groups = cluster_and_groups()
-    a, b = (g.gang_key for g in cluster.gangs)
+    a, b = (g.key for g in cluster.gangs)
     before = copy.deepcopy((cluster.gangs, cluster.nodes))
     policy = SnapshotPolicy(reserved={"cpu": (a, a)}, priority={a: 7}, held={b: PreDecision("deferred", "cap")})
     snap = build_snapshot(cluster, groups, policy=policy)
@@ -43,18 +43,18 @@ def test_reservations_boosts_and_holds_are_built_in_and_the_cluster_is_left_as_i
     upcoming = [v for v in snap.nodes if v.upcoming]
     assert [v.reserved_for for v in upcoming] == [a, a, None]
     assert [t.key for t in upcoming[0].taints] == [RESERVED_TAINT] and not upcoming[2].taints
-    planned_a = next(g for g in snap.gangs if g.gang_key == a)
+    planned_a = next(g for g in snap.gangs if g.key == a)
     assert planned_a.priority == 7
     assert planned_a.pending[0].placement.tolerations[-1].value == str(a)
     assert snap.decided[b].reason == "cap"
-    assert [g.gang_key for g in snap.solvable] == [a]
+    assert [g.key for g in snap.solvable] == [a]
 
 
 def test_a_reservation_beyond_the_nodes_on_their_way_gives_no_toleration():
     cluster, groups = cluster_and_groups()
-    a, b = (g.gang_key for g in cluster.gangs)
+    a, b = (g.key for g in cluster.gangs)
     snap = build_snapshot(cluster, groups, policy=SnapshotPolicy(reserved={"cpu": (a, a, a, b)}))
-    planned_b = next(g for g in snap.gangs if g.gang_key == b)
+    planned_b = next(g for g in snap.gangs if g.key == b)
     assert planned_b.pending[0].placement.tolerations == ()
 
 
@@ -73,7 +73,7 @@ def test_the_node_still_on_its_way_is_reserved_for_the_newer_gang_once_the_older
             podgroup("c", min_count=1), pod("c0", cpu="6", group="c"), node("cpu-1", group="cpu")]
     groups, _ = parse_catalog([group("cpu", current=2, max_size=10)])
     cluster = ingest(objs)
-    a, b, c = (g.gang_key for g in cluster.gangs)
+    a, b, c = (g.key for g in cluster.gangs)
     records = [_holding(a, 100.0, ("cpu-1",)), _holding(b, 200.0)]
     policy = SnapshotPolicy(reserved=reserved_upcoming(records), reserved_nodes=reserved_registered(records))
     snap = build_snapshot(cluster, groups, policy=policy)

@@ -264,7 +264,7 @@ def test_a_run_that_meets_no_tie_is_every_seeds_run_and_the_other_seeds_are_not_
     for a, b in zip(got, want):
         _same(a, b)
     assert got[1].placement is not got[0].placement and got[1].outcomes is not got[0].outcomes
-    assert len(got[2].placement) == 9 and not got[2].outcomes[gangs[3].gang_key].started
+    assert len(got[2].placement) == 9 and not got[2].outcomes[gangs[3].key].started
 
 
 def test_a_run_that_broke_a_tie_leaves_every_other_seed_to_run(monkeypatch):

@@ -170,7 +170,7 @@ def test_ageing_lifts_the_planning_priority_but_not_the_priority_the_scheduler_m
 
     objs = [podgroup("train", min_count=1), pod("t0", cpu="1", mem="1Gi", group="train", priority=3)]
     cluster = ingest(objs)
-    key = next(iter(cluster.gangs)).gang_key
+    key = next(iter(cluster.gangs)).key
     snap = build_snapshot(cluster, [], [], SnapshotPolicy(priority={key: 50}))
     g = next(g for g in snap.solvable if g.name == "train")
     assert (g.effective_priority, g.scheduler_priority) == (50, 3)

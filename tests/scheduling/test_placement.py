@@ -38,7 +38,7 @@ def test_a_zone_constrained_gang_is_placed_in_one_zone_where_leastallocated_alon
         spread = simulate(nodes, [plain], seed=seed)
         assert set(spread.placement.values()) == {"a1", "b1"}
         res = simulate(nodes, [_topo(plain)], seed=seed)
-        assert res.outcomes[plain.gang_key].started
+        assert res.outcomes[plain.key].started
         assert len(set(res.placement.values())) == 1, seed
 
 
@@ -61,8 +61,8 @@ def test_a_gang_no_single_zone_can_hold_does_not_start_even_if_the_cluster_could
     assert simulate(nodes, [gang("job", pods, min_count=2)]).started  # without the constraint: one pod per zone
     g = _topo(gang("job", pods, min_count=2))
     res = simulate(nodes, [g])
-    assert not res.outcomes[g.gang_key].started and res.placement == {}
-    assert "no single topology.kubernetes.io/zone domain holds 2 members" in res.outcomes[g.gang_key].reason
+    assert not res.outcomes[g.key].started and res.placement == {}
+    assert "no single topology.kubernetes.io/zone domain holds 2 members" in res.outcomes[g.key].reason
 
 
 def test_nodes_without_the_topology_label_are_in_no_placement():

@@ -29,9 +29,9 @@ def test_under_least_allocated_a_1_gpu_pod_lands_on_the_4_gpu_node_and_the_gang_
     nodes, gangs = _g5_cluster()
     res = simulate(nodes, gangs, config=strategy_config("LeastAllocated"), seed=1)
     assert res.placement["team-a/infer"] == "g5-12xl"  # cpu/memory LeastAllocated prefers the emptier big node
-    assert not res.outcomes[gangs[1].gang_key].started
+    assert not res.outcomes[gangs[1].key].started
     assert res.empty_nodes == ["g5-xl"]
-    reason = res.outcomes[gangs[1].gang_key].reason
+    reason = res.outcomes[gangs[1].key].reason
     assert "team-a's 1-GPU pods" in reason and "g5.12xlarge" in reason and "MostAllocated with a GPU weight" in reason
 
 
@@ -39,7 +39,7 @@ def test_most_allocated_with_a_gpu_weight_puts_each_pod_on_the_node_bought_for_i
     nodes, gangs = _g5_cluster()
     res = simulate(nodes, gangs, config=strategy_config("MostAllocated", (("cpu", 1), ("memory", 1), (GPU, 5))))
     assert res.placement == {"team-a/infer": "g5-xl", "team-b/train-0": "g5-12xl"}
-    assert res.started == {g.gang_key for g in gangs} and res.empty_nodes == []
+    assert res.started == {g.key for g in gangs} and res.empty_nodes == []
 
 
 def test_an_older_gang_the_plan_deferred_takes_the_capacity_first():
@@ -48,8 +48,8 @@ def test_an_older_gang_the_plan_deferred_takes_the_capacity_first():
     older = gang("deferred", [mkpod(f"d{i}", 4000, 8, created=OLD) for i in range(2)], min_count=2, created=OLD)
     younger = gang("planned", [mkpod(f"p{i}", 4000, 8, created=NEW) for i in range(2)], min_count=2, created=NEW)
     res = simulate(nodes, [younger, older])
-    assert res.started == {older.gang_key}
-    assert "older gang team-a/deferred" in res.outcomes[younger.gang_key].reason
+    assert res.started == {older.key}
+    assert "older gang team-a/deferred" in res.outcomes[younger.key].reason
 
 
 def test_higher_priority_goes_before_an_older_gang():
@@ -58,7 +58,7 @@ def test_higher_priority_goes_before_an_older_gang():
     urgent = lone(mkpod("urgent", 4000, 8, created=NEW, priority=100))
     res = simulate(nodes, [old, urgent])
     assert res.placement == {"team-a/urgent": "n1"}
-    assert "higher-priority" in res.outcomes[old.gang_key].reason
+    assert "higher-priority" in res.outcomes[old.key].reason
 
 
 def test_an_elastic_gang_takes_every_member_that_fits_not_only_min_count():
@@ -66,7 +66,7 @@ def test_an_elastic_gang_takes_every_member_that_fits_not_only_min_count():
     nodes = [node("n1", 4000, 16), node("n2", 4000, 16), node("n3", 4000, 16)]
     elastic = gang("elastic", [mkpod(f"e{i}", 4000, 8) for i in range(5)], min_count=2)
     res = simulate(nodes, [elastic])
-    assert res.outcomes[elastic.gang_key].started and res.outcomes[elastic.gang_key].placed == 3
+    assert res.outcomes[elastic.key].started and res.outcomes[elastic.key].placed == 3
 
 
 def test_a_group_below_quorum_binds_nothing_and_holds_no_capacity():
@@ -75,7 +75,7 @@ def test_a_group_below_quorum_binds_nothing_and_holds_no_capacity():
     small = lone(mkpod("small", 4000, 8, created=NEW))
     res = simulate(nodes, [big, small])
     assert res.placement == {"team-a/small": "n1"}
-    assert "only 0 of 2" in res.outcomes[big.gang_key].reason
+    assert "only 0 of 2" in res.outcomes[big.key].reason
 
 
 def test_a_1_35_gang_holds_its_assumed_pods_at_permit_until_rolled_back():
@@ -89,7 +89,7 @@ def test_a_1_35_gang_holds_its_assumed_pods_at_permit_until_rolled_back():
     one_pass = simulate(nodes, [w, small], max_passes=1)
     assert one_pass.placement == {}  # held at Permit, then rolled back: nothing bound in that pass
     res = simulate(nodes, [w, small])
-    assert res.placement == {"team-a/small": "n1"} and not res.outcomes[w.gang_key].started
+    assert res.placement == {"team-a/small": "n1"} and not res.outcomes[w.key].started
 
 
 def test_coscheduling_keeps_a_groups_pods_together_in_the_queue():
@@ -100,12 +100,12 @@ def test_coscheduling_keeps_a_groups_pods_together_in_the_queue():
     small = lone(mkpod("small", 4000, 8, created="2025-01-01T00:00:01Z"))
     cs = gang("cs", [b0, b1], min_count=2, api=API_COSCHEDULING, created="2025-01-01T00:00:00Z")
     res = simulate(nodes, [cs, small])
-    assert res.started == {cs.gang_key}
+    assert res.started == {cs.key}
     w = gang("w", [mkpod("c0", 4000, 8, created="2025-01-01T00:00:00Z"),
                    mkpod("c1", 4000, 8, created="2025-01-01T00:00:02Z")], min_count=2, api=API_WORKLOAD)
     small2 = lone(mkpod("small2", 4000, 8, created="2025-01-01T00:00:01Z"))
     res2 = simulate(nodes, [w, small2], max_passes=1)
-    assert w.gang_key not in res2.started  # PrioritySort interleaves: small2 takes n2 between c0 and c1
+    assert w.key not in res2.started  # PrioritySort interleaves: small2 takes n2 between c0 and c1
 
 
 def test_ties_are_broken_by_the_seed_and_the_same_seed_gives_the_same_placement():
@@ -135,7 +135,7 @@ def test_nodes_that_fail_a_filter_are_never_chosen():
     nodes = [node("cpu", 64000, 256, labels={"pool": "cpu"}), node("gpu", 8000, 32, 1, labels={"pool": "gpu"})]
     p = lone(mkpod("sel", 1000, 1, selector=(("pool", "gpu"),)))  # no GPU toleration: the GPU taint filters it
     res = simulate(nodes, [p])
-    assert res.placement == {} and "filters" in res.outcomes[p.gang_key].reason
+    assert res.placement == {} and "filters" in res.outcomes[p.key].reason
 
 
 def test_a_gang_lifted_by_ageing_still_queues_at_its_own_priority_behind_an_older_lone_pod():
@@ -147,4 +147,4 @@ def test_a_gang_lifted_by_ageing_still_queues_at_its_own_priority_behind_an_olde
                    queue_priority=0)
     res = simulate(nodes, [aged, old])
     assert res.placement == {"team-a/old": "n1"}
-    assert not res.outcomes[aged.gang_key].started
+    assert not res.outcomes[aged.key].started
