@@ -8,7 +8,15 @@ import yaml
 
 from gangscale.cli import build_parser
 
-from .test_helm_chart import CHART, DEPLOY, NAMESPACE, _without_empty_labels, helm, helm_template, normalise
+from .test_helm_chart import (
+    CHART,
+    DEPLOY,
+    NAMESPACE,
+    _without_empty_labels,
+    helm,
+    helm_template,
+    normalise,
+)
 
 SELF_SIGNED = {"webhook": {"enabled": True, "certManager": False, "replicas": 3}}
 

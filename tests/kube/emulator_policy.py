@@ -22,15 +22,15 @@ from celpy import json_to_cel
 
 from .emulator_admission import AdmissionDenied
 
-_ENV = celpy.Environment()
-_PROGRAMS: dict[str, Any] = {}
+_PROGRAMS: dict[str, Any] = {}  # compiled once per expression text (the CEL parser is built on first use)
 _VARIABLE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _program(expression: str) -> Any:
     prg = _PROGRAMS.get(expression)
     if prg is None:
-        prg = _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
+        env = _PROGRAMS.setdefault("", celpy.Environment())
+        prg = _PROGRAMS[expression] = env.program(env.compile(expression))
     return prg
 
 

@@ -96,6 +96,8 @@ def test_only_the_self_signed_component_may_update_the_webhooks_own_configuratio
     for version in ("1.35.0", "1.36.0", "1.37.0"):
         for doc in (role, binding):
             kubernetes_validate.validate(doc, version, strict=True)
-    from gangscale.webhook.certs import CONFIG_PATHS  # what the bootstrap writes: these two, by name
+    from gangscale.webhook.certs import CONFIG_PATHS
+
+    # what the bootstrap writes: these two, by name
 
     assert {p.rsplit("/", 1)[1] for p in CONFIG_PATHS} == set(role["rules"][0]["resources"])
