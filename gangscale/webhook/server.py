@@ -56,7 +56,6 @@ class _DeadlineReader(io.RawIOBase):
         super().__init__()
         self.sock, self.deadline = sock, deadline
         self.until: float | None = None
-        self.started = 0.0
 
     def readable(self) -> bool:
         return True
@@ -75,8 +74,8 @@ class _DeadlineReader(io.RawIOBase):
             if self.until is not None:
                 raise DeadlinePassed from None
             raise
-        if n and self.until is None:
-            self.started, self.until = now, now + self.deadline
+        if n and self.until is None:  # the request's first byte: its deadline runs from now
+            self.until = time.monotonic() + self.deadline
         return n
 
     def left(self) -> float:
@@ -91,6 +90,11 @@ def _client(address: Any) -> str:
 def _gone(client: Any, stage: str, exc: BaseException) -> None:
     log.info("client disconnected", extra={"client": _client(client), "stage": stage,
                                            "error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def _late(client: Any, stage: str, deadline: float) -> None:
+    log.warning("request deadline passed: connection closed",
+                extra={"client": _client(client), "stage": stage, "deadlineSeconds": deadline})
 
 
 class CertStore:
@@ -137,6 +141,9 @@ class WebhookServer(ThreadingHTTPServer):
         request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle wait
         try:
             tls = self.certs.context().wrap_socket(request, server_side=True)
+        except TimeoutError:
+            _late(client_address, "handshake", self.deadline)
+            return
         except _GONE as exc:
             _gone(client_address, "handshake", exc)  # plain HTTP, a reset or a stalled handshake: no answer
             return
@@ -184,9 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             super().handle_one_request()
         except DeadlinePassed:
             self.close_connection = True
-            log.warning("request deadline passed: connection closed", extra={
-                "client": _client(self.client_address), "deadlineSeconds": self.server.deadline,
-                "path": getattr(self, "path", None) if getattr(self, "requestline", "") else None})
+            _late(self.client_address, "request", self.server.deadline)
         except _GONE as exc:
             self.close_connection = True
             _gone(self.client_address, "request", exc)
