@@ -42,18 +42,18 @@ def component_docs() -> list[dict[str, Any]]:
     return [d for f in kust["resources"] for d in yaml.safe_load_all((COMPONENT / f).read_text()) if d]
 
 
-def policy_docs() -> tuple[dict[str, Any], dict[str, Any]]:
-    docs = component_docs()
-    return (next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"),
-            next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"))
+def policy_docs() -> list[dict[str, Any]]:
+    """The shipped ValidatingAdmissionPolicies and their bindings."""
+    return [d for d in component_docs() if d["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def judge(operation: str, new: dict[str, Any] | None, old: dict[str, Any], user: str = SA) -> str | None:
-    """None when the shipped policy admits the write, else the denial's message."""
-    policy, binding = policy_docs()
+    """None when the shipped policies admit the write, else the denial's message."""
+    docs = policy_docs()
     request = request_attributes(("", "v1", "pods"), "Pod", operation, "team", old["metadata"]["name"], user)
     try:
-        check([policy], [binding], request, new, old)
+        check([d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"],
+              [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"], request, new, old)
     except AdmissionDenied as exc:
         assert exc.code == 422
         return exc.message
@@ -143,7 +143,24 @@ def test_the_policy_refuses_what_a_compromised_controller_could_write(case):
     old, new, word = _malicious()[case]
     message = judge("UPDATE", new, old)
     assert message is not None and word in message, message
-    assert judge("UPDATE", new, old, user="system:serviceaccount:kube-system:other") is None  # others: RBAC's matter
+    assert judge("UPDATE", new, old, user="kubernetes-admin") is None  # a user is not fenced: RBAC's matter
+
+
+OTHER_SA = "system:serviceaccount:batch:some-operator"
+
+
+def test_no_other_service_account_may_lift_the_capacity_gate_but_a_user_may():
+    old = gated_pod()
+    old["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}, {"name": CAPACITY_GATE}]
+    lifted = _patched(old, [{"op": "remove", "path": "/spec/schedulingGates/1"}])
+    message = judge("UPDATE", lifted, old, user=OTHER_SA)
+    assert message is not None and "only gangscale's controller removes" in message
+    assert judge("UPDATE", _patched(old, [{"op": "remove", "path": "/spec/schedulingGates"}]), old,
+                 user=OTHER_SA) is not None
+    assert judge("UPDATE", _patched(old, [{"op": "remove", "path": "/spec/schedulingGates/0"}]), old,
+                 user=OTHER_SA) is None  # Kueue lifting its own gate
+    assert judge("UPDATE", lifted, old, user="kubernetes-admin") is None  # the documented manual release
+    assert judge("UPDATE", lifted, old) is None  # the controller
 
 
 def _released(**changes: Any) -> dict[str, Any]:
@@ -183,18 +200,25 @@ def test_gate_mode_grants_exactly_pod_patch_and_delete_bound_to_the_controller_a
     deploy = yaml.safe_load((ROOT / "config" / "deploy" / "kustomization.yaml").read_text())
     assert deploy["components"] == ["gate-mode"]  # config.yaml's gateMode is opt-in: gate mode is on
     assert yaml.safe_load((ROOT / "config" / "deploy" / "config.yaml").read_text())["gateMode"] == "opt-in"
-    docs = {d["kind"]: d for d in component_docs()}
+    docs = {d["kind"]: d for d in component_docs()}  # the last of each kind
     assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]}]
     sa = yaml.safe_load((ROOT / "config" / "deploy" / "serviceaccount.yaml").read_text())["metadata"]["name"]
     assert docs["ClusterRoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": sa,
                                                        "namespace": deploy["namespace"]}]
-    policy, binding = docs["ValidatingAdmissionPolicy"], docs["ValidatingAdmissionPolicyBinding"]
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
-    assert policy["spec"]["failurePolicy"] == "Fail"
-    assert f"'system:serviceaccount:{deploy['namespace']}:{sa}'" in policy["spec"]["matchConditions"][0]["expression"]
-    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE", "DELETE"]
+    policies = [d for d in component_docs() if d["kind"] == "ValidatingAdmissionPolicy"]
+    bindings = [d for d in component_docs() if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert sorted(p["metadata"]["name"] for p in policies) == ["gangscale-capacity-gate", "gangscale-pod-writes"]
+    assert sorted((b["spec"]["policyName"], tuple(b["spec"]["validationActions"])) for b in bindings) == [
+        ("gangscale-capacity-gate", ("Deny",)), ("gangscale-pod-writes", ("Deny",))]
+    for policy in policies:
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert f"'system:serviceaccount:{deploy['namespace']}:{sa}'" in policy["spec"]["matchConditions"][0][
+            "expression"]
+    pod_writes = next(p for p in policies if p["metadata"]["name"] == "gangscale-pod-writes")
+    assert pod_writes["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == [
+        "UPDATE", "DELETE"]
     for version in ("1.35.0", "1.36.0", "1.37.0"):
-        for d in docs.values():
+        for d in component_docs():
             kubernetes_validate.validate(d, version, strict=True)
 
 
@@ -212,8 +236,8 @@ def test_the_chart_renders_gate_modes_pod_writes_and_policy_unless_gate_mode_is_
     assert not [r for d in off if d["kind"] == "ClusterRole" for r in d["rules"] if "pods" in r["resources"]
                 and set(r["verbs"]) - {"get", "list", "watch"}]
     docs = helm_template({"serviceAccount": {"name": "gs"}})
-    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
-    assert "'system:serviceaccount:gangscale-system:gs'" in policy["spec"]["matchConditions"][0]["expression"]
+    for policy in (d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"):
+        assert "'system:serviceaccount:gangscale-system:gs'" in policy["spec"]["matchConditions"][0]["expression"]
 
 
 # ------------------------------------------------------------------ end to end, under the policy
@@ -223,7 +247,7 @@ def test_the_chart_renders_gate_modes_pod_writes_and_policy_unless_gate_mode_is_
 def fenced(cluster, tmp_path):
     """The emulator with the gate-mode component installed and the controller authenticated as its ServiceAccount."""
     cluster.users[SA_TOKEN] = SA
-    cluster.apply_all(list(policy_docs()))  # the emulator does not evaluate RBAC: the policy is what is tested
+    cluster.apply_all(policy_docs())  # the emulator does not evaluate RBAC: the policy is what is tested
     cluster.kubeconfig(str(tmp_path / "kubeconfig"), token=SA_TOKEN)  # what the `controllers` fixture starts with
     return connect(cluster.kubeconfig(str(tmp_path / "sa-kubeconfig"), token=SA_TOKEN))
 
@@ -266,6 +290,10 @@ def test_the_controllers_account_cannot_change_an_image_or_delete_a_pod_it_did_n
         fenced.delete("/api/v1/namespaces/kube-system/pods/dns")
     assert cluster.get("v1", "Pod", "kube-system", "dns")["spec"]["containers"][0]["image"] == "coredns:1"
     assert gates_of(cluster, "team", "g-0") == [CAPACITY_GATE]
+    cluster.users["other-token"] = OTHER_SA  # another controller's account cannot lift gangscale's gate
+    other = connect(cluster.kubeconfig(str(tmp_path / "other-kubeconfig"), token="other-token"))
+    with pytest.raises(KubeError, match="only gangscale's controller removes"):
+        other.json_patch(path, release_patch(cluster.get("v1", "Pod", "team", "g-0"), [CAPACITY_GATE], None))
     # a cluster admin is not fenced: the documented manual release still works
     admin = connect(cluster.kubeconfig(str(tmp_path / "admin-kubeconfig")))
     admin.json_patch(path, release_patch(cluster.get("v1", "Pod", "team", "g-0"), [CAPACITY_GATE], None))
