@@ -114,7 +114,12 @@ def cmd_webhook(args: argparse.Namespace) -> int:
     policy = build_policy(args)
     cert, key = os.path.join(args.cert_dir, "tls.crt"), os.path.join(args.cert_dir, "tls.key")
     if args.self_signed:
+        from ..kube.errors import KubeConfigError, KubeError
         from .certs import bootstrap
 
-        bootstrap(args, cert, key, policy.config.admission)
+        try:
+            bootstrap(args, cert, key, policy.config.admission)
+        except (KubeError, KubeConfigError) as exc:  # e.g. 403: the self-signed RBAC component is not installed
+            log.error("self-signed bootstrap failed: caBundle not patched", extra={"error": str(exc)})
+            return 1
     return serve(policy, cert, key, args.listen, args.request_deadline)

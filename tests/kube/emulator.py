@@ -26,7 +26,8 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   update, patch and delete (`emulator_policy.py`: CEL by cel-python, the user from `users`), and the service proxy `GET .../services/<svc>/proxy/...`,
   both reaching Services the test maps in `services`;
 - SelfSubjectAccessReview answered from a deny list;
-- bearer-token auth (401 otherwise): `token` is the admin, `users` maps more tokens to user names.
+- bearer-token auth (401 otherwise): `token` is the admin, `users` maps more tokens to user names;
+  with `rbac` on, those users' requests are authorized by the applied RBAC objects (`emulator_rbac.py`).
 
 Faults: `drop_watches()` cuts every open watch mid-event, `compact()`
 expires all older resourceVersions, `fail_next()` answers the next requests
@@ -53,6 +54,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .emulator_admission import AdmissionDenied, admit, proxy_get
 from .emulator_policy import check as check_policies
+from .emulator_rbac import allowed as rbac_allows
 from .emulator_policy import request_attributes
 
 SCHED = "scheduling.k8s.io"
@@ -103,6 +105,12 @@ ADMISSION = [Kind("admissionregistration.k8s.io", "mutatingwebhookconfigurations
                   namespaced=False),
              Kind("admissionregistration.k8s.io", "validatingadmissionpolicybindings",
                   "ValidatingAdmissionPolicyBinding", namespaced=False)]
+
+# RBAC objects: stored (apply) for `Emulator.rbac`, not served over HTTP
+RBAC = [Kind("rbac.authorization.k8s.io", "roles", "Role"),
+        Kind("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", namespaced=False),
+        Kind("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
+        Kind("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)]
 
 # What each release can serve in scheduling.k8s.io (when enabled), and the pod field it knows.
 RELEASE_NATIVE = {
@@ -369,6 +377,7 @@ class Emulator:
     # more bearer tokens, each the user it authenticates (`request.userInfo.username` for admission policies);
     # `token` authenticates ADMIN
     users: dict[str, str] = field(default_factory=dict)
+    rbac: bool = False  # True: requests of `users` are authorized by the applied Roles and bindings (emulator_rbac.py)
     bookmark_interval: float = 0.2
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
@@ -472,7 +481,7 @@ class Emulator:
         api = str(obj.get("apiVersion", ""))
         group, _, version = api.rpartition("/")
         for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE] \
-                + DRA_KINDS + [KUEUE_WL] + ADMISSION:
+                + DRA_KINDS + [KUEUE_WL] + ADMISSION + RBAC:
             if k.group == group and k.kind == obj.get("kind"):
                 return k, version
         raise ValueError(f"emulator does not know {api} {obj.get('kind')}")
@@ -723,6 +732,7 @@ class Emulator:
             route = self._route(parts)
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._authorize(h.username, method, route, query)
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:
@@ -744,6 +754,21 @@ class Emulator:
         if authorization.startswith("Bearer ") and token in self.users:
             return self.users[token]
         raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(self, username: str, method: str, route: _Route, query: dict[str, str]) -> None:
+        """403 unless RBAC (when on) lets `username` make this request; the admin may do anything."""
+        if not self.rbac or username == ADMIN:
+            return
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
+            "get" if route.name else "watch" if query.get("watch") in ("true", "1") else "list")
+        kind = route.kind
+        resource = f"{kind.plural}/{route.subresource}" if route.subresource else kind.plural
+        with self._cond:
+            objs = [o for k in RBAC for o in self._store.get(k.key, {}).values()]
+        if not rbac_allows(objs, username, verb, kind.group, resource, route.namespace or "", route.name or ""):
+            where = f' in the namespace "{route.namespace}"' if route.namespace else " at the cluster scope"
+            raise ApiError(403, "Forbidden", f'{resource} "{route.name or ""}" is forbidden: User "{username}" cannot '
+                           f'{verb} resource "{resource}" in API group "{kind.group}"{where}')
 
     def _policies(self, route: _Route, operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None,
                   username: str) -> None:
