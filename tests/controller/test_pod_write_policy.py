@@ -243,11 +243,19 @@ def test_the_chart_renders_gate_modes_pod_writes_and_policy_unless_gate_mode_is_
 # ------------------------------------------------------------------ end to end, under the policy
 
 
+def shipped_rbac(*, gate_mode: bool) -> list[dict[str, Any]]:
+    """config/deploy/rbac.yaml, and the gate-mode component's RBAC when `gate_mode`."""
+    files = [ROOT / "config" / "deploy" / "rbac.yaml"] + ([COMPONENT / "rbac.yaml"] if gate_mode else [])
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+
+
 @pytest.fixture
 def fenced(cluster, tmp_path):
-    """The emulator with the gate-mode component installed and the controller authenticated as its ServiceAccount."""
+    """The emulator enforcing the shipped RBAC with the gate-mode component and its policies, the controller
+    authenticated as its ServiceAccount."""
     cluster.users[SA_TOKEN] = SA
-    cluster.apply_all(policy_docs())  # the emulator does not evaluate RBAC: the policy is what is tested
+    cluster.rbac = True
+    cluster.apply_all(shipped_rbac(gate_mode=True) + policy_docs())
     cluster.kubeconfig(str(tmp_path / "kubeconfig"), token=SA_TOKEN)  # what the `controllers` fixture starts with
     return connect(cluster.kubeconfig(str(tmp_path / "sa-kubeconfig"), token=SA_TOKEN))
 
@@ -290,7 +298,13 @@ def test_the_controllers_account_cannot_change_an_image_or_delete_a_pod_it_did_n
         fenced.delete("/api/v1/namespaces/kube-system/pods/dns")
     assert cluster.get("v1", "Pod", "kube-system", "dns")["spec"]["containers"][0]["image"] == "coredns:1"
     assert gates_of(cluster, "team", "g-0") == [CAPACITY_GATE]
-    cluster.users["other-token"] = OTHER_SA  # another controller's account cannot lift gangscale's gate
+    cluster.users["other-token"] = OTHER_SA  # another controller, allowed to patch pods, cannot lift gangscale's gate
+    cluster.apply_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "operator"},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "operator"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operator"},
+         "subjects": [{"kind": "ServiceAccount", "name": "some-operator", "namespace": "batch"}]}])
     other = connect(cluster.kubeconfig(str(tmp_path / "other-kubeconfig"), token="other-token"))
     with pytest.raises(KubeError, match="only gangscale's controller removes"):
         other.json_patch(path, release_patch(cluster.get("v1", "Pod", "team", "g-0"), [CAPACITY_GATE], None))
@@ -298,3 +312,18 @@ def test_the_controllers_account_cannot_change_an_image_or_delete_a_pod_it_did_n
     admin = connect(cluster.kubeconfig(str(tmp_path / "admin-kubeconfig")))
     admin.json_patch(path, release_patch(cluster.get("v1", "Pod", "team", "g-0"), [CAPACITY_GATE], None))
     assert gates_of(cluster, "team", "g-0") == []
+
+
+def test_without_gate_modes_component_the_controllers_account_writes_no_pod(cluster, world, controllers, tmp_path):
+    cluster.users[SA_TOKEN] = SA
+    cluster.rbac = True
+    cluster.apply_all(shipped_rbac(gate_mode=False))
+    cluster.kubeconfig(str(tmp_path / "kubeconfig"), token=SA_TOKEN)
+    namespace(cluster, "team", gate_mode=True)
+    cluster.apply(node("n1", cpu="8", mem="32Gi"))
+    ctl = controllers()
+    gated_gang(cluster, "train", 1, cpu="2")
+    refused = wait_for(lambda: ctl.logged("cannot lift the scheduling gate"), timeout=60, what="the lift refused")
+    assert "403" in str(refused[0]["errors"]) and gates_of(cluster, "team", "train-0") == [CAPACITY_GATE]
+    assert ctl.logged("plan")  # everything else it does, the base RBAC allows
+    ctl.assert_no_tracebacks()
