@@ -54,8 +54,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from .emulator_admission import AdmissionDenied, admit, proxy_get
 from .emulator_policy import check as check_policies
-from .emulator_rbac import allowed as rbac_allows
 from .emulator_policy import request_attributes
+from .emulator_rbac import allowed as rbac_allows
 
 SCHED = "scheduling.k8s.io"
 COSCHED = "scheduling.x-k8s.io"
