@@ -347,7 +347,7 @@ def test_check_reports_groups_the_policy_would_not_let_gangscale_scale(world, pr
     assert code == 0 and scope["verdict"] == "warn"
     assert scope["summary"] == (
         f"1 of 2 aws-asg node groups lack gangscale's tags (gangscale.io/cluster={CLUSTER}, or gangscale.io/enabled="
-        f"true with gangscale.io/{CLUSTER}): config/iam-policy.json denies scaling them: ca-only")
+        f"true with gangscale.io/{CLUSTER}): config/iam/aws-asg.json denies scaling them: ca-only")
 
 
 def test_check_says_which_groups_cluster_autoscaler_also_manages_and_what_to_do(world, proxy, tmp_path, capsys):
