@@ -137,7 +137,7 @@ def discovery_state(tags: Mapping[str, str], cluster_name: str | None, *, ca_clu
 
 
 def missing_cluster_tag(tags: Mapping[str, str], cluster_name: str, *, cluster_in_arn: bool = False) -> bool:
-    """True when config/iam-policy.json would deny scaling this group.
+    """True when the shipped IAM policies (config/iam/) would deny scaling this group.
 
     It allows `gangscale.io/cluster=<cluster>`, or `gangscale.io/enabled=true` with
     `gangscale.io/<cluster>`; for EKS (`cluster_in_arn`: the resource ARN names the cluster)

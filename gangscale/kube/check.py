@@ -377,7 +377,7 @@ def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
     if unscoped:
         return CheckResult(
             "iam-scope", WARN, f"{len(unscoped)} of {len(names)} {provider.name} node groups lack gangscale's "
-            f"tags ({tag}): config/iam-policy.json denies scaling them: {', '.join(unscoped)}",
+            f"tags ({tag}): config/iam/{provider.name}.json denies scaling them: {', '.join(unscoped)}",
             ["they were found by --node-group-auto-discovery filters the IAM policy does not trust",
              f"fix: tag them {tag} (and their launch templates gangscale.io/cluster=<cluster>, for aws-fleet)"])
     if not names:

@@ -99,7 +99,7 @@ def check_scheduler_scoring(scoring: SchedulerScoring | None, cluster: str, regi
     if scoring.unknown:
         return CheckResult(NAME, WARN, f"cannot read the cluster's kube-scheduler scoring strategy: {scoring.unknown}",
                            ["gangscale plans assume upstream defaults (LeastAllocated on cpu and memory) until it "
-                            "can: allow eks:DescribeCluster on the cluster (config/iam-policy.json), or pass the "
+                            "can: allow eks:DescribeCluster on the cluster (config/iam/aws-eks.json), or pass the "
                             "profile with --scheduler-config FILE (controller: schedulerConfigFile)"])
     summary = f"{scoring.source or cluster} scores nodes with {_described(scoring)}"
     weighted = {n for n, _ in scoring.resources}

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
-import json
+import logging
 import os
-import sys
 from typing import Any
 
 VALID_DAYS = 365
@@ -93,5 +92,5 @@ def bootstrap(args: argparse.Namespace, cert_path: str, key_path: str, admission
     write_pair(cert_path, key_path, cert_pem, key_pem)
     with _connect(args) as client:
         done = patch_ca_bundle(client, args.webhook_configuration, ca_pem, admission)
-    print(json.dumps({"msg": "self-signed certificate made, caBundle patched", "patched": done}),
-          file=sys.stderr, flush=True)
+    logging.getLogger("gangscale.webhook").info("self-signed certificate made, caBundle patched",
+                                                extra={"patched": done})

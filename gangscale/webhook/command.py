@@ -7,12 +7,24 @@ The parser half imports nothing heavy (cli.py builds every parser at start-up);
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import logging
 from typing import Any
 
 DEFAULT_LISTEN = "0.0.0.0:8443"
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+DEFAULT_REQUEST_DEADLINE = 10.0  # server.REQUEST_DEADLINE_SECONDS (not imported: the parser half stays light)
+
+log = logging.getLogger("gangscale.webhook")
+
+
+def _deadline(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--request-deadline must be a number of seconds, not {text!r}") from None
+    if not 1 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"--request-deadline must be 1-300 seconds, not {text}")
+    return value
 
 
 def add_webhook_command(sub: Any) -> None:
@@ -33,6 +45,10 @@ def add_webhook_command(sub: Any) -> None:
     w.add_argument("--no-discovery", action="store_true",
                    help="do not ask the API server which gang APIs it serves (the gangFeatureOff rule then "
                         "uses admission.servedGangAPIs, or stays silent)")
+    w.add_argument("--request-deadline", type=_deadline, default=DEFAULT_REQUEST_DEADLINE, metavar="SECONDS",
+                   help="a TLS handshake, or a request from its first byte to its last, must arrive whole within "
+                        f"this (default {DEFAULT_REQUEST_DEADLINE:g}); the connection is closed otherwise")
+    w.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
     w.add_argument("--no-group-lookup", action="store_true",
                    help="do not read a gang pod's PodGroup/Workload for its minCount (a native gang is then "
                         "judged one pod at a time)")
@@ -55,8 +71,7 @@ def served_gang_apis(args: argparse.Namespace, configured: list[str] | None) -> 
         with _connect(args) as client:
             info = discover(client)
     except (KubeError, KubeConfigError) as exc:
-        print(json.dumps({"msg": "gang API discovery failed: gangFeatureOff stays silent", "error": str(exc)}),
-              file=sys.stderr)
+        log.warning("gang API discovery failed: gangFeatureOff stays silent", extra={"error": str(exc)})
         return None
     return frozenset(f"{g}/{v}" for g, versions in info.groups.items() for v in versions)
 
@@ -72,8 +87,7 @@ def group_lookup(args: argparse.Namespace, served: frozenset[str] | None) -> Any
     try:
         client = _connect(args)  # open for the server's life: one connection pool for every lookup
     except KubeError as exc:
-        print(json.dumps({"msg": "no API server for group lookups: gang pods are judged one at a time",
-                          "error": str(exc)}), file=sys.stderr)
+        log.warning("no API server for group lookups: gang pods are judged one at a time", extra={"error": str(exc)})
         return None
     return kube_lookup(client, served)
 
@@ -93,12 +107,19 @@ def build_policy(args: argparse.Namespace) -> Any:
 def cmd_webhook(args: argparse.Namespace) -> int:
     import os
 
+    from ..controller.logs import setup_logging
     from .server import serve
 
+    setup_logging(args.log_level)
     policy = build_policy(args)
     cert, key = os.path.join(args.cert_dir, "tls.crt"), os.path.join(args.cert_dir, "tls.key")
     if args.self_signed:
+        from ..kube.errors import KubeConfigError, KubeError
         from .certs import bootstrap
 
-        bootstrap(args, cert, key, policy.config.admission)
-    return serve(policy, cert, key, args.listen)
+        try:
+            bootstrap(args, cert, key, policy.config.admission)
+        except (KubeError, KubeConfigError) as exc:  # e.g. 403: the self-signed RBAC component is not installed
+            log.error("self-signed bootstrap failed: caBundle not patched", extra={"error": str(exc)})
+            return 1
+    return serve(policy, cert, key, args.listen, args.request_deadline)

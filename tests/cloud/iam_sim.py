@@ -4,8 +4,9 @@ It follows the documented evaluation logic for one identity policy: an explicit
 Deny wins, else any Allow whose Action, Resource and every Condition match,
 else the implicit deny. Supported: Action/NotAction and Resource/NotResource
 with `*` and `?` wildcards (actions case-insensitive), and the condition
-operators the policy uses: StringEquals, StringNotEquals, StringEqualsIgnoreCase,
-StringLike, StringNotLike, Null, each optionally `ForAllValues:`/`ForAnyValue:`
+operators the policies use: StringEquals, StringNotEquals, StringEqualsIgnoreCase,
+StringLike, StringNotLike, ArnEquals, ArnLike (ARNs compared as `*`/`?` globs, as
+StringLike), Bool, Null, each optionally `ForAllValues:`/`ForAnyValue:`
 prefixed or `IfExists` suffixed. `${NAME}` placeholders are substituted first;
 one left over is an error, so a test cannot pass on an unfilled template.
 It is not AWS: no SCPs, boundaries, sessions or resource policies.
@@ -70,6 +71,10 @@ def _string_test(op: str, policy_value: str, value: str) -> bool:
         return _glob(policy_value, value)
     if op == "StringNotLike":
         return not _glob(policy_value, value)
+    if op in ("ArnEquals", "ArnLike"):  # IAM compares ARNs component-wise; with the policies' ARNs a glob is the same
+        return _glob(policy_value, value)
+    if op == "Bool":
+        return value.lower() == policy_value.lower()
     raise ValueError(f"condition operator {op} is not supported by this simulator")
 
 

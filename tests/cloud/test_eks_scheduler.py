@@ -289,7 +289,7 @@ def test_check_warns_when_describe_cluster_is_denied_and_says_which_permission(w
     r = results["scheduler-scoring"]
     assert r["verdict"] == "warn" and r["summary"].startswith("cannot read the cluster's kube-scheduler scoring "
                                                               f"strategy: eks:DescribeCluster {CLUSTER} failed")
-    assert "allow eks:DescribeCluster on the cluster (config/iam-policy.json)" in r["detail"][0]
+    assert "allow eks:DescribeCluster on the cluster (config/iam/aws-eks.json)" in r["detail"][0]
     assert results["iam-scope"]["verdict"] == "ok"  # the rest of the check went on
 
 

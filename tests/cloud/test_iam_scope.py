@@ -12,6 +12,7 @@ ones the policy lets gangscale scale.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,9 @@ def test_terminate_instances_only_gives_back_our_clusters_fleet_instances_in_our
 
 
 LAUNCH_TAGS = {"gangscale.io/node-group": "gpu", "gangscale.io/cluster": CLUSTER}
+# the condition keys EC2 sets on every resource of a launch from a template (docs.aws.amazon.com AWSEC2 UserGuide,
+# "Use launch templates to control launching instances"): which template, and whether the resource came from it
+FROM_TEMPLATE = {"ec2:LaunchTemplate": ec2_arn("launch-template", "lt-0abc"), "ec2:IsLaunchTemplateResource": "true"}
 
 
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
@@ -134,17 +138,111 @@ def test_launches_need_a_template_tagged_for_the_cluster_and_instances_tagged_at
     assert decide(policy, action, template, ctx(resource=OWN)) == ALLOW
     assert decide(policy, action, template, ctx()) == DENY  # an untagged template
     assert decide(policy, action, template, ctx(resource={"gangscale.io/cluster": "other-cluster"})) == DENY
-    assert decide(policy, action, instance, ctx(request=LAUNCH_TAGS)) == ALLOW
-    assert decide(policy, action, instance, ctx(request={"gangscale.io/node-group": "gpu"})) == DENY
-    assert decide(policy, action, instance, ctx(request={**LAUNCH_TAGS, "gangscale.io/cluster": "x"})) == DENY
-    assert decide(policy, action, ec2_arn("subnet", "subnet-1"), ctx()) == ALLOW
-    assert decide(policy, action, ec2_arn("subnet", "subnet-1", OTHER_REGION), ctx(OTHER_REGION)) == DENY
+    assert decide(policy, action, instance, ctx(request=LAUNCH_TAGS, **FROM_TEMPLATE)) == ALLOW
+    assert decide(policy, action, instance, ctx(request={"gangscale.io/node-group": "gpu"}, **FROM_TEMPLATE)) == DENY
+    assert decide(policy, action, instance, ctx(request={**LAUNCH_TAGS, "gangscale.io/cluster": "x"},
+                                                **FROM_TEMPLATE)) == DENY
+    assert decide(policy, action, ec2_arn("subnet", "subnet-1"), ctx(**FROM_TEMPLATE)) == ALLOW
+    assert decide(policy, action, ec2_arn("subnet", "subnet-1", OTHER_REGION), ctx(OTHER_REGION,
+                                                                                  **FROM_TEMPLATE)) == DENY
     assert decide(policy, action, ec2_arn("launch-template", "lt-0abc", OTHER_REGION),
                   ctx(OTHER_REGION, resource=OWN)) == DENY
 
 
-def test_every_mutating_statement_is_scoped_to_the_cluster_tag_or_region(policy):
-    raw = json.loads((ROOT / "config" / "iam-policy.json").read_text())
+PROVIDERS = ("aws-asg", "aws-eks", "aws-fleet")
+# the adapter modules each provider's calls come from (its class and the classes it extends)
+PROVIDER_MODULES = {"aws-asg": ("aws_common", "aws_asg"), "aws-eks": ("aws_common", "aws_eks"),
+                    "aws-fleet": ("aws_common", "aws_asg", "aws_fleet")}
+FLEET_ONLY = ("ec2:RunInstances", "ec2:CreateFleet", "iam:PassRole", "ec2:TerminateInstances", "ec2:CreateTags",
+              "autoscaling:AttachInstances")
+
+
+def provider_policy(provider: str) -> dict[str, Any]:
+    return load_policy(ROOT / "config" / "iam" / f"{provider}.json", VALUES)
+
+
+def operations_called(provider: str) -> set[str]:
+    """Every AWS API the provider's adapter calls, read from its source ("service", "Operation")."""
+    ops = set()
+    for module in PROVIDER_MODULES[provider]:
+        text = (ROOT / "cloud_adapters" / f"{module}.py").read_text()
+        ops |= {f"{svc}:{op}" for svc, op in re.findall(r'"(autoscaling|ec2|eks)",\s*"([A-Z][A-Za-z]+)"', text)}
+    return ops
+
+
+def granted(policy: dict[str, Any]) -> set[str]:
+    return {a for st in policy["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_each_providers_policy_grants_exactly_the_calls_its_adapter_makes(provider):
+    pol = provider_policy(provider)
+    wanted = operations_called(provider)
+    if provider == "aws-fleet":  # CreateFleet's own needs: the instances it runs, their tags, the node role
+        wanted |= {"ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"}
+    assert granted(pol) == wanted, (sorted(granted(pol) - wanted), sorted(wanted - granted(pol)))
+
+
+@pytest.mark.parametrize("provider", ["aws-asg", "aws-eks"])
+def test_only_the_fleet_policy_can_launch_terminate_or_pass_the_node_role(provider):
+    pol = provider_policy(provider)
+    ours = {"gangscale.io/node-group": "gpu", **OWN}
+    assert decide(pol, "ec2:RunInstances", ec2_arn("instance", "*"), ctx(request=LAUNCH_TAGS, **FROM_TEMPLATE)) == DENY
+    assert decide(pol, "ec2:CreateFleet", ec2_arn("launch-template", "lt-0abc"), ctx(resource=OWN)) == DENY
+    assert decide(pol, "ec2:TerminateInstances", ec2_arn("instance", "i-0123"), ctx(resource=ours)) == DENY
+    assert decide(pol, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/eks-nodes",
+                  ctx(**{"iam:PassedToService": "ec2.amazonaws.com"})) == DENY
+    assert decide(pol, "autoscaling:AttachInstances", asg_arn("ours"), ctx(resource=OWN)) == DENY
+    assert not set(FLEET_ONLY) & granted(pol)
+
+
+def test_the_asg_policy_cannot_touch_eks_node_groups_and_the_eks_policy_cannot_resize_an_asg():
+    ng = f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{CLUSTER}/gpu/uuid"
+    assert decide(provider_policy("aws-asg"), "eks:UpdateNodegroupConfig", ng, ctx(resource=OWN)) == DENY
+    assert decide(provider_policy("aws-asg"), "autoscaling:SetDesiredCapacity", asg_arn("ours"),
+                  ctx(resource=OWN)) == ALLOW
+    assert decide(provider_policy("aws-eks"), "eks:UpdateNodegroupConfig", ng, ctx(resource=OWN)) == ALLOW
+    assert decide(provider_policy("aws-eks"), "autoscaling:SetDesiredCapacity", asg_arn("ours"),
+                  ctx(resource=OWN)) == DENY  # the node group's size is EKS's to set
+    assert decide(provider_policy("aws-eks"), "autoscaling:TerminateInstanceInAutoScalingGroup", asg_arn("ours"),
+                  ctx(resource=OWN)) == ALLOW  # giving back one named node
+
+
+@pytest.mark.parametrize("source", ["union", "aws-fleet"])
+def test_a_run_instances_without_a_launch_template_is_denied(policy, source):
+    pol = policy if source == "union" else provider_policy("aws-fleet")
+    instance = ec2_arn("instance", "*")
+    # the request tags alone, as before: any AMI, subnet or security group could be launched with the node role
+    assert decide(pol, "ec2:RunInstances", instance, ctx(request=LAUNCH_TAGS)) == DENY
+    for kind in ("subnet", "network-interface", "volume", "security-group"):
+        assert decide(pol, "ec2:RunInstances", ec2_arn(kind, "x-1"), ctx()) == DENY, kind
+    assert decide(pol, "ec2:RunInstances", f"arn:aws:ec2:{REGION}::image/ami-1", ctx()) == DENY
+    # from a template, but with an image or security group the request put in place of the template's
+    overridden = {**FROM_TEMPLATE, "ec2:IsLaunchTemplateResource": "false"}
+    assert decide(pol, "ec2:RunInstances", f"arn:aws:ec2:{REGION}::image/ami-1", ctx(**overridden)) == DENY
+    assert decide(pol, "ec2:RunInstances", ec2_arn("security-group", "sg-1"), ctx(**overridden)) == DENY
+    assert decide(pol, "ec2:RunInstances", f"arn:aws:ec2:{REGION}::image/ami-1", ctx(**FROM_TEMPLATE)) == ALLOW
+    assert decide(pol, "ec2:RunInstances", ec2_arn("subnet", "subnet-1"), ctx(**overridden)) == ALLOW  # overrides
+    # a template of another account or region is not the cluster's
+    assert decide(pol, "ec2:RunInstances", instance, ctx(request=LAUNCH_TAGS, **{
+        **FROM_TEMPLATE, "ec2:LaunchTemplate": f"arn:aws:ec2:{REGION}:999999999999:launch-template/lt-1"})) == DENY
+
+
+def test_the_union_policy_is_exactly_the_per_provider_statements_together():
+    union = {st["Sid"]: st for st in json.loads((ROOT / "config" / "iam-policy.json").read_text())["Statement"]}
+    seen: dict[str, set[str]] = {}
+    for provider in PROVIDERS:
+        for st in json.loads((ROOT / "config" / "iam" / f"{provider}.json").read_text())["Statement"]:
+            assert st["Sid"] in union, (provider, st["Sid"])
+            whole = union[st["Sid"]]
+            assert {k: v for k, v in st.items() if k != "Action"} == {k: v for k, v in whole.items() if k != "Action"}
+            seen.setdefault(st["Sid"], set()).update(st["Action"])
+    assert {sid: set(st["Action"]) for sid, st in union.items()} == seen
+
+
+@pytest.mark.parametrize("name", ["iam-policy.json", *(f"iam/{p}.json" for p in PROVIDERS)])
+def test_every_mutating_statement_is_scoped_to_the_cluster_tag_or_region(name):
+    raw = json.loads((ROOT / "config" / name).read_text())
     for st in raw["Statement"]:
         actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
         if all(":Describe" in a or ":List" in a for a in actions) or st["Sid"] == "FleetPassNodeRoleToEc2":
@@ -222,7 +320,11 @@ def test_fleet_instances_carry_the_cluster_tag_the_policy_lets_us_terminate(worl
         Filters=[{"Name": "resource-id", "Values": [res.instance_ids[0]]}])["Tags"]}
     assert tags["gangscale.io/cluster"] == CLUSTER and tags["gangscale.io/node-group"] == "gpu"
     instance = ec2_arn("instance", res.instance_ids[0])
-    assert decide(policy, "ec2:RunInstances", ec2_arn("instance", "*"), ctx(request=tags)) == ALLOW
+    lt_id = world.client("ec2").describe_launch_templates(LaunchTemplateNames=["gpu-lt"])["LaunchTemplates"][0][
+        "LaunchTemplateId"]
+    template = ec2_arn("launch-template", lt_id)
+    launch = {"ec2:LaunchTemplate": template, "ec2:IsLaunchTemplateResource": "true"}
+    assert decide(policy, "ec2:RunInstances", ec2_arn("instance", "*"), ctx(request=tags, **launch)) == ALLOW
     assert decide(policy, "ec2:TerminateInstances", instance, ctx(resource=tags)) == ALLOW
 
 
@@ -245,7 +347,7 @@ def test_check_reports_groups_the_policy_would_not_let_gangscale_scale(world, pr
     assert code == 0 and scope["verdict"] == "warn"
     assert scope["summary"] == (
         f"1 of 2 aws-asg node groups lack gangscale's tags (gangscale.io/cluster={CLUSTER}, or gangscale.io/enabled="
-        f"true with gangscale.io/{CLUSTER}): config/iam-policy.json denies scaling them: ca-only")
+        f"true with gangscale.io/{CLUSTER}): config/iam/aws-asg.json denies scaling them: ca-only")
 
 
 def test_check_says_which_groups_cluster_autoscaler_also_manages_and_what_to_do(world, proxy, tmp_path, capsys):

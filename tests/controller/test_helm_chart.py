@@ -32,7 +32,8 @@ WEBHOOK = DEPLOY / "webhook"
 NAMESPACE = "gangscale-system"
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
                "helm.sh/chart"}
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"}
 
 try:
     import helm_python as helm
@@ -56,9 +57,14 @@ def installed(docs: list[dict]) -> list[dict]:
 
 
 def kustomize_build() -> list[dict]:
-    """`kustomize build config/deploy`, for the fields that kustomization uses."""
+    """`kustomize build config/deploy`, for the fields that kustomization uses (its components' resources join
+    its own before its namespace and labels apply, as kustomize does)."""
     kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     docs = [d for f in kust["resources"] for d in yaml.safe_load_all((DEPLOY / f).read_text()) if d]
+    for comp in kust.get("components", []):
+        inner = yaml.safe_load((DEPLOY / comp / "kustomization.yaml").read_text())
+        assert inner["kind"] == "Component" and set(inner) == {"apiVersion", "kind", "resources"}
+        docs += [d for f in inner["resources"] for d in yaml.safe_load_all((DEPLOY / comp / f).read_text()) if d]
     for gen in kust["configMapGenerator"]:
         data = {f: (DEPLOY / f).read_text() for f in gen["files"]}
         suffix = hashlib.sha256(repr(sorted(data.items())).encode()).hexdigest()[:10]
@@ -131,7 +137,7 @@ def test_helm_lint_finds_no_error_or_warning_with_defaults_and_with_monitoring_o
 
 def test_kustomize_build_covers_every_field_of_the_kustomization():
     kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    assert set(kust) == {"apiVersion", "kind", "namespace", "resources", "configMapGenerator",
+    assert set(kust) == {"apiVersion", "kind", "namespace", "resources", "components", "configMapGenerator",
                          "generatorOptions", "labels"}
     assert set(kust["generatorOptions"]) == {"disableNameSuffixHash"}
 

@@ -4,10 +4,19 @@ kustomize instructions in docs/webhook.md set it up by hand. Skipped, like test_
 from __future__ import annotations
 
 import kubernetes_validate
+import yaml
 
 from gangscale.cli import build_parser
 
-from .test_helm_chart import CHART, NAMESPACE, helm, helm_template
+from .test_helm_chart import (
+    CHART,
+    DEPLOY,
+    NAMESPACE,
+    _without_empty_labels,
+    helm,
+    helm_template,
+    normalise,
+)
 
 SELF_SIGNED = {"webhook": {"enabled": True, "certManager": False, "replicas": 3}}
 
@@ -39,3 +48,23 @@ def test_with_cert_manager_the_chart_keeps_the_certificate_and_the_ca_injection(
     dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangscale-webhook")
     assert dep["spec"]["replicas"] == 3 and "--self-signed" not in dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {"Certificate", "Issuer", "PodDisruptionBudget"} <= {d["kind"] for d in docs}
+
+
+def _updates_webhook_configurations(docs: list[dict]) -> list[str]:
+    """The ClusterRoles that may update a webhook configuration."""
+    return [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]
+            if "admissionregistration.k8s.io" in r["apiGroups"] and "update" in r["verbs"]]
+
+
+def test_only_the_self_signed_mode_may_update_the_webhook_configurations_as_its_kustomize_component_does():
+    assert _updates_webhook_configurations(helm_template({"webhook": {"enabled": True}})) == []
+    with_cert_manager = normalise(helm_template({"webhook": {"enabled": True}}))
+    self_signed = normalise(helm_template(SELF_SIGNED))
+    added = _without_empty_labels({k: v for k, v in self_signed.items() if k not in with_cert_manager
+                                   and k[0] in ("ClusterRole", "ClusterRoleBinding")})
+    component = DEPLOY / "webhook" / "self-signed"
+    kust = yaml.safe_load((component / "kustomization.yaml").read_text())
+    wanted = _without_empty_labels(normalise([d for f in kust["resources"]
+                                              for d in yaml.safe_load_all((component / f).read_text()) if d]))
+    assert added == wanted
+    assert _updates_webhook_configurations(helm_template(SELF_SIGNED)) == ["gangscale-webhook-self-signed"]

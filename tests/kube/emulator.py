@@ -22,10 +22,12 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
   the release does not know the field;
 - admission webhooks on create (`emulator_admission.py`: mutating JSONPatches, then validating
-  denials, `namespaceSelector`, `failurePolicy`), and the service proxy `GET .../services/<svc>/proxy/...`,
+  denials, `namespaceSelector`, `failurePolicy`); ValidatingAdmissionPolicies and their bindings on
+  update, patch and delete (`emulator_policy.py`: CEL by cel-python, the user from `users`), and the service proxy `GET .../services/<svc>/proxy/...`,
   both reaching Services the test maps in `services`;
 - SelfSubjectAccessReview answered from a deny list;
-- bearer-token auth (401 otherwise).
+- bearer-token auth (401 otherwise): `token` is the admin, `users` maps more tokens to user names;
+  with `rbac` on, those users' requests are authorized by the applied RBAC objects (`emulator_rbac.py`).
 
 Faults: `drop_watches()` cuts every open watch mid-event, `compact()`
 expires all older resourceVersions, `fail_next()` answers the next requests
@@ -51,6 +53,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .emulator_admission import AdmissionDenied, admit, proxy_get
+from .emulator_policy import check as check_policies
+from .emulator_policy import request_attributes
+from .emulator_rbac import allowed as rbac_allows
 
 SCHED = "scheduling.k8s.io"
 COSCHED = "scheduling.x-k8s.io"
@@ -95,7 +100,17 @@ KUEUE_WL = Kind("kueue.x-k8s.io", "workloads", "Workload", builtin=False)
 ADMISSION = [Kind("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                   namespaced=False),
              Kind("admissionregistration.k8s.io", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                  namespaced=False)]
+                  namespaced=False),
+             Kind("admissionregistration.k8s.io", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+                  namespaced=False),
+             Kind("admissionregistration.k8s.io", "validatingadmissionpolicybindings",
+                  "ValidatingAdmissionPolicyBinding", namespaced=False)]
+
+# RBAC objects: stored (apply) for `Emulator.rbac`, not served over HTTP
+RBAC = [Kind("rbac.authorization.k8s.io", "roles", "Role"),
+        Kind("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", namespaced=False),
+        Kind("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
+        Kind("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)]
 
 # What each release can serve in scheduling.k8s.io (when enabled), and the pod field it knows.
 RELEASE_NATIVE = {
@@ -107,6 +122,7 @@ RELEASE_DEFAULT_ON = {"1.35": ("v1alpha1",), "1.36": ("v1alpha2",), "1.37": ("v1
 RELEASE_POD_FIELD = {"1.35": "workloadRef", "1.36": "schedulingGroup", "1.37": "schedulingGroup"}
 LINK_FIELDS = ("workloadRef", "schedulingGroup")
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+ADMIN = "kubernetes-admin"  # the user `Emulator.token` authenticates
 
 
 class ApiError(Exception):
@@ -358,6 +374,10 @@ class Emulator:
     dra_versions: tuple[str, ...] = ()  # resource.k8s.io versions served, e.g. ("v1",) or ("v1beta1",)
     kueue: bool = False  # Kueue's Workload CRD (kueue.x-k8s.io/v1beta1)
     token: str = "test-token"
+    # more bearer tokens, each the user it authenticates (`request.userInfo.username` for admission policies);
+    # `token` authenticates ADMIN
+    users: dict[str, str] = field(default_factory=dict)
+    rbac: bool = False  # True: requests of `users` are authorized by the applied Roles and bindings (emulator_rbac.py)
     bookmark_interval: float = 0.2
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
@@ -461,7 +481,7 @@ class Emulator:
         api = str(obj.get("apiVersion", ""))
         group, _, version = api.rpartition("/")
         for k in CORE + APPS + [LEASES] + list(NATIVE.values()) + [COSCHED_PG, VOLCANO_PG, VOLCANO_QUEUE] \
-                + DRA_KINDS + [KUEUE_WL] + ADMISSION:
+                + DRA_KINDS + [KUEUE_WL] + ADMISSION + RBAC:
             if k.group == group and k.kind == obj.get("kind"):
                 return k, version
         raise ValueError(f"emulator does not know {api} {obj.get('kind')}")
@@ -695,8 +715,7 @@ class Emulator:
         self.requests.append(Request(method, url.path, query))
         h.body_read = False
         try:
-            if self.token and h.headers.get("Authorization") != f"Bearer {self.token}":
-                raise ApiError(401, "Unauthorized", "Unauthorized")
+            h.username = self._user(h.headers.get("Authorization") or "")
             with self._cond:
                 for i, (status, needle) in enumerate(self._failures):
                     if needle in url.path:
@@ -713,6 +732,7 @@ class Emulator:
             route = self._route(parts)
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._authorize(h.username, method, route, query)
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:
@@ -723,6 +743,48 @@ class Emulator:
             h.send_json(exc.code, exc.status())
         except _Dropped:
             h.abort()
+
+    def _user(self, authorization: str) -> str:
+        """The user a bearer token authenticates; 401 for any other (no token needed when `token` is empty)."""
+        token = authorization.removeprefix("Bearer ")
+        if not self.token:
+            return self.users.get(token, ADMIN)
+        if authorization.startswith("Bearer ") and token == self.token:
+            return ADMIN
+        if authorization.startswith("Bearer ") and token in self.users:
+            return self.users[token]
+        raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(self, username: str, method: str, route: _Route, query: dict[str, str]) -> None:
+        """403 unless RBAC (when on) lets `username` make this request; the admin may do anything."""
+        if not self.rbac or username == ADMIN:
+            return
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
+            "get" if route.name else "watch" if query.get("watch") in ("true", "1") else "list")
+        kind = route.kind
+        resource = f"{kind.plural}/{route.subresource}" if route.subresource else kind.plural
+        with self._cond:
+            objs = [o for k in RBAC for o in self._store.get(k.key, {}).values()]
+        if not rbac_allows(objs, username, verb, kind.group, resource, route.namespace or "", route.name or ""):
+            where = f' in the namespace "{route.namespace}"' if route.namespace else " at the cluster scope"
+            raise ApiError(403, "Forbidden", f'{resource} "{route.name or ""}" is forbidden: User "{username}" cannot '
+                           f'{verb} resource "{resource}" in API group "{kind.group}"{where}')
+
+    def _policies(self, route: _Route, operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None,
+                  username: str) -> None:
+        """Refuse the write (422) when an installed ValidatingAdmissionPolicy denies it (call under the lock)."""
+        policies = list(self._store.get("admissionregistration.k8s.io/validatingadmissionpolicies", {}).values())
+        if not policies or route.subresource:
+            return
+        bindings = list(self._store.get("admissionregistration.k8s.io/validatingadmissionpolicybindings", {}).values())
+        kind = route.kind
+        meta = (obj or old or {}).get("metadata") or {}
+        request = request_attributes((kind.group, route.version, kind.plural), kind.kind, operation,
+                                     route.namespace or "", str(meta.get("name") or route.name or ""), username)
+        try:
+            check_policies(policies, bindings, request, obj, old)
+        except AdmissionDenied as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from None
 
     def _access_review(self, body: dict[str, Any]) -> dict[str, Any]:
         attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
@@ -748,6 +810,7 @@ class Emulator:
                 body = h.read_json()
                 if route.subresource:
                     body = self._status_only(kind, key, body)
+                self._policies(route, "UPDATE", body, self._store.get(kind.key, {}).get(key), h.username)
                 return 200, self._view(kind, route.version, self._update(kind, key, body), in_list=False)
             if method == "PATCH" and route.name:
                 current = self._store.get(kind.key, {}).get(key)
@@ -765,6 +828,7 @@ class Emulator:
                 if route.subresource:
                     patched = self._status_only(kind, key, patched)
                 patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                self._policies(route, "UPDATE", patched, current, h.username)
                 return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
             if method == "DELETE" and route.name:
                 body = h.read_any() if int(h.headers.get("Content-Length") or 0) else None
@@ -773,6 +837,8 @@ class Emulator:
                 if uid and current is not None and current["metadata"].get("uid") != uid:
                     raise ApiError(409, "Conflict", f'Precondition failed: UID in precondition: {uid}, UID in object '
                                    f'meta: {current["metadata"].get("uid")}')
+                if current is not None:
+                    self._policies(route, "DELETE", None, current, h.username)
                 return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
 
@@ -945,6 +1011,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
     emulator: Emulator
+    username = ADMIN  # who sent the request being handled (`Emulator.handle` sets it from the bearer token)
 
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass

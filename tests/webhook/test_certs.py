@@ -92,3 +92,56 @@ def test_the_self_signed_command_makes_a_pair_for_the_service_and_patches_ca_bun
         proc.terminate()
         proc.wait(timeout=10)
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+
+
+WEBHOOK_SA = "system:serviceaccount:gangscale-system:gangscale-webhook"
+COMPONENT = ROOT / "config" / "deploy" / "webhook"
+
+
+def _rbac(*files: Path) -> list[dict]:
+    import yaml
+
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d and d["kind"].endswith(("Role", "Binding"))]
+
+
+def _self_signed(emu, kubeconfig_for, tmp_path: Path) -> list[str]:  # noqa: F811
+    """`gangscale webhook --self-signed` authenticated as the webhook's ServiceAccount."""
+    emu.users["webhook-token"] = WEBHOOK_SA
+    return [sys.executable, "-m", "gangscale", "webhook", "--self-signed", "--cert-dir", str(tmp_path / "certs"),
+            "--listen", f"127.0.0.1:{_free_port()}", "--no-discovery", "--no-group-lookup",
+            "--kubeconfig", kubeconfig_for(emu, token="webhook-token"), "--service", SERVICE]
+
+
+def _ca_bundle(emu) -> str | None:
+    hook = emu.get("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "gangscale")
+    return hook["webhooks"][0]["clientConfig"].get("caBundle")
+
+
+def test_with_the_cert_manager_rbac_the_webhooks_account_cannot_touch_its_configurations(
+        make_emulator, kubeconfig_for, tmp_path):  # noqa: F811
+    emu = make_emulator(release="1.36", rbac=True)
+    emu.apply_all(installed(None, None))  # as shipped, no caBundle
+    emu.apply_all(_rbac(COMPONENT / "rbac.yaml"))
+    proc = subprocess.run(_self_signed(emu, kubeconfig_for, tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and not _ca_bundle(emu), proc.stderr  # refused, one line, nothing changed
+    assert "Traceback" not in proc.stderr and '"self-signed bootstrap failed: caBundle not patched"' in proc.stderr
+    assert f'User \\"{WEBHOOK_SA}\\" cannot get resource \\"mutatingwebhookconfigurations\\"' in proc.stderr
+
+
+def test_with_the_self_signed_component_the_webhooks_account_patches_the_ca_bundle(
+        make_emulator, kubeconfig_for, tmp_path):  # noqa: F811
+    emu = make_emulator(release="1.36", rbac=True)
+    emu.apply_all(installed(None, None))
+    emu.apply_all(_rbac(COMPONENT / "rbac.yaml", COMPONENT / "self-signed" / "rbac.yaml"))
+    server = subprocess.Popen(_self_signed(emu, kubeconfig_for, tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _ca_bundle(emu):
+            assert server.poll() is None and time.monotonic() < deadline, server.stderr.read() if server.stderr else ""
+            time.sleep(0.2)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert "Traceback" not in (server.stderr.read() if server.stderr else "")

@@ -67,12 +67,10 @@ def test_the_certificate_covers_the_service_and_lands_where_the_server_reads_it(
     assert "eks.amazonaws.com/role-arn" not in (sa["metadata"].get("annotations") or {})  # no cloud access
 
 
-def test_the_webhook_may_only_touch_its_own_webhook_configurations_and_read_gang_groups():
-    for rule in one("ClusterRole")["rules"]:
-        if rule["apiGroups"] == ["admissionregistration.k8s.io"]:
-            assert rule["resourceNames"] == ["gangscale"] and set(rule["verbs"]) <= {"get", "update"}
-        else:  # the group lookup: one object at a time, never a list of everything
-            assert rule["verbs"] == ["get"] and set(rule["resources"]) <= {"podgroups", "workloads"}
+def test_the_webhook_may_only_read_gang_groups_and_touches_no_webhook_configuration_with_cert_manager():
+    for rule in one("ClusterRole")["rules"]:  # the group lookup: one object at a time, never a list of everything
+        assert rule["verbs"] == ["get"] and set(rule["resources"]) <= {"podgroups", "workloads"}
+        assert "admissionregistration.k8s.io" not in rule["apiGroups"]
     readable = {(g, r) for rule in one("ClusterRole")["rules"] if rule["verbs"] == ["get"]
                 for g in rule["apiGroups"] for r in rule["resources"]}
     from gangscale.webhook.lookup import SOURCES
@@ -80,3 +78,26 @@ def test_the_webhook_may_only_touch_its_own_webhook_configurations_and_read_gang
     for sources in SOURCES.values():
         for api, plural in sources:
             assert (api.split("/")[0], plural) in readable
+
+
+SELF_SIGNED = COMPONENT / "self-signed"
+
+
+def test_only_the_self_signed_component_may_update_the_webhooks_own_configurations():
+    kust = yaml.safe_load((SELF_SIGNED / "kustomization.yaml").read_text())
+    assert kust["kind"] == "Component" and kust["resources"] == ["rbac.yaml"]
+    role, binding = [d for d in yaml.safe_load_all((SELF_SIGNED / "rbac.yaml").read_text()) if d]
+    assert role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
+                              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                              "resourceNames": ["gangscale"], "verbs": ["get", "update"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": one("ServiceAccount")["metadata"]["name"],
+                                    "namespace": "gangscale-system"}]
+    for version in ("1.35.0", "1.36.0", "1.37.0"):
+        for doc in (role, binding):
+            kubernetes_validate.validate(doc, version, strict=True)
+    from gangscale.webhook.certs import CONFIG_PATHS
+
+    # what the bootstrap writes: these two, by name
+
+    assert {p.rsplit("/", 1)[1] for p in CONFIG_PATHS} == set(role["rules"][0]["resources"])
