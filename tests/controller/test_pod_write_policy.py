@@ -149,18 +149,22 @@ def test_the_policy_refuses_what_a_compromised_controller_could_write(case):
 OTHER_SA = "system:serviceaccount:batch:some-operator"
 
 
-def test_no_other_service_account_may_lift_the_capacity_gate_but_a_user_may():
+UNGATE_SA = "system:serviceaccount:gangscale-system:gangscale-ungate"  # the chart's pre-delete hook
+
+
+def test_no_other_service_account_may_lift_the_capacity_gate_but_a_user_and_gangscales_own_accounts_may():
     old = gated_pod()
     old["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}, {"name": CAPACITY_GATE}]
     lifted = _patched(old, [{"op": "remove", "path": "/spec/schedulingGates/1"}])
     message = judge("UPDATE", lifted, old, user=OTHER_SA)
-    assert message is not None and "only gangscale's controller removes" in message
+    assert message is not None and "only gangscale's own ServiceAccounts remove" in message
     assert judge("UPDATE", _patched(old, [{"op": "remove", "path": "/spec/schedulingGates"}]), old,
                  user=OTHER_SA) is not None
     assert judge("UPDATE", _patched(old, [{"op": "remove", "path": "/spec/schedulingGates/0"}]), old,
                  user=OTHER_SA) is None  # Kueue lifting its own gate
     assert judge("UPDATE", lifted, old, user="kubernetes-admin") is None  # the documented manual release
     assert judge("UPDATE", lifted, old) is None  # the controller
+    assert judge("UPDATE", lifted, old, user=UNGATE_SA) is None  # `gangscale ungate` at uninstall
 
 
 def _released(**changes: Any) -> dict[str, Any]:
@@ -210,10 +214,10 @@ def test_gate_mode_grants_exactly_pod_patch_and_delete_bound_to_the_controller_a
     assert sorted(p["metadata"]["name"] for p in policies) == ["gangscale-capacity-gate", "gangscale-pod-writes"]
     assert sorted((b["spec"]["policyName"], tuple(b["spec"]["validationActions"])) for b in bindings) == [
         ("gangscale-capacity-gate", ("Deny",)), ("gangscale-pod-writes", ("Deny",))]
-    for policy in policies:
-        assert policy["spec"]["failurePolicy"] == "Fail"
-        assert f"'system:serviceaccount:{deploy['namespace']}:{sa}'" in policy["spec"]["matchConditions"][0][
-            "expression"]
+    named = {p["metadata"]["name"]: p["spec"]["matchConditions"][0]["expression"] for p in policies}
+    assert all(p["spec"]["failurePolicy"] == "Fail" for p in policies)
+    assert f"'system:serviceaccount:{deploy['namespace']}:{sa}'" in named["gangscale-pod-writes"]
+    assert f"'system:serviceaccount:{deploy['namespace']}:'" in named["gangscale-capacity-gate"]
     pod_writes = next(p for p in policies if p["metadata"]["name"] == "gangscale-pod-writes")
     assert pod_writes["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == [
         "UPDATE", "DELETE"]
@@ -233,11 +237,12 @@ def test_the_chart_renders_gate_modes_pod_writes_and_policy_unless_gate_mode_is_
     assert kinds({}) == kinds({"config": {"gateMode": "all"}}) == fenced
     off = helm_template({"config": {"gateMode": "off"}})
     assert not any(d["kind"].startswith("ValidatingAdmission") for d in off)
-    assert not [r for d in off if d["kind"] == "ClusterRole" for r in d["rules"] if "pods" in r["resources"]
+    installed = [d for d in off if "helm.sh/hook" not in d["metadata"].get("annotations", {})]  # not the uninstall hook
+    assert not [r for d in installed if d["kind"] == "ClusterRole" for r in d["rules"] if "pods" in r["resources"]
                 and set(r["verbs"]) - {"get", "list", "watch"}]
     docs = helm_template({"serviceAccount": {"name": "gs"}})
-    for policy in (d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"):
-        assert "'system:serviceaccount:gangscale-system:gs'" in policy["spec"]["matchConditions"][0]["expression"]
+    pod_writes = next(d for d in docs if d["metadata"]["name"] == "gangscale-pod-writes")
+    assert "'system:serviceaccount:gangscale-system:gs'" in pod_writes["spec"]["matchConditions"][0]["expression"]
 
 
 # ------------------------------------------------------------------ end to end, under the policy
@@ -306,7 +311,7 @@ def test_the_controllers_account_cannot_change_an_image_or_delete_a_pod_it_did_n
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operator"},
          "subjects": [{"kind": "ServiceAccount", "name": "some-operator", "namespace": "batch"}]}])
     other = connect(cluster.kubeconfig(str(tmp_path / "other-kubeconfig"), token="other-token"))
-    with pytest.raises(KubeError, match="only gangscale's controller removes"):
+    with pytest.raises(KubeError, match="only gangscale's own ServiceAccounts remove"):
         other.json_patch(path, release_patch(cluster.get("v1", "Pod", "team", "g-0"), [CAPACITY_GATE], None))
     # a cluster admin is not fenced: the documented manual release still works
     admin = connect(cluster.kubeconfig(str(tmp_path / "admin-kubeconfig")))
