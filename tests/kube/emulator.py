@@ -835,8 +835,9 @@ class Emulator:
                 rv, start = self._rv, 0
                 objs = [o for (ns, _), o in sorted(self._store.get(kind.key, {}).items())
                         if route.namespace is None or ns == route.namespace]
+                fields = query.get("fieldSelector") or ""
                 items = [self._view(kind, route.version, o, in_list=True) for o in objs
-                         if self._selected(o, selector)]
+                         if self._selected(o, selector) and self._fields(kind.kind, o, fields)]
                 state = {"id": str(next(self._page_ids))}
                 self._pages[state["id"]] = (rv, items)
         end = start + limit if limit > 0 else len(items)
@@ -848,6 +849,23 @@ class Emulator:
             meta["continue"] = base64.b64encode(json.dumps({"id": state["id"], "start": 0}).encode()).decode()
         api = f"{kind.group}/{route.version}" if kind.group else route.version
         return {"kind": f"{kind.kind}List", "apiVersion": api, "metadata": meta, "items": items[start:end]}
+
+    @staticmethod
+    def _fields(kind: str, obj: dict[str, Any], selector: str) -> bool:
+        """`fieldSelector` terms `field=value`: a Pod's spec.nodeName and status.phase, any object's metadata.name
+        and metadata.namespace (the fields pkg/registry/core/pod/strategy.go ToSelectableFields lists); another
+        field is refused as the API server refuses it."""
+        paths = {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")}
+        if kind == "Pod":
+            paths |= {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")}
+        for term in filter(None, selector.split(",")):
+            field, _, want = term.partition("=")
+            if field not in paths:
+                raise ApiError(400, "BadRequest", f'"{field}" is not a known field selector')
+            outer, inner = paths[field]
+            if str((obj.get(outer) or {}).get(inner) or "") != want.removeprefix("="):
+                return False
+        return True
 
     @staticmethod
     def _selected(obj: dict[str, Any], selector: str) -> bool:
