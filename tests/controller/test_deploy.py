@@ -14,7 +14,8 @@ from gangscale.controller.config import ControllerConfig, load_config
 from gangscale.loader import InputError
 
 DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
-MANIFESTS = ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml"]
+MANIFESTS = ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml",
+             "networkpolicy.yaml"]
 
 
 def docs() -> list[dict]:
