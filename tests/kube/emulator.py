@@ -47,7 +47,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from .emulator_admission import AdmissionDenied, admit, proxy_get
@@ -362,6 +362,9 @@ class Emulator:
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
     requests: list[Request] = field(default_factory=list)
+    # called with (method, path) after each successful write is answered (outside the lock): a test's stand-in for
+    # another client acting in between two of the controller's calls
+    after_write: Callable[[str, str], None] | None = None
     # Service (namespace, name) -> "https://127.0.0.1:<port>": where webhooks and the service proxy reach it
     services: dict[tuple[str, str], str] = field(default_factory=dict)
     admission_warnings: list[str] = field(default_factory=list)  # what webhooks answered as `warnings`
@@ -718,6 +721,8 @@ class Emulator:
             if method == "GET" and route.name is None:
                 return h.send_json(200, self._list(route, query))
             h.send_json(*self._mutate(h, method, route, query))
+            if self.after_write is not None:  # a test's hook: the cluster moves on right after this write
+                self.after_write(method, url.path)
         except ApiError as exc:
             h.drain()  # a body left unread would be parsed as the next request on this connection
             h.send_json(exc.code, exc.status())
