@@ -82,6 +82,12 @@ def _annotated(obj: Mapping[str, Any], keys: Iterable[str]) -> str | None:
     return next((k for k in keys if str(notes.get(k, "")).strip().lower() == "true"), None)
 
 
+def _name(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
 def protected_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Node name -> why it must not be scaled down: an opt-out annotation on the node or on a pod bound to it."""
     out: dict[str, str] = {}
@@ -89,8 +95,8 @@ def protected_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         kind = o.get("kind")
         if kind == "Node":
             key = _annotated(o, (SCALE_DOWN_DISABLED, *DO_NOT_DISRUPT))
-            name = (o.get("metadata") or {}).get("name")
-            if key and isinstance(name, str):
+            name = _name(o)
+            if key and name:
                 out[name] = f"annotated {key}=true"
         elif kind == "Pod":
             key = _annotated(o, DO_NOT_DISRUPT)
@@ -107,10 +113,11 @@ def tainted_nodes(objects: Iterable[Mapping[str, Any]]) -> set[str]:
     for o in objects:
         if o.get("kind") != "Node":
             continue
-        taints = (o.get("spec") or {}).get("taints") if isinstance(o.get("spec"), Mapping) else None
-        if isinstance(taints, list) and any(isinstance(t, Mapping) and t.get("key") == DISRUPTION_TAINT["key"]
-                                            for t in taints):
-            out.add(str((o.get("metadata") or {}).get("name")))
+        spec, name = o.get("spec"), _name(o)
+        taints = spec.get("taints") if isinstance(spec, Mapping) else None
+        if name and isinstance(taints, list) and any(isinstance(t, Mapping) and t.get("key") == DISRUPTION_TAINT["key"]
+                                                     for t in taints):
+            out.add(name)
     return out
 
 
@@ -124,4 +131,5 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
     owners = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
     if any(isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node") for r in owners):
         return False
-    return not (meta.get("annotations") or {}).get("kubernetes.io/config.mirror")
+    notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    return not notes.get("kubernetes.io/config.mirror")
