@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from builders import node, pod
 
 from cloud.conftest import CLUSTER, REGION
+from cloud.proxy import failed_activity, no_capacity
 
-from .conftest import ROOT, STATE_NS, events, wait_for
+from .conftest import ROOT, STATE_NS, events, state_records, wait_for
 from .test_controller_e2e import gang
 
 API = "scheduling.k8s.io/v1alpha2"
@@ -225,3 +226,61 @@ def _review(hook, proc: subprocess.Popen, obj: dict) -> dict | None:
     except OSError:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         return None
+
+
+def _failing(world, proxy, group: str) -> None:
+    """Every launch in `group` fails for want of capacity (a failed scaling activity, no instance)."""
+    proxy.add("DescribeScalingActivities", lambda req, fwd: failed_activity(
+        group, "We currently do not have sufficient m5.2xlarge capacity. InsufficientInstanceCapacity")
+        if group.encode() in req.body else None)
+    proxy.add("SetDesiredCapacity", lambda req, fwd: no_capacity(world, group, fwd())
+              if group.encode() in req.body else None)
+
+
+def test_a_backed_off_group_is_named_as_backed_off_not_as_at_max_size_zero(cluster, world, controllers, proxy):
+    """The only group fails its launch and is backed off: the gang that cannot go anywhere else is told the group
+    is backed off and until when, not that it is "already at maxSize 0" (its maxSize is 10)."""
+    world.asg("cheap", "m5.2xlarge", max_size=10)
+    _failing(world, proxy, "cheap")
+    ctl = controllers()
+    gang(cluster, "train", 3)
+    wait_for(lambda: ctl.logged("node group backed off", node_group="cheap"), timeout=30, what="the backoff")
+    told = wait_for(lambda: [e["message"] for e in events(cluster, kind="PodGroup") if "backed off until" in
+                             e["message"]], timeout=30, what="the gang told the group is backed off")
+    assert "cheap: backed off until " in told[0] and "launchFailureBackoffSeconds" in told[0]
+    assert not [e for e in events(cluster) if "already at maxSize" in e["message"]]
+    ctl.assert_no_tracebacks()
+
+
+def test_a_deadline_kept_across_a_rebooking_is_reported_as_the_deadline(cluster, world, controllers, proxy):
+    """A gang with an 8 s deadline is booked on `cheap`, whose launch fails, and booked again on `backup` a few
+    seconds later, keeping its deadline; no node ever registers. The timed-out reason names the 8 s deadline, not
+    the seconds left after the re-booking."""
+    world.asg("cheap", "m5.2xlarge", max_size=10)
+    world.asg("backup", "m6i.4xlarge", max_size=10)
+    _failing(world, proxy, "cheap")
+    ctl = controllers()
+    gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "8"})
+    wait_for(lambda: world.desired("backup") >= 1, timeout=30, what="the re-booking on backup")
+    rec = wait_for(lambda: (lambda r: r if r and r["state"] == "timed-out" else None)(
+        state_records(cluster).get(f"default/train/{API}")), timeout=40, what="the deadline")
+    assert rec["reason"].startswith("not all nodes arrived within 8s"), rec["reason"]
+    timed_out = [e["message"] for e in events(cluster, "ScaleUpTimedOut")]
+    assert timed_out and all("within 8s" in m for m in timed_out)
+    ctl.assert_no_tracebacks()
+
+
+def test_a_disruption_taint_left_on_a_busy_node_is_removed(cluster, world, controllers):
+    """A controller that stopped between the taint and the termination left the taint on a node that is busy now:
+    the next leader's scale-down takes it off (the node stays)."""
+    world.asg("cpu", "m5.2xlarge", max_size=10, desired=1)
+    ids = _registered(cluster, world, "cpu")
+    n = cluster.get("v1", "Node", "", "n0")
+    n["spec"]["taints"] = [{"key": "other", "value": "x", "effect": "NoSchedule"},
+                           {"key": DISRUPTION, "value": "scale-down", "effect": "NoSchedule"}]
+    cluster.apply(n)
+    cluster.apply(pod("busy", cpu="1", node="n0"))
+    ctl = controllers(emptyNodeGraceSeconds=1)
+    wait_for(lambda: _taints(cluster, "n0") == ["other"], timeout=30, what="the stale taint removed, the other kept")
+    assert _live(world, "cpu") == set(ids)
+    ctl.assert_no_tracebacks()
