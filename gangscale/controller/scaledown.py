@@ -124,12 +124,14 @@ def tainted_nodes(objects: Iterable[Mapping[str, Any]]) -> set[str]:
 def blocks_removal(pod: Mapping[str, Any]) -> bool:
     """A pod read on a node about to go keeps the node: any pod not finished, but a DaemonSet's or a mirror pod
     (as `busy_nodes`: those run on every node and go with it)."""
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-    if status.get("phase") in ("Succeeded", "Failed"):
+    status, meta = pod.get("status"), pod.get("metadata")
+    if isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"):
         return False
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    owners = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
-    if any(isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node") for r in owners):
+    if not isinstance(meta, Mapping):
+        return True
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list) and any(isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node")
+                                        for r in owners):
         return False
-    notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    return not notes.get("kubernetes.io/config.mirror")
+    notes = meta.get("annotations")
+    return not (isinstance(notes, Mapping) and notes.get("kubernetes.io/config.mirror"))

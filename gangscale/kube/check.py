@@ -411,8 +411,8 @@ def check_limits(cfg: Any, source: str | None) -> CheckResult:
     summary = f"cluster ceiling in force: {ceiling.describe()}"
     if lifted:
         return CheckResult("limits", WARN, f"{summary}; lifted: {', '.join(lifted)}",
-                           [*detail, "nothing stops gangscale buying without bound there: set a number unless "
-                                     "that is meant (docs/controller.md, Default caps and the cluster ceiling)"])
+                           [*detail, ("nothing stops gangscale buying without bound there: set a number unless "
+                                      "that is meant (docs/controller.md, Default caps and the cluster ceiling)")])
     return CheckResult("limits", OK, summary, detail)
 
 

@@ -6,23 +6,38 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from builders import group, plan_for, pod, podgroup, snapshot
+
 from gangscale.catalog import parse_catalog
 from gangscale.controller import backoff
 from gangscale.controller.config import ControllerConfig, load_config
 from gangscale.controller.events import EventSink
 from gangscale.controller.leader import LostLeadership
-from gangscale.controller.lifecycle import (Booked, EventTarget, Expire, GangFacts, GangState, Record, Released,
-                                            ReleaseOutcome, Release, Rules, transition)
+from gangscale.controller.lifecycle import (
+    Booked,
+    EventTarget,
+    Expire,
+    GangFacts,
+    GangState,
+    Record,
+    Release,
+    Released,
+    ReleaseOutcome,
+    Rules,
+    transition,
+)
 from gangscale.controller.limits import Usage, over_ceiling
-from gangscale.controller.scaledown import blocks_removal, protected_nodes, tainted_nodes
+from gangscale.controller.scaledown import (
+    blocks_removal,
+    protected_nodes,
+    tainted_nodes,
+)
 from gangscale.explain import group_misfit
+from gangscale.ingest import ingest
 from gangscale.kube.check import check_limits
 from gangscale.model import GangKey
 from gangscale.planner import OFF
 from gangscale.webhook.rules import Policy, check_capacity
-from gangscale.ingest import ingest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0

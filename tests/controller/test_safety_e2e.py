@@ -19,7 +19,6 @@ import urllib.request
 from datetime import datetime, timezone
 
 from builders import node, pod
-
 from cloud.conftest import CLUSTER, REGION
 from cloud.proxy import failed_activity, no_capacity
 
@@ -183,9 +182,9 @@ def test_metrics_can_listen_on_loopback_while_the_probes_answer_on_their_own_add
 def test_the_webhook_without_a_catalog_refuses_a_pod_no_discovered_group_can_ever_hold(world, moto_url, tmp_path):
     """An aws-asg install has no catalog: the webhook discovers the groups as the controller does and judges the
     pod at their maxSize. A pod asking for 100 GPUs is refused naming the groups; one asking for 8 is admitted."""
-    from gangscale.webhook.certs import make_pair, write_pair
-
     from webhook.conftest import Hook
+
+    from gangscale.webhook.certs import make_pair, write_pair
 
     world.asg("p5", "p5.48xlarge", max_size=4)
     world.asg("cpu", "m5.2xlarge", max_size=10)
@@ -262,8 +261,11 @@ def test_a_deadline_kept_across_a_rebooking_is_reported_as_the_deadline(cluster,
     ctl = controllers()
     gang(cluster, "train", 3, annotations={"gangscale.io/provisioning-deadline-seconds": "8"})
     wait_for(lambda: world.desired("backup") >= 1, timeout=30, what="the re-booking on backup")
-    rec = wait_for(lambda: (lambda r: r if r and r["state"] == "timed-out" else None)(
-        state_records(cluster).get(f"default/train/{API}")), timeout=40, what="the deadline")
+    def timed_out() -> dict | None:
+        r = state_records(cluster).get(f"default/train/{API}")
+        return r if r and r["state"] == "timed-out" else None
+
+    rec = wait_for(timed_out, timeout=40, what="the deadline")
     assert rec["reason"].startswith("not all nodes arrived within 8s"), rec["reason"]
     timed_out = [e["message"] for e in events(cluster, "ScaleUpTimedOut")]
     assert timed_out and all("within 8s" in m for m in timed_out)
