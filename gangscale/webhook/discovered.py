@@ -2,7 +2,7 @@
 
 The capacity rules need node groups; without a catalog they come from the same
 discovery the controller runs (`NodeGroupProvider.discover`, read-only calls), on
-a background thread every REFRESH_SECONDS, so a review never waits on the cloud.
+a background thread at start and every REFRESH_SECONDS, so a review never waits on the cloud.
 Until the first discovery succeeds, or when it finds no group, nothing is known
 about capacity and the capacity rules stay silent (as with no catalog at all); a
 failed refresh keeps the last groups. Groups are judged at their maxSize, never
@@ -45,15 +45,18 @@ class DiscoveredGroups:
             return False
         if found != self._groups:
             self._groups = found
+            print(json.dumps({"msg": "node groups discovered", "groups": sorted(g.name for g in found)}),
+                  file=sys.stderr)
         return True
 
     def start(self) -> DiscoveredGroups:
-        """The first discovery now (admission starts knowing the groups when the cloud answers), then the thread."""
-        self.refresh()
+        """Discover on the thread at once, then every `refresh_seconds`: serving never waits on the cloud, not even at
+        start (an unreachable endpoint costs the AWS client's retries and timeouts, a minute or more)."""
         self._thread.start()
         return self
 
     def _loop(self) -> None:
+        self.refresh()
         while not self._stop.wait(self._refresh):
             self.refresh()
 

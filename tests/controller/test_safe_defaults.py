@@ -256,3 +256,23 @@ def test_a_deadline_kept_across_a_rebooking_is_reported_from_the_first_booking()
     released, _, _ = transition(expired, None, Released((ReleaseOutcome(Release(KEY, {"cpu": 2, "gpu": 1},
                                                                                    "timed-out"), 3),)), NOW + 31)
     assert released[KEY].reason == "not all nodes arrived within 30s; gave back 3 unused nodes"
+
+
+def test_discovery_keeps_the_last_groups_when_a_refresh_fails_and_the_same_tuple_while_nothing_changed():
+    from gangscale.webhook.discovered import DiscoveredGroups
+
+    groups, _ = parse_catalog([GPU8])
+    answers: list = [groups, RuntimeError("throttled"), list(groups)]
+
+    def discover():
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    d = DiscoveredGroups(discover)
+    assert d.current() == () and d.refresh()
+    first = d.current()
+    assert first == tuple(groups)
+    assert not d.refresh() and d.current() is first  # a failure keeps what was known
+    assert d.refresh() and d.current() is first  # equal groups: the same tuple, so policies built on it are reused

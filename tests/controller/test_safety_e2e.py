@@ -204,9 +204,11 @@ def test_the_webhook_without_a_catalog_refuses_a_pod_no_discovered_group_can_eve
     try:
         hook = Hook(type("S", (), {"port": port})(), str(tmp_path / "ca.crt"))  # type: ignore[arg-type]
         tolerate = [{"operator": "Exists"}]
-        huge = wait_for(lambda: _review(hook, proc, pod("huge", group="pg", cpu="8", gpu=100, tolerations=tolerate)),
-                        timeout=60, what="the webhook answering")
-        assert not huge["allowed"], huge
+        def refused() -> dict | None:
+            r = _review(hook, proc, pod("huge", group="pg", cpu="8", gpu=100, tolerations=tolerate))
+            return r if r and not r["allowed"] else None
+
+        huge = wait_for(refused, timeout=60, what="the webhook refusing once the groups are discovered")
         message = huge["status"]["message"]
         assert "no node group can ever hold pod default/huge" in message
         assert "p5: needs 100 nvidia.com/gpu, a node has 8" in message
