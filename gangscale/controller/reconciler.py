@@ -91,8 +91,8 @@ from .metrics import Metrics
 from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
                            pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
-from .scaledown import (DISRUPTION_TAINT, EmptyNode, blocks_removal, busy_nodes, due_for_scale_down, protected_nodes,
-                        tainted_nodes)
+from .scaledown import (DISRUPTION_TAINT, EmptyNode, above_min_size, blocks_removal, busy_nodes, due_for_scale_down,
+                        protected_nodes, tainted_nodes)
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
@@ -552,7 +552,7 @@ class Reconciler:
         busy = busy_nodes(cluster) | (set(plan.existing_nodes) - due_spares) | self._reserved_nodes() | set(protected)
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
                                                    self.cfg.empty_node_grace_seconds, spares)
-        due = [e for e in due if self._still_empty(e)]
+        due = [e for e in above_min_size(due) if self._still_empty(e)]
         removed = set()
         for res in self.actuator.scale_down(due):
             e = res.node

@@ -68,6 +68,20 @@ def due_for_scale_down(empty_since: Mapping[str, float], cluster: Cluster, busy:
     return since_by_node, due
 
 
+def above_min_size(due: Iterable[EmptyNode]) -> list[EmptyNode]:
+    """The due nodes a group can give back without going below its minSize at its discovered size (the first ones
+    of each group): the others are not tainted at all, so a group held at minSize is not tainted and untainted
+    every pass. The actuator checks the size again, fresh, at the call."""
+    left: dict[str, int] = {}
+    out = []
+    for e in due:
+        room = left.setdefault(e.group.name, e.group.current_size - e.group.min_size)
+        if room > 0:
+            left[e.group.name] = room - 1
+            out.append(e)
+    return out
+
+
 DISRUPTION_TAINT = {"key": "gangscale.io/disruption", "value": "scale-down", "effect": "NoSchedule"}
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = ("gangscale.io/do-not-disrupt", "karpenter.sh/do-not-disrupt")

@@ -276,3 +276,14 @@ def test_discovery_keeps_the_last_groups_when_a_refresh_fails_and_the_same_tuple
     assert first == tuple(groups)
     assert not d.refresh() and d.current() is first  # a failure keeps what was known
     assert d.refresh() and d.current() is first  # equal groups: the same tuple, so policies built on it are reused
+
+
+def test_only_the_due_nodes_above_a_groups_min_size_are_taken_for_removal():
+    from gangscale.controller.scaledown import EmptyNode, above_min_size
+
+    from dataclasses import replace
+
+    groups, _ = parse_catalog([group("a", max_size=10, current=3), group("b", max_size=10, current=1)])
+    a, b = (replace(next(g for g in groups if g.name == name), min_size=1) for name in ("a", "b"))
+    due = [EmptyNode(f"{g.name}{i}", g, f"i-{g.name}{i}", NOW) for g in (a, b) for i in range(3)]
+    assert [e.node for e in above_min_size(due)] == ["a0", "a1"]  # a: 3 - 1; b: already at its minimum
