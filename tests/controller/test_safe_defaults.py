@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from builders import group, plan_for, pod, podgroup, snapshot
+from kube.conftest import _no_proxy, kubeconfig_for, make_emulator  # noqa: F401 - fixtures
 
 from gangscale.catalog import parse_catalog
 from gangscale.controller import backoff
@@ -279,11 +280,26 @@ def test_discovery_keeps_the_last_groups_when_a_refresh_fails_and_the_same_tuple
 
 
 def test_only_the_due_nodes_above_a_groups_min_size_are_taken_for_removal():
-    from gangscale.controller.scaledown import EmptyNode, above_min_size
-
     from dataclasses import replace
+
+    from gangscale.controller.scaledown import EmptyNode, above_min_size
 
     groups, _ = parse_catalog([group("a", max_size=10, current=3), group("b", max_size=10, current=1)])
     a, b = (replace(next(g for g in groups if g.name == name), min_size=1) for name in ("a", "b"))
     due = [EmptyNode(f"{g.name}{i}", g, f"i-{g.name}{i}", NOW) for g in (a, b) for i in range(3)]
     assert [e.node for e in above_min_size(due)] == ["a0", "a1"]  # a: 3 - 1; b: already at its minimum
+
+
+def test_the_check_command_reports_the_limits_of_the_config_it_is_given(make_emulator, kubeconfig_for, capsys,
+                                                                          tmp_path):
+    from kube.test_live_cli import run_check
+
+    emu = make_emulator(release="1.36")
+    _, r = run_check(emu, kubeconfig_for, capsys)
+    assert r["limits"]["verdict"] == "ok" and "maxGPUs 512" in r["limits"]["summary"]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("clusterCeiling: {maxGPUs: unlimited, maxNodes: 1000}\n")
+    _, r = run_check(emu, kubeconfig_for, capsys, "--config", str(cfg))
+    assert r["limits"]["verdict"] == "warn"
+    assert r["limits"]["summary"] == ("cluster ceiling in force: maxNodes 1000, maxGPUs unlimited, "
+                                      "maxDollarsPerHour 5000; lifted: clusterCeiling.maxGPUs")
