@@ -290,7 +290,7 @@ def test_only_the_due_nodes_above_a_groups_min_size_are_taken_for_removal():
     assert [e.node for e in above_min_size(due)] == ["a0", "a1"]  # a: 3 - 1; b: already at its minimum
 
 
-def test_the_check_command_reports_the_limits_of_the_config_it_is_given(make_emulator, kubeconfig_for, capsys,
+def test_the_check_command_reports_the_limits_of_the_config_it_is_given(make_emulator, kubeconfig_for, capsys,  # noqa: F811
                                                                           tmp_path):
     from kube.test_live_cli import run_check
 
