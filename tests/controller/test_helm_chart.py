@@ -283,3 +283,16 @@ def test_the_network_policies_admit_only_the_metrics_port_and_the_webhook_port_a
     assert policy["spec"]["ingress"][0]["from"] == scraper
     off = helm_template({"webhook": {"enabled": True}, "networkPolicy": {"enabled": False}})
     assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+
+
+def test_a_health_address_moves_the_probes_and_the_network_policy_admits_its_port(tmp_path):
+    docs = helm_template({"config": {"metricsAddress": "127.0.0.1:8080", "healthAddress": "0.0.0.0:8081"}})
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == "health"
+    assert _ingress_ports(docs, "gangscale") == [("TCP", "metrics"), ("TCP", "health")]
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    assert load_config(path).health_address == "0.0.0.0:8081"
