@@ -92,7 +92,7 @@ from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
                            pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
 from .scaledown import (DISRUPTION_TAINT, EmptyNode, above_min_size, blocks_removal, busy_nodes, due_for_scale_down,
-                        protected_nodes, tainted_nodes)
+                        pod_key, protected_nodes, tainted_nodes)
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
@@ -583,9 +583,7 @@ class Reconciler:
             log.warning("cannot taint the node for scale-down: kept", extra={"node": e.node, "error": err})
             return False
         pods = self.node_taints.pods_on(e.node)
-        landed = None if pods is None else [f"{(p.get('metadata') or {}).get('namespace')}/"
-                                            f"{(p.get('metadata') or {}).get('name')}" for p in pods
-                                            if blocks_removal(p)]
+        landed = None if pods is None else [pod_key(p) for p in pods if blocks_removal(p)]
         if landed is None or landed:
             log.info("scale-down cancelled: the node is not empty", extra={
                 "node": e.node, "pods": landed, "reason": "pods unread" if landed is None else "a pod landed"})

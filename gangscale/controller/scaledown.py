@@ -135,6 +135,13 @@ def tainted_nodes(objects: Iterable[Mapping[str, Any]]) -> set[str]:
     return out
 
 
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """`namespace/name` of a pod as read ("?" for what is missing)."""
+    meta = pod.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return f"{meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
+
+
 def blocks_removal(pod: Mapping[str, Any]) -> bool:
     """A pod read on a node about to go keeps the node: any pod not finished, but a DaemonSet's or a mirror pod
     (as `busy_nodes`: those run on every node and go with it)."""
