@@ -59,7 +59,7 @@ def test_with_no_limits_configured_the_cluster_ceiling_holds_a_burst_across_name
     """The config names only the provider, cluster, region and endpoint (and the test's timings): eight namespaces
     each ask for 30 p5 (240 H100 nodes, $13,209/h), each within the shipped per-namespace cap of 64 nodes and
     $2,000/h. The default ceiling of 512 GPUs lets two gangs through (60 nodes, 480 GPUs); the rest wait, saying
-    why. Before the defaults existed the same config bought all 240."""
+    why. Without the defaults the same config buys all 240."""
     world.asg("p5", "p5.48xlarge", max_size=300)
     ctl = controllers()
     for i in range(8):
