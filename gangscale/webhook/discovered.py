@@ -65,11 +65,18 @@ class DiscoveredGroups:
 
 
 def cloud_groups(cfg: ControllerConfig) -> DiscoveredGroups | None:
-    """Discovery through the config's provider (None for `simulated`, whose groups only a catalog gives)."""
+    """Discovery through the config's provider (None for `simulated`, whose groups only a catalog gives, and when
+    the provider cannot be opened: a one-line reason on stderr)."""
     from ..providers import open_provider
 
     if cfg.provider == "simulated":
         return None
-    provider, _ = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
-                                endpoint_url=cfg.aws_endpoint_url, auto_discovery=tuple(cfg.node_group_auto_discovery))
+    try:
+        provider, _ = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
+                                    endpoint_url=cfg.aws_endpoint_url,
+                                    auto_discovery=tuple(cfg.node_group_auto_discovery))
+    except Exception as exc:  # noqa: BLE001 - a provider that cannot be opened: admission without capacity rules
+        print(json.dumps({"msg": "no node-group discovery: the capacity rules stay silent", "error": str(exc)}),
+              file=sys.stderr)
+        return None
     return DiscoveredGroups(lambda: provider.discover().groups).start()
