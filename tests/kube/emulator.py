@@ -362,8 +362,8 @@ class Emulator:
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
     requests: list[Request] = field(default_factory=list)
-    # called with (method, path) after each successful write is answered (outside the lock): a test's stand-in for
-    # another client acting in between two of the controller's calls
+    # called with (method, path) after each successful write, before it is answered (outside the lock): a test's
+    # stand-in for another client acting in between two of the controller's calls
     after_write: Callable[[str, str], None] | None = None
     # Service (namespace, name) -> "https://127.0.0.1:<port>": where webhooks and the service proxy reach it
     services: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -720,9 +720,10 @@ class Emulator:
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:
                 return h.send_json(200, self._list(route, query))
-            h.send_json(*self._mutate(h, method, route, query))
-            if self.after_write is not None:  # a test's hook: the cluster moves on right after this write
+            answer = self._mutate(h, method, route, query)
+            if self.after_write is not None:  # a test's hook: the cluster moves on before the writer hears back
                 self.after_write(method, url.path)
+            h.send_json(*answer)
         except ApiError as exc:
             h.drain()  # a body left unread would be parsed as the next request on this connection
             h.send_json(exc.code, exc.status())
