@@ -44,6 +44,9 @@ class NodeGroup:
     allocatable: dict[str, int]
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    # set by the controller, never by a cloud: the group may not grow until then (epoch seconds) after it failed to
+    # deliver, and its maxSize is cut to its size meanwhile; 0: not backed off
+    backed_off_until: float = 0.0
 
     @property
     def headroom(self) -> int:

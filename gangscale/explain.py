@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from .fit import HARD_EFFECTS, labels_match, tolerates
 from .model import NodeGroup, Pod
 from .resources import format_amount
@@ -21,6 +23,9 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
         have = group.allocatable.get(name, 0)
         if amount > have:
             return f"needs {format_amount(name, amount)} {name}, a node has {format_amount(name, have)}"
+    if group.headroom <= 0 and group.backed_off_until:
+        until = datetime.fromtimestamp(group.backed_off_until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"backed off until {until}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
     if group.headroom <= 0:
         return f"already at maxSize {group.max_size}"
     return None

@@ -226,7 +226,10 @@ class Gangscale:
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock
+        # the baselines have no spending limits: neither has the simulated controller unless --controller-config says so
+        unlimited = {"maxNodes": "unlimited", "maxDollarsPerHour": "unlimited"}
         settings = {"schedulerModel": "observe", "provisioningDeadlineSeconds": deadline, "solverTimeLimitSeconds": 2.0,
+                    "defaultNamespaceCap": unlimited, "clusterCeiling": {**unlimited, "maxGPUs": "unlimited"},
                     **controller_overrides()}
         self.cfg = ControllerConfig(**settings, mode="enforce", gateMode="all" if self.gated else "off")
         self.store = MemoryStore(clock)

@@ -37,8 +37,9 @@ def backs_off(kind: ErrorKind, retryable: bool) -> bool:
 
 def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGroup:
     """The group as the planner sees it: no headroom while it is backed off."""
-    if backoff.get(g.name, 0.0) > now:
-        return replace(g, max_size=min(g.max_size, g.current_size))
+    until = backoff.get(g.name, 0.0)
+    if until > now:
+        return replace(g, max_size=min(g.max_size, g.current_size), backed_off_until=until)
     return g
 
 

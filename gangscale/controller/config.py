@@ -46,13 +46,65 @@ def parse_duration(value: object) -> object:
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
+UNLIMITED = "unlimited"  # the one way to lift a cap or the ceiling: written on purpose, never by omission
+# The shipped defaults (config/deploy/config.yaml, the chart's values): a config that says nothing about caps gets
+# these, never "no limit" (docs/controller.md, Default caps and the cluster ceiling).
+DEFAULT_NAMESPACE_NODES = 64
+DEFAULT_NAMESPACE_DOLLARS_PER_HOUR = 2000.0
+DEFAULT_CEILING_NODES = 256
+DEFAULT_CEILING_GPUS = 512
+DEFAULT_CEILING_DOLLARS_PER_HOUR = 5000.0
+
+
+def parse_limit(value: object) -> object:
+    """`unlimited` -> None (no limit of that kind); a missing value (YAML `null`, an empty key) is refused, so a
+    limit is only ever lifted by writing `unlimited`; anything else goes on to pydantic's number check."""
+    if value is None:
+        raise ValueError(f"no value: write a number, or {UNLIMITED!r} to lift the limit")
+    if isinstance(value, str) and value.strip().lower() == UNLIMITED:
+        return None
+    return value
+
+
+Limit = Annotated[int | None, BeforeValidator(parse_limit)]
+DollarLimit = Annotated[float | None, BeforeValidator(parse_limit)]
+
+
 class NamespaceCap(BaseModel):
+    """One namespace's caps on the capacity held or planned for its gangs; a key not written keeps its default
+    (maxNodes 64, maxDollarsPerHour 2000: the shipped caps), `unlimited` lifts it."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
-    max_nodes: int | None = Field(default=None, alias="maxNodes", ge=0)
-    max_dollars_per_hour: float | None = Field(default=None, alias="maxDollarsPerHour", ge=0)
-    # admission only (docs/webhook.md): None = no cap of that kind, maxGangPods falls back to the top-level one
+    max_nodes: Limit = Field(default=DEFAULT_NAMESPACE_NODES, alias="maxNodes", ge=0)
+    max_dollars_per_hour: DollarLimit = Field(default=DEFAULT_NAMESPACE_DOLLARS_PER_HOUR, alias="maxDollarsPerHour",
+                                              ge=0)
+    # admission only (docs/webhook.md): unset = no cap of that kind (the cluster ceiling still holds); maxGangPods
+    # falls back to the top-level one
     max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0)
     max_gang_pods: int | None = Field(default=None, alias="maxGangPods", ge=1)
+
+    @field_validator("max_gpus", "max_gang_pods", mode="before")
+    @classmethod
+    def _unlimited(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() == UNLIMITED else value
+
+
+class ClusterCeiling(BaseModel):
+    """`clusterCeiling:` the most the owned node groups may hold together, counted on their desired sizes plus
+    what the plan buys: nodes, GPUs and $/h (None: `unlimited`, lifted on purpose)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+    max_nodes: Limit = Field(default=DEFAULT_CEILING_NODES, alias="maxNodes", ge=0)
+    max_gpus: Limit = Field(default=DEFAULT_CEILING_GPUS, alias="maxGPUs", ge=0)
+    max_dollars_per_hour: DollarLimit = Field(default=DEFAULT_CEILING_DOLLARS_PER_HOUR, alias="maxDollarsPerHour",
+                                              ge=0)
+
+    def describe(self) -> str:
+        """`maxNodes 256, maxGPUs 512, maxDollarsPerHour 5000` (`unlimited` where lifted)."""
+        def text(v: float | None) -> str:
+            return UNLIMITED if v is None else f"{v:g}"
+        return (f"maxNodes {text(self.max_nodes)}, maxGPUs {text(self.max_gpus)}, "
+                f"maxDollarsPerHour {text(self.max_dollars_per_hour)}")
 
 
 RuleAction = Literal["deny", "warn", "off"]
@@ -134,6 +186,7 @@ class ControllerConfig(BaseModel):
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)
     namespace_caps: dict[str, NamespaceCap] = Field(default_factory=dict, alias="namespaceCaps")
     default_namespace_cap: NamespaceCap = Field(default_factory=NamespaceCap, alias="defaultNamespaceCap")
+    cluster_ceiling: ClusterCeiling = Field(default_factory=ClusterCeiling, alias="clusterCeiling")
     ageing_seconds: Seconds = Field(default=600.0, alias="ageingSeconds", gt=0)
     # status (docs/controller.md): an Event's repeats are written at most this often (CA: one per 5 minutes),
     # and CA-style TriggeredScaleUp/NotTriggerScaleUp events go to at most this many pending pods per gang
@@ -160,6 +213,9 @@ class ControllerConfig(BaseModel):
     aws_endpoint_url: str | None = Field(default=None, alias="awsEndpointUrl")
     nodegroups: str | None = None  # catalog seeding the simulated provider
     metrics_address: str = Field(default="0.0.0.0:8080", alias="metricsAddress")
+    # /healthz and /readyz on their own address; None: on metricsAddress with /metrics. Set, /metrics alone stays on
+    # metricsAddress, which may then be loopback (127.0.0.1:8080) while the kubelet's probes reach the pod's IP
+    health_address: str | None = Field(default=None, alias="healthAddress")
     # admission webhook (`gangscale webhook`, docs/webhook.md)
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
 

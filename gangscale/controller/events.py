@@ -12,7 +12,9 @@ creating another object. Repeats are counted at once but written at most once pe
 `refresh_seconds` per Event, which is CA's own limit (utils/kubernetes/factory.go: one event per
 key per 5 minutes), and a gang's CA-style events go to at most `pods_per_gang` of its pending
 pods (the first by name), so a 1,000-pod gang costs a bounded number of calls per pass.
-Nothing here raises: an Event that cannot be written is a log line.
+Nothing here raises: an Event that cannot be written is a log line. Every write is fenced like the
+controller's other writes (`fence`, the leader elector's check): a replica whose lease lapsed writes no
+Event, however late its pass runs (the refused event is a log line; the pass's next fenced write ends it).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..model import (
     API_VOLCANO,
     API_WORKLOAD,
 )
+from .leader import LostLeadership
 from .lifecycle import EventTarget
 
 log = logging.getLogger("gangscale.controller")
@@ -103,8 +106,10 @@ class EventSink:
     """Posts and aggregates core/v1 Events; never raises. `calls` counts API requests made."""
 
     def __init__(self, client: KubeClient | None, refresh_seconds: float = 300.0, pods_per_gang: int = 10,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, fence: Callable[[str], None] | None = None) -> None:
         self.client = client
+        self.fence = fence  # raises LostLeadership when this replica may no longer write; None: never fenced
+        self.fenced = 0  # events refused because the lease was lost
         self.refresh_seconds = refresh_seconds
         self.pods_per_gang = pods_per_gang
         self.clock = clock
@@ -134,12 +139,29 @@ class EventSink:
             series.count += 1
             if now - series.written_at < self.refresh_seconds or self.client is None:
                 return
+            if not self._may_write(reason, gang):
+                return
             if self._bump(obj["namespace"], series, now, gang, reason):
                 return
+        if self.client is not None and series is None and not self._may_write(reason, gang):
+            return
         name = self._create(obj, reason, message, kind, now, gang)
         if name is not None:
             self._series[key] = _Series(name, 1, now)
             self._trim(now)
+
+    def _may_write(self, reason: str, gang: str) -> bool:
+        """The fence, asked before each API write: False (and a log line) once the lease is lost."""
+        if self.fence is None:
+            return True
+        try:
+            self.fence(f"event {reason}")
+        except LostLeadership as exc:
+            self.fenced += 1
+            log.warning("event not written: leadership lost", extra={"gang": gang, "reason": reason,
+                                                                      "error": str(exc)})
+            return False
+        return True
 
     def _create(self, obj: dict[str, Any], reason: str, message: str, kind: str, now: float,
                 gang: str) -> str | None:

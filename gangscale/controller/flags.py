@@ -25,6 +25,9 @@ def add_run_command(sub: Any) -> None:
     p.add_argument("--aws-endpoint-url", metavar="URL", help="send AWS calls here (tests, moto)")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
                    help="serve /metrics, /healthz, /readyz here (default 0.0.0.0:8080)")
+    p.add_argument("--health-address", metavar="HOST:PORT",
+                   help="serve /healthz and /readyz here instead, leaving /metrics alone on --metrics-address "
+                        "(which may then be 127.0.0.1:PORT)")
     p.add_argument("--identity", default=None, help="leader-election identity (default: $POD_NAME or hostname)")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
 

@@ -111,6 +111,7 @@ class Record:
     requested: Mapping[str, int] = field(default_factory=dict)
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
+    booked_at: float = 0.0  # when the purchase `deadline` counts from was booked (a re-booking keeps both); 0: unknown
     pods: tuple[str, ...] = ()  # pod uids this generation was planned for
     attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
     calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # group -> (token, nodes): unconfirmed
@@ -148,6 +149,8 @@ class Record:
             out["launches"] = {g: list(ids) for g, ids in self.launches.items()}
         if self.covered:
             out["covered"] = dict(self.covered)
+        if self.booked_at:
+            out["booked_at"] = self.booked_at
         return out
 
     @classmethod
@@ -562,7 +565,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches),
+                      booked_at=rec.booked_at, state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches),
                       covered=dict(rec.covered))
     step.records[g.key] = new
     return new
@@ -682,8 +685,9 @@ def _booked(step: _Step, report: Booked) -> None:
             below[grp] = below.get(grp, 0) + n
         # A re-plan that buys more (after a launch failure) keeps the deadline of the nodes already held: moving
         # it on every rebooking let a gang whose launches keep failing hold its arrived nodes idle for good.
-        deadline = rec.deadline if holds(rec) and rec.deadline else step.now + g.deadline_seconds
-        step.put(rec, requested=requested, requested_at=step.now, deadline=deadline,
+        kept = holds(rec) and rec.deadline
+        deadline, booked_at = (rec.deadline, rec.booked_at) if kept else (step.now + g.deadline_seconds, step.now)
+        step.put(rec, requested=requested, requested_at=step.now, deadline=deadline, booked_at=booked_at,
                  pods=g.pods, attempt=rec.attempt + 1, unconfirmed=unconfirmed)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
 
@@ -903,7 +907,8 @@ def _waited_for(records: Iterable[Record], group: str) -> int:
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
     gave = "" if released is None else f"{released} "
-    return f"not all nodes arrived within {rec.deadline - rec.requested_at:.0f}s; gave back {gave}unused nodes"
+    booked = rec.booked_at or rec.requested_at  # the deadline counts from the first booking, not a re-booking
+    return f"not all nodes arrived within {rec.deadline - booked:.0f}s; gave back {gave}unused nodes"
 
 
 def _released(step: _Step, report: Released) -> None:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from ..model import Gang, GangKey
+from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..resources import GPU
 from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
-from .config import ControllerConfig, NamespaceCap
+from .config import ClusterCeiling, ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
 
 
@@ -189,10 +189,78 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
     return held
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the owned node groups hold together (their desired sizes: running and on their way)."""
+
+    nodes: int = 0
+    gpus: int = 0
+    dollars_per_hour: float = 0.0
+
+    @classmethod
+    def of_groups(cls, groups: Iterable[NodeGroup]) -> Usage:
+        gs = list(groups)
+        return cls(sum(g.current_size for g in gs), sum(g.current_size * g.allocatable.get(GPU, 0) for g in gs),
+                   sum(g.current_size * g.price_per_hour for g in gs))
+
+    def plus(self, nodes: int, gpus: int, dollars: float) -> Usage:
+        return Usage(self.nodes + nodes, self.gpus + gpus, self.dollars_per_hour + dollars)
+
+    def within(self, c: ClusterCeiling) -> bool:
+        return ((c.max_nodes is None or self.nodes <= c.max_nodes) and (c.max_gpus is None or self.gpus <= c.max_gpus)
+                and (c.max_dollars_per_hour is None or self.dollars_per_hour <= c.max_dollars_per_hour + 1e-9))
+
+
+def _new_node_indices(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, set[int]]:
+    """The plan's new nodes (by index) each gang has pods on."""
+    pod_gang = {p.key: g.gang_key for g in snap.gangs for p in g.pending}
+    out: dict[GangKey, set[int]] = defaultdict(set)
+    for i, n in enumerate(plan.new_nodes):
+        for p in n.pods:
+            if p in pod_gang:
+                out[pod_gang[p]].add(i)
+    return out
+
+
+def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_use: Usage
+                 ) -> dict[GangKey, PreDecision]:
+    """Gangs to hold back so the owned groups stay within the cluster-wide ceiling (`clusterCeiling`).
+
+    Every gang the plan buys for, across namespaces, in the caps' order (highest priority, then oldest): kept
+    while the groups' desired sizes plus the nodes kept so far (a shared node counted once) fit the ceiling; a gang
+    that would not fit the ceiling even in an empty cluster is `infeasible`, the others `deferred`."""
+    nodes_of = _new_node_indices(plan, snap)
+    gpus = {g.name: g.allocatable.get(GPU, 0) for g in snap.groups}
+
+    def cost(idx: set[int]) -> tuple[int, int, float]:
+        ns = [plan.new_nodes[i] for i in idx]
+        return len(ns), sum(gpus.get(n.node_group, 0) for n in ns), sum(n.price_per_hour for n in ns)
+
+    held: dict[GangKey, PreDecision] = {}
+    kept: set[int] = set()
+    for g in sorted((g for g in snap.gangs if g.gang_key in nodes_of), key=_cap_order):
+        mine = nodes_of[g.gang_key]
+        if in_use.plus(*cost(kept | mine)).within(ceiling):
+            kept |= mine
+            continue
+        n, gp, d = cost(mine)
+        limit = f"the cluster ceiling (clusterCeiling: {ceiling.describe()})"
+        if not Usage().plus(n, gp, d).within(ceiling):
+            held[g.gang_key] = PreDecision(GangState.INFEASIBLE.value, f"needs {n} new nodes ({gp} GPUs, ${d:.2f}/h), "
+                                           f"more than {limit} allows at all")
+            continue
+        held[g.gang_key] = PreDecision(GangState.DEFERRED.value, (
+            f"{limit} is reached: the owned node groups hold {in_use.nodes} nodes, {in_use.gpus} GPUs, "
+            f"${in_use.dollars_per_hour:.2f}/h, and {n} more nodes ({gp} GPUs, ${d:.2f}/h) for this gang would "
+            "exceed it; waiting for capacity to free up"))
+    return held
+
+
 def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: Callable[[ClusterSnapshot], Plan],
                      policy: SnapshotPolicy, cfg: ControllerConfig, inflight: tuple[Mapping[str, int],
-                     Mapping[str, float]]) -> tuple[ClusterSnapshot, Plan]:
-    """Plan; while a namespace would go over its cap, hold gangs back and plan again.
+                     Mapping[str, float]], in_use: Usage = Usage()) -> tuple[ClusterSnapshot, Plan]:
+    """Plan; while a namespace would go over its cap, or the owned groups (`in_use`) over the cluster ceiling, hold
+    gangs back and plan again.
 
     The plan returned is always within caps: it is checked after every round, and every round
     holds at least one more gang (a held gang is never promised, so no new node counts for it), so this ends within one
@@ -201,7 +269,7 @@ def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: C
     snap = build(policy)
     plan = make(snap)
     for _ in range(len(snap.gangs) + 1):
-        held = over_caps(plan, snap, cfg, *inflight)
+        held = {**over_ceiling(plan, snap, cfg.cluster_ceiling, in_use), **over_caps(plan, snap, cfg, *inflight)}
         if not held:
             return snap, plan
         policy = policy.holding(held)

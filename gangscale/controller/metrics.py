@@ -104,16 +104,21 @@ class Metrics:
 
 
 class HealthServer:
-    """/metrics, /healthz (the loop is alive) and /readyz (the cache has synced)."""
+    """/metrics, /healthz (the loop is alive) and /readyz (the cache has synced) on one address; `metrics` None:
+    the probes only, `probes` False: /metrics only (controller-runtime's split of `--metrics-bind-address` and
+    `--health-probe-bind-address`, pkg/manager/manager.go), so /metrics can listen on loopback alone."""
 
-    def __init__(self, address: str, metrics: Metrics, alive: Callable[[], bool], ready: Callable[[], bool]) -> None:
+    def __init__(self, address: str, metrics: Metrics | None, alive: Callable[[], bool], ready: Callable[[], bool],
+                 probes: bool = True) -> None:
         host, _, port = address.rpartition(":")
         metrics_ref, alive_ref, ready_ref = metrics, alive, ready
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                if self.path == "/metrics":
+                if self.path == "/metrics" and metrics_ref is not None:
                     self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
+                elif not probes:
+                    self._send(404, b"not found\n")
                 elif self.path == "/healthz":
                     ok = alive_ref()
                     self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")

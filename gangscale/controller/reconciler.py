@@ -46,6 +46,7 @@ from .conditions import due as conditions_due
 from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink, state_object
+from ..kube.nodetaints import NodeTainter
 from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
 from .lifecycle import (
@@ -84,14 +85,15 @@ from .lifecycle import (
     transition,
 )
 from ..apply import atomic_units_with_gangs
-from .limits import gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
+from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .published import StatusPublisher, group_sizes, status_data
 from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
                            pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
-from .scaledown import busy_nodes, due_for_scale_down
+from .scaledown import (DISRUPTION_TAINT, EmptyNode, above_min_size, blocks_removal, busy_nodes, due_for_scale_down,
+                        pod_key, protected_nodes, tainted_nodes)
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = 300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
@@ -140,9 +142,12 @@ class Reconciler:
                  pod_gates: PodGateLifter | None = None, conditions: ConditionWriter | None = None,
                  solve_options: SolveOptions | None = None, parse_cache: ParseCache | None = None,
                  shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None,
-                 status: StatusPublisher | None = None) -> None:
+                 status: StatusPublisher | None = None, node_taints: NodeTainter | None = None) -> None:
         self.cfg = cfg
         self.status = status  # the leader's per-pass view for `gangscale status` (published.py); None: not written
+        # the scale-down's node writes (scaledown.py's protocol); None: empty nodes are terminated untainted
+        self.node_taints = node_taints
+        self.scaled_down: set[str] = set()  # nodes whose instance this controller terminated, while their Node lasts
         self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
         # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
         # version for its scheduler; same function, same arguments), else None; None: ingest here
@@ -226,7 +231,7 @@ class Reconciler:
             spares = spare_until(self.state.records.values())  # before the deadlines hand them to the scale-down
             self._step(plan, self._expire(plan, snap, cluster, now), cluster, now)
             if self.cfg.scale_down:
-                self._scale_down(cluster, plan, now, spares)
+                self._scale_down(cluster, plan, now, spares, objects)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
         self._observe(plan)
         self._publish(plan, cluster, now, leader)
@@ -392,7 +397,8 @@ class Reconciler:
         return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
                                 plan,
                                 self._policy(cluster, now), self.cfg,
-                                inflight_by_namespace(self.state.records.values(), prices))
+                                inflight_by_namespace(self.state.records.values(), prices),
+                                Usage.of_groups(self.groups.values()))
 
     def _make_plan(self, snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel) -> Plan:
         """`make_plan`, or the plan a recent pass made of an equal snapshot with the same options and scheduler model.
@@ -538,24 +544,65 @@ class Reconciler:
                     "requested": dict(e.requested)})
         observe.observe_events(self.metrics, events)
 
-    def _scale_down(self, cluster: Cluster, plan: Plan, now: float, spares: dict[str, float]) -> None:
+    def _scale_down(self, cluster: Cluster, plan: Plan, now: float, spares: dict[str, float],
+                    objects: Sequence[dict[str, Any]] = ()) -> None:
         """Nodes of owned groups that stayed empty past the grace period go back, never below minSize; so do the
-        nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline."""
+        nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline. Never a node
+        opted out (`protected_nodes`); each is tainted and read again before it goes (`_still_empty`)."""
         # past the deadline (strictly, as `expired_spares` reserves them): no plan keeps them, no pod runs there yet
         due_spares = {n for n, until in spares.items() if now > until}
-        busy = busy_nodes(cluster) | (set(plan.existing_nodes) - due_spares) | self._reserved_nodes()
+        protected = protected_nodes(objects)
+        busy = busy_nodes(cluster) | (set(plan.existing_nodes) - due_spares) | self._reserved_nodes() | set(protected)
         self.empty_since, due = due_for_scale_down(self.empty_since, cluster, busy, self.groups, now,
                                                    self.cfg.empty_node_grace_seconds, spares)
+        due = [e for e in above_min_size(due) if self._still_empty(e)]
+        removed = set()
         for res in self.actuator.scale_down(due):
             e = res.node
             if not res.removed:
                 log.warning("scale-down failed", extra={"node": e.node, "node_group": e.group.name,
                                                         "error": str(res.error)})
                 continue
+            removed.add(e.node)
             self.empty_since.pop(e.node, None)
             self.metrics.released.labels(e.group.name, "empty").inc()
             log.info("scaled down an empty node", extra={"node": e.node, "node_group": e.group.name,
                                                           "empty_seconds": round(now - e.empty_since)})
+        names = {n.name for n in cluster.nodes}
+        self.scaled_down = (self.scaled_down | removed) & names
+        matched = {n.name for n in cluster.nodes if n.node_group in self.groups}
+        for name in sorted((tainted_nodes(objects) | {e.node for e in due}) & matched - self.scaled_down):
+            self._untaint(name, "not scaled down")  # kept (minSize, a failed call) or a removal left unfinished
+
+    def _still_empty(self, e: EmptyNode) -> bool:
+        """Taint the node (NoSchedule), then read its pods again: True when none but a DaemonSet's or a finished one
+        is bound, so it may go; else the taint comes off and it stays (scaledown.py's protocol). Fenced."""
+        if self.node_taints is None:
+            return True
+        if self.fence is not None:
+            self.fence(f"taint node {e.node} for scale-down")
+        err = self.node_taints.set_taint(e.node, DISRUPTION_TAINT, True)
+        if err is not None:
+            log.warning("cannot taint the node for scale-down: kept", extra={"node": e.node, "error": err})
+            return False
+        pods = self.node_taints.pods_on(e.node)
+        landed = None if pods is None else [pod_key(p) for p in pods if blocks_removal(p)]
+        if landed is None or landed:
+            log.info("scale-down cancelled: the node is not empty", extra={
+                "node": e.node, "pods": landed, "reason": "pods unread" if landed is None else "a pod landed"})
+            self.empty_since.pop(e.node, None)
+            self._untaint(e.node, "a pod landed" if landed else "its pods could not be read")
+            return False
+        return True
+
+    def _untaint(self, node: str, why: str) -> None:
+        if self.node_taints is None:
+            return
+        if self.fence is not None:
+            self.fence(f"untaint node {node}")
+        err = self.node_taints.set_taint(node, DISRUPTION_TAINT, False)
+        if err is not None:
+            log.warning("cannot remove the scale-down taint", extra={"node": node, "why": why, "error": err})
 
     def _gates(self, objects: list[dict[str, Any]], cluster: Cluster, snap: ClusterSnapshot, plan: Plan,
                enforce: bool, now: float, ns_labels: dict[str, dict[str, str]]) -> None:

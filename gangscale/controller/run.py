@@ -24,6 +24,7 @@ from typing import Any
 from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.informer import ClusterCache
+from ..kube.nodetaints import NodeTainter
 from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
 from ..kube.refs import NAMESPACES, ResourceRef
@@ -51,9 +52,10 @@ class Controller:
                                      duration=cfg.lease_duration_seconds)
         provider = CountedProvider(provider, self.metrics.cloud_errors)
         self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
-                                     events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang),
+                                     events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang,
+                                                      fence=self.elector.check),
                                      metrics=self.metrics, identity=identity, fence=self.elector.check,
-                                     pod_gates=PodGateLifter(client),
+                                     pod_gates=PodGateLifter(client), node_taints=NodeTainter(client),
                                      status=StatusPublisher(client, cfg.state_namespace),
                                      conditions=ConditionWriter(client) if cfg.podgroup_conditions else None)
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
@@ -85,11 +87,9 @@ class Controller:
         return self.reconciler.replan_soon or now - self.last_pass >= self.cfg.resync_seconds
 
     def run(self, stop: threading.Event) -> None:
-        health = HealthServer(self.cfg.metrics_address, self.metrics,
-                              alive=lambda: time.time() - self.heartbeat < max(60.0, 4 * self.cfg.resync_seconds),
-                              ready=lambda: self.cache.synced).start()
-        log.info("starting", extra={"mode": self.cfg.mode, "metrics_port": health.port,
-                                    "identity": self.elector.identity})
+        servers = self._servers()
+        log.info("starting", extra={"mode": self.cfg.mode, "metrics_port": servers[0].port,
+                                    "health_port": servers[-1].port, "identity": self.elector.identity})
         self.cache.start()
         keeper = LeaseKeeper(self.elector, self.cfg.lease_renew_seconds).start()
         term = 0
@@ -113,8 +113,23 @@ class Controller:
             keeper.stop()
             self.cache.stop()
             self.elector.release()
-            health.stop()
+            for server in servers:
+                server.stop()
             log.info("stopped")
+
+    def _servers(self) -> list[HealthServer]:
+        """/metrics, /healthz and /readyz on metricsAddress; with healthAddress the probes go there (metrics first)."""
+        def alive() -> bool:
+            return time.time() - self.heartbeat < max(60.0, 4 * self.cfg.resync_seconds)
+
+        def ready() -> bool:
+            return self.cache.synced
+
+        split = self.cfg.health_address is not None
+        servers = [HealthServer(self.cfg.metrics_address, self.metrics, alive, ready, probes=not split).start()]
+        if self.cfg.health_address is not None:
+            servers.append(HealthServer(self.cfg.health_address, None, alive, ready).start())
+        return servers
 
     def _pass(self) -> None:
         started = time.time()
@@ -138,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in {
         "mode": args.mode, "provider": args.provider, "nodegroups": args.nodegroups, "region": args.region,
         "cluster_name": args.cluster_name, "aws_endpoint_url": args.aws_endpoint_url,
-        "metrics_address": args.metrics_address,
+        "metrics_address": args.metrics_address, "health_address": getattr(args, "health_address", None),
         "node_group_auto_discovery": getattr(args, "node_group_auto_discovery", None)}.items() if v is not None}
     cfg = cfg.model_copy(update=overrides)
     identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"

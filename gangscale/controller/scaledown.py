@@ -1,4 +1,4 @@
-"""Which nodes are empty long enough to give back: a pure function over the pass's cluster.
+"""Which nodes are empty long enough to give back, and may be: pure functions over the pass's cluster.
 
 Invariant: a node running any pod other than a DaemonSet's, or one the
 current plan puts pods on, is never a candidate; the grace period starts when
@@ -6,12 +6,26 @@ a node is first seen empty and restarts whenever it is busy; a node a running
 gang did not use (its record's spare) goes at its purchase's deadline even
 within the grace. The size floor
 (minSize) is checked against the cloud at the moment of the call, by the actuator.
+
+Opt-outs: a node annotated `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` (Cluster Autoscaler's,
+cluster-autoscaler/core/scaledown/eligibility/eligibility.go `ScaleDownDisabledKey`) or
+`gangscale.io/do-not-disrupt: "true"`, or running a pod annotated `gangscale.io/do-not-disrupt: "true"` (after
+Karpenter's `karpenter.sh/do-not-disrupt`, honoured on nodes and pods alike: pkg/apis/v1/labels.go
+`DoNotDisruptAnnotationKey`; Karpenter's own key is honoured too), is never a candidate.
+
+The removal protocol (the reconciler's `_scale_down`): taint the node `DISRUPTION_TAINT` (NoSchedule), read the
+pods bound to it again, and terminate it only when none of them `blocks_removal`; when one does, the taint comes
+off and the node stays. Cluster Autoscaler taints `ToBeDeletedByClusterAutoscaler:NoSchedule` before it drains
+and deletes (utils/taints/taints.go `MarkToBeDeleted`), Karpenter `karpenter.sh/disrupted:NoSchedule` before it
+checks and terminates (pkg/apis/v1/taints.go `DisruptedNoScheduleTaint`): a pod the scheduler binds between the
+emptiness check and the termination is seen, not killed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cloud_adapters.base import instance_id_from_provider_id
 
@@ -52,3 +66,93 @@ def due_for_scale_down(empty_since: Mapping[str, float], cluster: Cluster, busy:
         if (now - since >= grace or now >= spare.get(node.name, now + 1)) and iid:
             due.append(EmptyNode(node.name, group, iid, since))
     return since_by_node, due
+
+
+def above_min_size(due: Iterable[EmptyNode]) -> list[EmptyNode]:
+    """The due nodes a group can give back without going below its minSize at its discovered size (the first ones
+    of each group): the others are not tainted at all, so a group held at minSize is not tainted and untainted
+    every pass. The actuator checks the size again, fresh, at the call."""
+    left: dict[str, int] = {}
+    out = []
+    for e in due:
+        room = left.setdefault(e.group.name, e.group.current_size - e.group.min_size)
+        if room > 0:
+            left[e.group.name] = room - 1
+            out.append(e)
+    return out
+
+
+DISRUPTION_TAINT = {"key": "gangscale.io/disruption", "value": "scale-down", "effect": "NoSchedule"}
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+DO_NOT_DISRUPT = ("gangscale.io/do-not-disrupt", "karpenter.sh/do-not-disrupt")
+
+
+def _annotated(obj: Mapping[str, Any], keys: Iterable[str]) -> str | None:
+    """The first of `keys` the object's annotations set to "true" (None: none)."""
+    meta = obj.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(notes, Mapping):
+        return None
+    return next((k for k in keys if str(notes.get(k, "")).strip().lower() == "true"), None)
+
+
+def _name(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def protected_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Node name -> why it must not be scaled down: an opt-out annotation on the node or on a pod bound to it."""
+    out: dict[str, str] = {}
+    for o in objects:
+        kind = o.get("kind")
+        if kind == "Node":
+            key = _annotated(o, (SCALE_DOWN_DISABLED, *DO_NOT_DISRUPT))
+            name = _name(o)
+            if key and name:
+                out[name] = f"annotated {key}=true"
+        elif kind == "Pod":
+            key = _annotated(o, DO_NOT_DISRUPT)
+            spec = o.get("spec")
+            node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+            if key and isinstance(node, str) and node:
+                out.setdefault(node, f"runs a pod annotated {key}=true")
+    return out
+
+
+def tainted_nodes(objects: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Nodes that carry the disruption taint (a removal this controller started and did not finish)."""
+    out = set()
+    for o in objects:
+        if o.get("kind") != "Node":
+            continue
+        spec, name = o.get("spec"), _name(o)
+        taints = spec.get("taints") if isinstance(spec, Mapping) else None
+        if name and isinstance(taints, list) and any(isinstance(t, Mapping) and t.get("key") == DISRUPTION_TAINT["key"]
+                                                     for t in taints):
+            out.add(name)
+    return out
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """`namespace/name` of a pod as read ("?" for what is missing)."""
+    meta = pod.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return f"{meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
+
+
+def blocks_removal(pod: Mapping[str, Any]) -> bool:
+    """A pod read on a node about to go keeps the node: any pod not finished, but a DaemonSet's or a mirror pod
+    (as `busy_nodes`: those run on every node and go with it)."""
+    status, meta = pod.get("status"), pod.get("metadata")
+    if isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"):
+        return False
+    if not isinstance(meta, Mapping):
+        return True
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list) and any(isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node")
+                                        for r in owners):
+        return False
+    notes = meta.get("annotations")
+    return not (isinstance(notes, Mapping) and notes.get("kubernetes.io/config.mirror"))

@@ -388,6 +388,34 @@ def check_iam_scope(provider: Any, cluster_name: str) -> CheckResult:
                        [f"groups: {', '.join(names)}"])
 
 
+def check_limits(cfg: Any, source: str | None) -> CheckResult:
+    """The spending limits the controller applies with `cfg` (a ControllerConfig): the cluster-wide ceiling, the
+    namespaces' default cap and the per-namespace caps; a warning when any is lifted (`unlimited`)."""
+    from ..controller.config import UNLIMITED
+
+    def cap_text(c: Any) -> str:
+        nodes = UNLIMITED if c.max_nodes is None else f"{c.max_nodes}"
+        dollars = UNLIMITED if c.max_dollars_per_hour is None else f"{c.max_dollars_per_hour:g}"
+        return f"maxNodes {nodes}, maxDollarsPerHour {dollars}"
+
+    ceiling = cfg.cluster_ceiling
+    where = source or "the controller's built-in defaults (no --config)"
+    detail = [f"read from {where}", f"defaultNamespaceCap: {cap_text(cfg.default_namespace_cap)}",
+              *(f"namespaceCaps.{ns}: {cap_text(c)}" for ns, c in sorted(cfg.namespace_caps.items()))]
+    lifted = [name for name, value in (("clusterCeiling.maxNodes", ceiling.max_nodes),
+                                       ("clusterCeiling.maxGPUs", ceiling.max_gpus),
+                                       ("clusterCeiling.maxDollarsPerHour", ceiling.max_dollars_per_hour),
+                                       ("defaultNamespaceCap.maxNodes", cfg.default_namespace_cap.max_nodes),
+                                       ("defaultNamespaceCap.maxDollarsPerHour",
+                                        cfg.default_namespace_cap.max_dollars_per_hour)) if value is None]
+    summary = f"cluster ceiling in force: {ceiling.describe()}"
+    if lifted:
+        return CheckResult("limits", WARN, f"{summary}; lifted: {', '.join(lifted)}",
+                           [*detail, ("nothing stops gangscale buying without bound there: set a number unless "
+                                      "that is meant (docs/controller.md, Default caps and the cluster ceiling)")])
+    return CheckResult("limits", OK, summary, detail)
+
+
 WEBHOOK_CONFIGS = (("mutating", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"),
                    ("validating", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"))
 WEBHOOK_SUFFIX = ".gangscale.io"  # validate.gangscale.io, gate.gangscale.io (config/deploy/webhook)

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 
 from ..catalog import load_catalog
-from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_ca_overlap, check_iam_scope, run_checks
+from .check import EXIT_UNREACHABLE, WARN, CheckResult, check_ca_overlap, check_iam_scope, check_limits, run_checks
 from .client import KubeClient, connect
 from ..output import emit, render
 from .dump import dump_document, dump_header, render_dump
@@ -99,6 +99,10 @@ def check(args: argparse.Namespace) -> int:
         nodes, pods = _nodes_and_pods(client, args) if getattr(args, "provider", None) == "aws-eks" else ([], [])
     if getattr(args, "provider", None):
         report.results.extend(_iam_scope(args, nodes, pods))
+    if not report.unreachable:
+        from ..controller.config import load_config
+
+        report.results.append(check_limits(load_config(getattr(args, "config", None)), getattr(args, "config", None)))
     if args.output == "json":
         sys.stdout.write(render(report.to_dict(), "json"))
     else:

@@ -52,6 +52,9 @@ def add_kube_commands(sub: Any) -> None:
     c.add_argument("-o", "--output", choices=("table", "json"), default="table", help="format (default table)")
     c.add_argument("--nodegroups", metavar="FILE",
                    help="node-group catalog: also name the groups Cluster Autoscaler scales as well")
+    c.add_argument("--config", metavar="FILE", default=None,
+                   help="controller config (config/deploy/config.yaml): report the spending limits it puts in "
+                        "force (default: the built-in defaults)")
     a = c.add_argument_group("cloud (optional): also check that the IAM policy lets gangscale scale its groups "
                              "and (aws-eks) how the cluster's scheduler scores nodes")
     a.add_argument("--provider", choices=("aws-asg", "aws-eks", "aws-fleet"), default=None,

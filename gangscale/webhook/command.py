@@ -95,13 +95,16 @@ def group_lookup(args: argparse.Namespace, served: frozenset[str] | None) -> Any
 def build_policy(args: argparse.Namespace) -> Any:
     from ..catalog import load_catalog
     from ..controller.config import load_config
+    from .discovered import cloud_groups
     from .rules import Policy
 
     cfg = load_config(args.config)
     catalog = args.nodegroups or cfg.nodegroups
     groups = tuple(load_catalog(catalog)[0]) if catalog else ()
     served = served_gang_apis(args, cfg.admission.served_gang_apis)
-    return Policy(cfg, groups, served, group_lookup(args, served) if groups else None)
+    discovered = None if groups else cloud_groups(cfg)  # no catalog: the groups the cloud reports
+    return Policy(cfg, groups, served, group_lookup(args, served) if groups or discovered else None,
+                  discovered=discovered.current if discovered is not None else None)
 
 
 def cmd_webhook(args: argparse.Namespace) -> int:

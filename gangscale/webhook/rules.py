@@ -88,12 +88,28 @@ class Policy:
     served: frozenset[str] | None = None  # apiVersions; None: unknown, the feature rule stays silent
     # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
     lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(default=None, compare=False)
+    # no catalog: the groups the cloud reports (discovered.py), read when a capacity rule asks; None: none known
+    discovered: Callable[[], tuple[NodeGroup, ...]] | None = field(default=None, compare=False)
     classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
     shapes: tuple[GroupClass, ...] = field(default=(), init=False)  # the same with labels ignored
+    _derived: dict[int, Policy] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", group_classes(tuple(self.groups)))
         object.__setattr__(self, "shapes", group_classes(tuple(self.groups), labels=False))
+
+    def for_capacity(self) -> Policy:
+        """The policy the capacity rules judge with: this one, or with no catalog the same policy over the groups
+        discovered last (built once per discovery that changed them)."""
+        if self.groups or self.discovered is None:
+            return self
+        groups = self.discovered()
+        made = self._derived.get(id(groups))
+        if made is None or made.groups is not groups:
+            made = Policy(self.config, groups, self.served, self.lookup)
+            self._derived.clear()
+            self._derived[id(groups)] = made
+        return made
 
 
 # ------------------------------------------------------------------ groups
@@ -294,8 +310,9 @@ def _misfit_reasons(member: Pod, count: int, policy: Policy, fits: list[tuple[Gr
 
 def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[Finding]:
     """noNodeGroupFits and namespaceCaps for `count` pods shaped like `member`."""
+    policy = policy.for_capacity()
     if not policy.groups:
-        return []  # no catalog: nothing is known about capacity
+        return []  # no catalog and no group discovered: nothing is known about capacity
     selective = member.placement.node_selector or member.placement.affinity  # as _usable: else labels are unread
     fits = [(c, n) for c in (policy.classes if selective else policy.shapes) if (n := _usable(member, c.node)) > 0]
     if sum(c.max_nodes * n for c, n in fits) < count:
@@ -323,4 +340,17 @@ def check_caps(member: Pod, count: int, label: str, fits: list[tuple[GroupClass,
     if cap.max_dollars_per_hour is not None and dollars > cap.max_dollars_per_hour + 1e-9:
         out.append(Finding(RULE_CAPS, f"{label} costs at least ${dollars:.2f}/h, namespace {ns} cap "
                                       f"maxDollarsPerHour is {cap.max_dollars_per_hour:g}"))
+    return out + check_ceiling(label, nodes, gpus, dollars, cfg)
+
+
+def check_ceiling(label: str, nodes: int, gpus: int, dollars: float, cfg: ControllerConfig) -> list[Finding]:
+    """Lower bounds against the cluster-wide ceiling (`clusterCeiling`): a gang above it never gets its nodes."""
+    c, out = cfg.cluster_ceiling, []
+    for what, need, limit in (("nodes", nodes, c.max_nodes), (GPU, gpus, c.max_gpus)):
+        if limit is not None and need > limit:
+            out.append(Finding(RULE_CAPS, f"{label} needs at least {need} {what}, above the cluster ceiling "
+                                          f"(clusterCeiling.max{'Nodes' if what == 'nodes' else 'GPUs'} {limit})"))
+    if c.max_dollars_per_hour is not None and dollars > c.max_dollars_per_hour + 1e-9:
+        out.append(Finding(RULE_CAPS, f"{label} costs at least ${dollars:.2f}/h, above the cluster ceiling "
+                                      f"(clusterCeiling.maxDollarsPerHour {c.max_dollars_per_hour:g})"))
     return out

@@ -156,7 +156,7 @@ def test_the_namespace_cap_holds(cluster, world, controllers):
     assert world.desired("cpu") == 2
     held = [e for e in events(cluster, "NotTriggerScaleUp") if e["involvedObject"]["name"] == "big"]
     # 3 nodes can never fit a cap of 2: infeasible with the cap named (issue 17), not deferred forever
-    assert held and "namespace team-a's cap (maxNodes 2)" in held[0]["message"]
+    assert held and "namespace team-a's cap (maxNodes 2 maxDollarsPerHour 2000)" in held[0]["message"]
     assert ctl.logged("gang state", gang="team-a/big/scheduling.k8s.io/v1alpha2", to="infeasible")
     # a second small gang in team-b would exceed its cap too: in-flight nodes count
     gang(cluster, "small2", 1, ns="team-b")

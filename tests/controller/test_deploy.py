@@ -14,7 +14,8 @@ from gangscale.controller.config import ControllerConfig, load_config
 from gangscale.loader import InputError
 
 DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
-MANIFESTS = ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml"]
+MANIFESTS = ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml",
+             "networkpolicy.yaml"]
 
 
 def docs() -> list[dict]:
@@ -57,8 +58,9 @@ def test_rbac_is_read_only_on_the_cluster_but_for_podgroup_status_and_writes_no_
         if set(rule["resources"]) & {"pods", "nodes", "namespaces", "podgroups", "workloads"}:
             extra = set(rule["verbs"]) - {"get", "list", "watch"}
             writes += [(r, v) for r in rule["resources"] for v in sorted(extra)]
-    # gate mode's release and recovery are granted by config/deploy/gate-mode only (test_pod_write_policy.py)
-    assert ("pods", "patch") not in writes and ("pods", "delete") not in writes
+    # gate mode's release and recovery are granted by config/deploy/gate-mode only (test_pod_write_policy.py);
+    # the scale-down's node taint is the one node write
+    assert sorted(writes) == [("nodes", "patch")]
     status = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
               for v in rule["verbs"] if r.endswith("/status")]
     # its own PodGroup condition: native and Volcano (scheduler-plugins' status has no conditions)

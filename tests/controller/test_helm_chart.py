@@ -271,3 +271,40 @@ def test_the_service_monitor_and_alerts_are_off_by_default_and_name_real_metrics
         for name in re.findall(r"gangscale_[a-z_]+", rule["expr"]):
             assert name.removesuffix("_total") in exported, (rule["alert"], name)
         assert "{{ $labels" not in rule["annotations"]["summary"] or "$labels." in rule["annotations"]["summary"]
+
+
+def _ingress_ports(docs: list[dict], name: str) -> list[tuple[str, str | int]]:
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == name)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    return [(p["protocol"], p["port"]) for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+
+
+def test_the_network_policies_admit_only_the_metrics_port_and_the_webhook_port_and_can_be_turned_off():
+    docs = helm_template({"webhook": {"enabled": True}})
+    controller = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangscale")
+    ports = {p["name"] for c in controller["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert _ingress_ports(docs, "gangscale") == [("TCP", "metrics")] and ports == {"metrics"}
+    assert _ingress_ports(docs, "gangscale-webhook") == [("TCP", "https")]
+    selected = {d["metadata"]["name"]: d["spec"]["podSelector"]["matchLabels"] for d in docs
+                if d["kind"] == "NetworkPolicy"}
+    assert selected == {"gangscale": {"app.kubernetes.io/name": "gangscale"},
+                        "gangscale-webhook": {"app.kubernetes.io/name": "gangscale-webhook"}}
+    scraper = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    narrowed = helm_template({"networkPolicy": {"metricsFrom": scraper}})
+    policy = next(d for d in narrowed if d["kind"] == "NetworkPolicy")
+    assert policy["spec"]["ingress"][0]["from"] == scraper
+    off = helm_template({"webhook": {"enabled": True}, "networkPolicy": {"enabled": False}})
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+
+
+def test_a_health_address_moves_the_probes_and_the_network_policy_admits_its_port(tmp_path):
+    docs = helm_template({"config": {"metricsAddress": "127.0.0.1:8080", "healthAddress": "0.0.0.0:8081"}})
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == "health"
+    assert _ingress_ports(docs, "gangscale") == [("TCP", "metrics"), ("TCP", "health")]
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    assert load_config(path).health_address == "0.0.0.0:8081"

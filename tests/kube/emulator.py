@@ -49,7 +49,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from .emulator_admission import AdmissionDenied, admit, proxy_get
@@ -382,6 +382,9 @@ class Emulator:
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
     requests: list[Request] = field(default_factory=list)
+    # called with (method, path) after each successful write, before it is answered (outside the lock): a test's
+    # stand-in for another client acting in between two of the controller's calls
+    after_write: Callable[[str, str], None] | None = None
     # Service (namespace, name) -> "https://127.0.0.1:<port>": where webhooks and the service proxy reach it
     services: dict[tuple[str, str], str] = field(default_factory=dict)
     admission_warnings: list[str] = field(default_factory=list)  # what webhooks answered as `warnings`
@@ -737,7 +740,10 @@ class Emulator:
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:
                 return h.send_json(200, self._list(route, query))
-            h.send_json(*self._mutate(h, method, route, query))
+            answer = self._mutate(h, method, route, query)
+            if self.after_write is not None:  # a test's hook: the cluster moves on before the writer hears back
+                self.after_write(method, url.path)
+            h.send_json(*answer)
         except ApiError as exc:
             h.drain()  # a body left unread would be parsed as the next request on this connection
             h.send_json(exc.code, exc.status())
@@ -901,8 +907,9 @@ class Emulator:
                 rv, start = self._rv, 0
                 objs = [o for (ns, _), o in sorted(self._store.get(kind.key, {}).items())
                         if route.namespace is None or ns == route.namespace]
+                fields = query.get("fieldSelector") or ""
                 items = [self._view(kind, route.version, o, in_list=True) for o in objs
-                         if self._selected(o, selector)]
+                         if self._selected(o, selector) and self._fields(kind.kind, o, fields)]
                 state = {"id": str(next(self._page_ids))}
                 self._pages[state["id"]] = (rv, items)
         end = start + limit if limit > 0 else len(items)
@@ -914,6 +921,23 @@ class Emulator:
             meta["continue"] = base64.b64encode(json.dumps({"id": state["id"], "start": 0}).encode()).decode()
         api = f"{kind.group}/{route.version}" if kind.group else route.version
         return {"kind": f"{kind.kind}List", "apiVersion": api, "metadata": meta, "items": items[start:end]}
+
+    @staticmethod
+    def _fields(kind: str, obj: dict[str, Any], selector: str) -> bool:
+        """`fieldSelector` terms `field=value`: a Pod's spec.nodeName and status.phase, any object's metadata.name
+        and metadata.namespace (the fields pkg/registry/core/pod/strategy.go ToSelectableFields lists); another
+        field is refused as the API server refuses it."""
+        paths = {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")}
+        if kind == "Pod":
+            paths |= {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")}
+        for term in filter(None, selector.split(",")):
+            field, _, want = term.partition("=")
+            if field not in paths:
+                raise ApiError(400, "BadRequest", f'"{field}" is not a known field selector')
+            outer, inner = paths[field]
+            if str((obj.get(outer) or {}).get(inner) or "") != want.removeprefix("="):
+                return False
+        return True
 
     @staticmethod
     def _selected(obj: dict[str, Any], selector: str) -> bool:

@@ -75,3 +75,17 @@ def test_status_writes_change_only_status_and_apply_needs_a_field_manager(emulat
     with pytest.raises(KubeError) as no_manager:
         client.apply(path, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, field_manager="")
     assert no_manager.value.status == 400
+
+
+def test_pods_are_selected_by_the_node_they_are_bound_to_and_an_unknown_field_is_refused(emulator, client):
+    from tests.builders import pod
+
+    emulator.apply(pod("a", node="n1"))
+    emulator.apply(pod("b", node="n2"))
+    emulator.apply(pod("c"))
+    listed = client.get(PODS.path(), {"fieldSelector": "spec.nodeName=n1"})["items"]
+    assert [p["metadata"]["name"] for p in listed] == ["a"]
+    assert len(client.get(PODS.path(), {"fieldSelector": "spec.nodeName="})["items"]) == 1  # unbound
+    with pytest.raises(KubeError) as err:
+        client.get(PODS.path(), {"fieldSelector": "spec.priority=1"})
+    assert err.value.status == 400
