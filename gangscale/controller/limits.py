@@ -213,7 +213,7 @@ class Usage:
 
 def _new_node_indices(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, set[int]]:
     """The plan's new nodes (by index) each gang has pods on."""
-    pod_gang = {p.key: g.gang_key for g in snap.gangs for p in g.pending}
+    pod_gang = {p.key: g.key for g in snap.gangs for p in g.pending}
     out: dict[GangKey, set[int]] = defaultdict(set)
     for i, n in enumerate(plan.new_nodes):
         for p in n.pods:
@@ -238,18 +238,18 @@ def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_
 
     held: dict[GangKey, PreDecision] = {}
     kept: set[int] = set()
-    for g in sorted((g for g in snap.gangs if g.gang_key in nodes_of), key=_cap_order):
-        mine = nodes_of[g.gang_key]
+    for g in sorted((g for g in snap.gangs if g.key in nodes_of), key=_cap_order):
+        mine = nodes_of[g.key]
         if in_use.plus(*cost(kept | mine)).within(ceiling):
             kept |= mine
             continue
         n, gp, d = cost(mine)
         limit = f"the cluster ceiling (clusterCeiling: {ceiling.describe()})"
         if not Usage().plus(n, gp, d).within(ceiling):
-            held[g.gang_key] = PreDecision(GangState.INFEASIBLE.value, f"needs {n} new nodes ({gp} GPUs, ${d:.2f}/h), "
+            held[g.key] = PreDecision(GangState.INFEASIBLE.value, f"needs {n} new nodes ({gp} GPUs, ${d:.2f}/h), "
                                            f"more than {limit} allows at all")
             continue
-        held[g.gang_key] = PreDecision(GangState.DEFERRED.value, (
+        held[g.key] = PreDecision(GangState.DEFERRED.value, (
             f"{limit} is reached: the owned node groups hold {in_use.nodes} nodes, {in_use.gpus} GPUs, "
             f"${in_use.dollars_per_hour:.2f}/h, and {n} more nodes ({gp} GPUs, ${d:.2f}/h) for this gang would "
             "exceed it; waiting for capacity to free up"))

@@ -128,7 +128,7 @@ def test_the_ceiling_keeps_gangs_in_order_while_the_groups_stay_within_it(shape,
     assert {d.decision for d in held.values()} == ({held_as} if held_as else set())
     assert all("clusterCeiling" in d.reason for d in held.values())
     # an independent check: what the kept gangs' nodes add to the groups is within every limit
-    kept_pods = {p.key for g in snap.gangs if g.gang_key not in held for p in g.pending}
+    kept_pods = {p.key for g in snap.gangs if g.key not in held for p in g.pending}
     nodes = [n for n in plan.new_nodes if set(n.pods) & kept_pods]
     total = in_use.plus(len(nodes), 8 * len(nodes), sum(n.price_per_hour for n in nodes))
     assert total.within(cfg.cluster_ceiling)
