@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from builders import pod, podgroup
 
 from .conftest import events, state_records, wait_for
@@ -25,13 +27,14 @@ def gpu_gang(emu, ns: str, name: str, members: int, gpus: int = 4) -> None:
         emu.apply(pod(f"{name}-{i}", ns, cpu="8", mem="32Gi", gpu=gpus, group=name))
 
 
+@pytest.mark.parametrize("capped", [False, True], ids=["no-caps", "a-one-node-cap-per-namespace"])
 def test_two_gangs_that_share_two_new_nodes_are_bought_two_nodes_and_both_provisioned(
-        cluster, world, controllers, proxy):
+        cluster, world, controllers, proxy, capped):
     world.asg("p5", "p5.48xlarge", max_size=10, tags=GPU_TAINT)
     gpu_gang(cluster, "team-a", "train", 2)
     gpu_gang(cluster, "team-b", "train", 2)
-    caps = {"team-a": {"maxNodes": 1}, "team-b": {"maxNodes": 1}}  # each gang's share is one node
-    ctl = controllers("a", namespaceCaps=caps)
+    caps = {"team-a": {"maxNodes": 1}, "team-b": {"maxNodes": 1}}  # each gang's share is one node: room enough
+    ctl = controllers("a", namespaceCaps=caps if capped else {})
     wait_for(lambda: world.desired("p5") >= 2, timeout=60, what="the scale-up")
     time.sleep(4)  # several passes: nothing more is bought
     assert world.desired("p5") == 2
