@@ -142,14 +142,21 @@ def shared_reservations(records: Iterable[Record], listed: Collection[GangKey]) 
 
 
 def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
-    """Whether every pending pod of `g` fits on `views` (first fit, largest pod first): no pod with per-node rules,
-    and one topology domain."""
-    if any(p.rules for p in g.pending):
+    """Whether every pending pod of `g` fits on `views` (`_fit_together`)."""
+    return _fit_together([g], views)
+
+
+def _fit_together(gangs: list[Gang], views: list[NodeView]) -> bool:
+    """Whether every pending pod of `gangs` fits on `views` at once (first fit, largest pod first): no pod with
+    per-node rules, and one domain of each gang's topology keys."""
+    if not gangs or any(p.rules for g in gangs for p in g.pending):
         return False
-    if g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1:
+    if any(g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1
+           for g in gangs):
         return False
     free = [dict(v.free) for v in views]
-    for p in sorted(g.pending, key=lambda p: sorted(p.requests.values(), reverse=True), reverse=True):
+    for p in sorted((p for g in gangs for p in g.pending), key=lambda p: sorted(p.requests.values(), reverse=True),
+                    reverse=True):
         for v, room in zip(views, free):
             if placement_allows(p.placement, v.labels, v.taints) and all(room.get(r, 0) >= n for r, n in p.requests.items()):
                 for r, n in p.requests.items():
@@ -163,7 +170,8 @@ def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
 def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
     """`snap` with every reservation also as the scheduler model sees it: a reserved node is tainted `HELD_TAINT`
     for its gang (only that gang's pods tolerate it), and a gang that fits on its own reserved nodes alone is
-    pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry).
+    pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry); so are the gangs of a shared unit that
+    fit on the unit's nodes all together (`_pinned_units`).
 
     The scheduler model drops the planner's reservation taint (`scheduling.simulate.nodes_from_views`: the real
     scheduler never sees it) and places every node at once, so in observe mode an older gang took a node on its
@@ -178,25 +186,39 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
             owned[v.reserved_for].append(v)
     if not owned:
         return snap
-    pinned = {g.gang_key for g in snap.gangs if g.gang_key in owned and _fits_alone(g, owned[g.gang_key])}
+    by_name = {str(k): k for k in owned}
+    units = {g.gang_key: _tolerated_units(g, by_name) for g in snap.gangs}
+    pinned = {g.gang_key: g.gang_key for g in snap.gangs if g.gang_key in owned and not units[g.gang_key]
+              and _fits_alone(g, owned[g.gang_key])}
+    pinned.update(_pinned_units(snap.gangs, units, owned))
     nodes = [v if v.reserved_for is None else replace(
         v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
-        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned else v.labels)
+        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned.values() else v.labels)
         for v in snap.nodes]
-    by_name = {str(k): k for k in owned}
     gangs = []
     for g in snap.gangs:
         key = g.gang_key
         # its own reservation, and a shared unit's it may use (its pods tolerate that reservation's taint)
-        mine = [k for k in (key, *_tolerated_units(g, by_name)) if k in owned]
+        mine = [k for k in (key, *units[key]) if k in owned]
         if mine:
             tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
-            pin = ((HELD_TAINT, str(key)),) if key in pinned else ()
+            pin = ((HELD_TAINT, str(pinned[key])),) if key in pinned else ()
             g = replace(g, pending=tuple(replace(p, placement=replace(
                 p.placement, tolerations=p.placement.tolerations + tols,
                 node_selector=p.placement.node_selector + pin)) for p in g.pending))
         gangs.append(g)
     return replace(snap, nodes=nodes, gangs=gangs)
+
+
+def _pinned_units(gangs: list[Gang], units: Mapping[GangKey, list[GangKey]],
+                  owned: Mapping[GangKey, list[NodeView]]) -> dict[GangKey, GangKey]:
+    """Gang -> the shared unit it is pinned to: the gangs of a unit, none with nodes of its own or of a second unit,
+    that fit on the unit's nodes all together (they bind there first, as a lone gang does on its own nodes)."""
+    members: dict[GangKey, list[Gang]] = defaultdict(list)
+    for g in gangs:
+        if len(units[g.gang_key]) == 1 and g.gang_key not in owned:
+            members[units[g.gang_key][0]].append(g)
+    return {g.gang_key: unit for unit, mine in members.items() if _fit_together(mine, owned[unit]) for g in mine}
 
 
 def _tolerated_units(g: Gang, by_name: Mapping[str, GangKey]) -> list[GangKey]:
