@@ -195,3 +195,24 @@ def test_the_instances_of_one_pass_are_held_by_the_gang_whose_call_launched_them
                GroupAction("p5", 2, "applied", instance_ids=["i-a1", "i-a2"], token=calls[A]["p5"][0])]
     got = launched_for({A: {"p5": 2}, B: {"p5": 3}}, actions, calls)
     assert got == {A: {"p5": ("i-a1", "i-a2")}, B: {"p5": ("i-b1", "i-b2", "i-b3")}}
+
+
+def test_the_scheduler_model_keeps_a_units_gangs_on_the_units_nodes_and_a_new_gang_off_them():
+    from gangscale.controller.reservations import HELD_TAINT, held_in_the_model
+    from gangscale.scheduling import nodes_from_views, simulate
+
+    objs = [*gpu_gang("team-a", 2), *gpu_gang("team-b", 1), *gpu_gang("team-c", 2)]
+    unit = unit_key("unit-x")
+    groups, _ = parse_catalog([{**P5, "currentSize": 3}])  # two nodes on their way for the unit, one free
+    snap = build_snapshot(ingest(objs), groups, policy=SnapshotPolicy(reserved={"p5": (unit, unit)},
+                                                                      shared={A: unit, B: unit}))
+    held = held_in_the_model(snap)
+    views = {v.name: v for v in held.nodes}
+    assert views["p5/upcoming-1"].labels[HELD_TAINT] == str(unit)  # a and b fit there together: pinned
+    assert HELD_TAINT not in views["p5/upcoming-3"].labels
+    unit_nodes = {"p5/upcoming-1", "p5/upcoming-2"}
+    for seed in (0, 1, 2):  # independently: the scheduler model places a and b there, c elsewhere
+        res = simulate(nodes_from_views(held.nodes), held.solvable, seed=seed)
+        assert {res.placement[f"{ns}/train-{i}"] for ns, n in (("team-a", 2), ("team-b", 1))
+                for i in range(n)} <= unit_nodes
+        assert not {res.placement.get(f"team-c/train-{i}") for i in range(2)} & unit_nodes
