@@ -54,6 +54,13 @@ def _outside(world) -> set[str]:
     return alive - {i["InstanceId"] for i in world.group("p5")["Instances"]}
 
 
+def _settled(emu, gangs: dict[tuple[str, str], int]) -> bool:
+    """Every gang's record is provisioning, with no booking left unconfirmed (the clean controller has passed)."""
+    recs = state_records(emu)
+    return all((r := recs.get(f"{ns}/{name}/{API}", {})).get("state") == "provisioning" and not r.get("unconfirmed")
+               and not r.get("calls") for ns, name in gangs)
+
+
 def _mix(rng: random.Random) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]]]:
     """(namespace, name) -> pods, and the gangs that arrive while the controller is down."""
     count = rng.randint(2, 6)
@@ -66,8 +73,10 @@ def _crash(rng: random.Random, controllers, provider: str, round_: int, caps: di
     step = rng.choice(STEPS[provider])
     env = {} if step == "sigkill" else {"GANGSCALE_TEST_CRASH_AT": step}
     proc = controllers(f"r{round_}", env=env, provider=provider, namespaceCaps=caps, **FAST)
+    delay = rng.uniform(0.5, 5.0)
+    wait_for(lambda: proc.exited() is not None or proc.logged("leading"), timeout=60, what="the controller leading")
     try:
-        wait_for(lambda: proc.exited() is not None, timeout=rng.uniform(2.0, 8.0), what="a crash")
+        wait_for(lambda: proc.exited() is not None, timeout=delay, what="a crash")
     except AssertionError:
         proc.kill()  # SIGKILL: nothing reached the crash point in time, or SIGKILL was drawn
     return step
@@ -95,8 +104,9 @@ def test_seeded_mixes_of_gangs_sharing_nodes_killed_at_random_points_buy_what_th
     need = -(-sum(gangs.values()) // 2)
     assert bought(proxy)["p5"] <= need, (kills, dict(bought(proxy)))
     final = controllers("final", provider=provider, namespaceCaps=caps, **FAST)
-    what = f"desired {need}, nothing outside a group (gangs {gangs}, kills {kills})"
-    wait_for(lambda: world.desired("p5") == need and not _outside(world), timeout=90, what=what)
+    what = f"desired {need}, nothing outside a group, every gang provisioning (gangs {gangs}, kills {kills})"
+    wait_for(lambda: world.desired("p5") == need and not _outside(world) and _settled(cluster, gangs), timeout=90,
+             what=what)
     time.sleep(3)  # and it stays so
     assert world.desired("p5") == need and _outside(world) == set(), (gangs, kills)
     assert bought(proxy)["p5"] == need, (gangs, kills, dict(bought(proxy)))
