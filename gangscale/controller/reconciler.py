@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -89,7 +90,8 @@ from .logs import PLAN_ID
 from .metrics import Metrics
 from .records import ControllerState, StateStore
 from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, planned_upcoming, pods_on_upcoming,
-                           reserved_registered, reserved_upcoming, shared_reservations, sharing_units, still_waiting)
+                           reserved_registered, reserved_upcoming, shared_reservations, sharing_units, still_waiting,
+                           upcoming_nodes)
 from .scaledown import busy_nodes, due_for_scale_down
 
 log = logging.getLogger("gangscale.controller")
@@ -230,7 +232,7 @@ class Reconciler:
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now, spares)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
-        self._observe(plan)
+        self._observe(plan, snap)
         if leader:
             self._conditions(objects)
             self._save()
@@ -638,12 +640,15 @@ class Reconciler:
             self.events.emit(target, "NarrowedNodeGone", f"deleted pod {p.key}: {why}; its owner recreates it and "
                              "the next plan places it", warning=True)
 
-    def _observe(self, plan: Plan) -> None:
+    def _observe(self, plan: Plan, snap: ClusterSnapshot) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         dollars = sum(inflight_by_namespace(self.state.records.values(), prices)[1].values())
         observe.observe_gangs(self.metrics, plan)
         observe.observe_pass(self.metrics, plan, self.state.records.values(), dollars)
+        upcoming = upcoming_nodes(snap)
+        used = Counter(upcoming[n] for n, pods in plan.existing_nodes.items() if pods and n in upcoming)
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,
+                                         "upcomingUsed": dict(used),  # nodes on their way it puts pods on
                                          "gangs": len(plan.gangs), "seconds": plan.solver.seconds,
                                          "status": plan.solver.status,
                                          "warnings": plan.warnings}})  # capped per kind (warnlog)
