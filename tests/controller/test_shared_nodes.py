@@ -44,6 +44,7 @@ def test_two_gangs_that_share_two_new_nodes_are_bought_two_nodes_and_both_provis
     assert sum(sum(r.get("requested", {}).values()) for r in mine.values()) == 2  # the nodes bought, once
     assert all(sum(r.get("requested", {}).values()) <= 1 for r in mine.values())  # each charged its share
     assert mine["team-a"].get("shared") and mine["team-a"].get("shared") == mine["team-b"].get("shared")
-    for ev in events(cluster, "TriggeredScaleUp", kind="PodGroup"):
-        assert " +0" not in ev["message"].split(";")[0] or "shares" in ev["message"], ev["message"]
+    said = {ev["involvedObject"]["namespace"]: ev["message"].split(";")[0]
+            for ev in events(cluster, "TriggeredScaleUp", kind="PodGroup")}
+    assert said == {"team-a": "pod group triggered scale-up: p5 +1", "team-b": "pod group triggered scale-up: p5 +1"}
     ctl.assert_no_tracebacks()
