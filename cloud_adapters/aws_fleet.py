@@ -175,16 +175,31 @@ class FleetProvider(AsgProvider):
     # ------------------------------------------------- launched, not joined
     def loose_instances(self) -> list[LooseInstance]:
         """Pending or running instances tagged for this cluster and a group that no tagged group holds."""
-        filters = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]},
-                   {"Name": "tag-key", "Values": [NODE_GROUP_TAG]},
-                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
-        found = [i for r in aws_pages(self.clients, self.name, "ec2", "DescribeInstances", "Reservations",
-                                      Filters=filters) for i in r.get("Instances") or []]
+        found = self._tagged_instances(NODE_GROUP_TAG)
         if not found:
             return []
         self._groups.invalidate()
         members = {i["InstanceId"] for g in self._tagged_groups() for i in g.get("Instances") or []}
         return [_loose(i) for i in found if i["InstanceId"] not in members]
+
+    def launched_tokens(self) -> dict[str, tuple[str, ...]]:
+        """Client token -> the pending or running instances carrying it that are members of a tagged group."""
+        self._groups.invalidate()
+        members = {i["InstanceId"] for g in self._tagged_groups() for i in g.get("Instances") or []}
+        out: dict[str, list[str]] = {}
+        for i in self._tagged_instances(CLIENT_TOKEN_TAG):
+            token = tag_map(i.get("Tags")).get(CLIENT_TOKEN_TAG, "")
+            if token and i["InstanceId"] in members:
+                out.setdefault(token, []).append(i["InstanceId"])
+        return {t: tuple(sorted(ids)) for t, ids in out.items()}
+
+    def _tagged_instances(self, tag_key: str) -> list[dict[str, Any]]:
+        """This cluster's pending or running instances that carry `tag_key`."""
+        filters = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]},
+                   {"Name": "tag-key", "Values": [tag_key]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        return [i for r in aws_pages(self.clients, self.name, "ec2", "DescribeInstances", "Reservations",
+                                     Filters=filters) for i in r.get("Instances") or []]
 
     def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
         """Wait until the loose instances run, then attach them (the group's desired grows by as many)."""

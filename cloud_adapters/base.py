@@ -207,6 +207,12 @@ class NodeGroupProvider(ABC):
         """Instances launched for this cluster that are in no group; only aws-fleet has any."""
         return []
 
+    def launched_tokens(self) -> dict[str, tuple[str, ...]] | None:
+        """Client token -> the ids of the instances in the discovered groups that the call with that token launched
+        (its `gangscale.io/client-token` tag); None when the provider does not tag its launches (an ASG's
+        desired capacity names no call)."""
+        return None
+
     def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
         """Put loose instances into their group (raising its target by as many)."""
         raise UnsupportedError(f"{self.name} launches no instances outside its groups", group=group,

@@ -41,6 +41,7 @@ class GroupAction:
     error_kind: ErrorKind | None = None
     retryable: bool = False  # the error's own `retryable`: the same call may succeed later
     instance_ids: list[str] = field(default_factory=list)
+    token: str = ""  # the call's client token, when the caller gave one (which records the instances are for)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"nodeGroup": self.group, "requested": self.requested, "status": self.status,
@@ -187,7 +188,7 @@ def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, No
         units, grow = [{g: n} for g, n in plan.scale_up.items() if n > 0], provider.increase_size
     for i, unit in enumerate(units):
         unit_tokens = tokens[i] if provider.atomic and i < len(tokens) else {}
-        _apply_unit(provider, _with_token(grow, unit_tokens), unit, moved, report, grown)
+        _apply_unit(provider, _with_token(grow, unit_tokens), unit, moved, report, grown, unit_tokens)
     for group in sorted(grown):
         try:
             report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
@@ -206,7 +207,7 @@ def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
 
 
 def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],
-                moved: set[str], report: ExecutionReport, grown: set[str]) -> None:
+                moved: set[str], report: ExecutionReport, grown: set[str], tokens: Mapping[str, str] | None = None) -> None:
     """All groups of one unit, or none: a failure gives back what the unit already launched."""
     if moved & set(unit):
         for g, n in unit.items():
@@ -239,5 +240,5 @@ def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleRes
             return
     for res, n in done:
         report.actions.append(GroupAction(res.group, n, "applied", res.before, res.after,
-                                          instance_ids=list(res.instance_ids)))
+                                          instance_ids=list(res.instance_ids), token=(tokens or {}).get(res.group, "")))
         grown.add(res.group)

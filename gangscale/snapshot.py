@@ -63,12 +63,15 @@ class SnapshotPolicy:
     `priority`: the priority to plan a gang at (ageing lifts a long-waiting gang).
     `held`: gangs not to plan this time, with the decision and why (applies to gangs the snapshot
     would otherwise plan).
+    `shared`: gang -> the reservation of the nodes it shares with other gangs (bought for them as one
+    unit): its pods may use those nodes as well as its own.
     """
 
     reserved: Mapping[str, tuple[GangKey, ...]] = field(default_factory=dict)
     priority: Mapping[GangKey, int] = field(default_factory=dict)
     held: Mapping[GangKey, PreDecision] = field(default_factory=dict)
     reserved_nodes: Mapping[str, GangKey] = field(default_factory=dict)
+    shared: Mapping[GangKey, GangKey] = field(default_factory=dict)
 
     def holding(self, more: Mapping[GangKey, PreDecision]) -> SnapshotPolicy:
         """The same policy, holding `more` gangs back as well."""
@@ -137,9 +140,10 @@ def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView
 def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang:
     """The gang as the policy plans it: a copy when a reservation or a priority changes it."""
     key = g.key
-    if key in reserved:
-        tol = Toleration(RESERVED_TAINT, "Equal", str(key), "NoSchedule")
-        g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + (tol,)))
+    mine = tuple(k for k in (key, policy.shared.get(key)) if k is not None and k in reserved)
+    if mine:
+        tols = tuple(Toleration(RESERVED_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
+        g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + tols))
                                      for p in g.pending))
     if key in policy.priority:
         g = replace(g, priority=policy.priority[key], queue_priority=g.scheduler_priority)

@@ -138,19 +138,31 @@ class Actuator:
             log.warning("cannot list instances outside the groups", extra={"error": str(exc)})
             return None
 
-    def settle_call(self, group: str, ids: list[str], wanted: bool) -> tuple[int, str]:
-        """Adopt the instances an unconfirmed call launched (if still wanted) or terminate them: (adopted, note)."""
+    def settle_call(self, group: str, ids: list[str], wanted: bool) -> tuple[tuple[str, ...], str]:
+        """Adopt the instances an unconfirmed call launched (if still wanted) or terminate them: (the adopted
+        instances' ids, note). The records hold adopted instances by id."""
         if not ids:
-            return 0, "nothing launched"
+            return (), "nothing launched"
         note = "no longer wanted; terminated"
         if wanted:
             self._mutating("adopt", group)
             try:
-                return len(self._provider.adopt(group, ids).instance_ids), ""
+                return tuple(self._provider.adopt(group, ids).instance_ids), ""
             except CloudError as exc:
                 note = f"could not join the group ({exc}); terminated"
         err = self.terminate_loose(ids)
-        return 0, note if err is None else f"{note.removesuffix('; terminated')}; terminating failed: {err}"
+        return (), note if err is None else f"{note.removesuffix('; terminated')}; terminating failed: {err}"
+
+    def launched_tokens(self) -> dict[str, tuple[str, ...]] | None:
+        """Client token -> the instances in the groups its call launched; None when the provider does not tag its
+        launches or the read failed (the bookings are then settled by desired capacity)."""
+        if not self._provider.launches_outside_groups:
+            return None
+        try:
+            return self._provider.launched_tokens()
+        except CloudError as exc:
+            log.warning("cannot read the client tokens of the groups' instances", extra={"error": str(exc)})
+            return None
 
     def terminate_loose(self, ids: list[str]) -> CloudError | None:
         """Terminate instances that are in no group; the error when that failed."""

@@ -9,7 +9,7 @@ period. Pure functions; the reconciler does the I/O through the actuator.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cloud_adapters.base import LooseInstance
@@ -43,6 +43,16 @@ def unconfirmed_calls(records: Iterable[Record], listed: Mapping[GangKey, str]) 
 def launched_by(loose: Iterable[LooseInstance], token: str) -> list[str]:
     """The loose instances one call launched (by its client-token tag)."""
     return sorted(i.id for i in loose if i.token and i.token == token)
+
+
+def deal(adopted: Sequence[str], shares: Sequence[PendingCall]) -> list[tuple[str, ...]]:
+    """The instances one call's settlement adopted, dealt to its records' shares in order, each at most its
+    nodes: a record holds the adopted instances by id."""
+    out, rest = [], list(adopted)
+    for s in shares:
+        out.append(tuple(rest[:s.nodes]))
+        rest = rest[s.nodes:]
+    return out
 
 
 def orphans_due(loose: Iterable[LooseInstance], claimed: set[str], now: float, grace: float) -> list[LooseInstance]:

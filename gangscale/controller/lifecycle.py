@@ -12,7 +12,8 @@ The reports, in the order a pass produces them:
 
 - `Confirmed`: at the start of a pass, records booked before a cloud call whose outcome
   was never recorded (the controller died in the write-ahead window) are settled
-  against the groups' actual desired capacity: a record keeps only what provably landed;
+  by the client tokens on the groups' instances where the cloud tags them, else against
+  the groups' actual desired capacity: a record keeps only what provably landed;
 - `LaunchesFailed`: launches failed in groups that provisioning gangs wait on;
 - `Booked`: the plan's new nodes are booked on their gangs before the cloud is
   called (the write-ahead records), and the scale-up is to be applied;
@@ -35,10 +36,14 @@ token still in a saved record means "sent, or about to be, outcome unknown".
 
 `Booked` also saves, per group, `Record.unconfirmed`: the group's desired
 capacity below this record's share, and the nodes booked. After a restart,
-`Recovered` first settles the `calls` whose instances may run outside the
-group (aws-fleet); then `Confirmed` credits every other unconfirmed booking
-with what the group's desired capacity proves landed. Each settles a group in
-both maps, so no booking is ever undone twice.
+`Recovered` first adopts or terminates the instances of `calls` that run outside
+the group (aws-fleet), leaving a booking with an `unconfirmed` share to
+`Confirmed`, which credits it with the group's instances carrying its call's
+token (aws-fleet), or with what the group's desired capacity proves landed
+(aws-asg: one call per group and pass). Each booking is settled once.
+
+Gangs the plan puts on the same new nodes are booked as one unit (`Booked.shared`,
+`Record.shared`): each its share of the unit's nodes (`shares.py`), one deadline.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from cloud_adapters.errors import ErrorKind
 
 from ..model import API_NONE, Gang, GangKey
 from ..plan import Plan
+from .shares import unit_id
 
 log = logging.getLogger("gangscale.controller")
 
@@ -127,6 +133,9 @@ class Record:
     # group -> how many of its launches on their way were judged late (`_overdue`) and covered by a new launch;
     # set once per purchase: no plan counts on them, and whichever launches arrive first serve the gang
     covered: Mapping[str, int] = field(default_factory=dict)
+    # the unit of new nodes this gang shares with other gangs (`shares.unit_id`), '' when none: the unit's nodes are
+    # reserved for all its gangs, whichever record holds them, and its gangs share one deadline
+    shared: str = ""
 
     @property
     def key(self) -> GangKey:
@@ -151,6 +160,8 @@ class Record:
             out["covered"] = dict(self.covered)
         if self.booked_at:
             out["booked_at"] = self.booked_at
+        if self.shared:
+            out["shared"] = self.shared
         return out
 
     @classmethod
@@ -165,6 +176,7 @@ class Record:
         known["nodes"] = {str(g): tuple(str(n) for n in names) for g, names in dict(known.get("nodes") or {}).items()}
         known["launches"] = {str(g): tuple(str(i) for i in ids) for g, ids in dict(known.get("launches") or {}).items()}
         known["covered"] = {str(g): int(n) for g, n in dict(known.get("covered") or {}).items()}
+        known["shared"] = str(known.get("shared") or "")
         return cls(**known)
 
     def arrived(self, group: str) -> int:
@@ -298,6 +310,7 @@ class Booked:
     intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
     units: tuple[tuple[frozenset[GangKey], Mapping[str, int]], ...] = ()  # the atomic units and their gangs
     desired: Mapping[str, int] = field(default_factory=dict)  # each group's desired capacity before the call
+    shared: tuple[frozenset[GangKey], ...] = ()  # the sets of gangs that share new nodes (`shares.Unit.shared`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +322,7 @@ class CallRecovered:
     token: str
     adopted: int
     note: str = ""
+    instances: tuple[str, ...] = ()  # the adopted instances' ids: the record holds them by id, not by count
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,9 +332,12 @@ class Recovered:
 
 @dataclass(frozen=True, slots=True)
 class Confirmed:
-    """The groups' desired capacity now, read before anything else in the pass changes it."""
+    """The groups' desired capacity now, read before anything else in the pass changes it, and, where the cloud
+    tags what each call launched (aws-fleet's `gangscale.io/client-token`), the instances in the groups by token
+    (None: the cloud cannot say; the bookings are then settled by desired capacity)."""
 
     desired: Mapping[str, int]
+    tokens: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,8 +582,8 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
         new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      booked_at=rec.booked_at, state=GangState.PROVISIONING, nodes=dict(rec.nodes), launches=dict(rec.launches),
-                      covered=dict(rec.covered))
+                      booked_at=rec.booked_at, state=GangState.PROVISIONING, nodes=dict(rec.nodes),
+                      launches=dict(rec.launches), covered=dict(rec.covered), shared=rec.shared)
     step.records[g.key] = new
     return new
 
@@ -589,17 +606,24 @@ def _without(requested: Mapping[str, int], group: str) -> dict[str, int]:
 def _confirmed(step: _Step, report: Confirmed) -> None:
     """Settle write-ahead bookings whose call's outcome was never recorded: keep what provably landed.
 
-    A record booked `n` nodes of a group whose desired capacity was `base` below its share; the
-    call landed for `clamp(desired_now - base, 0, n)` of them. The rest is taken off the record,
-    so nothing is counted (or later given back) that the call never bought.
+    Where the cloud tags what each call launched (`report.tokens`), a booking whose call has a client token
+    landed for exactly the instances in the group carrying that token, whatever order the pass made its calls
+    in (`by_token`); the record holds them by id (`Record.launches`). Otherwise a record booked `n` nodes of a
+    group whose desired capacity was `base` below its share, and the call landed for
+    `clamp(desired_now - base, 0, n)` of them (one call per group and pass, as aws-asg makes). The rest is
+    taken off the record, so nothing is counted (or later given back) that the call never bought.
     """
+    dealt = by_token(step.records.values(), report.tokens)
     for key, rec in list(step.records.items()):
         if not rec.unconfirmed:
             continue
-        requested, landed = dict(rec.requested), {}
+        requested, landed, launches = dict(rec.requested), {}, dict(rec.launches)
         for grp, (base, n) in sorted(rec.unconfirmed.items()):
-            got = max(0, min(n, report.desired.get(grp, base) - base))
+            ids = dealt.get((key, grp))
+            got = len(ids) if ids is not None else max(0, min(n, report.desired.get(grp, base) - base))
             requested[grp] = requested.get(grp, 0) - (n - got)
+            if ids:
+                launches[grp] = launches.get(grp, ()) + ids
             if got:
                 landed[grp] = got
         requested = {g: n for g, n in requested.items() if n > 0}
@@ -608,12 +632,34 @@ def _confirmed(step: _Step, report: Confirmed) -> None:
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(landed.items()))
             step.events.extend(ScaledUp(g, n) for g, n in sorted(landed.items()))
             rec = step.set(rec, GangState.PROVISIONING, f"the scale-up made before a restart landed: {bought}",
-                           requested=requested, unconfirmed={}, calls=calls)
+                           requested=requested, unconfirmed={}, calls=calls, launches=launches)
             step.emit(EventTarget.of_record(rec), "TriggeredScaleUp", f"pod group triggered scale-up: {bought}")
         else:
             state = GangState.PLANNED if rec.state == GangState.NEW else rec.state
             step.set(rec, state, "the scale-up booked before a restart never reached the cloud; re-planning",
                      requested=requested, unconfirmed={}, calls=calls)
+
+
+def by_token(records: Iterable[Record], tokens: Mapping[str, tuple[str, ...]] | None
+             ) -> dict[tuple[GangKey, str], tuple[str, ...]]:
+    """(gang, group) -> the instances its unconfirmed booking there landed, by the call's client token: the group's
+    instances carrying the token, dealt to the records that share the call in gang order, each at most its share
+    (one call answers them all at once: which instance answers which gang does not matter, that each answers one
+    does). Empty when `tokens` is None (the cloud does not tag its launches)."""
+    if tokens is None:
+        return {}
+    held = {i for r in records for ids in r.launches.values() for i in ids}
+    sharing: dict[str, list[tuple[GangKey, str, int]]] = {}
+    for rec in records:
+        for grp, (_, n) in rec.unconfirmed.items():
+            if grp in rec.calls:
+                sharing.setdefault(rec.calls[grp][0], []).append((rec.key, grp, n))
+    out: dict[tuple[GangKey, str], tuple[str, ...]] = {}
+    for token, shares in sharing.items():
+        ids = [i for i in sorted(tokens.get(token, ())) if i not in held]
+        for key, grp, n in sorted(shares, key=lambda s: (str(s[0]), s[1])):
+            out[(key, grp)], ids = tuple(ids[:n]), ids[n:]
+    return out
 
 
 def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
@@ -671,7 +717,8 @@ def _launch_failed_reason(group: str, why: str, released: int | None) -> str:
 
 
 def _booked(step: _Step, report: Booked) -> None:
-    """Book the plan's new nodes on the gangs they are for (the write-ahead record), then apply."""
+    """Book the plan's new nodes on the gangs they are for (the write-ahead record), then apply. A gang whose
+    share of a shared unit is zero is booked all the same (its intents name the group with 0)."""
     below = dict(report.desired)  # per group: the desired capacity below the next gang's share
     for g in report.gangs:
         mine = report.intents.get(g.key)
@@ -680,6 +727,8 @@ def _booked(step: _Step, report: Booked) -> None:
         rec = current_record(step, g)
         requested, unconfirmed = dict(rec.requested), {}
         for grp, n in sorted(mine.items()):
+            if n <= 0:
+                continue
             requested[grp] = requested.get(grp, 0) + n
             unconfirmed[grp] = (below.get(grp, 0), n)
             below[grp] = below.get(grp, 0) + n
@@ -689,7 +738,24 @@ def _booked(step: _Step, report: Booked) -> None:
         deadline, booked_at = (rec.deadline, rec.booked_at) if kept else (step.now + g.deadline_seconds, step.now)
         step.put(rec, requested=requested, requested_at=step.now, deadline=deadline, booked_at=booked_at,
                  pods=g.pods, attempt=rec.attempt + 1, unconfirmed=unconfirmed)
+    for keys in report.shared:
+        _share(step, keys)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
+
+
+def _share(step: _Step, keys: frozenset[GangKey]) -> None:
+    """Gangs that share new nodes become one unit: one `shared` id, the earliest of their deadlines. A member
+    already in a unit brings that unit's other records along (units that share a node are one unit)."""
+    members = [step.records[k] for k in sorted(keys, key=str) if k in step.records]
+    if len(members) < 2:
+        return
+    before = {r.shared for r in members if r.shared}
+    joined = {r.key: r for r in step.records.values() if r.shared and r.shared in before}
+    joined.update({r.key: r for r in members})
+    uid = unit_id(f"{r.gang}#{r.generation}#{r.attempt}" for r in members)
+    deadline = min((r.deadline for r in joined.values() if r.deadline), default=0.0)
+    for rec in joined.values():
+        step.put(rec, shared=uid, deadline=deadline or rec.deadline)
 
 
 def _book_calls(step: _Step, report: Booked) -> tuple[dict[str, str], ...]:
@@ -736,12 +802,12 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
                       report: Applied) -> None:
     """A gang the plan buys for: provisioning when its share was applied, re-planned when it was not."""
     if mine and all(grp in report.applied for grp in mine):
-        step.events.extend(ScaledUp(grp, n) for grp, n in mine.items())
+        step.events.extend(ScaledUp(grp, n) for grp, n in mine.items() if n > 0)
         step.events.append(Latency("requested", max(0.0, step.now - rec.first_seen)))
-        step.set(rec, GangState.PROVISIONING, reason, unconfirmed={},
-                 launches=_with_launched(rec, report.launched.get(g.key, {})))
+        rec = step.set(rec, GangState.PROVISIONING, reason, unconfirmed={},
+                       launches=_with_launched(rec, report.launched.get(g.key, {})))
         step.emit(g.target, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
-            f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}")
+            f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}{_sharing_note(step, rec)}")
     elif mine:
         requested = dict(rec.requested)
         for grp, n in mine.items():  # undo the booking of what the cloud did not add
@@ -760,6 +826,24 @@ def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine:
         enforce = report.rules.enforce_mode
         rec = step.set(rec, GangState.PLANNED, reason if enforce else f"dry-run: {reason}")
         step.emit(g.target, "TriggeredScaleUp" if enforce else "NotTriggerScaleUp", rec.reason)
+
+
+def _sharing_note(step: _Step, rec: Record) -> str:
+    """What the TriggeredScaleUp says of a shared unit: its share, and the gangs it shares the nodes with."""
+    if not rec.shared:
+        return ""
+    unit = [r for r in step.records.values() if r.shared == rec.shared]
+    nodes = ", ".join(f"{g} {n}" for g, n in sorted(_sum(r.requested for r in unit).items()))
+    others = ", ".join(sorted(r.gang for r in unit if r.key != rec.key))
+    return f" (its share; the gangs of its unit hold {nodes} new or held nodes, shared with {others})"
+
+
+def _sum(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for g, n in m.items():
+            out[g] = out.get(g, 0) + n
+    return out
 
 
 def _with_launched(rec: Record, launched: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -963,11 +1047,12 @@ def _confirm_calls(step: _Step, report: Applied) -> None:
 def _recovered(step: _Step, report: Recovered) -> None:
     """After a restart: the call's loose instances were adopted or terminated; the record is settled once.
 
-    A booking with an `unconfirmed` share is left to `Confirmed`, which reads the group's desired
-    capacity afterwards: adopted instances raised it, terminated ones did not, and instances the call
+    A booking with an `unconfirmed` share is left to `Confirmed`, with its call (the token) kept for it:
+    adopted instances are in the group with the token, terminated ones are not, and instances the call
     attached before the crash (none loose, "nothing launched") are in it already. Undoing the share
     here too would take it off the record twice, or take off nodes that did land. Only a record stored
-    without a share (`unconfirmed` is optional in the stored format) is settled from the count here.
+    without a share (`unconfirmed` is optional in the stored format) is settled here: it holds the
+    adopted instances by id.
     """
     for out in report.outcomes:
         rec = step.records.get(out.key)
@@ -976,11 +1061,12 @@ def _recovered(step: _Step, report: Recovered) -> None:
             continue
         calls = {g: c for g, c in rec.calls.items() if g != out.group}
         if out.group in rec.unconfirmed:
-            step.put(rec, calls=calls)  # `Confirmed` settles the share from the group's desired capacity
+            continue  # `Confirmed` settles the share, by the call's token (kept for it) or desired capacity
         elif out.adopted:
             why = f"{out.adopted} nodes launched in {out.group} before a restart joined the group"
             state = rec.state if rec.state in IN_FLIGHT or rec.state in TERMINAL else GangState.PROVISIONING
-            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls)
+            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls,
+                     launches=_with_launched(rec, {out.group: out.instances[:call[1]]}))
         else:
             requested = dict(rec.requested)
             requested[out.group] = max(0, requested.get(out.group, 0) - call[1])

@@ -20,6 +20,7 @@ from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
 from .config import ClusterCeiling, ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
+from .shares import charged
 
 
 ON_HAND = "gangscale.io/on-hand"  # model-only label of the nodes a snapshot lists (registered or on their way)
@@ -120,17 +121,6 @@ def namespace_usage(plan: Plan) -> tuple[dict[str, int], dict[str, float]]:
     return nodes, dollars
 
 
-def _new_nodes_per_gang(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, tuple[int, float]]:
-    """Nodes (and their dollars per hour) each gang rides in the plan; a shared node counts for each."""
-    pod_gang: dict[str, Gang] = {p.key: g for g in snap.gangs for p in g.pending}
-    gang_nodes: dict[GangKey, tuple[int, float]] = defaultdict(lambda: (0, 0.0))
-    for n in plan.new_nodes:
-        for key in {pod_gang[p].key for p in n.pods if p in pod_gang}:
-            c, d = gang_nodes[key]
-            gang_nodes[key] = (c + 1, d + n.price_per_hour)
-    return gang_nodes
-
-
 def _cap_order(g: Gang) -> tuple[int, float, str]:
     """The documented order within a namespace: highest priority first, then the oldest."""
     created = parse_time(g.created) or min((parse_time(p.created) or float("inf") for p in g.pending),
@@ -159,7 +149,7 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
     every other gang of it that the plan could not serve is deferred too, so the next plan cannot
     hand the room freed by the deferred gangs to them.
     """
-    gang_nodes = _new_nodes_per_gang(plan, snap)
+    gang_nodes = charged(plan, snap)  # by share: a node two gangs share is charged once, split between them
     decision = {GangKey(r.namespace, r.name, r.api): r.decision for r in plan.gangs}
     held: dict[GangKey, PreDecision] = {}
     for ns in sorted({k.namespace for k in gang_nodes}):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -90,8 +91,9 @@ from .logs import PLAN_ID
 from .metrics import Metrics
 from .published import StatusPublisher, group_sizes, status_data
 from .records import ControllerState, StateStore
-from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, owned_in_flight, planned_upcoming,
-                           pods_on_upcoming, reserved_registered, reserved_upcoming, still_waiting)
+from .reservations import (attribute_new_nodes, expired_spares, held_in_the_model, planned_upcoming, pods_on_upcoming,
+                           reserved_registered, reserved_upcoming, shared_reservations, sharing_units, still_waiting,
+                           upcoming_nodes)
 from .scaledown import (DISRUPTION_TAINT, EmptyNode, above_min_size, blocks_removal, busy_nodes, due_for_scale_down,
                         pod_key, protected_nodes, tainted_nodes)
 
@@ -115,19 +117,24 @@ def _on_way(f: GroupFailure, ids: frozenset[str] | None, cluster: Cluster) -> Gr
     return replace(f, on_way=None if ids is None else len(ids), on_way_ids=ids, registered_ids=registered)
 
 
-def launched_for(intents: Mapping[GangKey, Mapping[str, int]], actions: Sequence[GroupAction]
+def launched_for(intents: Mapping[GangKey, Mapping[str, int]], actions: Sequence[GroupAction],
+                 calls: Mapping[GangKey, Mapping[str, tuple[str, int]]] | None = None
                  ) -> dict[GangKey, dict[str, tuple[str, ...]]]:
     """Per gang and group, the instances the scale-up launched for it, when the cloud named them: each applied
-    group's ids dealt out to the gangs booked there in their intents' order (one call serves them all at once, so
-    which of its instances answers which gang does not matter; that each answers exactly one does)."""
-    ids: dict[str, list[str]] = {}
+    call's ids dealt out to the gangs whose records carry its client token (`calls`, from the write-ahead
+    records), in gang order; a call without a token, to the gangs booked in its group in the same order. One call
+    serves its gangs at once, so which of its instances answers which of them does not matter; that each answers
+    exactly one gang, and one of those the call was made for, does."""
+    ids: dict[tuple[str, str], list[str]] = {}
     for a in actions:
         if a.status == "applied":
-            ids.setdefault(a.group, []).extend(a.instance_ids)
+            ids.setdefault((a.group, a.token), []).extend(a.instance_ids)
     out: dict[GangKey, dict[str, tuple[str, ...]]] = {}
     for key in sorted(intents, key=str):
         for group, n in sorted(intents[key].items()):
-            take, ids[group] = tuple(ids.get(group, ())[:n]), ids.get(group, [])[n:]
+            call = (calls or {}).get(key, {}).get(group)
+            where = (group, call[0]) if call is not None and (group, call[0]) in ids else (group, "")
+            take, ids[where] = tuple(ids.get(where, ())[:n]), ids.get(where, [])[n:]
             if take:
                 out.setdefault(key, {})[group] = take
     return out
@@ -233,7 +240,7 @@ class Reconciler:
             if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now, spares, objects)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
-        self._observe(plan)
+        self._observe(plan, snap)
         self._publish(plan, cluster, now, leader)
         if leader:
             self._conditions(objects)
@@ -283,7 +290,7 @@ class Reconciler:
         """Records booked before a call whose outcome was never recorded: keep what the groups show landed."""
         if any(r.unconfirmed for r in self.state.records.values()):
             desired = {name: g.current_size for name, g in self.groups.items()}
-            self._step(None, Confirmed(desired), cluster, now)
+            self._step(None, Confirmed(desired, self.actuator.launched_tokens()), cluster, now)
 
     def _launches(self, cluster: Cluster, now: float) -> bool:
         """Launches that failed since a gang's request: re-plan the gang on the alternatives this pass.
@@ -351,7 +358,8 @@ class Reconciler:
         upcoming, registered = reserved_upcoming(waiting), reserved_registered(waiting)
         late_up, late_nodes = expired_spares(records.values(), now)  # going back this pass: no plan counts on them
         upcoming = {g: upcoming.get(g, ()) + late_up.get(g, ()) for g in {*upcoming, *late_up}}
-        return SnapshotPolicy(upcoming, lifted, {**held, **refused}, {**late_nodes, **registered})
+        shared = shared_reservations(records.values(), {g.key for g in cluster.gangs})
+        return SnapshotPolicy(upcoming, lifted, {**held, **refused}, {**late_nodes, **registered}, shared)
 
     def _scheduler(self, now: float, *, gating: bool = False) -> tuple[SchedulerModel, list[str]]:
         """The scheduler model of this pass: `schedulerConfigFile`, else the cluster's own strategy where the cloud
@@ -419,12 +427,12 @@ class Reconciler:
     def _scale_up(self, snap: ClusterSnapshot, plan: Plan, cluster: Cluster, now: float
                   ) -> tuple[dict[GangKey, dict[str, int]], ExecutionReport | None]:
         """Book the new nodes on their gangs, save them (write-ahead), then grow the groups."""
-        intents = attribute_new_nodes(plan, snap, owned_in_flight(self.state.records, snap.gangs))
+        intents = attribute_new_nodes(plan, snap)
         warn_bad_deadlines(g for g in snap.gangs if intents.get(g.key))
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         desired = {name: g.current_size for name, g in self.groups.items()}
-        self.state.records, actions, events = transition(self.state.records, plan,
-                                                         Booked(self._facts(snap.gangs), intents, units, desired), now)
+        booked = Booked(self._facts(snap.gangs), intents, units, desired, sharing_units(plan, snap))
+        self.state.records, actions, events = transition(self.state.records, plan, booked, now)
         self._emit(events)
         self._save()  # write-ahead: records, client tokens and the desired sizes below them, before the cloud call
         crash_point("record-saved")
@@ -468,11 +476,12 @@ class Reconciler:
         outcomes, adopted = [], 0
         for token, shares in calls.items():
             ids = janitor.launched_by(loose, token)
-            n, note = self.actuator.settle_call(shares[0].group, ids, any(s.wanted for s in shares))
-            adopted += n
+            got, note = self.actuator.settle_call(shares[0].group, ids, any(s.wanted for s in shares))
+            adopted += len(got)
             log.info("unconfirmed scale-up settled", extra={"node_group": shares[0].group, "token": token,
-                                                             "instances": ids, "adopted": n, "note": note})
-            outcomes.extend(CallRecovered(s.key, s.group, token, n, note) for s in shares)
+                                                             "instances": ids, "adopted": len(got), "note": note})
+            outcomes.extend(CallRecovered(s.key, s.group, token, len(got), note, instances)
+                            for s, instances in zip(shares, janitor.deal(got, shares)))
         self._step(None, Recovered(tuple(outcomes)), cluster, now)
         self._save()
         return adopted
@@ -488,7 +497,8 @@ class Reconciler:
                        failed={a.group: a.message for a in actions if a.status != "applied"},
                        upcoming_pods=pods_on_upcoming(plan, snap),
                        bound_groups=frozenset(p.group_key or ("", "") for p in cluster.bound),
-                       busy=frozenset(busy_nodes(cluster)), launched=launched_for(intents, actions))
+                       busy=frozenset(busy_nodes(cluster)), launched=launched_for(intents, actions, {
+                           k: r.calls for k in intents if (r := self.state.records.get(k)) is not None}))
 
     def _facts(self, gangs: Sequence[Gang]) -> tuple[GangFacts, ...]:
         default = self.cfg.provisioning_deadline_seconds
@@ -696,14 +706,17 @@ class Reconciler:
         if err is not None:
             log.warning("cannot publish the status", extra={"error": err})
 
-    def _observe(self, plan: Plan) -> None:
+    def _observe(self, plan: Plan, snap: ClusterSnapshot) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         by_ns = inflight_by_namespace(self.state.records.values(), prices)
         dollars = sum(by_ns[1].values())
         observe.observe_namespaces(self.metrics, *by_ns, self.cfg)
         observe.observe_gangs(self.metrics, plan)
         observe.observe_pass(self.metrics, plan, self.state.records.values(), dollars)
+        upcoming = upcoming_nodes(snap)
+        used = Counter(upcoming[n] for n, pods in plan.existing_nodes.items() if pods and n in upcoming)
         log.info("plan", extra={"plan": {"scaleUp": plan.scale_up, "costPerHour": plan.cost_per_hour,
+                                         "upcomingUsed": dict(used),  # nodes on their way it puts pods on
                                          "gangs": len(plan.gangs), "seconds": plan.solver.seconds,
                                          "status": plan.solver.status,
                                          "warnings": plan.warnings}})  # capped per kind (warnlog)

@@ -79,7 +79,8 @@ class StateStore:
         the ConfigMap far below its 1 MiB limit however many pods are pending.
         """
         state.prune(time.time())
-        kept = [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY]
+        kept = [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY
+                or (r.shared and r.state not in TERMINAL)]  # a unit's gang with a zero share: it rides the unit
         body = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": self.name, "namespace": self.namespace,

@@ -6,7 +6,10 @@ upcoming nodes for it (`SnapshotPolicy.reserved`); once registered, the node
 the record's `nodes` name (lifecycle `Registered` attributes arrivals) is
 reserved by name (`SnapshotPolicy.reserved_nodes`), so only that gang's pods
 may use it in the next plan and no other gang's upcoming node is taken for it.
-The attribution of a plan's new nodes never counts a gang's own nodes twice.
+Gangs that share new nodes are booked together as a unit (`Record.shared`):
+the unit's nodes are reserved for the unit (`shares.unit_key`), and every gang
+of it may use them, whichever record of the unit holds them.
+The attribution of a plan's new nodes books exactly the plan's new nodes.
 In observe mode the scheduler model sees the same reservations (`held_in_the_model`): a node
 reserved for a gang takes no other gang's pod there either.
 Pure functions of records, plan and snapshot.
@@ -21,8 +24,9 @@ from dataclasses import replace
 from ..fit import placement_allows
 from ..model import Gang, GangKey, Taint, Toleration
 from ..plan import Plan
-from ..snapshot import ClusterSnapshot, NodeView
+from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
 from .lifecycle import GangState, Record, holds
+from .shares import by_gang, unit_key, units
 
 LATE_API = "gangscale.io/late-launch"  # the api of `late_key`: no gang API is named so
 FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
@@ -61,13 +65,13 @@ def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...
     for rec in _reserving(records):
         for group, n in rec.requested.items():
             late = rec.late(group)
-            out[group].extend([late_key(rec.key)] * late + [rec.key] * (n - rec.arrived(group) - late))
+            out[group].extend([late_key(rec.key)] * late + [reservation_key(rec)] * (n - rec.arrived(group) - late))
     return {g: tuple(keys) for g, keys in out.items() if keys}
 
 
 def reserved_registered(records: Iterable[Record]) -> dict[str, GangKey]:
     """Registered node name -> the gang it arrived for, while that gang waits for it."""
-    return {name: rec.key for rec in _reserving(records) for names in rec.nodes.values() for name in names}
+    return {name: reservation_key(rec) for rec in _reserving(records) for names in rec.nodes.values() for name in names}
 
 
 def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
@@ -113,66 +117,46 @@ def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
     return frozenset(p for name, pods in plan.existing_nodes.items() if name in upcoming for p in pods)
 
 
-def _holdings(plan: Plan, snap: ClusterSnapshot) -> tuple[dict[GangKey, Counter[str]], dict[str, Counter[GangKey]]]:
-    """Per gang, the new and upcoming nodes it rides (a node belongs to the gang with most pods on it);
-    per group, how many of its new nodes each gang rides."""
-    gang_of = {p.key: g.key for g in snap.gangs for p in g.pending}
-
-    def majority(pods: list[str]) -> GangKey | None:
-        counts = Counter(gang_of[p] for p in pods if p in gang_of)
-        return counts.most_common(1)[0][0] if counts else None
-
-    holding: dict[GangKey, Counter[str]] = defaultdict(Counter)
-    new_owner: dict[str, Counter[GangKey]] = defaultdict(Counter)
-    for n in plan.new_nodes:
-        key = majority(n.pods)
-        if key is not None:
-            holding[key][n.node_group] += 1
-            new_owner[n.node_group][key] += 1
-    upcoming = upcoming_nodes(snap)
-    for name, pods in plan.existing_nodes.items():
-        key = majority(pods) if name in upcoming else None
-        if key is not None:
-            holding[key][upcoming[name]] += 1
-    return holding, new_owner
+def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, dict[str, int]]:
+    """Which gangs each new node is bought for, per group: every gang whose pods the plan puts on a unit of new
+    nodes is booked its share of them (`shares.units`); the shares of a unit add up to its nodes, so what is
+    booked is exactly what the plan buys. A gang whose share of a shared unit rounds to zero has a zero entry:
+    it is booked with the unit all the same."""
+    return by_gang(units(plan, snap.gangs))
 
 
-def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot, owned: Mapping[GangKey, Mapping[str, int]]
-                        ) -> dict[GangKey, dict[str, int]]:
-    """Which gang each new node is bought for, per group.
+def sharing_units(plan: Plan, snap: ClusterSnapshot) -> tuple[frozenset[GangKey], ...]:
+    """The sets of gangs that share the plan's new nodes (two or more gangs on one unit)."""
+    return tuple(frozenset(u.shares) for u in units(plan, snap.gangs) if u.shared)
 
-    A gang that already owns nodes on their way (`owned`, from its provisioning
-    record) claims the plan's new and upcoming nodes of a group only beyond what
-    it owns there; whatever of the group's new nodes is left goes to the gangs on them.
-    """
-    holding, new_owner = _holdings(plan, snap)
-    out: dict[GangKey, dict[str, int]] = defaultdict(dict)
-    for group, total in Counter(n.node_group for n in plan.new_nodes).items():
-        left = total
-        for key, cnt in sorted(holding.items(), key=lambda kv: kv[0]):
-            take = min(left, max(0, cnt[group] - owned.get(key, {}).get(group, 0)))
-            if take:
-                out[key][group] = take
-                left -= take
-        for key, cnt in new_owner[group].most_common():  # the rest: by who rides the new nodes
-            if not left:
-                break
-            take = min(left, cnt - out[key].get(group, 0))
-            if take > 0:
-                out[key][group] = out[key].get(group, 0) + take
-                left -= take
-    return dict(out)
+
+def reservation_key(rec: Record) -> GangKey:
+    """What a record's nodes are reserved for: its unit when it shares nodes with other gangs, else its gang."""
+    return unit_key(rec.shared) if rec.shared else rec.key
+
+
+def shared_reservations(records: Iterable[Record], listed: Collection[GangKey]) -> dict[GangKey, GangKey]:
+    """Listed gang -> the unit key it may use besides its own (the nodes bought for its unit, whichever of the
+    unit's records holds them)."""
+    return {r.key: unit_key(r.shared) for r in records if r.shared and r.key in listed and r.state not in FREE}
 
 
 def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
-    """Whether every pending pod of `g` fits on `views` (first fit, largest pod first): no pod with per-node rules,
-    and one topology domain."""
-    if any(p.rules for p in g.pending):
+    """Whether every pending pod of `g` fits on `views` (`_fit_together`)."""
+    return _fit_together([g], views)
+
+
+def _fit_together(gangs: list[Gang], views: list[NodeView]) -> bool:
+    """Whether every pending pod of `gangs` fits on `views` at once (first fit, largest pod first): no pod with
+    per-node rules, and one domain of each gang's topology keys."""
+    if not gangs or any(p.rules for g in gangs for p in g.pending):
         return False
-    if g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1:
+    if any(g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1
+           for g in gangs):
         return False
     free = [dict(v.free) for v in views]
-    for p in sorted(g.pending, key=lambda p: sorted(p.requests.values(), reverse=True), reverse=True):
+    for p in sorted((p for g in gangs for p in g.pending), key=lambda p: sorted(p.requests.values(), reverse=True),
+                    reverse=True):
         for v, room in zip(views, free):
             if placement_allows(p.placement, v.labels, v.taints) and all(room.get(r, 0) >= n for r, n in p.requests.items()):
                 for r, n in p.requests.items():
@@ -186,7 +170,8 @@ def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
 def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
     """`snap` with every reservation also as the scheduler model sees it: a reserved node is tainted `HELD_TAINT`
     for its gang (only that gang's pods tolerate it), and a gang that fits on its own reserved nodes alone is
-    pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry).
+    pinned there (nodeSelector `HELD_TAINT`, a label only its nodes carry); so are the gangs of a shared unit that
+    fit on the unit's nodes all together (`_pinned_units`).
 
     The scheduler model drops the planner's reservation taint (`scheduling.simulate.nodes_from_views`: the real
     scheduler never sees it) and places every node at once, so without this an older gang would take, in observe
@@ -202,19 +187,44 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
             owned[v.reserved_for].append(v)
     if not owned:
         return snap
-    pinned = {g.key for g in snap.gangs if g.key in owned and _fits_alone(g, owned[g.key])}
+    by_name = {str(k): k for k in owned}
+    units = {g.key: _tolerated_units(g, by_name) for g in snap.gangs}
+    pinned = {g.key: g.key for g in snap.gangs if g.key in owned and not units[g.key]
+              and _fits_alone(g, owned[g.key])}
+    pinned.update(_pinned_units(snap.gangs, units, owned))
     nodes = [v if v.reserved_for is None else replace(
         v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
-        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned else v.labels)
+        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned.values() else v.labels)
         for v in snap.nodes]
     gangs = []
     for g in snap.gangs:
         key = g.key
-        if key in owned:
-            tol = Toleration(HELD_TAINT, "Equal", str(key), "NoSchedule")
-            pin = ((HELD_TAINT, str(key)),) if key in pinned else ()
+        # its own reservation, and a shared unit's it may use (its pods tolerate that reservation's taint)
+        mine = [k for k in (key, *units[key]) if k in owned]
+        if mine:
+            tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
+            pin = ((HELD_TAINT, str(pinned[key])),) if key in pinned else ()
             g = replace(g, pending=tuple(replace(p, placement=replace(
-                p.placement, tolerations=p.placement.tolerations + (tol,),
+                p.placement, tolerations=p.placement.tolerations + tols,
                 node_selector=p.placement.node_selector + pin)) for p in g.pending))
         gangs.append(g)
     return replace(snap, nodes=nodes, gangs=gangs)
+
+
+def _pinned_units(gangs: list[Gang], units: Mapping[GangKey, list[GangKey]],
+                  owned: Mapping[GangKey, list[NodeView]]) -> dict[GangKey, GangKey]:
+    """Gang -> the shared unit it is pinned to: the gangs of a unit, none with nodes of its own or of a second unit,
+    that fit on the unit's nodes all together (they bind there first, as a lone gang does on its own nodes)."""
+    members: dict[GangKey, list[Gang]] = defaultdict(list)
+    for g in gangs:
+        if len(units[g.key]) == 1 and g.key not in owned:
+            members[units[g.key][0]].append(g)
+    return {g.key: unit for unit, mine in members.items() if _fit_together(mine, owned[unit]) for g in mine}
+
+
+def _tolerated_units(g: Gang, by_name: Mapping[str, GangKey]) -> list[GangKey]:
+    """The shared units' reservations `g`'s pods tolerate (the snapshot gave them the toleration: `_as_planned`)."""
+    if not g.pending:
+        return []
+    found = {t.value for t in g.pending[0].placement.tolerations if t.key == RESERVED_TAINT}
+    return [by_name[v] for v in sorted(found) if v in by_name and by_name[v].api == unit_key("").api]

@@ -460,7 +460,7 @@ def test_a_fleet_call_recovered_after_a_restart_is_then_confirmed_by_desired_cap
 
     old = rec(S.NEW, requested={"gpu": 5}, unconfirmed={"gpu": (4, 3)}, calls={"gpu": ("tok", 3)}, attempt=2)
     recovered, _, _ = transition({KEY: old}, None, Recovered((CallRecovered(KEY, "gpu", "tok", adopted),)), NOW)
-    assert not recovered[KEY].calls
+    assert recovered[KEY].calls == old.calls  # kept for `Confirmed`, which settles the share once
     new, actions, events = transition(recovered, None, Confirmed({"gpu": desired}), NOW)
     assert new[KEY].requested == requested and not new[KEY].unconfirmed and not new[KEY].calls and actions == ()
     assert new[KEY].state == (S.PLANNED if state is S.NEW else state)
