@@ -2,7 +2,7 @@
 
 Every CloudError a provider method raises is counted by its kind (`cloud_adapters.errors.ErrorKind`) and the
 call (the error's own operation, else the method's name), then raised unchanged: the controller handles it as
-before. Attributes that are not methods pass through.
+before. Attributes that are not methods pass through, and attributes set on it are set on the provider.
 """
 
 from __future__ import annotations
@@ -19,8 +19,13 @@ class CountedProvider:
     """Wraps a NodeGroupProvider; behaves as it, and counts its CloudErrors on `counter`."""
 
     def __init__(self, provider: Any, counter: Counter) -> None:
-        self._provider = provider
-        self._counter = counter
+        object.__setattr__(self, "_provider", provider)
+        object.__setattr__(self, "_counter", counter)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set on the provider itself: the actuator installs its fence and crash hooks
+        (`before_mutation`, `after_mutation`) there, where every mutating call runs them."""
+        setattr(self._provider, name, value)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._provider, name)
