@@ -1,4 +1,4 @@
-"""`gangscale status`: every gang the controller keeps a record of, read from its state ConfigMap.
+"""`gangscale status`: every gang the controller keeps a record of, read from its state ConfigMaps.
 
 Read-only. The rows are what the leader last saved (records holding capacity, and timed-out or
 cancelled ones kept for audit), so `status` shows the controller's view even when it is not
@@ -12,13 +12,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
-
 from ..kube.client import KubeClient
 from ..kube.errors import KubeError
-from ..kube.refs import CONFIGMAPS
 from ..loader import InputError
 from .lifecycle import Record
+from .records import read_layout
 
 def iso(epoch: float) -> str | None:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if epoch > 0 else None
@@ -34,19 +32,18 @@ def human(seconds: float) -> str:
 
 
 def read_records(client: KubeClient, namespace: str, name: str) -> list[Record]:
-    """The saved records; a missing ConfigMap is none, an unreadable one a one-sentence InputError."""
+    """The saved records (one ConfigMap per gang, or the single ConfigMap's records.json an older controller wrote
+    and the leader has not migrated yet); none saved is none, an unreadable one a one-sentence InputError."""
     try:
-        cm = client.get(CONFIGMAPS.path(namespace, name))
+        layout = read_layout(client, namespace, name)
     except KubeError as exc:
-        if exc.status == 404:
-            return []
-        raise InputError(f"cannot read ConfigMap {namespace}/{name}: {exc}") from None
-    try:
-        raw = orjson.loads((cm.get("data") or {}).get("records.json", "{}"))
-        return [Record.from_json(v) for v in raw.values()]
-    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InputError(f"cannot read the records in ConfigMaps of {namespace}: {exc}") from None
+    if layout.legacy_error:
         raise InputError(f"ConfigMap {namespace}/{name}: records.json is not the controller's records: "
-                         f"{exc}") from None
+                         f"{layout.legacy_error}")
+    if layout.unreadable:
+        raise InputError(f"ConfigMap {namespace}/{layout.unreadable[0]}: record.json is not a controller record")
+    return list(layout.current.values())
 
 
 def status_document(records: list[Record], now: float, source: str, namespace: str | None = None) -> dict[str, Any]:

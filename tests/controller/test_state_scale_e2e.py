@@ -1,0 +1,96 @@
+"""End to end: `gangscale run` with many concurrent large gangs, against the API emulator, which refuses a
+ConfigMap over 1 MiB as the API server does (tests/kube/emulator.py `MAX_DATA_BYTES`).
+
+With every record in one ConfigMap, 26 gangs of 1,024 pods passed the limit: the write-ahead save before each
+cloud call was refused and nothing was bought for any gang. The simulated cloud keeps its state in a file, so the
+test reads the groups' targets; 100 such gangs are covered by the store test at the same API
+(tests/controller/test_records_store.py), this one runs the real process at a size that broke the old layout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+from builders import pod, podgroup
+
+from kube.emulator import Emulator
+
+from .conftest import STATE_NS, ControllerProcess, state_records, wait_for
+
+API = "scheduling.k8s.io/v1alpha2"
+GANGS = 30  # over the 26 at which one ConfigMap of records passed 1 MiB
+PODS = 1024
+CATALOG = {"nodeGroups": [{
+    "name": "cpu", "instanceType": "m5.16xlarge", "pricePerHour": 3.072, "minSize": 0, "maxSize": 500,
+    "currentSize": 0, "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1100"},
+    "labels": {"topology.kubernetes.io/zone": "us-east-1a"}}]}
+
+
+def big_gang(emu: Emulator, name: str) -> None:
+    emu.apply(podgroup(name, "default", min_count=PODS))
+    for i in range(PODS):
+        emu.apply(pod(f"{name}-{i}", "default", cpu="50m", mem="64Mi", group=name))
+
+
+def target(state_file: Path) -> int:
+    try:
+        return int(json.loads(state_file.read_text())["groups"]["cpu"]["target"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def start(tmp: Path, cluster: Emulator, identity: str, state_file: Path) -> ControllerProcess:
+    catalog = tmp / "catalog.yaml"
+    catalog.write_text(yaml.safe_dump(CATALOG))
+    config = {"mode": "enforce", "provider": "simulated", "nodegroups": str(catalog), "metricsAddress": "127.0.0.1:0",
+              "batchWindowSeconds": 0.5, "maxBatchDelaySeconds": 3.0, "resyncSeconds": 2.0,
+              "solverTimeLimitSeconds": 5.0, "leaseDurationSeconds": 10.0, "leaseRenewSeconds": 1.0,
+              "emptyNodeGraceSeconds": 3600, "provisioningDeadlineSeconds": 3600,
+              "defaultNamespaceCap": {"maxNodes": 1000, "maxDollarsPerHour": 10000}}
+    return ControllerProcess(tmp, cluster.kubeconfig(str(tmp / "kc")), config, identity,
+                             args=("--simulated-state", str(state_file)))
+
+
+def booked(cluster: Emulator, gangs: int) -> dict | None:
+    recs = state_records(cluster)
+    done = {g: r for g, r in recs.items() if r["state"] == "provisioning" and r["requested"].get("cpu")}
+    return done if len(done) >= gangs else None
+
+
+def test_30_concurrent_1024_pod_gangs_are_all_bought_recorded_and_survive_a_restart(cluster, tmp_path):
+    state_file = tmp_path / "cloud.json"
+    made = time.monotonic()
+    for g in range(GANGS):
+        big_gang(cluster, f"train-{g:02d}")
+    made = time.monotonic() - made
+    first = start(tmp_path, cluster, "first", state_file)
+    try:
+        started = time.monotonic()
+        recs = wait_for(lambda: booked(cluster, GANGS), timeout=240, what=f"all {GANGS} gangs bought and recorded")
+        took = time.monotonic() - started
+        need = sum(r["requested"]["cpu"] for r in recs.values())
+        assert need >= GANGS  # each gang's nodes (the scheduler model may spread a gang over more than one)
+        wait_for(lambda: target(state_file) == need, timeout=30, what="the group grown by exactly the records")
+        big_gang(cluster, "late")  # scaling goes on once the store holds them all
+        recs = wait_for(lambda: booked(cluster, GANGS + 1), timeout=120, what="the late gang bought too")
+        need = sum(r["requested"]["cpu"] for r in recs.values())
+        wait_for(lambda: target(state_file) == need, timeout=30, what="the group grown by the late gang's nodes")
+        assert not first.logged("reconcile failed")
+    finally:
+        first.kill()
+    with cluster._cond:  # one ConfigMap per record, each far below 1 MiB
+        sizes = [len(json.dumps(o)) for (ns, _), o in cluster._store["/configmaps"].items() if ns == STATE_NS]
+    assert len(sizes) == GANGS + 2 and max(sizes) < 64 * 1024
+    second = start(tmp_path, cluster, "second", state_file)  # loads every record: buys nothing again
+    try:
+        wait_for(lambda: second.logged("leading"), timeout=60, what="the second controller to lead")
+        wait_for(lambda: len(second.logged("plan")) >= 3, timeout=120, what="passes after the restart")
+        assert target(state_file) == need
+        assert len(booked(cluster, GANGS + 1) or {}) == GANGS + 1 and not second.logged("reconcile failed")
+        second.assert_no_tracebacks()
+    finally:
+        second.stop()
+    print(f"{GANGS} x {PODS} pods: created in {made:.1f}s, all bought {took:.1f}s after the controller started")
