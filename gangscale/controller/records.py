@@ -9,11 +9,11 @@ Layout: one ConfigMap per gang record, named `<state>-<16 hex digits of sha256(g
 GangKey), labelled `gangscale.io/records-of=<state>` so one labelled list reads them all, its record in
 `data["record.json"]` (the record's JSON, as `Record.to_json` writes it); and the ConfigMap `<state>` itself,
 which holds the node groups' backoffs (`backoff.json`). A ConfigMap's data may not exceed 1 MiB (k8s.io/kubernetes
-pkg/apis/core/validation `ValidateConfigMap`, `core.MaxSecretSize`): one object for every record passed it with
+pkg/apis/core/validation `ValidateConfigMap`, `core.MaxSecretSize`): one object for every record would pass it at
 26 gangs of 1,024 pods, and a refused save stops every scale-up (it is written before each cloud call). One
 object per record keeps each far below it whatever the gang count, and a save writes only the records that changed.
 
-The earlier layout kept every record in the `<state>` ConfigMap's `records.json`. `StateStore.load` migrates it:
+Older releases kept every record in the `<state>` ConfigMap's `records.json`. `StateStore.load` migrates it:
 each record to its own ConfigMap, then `records.json` is dropped; a crash part way leaves `records.json` in place,
 and the next load does it again (every step is idempotent), so no in-flight booking is lost on upgrade.
 """

@@ -94,3 +94,33 @@ def test_30_concurrent_1024_pod_gangs_are_all_bought_recorded_and_survive_a_rest
     finally:
         second.stop()
     print(f"{GANGS} x {PODS} pods: created in {made:.1f}s, all bought {took:.1f}s after the controller started")
+
+
+def test_an_upgrade_from_the_single_configmap_keeps_the_in_flight_booking_and_buys_nothing_twice(
+        cluster, world, controllers, proxy):
+    """An older controller bought 3 nodes for a gang (desired 3, none registered yet) and recorded the booking in
+    the single ConfigMap's records.json; the upgraded controller moves it to the gang's own ConfigMap, keeps its
+    request, deadline and generation, and buys nothing again."""
+    world.asg("cpu", "m5.2xlarge", desired=3, max_size=10)
+    cluster.apply(podgroup("train", "default", min_count=3))
+    for i in range(3):
+        cluster.apply(pod(f"train-{i}", "default", cpu="6", mem="4Gi", group="train"))
+    uid = cluster.get("scheduling.k8s.io/v1alpha2", "PodGroup", "default", "train")["metadata"]["uid"]
+    pods = [cluster.get("v1", "Pod", "default", f"train-{i}")["metadata"]["uid"] for i in range(3)]
+    now = time.time()
+    old = {"gang": f"default/train/{API}", "namespace": "default", "name": "train", "api": API, "generation": uid,
+           "state": "provisioning", "reason": "capacity on its way", "since": now - 5, "first_seen": now - 8,
+           "requested": {"cpu": 3}, "requested_at": now - 5, "deadline": now + 900, "pods": pods}
+    cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gangscale-state",
+                                                                         "namespace": STATE_NS},
+                   "data": {"records.json": json.dumps({old["gang"]: old}), "backoff.json": "{}"}})
+    ctl = controllers()
+    rec = wait_for(lambda: state_records(cluster).get(old["gang"]), what="the record in its own ConfigMap")
+    assert "records.json" not in cluster.get("v1", "ConfigMap", STATE_NS, "gangscale-state")["data"]
+    wait_for(lambda: len(ctl.logged("plan")) >= 3, what="passes after the upgrade")
+    assert world.desired("cpu") == 3 and proxy.count("SetDesiredCapacity") == 0
+    rec = state_records(cluster)[old["gang"]]
+    assert (rec["state"], rec["requested"], rec["generation"]) == ("provisioning", {"cpu": 3}, uid)
+    assert (rec["deadline"], rec["requested_at"]) == (old["deadline"], old["requested_at"])
+    assert ctl.logged("records moved to one ConfigMap per gang", records=1)
+    ctl.assert_no_tracebacks()
