@@ -9,14 +9,20 @@ import time
 import uuid
 
 import pytest
+from kube.emulator import MAX_DATA_BYTES
 
 from gangscale.controller.lifecycle import GangState, Record, pod_prints
-from gangscale.controller.records import ControllerState, StateConflict, StateStore, read_layout, record_name
+from gangscale.controller.records import (
+    ControllerState,
+    StateConflict,
+    StateStore,
+    read_layout,
+    record_name,
+)
 from gangscale.kube.client import connect
 from gangscale.kube.errors import KubeError
 from gangscale.kube.refs import CONFIGMAPS
 from gangscale.model import GangKey
-from kube.emulator import MAX_DATA_BYTES
 
 from .conftest import STATE_NS
 
@@ -37,7 +43,7 @@ def uids(i: int, pods: int) -> tuple[str, ...]:
 
 def big_record(i: int, now: float, pods: int = 1024) -> Record:
     """A provisioning gang of `pods` pods with a write-ahead call in flight, as a pass books it."""
-    key = GangKey("team-%d" % (i % 7), f"train-{i:03d}", API)
+    key = GangKey(f"team-{i % 7}", f"train-{i:03d}", API)
     return Record(str(key), key.namespace, key.name, key.api, f"pg-uid-{i}", GangState.PROVISIONING,
                   "capacity on its way", now, first_seen=now, requested={"gpu": 128}, requested_at=now,
                   deadline=now + 1800, pods=pod_prints(uids(i, pods)), attempt=1,

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import yaml
 from builders import pod, podgroup
-
 from kube.emulator import Emulator
 
 from .conftest import STATE_NS, ControllerProcess, state_records, wait_for
