@@ -53,8 +53,17 @@ def start(tmp: Path, cluster: Emulator, identity: str, state_file: Path) -> Cont
                              args=("--simulated-state", str(state_file)))
 
 
-def booked(cluster: Emulator, gangs: int) -> dict | None:
+def recorded(cluster: Emulator) -> dict:
+    """The saved records, in either layout (one ConfigMap per gang, or the single ConfigMap's records.json)."""
     recs = state_records(cluster)
+    index = cluster.get("v1", "ConfigMap", STATE_NS, "gangscale-state")
+    if index and "records.json" in index.get("data", {}):
+        recs.update(json.loads(index["data"]["records.json"]))
+    return recs
+
+
+def booked(cluster: Emulator, gangs: int) -> dict | None:
+    recs = recorded(cluster)
     done = {g: r for g, r in recs.items() if r["state"] == "provisioning" and r["requested"].get("cpu")}
     return done if len(done) >= gangs else None
 
