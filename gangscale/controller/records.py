@@ -41,7 +41,7 @@ __all__ = ["ControllerState", "Record", "StateConflict", "StateStore", "read_lay
 
 log = logging.getLogger("gangscale.controller")
 AUDIT_SECONDS = 24 * 3600  # terminal records are kept this long for audit, then dropped
-MAX_RECORDS = 1000  # records (and so record ConfigMaps) kept at most, oldest dropped first
+MAX_RECORDS = 1000  # records kept beyond those holding capacity (which are all kept), the oldest dropped first
 KEPT_WITHOUT_CAPACITY = (GangState.TIMED_OUT, GangState.CANCELLED)  # for audit, even when holding nothing
 RECORD_KEY = "record.json"  # a record ConfigMap's one data key
 BACKOFF_KEY = "backoff.json"  # in the `<state>` ConfigMap
@@ -64,8 +64,9 @@ class ControllerState:
         for key, r in list(self.records.items()):
             if r.state in TERMINAL and now - r.since > AUDIT_SECONDS:
                 del self.records[key]
-        if len(self.records) > MAX_RECORDS:
-            for key, _ in sorted(self.records.items(), key=lambda kv: kv[1].since)[: len(self.records) - MAX_RECORDS]:
+        if len(self.records) > MAX_RECORDS:  # the oldest of those holding nothing: a booking is never forgotten
+            idle = sorted((k for k, r in self.records.items() if not r.requested), key=lambda k: self.records[k].since)
+            for key in idle[: len(self.records) - MAX_RECORDS]:
                 del self.records[key]
         self.backoff = {g: t for g, t in self.backoff.items() if t > now}
 

@@ -178,3 +178,14 @@ def test_status_reads_either_layout(cluster, client):
     StateStore(client, STATE_NS, NAME).load()
     layout = read_layout(client, STATE_NS, NAME)
     assert layout.legacy is None and set(layout.current) == {r.gang for r in records}
+
+
+def test_past_the_record_cap_only_records_holding_nothing_are_dropped_never_a_booking():
+    from gangscale.controller.records import MAX_RECORDS
+
+    now = time.time()
+    holding = {r.key: r for r in (big_record(i, now - 10_000 + i, pods=1) for i in range(MAX_RECORDS + 5))}
+    idle = Record.from_json({**big_record(5000, now, pods=1).to_json(), "requested": {}, "state": "cancelled"})
+    state = ControllerState({**holding, idle.key: idle})
+    state.prune(now)
+    assert set(state.records) == set(holding)  # over the cap with bookings alone: the idle record goes, none else
