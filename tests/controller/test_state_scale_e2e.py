@@ -17,6 +17,8 @@ import yaml
 from builders import pod, podgroup
 from kube.emulator import Emulator
 
+from gangscale.controller.records import record_name
+
 from .conftest import STATE_NS, ControllerProcess, state_records, wait_for
 
 API = "scheduling.k8s.io/v1alpha2"
@@ -131,4 +133,28 @@ def test_an_upgrade_from_the_single_configmap_keeps_the_in_flight_booking_and_bu
     assert (rec["state"], rec["requested"], rec["generation"]) == ("provisioning", {"cpu": 3}, uid)
     assert (rec["deadline"], rec["requested_at"]) == (old["deadline"], old["requested_at"])
     assert ctl.logged("records moved to one ConfigMap per gang", records=1)
+    ctl.assert_no_tracebacks()
+
+
+def test_a_record_changed_by_another_writer_stops_the_pass_and_the_leader_reads_the_records_again(
+        cluster, world, controllers, proxy):
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    ctl = controllers(cancelGraceSeconds=0)
+    cluster.apply(podgroup("train", "default", min_count=3))
+    for i in range(3):
+        cluster.apply(pod(f"train-{i}", "default", cpu="6", mem="4Gi", group="train"))
+    wait_for(lambda: world.desired("cpu") == 3, what="scale-up")
+    gang = f"default/train/{API}"
+    wait_for(lambda: (state_records(cluster).get(gang) or {}).get("state") == "provisioning", what="the record")
+    name = record_name("gangscale-state", gang)
+    cm = cluster.get("v1", "ConfigMap", STATE_NS, name)
+    rec = json.loads(cm["data"]["record.json"])
+    cm["data"]["record.json"] = json.dumps({**rec, "reason": "written by another replica"})
+    cluster.apply(cm)  # a new resourceVersion: the leader's next write of this record is a conflict
+    for i in range(3):  # the gang goes away: its record changes (cancelled), its nodes go back
+        cluster.delete("v1", "Pod", "default", f"train-{i}")
+    cluster.delete("scheduling.k8s.io/v1alpha2", "PodGroup", "default", "train")
+    wait_for(lambda: ctl.logged("the records changed under this leader: reading them again"), what="the conflict")
+    wait_for(lambda: world.desired("cpu") == 0, timeout=30, what="the nodes given back after the reload")
+    wait_for(lambda: (state_records(cluster).get(gang) or {}).get("state") == "cancelled", what="cancelled")
     ctl.assert_no_tracebacks()
