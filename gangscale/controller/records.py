@@ -50,6 +50,7 @@ STORE_LABEL = "gangscale.io/records-of"  # value: the state ConfigMap's name (it
 NAMESPACE_LABEL = "gangscale.io/gang-namespace"  # the gang's namespace: `kubectl get cm -l` per tenant
 GANG_ANNOTATION = "gangscale.io/gang"  # the gang's "namespace/name/api" (too long for a label value)
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")  # a label value (63 at most)
+UNREADABLE = "?"  # the store's key of an unreadable record ConfigMap: "?" + its name (never a gang's key)
 _PARSE_ERRORS = (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError)
 
 
@@ -112,7 +113,7 @@ class Layout:
     index: dict[str, Any] | None  # the `<state>` ConfigMap; None: absent
     objects: dict[str, Stored] = field(default_factory=dict)  # record ConfigMaps by gang
     records: dict[str, Record] = field(default_factory=dict)  # their records by gang
-    unreadable: list[str] = field(default_factory=list)  # record ConfigMaps that hold no readable record
+    unreadable: list[Stored] = field(default_factory=list)  # record ConfigMaps that hold no readable record
     legacy: dict[str, Record] | None = None  # the single-ConfigMap layout's records.json; None: not there
     legacy_error: str = ""  # why records.json could not be read
 
@@ -144,14 +145,14 @@ def read_layout(client: KubeClient, namespace: str, name: str) -> Layout:
     listed = list_all(client, CONFIGMAPS, namespace, label_selector=f"{STORE_LABEL}={store_label(name)}")
     for obj in listed.items:
         meta = obj.get("metadata") or {}
+        name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
         try:
             rec = Record.from_json(orjson.loads(((obj.get("data") or {}))[RECORD_KEY]))
         except _PARSE_ERRORS:
-            layout.unreadable.append(str(meta.get("name")))
+            layout.unreadable.append(Stored(name, rv, ""))
             continue
         layout.records[rec.gang] = rec
-        layout.objects[rec.gang] = Stored(str(meta.get("name")), str(meta.get("resourceVersion") or ""),
-                                          record_text(rec))
+        layout.objects[rec.gang] = Stored(name, rv, record_text(rec))
     _legacy(layout)
     return layout
 
@@ -183,10 +184,11 @@ class StateStore:
         """The saved state, the single-ConfigMap layout migrated first; an unreadable record is skipped (the cloud
         and the cluster show what it held), an API error raised."""
         layout = read_layout(self.client, self.namespace, self.name)
+        for bad in layout.unreadable:  # replaced by its gang's next record, or deleted by the next save
+            log.warning("a record ConfigMap holds no readable record: skipped", extra={"configmap": bad.name})
+            layout.objects[UNREADABLE + bad.name] = bad
         if layout.legacy is not None or layout.legacy_error:
             self._migrate(layout)
-        for name in layout.unreadable:
-            log.warning("a record ConfigMap holds no readable record: skipped", extra={"configmap": name})
         self._objects = layout.objects
         self._index_rv = str(((layout.index or {}).get("metadata") or {}).get("resourceVersion") or "")
         backoff, self._backoff_text = _backoff(layout.index)
@@ -201,7 +203,7 @@ class StateStore:
         wanted = {r.gang: r for r in kept(state)}
         for gang, rec in sorted(wanted.items()):
             text = record_text(rec)
-            stored = self._objects.get(gang)
+            stored = self._stored(self._objects, gang)
             if stored is None:
                 self._objects[gang] = self._create(rec, text)
             elif stored.text != text:
@@ -212,6 +214,10 @@ class StateStore:
         text = orjson.dumps(state.backoff).decode()
         if text != self._backoff_text:
             self._write_index(text)
+
+    def _stored(self, objects: dict[str, Stored], gang: str) -> Stored | None:
+        """The gang's record ConfigMap as known: its record's, or an unreadable one at its name (taken over)."""
+        return objects.get(gang) or objects.pop(UNREADABLE + record_name(self.name, gang), None)
 
     # ------------------------------------------------------------------ writes
 
@@ -287,7 +293,7 @@ class StateStore:
             log.warning("records.json of the state ConfigMap is unreadable: dropped, the cloud and cluster show "
                         "what it held", extra={"configmap": self.name, "error": layout.legacy_error})
         for gang, rec in sorted((old or {}).items()):
-            text, stored = record_text(rec), layout.objects.get(gang)
+            text, stored = record_text(rec), self._stored(layout.objects, gang)
             if stored is None:
                 layout.objects[gang] = self._create(rec, text)
             elif stored.text != text:

@@ -42,7 +42,7 @@ def read_records(client: KubeClient, namespace: str, name: str) -> list[Record]:
         raise InputError(f"ConfigMap {namespace}/{name}: records.json is not the controller's records: "
                          f"{layout.legacy_error}")
     if layout.unreadable:
-        raise InputError(f"ConfigMap {namespace}/{layout.unreadable[0]}: record.json is not a controller record")
+        raise InputError(f"ConfigMap {namespace}/{layout.unreadable[0].name}: record.json is not a controller record")
     return list(layout.current.values())
 
 

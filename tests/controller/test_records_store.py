@@ -189,3 +189,17 @@ def test_past_the_record_cap_only_records_holding_nothing_are_dropped_never_a_bo
     state = ControllerState({**holding, idle.key: idle})
     state.prune(now)
     assert set(state.records) == set(holding)  # over the cap with bookings alone: the idle record goes, none else
+
+
+def test_an_unreadable_record_configmap_is_skipped_then_taken_over_by_its_gang_or_deleted(cluster, client):
+    now = time.time()
+    mine, other = big_record(1, now, pods=4), big_record(2, now, pods=4)
+    for rec in (mine, other):
+        cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": record_name(NAME, rec.gang), "namespace": STATE_NS, "labels": {"gangscale.io/records-of": NAME}},
+            "data": {"record.json": "{cut short"}})
+    store = StateStore(client, STATE_NS, NAME)
+    assert store.load().records == {}  # skipped: the cloud and the cluster show what they held
+    store.save(ControllerState({mine.key: mine}))  # its gang's record replaces one; the other is deleted
+    assert set(record_configmaps(cluster)) == {record_name(NAME, mine.gang)}
+    assert StateStore(client, STATE_NS, NAME).load().records == {mine.key: mine}
