@@ -158,3 +158,22 @@ def test_a_record_changed_by_another_writer_stops_the_pass_and_the_leader_reads_
     wait_for(lambda: world.desired("cpu") == 0, timeout=30, what="the nodes given back after the reload")
     wait_for(lambda: (state_records(cluster).get(gang) or {}).get("state") == "cancelled", what="cancelled")
     ctl.assert_no_tracebacks()
+
+
+def test_a_new_leader_that_cannot_read_the_records_runs_no_pass_until_it_can(cluster, world, controllers, proxy):
+    """Reading the records fails twice (API 500): no pass runs meanwhile (a pass without them could buy twice),
+    the read is retried, and the gang is then bought once."""
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    cluster.apply(podgroup("train", "default", min_count=3))
+    for i in range(3):
+        cluster.apply(pod(f"train-{i}", "default", cpu="6", mem="4Gi", group="train"))
+    cluster.fail_next(2, 500, f"/namespaces/{STATE_NS}/configmaps")
+    ctl = controllers()
+    wait_for(lambda: world.desired("cpu") == 3, what="the gang bought once the records are read")
+    failed = ctl.logged("cannot read the records: no pass until they are read")
+    assert len(failed) == 2
+    first_plan = wait_for(lambda: ctl.logged("plan"), what="the first pass's plan")[0]
+    assert first_plan["time"] > failed[-1]["time"]  # no pass before the records were read
+    wait_for(lambda: len(ctl.logged("plan")) >= 3, what="more passes")
+    assert world.desired("cpu") == 3 and proxy.count("SetDesiredCapacity") == 1
+    ctl.assert_no_tracebacks()
