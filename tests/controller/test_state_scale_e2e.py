@@ -64,6 +64,11 @@ def recorded(cluster: Emulator) -> dict:
     return recs
 
 
+def state_writes(cluster: Emulator) -> int:
+    return sum(1 for r in list(cluster.requests)
+               if r.method in ("POST", "PUT", "DELETE") and f"/namespaces/{STATE_NS}/configmaps" in r.path)
+
+
 def booked(cluster: Emulator, gangs: int) -> dict | None:
     recs = recorded(cluster)
     done = {g: r for g, r in recs.items() if r["state"] == "provisioning" and r["requested"].get("cpu")}
@@ -84,6 +89,10 @@ def test_30_concurrent_1024_pod_gangs_are_all_bought_recorded_and_survive_a_rest
         need = sum(r["requested"]["cpu"] for r in recs.values())
         assert need >= GANGS  # each gang's nodes (the scheduler model may spread a gang over more than one)
         wait_for(lambda: target(state_file) == need, timeout=30, what="the group grown by exactly the records")
+        written, passes = state_writes(cluster), len(first.logged("plan"))
+        wait_for(lambda: len(first.logged("plan")) >= passes + 3, timeout=60, what="three more passes")
+        per_pass = (state_writes(cluster) - written) / (len(first.logged("plan")) - passes)
+        assert per_pass < GANGS / 2  # only the records whose reason changed are written (one ConfigMap was: always)
         big_gang(cluster, "late")  # scaling goes on once the store holds them all
         recs = wait_for(lambda: booked(cluster, GANGS + 1), timeout=120, what="the late gang bought too")
         need = sum(r["requested"]["cpu"] for r in recs.values())
