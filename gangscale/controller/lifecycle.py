@@ -53,6 +53,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Union
 
 from cloud_adapters.errors import ErrorKind
@@ -118,7 +119,9 @@ class Record:
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
     booked_at: float = 0.0  # when the purchase `deadline` counts from was booked (a re-booking keeps both); 0: unknown
-    pods: tuple[str, ...] = ()  # pod uids this generation was planned for
+    # the pods this generation was planned for, as prints of their uids (`pod_prints`; whole uids in the records
+    # of older controllers): enough to tell a gang whose pods were all replaced (`current_record`)
+    pods: tuple[str, ...] = ()
     attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
     calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # group -> (token, nodes): unconfirmed
     # write-ahead: group -> (desired capacity below this record's share, nodes booked) for a cloud call whose
@@ -145,7 +148,8 @@ class Record:
         out = {"gang": self.gang, "namespace": self.namespace, "name": self.name, "api": self.api,
                "generation": self.generation, "state": self.state.value, "reason": self.reason,
                "since": self.since, "first_seen": self.first_seen, "requested": dict(self.requested),
-               "requested_at": self.requested_at, "deadline": self.deadline, "pods": list(self.pods)}
+               "requested_at": self.requested_at, "deadline": self.deadline,
+               "pod_prints": "".join(pod_prints(self.pods))}
         if self.attempt:  # written only when set: records of older controllers round-trip unchanged
             out["attempt"] = self.attempt
         if self.calls:
@@ -169,7 +173,9 @@ class Record:
         known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
         known["state"] = GangState(known.get("state", "new"))
         known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}
-        known["pods"] = tuple(known.get("pods") or ())
+        prints = str(raw.get("pod_prints") or "")  # "pods" (whole uids): records of older controllers
+        known["pods"] = tuple(prints[i:i + PRINT_DIGITS] for i in range(0, len(prints), PRINT_DIGITS)) \
+            or pod_prints(str(p) for p in known.get("pods") or ())
         known["attempt"] = int(known.get("attempt") or 0)
         known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
         known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
@@ -190,6 +196,29 @@ class Record:
     def unnamed(self, group: str) -> int:
         """Its launches on their way in `group` whose instance the cloud did not name (attributed by count)."""
         return self.requested.get(group, 0) - self.arrived(group) - len(self.launches.get(group, ()))
+
+
+PRINT_DIGITS = 12  # 48 bits: two disjoint 1,024-pod sets share a print with odds of 4 in a billion
+
+
+@lru_cache(maxsize=1 << 17)
+def pod_print(uid: str) -> str:
+    """A pod uid as a record saves it: 12 hex digits of its sha256, a third of the uid's 36 characters (a record
+    of a large gang lists every pod; the overlap test of `pods_overlap` needs no more). A print maps to itself."""
+    if len(uid) == PRINT_DIGITS and all(c in "0123456789abcdef" for c in uid):
+        return uid
+    return hashlib.sha256(uid.encode()).hexdigest()[:PRINT_DIGITS]
+
+
+def pod_prints(uids: Iterable[str]) -> tuple[str, ...]:
+    """A record's pods as it keeps them: their prints, sorted, each once."""
+    return tuple(sorted({pod_print(u) for u in uids}))
+
+
+def pods_overlap(pending: Iterable[str], recorded: Iterable[str]) -> bool:
+    """Any pending pod (uid) among a record's pods (uids, or prints once loaded)."""
+    rec = {pod_print(p) for p in recorded}
+    return any(pod_print(p) in rec for p in pending)
 
 
 def client_token(members: Iterable[Record], group: str, unit: Mapping[str, int]) -> str:
@@ -570,7 +599,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     Unnamed ones (an ASG's) cannot be told from another gang's.
     """
     rec = step.records.get(g.key)
-    replaced = rec is not None and rec.pods and g.pods and not (set(g.pods) & set(rec.pods))
+    replaced = rec is not None and rec.pods and g.pods and not pods_overlap(g.pods, rec.pods)
     if rec is not None and rec.generation == g.generation and rec.state not in RESTARTS and not replaced:
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
@@ -737,7 +766,7 @@ def _booked(step: _Step, report: Booked) -> None:
         kept = holds(rec) and rec.deadline
         deadline, booked_at = (rec.deadline, rec.booked_at) if kept else (step.now + g.deadline_seconds, step.now)
         step.put(rec, requested=requested, requested_at=step.now, deadline=deadline, booked_at=booked_at,
-                 pods=g.pods, attempt=rec.attempt + 1, unconfirmed=unconfirmed)
+                 pods=pod_prints(g.pods), attempt=rec.attempt + 1, unconfirmed=unconfirmed)
     for keys in report.shared:
         _share(step, keys)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))

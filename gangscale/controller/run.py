@@ -23,6 +23,7 @@ from typing import Any
 
 from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
+from ..kube.errors import KubeError
 from ..kube.informer import ClusterCache
 from ..kube.nodetaints import NodeTainter
 from ..kube.podgates import PodGateLifter
@@ -38,7 +39,7 @@ from .logs import setup_logging
 from .metrics import HealthServer, Metrics
 from .published import StatusPublisher
 from .reconciler import Reconciler
-from .records import StateStore
+from .records import StateConflict, StateStore
 
 log = logging.getLogger("gangscale.controller")
 
@@ -51,7 +52,8 @@ class Controller:
         self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
                                      duration=cfg.lease_duration_seconds)
         provider = CountedProvider(provider, self.metrics.cloud_errors)
-        self.reconciler = Reconciler(cfg, provider, store=StateStore(client, cfg.state_namespace, cfg.state_configmap),
+        store = StateStore(client, cfg.state_namespace, cfg.state_configmap, fence=self.elector.check)
+        self.reconciler = Reconciler(cfg, provider, store=store,
                                      events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang,
                                                       fence=self.elector.check),
                                      metrics=self.metrics, identity=identity, fence=self.elector.check,
@@ -68,6 +70,8 @@ class Controller:
         self.last_pass = 0.0
         self.next_timer: float | None = None  # when the last pass's timers next fall due (None: none)
         self.heartbeat = time.time()
+        self.term = 0  # the leadership term whose records are loaded (0: none; -1: reload them)
+        self._load_again = 0.0  # a failed load is tried again from then on
 
     def _changed(self, ref: ResourceRef, kind: str, obj: dict[str, Any] | None) -> None:
         now = time.time()
@@ -92,18 +96,15 @@ class Controller:
                                     "health_port": servers[-1].port, "identity": self.elector.identity})
         self.cache.start()
         keeper = LeaseKeeper(self.elector, self.cfg.lease_renew_seconds).start()
-        term = 0
         try:
             while not stop.is_set():
                 now = time.time()
                 self.heartbeat = now
                 leader = self.elector.is_leader
                 self.metrics.leader.set(1 if leader else 0)
-                if leader and self.elector.terms != term:
-                    term = self.elector.terms
-                    self.reconciler.load_state()  # the previous leader's records, from the cluster
-                    self.last_pass = 0.0
-                if leader and self.cache.synced and self._due(now):
+                if leader and self.elector.terms != self.term and now >= self._load_again:
+                    self._load(now)  # the previous leader's records, from the cluster
+                if leader and self.term == self.elector.terms and self.cache.synced and self._due(now):
                     with self._lock:
                         self._first_change = self._last_change = 0.0
                     self._pass()
@@ -131,11 +132,28 @@ class Controller:
             servers.append(HealthServer(self.cfg.health_address, None, alive, ready).start())
         return servers
 
+    def _load(self, now: float) -> None:
+        """Read the records (migrating an older layout); no pass runs until they are read, so nothing is bought
+        twice for want of them. A failure is tried again a second later."""
+        terms = self.elector.terms
+        try:
+            self.reconciler.load_state()
+        except (LostLeadership, KubeError) as exc:
+            log.warning("cannot read the records: no pass until they are read", extra={"error": str(exc)})
+            self._load_again = now + 1.0
+            return
+        self.term = terms
+        self.last_pass = 0.0
+
     def _pass(self) -> None:
         started = time.time()
         try:
             self.reconciler.reconcile(self.cache.snapshot(), leader=True)
             self.metrics.reconciles.labels("ok").inc()
+        except StateConflict as exc:  # another writer changed a record: read them all again before acting
+            log.warning("the records changed under this leader: reading them again", extra={"error": str(exc)})
+            self.metrics.reconciles.labels("error").inc()
+            self.term = -1
         except LostLeadership as exc:
             log.warning("pass abandoned: leadership lost", extra={"error": str(exc)})
             self.metrics.reconciles.labels("deposed").inc()

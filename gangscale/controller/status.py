@@ -25,6 +25,7 @@ from ..kube.refs import CONFIGMAPS
 from ..loader import InputError
 from .lifecycle import Record
 from .published import REFRESH_SECONDS, STATUS_CONFIGMAP
+from .records import read_layout
 
 STALE_SECONDS = 5 * REFRESH_SECONDS  # a leader rewrites the status at least every REFRESH_SECONDS
 
@@ -43,19 +44,18 @@ def human(seconds: float) -> str:
 
 
 def read_records(client: KubeClient, namespace: str, name: str) -> list[Record]:
-    """The saved records; a missing ConfigMap is none, an unreadable one a one-sentence InputError."""
+    """The saved records (one ConfigMap per gang, or the single ConfigMap's records.json an older controller wrote
+    and the leader has not migrated yet); none saved is none, an unreadable one a one-sentence InputError."""
     try:
-        cm = client.get(CONFIGMAPS.path(namespace, name))
+        layout = read_layout(client, namespace, name)
     except KubeError as exc:
-        if exc.status == 404:
-            return []
-        raise InputError(f"cannot read ConfigMap {namespace}/{name}: {exc}") from None
-    try:
-        raw = orjson.loads((cm.get("data") or {}).get("records.json", "{}"))
-        return [Record.from_json(v) for v in raw.values()]
-    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InputError(f"cannot read the records in ConfigMaps of {namespace}: {exc}") from None
+    if layout.legacy_error:
         raise InputError(f"ConfigMap {namespace}/{name}: records.json is not the controller's records: "
-                         f"{exc}") from None
+                         f"{layout.legacy_error}")
+    if layout.unreadable:
+        raise InputError(f"ConfigMap {namespace}/{layout.unreadable[0].name}: record.json is not a controller record")
+    return list(layout.current.values())
 
 
 def read_published(client: KubeClient, namespace: str, name: str = STATUS_CONFIGMAP) -> dict[str, Any] | None:

@@ -40,7 +40,7 @@ class ControllerProcess:
     """`gangscale run` in a subprocess; its JSON log lines are parsed on demand."""
 
     def __init__(self, tmp: Path, kubeconfig: str, config: dict[str, Any], identity: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self.log_path = tmp / f"controller-{identity}.log"
         cfg_path = tmp / f"config-{identity}.yaml"
         cfg_path.write_text(yaml.safe_dump(config))
@@ -48,7 +48,7 @@ class ControllerProcess:
         env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gangscale", "run", "--kubeconfig", kubeconfig, "--config", str(cfg_path),
-             "--identity", identity, "--log-level", "debug"],
+             "--identity", identity, "--log-level", "debug", *args],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         self.identity = identity
 
@@ -123,5 +123,9 @@ def events(emu: Emulator, reason: str | None = None, kind: str | None = None) ->
 
 
 def state_records(emu: Emulator) -> dict[str, Any]:
-    cm = emu.get("v1", "ConfigMap", STATE_NS, "gangscale-state")
-    return json.loads(cm["data"]["records.json"]) if cm else {}
+    """The saved records by gang: one ConfigMap each, labelled gangscale.io/records-of=gangscale-state."""
+    with emu._cond:
+        cms = [json.loads(json.dumps(o)) for (ns, _), o in emu._store.get("/configmaps", {}).items() if ns == STATE_NS]
+    recs = [json.loads(cm["data"]["record.json"]) for cm in cms
+            if (cm["metadata"].get("labels") or {}).get("gangscale.io/records-of") == "gangscale-state"]
+    return {r["gang"]: r for r in recs}

@@ -69,8 +69,12 @@ def test_rbac_is_read_only_on_the_cluster_but_for_podgroup_status_and_writes_no_
     reads = {r for rule in role["rules"] if "watch" in rule["verbs"] for r in rule["resources"]}
     assert "namespaces" in reads  # gate mode's opt-in label
     ns_role = next(d for d in docs() if d["kind"] == "Role")
-    named = [r for r in ns_role["rules"] if "update" in r["verbs"]]
-    assert all(r.get("resourceNames") for r in named)  # updates only on the lease and the state ConfigMap
+    named = [r for r in ns_role["rules"] if "update" in r["verbs"] and r["resources"] != ["configmaps"]]
+    assert named and all(r.get("resourceNames") for r in named)  # the lease by name; the records' ConfigMaps:
+    records = [r for r in ns_role["rules"] if r["resources"] == ["configmaps"]]  # one per gang, in its namespace
+    assert [sorted(r["verbs"]) for r in records] == [["create", "delete", "get", "list", "update"]]
+    assert ns_role["metadata"]["namespace"] == "gangscale-system"
+    assert not [r for r in role["rules"] if "configmaps" in r["resources"]]  # and none cluster-wide
 
 
 def test_rbac_lets_the_controller_watch_the_dra_and_kueue_resources_it_reads():

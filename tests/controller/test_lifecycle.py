@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import replace
 
 import pytest
@@ -32,6 +33,8 @@ from gangscale.controller.lifecycle import (
     ScaledUp,
     StateChanged,
     Takeover,
+    pod_prints,
+    pods_overlap,
     transition,
 )
 from gangscale.model import GangKey
@@ -393,8 +396,26 @@ def test_records_written_by_the_previous_controller_still_load_and_round_trip():
            "reason": "capacity on its way", "since": NOW, "first_seen": NOW, "requested": {"cpu": 3},
            "requested_at": NOW, "deadline": NOW + 600, "pods": ["a", "b"]}
     r = Record.from_json(raw)
-    assert r.state is S.PROVISIONING and r.key == KEY and r.pods == ("a", "b")
-    assert r.to_json() == raw
+    assert r.state is S.PROVISIONING and r.key == KEY and r.pods == pod_prints(("a", "b"))
+    out = r.to_json()  # saved again: every field as it was, the pod uids as their prints
+    assert {k: v for k, v in out.items() if k != "pod_prints"} == {k: v for k, v in raw.items() if k != "pods"}
+    again = Record.from_json(out)
+    assert again.to_json() == out and len(out["pod_prints"]) == 2 * 12
+    assert pods_overlap(["b", "z"], again.pods) and not pods_overlap(["c", "z"], again.pods)
+
+
+def test_a_saved_record_of_a_1024_pod_gang_lists_its_pods_in_a_third_of_the_bytes_and_still_knows_them():
+    import uuid
+
+    uids = tuple(sorted(str(uuid.UUID(int=i * 7919 + 1)) for i in range(1024)))
+    r = Record(str(KEY), KEY.namespace, KEY.name, KEY.api, "uid-1", S.PROVISIONING, "", NOW, pods=uids)
+    whole = len(json.dumps(list(uids)))
+    saved = json.dumps(r.to_json())
+    assert len(json.dumps(r.to_json()["pod_prints"])) * 3 < whole and len(saved) < 13 * 1024
+    loaded = Record.from_json(json.loads(saved))
+    assert all(pods_overlap([u], loaded.pods) for u in uids)
+    others = [str(uuid.UUID(int=i * 7919 + 2)) for i in range(1024)]
+    assert not pods_overlap(others, loaded.pods)  # a gang whose pods were all replaced is seen as replaced
 
 
 def test_every_state_keeps_its_persisted_string():

@@ -107,3 +107,30 @@ def test_a_corrupted_state_configmap_is_one_sentence_and_exit_2(emu_with_state, 
     code, out, err = status(kc, capsys)
     assert code == 2 and out == "" and "records.json" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_status_reads_the_same_rows_from_one_configmap_per_gang_as_from_the_single_one(emu_with_state, capsys):
+    from gangscale.controller.lifecycle import Record
+    from gangscale.controller.records import ControllerState, StateStore
+    from gangscale.kube.client import connect
+
+    emu, kc = emu_with_state
+    now = time.time()
+    put_state(emu, json.dumps(_records(now)))
+    old = json.loads(status(kc, capsys, "-o", "json")[1])["gangs"]
+    emu.delete("v1", "ConfigMap", STATE_NS, "gangscale-state")
+    with connect(kc) as client:  # the records as the controller saves them now
+        recs = [Record.from_json(r) for r in _records(now).values()]
+        StateStore(client, STATE_NS, "gangscale-state").save(ControllerState({r.key: r for r in recs}))
+    assert "records.json" not in emu.get("v1", "ConfigMap", STATE_NS, "gangscale-state")["data"]
+    code, text, _ = status(kc, capsys, "-o", "json")
+    new = json.loads(text)["gangs"]
+    assert code == 0 and [g["name"] for g in new] == ["late", "fresh"]
+    assert [{k: v for k, v in g.items() if k != "ageSeconds"} for g in new] == \
+        [{k: v for k, v in g.items() if k != "ageSeconds"} for g in old]
+    late = next(n for (_, n), o in emu._store["/configmaps"].items() if "late" in json.dumps(o.get("data")))
+    emu.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": late, "namespace": STATE_NS, "labels": {"gangscale.io/records-of": "gangscale-state"}},
+        "data": {"record.json": "{broken"}})
+    code, out, err = status(kc, capsys)
+    assert code == 2 and out == "" and late in err and len(err.strip().splitlines()) == 1

@@ -17,7 +17,7 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   conflicts and `force`, Apply ownership in managedFields);
 - create / update (409 on a stale resourceVersion) / merge-patch / JSON patch (RFC 6902) / delete,
   a pod's schedulingGates only ever removed and its required node affinity only narrowed while it is
-  gated, never changed once ungated (KEP-3521), a DELETE's preconditions.uid,
+  gated, never changed once ungated (KEP-3521), a DELETE's preconditions (uid, resourceVersion),
   and server-side dry-run create (`dryRun=All`) that drops the pod's
   `spec.schedulingGroup` / `spec.workloadRef` when GenericWorkload is off or
   the release does not know the field;
@@ -27,7 +27,9 @@ What it serves, per simulated release (1.35, 1.36, 1.37):
   both reaching Services the test maps in `services`;
 - SelfSubjectAccessReview answered from a deny list;
 - bearer-token auth (401 otherwise): `token` is the admin, `users` maps more tokens to user names;
-  with `rbac` on, those users' requests are authorized by the applied RBAC objects (`emulator_rbac.py`).
+  with `rbac` on, those users' requests are authorized by the applied RBAC objects (`emulator_rbac.py`);
+- the API server's size limits: a ConfigMap's or Secret's data over 1 MiB is 422 Invalid, an object over
+  etcd's request limit a 500, a request body over 3 MiB a 413 (`MAX_DATA_BYTES` and below).
 
 Faults: `drop_watches()` cuts every open watch mid-event, `compact()`
 expires all older resourceVersions, `fail_next()` answers the next requests
@@ -80,6 +82,7 @@ CORE = [
     Kind("", "nodes", "Node", namespaced=False),
     Kind("", "namespaces", "Namespace", namespaced=False),
     Kind("", "configmaps", "ConfigMap"),
+    Kind("", "secrets", "Secret"),
     Kind("", "events", "Event"),
 ]
 APPS = [Kind("apps", "deployments", "Deployment")]
@@ -124,6 +127,20 @@ LINK_FIELDS = ("workloadRef", "schedulingGroup")
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 ADMIN = "kubernetes-admin"  # the user `Emulator.token` authenticates
 
+# The API server's size limits on what a write may carry and store.
+# k8s.io/kubernetes pkg/apis/core/validation/validation.go `ValidateConfigMap` / `ValidateSecret`: the values of
+# `data` (+ `binaryData`; a Secret's decoded bytes) over `core.MaxSecretSize` (pkg/apis/core/types.go, 1 MiB) are
+# one `field.TooLong` error (apimachinery util/validation/field/errors.go: "Too long: may not be more than N
+# bytes"), on the path "[]" (`field.NewPath("")`) for a ConfigMap and "data" for a Secret: 422 Invalid.
+MAX_DATA_BYTES = 1024 * 1024
+# etcd refuses a put over `--max-request-bytes` (1.5 MiB by default, etcd's docs "System limits"); the API server
+# passes that on as a 500 "etcdserver: request is too large" (kubernetes/kubernetes#112152). etcd stores the
+# object's protobuf, smaller than its JSON: measuring the JSON is the stricter side.
+MAX_STORED_BYTES = 1536 * 1024
+# k8s.io/apiserver pkg/server/config.go `MaxRequestBodyBytes` (3 MiB, twice etcd's limit: JSON is converted to the
+# smaller protobuf); endpoints/handlers/rest.go `limitedReadBody` answers a larger body 413 RequestEntityTooLarge.
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
 
 class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str) -> None:
@@ -161,6 +178,30 @@ class _Route:
     namespace: str | None
     name: str | None
     subresource: str | None = None  # "status"
+
+
+def _data_bytes(kind: Kind, obj: dict[str, Any]) -> int:
+    """The bytes `ValidateConfigMap` / `ValidateSecret` count: the values, not the keys (a Secret's decoded)."""
+    if kind.kind == "ConfigMap":
+        return sum(len(str(v).encode()) for part in ("data", "binaryData") for v in (obj.get(part) or {}).values())
+    total = sum(len(str(v).encode()) for v in (obj.get("stringData") or {}).values())
+    for v in (obj.get("data") or {}).values():
+        try:
+            total += len(base64.b64decode(str(v), validate=True))
+        except ValueError:
+            total += len(str(v))
+    return total
+
+
+def _check_size(kind: Kind, obj: dict[str, Any]) -> None:
+    """A write the real API server refuses for its size (see MAX_DATA_BYTES and MAX_STORED_BYTES)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    if kind.kind in ("ConfigMap", "Secret") and _data_bytes(kind, obj) > MAX_DATA_BYTES:
+        where = "[]" if kind.kind == "ConfigMap" else "data"
+        raise ApiError(422, "Invalid", f'{kind.kind} "{name}" is invalid: {where}: Too long: may not be more than '
+                       f"{MAX_DATA_BYTES} bytes")
+    if len(json.dumps(obj, separators=(",", ":"))) > MAX_STORED_BYTES:
+        raise ApiError(500, "InternalError", "etcdserver: request is too large")
 
 
 def _now() -> str:
@@ -638,6 +679,7 @@ class Emulator:
         if kind.namespaced:
             meta["namespace"] = ns
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=meta.get("creationTimestamp") or _now())
+        _check_size(kind, obj)
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
@@ -666,6 +708,7 @@ class Emulator:
         if "managedFields" not in meta and "managedFields" in old["metadata"]:  # omitted: the server keeps them
             meta["managedFields"] = old["metadata"]["managedFields"]
         meta["name"] = key[1]
+        _check_size(kind, obj)
         meta["resourceVersion"] = str(self._bump())
         store[key] = obj
         self._record(kind, "MODIFIED", obj)
@@ -838,11 +881,15 @@ class Emulator:
                 return 200, self._view(kind, route.version, self._update(kind, key, patched), in_list=False)
             if method == "DELETE" and route.name:
                 body = h.read_any() if int(h.headers.get("Content-Length") or 0) else None
-                uid = ((body or {}).get("preconditions") or {}).get("uid") if isinstance(body, dict) else None
+                pre = ((body or {}).get("preconditions") or {}) if isinstance(body, dict) else {}
+                uid, rv = pre.get("uid"), pre.get("resourceVersion")
                 current = self._store.get(kind.key, {}).get(key)
                 if uid and current is not None and current["metadata"].get("uid") != uid:
                     raise ApiError(409, "Conflict", f'Precondition failed: UID in precondition: {uid}, UID in object '
                                    f'meta: {current["metadata"].get("uid")}')
+                if rv and current is not None and current["metadata"].get("resourceVersion") != rv:
+                    raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                                   f'ResourceVersion in object meta: {current["metadata"].get("resourceVersion")}')
                 if current is not None:
                     self._policies(route, "DELETE", None, current, h.username)
                 return 200, self._view(kind, route.version, self._delete(kind, key), in_list=False)
@@ -1060,19 +1107,26 @@ class _Handler(BaseHTTPRequestHandler):
             self.body_read = True
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def read_any(self) -> Any:
+    def _body(self) -> bytes:
+        """The request body; over the API server's MaxRequestBodyBytes a 413, as `limitedReadBody` answers."""
         self.body_read = True
         n = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(n)
+        if n > MAX_BODY_BYTES:
+            raise ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY_BYTES}")
+        return data
+
+    def read_any(self) -> Any:
+        data = self._body()
         try:
-            return json.loads(self.rfile.read(n) or b"null")
+            return json.loads(data or b"null")
         except ValueError:
             raise ApiError(400, "BadRequest", "the body is not JSON") from None
 
     def read_json(self) -> dict[str, Any]:
-        self.body_read = True
-        n = int(self.headers.get("Content-Length") or 0)
+        data = self._body()
         try:
-            body = json.loads(self.rfile.read(n) or b"{}")
+            body = json.loads(data or b"{}")
         except ValueError:
             raise ApiError(400, "BadRequest", "the body is not JSON") from None
         if not isinstance(body, dict):

@@ -89,3 +89,64 @@ def test_pods_are_selected_by_the_node_they_are_bound_to_and_an_unknown_field_is
     with pytest.raises(KubeError) as err:
         client.get(PODS.path(), {"fieldSelector": "spec.priority=1"})
     assert err.value.status == 400
+def _configmap(name: str, data: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": data}
+
+
+def test_a_configmap_over_one_mebibyte_of_data_is_422_invalid_as_validate_configmap_says(emulator, client):
+    from gangscale.kube.refs import CONFIGMAPS
+
+    limit = 1024 * 1024
+    client.post(CONFIGMAPS.path("default"), _configmap("at-limit", {"a": "x" * (limit - 1), "b": "y"}))
+    with pytest.raises(KubeError) as big:  # the values count, summed over the keys
+        client.post(CONFIGMAPS.path("default"), _configmap("over", {"a": "x" * limit, "b": "y"}))
+    assert big.value.status == 422 and big.value.reason == "Invalid"
+    assert 'ConfigMap "over" is invalid: []: Too long: may not be more than 1048576 bytes' in str(big.value)
+    cm = client.get(CONFIGMAPS.path("default", "at-limit"))
+    cm["data"]["c"] = "z"  # an update is validated too, and a refused one changes nothing
+    with pytest.raises(KubeError) as grown:
+        client.put(CONFIGMAPS.path("default", "at-limit"), cm)
+    assert grown.value.status == 422
+    assert "c" not in client.get(CONFIGMAPS.path("default", "at-limit"))["data"]
+    with pytest.raises(KubeError) as patched:
+        client.patch(CONFIGMAPS.path("default", "at-limit"), {"data": {"c": "z"}})
+    assert patched.value.status == 422
+
+
+def test_a_secret_over_one_mebibyte_decoded_is_422_and_any_object_over_etcds_limit_is_refused(emulator, client):
+    import base64
+
+    from gangscale.kube.refs import ResourceRef
+
+    secrets = ResourceRef("", "v1", "secrets", "Secret")
+    ok = base64.b64encode(b"x" * (1024 * 1024)).decode()  # 1.33 MiB of base64, exactly 1 MiB decoded
+    client.post(secrets.path("default"), {"apiVersion": "v1", "kind": "Secret",
+                                          "metadata": {"name": "s", "namespace": "default"}, "data": {"k": ok}})
+    with pytest.raises(KubeError) as big:
+        client.post(secrets.path("default"), {"apiVersion": "v1", "kind": "Secret",
+                                              "metadata": {"name": "t", "namespace": "default"},
+                                              "data": {"k": ok}, "stringData": {"more": "1"}})
+    assert big.value.status == 422 and 'Secret "t" is invalid: data: Too long' in str(big.value)
+    fat = {**POD, "metadata": {**POD["metadata"], "name": "fat", "annotations": {"a": "x" * (1600 * 1024)}}}
+    with pytest.raises(KubeError) as etcd:
+        client.post(PODS.path("default"), fat)
+    assert etcd.value.status == 500 and "etcdserver: request is too large" in str(etcd.value)
+
+
+def test_a_request_body_over_three_mebibytes_is_413_and_the_connection_still_serves(emulator, client):
+    huge = {**POD, "metadata": {**POD["metadata"], "name": "huge", "annotations": {"a": "x" * (3 * 1024 * 1024)}}}
+    with pytest.raises(KubeError) as too_large:
+        client.post(PODS.path("default"), huge)
+    assert too_large.value.status == 413 and "limit is 3145728" in str(too_large.value)
+    assert client.post(PODS.path("default"), POD)["metadata"]["name"] == "p"
+
+
+def test_a_delete_with_a_stale_resource_version_precondition_is_409(emulator, client):
+    from gangscale.kube.refs import CONFIGMAPS
+
+    first = client.post(CONFIGMAPS.path("default"), _configmap("cm", {"a": "1"}))
+    client.put(CONFIGMAPS.path("default", "cm"), {**first, "data": {"a": "2"}})
+    with pytest.raises(KubeError) as stale:
+        client.delete(CONFIGMAPS.path("default", "cm"),
+                      body={"preconditions": {"resourceVersion": first["metadata"]["resourceVersion"]}})
+    assert stale.value.status == 409 and client.get(CONFIGMAPS.path("default", "cm"))["data"] == {"a": "2"}
