@@ -28,5 +28,5 @@ def test_the_fence_the_actuator_installs_through_the_counting_wrapper_runs_on_ev
     Actuator(CountedProvider(sim, counter), fence=fence)
     assert sim.before_mutation is not None and sim.after_mutation is not None
     with pytest.raises(Deposed):
-        sim._before_mutation("SetDesiredCapacity", "a")  # what every adapter runs before a mutating call
+        sim.before_mutation("SetDesiredCapacity", "a")  # the hook every adapter runs before a mutating call
     assert fenced == ["SetDesiredCapacity a"]
