@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,10 @@ class UngateReport:
 
     lifted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None  # why the fence stopped the lift before every pod was done (None: it was not)
+
+
+Fence = Callable[[], "str | None"]  # None: go on; a sentence: stop before the next pod write, saying why
 
 
 def gate_names(pod: dict[str, Any]) -> list[str]:
@@ -56,12 +60,19 @@ def gated(pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE) -> list[tup
 
 
 def ungate(client: KubeClient, namespace: str | None = None, *, dry_run: bool = False,
-           gate: str = CAPACITY_GATE) -> UngateReport:
+           gate: str = CAPACITY_GATE, fence: Fence | None = None, batch: int = 10) -> UngateReport:
     """Remove `gate` from every pod of `namespace` (None: all namespaces) that carries it; never raises for one
-    pod (its failure is reported), a failed list raises KubeError."""
+    pod (its failure is reported), a failed list raises KubeError.
+
+    `fence`, when given, is asked before every `batch` pod writes (and before the first): a sentence stops the
+    lift there, in `report.stopped`, so at most `batch` writes follow a change the fence would have seen.
+    """
     lifter = PodGateLifter(client)
     report = UngateReport()
-    for ns, name, names in gated(list_all(client, PODS, namespace).items, gate):
+    for i, (ns, name, names) in enumerate(gated(list_all(client, PODS, namespace).items, gate)):
+        if fence is not None and i % max(1, batch) == 0 and (why := fence()) is not None:
+            report.stopped = why
+            break
         key = f"{ns}/{name}"
         if dry_run:
             report.lifted.append(key)
