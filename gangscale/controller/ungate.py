@@ -27,6 +27,7 @@ from ..loader import InputError
 from .gates import remove_gate_patch
 
 EXIT_SOME_FAILED = 1
+MUTATING_WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 @dataclass(slots=True)
@@ -95,6 +96,20 @@ def _retry(client: KubeClient, lifter: PodGateLifter, ns: str, name: str, gate: 
     return lifter.remove(ns, name, remove_gate_patch(names, gate)) if gate in names else None
 
 
+def stop_gating(client: KubeClient, name: str | None, dry_run: bool) -> str | None:
+    """Delete the MutatingWebhookConfiguration `name` (None: nothing to do), so the webhook gates no pod after the
+    lift. None when done or already gone, else why not (the lift goes on either way)."""
+    if not name:
+        return None
+    try:
+        if not dry_run:
+            client.delete(f"{MUTATING_WEBHOOKS}/{name}")
+    except KubeError as exc:
+        return None if exc.status == 404 else f"cannot delete MutatingWebhookConfiguration {name}: {exc}"
+    print(f"{'would delete' if dry_run else 'deleted'} MutatingWebhookConfiguration {name}")
+    return None
+
+
 def cmd_ungate(args: argparse.Namespace) -> int:
     """Lift the gates; print one line per pod and a summary. Exit 1 when a pod could not be ungated."""
     from ..kube.client import connect
@@ -107,6 +122,7 @@ def cmd_ungate(args: argparse.Namespace) -> int:
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     try:
         with client:
+            still_gating = stop_gating(client, getattr(args, "delete_mutating_webhook", None), args.dry_run)
             report = ungate(client, args.namespace, dry_run=args.dry_run)
     except KubeError as exc:
         raise InputError(f"cannot list the pods of {where}: {exc}") from None
@@ -117,4 +133,6 @@ def cmd_ungate(args: argparse.Namespace) -> int:
         print(f"gangscale: cannot lift {CAPACITY_GATE} from pod {key}: {err}", file=sys.stderr)
     print(f"{len(report.lifted)} pod(s) {verb} in {where}" + (f", {len(report.failed)} failed" if report.failed
                                                               else ""))
-    return EXIT_SOME_FAILED if report.failed else 0
+    if still_gating:
+        print(f"gangscale: {still_gating}", file=sys.stderr)
+    return EXIT_SOME_FAILED if report.failed or still_gating else 0

@@ -75,8 +75,9 @@ def read_lease(client: KubeClient, namespace: str, name: str) -> LeaseView:
         if exc.status == 404:
             return LeaseView("", 0.0)
         raise
-    spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
-    meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+    raw_spec, raw_meta = lease.get("spec"), lease.get("metadata")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     rv = str(meta.get("resourceVersion") or "?")
     try:
         duration = float(spec.get("leaseDurationSeconds") or 0)
