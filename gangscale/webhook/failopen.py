@@ -29,7 +29,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -144,7 +144,8 @@ class FailOpen:
     """The loop (module doc). `round()` is one pass; `start()` runs it every `interval` on a daemon thread."""
 
     def __init__(self, client: KubeClient, namespace: str, lease: str, after: float, *,
-                 interval: float | None = None, batch: int = DEFAULT_BATCH, clock=time.time) -> None:
+                 interval: float | None = None, batch: int = DEFAULT_BATCH,
+                 clock: Callable[[], float] = time.time) -> None:
         self.client, self.namespace, self.lease, self.after = client, namespace, lease, after
         self.interval = interval if interval is not None else min(30.0, max(0.1, after / 10))
         self.batch, self.clock = batch, clock

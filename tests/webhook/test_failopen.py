@@ -63,6 +63,11 @@ def wait_for(cond, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def value(gauge) -> float:
+    """A gauge's one sample, as a scrape reads it."""
+    return gauge.collect()[0].samples[0].value
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -194,3 +199,28 @@ def test_a_lift_stops_at_the_fence_when_a_controller_takes_the_lease_again_mid_w
         still = [n for n in names if gates(emu, "team", n) == [CAPACITY_GATE]]
         assert len(still) == 2 * DEFAULT_BATCH  # one batch went through, then the fence held
         assert hook.metric("gangscale_webhook_fail_open_lifts_total") == 1
+
+
+def test_a_released_or_newly_seen_lease_is_stale_only_once_seen_unchanged_for_the_fail_open_time(
+        make_emulator, client_for):  # noqa: F811
+    from gangscale.webhook.failopen import FailOpen
+
+    emu = make_emulator(release="1.36")
+    emu.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    gated_pods(emu, 2)
+    t = [time.time() + 7200]  # the webhook's clock: the pods are two hours old, the lease long expired
+    emu.apply(lease(time.time() - 3600))
+    loop = FailOpen(client_for(emu), NS, LEASE, 600, clock=lambda: t[0])
+    assert loop.round() is None  # first seen now: not stale yet, whatever renewTime says
+    assert value(loop.metrics.overdue) == 2 and value(loop.metrics.oldest) >= 7200
+    t[0] += 599
+    assert loop.round() is None
+    released = lease(0, holder="")  # a clean shutdown hands the lease over: renewTime zeroed, no holder
+    emu.apply(released)
+    t[0] += 10
+    assert loop.round() is None and value(loop.metrics.lease_stale) == 0  # a new resourceVersion: alive
+    t[0] += 600
+    report = loop.round()
+    assert report is not None and sorted(report.lifted) == ["team/train-000", "team/train-001"]
+    assert value(loop.metrics.overdue) == 2  # measured before the lift; the next round sees none
+    assert loop.round() is None and value(loop.metrics.overdue) == 0
