@@ -149,6 +149,11 @@ class FailOpen:
         self.client, self.namespace, self.lease, self.after = client, namespace, lease, after
         self.interval = interval if interval is not None else min(30.0, max(0.1, after / 10))
         self.batch, self.clock = batch, clock
+        # the pod list behind the gate-age gauges: at most every half fail-open time (5 min at most) while the lease
+        # is fresh, since the alert only asks whether a gate is older than `after`; every round while it is stale
+        self.scan_every = max(self.interval, min(300.0, after / 2))
+        self._scanned_at = -math.inf
+        self._gated = 0
         self.metrics = FailOpenMetrics(after)
         self.staleness = Staleness()
         self.events = EventSink(client)
@@ -161,12 +166,17 @@ class FailOpen:
         view = read_lease(self.client, self.namespace, self.lease)
         stale = self.staleness.stale_for(view, now)
         self.metrics.lease_stale.set(stale)
-        ages = gate_ages(list_all(self.client, PODS).items, now)
-        self.metrics.oldest.set(max(ages, default=0.0))
-        self.metrics.overdue.set(sum(1 for a in ages if a > self.after))
-        if stale < self.after or not ages:
+        if stale >= self.after or now - self._scanned_at >= self.scan_every:
+            self._scan(now)
+        if stale < self.after or not self._gated:
             return None
         return self._lift(view, stale)
+
+    def _scan(self, now: float) -> None:
+        ages = gate_ages(list_all(self.client, PODS).items, now)
+        self._scanned_at, self._gated = now, len(ages)
+        self.metrics.oldest.set(max(ages, default=0.0))
+        self.metrics.overdue.set(sum(1 for a in ages if a > self.after))
 
     def _lift(self, judged: LeaseView, stale: float) -> UngateReport:
         why = (f"the controller's lease {self.namespace}/{self.lease} has not been renewed for {int(stale)} s "
