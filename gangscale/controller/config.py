@@ -181,6 +181,9 @@ class ControllerConfig(BaseModel):
     gate_narrowing: bool = Field(default=True, alias="gateNarrowing")
     # a pod released narrowed whose node is gone or NotReady this long is deleted, so its owner recreates it
     narrowed_node_grace_seconds: Seconds = Field(default=120.0, alias="narrowedNodeGraceSeconds", ge=0)
+    # the webhook lifts every gangscale.io/capacity gate once the controller's lease has been stale this long, so a
+    # gate never outlives gangscale (docs/webhook.md, Fail-open); 0: never
+    gate_fail_open_seconds: Seconds = Field(default=600.0, alias="gateFailOpenSeconds", ge=0)
     # fairness and safety
     max_gang_pods: int = Field(default=1024, alias="maxGangPods", ge=1)
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)

@@ -66,3 +66,6 @@ def add_ungate_command(sub: Any) -> None:
                                       "(before uninstalling gate mode; the Helm chart's pre-delete hook runs it)")
     add_kube_flags(p)
     p.add_argument("--dry-run", action="store_true", help="list the gated pods, change nothing")
+    p.add_argument("--delete-mutating-webhook", metavar="NAME",
+                   help="first delete this MutatingWebhookConfiguration (gangscale's gating hook), so no pod is "
+                        "gated after the lift (the Helm pre-delete hook passes `gangscale` when the webhook is on)")

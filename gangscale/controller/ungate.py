@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..loader import InputError
 from .gates import remove_gate_patch
 
 EXIT_SOME_FAILED = 1
+MUTATING_WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 @dataclass(slots=True)
@@ -35,6 +36,10 @@ class UngateReport:
 
     lifted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None  # why the fence stopped the lift before every pod was done (None: it was not)
+
+
+Fence = Callable[[], "str | None"]  # None: go on; a sentence: stop before the next pod write, saying why
 
 
 def gate_names(pod: dict[str, Any]) -> list[str]:
@@ -56,12 +61,19 @@ def gated(pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE) -> list[tup
 
 
 def ungate(client: KubeClient, namespace: str | None = None, *, dry_run: bool = False,
-           gate: str = CAPACITY_GATE) -> UngateReport:
+           gate: str = CAPACITY_GATE, fence: Fence | None = None, batch: int = 10) -> UngateReport:
     """Remove `gate` from every pod of `namespace` (None: all namespaces) that carries it; never raises for one
-    pod (its failure is reported), a failed list raises KubeError."""
+    pod (its failure is reported), a failed list raises KubeError.
+
+    `fence`, when given, is asked before every `batch` pod writes (and before the first): a sentence stops the
+    lift there, in `report.stopped`, so at most `batch` writes follow a change the fence would have seen.
+    """
     lifter = PodGateLifter(client)
     report = UngateReport()
-    for ns, name, names in gated(list_all(client, PODS, namespace).items, gate):
+    for i, (ns, name, names) in enumerate(gated(list_all(client, PODS, namespace).items, gate)):
+        if fence is not None and i % max(1, batch) == 0 and (why := fence()) is not None:
+            report.stopped = why
+            break
         key = f"{ns}/{name}"
         if dry_run:
             report.lifted.append(key)
@@ -84,6 +96,20 @@ def _retry(client: KubeClient, lifter: PodGateLifter, ns: str, name: str, gate: 
     return lifter.remove(ns, name, remove_gate_patch(names, gate)) if gate in names else None
 
 
+def stop_gating(client: KubeClient, name: str | None, dry_run: bool) -> str | None:
+    """Delete the MutatingWebhookConfiguration `name` (None: nothing to do), so the webhook gates no pod after the
+    lift. None when done or already gone, else why not (the lift goes on either way)."""
+    if not name:
+        return None
+    try:
+        if not dry_run:
+            client.delete(f"{MUTATING_WEBHOOKS}/{name}")
+    except KubeError as exc:
+        return None if exc.status == 404 else f"cannot delete MutatingWebhookConfiguration {name}: {exc}"
+    print(f"{'would delete' if dry_run else 'deleted'} MutatingWebhookConfiguration {name}")
+    return None
+
+
 def cmd_ungate(args: argparse.Namespace) -> int:
     """Lift the gates; print one line per pod and a summary. Exit 1 when a pod could not be ungated."""
     from ..kube.client import connect
@@ -96,6 +122,7 @@ def cmd_ungate(args: argparse.Namespace) -> int:
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     try:
         with client:
+            still_gating = stop_gating(client, getattr(args, "delete_mutating_webhook", None), args.dry_run)
             report = ungate(client, args.namespace, dry_run=args.dry_run)
     except KubeError as exc:
         raise InputError(f"cannot list the pods of {where}: {exc}") from None
@@ -106,4 +133,6 @@ def cmd_ungate(args: argparse.Namespace) -> int:
         print(f"gangscale: cannot lift {CAPACITY_GATE} from pod {key}: {err}", file=sys.stderr)
     print(f"{len(report.lifted)} pod(s) {verb} in {where}" + (f", {len(report.failed)} failed" if report.failed
                                                               else ""))
-    return EXIT_SOME_FAILED if report.failed else 0
+    if still_gating:
+        print(f"gangscale: {still_gating}", file=sys.stderr)
+    return EXIT_SOME_FAILED if report.failed or still_gating else 0

@@ -52,6 +52,9 @@ def add_webhook_command(sub: Any) -> None:
     w.add_argument("--no-group-lookup", action="store_true",
                    help="do not read a gang pod's PodGroup/Workload for its minCount (a native gang is then "
                         "judged one pod at a time)")
+    w.add_argument("--fail-open-after", type=float, default=None, metavar="SECONDS",
+                   help="lift every gangscale.io/capacity gate once the controller's lease has been stale this long "
+                        "(default: the config's gateFailOpenSeconds; 0: never; docs/webhook.md, Fail-open)")
     from ..kube.flags import add_kube_flags
 
     add_kube_flags(w)
@@ -125,4 +128,26 @@ def cmd_webhook(args: argparse.Namespace) -> int:
         except (KubeError, KubeConfigError) as exc:  # e.g. 403: the self-signed RBAC component is not installed
             log.error("self-signed bootstrap failed: caBundle not patched", extra={"error": str(exc)})
             return 1
+    start_fail_open(args, policy.config)
     return serve(policy, cert, key, args.listen, args.request_deadline)
+
+
+def start_fail_open(args: argparse.Namespace, cfg: Any) -> Any:
+    """The fail-open loop (failopen.py) on its own thread, its metrics in the server's registry; None when gate
+    mode is off, the time is 0, or there is no API server."""
+    after = cfg.gate_fail_open_seconds if args.fail_open_after is None else args.fail_open_after
+    if cfg.gate_mode == "off" or after <= 0:
+        return None
+    from ..kube.commands import _connect
+    from ..kube.errors import KubeConfigError, KubeError
+    from .failopen import FailOpen
+    from .metrics import PROCESS_COLLECTORS
+
+    try:
+        client = _connect(args)  # open for the process's life
+    except (KubeError, KubeConfigError) as exc:
+        log.error("no API server: gates do not fail open", extra={"error": str(exc)})
+        return None
+    loop = FailOpen(client, cfg.state_namespace, cfg.lease_name, after)
+    PROCESS_COLLECTORS.extend(loop.metrics.collectors())  # before serve() builds the registry
+    return loop.start()

@@ -4,6 +4,7 @@
 `other` (any other path, so a scanner cannot grow the label set); result is `allowed`, `denied` or `patched`
 (a mutating answer that gates the pod) for a review, else the HTTP code (`400`, `404`, `411`, `413`, `500`).
 `gangscale_webhook_request_duration_seconds{webhook}` is the time from the request line to the answer.
+The fail-open loop's metrics (failopen.py) join every server's registry through `PROCESS_COLLECTORS`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from prometheus_client import (
 from .. import __version__
 
 WEBHOOKS = {"/validate": "validate", "/mutate": "mutate"}
+# collectors of the process's background loops (failopen.py), registered in every server's registry
+PROCESS_COLLECTORS: list[Any] = []
 # the API server's timeoutSeconds is 1-5 s: the buckets resolve well below it
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -49,6 +52,8 @@ class WebhookMetrics:
                                 "result", ["webhook", "result"], registry=r)
         self.latency = Histogram("gangscale_webhook_request_duration_seconds", "Time to answer an admission "
                                  "request", ["webhook"], buckets=BUCKETS, registry=r)
+        for collector in PROCESS_COLLECTORS:
+            r.register(collector)
 
     def observe(self, path: str, code: int, doc: dict[str, Any], seconds: float) -> None:
         webhook = WEBHOOKS.get(path, "other")

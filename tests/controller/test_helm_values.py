@@ -34,7 +34,7 @@ OVERRIDES = {
     "serviceMonitor.interval": "15s", "serviceMonitor.labels": {"release": "prom"}, "prometheusRule.enabled": False,
     "prometheusRule.labels": {"release": "prom"}, "prometheusRule.noSuccessfulPassMinutes": 7,
     "prometheusRule.scaleUpFailureWindow": "30m", "prometheusRule.releasedWindow": "1h",
-    "prometheusRule.pastDeadlineFor": "10m", "ungateOnUninstall": False, "webhook.enabled": False,
+    "prometheusRule.pastDeadlineFor": "10m", "prometheusRule.failedOpenWindow": "1h", "ungateOnUninstall": False, "webhook.enabled": False,
     "webhook.certManager": False, "webhook.replicas": 3, "webhook.pdb.minAvailable": 2,
     "webhook.failurePolicy": "Fail", "webhook.timeoutSeconds": 3, "webhook.resources": {"requests": {"cpu": "1"}},
     "webhook.extraArgs": ["--no-discovery"], "webhook.extraEnv": [{"name": "A", "value": "b"}],
