@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
+from .daemonsets import DaemonSet
 from .model import (
     API_COSCHEDULING,
     API_NONE,
@@ -74,6 +75,7 @@ class Cluster:
     bound: list[Pod] = field(default_factory=list)  # pods holding node capacity
     gangs: list[Gang] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)  # apps/v1 DaemonSets: what new nodes run first
 
 
 # --------------------------------------------------------------------- helpers

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .daemonsets import overhead_report
 from .explain import pod_misfit
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
@@ -66,6 +67,12 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     cleaning idle nodes goes on past it for a few model runs (realize.LATE_RUNS).
     """
     opts = opts or SolveOptions()
+    plan = _make_plan(snap, opts, scheduler)
+    plan.daemon_set_overhead = overhead_report(snap.daemons)
+    return plan
+
+
+def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel | None) -> Plan:
     enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model
     spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
     if not enabled or spread:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from .daemonsets import GroupDaemons, group_daemons, net_of_daemons, unfit_warnings
 from .ingest import Cluster
 from .model import Gang, GangKey, Node, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
@@ -41,6 +42,7 @@ class NodeView:
     node_group: str | None = None
     upcoming: bool = False
     reserved_for: GangKey | None = None  # a node bought for this gang (upcoming or arrived): only its pods may use it
+    daemon_pods: tuple[Pod, ...] = ()  # an upcoming node's DaemonSet pods, already taken off `free` (daemonsets.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,8 @@ class ClusterSnapshot:
     decided: dict[GangKey, PreDecision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     bound: list[Pod] = field(default_factory=list)  # pods on nodes: per-node pod rules count them
+    # per node group, the DaemonSet pods each new node runs first; `groups` carry allocatable less their requests
+    daemons: dict[str, GroupDaemons] = field(default_factory=dict)
 
     @property
     def solvable(self) -> list[Gang]:
@@ -122,15 +126,16 @@ def _reserved_for(owner: GangKey | None) -> tuple[Taint, ...]:
     return (Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ()
 
 
-def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView]:
-    """A group's nodes on their way; the first ones carry the reservations the policy names."""
+def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy, daemon_pods: tuple[Pod, ...]) -> list[NodeView]:
+    """A group's nodes on their way (`g` net of its daemon pods); the first ones carry the reservations the policy
+    names."""
     owners = policy.reserved.get(g.name, ())
     views = []
     for i in range(count):
         owner = owners[i] if i < len(owners) else None
         taints = g.taints + _reserved_for(owner)
         views.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), taints, dict(g.allocatable), g.name,
-                              True, owner))
+                              True, owner, daemon_pods))
     return views
 
 
@@ -208,14 +213,18 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
 
     decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None}
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
+    daemons = group_daemons(groups, cluster.daemonsets)
+    extra = [*(warnings or []), *unfit_warnings(daemons, groups)]
+    groups = net_of_daemons(groups, daemons)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))
         wanted = len(policy.reserved.get(g.name, ())) + pending  # the reserved ones, then one per pending pod
-        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy))
+        pods = daemons[g.name].pods if g.name in daemons else ()
+        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy, pods))
 
     reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
     snap = ClusterSnapshot(nodes, list(groups), gangs,
-                           warnings=summarise([*cluster.warnings, *(warnings or [])]),  # capped per kind
-                           bound=cluster.bound, decided=decided)
+                           warnings=summarise([*cluster.warnings, *extra]),  # capped per kind
+                           bound=cluster.bound, decided=decided, daemons=daemons)
     return snap

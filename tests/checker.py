@@ -12,7 +12,9 @@ on the node minus the minimum over eligible nodes, final state) filters; DRA
 claims (ExactCount devices per DeviceClass against catalog `dra.gangscale.io/*`
 and ResourceSlice devices; a shared claim once; KEP-5004 extended-resource
 mapping), Kueue Workloads and YuniKorn task groups (membership, quorum, the
-members that do not exist yet, and no capacity for an unadmitted Workload).
+members that do not exist yet, and no capacity for an unadmitted Workload),
+and apps/v1 DaemonSets (their template pods' requests off every new or
+upcoming node they would run on; their own pods are never planned).
 """
 
 from __future__ import annotations
@@ -222,6 +224,39 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
     return errors
 
 
+# kubernetes pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations
+_DAEMON_TOLERATIONS = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": e} for k, e in (
+    ("not-ready", "NoExecute"), ("unreachable", "NoExecute"), ("disk-pressure", "NoSchedule"),
+    ("memory-pressure", "NoSchedule"), ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule"))]
+
+
+def _daemon_load(objects: list[dict], labels: dict, taints: list[dict], cap: dict[str, Fraction]) -> dict[str, Fraction]:
+    """What apps/v1 DaemonSets take on a new node with these labels, taints and allocatable: the template pods the
+    DaemonSet controller runs there (no spec.nodeName, selector and affinity match, taints tolerated with the
+    controller's defaults), admitted by priority then namespace/name while they fit."""
+    runs = []
+    for o in objects:
+        if o.get("kind") != "DaemonSet" or o.get("apiVersion") != "apps/v1":
+            continue
+        spec = o["spec"]["template"]["spec"]
+        extra = [{"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"}] \
+            if spec.get("hostNetwork") else []
+        tpod = {"spec": {**spec, "tolerations": [*spec.get("tolerations", []), *_DAEMON_TOLERATIONS, *extra]}}
+        if not spec.get("nodeName") and _selector_ok(tpod, labels) and _taints_ok(tpod, taints):
+            runs.append((-(spec.get("priority") or 0), o["metadata"].get("namespace", "default"), o["metadata"]["name"],
+                         requests_of(tpod)))
+    load: dict[str, Fraction] = defaultdict(Fraction)
+    for *_, req in sorted(runs, key=lambda r: r[:3]):
+        if all(load[k] + v <= cap.get(k, 0) for k, v in req.items() if v):
+            for k, v in req.items():
+                load[k] += v
+    return load
+
+
+def _net(cap: dict[str, Fraction], load: dict[str, Fraction]) -> dict[str, Fraction]:
+    return {k: v - load.get(k, 0) for k, v in cap.items()}
+
+
 def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmitted: bool = False) -> list[str]:
     """Every violated rule, as a sentence (empty: the plan is valid)."""
     errors: list[str] = []
@@ -290,6 +325,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
             errors.append(f"new node in unknown group {n['nodeGroup']}")
             continue
         cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+        cap = _net(cap, _daemon_load(objects, g.get("labels", {}), g.get("taints", []), cap))
         placements.append((f"new {g['name']}", g.get("labels", {}), g.get("taints", []), cap, n["pods"]))
         if abs(n.get("pricePerHour", g["pricePerHour"]) - g["pricePerHour"]) > 1e-9:
             errors.append(f"new node of {g['name']} priced {n.get('pricePerHour')} instead of {g['pricePerHour']}")
@@ -305,6 +341,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
             if int(suffix) > g.get("currentSize", 0) - registered:
                 errors.append(f"{name}: more upcoming nodes than currentSize - registered Ready nodes")
             cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+            cap = _net(cap, _daemon_load(objects, g.get("labels", {}), g.get("taints", []), cap))
             placements.append((f"upcoming {name}", g.get("labels", {}), g.get("taints", []), cap, plist))
             continue
         if nd is None:
@@ -334,6 +371,8 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
                 continue
             if p["spec"].get("nodeName") or p["status"].get("phase") != "Pending":
                 errors.append(f"{where}: pod {key} is not pending")
+            if any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or []):
+                errors.append(f"{where}: pod {key} is a DaemonSet's: its controller places it, not the plan")
             if not _selector_ok(p, labels):
                 errors.append(f"{where}: pod {key} selector/affinity does not match")
             if not _taints_ok(p, taints):

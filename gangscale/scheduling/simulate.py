@@ -107,10 +107,14 @@ class SimNode:
     node_group: str | None = None
     kind: str = "existing"  # existing | upcoming | new
     unschedulable: bool = False
+    # DaemonSet pods on an arriving (upcoming or new) node: bound before any queued pod, as the DaemonSet controller
+    # creates them when the node registers and they tolerate its not-ready taints (gangscale.daemonsets)
+    daemon_pods: tuple[Pod, ...] = ()
 
 
 def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> list[SimNode]:
-    """Snapshot nodes as the scheduler sees them: allocatable = free + what bound pods request.
+    """Snapshot nodes as the scheduler sees them: allocatable = free + what bound pods request (and, on an upcoming
+    node, what its DaemonSet pods request: they are bound on it first).
 
     The planner-only reservation taint is dropped: the real scheduler never sees it.
     """
@@ -123,6 +127,11 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
     out = []
     for v in views:
         u = used.get(v.name)
+        if v.daemon_pods:
+            u = dict(u or {})
+            for p in v.daemon_pods:
+                for k, x in p.requests.items():
+                    u[k] = u.get(k, 0) + x
         if u is None:  # no bound pod: the free capacity itself (the same keys and values as the general case)
             alloc = {k: x if x > 0 else 0 for k, x in v.free.items()}
         else:
@@ -130,20 +139,32 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
         taints = v.taints if not any(t.key == RESERVED_TAINT for t in v.taints) else \
             tuple(t for t in v.taints if t.key != RESERVED_TAINT)
         out.append(SimNode(v.name, dict(v.labels), tuple(taints), alloc, v.node_group,
-                           "upcoming" if v.upcoming else "existing"))
+                           "upcoming" if v.upcoming else "existing", daemon_pods=v.daemon_pods))
     return out
 
 
-def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str]) -> list[SimNode]:
-    """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`)."""
+def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str],
+                  daemons: Mapping[str, Sequence[Pod]] | None = None) -> list[SimNode]:
+    """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`). `daemons`: per
+    group, the DaemonSet pods its new nodes run, when `groups` carry allocatable net of them (a snapshot's): the
+    node gets them back, bound (None: `groups` as they are, no daemon pods)."""
     by_name = {g.name: g for g in groups}
     out = []
     for i, gname in enumerate(names):
-        g = by_name[gname]
-        name = f"{gname}/new-{i + 1}"
-        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
-        out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
+        out.append(arriving_node(by_name[gname], f"{gname}/new-{i + 1}", tuple((daemons or {}).get(gname, ()))))
     return out
+
+
+def arriving_node(g: NodeGroup, name: str, daemon_pods: tuple[Pod, ...] = (), net: bool = True) -> SimNode:
+    """A new node `name` of group `g` with its DaemonSet pods bound. `net`: `g.allocatable` is already less the daemon
+    pods' requests (a snapshot's groups), so they are added back to make the node's allocatable."""
+    labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
+    alloc = dict(g.allocatable)
+    if net:
+        for p in daemon_pods:
+            for k, x in p.requests.items():
+                alloc[k] = alloc.get(k, 0) + x
+    return SimNode(name, labels, tuple(g.taints), alloc, g.name, "new", daemon_pods=daemon_pods)
 
 
 @dataclass(slots=True, eq=False)
@@ -178,15 +199,21 @@ class _NodePods(Mapping[str, list[str]]):
 
     def __getitem__(self, name: str) -> list[str]:
         j = self._c.index.get(name)
-        if j is None or not self._c.pods_on[j]:
+        if j is None or _holds_none(self._c, j):
             raise KeyError(name)
-        return [p.key for p in self._c.pods_on[j]]
+        daemons = {id(p) for p in self._c.nodes[j].daemon_pods}
+        return [p.key for p in self._c.pods_on[j] if id(p) not in daemons]
 
     def __iter__(self) -> Iterator[str]:
-        return (n.name for n, on in zip(self._c.nodes, self._c.pods_on) if on)
+        return (n.name for j, n in enumerate(self._c.nodes) if not _holds_none(self._c, j))
 
     def __len__(self) -> int:
-        return sum(1 for on in self._c.pods_on if on)
+        return sum(1 for j in range(len(self._c.nodes)) if not _holds_none(self._c, j))
+
+
+def _holds_none(c: _Cluster, j: int) -> bool:
+    """Node j holds no pod besides its DaemonSet pods (those are bound first and never taken off)."""
+    return len(c.pods_on[j]) <= len(c.nodes[j].daemon_pods)
 
 
 @dataclass(slots=True)
@@ -243,7 +270,8 @@ class _Cluster:
         # placement again in every seed's run (pods only: shared by fresh() and subset())
         self._shape_ids: dict[int, tuple[Pod, int]] = {}
         self._shape_nums: dict[tuple, int] = {}
-        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
+        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+                                        + [(j, p) for j, n in enumerate(self.nodes) for p in n.daemon_pods])
         self._reset()
 
     def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
@@ -1614,7 +1642,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
             failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
-    empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
+    empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and _holds_none(c, j)}
     owners: list[list[list[int]]] = []  # built on the first reason asked for; the run's state no longer changes
 
     def why(gi: int, pod: Pod) -> Callable[[], str]:
