@@ -77,7 +77,7 @@ CORE = [
     Kind("", "configmaps", "ConfigMap"),
     Kind("", "events", "Event"),
 ]
-APPS = [Kind("apps", "deployments", "Deployment")]
+APPS = [Kind("apps", "deployments", "Deployment"), Kind("apps", "daemonsets", "DaemonSet")]
 LEASES = Kind("coordination.k8s.io", "leases", "Lease")
 NATIVE = {
     "workloads": Kind(SCHED, "workloads", "Workload"),
@@ -361,6 +361,7 @@ class Emulator:
     bookmark_interval: float = 0.2
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
+    forbidden: set[tuple[str, str]] = field(default_factory=set)  # (group, resource) whose list and watch get 403
     requests: list[Request] = field(default_factory=list)
     # Service (namespace, name) -> "https://127.0.0.1:<port>": where webhooks and the service proxy reach it
     services: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -713,6 +714,9 @@ class Emulator:
             route = self._route(parts)
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if method == "GET" and route.name is None and (route.kind.group, route.kind.plural) in self.forbidden:
+                raise ApiError(403, "Forbidden", f'{route.kind.plural}.{route.kind.group} is forbidden: User cannot '
+                                                 f'list resource "{route.kind.plural}" in API group "{route.kind.group}"')
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:
