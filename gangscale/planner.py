@@ -25,6 +25,7 @@ from .snapshot import ClusterSnapshot
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
                            tier_counts)
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
+from .solver.merge import fewer_nodes
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
@@ -144,7 +145,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
         outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
                               placement_proven=proven)
-    best = outcome.assignment
+    best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
     if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
         best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
     lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
@@ -203,7 +204,7 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None,
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes."""
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
-        return hint, {}
+        return fewer_nodes(prob, hint), {}
     per_shape = placed_per_shape(prob, hint)
     lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
     # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
@@ -217,7 +218,7 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None,
         whole = repacked(prob, hint)
         if whole is not None and whole.cost(prob) < best.cost(prob):
             best = whole
-    return best, known
+    return fewer_nodes(prob, best), known  # the last objective, for a plan no CP-SAT stage polishes
 
 
 class _Bounds:
