@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from .fit import HARD_EFFECTS, labels_match, tolerates
 from .model import NodeGroup, Pod
 from .resources import format_amount
+
+AT_MAX_SIZE = "already at maxSize"
 
 
 def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()) -> str | None:
@@ -22,8 +26,35 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
         if amount > have:
             return f"needs {format_amount(name, amount)} {name}, a node has {format_amount(name, have)}"
     if group.headroom <= 0:
-        return f"already at maxSize {group.max_size}"
+        return f"{AT_MAX_SIZE} {group.max_size}"
     return None
+
+
+def limits_reached(pods: Iterable[Pod], groups: list[NodeGroup], added: Mapping[str, int],
+                   topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:
+    """The node groups a new node of which would hold one of `pods` but that may add no more nodes: at maxSize
+    before the plan, or once the plan adds `added` (per group) to them; "" when there is none. A controller's
+    backed-off group is at maxSize for the planner (its headroom is held at zero)."""
+    seen: set[tuple] = set()
+    full: dict[str, str] = {}
+    for pod in pods:
+        key = (pod.placement, tuple(sorted(pod.requests.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        for g in groups:
+            if g.name in full:
+                continue
+            why = group_misfit(pod, g, topology_keys)
+            more = added.get(g.name, 0)
+            if why is not None and why.startswith(AT_MAX_SIZE):
+                full[g.name] = f"node group {g.name} is at maxSize {g.max_size} ({g.current_size} nodes)"
+            elif why is None and more >= g.headroom:
+                full[g.name] = (f"node group {g.name} reaches maxSize {g.max_size} with the {more} node"
+                                f"{'s' if more != 1 else ''} this plan adds ({g.current_size} before)")
+    shown = [full[n] for n in sorted(full)][:limit]
+    more_text = f"; and {len(full) - limit} more groups" if len(full) > limit else ""
+    return "; ".join(shown) + more_text
 
 
 def pod_misfit(pod: Pod, groups: list[NodeGroup], topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:

@@ -19,7 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .daemonsets import overhead_report
-from .explain import pod_misfit
+from .explain import limits_reached, pod_misfit
+from .model import NodeGroup
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
@@ -351,9 +352,9 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
         domain = a.domain[info.gid]
         topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
         if placed:
-            decision, reason = _placed_reason(info, placed, existing_by_gang[info.gid], new_by_gang[info.gid], topo)
+            decision, reason = _placed_reason(info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up)
         else:
-            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early)
+            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early, scale_up)
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
 
     return Plan(
@@ -373,7 +374,9 @@ def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:
     return {g.name: g.instance_type for g in reversed(snap.groups)}
 
 
-def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str], topo) -> tuple[str, str]:
+def _placed_reason(info, placed: int, existing_by_gang: list[int], new_by_gang: list[Counter[str]], topo,
+                   groups: list[NodeGroup], added: dict[str, int]) -> tuple[str, str]:
+    on_existing, new_nodes = existing_by_gang[info.gid], new_by_gang[info.gid]
     parts = [f"{placed} of {info.pending} pending pods placed"]
     if info.gang.policy == "gang":
         parts[0] += f" (minCount {info.gang.min_count}, {info.gang.bound} already bound)"
@@ -386,12 +389,15 @@ def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str],
     if topo:
         parts.append("all in " + ", ".join(f"{k}={v}" for k, v in topo.items()))
     if placed < info.pending:
-        parts.append(f"{info.pending - placed} stay pending: node-group limits or priority leave no room for them")
+        limits = limits_reached(info.gang.pending, groups, added, info.gang.topology_keys)
+        parts.append(f"{info.pending - placed} stay pending: " + (
+            f"{limits}, and no other room is left for them" if limits else
+            "node-group limits or priority leave no room for them"))
     return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
 
 
 def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: float | None,
-                     out_of_time: bool) -> tuple[str, str]:
+                     out_of_time: bool, added: dict[str, int]) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
@@ -407,10 +413,11 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
+        limits = limits_reached(info.gang.pending, snap.groups, added, info.gang.topology_keys)
+        held = f"{limits}, for" if limits else "the capacity and node-group limits it needs go to"
         return "deferred", (
-            f"fits alone ({alone_placed} of {info.pending} pods), but the capacity and node-group limits it needs "
-            "go to higher-priority gangs, or equal-priority ones whose quorum uses less of the scarce capacity, "
-            "in this plan"
+            f"fits alone ({alone_placed} of {info.pending} pods), but {held} higher-priority gangs, or "
+            "equal-priority ones whose quorum uses less of the scarce capacity, in this plan"
         )
     topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
     return "infeasible", (

@@ -9,6 +9,7 @@ never on its text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from cloud_adapters.errors import ErrorKind
 
 from ..apply import ExecutionReport
 from ..model import NodeGroup
+from ..plan import Plan
 from .lifecycle import BackOff
 
 # Errors that say nothing about the group: a refused size (re-planned from the next discovery) or an unknown failure.
@@ -65,3 +67,23 @@ def extend(backoff: Mapping[str, float], actions: Iterable[BackOff], until: floa
             extended.append(a)
         new[a.group] = until
     return new, extended
+
+
+def named_in_reasons(plan: Plan, backoff: Mapping[str, float], now: float, groups: Mapping[str, NodeGroup]) -> Plan:
+    """The plan with each reason that blames a backed-off group's maxSize (explain.limits_reached: its headroom is
+    held at zero by `backed_off`) naming the backoff instead, and the group's own maxSize."""
+    held = {name: until for name, until in backoff.items() if until > now and name in groups}
+    if not held:
+        return plan
+    patterns = {name: re.compile(rf"node group {re.escape(name)} (?:is at|reaches) maxSize \d+ [^)]*\)")
+                for name in held}
+    gangs = []
+    for r in plan.gangs:
+        reason = r.reason
+        for name, pattern in patterns.items():
+            if pattern.search(reason):
+                text = (f"node group {name} is backed off for {held[name] - now:.0f} s more after it failed to deliver "
+                        f"nodes (maxSize {groups[name].max_size}, {groups[name].current_size} nodes)")
+                reason = pattern.sub(lambda _m, t=text: t, reason)
+        gangs.append(r if reason == r.reason else r.model_copy(update={"reason": reason}))
+    return plan.model_copy(update={"gangs": gangs})

@@ -388,10 +388,10 @@ class Reconciler:
             return self._make_plan(held_on_hand(held_in_the_model(snap), scheduler.config, scheduler.seeds), opts,
                                    scheduler)
 
-        return plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
-                                plan,
-                                self._policy(cluster, now), self.cfg,
-                                inflight_by_namespace(self.state.records.values(), prices))
+        snap, made = plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
+                                      plan, self._policy(cluster, now), self.cfg,
+                                      inflight_by_namespace(self.state.records.values(), prices))
+        return snap, backoff.named_in_reasons(made, self.state.backoff, now, self.groups)
 
     def _make_plan(self, snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel) -> Plan:
         """`make_plan`, or the plan a recent pass made of an equal snapshot with the same options and scheduler model.
