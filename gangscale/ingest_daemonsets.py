@@ -16,7 +16,16 @@ from typing import Any
 
 from .daemonsets import DAEMONSET_KIND, DaemonSet
 from .model import Pod, Toleration
-from .parse import ObjectError, _int_field, _map, _meta, _str_map, pod_placement, pod_requests, pod_rules
+from .parse import (
+    ObjectError,
+    _int_field,
+    _map,
+    _meta,
+    _str_map,
+    pod_placement,
+    pod_requests,
+    pod_rules,
+)
 
 DAEMONSET_API = "apps/v1"
 

@@ -6,10 +6,10 @@ from builders import gang, group, plan_for, pod
 
 from gangscale.catalog import parse_catalog
 from gangscale.controller.backoff import backed_off, named_in_reasons
+from gangscale.ingest import ingest
 from gangscale.planner import make_plan
 from gangscale.realize import OFF
 from gangscale.snapshot import build_snapshot
-from gangscale.ingest import ingest
 from gangscale.solver.params import SolveOptions
 
 

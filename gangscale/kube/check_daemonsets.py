@@ -8,7 +8,8 @@ agent does not run where its owner expects it, and the planner counts it nowhere
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..daemonsets import DaemonSet, daemons_on, describe, should_run
 from ..ingest_daemonsets import parse_daemonset
@@ -30,7 +31,8 @@ def read_daemonsets(objects: Sequence[dict[str, Any]]) -> tuple[list[DaemonSet],
         try:
             out.append(parse_daemonset(obj))
         except (ObjectError, KeyError, TypeError, ValueError) as exc:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            raw = obj.get("metadata")
+            meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
             bad.append(f"DaemonSet {meta.get('namespace', '?')}/{meta.get('name', '?')} cannot be read: {exc}")
     return out, bad
 
