@@ -4,7 +4,7 @@
 tests in test_simulate.py / test_scores.py check against upstream); the default fast path keeps
 per-shape feasibility and scores and re-checks only the nodes a placement changed. On random
 clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-on existing nodes,
-every gang API, selectors, a few anti-affinity pods, >100 nodes so percentageOfNodesToScore's window
+DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods, >100 nodes so percentageOfNodesToScore's window
 and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
 every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
 """
@@ -31,6 +31,8 @@ GROUPS = (  # (name, cpu m, memory Gi, GPUs, zone)
     ("g5.12xl", 47810, 180, 4, "b"), ("p4d", 95690, 1100, 8, "c"),
 )
 SHAPES = ((500, 1, 0), (1000, 2, 0), (2000, 8, 0), (3000, 4, 1), (8000, 32, 4), (0, 0, 0), (250, 0, 0))
+DAEMONS = tuple(replace(mkpod(name, cpu, mem, ns="kube-system"), owner_kinds=("DaemonSet",), phase="Running")
+                for name, cpu, mem in (("kube-proxy", 100, 0), ("aws-node", 250, 0), ("log-agent", 1000, 1)))
 
 
 def _profile(kind: int, pct: int) -> Profile:
@@ -58,6 +60,8 @@ def clusters(draw):
         n = node(f"n{i}", cpu, mem, gpus, group=name, kind=kind, labels={"zone": zone}, taints=taints)
         if kind == "existing" and draw(st.integers(0, 9)) == 0:
             n.unschedulable = True
+        if kind != "existing" and draw(st.integers(0, 2)) == 0:
+            n.daemon_pods = DAEMONS[:draw(st.integers(1, len(DAEMONS)))]
         nodes.append(n)
     bound = []
     for i in range(draw(st.integers(0, 30))):
