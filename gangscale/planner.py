@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .daemonsets import overhead_report
 from .explain import limits_reached, pod_misfit
-from .model import NodeGroup
+from .model import GangKey, NodeGroup
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
@@ -32,6 +32,8 @@ from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 from .solver.repack import repack
+from .solver.skew import within_skew
+from .spread import SpreadBook, pin_spread
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
@@ -76,7 +78,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
 
 def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel | None) -> Plan:
     enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model
-    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
+    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread or p.rules.domain_spread), None)
     if not enabled or spread:
         plan = solve_plan(snap, opts)
         plan.scheduler = SchedulerInfo(mode="off", note=(
@@ -107,6 +109,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     deadline = start + limit
+    snap, book = pin_spread(snap)
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
     # the plan of last resort (guided by the gang LP when it fits a tenth of an explicit budget) gets the whole
@@ -149,13 +152,14 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
     if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
         best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
+    best, cut = within_skew(prob, snap, best, book)
     lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, lp_by)
-    plan = _render(snap, prob, best, cost, lb, deadline)
+    plan = _render(snap, prob, best, cost, lb, deadline, _notes(book, cut))
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
                                greedy_only=best is hint, seconds=time.perf_counter() - start)
     return plan
@@ -166,16 +170,18 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     snapshot alone. The greedy plan (uncut), re-packed by LP prices; the gang bound and the LP cost bound in full;
     no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
     start = time.perf_counter()
+    snap, book = pin_spread(snap)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, None, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
     best, known_lp = _repair(prob, hint, None, lp)
+    best, cut = within_skew(prob, snap, best, book)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
     lb = min(lb, cost)
     tiers = _gang_tiers(prob, best, hint, hint_tiers, False, None)
-    plan = _render(snap, prob, best, cost, lb, None)
+    plan = _render(snap, prob, best, cost, lb, None, _notes(book, cut))
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, False, greedy_only=True,
                                seconds=time.perf_counter() - start)
     return plan
@@ -307,8 +313,16 @@ def _domain_variables(prob: Problem) -> int:
     return total
 
 
+def _notes(book: SpreadBook | None, cut: dict[GangKey, str]) -> dict[GangKey, str]:
+    """Per gang, why topology spread left pods out: the deal's reason, else the final check's."""
+    out = dict(cut)
+    if book is not None:
+        out.update(book.held)
+    return out
+
+
 def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,
-            deadline: float | None = None) -> Plan:
+            deadline: float | None = None, notes: dict[GangKey, str] | None = None) -> Plan:
     placed_by_gang = [0] * len(prob.gangs)
     new_by_gang: list[Counter[str]] = [Counter() for _ in prob.gangs]
     existing_by_gang = [0] * len(prob.gangs)
@@ -355,6 +369,9 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
             decision, reason = _placed_reason(info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up)
         else:
             decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early, scale_up)
+        if notes and key in notes:  # topology spread left pods out: say which constraint
+            reason = f"{reason}; {notes[key]}" if placed else notes[key]
+            decision = decision if placed else "deferred"
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
 
     return Plan(

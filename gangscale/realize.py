@@ -341,7 +341,8 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
     bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]
     gangs = [g for k, g in ctx.by_key.items() if k not in st.promised]
-    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound, daemons=ctx.snap.daemons)
+    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound, daemons=ctx.snap.daemons,
+                           all_nodes=ctx.snap.all_nodes)
 
 
 def _load(pods: Sequence[Pod]) -> dict[str, int]:

@@ -87,6 +87,8 @@ class ClusterSnapshot:
     bound: list[Pod] = field(default_factory=list)  # pods on nodes: per-node pod rules count them
     # per node group, the DaemonSet pods each new node runs first; `groups` carry allocatable less their requests
     daemons: dict[str, GroupDaemons] = field(default_factory=dict)
+    # every node, cordoned and NotReady ones too: topology spread counts their domains (spread.py)
+    all_nodes: list[Node] = field(default_factory=list)
 
     @property
     def solvable(self) -> list[Gang]:
@@ -226,5 +228,5 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
     snap = ClusterSnapshot(nodes, list(groups), gangs,
                            warnings=summarise([*cluster.warnings, *extra]),  # capped per kind
-                           bound=cluster.bound, decided=decided, daemons=daemons)
+                           bound=cluster.bound, decided=decided, daemons=daemons, all_nodes=list(cluster.nodes))
     return snap

@@ -158,9 +158,6 @@ def _unsupported_rule(pod: dict) -> str | None:
             return f"anti-affinity on {t.get('topologyKey')}"
         if t.get("namespaceSelector", {}).get("matchLabels") or t.get("namespaceSelector", {}).get("matchExpressions"):
             return "namespaceSelector by label"
-    for c in spec.get("topologySpreadConstraints", []):
-        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" and c.get("topologyKey") != HOSTNAME:
-            return f"spread on {c.get('topologyKey')}"
     return None
 
 
@@ -170,10 +167,12 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
     # every node of the final state with all pods on it: planned ones and bound ones
     where_pods: dict[str, list[dict]] = {}
     where_labels: dict[str, dict] = {}
+    where_taints: dict[str, list] = {}
     planned_at: dict[str, str] = {}
-    for i, (where, labels, _taints, _cap, plist) in enumerate(placements):
+    for i, (where, labels, taints, _cap, plist) in enumerate(placements):
         loc = f"{where}#{i}"
         where_labels[loc] = labels
+        where_taints[loc] = taints
         where_pods[loc] = [pods[k] for k in plist if k in pods]
         for k in plist:
             planned_at[k] = loc
@@ -186,6 +185,7 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
         if name not in placed_nodes:
             loc = f"node {name}#x"
             where_labels[loc] = nd["metadata"].get("labels", {})
+            where_taints[loc] = nd.get("spec", {}).get("taints", [])
             where_pods[loc] = [p for p in pods.values() if p["spec"].get("nodeName") == name
                                and p["status"].get("phase") not in ("Succeeded", "Failed")]
 
@@ -204,23 +204,50 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
             shared = set(_host_ports(p)) & set(_host_ports(q))
             if shared:
                 errors.append(f"{loc}: pods {k} and {key(q)} both use hostPort {sorted(shared)}")
-        for c in p["spec"].get("topologySpreadConstraints", []):
-            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule" or c.get("topologyKey") != HOSTNAME:
-                continue
-            ns = p["metadata"].get("namespace", "default")
-            own = p["metadata"].get("labels", {})
+        errors += _spread_errors(p, k, loc, where_pods, where_labels, where_taints)
+    return errors
 
-            def matching(at: str) -> int:
-                return sum(1 for q in where_pods[at] if q["metadata"].get("namespace", "default") == ns
-                           and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own,
-                                             c.get("matchLabelKeys")))
-            honour = c.get("nodeAffinityPolicy", "Honor") == "Honor"
-            eligible = [at for at in where_pods if not honour or _selector_ok(p, where_labels[at])]
-            low = min((matching(at) for at in eligible), default=0)
-            if c.get("minDomains") and len(eligible) < c["minDomains"]:
-                low = 0
-            if matching(loc) - low > c["maxSkew"]:
-                errors.append(f"{loc}: pod {k} spread skew {matching(loc) - low} > maxSkew {c['maxSkew']}")
+
+def _spread_errors(p: dict, k: str, loc: str, where_pods: dict, where_labels: dict, where_taints: dict) -> list[str]:
+    """PodTopologySpread (DoNotSchedule) on the final state, any topologyKey (podtopologyspread/filtering.go): a node
+    is a domain when it has every spread key of the pod and passes nodeAffinityPolicy (Honor by default) and
+    nodeTaintsPolicy (Ignore by default); matching pods of the pod's namespace on those nodes are counted per domain;
+    the pod's domain may hold at most the minimum (0 while fewer than minDomains domains exist) plus maxSkew."""
+    errors = []
+    hard = [c for c in p["spec"].get("topologySpreadConstraints", [])
+            if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+    keys = {c.get("topologyKey") for c in hard} - {HOSTNAME}
+    ns = p["metadata"].get("namespace", "default")
+    own = p["metadata"].get("labels", {})
+
+    def domain(at: str, key: str):
+        return at if key == HOSTNAME else where_labels[at].get(key)
+
+    for c in hard:
+        key = c["topologyKey"]
+
+        def ok(at: str) -> bool:
+            if any(kk not in where_labels[at] for kk in keys):
+                return False
+            if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not _selector_ok(p, where_labels[at]):
+                return False
+            return c.get("nodeTaintsPolicy", "Ignore") == "Ignore" or _taints_ok(p, where_taints.get(at, []))
+
+        counts: Counter = Counter()
+        for at in where_pods:
+            if ok(at):
+                counts[domain(at, key)] += sum(
+                    1 for q in where_pods[at] if q["metadata"].get("namespace", "default") == ns
+                    and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own, c.get("matchLabelKeys")))
+        mine = domain(loc, key)
+        if mine is None:
+            errors.append(f"{loc}: pod {k} is on a node without its spread key {key}")
+            continue
+        low = min(counts.values(), default=0)
+        if c.get("minDomains") and len(counts) < c["minDomains"]:
+            low = 0
+        if counts[mine] - low > c["maxSkew"]:
+            errors.append(f"{loc}: pod {k} spread skew {counts[mine] - low} on {key} > maxSkew {c['maxSkew']}")
     return errors
 
 
