@@ -58,6 +58,7 @@ from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .placement import domains, placement_score
 from .queue import Entry, coscheduling_key, group_key, pod_key
+from .topology import domain_spread_ok, keep_placed
 from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -293,7 +294,7 @@ class _Cluster:
             else:
                 hit[1].append(j)
             pods_on[j].append(p)
-            if p.rules.spread:
+            if p.rules.spread or p.rules.domain_spread:
                 spread.append((p, j))
             if p.rules.anti_affinity:
                 anti[j] += 1
@@ -405,8 +406,8 @@ class _Cluster:
         hit = self._pod_vecs.get(id(pod))
         if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
             req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
-            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread),
-                                             bool(pod.rules.anti_affinity))
+            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread
+                                             or pod.rules.domain_spread), bool(pod.rules.anti_affinity))
         return hit
 
     def _own(self, j: int) -> None:
@@ -562,7 +563,7 @@ def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray)
     NodePorts (a hostPort taken on the node), InterPodAffinity (the pod's required anti-affinity on the
     hostname, and existing pods' anti-affinity against it: symmetry) and PodTopologySpread
     (DoNotSchedule on the hostname: matching pods on the node + self - the minimum over the nodes the
-    pod's node affinity allows, taints ignored as by default <= maxSkew). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
+    pod's node affinity allows, taints ignored as by default <= maxSkew; on any other key: topology.py). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
     podtopologyspread}/filtering.go."""
     ok = np.ones(len(c.nodes), dtype=bool)
     rules = pod.rules
@@ -583,7 +584,11 @@ def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray)
             break
         low = int(counts[eligible].min())
         ok &= counts + int(term_matches(term, pod)) - low <= skew
+    if rules.domain_spread:  # zones and other keys (topology.py)
+        ok &= domain_spread_ok(c.nodes, c.pods_on, pod)
     for q, jq in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
+        if q.rules.domain_spread:
+            keep_placed(c.nodes, c.pods_on, q, jq, pod, ok)
         if ok[jq] and mask[jq] and _breaks_spread(c, q, jq, pod):
             ok[jq] = False
     return ok

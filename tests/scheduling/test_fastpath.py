@@ -4,7 +4,8 @@
 tests in test_simulate.py / test_scores.py check against upstream); the default fast path keeps
 per-shape feasibility and scores and re-checks only the nodes a placement changed. On random
 clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-on existing nodes,
-DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods, >100 nodes so percentageOfNodesToScore's window
+DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods and zone-spread
+gangs (minDomains, both inclusion policies, bound matching pods), >100 nodes so percentageOfNodesToScore's window
 and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
 every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
 """
@@ -17,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, Gang,
-                             LabelSelector, PodRules, PodTerm, Taint)
+from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD,
+                             DomainSpread, Gang, LabelSelector, PodRules, PodTerm, Taint)
 from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
 from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
@@ -67,7 +68,9 @@ def clusters(draw):
     for i in range(draw(st.integers(0, 30))):
         j = draw(st.integers(0, len(nodes) - 1))
         cpu, mem, gpu = SHAPES[draw(st.integers(0, 2))]
-        bound.append(replace(mkpod(f"run-{i}", cpu, mem, ns="sys"), node_name=nodes[j].name, phase="Running"))
+        ns = "team-a" if i % 3 == 0 else "sys"  # some match the zone spreads of gangs g0..g2
+        bound.append(replace(mkpod(f"run-{i}", cpu, mem, ns=ns), node_name=nodes[j].name, phase="Running",
+                             labels={"app": f"g{i % 3}"}))
     gangs: list[Gang] = []
     for gi in range(draw(st.integers(1, 14))):
         cpu, mem, gpu = SHAPES[draw(st.integers(0, len(SHAPES) - 1))]
@@ -75,8 +78,11 @@ def clusters(draw):
         zone = draw(st.sampled_from(((), (("zone", "a"),), (("zone", "b"),))))
         created = f"2025-01-0{draw(st.integers(1, 3))}T00:00:00Z"
         prio = draw(st.sampled_from((0, 0, 0, 100)))
-        rules = PodRules(anti_affinity=(PodTerm(LabelSelector((("app", f"g{gi}"),)), None),)) \
-            if draw(st.integers(0, 11)) == 0 else PodRules()
+        term = PodTerm(LabelSelector((("app", f"g{gi}"),)), None)
+        rule = draw(st.integers(0, 11))
+        rules = PodRules(anti_affinity=(term,)) if rule == 0 else PodRules(domain_spread=(DomainSpread(
+            replace(term, namespaces=frozenset({"team-a"})), "zone", draw(st.integers(1, 2)),
+            draw(st.integers(1, 4)), draw(st.booleans()), draw(st.booleans())),)) if rule == 1 else PodRules()
         pods = [replace(mkpod(f"g{gi}-{k}", cpu, mem, gpu, selector=zone, created=created, priority=prio),
                         labels={"app": f"g{gi}"}, rules=rules) for k in range(size)]
         api = draw(st.sampled_from(APIS + (API_NONE,)))
