@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .daemonsets import overhead_report
 from .explain import limits_reached, pod_misfit
-from .model import GangKey, NodeGroup
+from .model import NodeGroup
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
@@ -33,7 +33,6 @@ from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 from .solver.repack import repack
 from .solver.skew import within_skew
-from .spread import SpreadBook, pin_spread
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
@@ -109,7 +108,6 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     start = time.perf_counter()
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     deadline = start + limit
-    snap, book = pin_spread(snap)
     prob = build_problem(snap)
     finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
     # the plan of last resort (guided by the gang LP when it fits a tenth of an explicit budget) gets the whole
@@ -149,20 +147,26 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
         outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
                               placement_proven=proven)
-    best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
-    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
-        best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
-    best, cut = within_skew(prob, snap, best, book)
+    best = _final(prob, outcome, hint)
     lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, lp_by)
-    plan = _render(snap, prob, best, cost, lb, deadline, _notes(book, cut))
+    plan = _render(snap, prob, best, cost, lb, deadline)
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
                                greedy_only=best is hint, seconds=time.perf_counter() - start)
     return plan
+
+
+def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment:
+    """The plan to report: CP-SAT's with fewer nodes where cost ties, never dearer than the greedy's at its
+    placement, and within every zone spread's skew on its final state (solver/skew.py)."""
+    best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
+    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
+        best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
+    return within_skew(prob, best)
 
 
 def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
@@ -170,18 +174,17 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     snapshot alone. The greedy plan (uncut), re-packed by LP prices; the gang bound and the LP cost bound in full;
     no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
     start = time.perf_counter()
-    snap, book = pin_spread(snap)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, None, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
     best, known_lp = _repair(prob, hint, None, lp)
-    best, cut = within_skew(prob, snap, best, book)
+    best = within_skew(prob, best)  # the final state within every zone spread (solver/skew.py)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
     lb = min(lb, cost)
     tiers = _gang_tiers(prob, best, hint, hint_tiers, False, None)
-    plan = _render(snap, prob, best, cost, lb, None, _notes(book, cut))
+    plan = _render(snap, prob, best, cost, lb, None)
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, False, greedy_only=True,
                                seconds=time.perf_counter() - start)
     return plan
@@ -313,16 +316,11 @@ def _domain_variables(prob: Problem) -> int:
     return total
 
 
-def _notes(book: SpreadBook | None, cut: dict[GangKey, str]) -> dict[GangKey, str]:
-    """Per gang, why topology spread left pods out: the deal's reason, else the final check's."""
-    out = dict(cut)
-    if book is not None:
-        out.update(book.held)
-    return out
-
-
 def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,
-            deadline: float | None = None, notes: dict[GangKey, str] | None = None) -> Plan:
+            deadline: float | None = None) -> Plan:
+    within = within_skew(prob, a)  # whoever made `a`, the plan keeps every zone spread's skew
+    if within is not a:
+        a, cost, lb = within, within.cost(prob), min(lb, within.cost(prob))
     placed_by_gang = [0] * len(prob.gangs)
     new_by_gang: list[Counter[str]] = [Counter() for _ in prob.gangs]
     existing_by_gang = [0] * len(prob.gangs)
@@ -350,6 +348,24 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
             existing.setdefault(node_name or "", []).extend(pods)
     scale_up = dict(sorted(Counter(n.node_group for n in new_nodes).items()))
 
+    results = _results(snap, prob, a, placed_by_gang, existing_by_gang, new_by_gang, scale_up, deadline)
+    return Plan(
+        scaleUp=scale_up,
+        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
+        existingNodes=dict(sorted(existing.items())),
+        gangs=results,
+        costPerHour=round(cost / MICRO, 6),
+        lowerBoundPerHour=round(lb / MICRO, 6),
+        solver=SolverInfo(status="FEASIBLE", seconds=0.0, gap=0.0),
+        warnings=snap.warnings,
+    )
+
+
+def _results(snap: ClusterSnapshot, prob: Problem, a: Assignment, placed_by_gang: list[int],
+             existing_by_gang: list[int], new_by_gang: list[Counter[str]], scale_up: dict[str, int],
+             deadline: float | None) -> list[GangResult]:
+    """Every gang's decision and reason, in name order; a reason names the zone spread that left pods out."""
+    notes = {**prob.spread.held, **a.skew_cut} if prob.spread is not None else {}
     results: list[GangResult] = []
     index = {g.gang.key: g for g in prob.gangs}
     for gang in sorted(snap.gangs, key=lambda g: (g.namespace, g.name, g.api)):
@@ -369,21 +385,10 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
             decision, reason = _placed_reason(info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up)
         else:
             decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early, scale_up)
-        if notes and key in notes:  # topology spread left pods out: say which constraint
+        if key in notes:  # topology spread left pods out: say which constraint
             reason = f"{reason}; {notes[key]}" if placed else notes[key]
-            decision = decision if placed else "deferred"
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
-
-    return Plan(
-        scaleUp=scale_up,
-        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
-        existingNodes=dict(sorted(existing.items())),
-        gangs=results,
-        costPerHour=round(cost / MICRO, 6),
-        lowerBoundPerHour=round(lb / MICRO, 6),
-        solver=SolverInfo(status="FEASIBLE", seconds=0.0, gap=0.0),
-        warnings=snap.warnings,
-    )
+    return results
 
 
 def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:

@@ -9,13 +9,14 @@ selector, the pod's namespace) on those nodes are counted per domain; a pod may 
 count + 1 (if it matches itself) - the minimum over the domains <= maxSkew, the minimum being 0 while fewer domains
 than minDomains exist.
 
-The solver knows node groups and selectors, not skew, so `pin_spread` decides before it runs: pods of every
+The solver knows node groups and selectors, not skew, so `pin_gangs` decides as its problem is built: pods of every
 constraint are dealt out, gang by gang in priority order, each to the eligible domain with the fewest matching pods
 where a node or a node group could hold it, while that keeps the skew; each pod's copy for the solver gets that
 domain as a nodeSelector. The domains counted are those of every existing node *and* of every node group's template
 (a domain the plan may open): a superset of the domains after the plan, so its minimum is never above the true one
-(sound). A gang whose quorum cannot be dealt out is `infeasible`, with a reason naming the constraint. What the
-solver then places is checked again on its final state (`solver.skew.within_skew`).
+(sound). A gang whose quorum cannot be dealt out has its carriers pinned nowhere, so it comes out `infeasible`, with
+a reason naming the constraint. What the solver then places is checked again on its final state
+(`solver.skew.within_skew`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .fit import labels_match, placement_allows, term_matches, tolerates_all
-from .model import DomainSpread, Gang, GangKey, Placement, Pod, Taint
-from .snapshot import ClusterSnapshot, PreDecision
+from .model import DomainSpread, Gang, GangKey, Node, Placement, Pod, Taint
+from .snapshot import ClusterSnapshot, NodeView
 
 NO_DOMAIN = "gangscale.io/no-domain"  # never a label value (it has a '/'): a pod pinned here fits no node
 
@@ -62,12 +63,12 @@ class Spread:
         return min((counts.get(d, 0) for d in self.domains), default=0)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SpreadBook:
-    """What pinning decided: each carrier's constraints (by pod key) and why pods were left out (by gang)."""
+    """What the deal decided: each carrier's constraints (by pod key) and why pods were left out (by gang)."""
 
-    carriers: dict[str, tuple[Spread, ...]] = field(default_factory=dict)
-    held: dict[GangKey, str] = field(default_factory=dict)
+    carriers: Mapping[str, tuple[Spread, ...]]
+    held: Mapping[GangKey, str]
 
 
 def eligible(s: DomainSpread, placement: Placement, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> bool:
@@ -81,7 +82,7 @@ def eligible(s: DomainSpread, placement: Placement, labels: Mapping[str, str], t
 
 def _sites(snap: ClusterSnapshot) -> list[Site]:
     views = {v.name: v for v in snap.nodes if not v.upcoming}
-    nodes = snap.all_nodes or [v for v in snap.nodes if not v.upcoming]
+    nodes: list[Node | NodeView] = [*snap.all_nodes] or [v for v in snap.nodes if not v.upcoming]
     out = [Site(n.labels, n.taints, n.name, False, views[n.name].free if n.name in views else None) for n in nodes]
     out += [Site(g.labels, g.taints, g.name, True, g.allocatable if g.headroom else None, g.headroom)
             for g in snap.groups]
@@ -198,8 +199,9 @@ def _reason(pod: Pod, deal: _Deal, placed: int, total: int) -> str:
             "keep the rest pending")
 
 
-def _deal_gang(deal: _Deal, g: Gang) -> tuple[Gang | None, str | None]:
-    """The gang with its carriers pinned (None: its quorum cannot be dealt out), and why pods were left out."""
+def _deal_gang(deal: _Deal, g: Gang) -> tuple[Gang, str | None]:
+    """The gang with its carriers pinned, and why pods were left out; when its quorum cannot be dealt out, every
+    carrier is pinned nowhere (nothing is bought for it)."""
     mark = len(deal.log)
     pods, left, first = [], 0, None
     for p in g.pending:
@@ -210,29 +212,34 @@ def _deal_gang(deal: _Deal, g: Gang) -> tuple[Gang | None, str | None]:
         if i is None:
             left += 1
             first = first or p
-            pods.append(_pinned(p, {s.key: NO_DOMAIN for s in p.rules.domain_spread}))
+            pods.append(_nowhere(p))
         else:
             pods.append(_place(deal, p, i))
     if first is None:
         return replace(g, pending=tuple(pods)), None
     placed = len(g.pending) - left
     reason = _reason(first, deal, placed, len(g.pending))
-    quorum = g.min_count - g.bound if g.policy == "gang" else 1
-    if placed < max(quorum, 1):
+    if placed < max(g.min_count - g.bound if g.policy == "gang" else 1, 1):
         deal.undo(mark)
-        return None, reason + ("; nothing is bought for a partial gang" if g.policy == "gang" else "")
+        pods = [_nowhere(p) if p.rules.domain_spread else p for p in g.pending]
+        reason += "; nothing is bought for a partial gang" if g.policy == "gang" else ""
     return replace(g, pending=tuple(pods)), reason
 
 
-def pin_spread(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, SpreadBook | None]:
-    """The snapshot the solver plans: carriers pinned to domains, gangs whose quorum cannot be `infeasible`."""
-    gangs = [g for g in snap.solvable if any(p.rules.domain_spread for p in g.pending)]
-    if not gangs:
-        return snap, None
+def _nowhere(pod: Pod) -> Pod:
+    return _pinned(pod, {s.key: NO_DOMAIN for s in pod.rules.domain_spread})
+
+
+def pin_gangs(snap: ClusterSnapshot) -> tuple[list[Gang], SpreadBook | None]:
+    """The solvable gangs as the solver plans them (carriers pinned to their dealt domains), and the deal's book
+    (None: no pending pod has such a constraint)."""
+    gangs = snap.solvable
+    if not any(p.rules.domain_spread for g in gangs for p in g.pending):
+        return gangs, None
     sites = _sites(snap)
     at = {x.name: x for x in sites if not x.group}
     deal = _Deal(sites, {}, {}, {})
-    book = SpreadBook()
+    carriers: dict[str, tuple[Spread, ...]] = {}
     for g in gangs:
         for p in g.pending:
             for s in p.rules.domain_spread:
@@ -241,17 +248,12 @@ def pin_spread(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, SpreadBook | Non
                     deal.spreads[key] = _spread_of(s, p.placement, sites, at, snap.bound)
                     deal.counts[key] = dict(deal.spreads[key].bound)
             if p.rules.domain_spread:
-                book.carriers[p.key] = tuple(deal.spreads[(s, p.placement)] for s in p.rules.domain_spread)
-    order = sorted(gangs, key=lambda g: (-g.effective_priority, g.created, g.namespace, g.name))
+                carriers[p.key] = tuple(deal.spreads[(s, p.placement)] for s in p.rules.domain_spread)
+    spreading = [g for g in gangs if any(p.rules.domain_spread for p in g.pending)]
     changed: dict[GangKey, Gang] = {}
-    decided = dict(snap.decided)
-    for g in order:
-        new, reason = _deal_gang(deal, g)
-        if new is None:
-            decided[g.key] = PreDecision("infeasible", reason or "")
-            continue
-        changed[g.key] = new
+    held: dict[GangKey, str] = {}
+    for g in sorted(spreading, key=lambda g: (-g.effective_priority, g.created, g.namespace, g.name)):
+        changed[g.key], reason = _deal_gang(deal, g)
         if reason:
-            book.held[g.key] = reason
-    out = [changed.get(g.key, g) for g in snap.gangs]
-    return replace(snap, gangs=out, decided=decided), book
+            held[g.key] = reason
+    return [changed.get(g.key, g) for g in gangs], SpreadBook(carriers, held)

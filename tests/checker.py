@@ -226,7 +226,7 @@ def _spread_errors(p: dict, k: str, loc: str, where_pods: dict, where_labels: di
     for c in hard:
         key = c["topologyKey"]
 
-        def ok(at: str) -> bool:
+        def ok(at: str, c: dict = c) -> bool:
             if any(kk not in where_labels[at] for kk in keys):
                 return False
             if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not _selector_ok(p, where_labels[at]):
@@ -234,10 +234,10 @@ def _spread_errors(p: dict, k: str, loc: str, where_pods: dict, where_labels: di
             return c.get("nodeTaintsPolicy", "Ignore") == "Ignore" or _taints_ok(p, where_taints.get(at, []))
 
         counts: Counter = Counter()
-        for at in where_pods:
+        for at, there in where_pods.items():
             if ok(at):
                 counts[domain(at, key)] += sum(
-                    1 for q in where_pods[at] if q["metadata"].get("namespace", "default") == ns
+                    1 for q in there if q["metadata"].get("namespace", "default") == ns
                     and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own, c.get("matchLabelKeys")))
         mine = domain(loc, key)
         if mine is None:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..fit import term_matches
-from ..model import GangKey, Pod, Taint
-from ..snapshot import ClusterSnapshot
+from ..model import Pod, Taint
 from ..spread import Spread, SpreadBook
 from .greedy import Assignment
 from .problem import Problem
@@ -24,21 +23,9 @@ from .problem import Problem
 _Where = tuple[Mapping[str, str], tuple[Taint, ...]]
 
 
-def _where(prob: Problem, snap: ClusterSnapshot, a: Assignment) -> list[_Where]:
-    """Per bin, the labels and taints of its node (an existing one) or of its node group's template (a new one)."""
-    views = {v.name: v for v in snap.nodes}
-    groups = {g.name: g for g in snap.groups}
-    out: list[_Where] = []
-    for (kid, _), name in zip(a.bins, a.bin_nodes):
-        kind = prob.kinds[kid]
-        if name is not None and name in views:
-            out.append((views[name].labels, views[name].taints))
-        elif kind.group in groups:
-            g = groups[kind.group or ""]
-            out.append((g.labels, g.taints))
-        else:
-            out.append((kind.labels, kind.taints))
-    return out
+def _where(prob: Problem, a: Assignment) -> list[_Where]:
+    """Per bin, the labels and taints of its kind (every label key a placement or a spread reads is kept)."""
+    return [(prob.kinds[kid].labels, prob.kinds[kid].taints) for kid, _ in a.bins]
 
 
 def _placed(prob: Problem, a: Assignment) -> list[list[tuple[int, Pod]]]:
@@ -46,7 +33,7 @@ def _placed(prob: Problem, a: Assignment) -> list[list[tuple[int, Pod]]]:
     cursor: dict[int, int] = {}
     out = []
     for _, contents in a.bins:
-        here = []
+        here: list[tuple[int, Pod]] = []
         for cid, n in sorted(contents.items()):
             start = cursor.get(cid, 0)
             cursor[cid] = start + n
@@ -124,25 +111,26 @@ def _settle_gang(prob: Problem, a: Assignment, gid: int) -> None:
     a.satisfied[gid] = placed >= info.need if info.is_gang else placed > 0
 
 
-def within_skew(prob: Problem, snap: ClusterSnapshot, a: Assignment, book: SpreadBook | None
-                ) -> tuple[Assignment, dict[GangKey, str]]:
-    """`a` (a copy when anything is taken out) with every carrier within its skew on the final state, and the gangs
-    that lost pods with the constraint that took them."""
+def within_skew(prob: Problem, a: Assignment) -> Assignment:
+    """`a`, or a copy with pods taken out until every placed carrier is within its skew; the copy's `skew_cut` names,
+    per gang that lost pods, the constraint that took them."""
+    book = prob.spread
     if book is None or not book.carriers:
-        return a, {}
+        return a
     out = Assignment(list(a.y), list(a.satisfied), list(a.domain), [(k, dict(c)) for k, c in a.bins],
-                     list(a.bin_nodes), a.stopped_early, list(a.order))
-    where = _where(prob, snap, out)
-    cut: dict[GangKey, str] = {}
+                     list(a.bin_nodes), a.stopped_early, list(a.order), dict(a.skew_cut))
+    where = _where(prob, out)
+    cut = False
     while (hit := _first_violation(book, where, _placed(prob, out))) is not None:
         sp, d = hit
         gid = _take_one(prob, out, sp, d, where, _placed(prob, out))
         _settle_gang(prob, out, gid)
-        cut.setdefault(prob.gangs[gid].gang.key, f"{sp.spread.what}: the plan's placement would put domain {d} "
-                       "over the skew, so pods were taken out of it")
+        out.skew_cut.setdefault(prob.gangs[gid].gang.key, f"{sp.spread.what}: the plan's final state would put "
+                                f"domain {d} over the skew, so pods were taken out of it")
+        cut = True
     if not cut:
-        return a, {}
+        return a
     keep = [i for i, (_, c) in enumerate(out.bins) if c]
     out.bins = [out.bins[i] for i in keep]
     out.bin_nodes = [out.bin_nodes[i] for i in keep]
-    return out, cut
+    return out

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangscale.model import DomainSpread, LabelSelector, PodRules, PodTerm, Requirement, Taint
+from gangscale.model import (
+    DomainSpread,
+    LabelSelector,
+    PodRules,
+    PodTerm,
+    Requirement,
+    Taint,
+)
 from gangscale.scheduling import simulate
 
 from .helpers import gang, lone, mkpod, node
