@@ -183,3 +183,15 @@ def test_the_final_check_takes_pods_out_of_a_zone_the_solver_left_over_the_skew(
     plan = _render(snap, prob, a, a.cost(prob), 0)  # rendering applies the same check
     assert not check_plan(objects, catalog, plan.to_dict())
     assert sum(g.placed for g in plan.gangs) == 1
+
+
+def test_a_pod_its_own_selector_does_not_match_keeps_out_of_a_zone_over_the_skew_but_adds_nothing_elsewhere():
+    # selfMatchNum is 0 (filtering.go): zone a's 2 matching web pods keep the api pods out of it (2 - 0 > 1), and
+    # zone b takes all three, since they do not count toward the web selector
+    catalog = zone_groups("a", "b")
+    objects = [node("na", cpu="16", mem="64Gi", labels={ZONE: "a"}), bound_web("old-0", "na"),
+               bound_web("old-1", "na"), podgroup("pg", min_count=3)]
+    objects += [web(f"api-{i}", labels={"app": "api"}) for i in range(3)]
+    plan = planned(objects, catalog)
+    assert gang(plan, "pg").placed == 3
+    assert zone_of_pods(plan, objects, catalog) == Counter({"b": 3})

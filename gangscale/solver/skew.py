@@ -76,17 +76,19 @@ def _first_violation(book: SpreadBook, where: list[_Where], placed: list[list[tu
 
 def _take_one(prob: Problem, a: Assignment, sp: Spread, d: str, where: list[_Where],
               placed: list[list[tuple[int, Pod]]]) -> int:
-    """Take one matching pod (a carrier of `sp` first) out of a bin in domain `d`; its gang's index."""
+    """Take one pod out of a bin in domain `d`: a carrier of `sp` first (one that does not match its own selector
+    is over the skew by the bound pods alone), else a matching pod, from the last bin first; its gang's index."""
     best: tuple[tuple, int, int] | None = None
     for b, ((labels, taints), pods) in enumerate(zip(where, placed)):
-        if labels.get(sp.spread.key) != d or not sp.eligible(labels, taints):
+        if labels.get(sp.spread.key) != d:
             continue
         for cid, p in pods:
-            if term_matches(sp.spread.term, p):
-                rank = (0 if sp.spread in p.rules.domain_spread else 1, -b)
+            carrier = sp.spread in p.rules.domain_spread
+            if carrier or (term_matches(sp.spread.term, p) and sp.eligible(labels, taints)):
+                rank = (0 if carrier else 1, -b)
                 if best is None or rank < best[0]:
                     best = (rank, b, cid)
-    assert best is not None, "a violated domain holds a matching placed pod"
+    assert best is not None, "a violated domain holds the carrier that violates it"
     _, b, cid = best
     contents = a.bins[b][1]
     contents[cid] -= 1
