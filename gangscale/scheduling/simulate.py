@@ -57,7 +57,7 @@ from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .placement import domains, placement_score
-from .queue import Entry, coscheduling_key, group_key, pod_key
+from .queue import COSCHEDULING, Entry, coscheduling_key, group_key, job_key, pod_key
 from .topology import domain_spread_ok, keep_placed
 from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
@@ -1321,15 +1321,19 @@ class _Engine:
         return int(ties[self.rng.randrange(len(ties))])
 
 
-def _entries(gangs: Sequence[Gang]) -> list[Entry]:
+def _entries(gangs: Sequence[Gang], queue_sort: str) -> list[Entry]:
+    """The queue in `queue_sort`'s order (queue.py): a pod per entry, or a whole group for a group cycle."""
     out = []
     for gi, g in enumerate(gangs):
         mode = gang_mode(g)
         if mode == MODE_GROUP:
-            out.append(Entry(group_key(g), gi))
+            out.append(Entry(job_key(g) if g.api == API_VOLCANO else group_key(g, queue_sort), gi))
             continue
         for p in g.pending:
-            key = coscheduling_key(p, g) if g.api == API_COSCHEDULING and mode == MODE_PERMIT else pod_key(p)
+            if queue_sort == COSCHEDULING:
+                key = coscheduling_key(p, g if g.api == API_COSCHEDULING else None)
+            else:
+                key = pod_key(p)
             out.append(Entry(key, gi, p))
     return sorted(out)
 
@@ -1395,7 +1399,7 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     none, every seed makes the same choices in the same order, so the others get a copy of its result unrun."""
     config = config or default_config()
     gangs = list(gangs)
-    skipped, entries, members = _queue(gangs, memo)
+    skipped, entries, members = _queue(gangs, memo, config.queue_sort)
     cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
     first: SimResult | None = None
     for i, seed in enumerate(seeds):
@@ -1416,17 +1420,20 @@ def _same_run(res: SimResult) -> SimResult:
     return SimResult(dict(res.placement), dict(res.outcomes), list(res.empty_nodes), res.node_pods, list(res.profiles))
 
 
-def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
+def _queue(gangs: list[Gang], memo: dict | None, queue_sort: str
+           ) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
     """The gangs the scheduler skips (and why), the queue's entries and the group entries' pods in queue order (filled
-    by the runs as they meet them: it depends on the gangs only), from `memo` when it holds these gangs."""
+    by the runs as they meet them: it depends on the gangs and the queue sort only), from `memo` when it holds
+    these gangs under this queue sort."""
     hit = memo.get("queue") if memo is not None else None
-    if hit is not None and len(hit[0]) == len(gangs) and all(a is b for a, b in zip(hit[0], gangs)):
+    if hit is not None and hit[4] == queue_sort and len(hit[0]) == len(gangs) and all(
+            a is b for a, b in zip(hit[0], gangs)):
         return hit[1], hit[2], hit[3]
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
-    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    entries = [e for e in _entries(gangs, queue_sort) if e.gang_index not in skipped]
     members: dict[int, list[Pod]] = {}
     if memo is not None:
-        memo["queue"] = (tuple(gangs), skipped, entries, members)
+        memo["queue"] = (tuple(gangs), skipped, entries, members, queue_sort)
     return skipped, entries, members
 
 

@@ -22,6 +22,7 @@ from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, 
                              DomainSpread, Gang, LabelSelector, PodRules, PodTerm, Taint)
 from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
+from gangscale.scheduling.queue import QUEUE_SORTS
 from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
 
 from .helpers import GPU, gang, lone, mkpod, node
@@ -76,7 +77,7 @@ def clusters(draw):
         cpu, mem, gpu = SHAPES[draw(st.integers(0, len(SHAPES) - 1))]
         size = draw(st.integers(1, 9))
         zone = draw(st.sampled_from(((), (("zone", "a"),), (("zone", "b"),))))
-        created = f"2025-01-0{draw(st.integers(1, 3))}T00:00:00Z"
+        created = draw(st.sampled_from(("", *(f"2025-01-0{d}T00:00:00Z" for d in (1, 2, 3)))))  # "": unstamped
         prio = draw(st.sampled_from((0, 0, 0, 100)))
         term = PodTerm(LabelSelector((("app", f"g{gi}"),)), None)
         rule = draw(st.integers(0, 11))
@@ -91,8 +92,10 @@ def clusters(draw):
                          for p in pods)
         else:
             min_count = draw(st.integers(1, size)) if draw(st.booleans()) else None
-            gangs.append(gang(f"g{gi}", pods, min_count=min_count, api=api, created=created))
-    prof = _profile(draw(st.integers(0, 3)), draw(st.sampled_from((0, 0, 5, 30, 100))))
+            group_created = draw(st.sampled_from((created, "2025-01-02T00:00:00Z")))  # the PodGroup may be younger
+            gangs.append(gang(f"g{gi}", pods, min_count=min_count, api=api, created=group_created))
+    prof = replace(_profile(draw(st.integers(0, 3)), draw(st.sampled_from((0, 0, 5, 30, 100)))),
+                   queue_sort=draw(st.sampled_from(QUEUE_SORTS)))
     return nodes, gangs, bound, SchedulerConfig((prof,))
 
 
