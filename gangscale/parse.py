@@ -294,9 +294,11 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
     status = _map(obj.get("status"), "status")
     labels = _str_map(meta.get("labels"), "metadata.labels")
     ready = False
+    ready_changed: Any = ""
     for cond in _list(status.get("conditions"), "status.conditions"):
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+            ready_changed = cond.get("lastTransitionTime")
     alloc = status.get("allocatable", status.get("capacity"))
     return Node(
         name=str(meta["name"]),
@@ -308,6 +310,7 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         node_group=labels.get(node_group_label),
         provider_id=str(spec.get("providerID") or ""),
         created=_timestamp(meta.get("creationTimestamp")),
+        ready_changed=_timestamp(ready_changed),
     )
 
 

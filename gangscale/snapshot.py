@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from .daemonsets import GroupDaemons, group_daemons, net_of_daemons, unfit_warnings
 from .ingest import Cluster
@@ -173,6 +174,34 @@ def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
     return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
 
 
+MAX_NODE_STARTUP_SECONDS = 15 * 60  # cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
+
+
+def still_starting(n: Node) -> bool:
+    """A NotReady node still on its way, as CA's NotStarted (clusterstate.go `updateReadinessStats`): the model
+    counts it as an upcoming node of its group, Ready once it arrives. A node whose Ready condition last changed
+    MaxNodeStartupTime or more after it registered had started and went NotReady since (CA's Unready): it is no
+    capacity, arriving or not, since kube-scheduler's TaintToleration filter rejects it while the node lifecycle
+    controller keeps its `node.kubernetes.io/not-ready` NoSchedule taint on (TaintNodesByCondition:
+    pkg/controller/nodelifecycle/node_lifecycle_controller.go), and it is not bought again. Without both
+    timestamps a NotReady node is taken as starting (CA also bounds that by the node's age, which needs a clock
+    the snapshot does not have)."""
+    if n.ready:
+        return False
+    created, changed = _epoch(n.created), _epoch(n.ready_changed)
+    return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
+
+
+def _epoch(stamp: str) -> float | None:
+    """RFC 3339 as the API writes it, in seconds; None when missing or unreadable."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
                    policy: SnapshotPolicy | None = None, *, views: NodeViews | None = None) -> ClusterSnapshot:
     """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
@@ -192,7 +221,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     kept = views.kept if views is not None else {}
     made: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
     for n in cluster.nodes:
-        if n.node_group and n.ready:  # registered but NotReady: still on its way (CA's NotStarted), not bought again
+        if n.node_group and not still_starting(n):  # a starting node is on its way: an upcoming view stands for it
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
