@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from builders import group, node, plan_for, pod, snapshot
+
 from gangscale.model import Placement, Taint, Toleration
 from gangscale.scheduling import simulate
 from gangscale.snapshot import still_starting
