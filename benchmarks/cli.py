@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timing-runs", type=argtypes.int_in(1, 1000), default=None, help="override the repeat count of timed backlogs")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--check", action="store_true", help="exit 1 when a property check fails")
+    r.add_argument("--daemonsets", choices=["on", "off"], default=None,
+                   help="the EKS GPU cluster's DaemonSets in every backlog (default: on, as the suites set it); "
+                        "off measures the backlogs without them")
     g = sub.add_parser("generate", help="write one backlog of the suite")
     g.add_argument("name", help="the backlog's name (`list` shows them)")
     g.add_argument("--out", type=Path, default=Path("bench-out/backlogs"),
@@ -152,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         suite = "quick" if args.quick else "standard"
         cfg = RunConfig(suite=suite, out=args.out or Path("bench-out" if suite == "standard" else "bench-out/quick"),
                         time_limit=args.time_limit, relative_gap=args.relative_gap, bound_seconds=args.bound_seconds,
-                        only=tuple(args.only), timing_runs=args.timing_runs, progress=not args.no_progress)
+                        only=tuple(args.only), timing_runs=args.timing_runs, progress=not args.no_progress,
+                        daemonsets=None if args.daemonsets is None else args.daemonsets == "on")
         run_suite(cfg)
         doc = orjson.loads((cfg.out / "results.json").read_bytes())
         checks = doc["checks"]

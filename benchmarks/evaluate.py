@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from gangscale.resources import CPU, MEMORY
+
 from .world import Placed, World
 
 
@@ -156,8 +158,25 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
         new_nodes=len(placed.new_nodes), cost=round(cost, 6), stranded_nodes=stranded,
         stranded_cost=round(stranded_cost, 6),
         pods_on_existing=sum(1 for kind, _ in where.values() if kind == "node"), violations=violations,
-        satisfied=satisfied, placed_per_pod=sorted(where), notes=dict(placed.notes),
+        satisfied=satisfied, placed_per_pod=sorted(where),
+        notes={**placed.notes, "daemonset_cost": daemonset_cost(w, [g for g, _ in placed.new_nodes])},
     )
+
+
+def daemonset_cost(world: World, groups: list[str]) -> float:
+    """$/h of the bought nodes' room their DaemonSet pods take: per new node, its price times the larger of the cpu
+    and memory shares of the node's allocatable that its daemon pods request (`ClusterSnapshot.daemons`)."""
+    snap = world.snap
+    price = {g.name: g.price_per_hour for g in snap.groups}
+    share: dict[str, float] = {}
+    for g in snap.groups:
+        d = snap.daemons.get(g.name)
+        if d is None:
+            continue
+        load = d.load
+        share[g.name] = max((load.get(r, 0) / (g.allocatable.get(r, 0) + load.get(r, 0))
+                             for r in (CPU, MEMORY) if g.allocatable.get(r, 0) + load.get(r, 0) > 0), default=0.0)
+    return round(sum(price.get(g, 0.0) * share.get(g, 0.0) for g in groups), 6)
 
 
 def placed_from_plan(plan: dict) -> Placed:
@@ -191,7 +210,9 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
 
     start = time.perf_counter()
     snap = world.snap
-    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [g for g, _ in placed.new_nodes])
+    daemons = {name: d.pods for name, d in snap.daemons.items()}  # bound on each new node before the queue
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [g for g, _ in placed.new_nodes],
+                                                                     daemons)
     res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed,
                    stable_ties=True)  # observe mode's draws: its seed-0 check is this replay
     gangs = [g for g in snap.solvable if g.policy == "gang"]

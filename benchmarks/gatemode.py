@@ -81,8 +81,16 @@ def _registered(snap: ClusterSnapshot, plan: dict) -> ClusterSnapshot:
         g = groups[n["nodeGroup"]]
         name = f"{g.name}/new-{i + 1}"
         labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
-        nodes.append(NodeView(name, labels, tuple(g.taints), dict(g.allocatable), g.name))
+        nodes.append(NodeView(name, labels, tuple(g.taints), dict(g.allocatable), g.name,
+                              daemon_pods=_daemons(snap, g.name)))
     return replace(snap, nodes=nodes)
+
+
+def _daemons(snap: ClusterSnapshot, group: str) -> tuple:
+    """The DaemonSet pods a new node of `group` runs: the model binds them first (`NodeView.daemon_pods`; the view's
+    free room, like the group's allocatable in the snapshot, is already less their requests)."""
+    d = snap.daemons.get(group)
+    return d.pods if d is not None else ()
 
 
 def _gate(g: Gang) -> Gang:
@@ -179,7 +187,7 @@ def _replan(snap: ClusterSnapshot, held: Sequence[Gang], where: Mapping[str, str
         g = by_name[new.node_group]
         name = f"{g.name}/pass{n}-{i + 1}"
         nodes.append(NodeView(name, {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name},
-                              tuple(g.taints), dict(g.allocatable), g.name))
+                              tuple(g.taints), dict(g.allocatable), g.name, daemon_pods=_daemons(snap, g.name)))
         where.update({p: name for p in new.pods})
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
     return replace(snap, nodes=nodes, groups=groups), where, decisions, [n.node_group for n in plan.new_nodes]

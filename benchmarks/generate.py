@@ -90,6 +90,9 @@ class BacklogSpec:
     gangs: int | None = None  # PodGroups (gang + basic); None: the family's natural sizes
     supply: float = 0.8  # node-group headroom relative to the backlog's demand (<1: scarce)
     seed: int = 0
+    # the EKS GPU cluster's DaemonSets (`daemonsets()`), and their pods bound on the existing nodes where they fit;
+    # every other object is the same with or without them (no random draw depends on it)
+    daemonsets: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -541,6 +544,7 @@ def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: li
             cpu_left = int(g.cpu_m * rng.uniform(lo, hi))
             mem_left = int(g.mem * rng.uniform(0.3, hi))
             gpu_left = rng.choice([0, g.gpus // 2, g.gpus, g.gpus]) if g.gpus else 0
+            used_cpu, used_mem = cpu_left, mem_left
             for j in range(k):
                 share = 1.0 / (k - j)
                 c = max(10, int(cpu_left * share) // 10 * 10)
@@ -551,9 +555,93 @@ def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: li
                 t = PodT(_cores(c), f"{m // 2**20}Mi", gp, gpu_toleration=bool(gp) or bool(g.product))
                 pods.append(_pod(f"svc-{n}-{j}", rng.choice(["prod", "staging", "kube-system"]), ids.uid(),
                                  EPOCH, t, "svc", link=None, node=name))
+            if spec.daemonsets:
+                pods += _daemon_pods(name, g, g.cpu_m - used_cpu, g.mem - used_mem)
         if cnt and spec.family == "busy" and rng.random() < 0.2:
             g.upcoming = rng.randint(1, 2)
     return nodes, pods
+
+
+# ----------------------------------------------------------------- DaemonSets
+
+SYSTEM_NODE_CRITICAL = 2000001000  # the priority of PriorityClass system-node-critical
+# name, namespace, containers (name, cpu, memory), init containers, hostNetwork, GPU nodes only. Requests as the EKS
+# add-ons and the charts set them: kube-proxy (EKS add-on: 100m cpu), the VPC CNI aws-node (25m for aws-node and for
+# the network-policy agent, 25m for its init container), the EBS CSI node plugin (10m / 40Mi per container), a Fluent
+# Bit log agent, and on GPU nodes NVIDIA's device plugin and DCGM exporter (their charts leave requests to the user:
+# the values here are common settings).
+DAEMONSETS = (
+    ("kube-proxy", "kube-system", (("kube-proxy", "100m", ""),), (), True, False),
+    ("aws-node", "kube-system", (("aws-node", "25m", ""), ("aws-eks-nodeagent", "25m", "")),
+     (("aws-vpc-cni-init", "25m", ""),), True, False),
+    ("ebs-csi-node", "kube-system", (("ebs-plugin", "10m", "40Mi"), ("node-driver-registrar", "10m", "40Mi"),
+                                     ("liveness-probe", "10m", "40Mi")), (), False, False),
+    ("fluent-bit", "amazon-cloudwatch", (("fluent-bit", "100m", "200Mi"),), (), False, False),
+    ("nvidia-device-plugin", "kube-system", (("nvidia-device-plugin-ctr", "50m", "64Mi"),), (), False, True),
+    ("dcgm-exporter", "gpu-monitoring", (("exporter", "100m", "512Mi"),), (), False, True),
+)
+
+
+def _containers(spec: tuple) -> list[dict[str, Any]]:
+    out = []
+    for name, cpu, mem in spec:
+        requests = {"cpu": cpu, **({"memory": mem} if mem else {})}
+        out.append({"name": name, "image": f"registry.example.com/{name}:1.0", "resources": {"requests": requests}})
+    return out
+
+
+def daemonsets() -> list[dict[str, Any]]:
+    """The DaemonSets of an EKS GPU cluster (DAEMONSETS): system ones tolerate every taint, GPU ones run where the
+    node carries a GPU product label and tolerate the GPU taint."""
+    out = []
+    for name, ns, containers, inits, host_network, gpu_only in DAEMONSETS:
+        spec: dict[str, Any] = {"priority": SYSTEM_NODE_CRITICAL, "priorityClassName": "system-node-critical",
+                                "containers": _containers(containers)}
+        if inits:
+            spec["initContainers"] = _containers(inits)
+        if host_network:
+            spec["hostNetwork"] = True
+        if gpu_only:
+            spec["tolerations"] = [dict(GPU_TOLERATION)]
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": PRODUCT_KEY, "operator": "Exists"}]}]}}}
+        else:
+            spec["tolerations"] = [{"operator": "Exists"}]
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]}]}]}}}
+        out.append({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                    "metadata": {"name": name, "namespace": ns, "uid": f"ds-{name}", "creationTimestamp": EPOCH},
+                    "spec": {"selector": {"matchLabels": {"app": name}},
+                             "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+    return out
+
+
+def _daemon_pods(node: str, g: _Group, room_cpu: int, room_mem: int) -> list[dict[str, Any]]:
+    """The DaemonSet pods bound on an existing node, in queue order (priority, then name), each while it fits the
+    room its other pods leave (a pod that does not fit would be Pending there, holding nothing)."""
+    out = []
+    for ds in sorted(daemonsets(), key=lambda d: d["metadata"]["name"]):
+        name = ds["metadata"]["name"]
+        if name in GPU_DAEMONSETS and not g.product:
+            continue
+        tspec = ds["spec"]["template"]["spec"]
+        cpu = sum(_to_units(c["resources"]["requests"]["cpu"]) for c in tspec["containers"])
+        mem = sum(_to_units(c["resources"]["requests"].get("memory", "0")) for c in tspec["containers"])
+        if cpu * 1000 > room_cpu or mem > room_mem:
+            continue
+        room_cpu, room_mem = room_cpu - int(cpu * 1000), room_mem - int(mem)
+        meta = {"name": f"{name}-{node.split('.')[0]}", "namespace": ds["metadata"]["namespace"],
+                "uid": f"{ds['metadata']['uid']}-{node}", "creationTimestamp": EPOCH, "labels": {"app": name},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name,
+                                     "uid": ds["metadata"]["uid"], "controller": True}]}
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {**tspec, "nodeName": node},
+                    "status": {"phase": "Running"}})
+    return out
+
+
+GPU_DAEMONSETS = frozenset(name for name, *_, gpu_only in DAEMONSETS if gpu_only)
 
 
 # ---------------------------------------------------------------------- write
@@ -600,6 +688,8 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
                 k += 1
     objects.extend(bound)
     objects.extend(pending)
+    if spec.daemonsets:
+        objects.extend(daemonsets())
 
     catalog = []
     for g in groups:
@@ -610,7 +700,8 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
             entry["taints"] = [dict(GPU_TAINT)]
         catalog.append(entry)
     stats = {"pending_pods": len(pending), "groups": n_groups, "gangs": n_gangs, "existing_nodes": len(nodes),
-             "node_groups": len(groups), "bound_pods": len(bound)}
+             "node_groups": len(groups), "bound_pods": len(bound),
+             "daemonsets": len(DAEMONSETS) if spec.daemonsets else 0}
     return objects, catalog, stats
 
 

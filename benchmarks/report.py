@@ -158,8 +158,9 @@ def headline_table(doc: dict) -> str:
 
 def case_table(doc: dict) -> str:
     lines = ["| backlog | pending pods | gangs | node groups | existing nodes | policy | gangs satisfied | "
-             "useful / placed pods | new nodes | $/h | stranded nodes ($/h) | cost / LB | time s | peak MB |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "useful / placed pods | new nodes | $/h | DaemonSets' share $/h | stranded nodes ($/h) | cost / LB | "
+             "time s | peak MB |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for case in doc["cases"]:
         st = case["stats"]
         first = True
@@ -170,7 +171,8 @@ def case_table(doc: dict) -> str:
             first = False
             lines.append(
                 f"{head}| {p} | {m['gangs_satisfied']} | {m['useful_pods']:,} / {m['pods_placed']:,} | "
-                f"{m['new_nodes']:,} | {_fmt_money(m['cost'])} | {m['stranded_nodes']} "
+                f"{m['new_nodes']:,} | {_fmt_money(m['cost'])} | "
+                f"{_fmt_money(m['notes'].get('daemonset_cost', 0.0))} | {m['stranded_nodes']} "
                 f"(${_fmt_money(m['stranded_cost'])}) | {_fmt_ratio(m['cost_ratio'])} | {m['seconds']:.2f} | "
                 f"{m['peak_mb']:.0f} |")
     return "\n".join(lines)
@@ -324,7 +326,9 @@ def markdown_report(doc: dict) -> str:
     if models.count("\n") > 1:
         out += ["## What really starts (gangscale.scheduling model, all backlogs it ran on)", "", model_headline(doc),
                 ""]
-    out += ["## Per backlog", "", case_table(doc), ""]
+    out += ["## Per backlog", "", "\"DaemonSets' share\": of the new nodes' bill, what their DaemonSet pods' room "
+            "costs (per node, its price times the larger of the cpu and memory shares they take; "
+            "`--daemonsets off` runs the backlogs without them).", "", case_table(doc), ""]
     if models.count("\n") > 1:
         out += ["## What the scheduler does with the nodes (gangscale.scheduling model)", "",
                 "Every policy's nodes (existing + upcoming + bought) and every pending gang, placed by the model "

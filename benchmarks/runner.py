@@ -17,7 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -48,6 +48,7 @@ class RunConfig:
     timing_runs: int | None = None  # override the cases' repeat counts
     progress: bool = True
     model_max_pods: int = 20000  # run the scheduler model on backlogs up to this many pending pods
+    daemonsets: bool | None = None  # override the cases' `BacklogSpec.daemonsets` (None: as the suite sets it)
 
 
 @dataclass(slots=True)
@@ -291,6 +292,8 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
 
 def run_suite(cfg: RunConfig) -> list[CaseResult]:
     cases = [c for c in SUITES[cfg.suite] if not cfg.only or c.spec.name in cfg.only]
+    if cfg.daemonsets is not None:
+        cases = [replace(c, spec=replace(c.spec, daemonsets=cfg.daemonsets)) for c in cases]
     if not cases:
         raise SystemExit(f"no case of suite {cfg.suite!r} matches {', '.join(cfg.only)}")
     cfg.out.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,9 @@ class Case:
 
 def _s(name: str, family: str, pods: int, groups: int, nodes: int = 0, gangs: int | None = None,
        supply: float = 0.8, seed: int = 1) -> BacklogSpec:
-    return BacklogSpec(name, family, pods, groups, nodes, gangs, supply, seed)
+    """Every backlog of the suites runs the EKS GPU cluster's DaemonSets (`generate.daemonsets`; `bench run
+    --daemonsets off` leaves them out, to measure what they cost)."""
+    return BacklogSpec(name, family, pods, groups, nodes, gangs, supply, seed, daemonsets=True)
 
 
 STANDARD: list[Case] = [

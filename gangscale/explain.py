@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
 from .fit import HARD_EFFECTS, labels_match, tolerates
 from .model import NodeGroup, Pod
 from .resources import format_amount
+
+AT_MAX_SIZE = "already at maxSize"
+BACKED_OFF = "backed off until"
 
 
 def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()) -> str | None:
@@ -25,10 +29,39 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
             return f"needs {format_amount(name, amount)} {name}, a node has {format_amount(name, have)}"
     if group.headroom <= 0 and group.backed_off_until:
         until = datetime.fromtimestamp(group.backed_off_until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"backed off until {until}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
+        return f"{BACKED_OFF} {until}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
     if group.headroom <= 0:
-        return f"already at maxSize {group.max_size}"
+        return f"{AT_MAX_SIZE} {group.max_size}"
     return None
+
+
+def limits_reached(pods: Iterable[Pod], groups: list[NodeGroup], added: Mapping[str, int],
+                   topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:
+    """The node groups a new node of which would hold one of `pods` but that may add no more nodes: at maxSize
+    before the plan, or once the plan adds `added` (per group) to them, or backed off by the controller after a failed
+    launch (`NodeGroup.backed_off_until`: its headroom is held at zero); "" when there is none."""
+    seen: set[tuple] = set()
+    full: dict[str, str] = {}
+    for pod in pods:
+        key = (pod.placement, tuple(sorted(pod.requests.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        for g in groups:
+            if g.name in full:
+                continue
+            why = group_misfit(pod, g, topology_keys)
+            more = added.get(g.name, 0)
+            if why is not None and why.startswith(BACKED_OFF):
+                full[g.name] = f"node group {g.name} is {why}"
+            elif why is not None and why.startswith(AT_MAX_SIZE):
+                full[g.name] = f"node group {g.name} is at maxSize {g.max_size} ({g.current_size} nodes)"
+            elif why is None and more >= g.headroom:
+                full[g.name] = (f"node group {g.name} reaches maxSize {g.max_size} with the {more} node"
+                                f"{'s' if more != 1 else ''} this plan adds ({g.current_size} before)")
+    shown = [full[n] for n in sorted(full)][:limit]
+    more_text = f"; and {len(full) - limit} more groups" if len(full) > limit else ""
+    return "; ".join(shown) + more_text
 
 
 def pod_misfit(pod: Pod, groups: list[NodeGroup], topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .daemonsets import is_daemon_pod
 from .ingest_inputs import Inputs
 from .model import API_WORKLOAD, Gang, Node, Pod, new_gang
 from .parse import (
@@ -47,7 +48,8 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
 
     `cache`: parse results to reuse (and fill); None: a fresh one, dropped when this call returns.
     DRA claims, Kueue Workloads and YuniKorn task groups: `ingest_inputs` (`plan_unadmitted`: plan what
-    Kueue has not admitted yet).
+    Kueue has not admitted yet), apps/v1 DaemonSets. A pending pod a DaemonSet owns is the DaemonSet controller's,
+    never a pod of the backlog.
     """
     cache = ParseCache() if cache is None else cache
     extra = Inputs(plan_unadmitted)
@@ -97,7 +99,7 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
             _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
     extra.finish(pods, defs, nodes, warnings)
     bound, gangs = _attach_pods(defs, pods, extra)
-    return Cluster(nodes, bound, gangs, warnings.lines())
+    return Cluster(nodes, bound, gangs, warnings.lines(), list(extra.daemonsets.values()))
 
 
 def _listed_before(ids: Sequence[tuple[str, ...]], seen: set[tuple[str, ...]], obj: Mapping[str, Any], kind: str,
@@ -154,6 +156,8 @@ class _Members:
             self.invalid = f"pod {pod.key}: {problem}"
         if pod.node_name and not pod.terminal:
             self.bound += 1
+        elif is_daemon_pod(pod):
+            return  # CA's filterOutDaemonSetPodListProcessor: its controller places it on the node it was made for
         elif pod.phase == "Pending" and not problem:
             self.pending.append(pod)
         elif pod.phase in ("SchedulingGated", "Terminating"):

@@ -1,4 +1,4 @@
-"""The inputs beyond gang APIs that `ingest` reads: DRA claims, Kueue Workloads, YuniKorn task groups.
+"""The inputs beyond gang APIs that `ingest` reads: DRA claims, Kueue Workloads, YuniKorn task groups, DaemonSets.
 
 They are collected while `ingest` walks the objects (in any order) and applied once everything is read,
 before pods join their gangs. Nothing here is silently dropped: an object that cannot be modelled makes
@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from .daemonsets import DaemonSet
+from .ingest_daemonsets import DAEMONSET_API, parse_daemonset
 from .ingest_dra import DRA_APIS, DRA_KINDS, DraIndex
 from .ingest_kueue import KUEUE_APIS, KueueIndex
 from .ingest_yunikorn import group_yunikorn
@@ -20,19 +22,24 @@ from .warnlog import WarningLog
 
 
 class Inputs:
-    """One ingest pass's DRA, Kueue and YuniKorn state."""
+    """One ingest pass's DRA, Kueue, YuniKorn and DaemonSet state."""
 
     def __init__(self, plan_unadmitted: bool = False) -> None:
         self.plan_unadmitted = plan_unadmitted
         self.dra = DraIndex()
         self.kueue = KueueIndex()
+        self.daemonsets: dict[str, DaemonSet] = {}  # namespace/name -> the first one listed
 
     @staticmethod
     def takes(kind: Any, api: str) -> bool:
-        return (kind in DRA_KINDS and api in DRA_APIS) or (kind == "Workload" and api in KUEUE_APIS)
+        return ((kind in DRA_KINDS and api in DRA_APIS) or (kind == "Workload" and api in KUEUE_APIS)
+                or (kind == "DaemonSet" and api == DAEMONSET_API))
 
     def add(self, obj: Mapping[str, Any], kind: str, warnings: WarningLog) -> None:
-        if kind == "Workload":
+        if kind == "DaemonSet":
+            ds = parse_daemonset(obj)
+            self.daemonsets.setdefault(ds.key, ds)
+        elif kind == "Workload":
             self.kueue.add(obj)
         else:
             self.dra.add(obj, kind, warnings)

@@ -86,21 +86,48 @@ class PodTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class DomainSpread:
+    """One DoNotSchedule topologySpreadConstraint on a key other than `kubernetes.io/hostname` (a zone, any label).
+
+    As kube-scheduler's PodTopologySpread filter reads it (pkg/scheduler/framework/plugins/podtopologyspread/
+    {common.go,filtering.go}): a node counts as a domain of `key` when it has every spread key of the pod, its labels
+    match the pod's required node affinity (`honor_affinity`, nodeAffinityPolicy Honor, the default) and, with
+    `honor_taints` (nodeTaintsPolicy Honor; Ignore is the default), the pod tolerates its taints. A pod may go to a
+    domain when matching pods there + itself - the global minimum <= `max_skew`; with fewer domains than
+    `min_domains` (KEP-3022) the global minimum is 0. `term`'s selector has matchLabelKeys merged in (KEP-3243).
+    """
+
+    term: PodTerm
+    key: str
+    max_skew: int
+    min_domains: int = 1
+    honor_affinity: bool = True
+    honor_taints: bool = False
+
+    @property
+    def what(self) -> str:
+        """For people: the constraint, as a reason names it."""
+        return f"topologySpreadConstraints maxSkew {self.max_skew} on {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
 class PodRules:
-    """The pod-to-pod placement rules gangscale models, all per node (`kubernetes.io/hostname`).
+    """The pod-to-pod placement rules gangscale models.
 
     `anti_affinity`: required podAntiAffinity terms on the hostname key (no pod matching the term may
     share the node). `spread`: (term, maxSkew) of DoNotSchedule topologySpreadConstraints on the
-    hostname key. `host_ports`: (protocol, port) pairs the pod binds on its node. Anything else of
-    this family is refused at ingest (the gang becomes `invalid`).
+    hostname key. `host_ports`: (protocol, port) pairs the pod binds on its node. `domain_spread`:
+    DoNotSchedule topologySpreadConstraints on any other key (zones; `spread.py` plans them). Anything
+    else of this family is refused at ingest (the gang becomes `invalid`).
     """
 
     anti_affinity: tuple[PodTerm, ...] = ()
     spread: tuple[tuple[PodTerm, int], ...] = ()
     host_ports: tuple[tuple[str, int], ...] = ()
+    domain_spread: tuple[DomainSpread, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.anti_affinity or self.spread or self.host_ports)
+        return bool(self.anti_affinity or self.spread or self.host_ports or self.domain_spread)
 
 
 NO_RULES = PodRules()

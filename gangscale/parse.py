@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
+from .daemonsets import DaemonSet
 from .model import (
     API_COSCHEDULING,
     API_NONE,
@@ -27,6 +28,7 @@ from .model import (
     API_VOLCANO,
     API_WORKLOAD,
     NO_RULES,
+    DomainSpread,
     Gang,
     LabelSelector,
     Node,
@@ -74,6 +76,7 @@ class Cluster:
     bound: list[Pod] = field(default_factory=list)  # pods holding node capacity
     gangs: list[Gang] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)  # apps/v1 DaemonSets: what new nodes run first
 
 
 # --------------------------------------------------------------------- helpers
@@ -291,9 +294,11 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
     status = _map(obj.get("status"), "status")
     labels = _str_map(meta.get("labels"), "metadata.labels")
     ready = False
+    ready_changed: Any = ""
     for cond in _list(status.get("conditions"), "status.conditions"):
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+            ready_changed = cond.get("lastTransitionTime")
     alloc = status.get("allocatable", status.get("capacity"))
     return Node(
         name=str(meta["name"]),
@@ -305,6 +310,7 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         node_group=labels.get(node_group_label),
         provider_id=str(spec.get("providerID") or ""),
         created=_timestamp(meta.get("creationTimestamp")),
+        ready_changed=_timestamp(ready_changed),
     )
 
 
@@ -458,8 +464,13 @@ def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, st
     return tuple(out)
 
 
-def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool) -> tuple[tuple[PodTerm, int], ...]:
-    out = []
+_POLICIES = ("Honor", "Ignore")
+
+
+def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool
+            ) -> tuple[tuple[tuple[PodTerm, int], ...], tuple[DomainSpread, ...]]:
+    """DoNotSchedule constraints: (term, maxSkew) on the hostname, and `DomainSpread`s on every other key."""
+    out, domains = [], []
     for i, c in enumerate(_list(raw, "spec.topologySpreadConstraints")):
         w = f"spec.topologySpreadConstraints[{i}]"
         try:
@@ -468,18 +479,29 @@ def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool) -> tuple
                 continue  # a score, not a filter: it never keeps a pod pending
             if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
                 raise ObjectError(f"{w}.whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway")
-            if c.get("topologyKey") != HOSTNAME:
-                raise ObjectError(f"{w}.topologyKey {c.get('topologyKey')!r} with DoNotSchedule is not supported "
-                                  f"(only {HOSTNAME})")
+            key = c.get("topologyKey")
+            if not isinstance(key, str) or not key:
+                raise ObjectError(f"{w}.topologyKey is missing")
             skew = _int_field(c.get("maxSkew"), f"{w}.maxSkew", minimum=1)
             if c.get("labelSelector") is None:
-                continue  # matches no pod: every node counts 0, the skew is always 0
+                continue  # matches no pod: every domain counts 0, the skew is always 0
             sel = _label_selector(c["labelSelector"], f"{w}.labelSelector", labels, c.get("matchLabelKeys"))
-            out.append((PodTerm(sel, frozenset({ns})), skew))  # spread counts pods of the pod's own namespace
+            term = PodTerm(sel, frozenset({ns}))  # spread counts pods of the pod's own namespace
+            if key == HOSTNAME:
+                out.append((term, skew))
+                continue
+            min_domains = 1 if c.get("minDomains") is None else _int_field(c["minDomains"], f"{w}.minDomains", minimum=1)
+            policies = []
+            for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+                value = c.get(name) or default
+                if value not in _POLICIES:
+                    raise ObjectError(f"{w}.{name} must be Honor or Ignore, not {value!r}")
+                policies.append(value == "Honor")
+            domains.append(DomainSpread(term, key, skew, min_domains, *policies))
         except ObjectError:
             if strict:
                 raise
-    return tuple(out)
+    return tuple(out), tuple(domains)
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
@@ -531,14 +553,14 @@ def _has_ports(containers: Any) -> bool:
 
 def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
     anti = _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict) if affinity is not None else ()
-    spread = _spread(spec.get("topologySpreadConstraints"), ns, labels, strict)
+    spread, domain_spread = _spread(spec.get("topologySpreadConstraints"), ns, labels, strict)
     try:
         ports = _host_ports(spec)
     except ObjectError:
         if strict:
             raise
         ports = ()
-    rules = PodRules(anti, spread, ports)
+    rules = PodRules(anti, spread, ports, domain_spread)
     return rules if rules else NO_RULES
 
 

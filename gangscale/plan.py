@@ -231,6 +231,9 @@ class Plan(_Model):
     solver: SolverInfo
     warnings: list[str] = []
     scheduler: SchedulerInfo | None = None
+    # per node group, what its DaemonSets' pods take on each new node (Kubernetes quantities), already off the
+    # allocatable the plan packs (gangscale.daemonsets)
+    daemon_set_overhead: dict[str, dict[str, str]] = {}
 
     def to_dict(self) -> dict:
         return self.model_dump(by_alias=True, mode="json")

@@ -100,3 +100,4 @@ class Plan(_Model):
     solver: SolverInfo
     warnings: list[str] = Field(default_factory=list)
     scheduler: SchedulerInfo | None = None
+    daemon_set_overhead: dict[str, dict[str, str]] = Field(default_factory=dict, alias="daemonSetOverhead")

@@ -18,17 +18,21 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .explain import pod_misfit
+from .daemonsets import overhead_report
+from .explain import limits_reached, pod_misfit
+from .model import NodeGroup
 from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
 from .snapshot import ClusterSnapshot
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
                            tier_counts)
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
+from .solver.merge import fewer_nodes
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 from .solver.repack import repack
+from .solver.skew import within_skew
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
@@ -66,8 +70,14 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     cleaning idle nodes goes on past it for a few model runs (realize.LATE_RUNS).
     """
     opts = opts or SolveOptions()
+    plan = _make_plan(snap, opts, scheduler)
+    plan.daemon_set_overhead = overhead_report(snap.daemons)
+    return plan
+
+
+def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel | None) -> Plan:
     enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model
-    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread), None)
+    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread or p.rules.domain_spread), None)
     if not enabled or spread:
         plan = solve_plan(snap, opts)
         plan.scheduler = SchedulerInfo(mode="off", note=(
@@ -137,9 +147,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
 
         outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
                               placement_proven=proven)
-    best = outcome.assignment
-    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
-        best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
+    best = _final(prob, outcome, hint)
     lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
@@ -152,6 +160,15 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     return plan
 
 
+def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment:
+    """The plan to report: CP-SAT's with fewer nodes where cost ties, never dearer than the greedy's at its
+    placement, and within every zone spread's skew on its final state (solver/skew.py)."""
+    best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
+    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
+        best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
+    return within_skew(prob, best)
+
+
 def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     """`SolveOptions.deterministic`: every phase bounded by work, none by the clock, so the plan depends on the
     snapshot alone. The greedy plan (uncut), re-packed by LP prices; the gang bound and the LP cost bound in full;
@@ -161,6 +178,7 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     hint, lp = _guided_greedy(prob, None, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
     best, known_lp = _repair(prob, hint, None, lp)
+    best = within_skew(prob, best)  # the final state within every zone spread (solver/skew.py)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
     lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
@@ -196,7 +214,7 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None,
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes."""
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
-        return hint, {}
+        return fewer_nodes(prob, hint), {}
     per_shape = placed_per_shape(prob, hint)
     lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
     # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
@@ -210,7 +228,7 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None,
         whole = repacked(prob, hint)
         if whole is not None and whole.cost(prob) < best.cost(prob):
             best = whole
-    return best, known
+    return fewer_nodes(prob, best), known  # the last objective, for a plan no CP-SAT stage polishes
 
 
 class _Bounds:
@@ -300,6 +318,9 @@ def _domain_variables(prob: Problem) -> int:
 
 def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,
             deadline: float | None = None) -> Plan:
+    within = within_skew(prob, a)  # whoever made `a`, the plan keeps every zone spread's skew
+    if within is not a:
+        a, cost, lb = within, within.cost(prob), min(lb, within.cost(prob))
     placed_by_gang = [0] * len(prob.gangs)
     new_by_gang: list[Counter[str]] = [Counter() for _ in prob.gangs]
     existing_by_gang = [0] * len(prob.gangs)
@@ -327,6 +348,24 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
             existing.setdefault(node_name or "", []).extend(pods)
     scale_up = dict(sorted(Counter(n.node_group for n in new_nodes).items()))
 
+    results = _results(snap, prob, a, placed_by_gang, existing_by_gang, new_by_gang, scale_up, deadline)
+    return Plan(
+        scaleUp=scale_up,
+        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
+        existingNodes=dict(sorted(existing.items())),
+        gangs=results,
+        costPerHour=round(cost / MICRO, 6),
+        lowerBoundPerHour=round(lb / MICRO, 6),
+        solver=SolverInfo(status="FEASIBLE", seconds=0.0, gap=0.0),
+        warnings=snap.warnings,
+    )
+
+
+def _results(snap: ClusterSnapshot, prob: Problem, a: Assignment, placed_by_gang: list[int],
+             existing_by_gang: list[int], new_by_gang: list[Counter[str]], scale_up: dict[str, int],
+             deadline: float | None) -> list[GangResult]:
+    """Every gang's decision and reason, in name order; a reason names the zone spread that left pods out."""
+    notes = {**prob.spread.held, **a.skew_cut} if prob.spread is not None else {}
     results: list[GangResult] = []
     index = {g.gang.key: g for g in prob.gangs}
     for gang in sorted(snap.gangs, key=lambda g: (g.namespace, g.name, g.api)):
@@ -343,21 +382,13 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
         domain = a.domain[info.gid]
         topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
         if placed:
-            decision, reason = _placed_reason(info, placed, existing_by_gang[info.gid], new_by_gang[info.gid], topo)
+            decision, reason = _placed_reason(info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up)
         else:
-            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early)
+            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early, scale_up)
+        if key in notes:  # topology spread left pods out: say which constraint
+            reason = f"{reason}; {notes[key]}" if placed else notes[key]
         results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
-
-    return Plan(
-        scaleUp=scale_up,
-        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
-        existingNodes=dict(sorted(existing.items())),
-        gangs=results,
-        costPerHour=round(cost / MICRO, 6),
-        lowerBoundPerHour=round(lb / MICRO, 6),
-        solver=SolverInfo(status="FEASIBLE", seconds=0.0, gap=0.0),
-        warnings=snap.warnings,
-    )
+    return results
 
 
 def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:
@@ -365,7 +396,9 @@ def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:
     return {g.name: g.instance_type for g in reversed(snap.groups)}
 
 
-def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str], topo) -> tuple[str, str]:
+def _placed_reason(info, placed: int, existing_by_gang: list[int], new_by_gang: list[Counter[str]], topo,
+                   groups: list[NodeGroup], added: dict[str, int]) -> tuple[str, str]:
+    on_existing, new_nodes = existing_by_gang[info.gid], new_by_gang[info.gid]
     parts = [f"{placed} of {info.pending} pending pods placed"]
     if info.gang.policy == "gang":
         parts[0] += f" (minCount {info.gang.min_count}, {info.gang.bound} already bound)"
@@ -378,12 +411,15 @@ def _placed_reason(info, placed: int, on_existing: int, new_nodes: Counter[str],
     if topo:
         parts.append("all in " + ", ".join(f"{k}={v}" for k, v in topo.items()))
     if placed < info.pending:
-        parts.append(f"{info.pending - placed} stay pending: node-group limits or priority leave no room for them")
+        limits = limits_reached(info.gang.pending, groups, added, info.gang.topology_keys)
+        parts.append(f"{info.pending - placed} stay pending: " + (
+            f"{limits}, and no other room is left for them" if limits else
+            "node-group limits or priority leave no room for them"))
     return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
 
 
 def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: float | None,
-                     out_of_time: bool) -> tuple[str, str]:
+                     out_of_time: bool, added: dict[str, int]) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
@@ -399,10 +435,11 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
+        limits = limits_reached(info.gang.pending, snap.groups, added, info.gang.topology_keys)
+        held = f"{limits}, for" if limits else "the capacity and node-group limits it needs go to"
         return "deferred", (
-            f"fits alone ({alone_placed} of {info.pending} pods), but the capacity and node-group limits it needs "
-            "go to higher-priority gangs, or equal-priority ones whose quorum uses less of the scarce capacity, "
-            "in this plan"
+            f"fits alone ({alone_placed} of {info.pending} pods), but {held} higher-priority gangs, or "
+            "equal-priority ones whose quorum uses less of the scarce capacity, in this plan"
         )
     topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
     return "infeasible", (

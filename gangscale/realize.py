@@ -28,10 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 from .fit import label_keys
-from .model import Gang, GangKey, NodeGroup
+from .model import Gang, GangKey, NodeGroup, Pod
 from .plan import GangResult, NewNode, Plan, SchedulerInfo
-from .resources import sub
-from .scheduling import SchedulerConfig, SimNode, SimResult, default_config, nodes_from_views, simulate_iter
+from .resources import sub, total
+from .scheduling import (SchedulerConfig, SimNode, SimResult, arriving_node, default_config, nodes_from_views,
+                         simulate_iter)
 from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
@@ -105,13 +106,12 @@ class _Ctx:
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
     """Planned nodes of these groups, each with a name unique over every round."""
     by_name = {g.name: g for g in ctx.snap.groups}
+    daemons = ctx.snap.daemons
     out = []
     for gname in group_names:
         ctx.serial += 1
-        g = by_name[gname]
-        name = f"{gname}{NEW_PREFIX}{ctx.serial}"
-        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
-        out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
+        pods = daemons[gname].pods if gname in daemons else ()
+        out.append(arriving_node(by_name[gname], f"{gname}{NEW_PREFIX}{ctx.serial}", pods))
     return out
 
 
@@ -335,13 +335,19 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     for k, p in pods.items():
         used.setdefault(sim.placement[k], Counter()).update(p.requests)
     views = [replace(v, free=sub(v.free, used.get(v.name, {}))) for v in ctx.snap.nodes]
-    views += [NodeView(n.name, dict(n.labels), n.taints, sub(n.allocatable, used.get(n.name, {})), n.node_group, True)
-              for n in st.new]
+    views += [NodeView(n.name, dict(n.labels), n.taints, sub(sub(n.allocatable, used.get(n.name, {})), _load(n.daemon_pods)),
+                       n.node_group, True, daemon_pods=n.daemon_pods) for n in st.new]
     kept = Counter(n.node_group for n in st.new)
     groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
     bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]
     gangs = [g for k, g in ctx.by_key.items() if k not in st.promised]
-    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound)
+    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound, daemons=ctx.snap.daemons,
+                           all_nodes=ctx.snap.all_nodes)
+
+
+def _load(pods: Sequence[Pod]) -> dict[str, int]:
+    """What these (DaemonSet) pods request together."""
+    return total(p.requests for p in pods)
 
 
 def _better(a: _State, b: _State, price: dict[str, int]) -> bool:

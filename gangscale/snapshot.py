@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
+from .daemonsets import GroupDaemons, group_daemons, net_of_daemons, unfit_warnings
 from .ingest import Cluster
 from .model import Gang, GangKey, Node, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
@@ -41,6 +43,7 @@ class NodeView:
     node_group: str | None = None
     upcoming: bool = False
     reserved_for: GangKey | None = None  # a node bought for this gang (upcoming or arrived): only its pods may use it
+    daemon_pods: tuple[Pod, ...] = ()  # an upcoming node's DaemonSet pods, already taken off `free` (daemonsets.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,10 @@ class ClusterSnapshot:
     decided: dict[GangKey, PreDecision] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     bound: list[Pod] = field(default_factory=list)  # pods on nodes: per-node pod rules count them
+    # per node group, the DaemonSet pods each new node runs first; `groups` carry allocatable less their requests
+    daemons: dict[str, GroupDaemons] = field(default_factory=dict)
+    # every node, cordoned and NotReady ones too: topology spread counts their domains (spread.py)
+    all_nodes: list[Node] = field(default_factory=list)
 
     @property
     def solvable(self) -> list[Gang]:
@@ -125,15 +132,16 @@ def _reserved_for(owner: GangKey | None) -> tuple[Taint, ...]:
     return (Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ()
 
 
-def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy) -> list[NodeView]:
-    """A group's nodes on their way; the first ones carry the reservations the policy names."""
+def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy, daemon_pods: tuple[Pod, ...]) -> list[NodeView]:
+    """A group's nodes on their way (`g` net of its daemon pods); the first ones carry the reservations the policy
+    names."""
     owners = policy.reserved.get(g.name, ())
     views = []
     for i in range(count):
         owner = owners[i] if i < len(owners) else None
         taints = g.taints + _reserved_for(owner)
         views.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), taints, dict(g.allocatable), g.name,
-                              True, owner))
+                              True, owner, daemon_pods))
     return views
 
 
@@ -170,6 +178,34 @@ def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
     return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
 
 
+MAX_NODE_STARTUP_SECONDS = 15 * 60  # cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
+
+
+def still_starting(n: Node) -> bool:
+    """A NotReady node still on its way, as CA's NotStarted (clusterstate.go `updateReadinessStats`): the model
+    counts it as an upcoming node of its group, Ready once it arrives. A node whose Ready condition last changed
+    MaxNodeStartupTime or more after it registered had started and went NotReady since (CA's Unready): it is no
+    capacity, arriving or not, since kube-scheduler's TaintToleration filter rejects it while the node lifecycle
+    controller keeps its `node.kubernetes.io/not-ready` NoSchedule taint on (TaintNodesByCondition:
+    pkg/controller/nodelifecycle/node_lifecycle_controller.go), and it is not bought again. Without both
+    timestamps a NotReady node is taken as starting (CA also bounds that by the node's age, which needs a clock
+    the snapshot does not have)."""
+    if n.ready:
+        return False
+    created, changed = _epoch(n.created), _epoch(n.ready_changed)
+    return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
+
+
+def _epoch(stamp: str) -> float | None:
+    """RFC 3339 as the API writes it, in seconds; None when missing or unreadable."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
                    policy: SnapshotPolicy | None = None, *, views: NodeViews | None = None) -> ClusterSnapshot:
     """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
@@ -189,7 +225,7 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     kept = views.kept if views is not None else {}
     made: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
     for n in cluster.nodes:
-        if n.node_group and n.ready:  # registered but NotReady: still on its way (CA's NotStarted), not bought again
+        if n.node_group and not still_starting(n):  # a starting node is on its way: an upcoming view stands for it
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
@@ -212,14 +248,18 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
 
     decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None}
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
+    daemons = group_daemons(groups, cluster.daemonsets)
+    extra = [*(warnings or []), *unfit_warnings(daemons, groups)]
+    groups = net_of_daemons(groups, daemons)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))
         wanted = len(policy.reserved.get(g.name, ())) + pending  # the reserved ones, then one per pending pod
-        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy))
+        pods = daemons[g.name].pods if g.name in daemons else ()
+        nodes.extend(_upcoming(g, min(wanted, on_the_way), policy, pods))
 
     reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
     snap = ClusterSnapshot(nodes, list(groups), gangs,
-                           warnings=summarise([*cluster.warnings, *(warnings or [])]),  # capped per kind
-                           bound=cluster.bound, decided=decided)
+                           warnings=summarise([*cluster.warnings, *extra]),  # capped per kind
+                           bound=cluster.bound, decided=decided, daemons=daemons, all_nodes=list(cluster.nodes))
     return snap

@@ -12,7 +12,9 @@ on the node minus the minimum over eligible nodes, final state) filters; DRA
 claims (ExactCount devices per DeviceClass against catalog `dra.gangscale.io/*`
 and ResourceSlice devices; a shared claim once; KEP-5004 extended-resource
 mapping), Kueue Workloads and YuniKorn task groups (membership, quorum, the
-members that do not exist yet, and no capacity for an unadmitted Workload).
+members that do not exist yet, and no capacity for an unadmitted Workload),
+and apps/v1 DaemonSets (their template pods' requests off every new or
+upcoming node they would run on; their own pods are never planned).
 """
 
 from __future__ import annotations
@@ -156,9 +158,6 @@ def _unsupported_rule(pod: dict) -> str | None:
             return f"anti-affinity on {t.get('topologyKey')}"
         if t.get("namespaceSelector", {}).get("matchLabels") or t.get("namespaceSelector", {}).get("matchExpressions"):
             return "namespaceSelector by label"
-    for c in spec.get("topologySpreadConstraints", []):
-        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" and c.get("topologyKey") != HOSTNAME:
-            return f"spread on {c.get('topologyKey')}"
     return None
 
 
@@ -168,10 +167,12 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
     # every node of the final state with all pods on it: planned ones and bound ones
     where_pods: dict[str, list[dict]] = {}
     where_labels: dict[str, dict] = {}
+    where_taints: dict[str, list] = {}
     planned_at: dict[str, str] = {}
-    for i, (where, labels, _taints, _cap, plist) in enumerate(placements):
+    for i, (where, labels, taints, _cap, plist) in enumerate(placements):
         loc = f"{where}#{i}"
         where_labels[loc] = labels
+        where_taints[loc] = taints
         where_pods[loc] = [pods[k] for k in plist if k in pods]
         for k in plist:
             planned_at[k] = loc
@@ -184,6 +185,7 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
         if name not in placed_nodes:
             loc = f"node {name}#x"
             where_labels[loc] = nd["metadata"].get("labels", {})
+            where_taints[loc] = nd.get("spec", {}).get("taints", [])
             where_pods[loc] = [p for p in pods.values() if p["spec"].get("nodeName") == name
                                and p["status"].get("phase") not in ("Succeeded", "Failed")]
 
@@ -202,24 +204,84 @@ def _pod_rule_errors(pods: dict, nodes: dict, placements: list) -> list[str]:
             shared = set(_host_ports(p)) & set(_host_ports(q))
             if shared:
                 errors.append(f"{loc}: pods {k} and {key(q)} both use hostPort {sorted(shared)}")
-        for c in p["spec"].get("topologySpreadConstraints", []):
-            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule" or c.get("topologyKey") != HOSTNAME:
-                continue
-            ns = p["metadata"].get("namespace", "default")
-            own = p["metadata"].get("labels", {})
-
-            def matching(at: str) -> int:
-                return sum(1 for q in where_pods[at] if q["metadata"].get("namespace", "default") == ns
-                           and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own,
-                                             c.get("matchLabelKeys")))
-            honour = c.get("nodeAffinityPolicy", "Honor") == "Honor"
-            eligible = [at for at in where_pods if not honour or _selector_ok(p, where_labels[at])]
-            low = min((matching(at) for at in eligible), default=0)
-            if c.get("minDomains") and len(eligible) < c["minDomains"]:
-                low = 0
-            if matching(loc) - low > c["maxSkew"]:
-                errors.append(f"{loc}: pod {k} spread skew {matching(loc) - low} > maxSkew {c['maxSkew']}")
+        errors += _spread_errors(p, k, loc, where_pods, where_labels, where_taints)
     return errors
+
+
+def _spread_errors(p: dict, k: str, loc: str, where_pods: dict, where_labels: dict, where_taints: dict) -> list[str]:
+    """PodTopologySpread (DoNotSchedule) on the final state, any topologyKey (podtopologyspread/filtering.go): a node
+    is a domain when it has every spread key of the pod and passes nodeAffinityPolicy (Honor by default) and
+    nodeTaintsPolicy (Ignore by default); matching pods of the pod's namespace on those nodes are counted per domain;
+    the pod's domain may hold at most the minimum (0 while fewer than minDomains domains exist) plus maxSkew."""
+    errors = []
+    hard = [c for c in p["spec"].get("topologySpreadConstraints", [])
+            if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+    keys = {c.get("topologyKey") for c in hard} - {HOSTNAME}
+    ns = p["metadata"].get("namespace", "default")
+    own = p["metadata"].get("labels", {})
+
+    def domain(at: str, key: str):
+        return at if key == HOSTNAME else where_labels[at].get(key)
+
+    for c in hard:
+        key = c["topologyKey"]
+
+        def ok(at: str, c: dict = c) -> bool:
+            if any(kk not in where_labels[at] for kk in keys):
+                return False
+            if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not _selector_ok(p, where_labels[at]):
+                return False
+            return c.get("nodeTaintsPolicy", "Ignore") == "Ignore" or _taints_ok(p, where_taints.get(at, []))
+
+        counts: Counter = Counter()
+        for at, there in where_pods.items():
+            if ok(at):
+                counts[domain(at, key)] += sum(
+                    1 for q in there if q["metadata"].get("namespace", "default") == ns
+                    and _label_sel_ok(c.get("labelSelector"), q["metadata"].get("labels", {}), own, c.get("matchLabelKeys")))
+        mine = domain(loc, key)
+        if mine is None:
+            errors.append(f"{loc}: pod {k} is on a node without its spread key {key}")
+            continue
+        low = min(counts.values(), default=0)
+        if c.get("minDomains") and len(counts) < c["minDomains"]:
+            low = 0
+        if counts[mine] - low > c["maxSkew"]:
+            errors.append(f"{loc}: pod {k} spread skew {counts[mine] - low} on {key} > maxSkew {c['maxSkew']}")
+    return errors
+
+
+# kubernetes pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations
+_DAEMON_TOLERATIONS = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": e} for k, e in (
+    ("not-ready", "NoExecute"), ("unreachable", "NoExecute"), ("disk-pressure", "NoSchedule"),
+    ("memory-pressure", "NoSchedule"), ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule"))]
+
+
+def _daemon_load(objects: list[dict], labels: dict, taints: list[dict], cap: dict[str, Fraction]) -> dict[str, Fraction]:
+    """What apps/v1 DaemonSets take on a new node with these labels, taints and allocatable: the template pods the
+    DaemonSet controller runs there (no spec.nodeName, selector and affinity match, taints tolerated with the
+    controller's defaults), admitted by priority then namespace/name while they fit."""
+    runs = []
+    for o in objects:
+        if o.get("kind") != "DaemonSet" or o.get("apiVersion") != "apps/v1":
+            continue
+        spec = o["spec"]["template"]["spec"]
+        extra = [{"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"}] \
+            if spec.get("hostNetwork") else []
+        tpod = {"spec": {**spec, "tolerations": [*spec.get("tolerations", []), *_DAEMON_TOLERATIONS, *extra]}}
+        if not spec.get("nodeName") and _selector_ok(tpod, labels) and _taints_ok(tpod, taints):
+            runs.append((-(spec.get("priority") or 0), o["metadata"].get("namespace", "default"), o["metadata"]["name"],
+                         requests_of(tpod)))
+    load: dict[str, Fraction] = defaultdict(Fraction)
+    for *_, req in sorted(runs, key=lambda r: r[:3]):
+        if all(load[k] + v <= cap.get(k, 0) for k, v in req.items() if v):
+            for k, v in req.items():
+                load[k] += v
+    return load
+
+
+def _net(cap: dict[str, Fraction], load: dict[str, Fraction]) -> dict[str, Fraction]:
+    return {k: v - load.get(k, 0) for k, v in cap.items()}
 
 
 def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmitted: bool = False) -> list[str]:
@@ -290,6 +352,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
             errors.append(f"new node in unknown group {n['nodeGroup']}")
             continue
         cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+        cap = _net(cap, _daemon_load(objects, g.get("labels", {}), g.get("taints", []), cap))
         placements.append((f"new {g['name']}", g.get("labels", {}), g.get("taints", []), cap, n["pods"]))
         if abs(n.get("pricePerHour", g["pricePerHour"]) - g["pricePerHour"]) > 1e-9:
             errors.append(f"new node of {g['name']} priced {n.get('pricePerHour')} instead of {g['pricePerHour']}")
@@ -305,6 +368,7 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
             if int(suffix) > g.get("currentSize", 0) - registered:
                 errors.append(f"{name}: more upcoming nodes than currentSize - registered Ready nodes")
             cap = {k: _amount(k, v) for k, v in g["allocatable"].items()}
+            cap = _net(cap, _daemon_load(objects, g.get("labels", {}), g.get("taints", []), cap))
             placements.append((f"upcoming {name}", g.get("labels", {}), g.get("taints", []), cap, plist))
             continue
         if nd is None:
@@ -334,6 +398,8 @@ def check_plan(objects: list[dict], catalog: list[dict], plan: dict, plan_unadmi
                 continue
             if p["spec"].get("nodeName") or p["status"].get("phase") != "Pending":
                 errors.append(f"{where}: pod {key} is not pending")
+            if any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or []):
+                errors.append(f"{where}: pod {key} is a DaemonSet's: its controller places it, not the plan")
             if not _selector_ok(p, labels):
                 errors.append(f"{where}: pod {key} selector/affinity does not match")
             if not _taints_ok(p, taints):

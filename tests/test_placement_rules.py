@@ -144,7 +144,9 @@ def test_too_few_nodes_for_an_anti_affine_gang_buy_nothing():
      "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
     ({"affinity": anti(key=ZONE)}, "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
     ({"affinity": anti(namespaceSelector={"matchLabels": {"team": "x"}})}, "[0].namespaceSelector"),
-    ({"topologySpreadConstraints": spread(1, key=ZONE)}, "spec.topologySpreadConstraints[0].topologyKey"),
+    ({"topologySpreadConstraints": spread(1, key="")}, "spec.topologySpreadConstraints[0].topologyKey"),
+    ({"topologySpreadConstraints": spread(1, key=ZONE, nodeTaintsPolicy="Sometimes")},
+     "spec.topologySpreadConstraints[0].nodeTaintsPolicy"),
     ({"topologySpreadConstraints": spread(0)}, "spec.topologySpreadConstraints[0].maxSkew"),
     ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": HOST, "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}]}}},

@@ -14,17 +14,33 @@ ZONES = ["a", "b"]
 HOST = "kubernetes.io/hostname"
 
 
+def _zone_spread(draw, sel: dict) -> dict:
+    """A DoNotSchedule spread on the zone with random maxSkew, minDomains, inclusion policies and matchLabelKeys."""
+    c = {"maxSkew": draw(st.integers(1, 2)), "topologyKey": "topology.kubernetes.io/zone",
+         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}
+    if draw(st.booleans()):
+        c["minDomains"] = draw(st.integers(1, 3))
+    for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        if draw(st.booleans()):
+            c[name] = draw(st.sampled_from(["Honor", "Ignore"]))
+    if draw(st.booleans()):
+        c["matchLabelKeys"] = ["job"]
+    return c
+
+
 def _pod_rules(draw, p: dict, j: int) -> None:
-    """Now and then: pod labels, hostname anti-affinity, hostname spread, a hostPort, or an unsupported rule."""
+    """Now and then: pod labels, hostname anti-affinity, hostname or zone spread, a hostPort, or an unsupported rule."""
     p["metadata"]["labels"] = {"app": draw(st.sampled_from(["w", "x"])), "job": f"pg{j}"}
     sel = {"matchLabels": {"app": draw(st.sampled_from(["w", "x"]))}}
-    rule = draw(st.sampled_from(["none", "none", "anti", "spread", "port", "zone-anti"]))
+    rule = draw(st.sampled_from(["none", "none", "anti", "spread", "port", "zone-anti", "zone-spread"]))
     if rule == "anti":
         p["spec"].setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"topologyKey": HOST, "labelSelector": sel, **({"matchLabelKeys": ["job"]} if draw(st.booleans()) else {})}]}
     elif rule == "spread":
         p["spec"]["topologySpreadConstraints"] = [{"maxSkew": draw(st.integers(1, 3)), "topologyKey": HOST,
                                                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]
+    elif rule == "zone-spread":
+        p["spec"]["topologySpreadConstraints"] = [_zone_spread(draw, sel)]
     elif rule == "port":
         p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([9000, 9001]))}]
     elif rule == "zone-anti":  # unsupported: the gang must come out invalid, never planned
@@ -85,6 +101,47 @@ def clusters(draw):
 def test_every_plan_passes_the_independent_checker(cluster):
     objects, catalog = cluster
     plan = plan_for(objects, catalog, time_limit=2.0)
+    errors = check_plan(objects, catalog, plan.to_dict())
+    assert not errors, errors
+
+
+@st.composite
+def zone_spread_clusters(draw):
+    """Every pending pod spreads over the zones (1 to 3 of them, some groups tainted), beside bound matching pods on
+    existing nodes of every zone, cordoned and NotReady ones too."""
+    zones = ZONES + ["c"]
+    catalog = [group(f"g{i}", cpu=str(draw(st.sampled_from([2, 4, 8]))), mem="16Gi", max_size=draw(st.integers(0, 4)),
+                     price=draw(st.sampled_from([0.1, 0.4, 1.0])), labels={"topology.kubernetes.io/zone": zones[i % 3]},
+                     taints=[GPU_TAINT] if draw(st.integers(0, 3)) == 0 else [])
+               for i in range(draw(st.integers(1, 4)))]
+    objects = []
+    for n in range(draw(st.integers(0, 3))):
+        name = f"node{n}"
+        objects.append(node(name, cpu="4", mem="16Gi", labels={"topology.kubernetes.io/zone": draw(st.sampled_from(zones))},
+                            ready=draw(st.integers(0, 4)) > 0, unschedulable=draw(st.integers(0, 4)) == 0))
+        for b in range(draw(st.integers(0, 3))):
+            bp = pod(f"bound-{n}-{b}", cpu="500m", mem="512Mi", node=name)
+            bp["metadata"]["labels"] = {"app": draw(st.sampled_from(["w", "x"])), "job": f"pg{draw(st.integers(0, 2))}"}
+            objects.append(bp)
+    for j in range(draw(st.integers(1, 3))):
+        policy = draw(st.sampled_from(["gang", "basic", "none"]))
+        count = draw(st.integers(1, 6))
+        if policy != "none":
+            objects.append(podgroup(f"pg{j}", min_count=draw(st.integers(1, count)), policy=policy))
+        for i in range(count):
+            p = pod(f"p{j}-{i}", cpu=draw(st.sampled_from(["500m", "1", "3"])), mem="1Gi",
+                    tolerations=[GPU_TOL] if draw(st.booleans()) else [], group=f"pg{j}" if policy != "none" else None)
+            p["metadata"]["labels"] = {"app": draw(st.sampled_from(["w", "x"])), "job": f"pg{j}"}
+            p["spec"]["topologySpreadConstraints"] = [_zone_spread(draw, {"matchLabels": {"app": "w"}})]
+            objects.append(p)
+    return objects, catalog
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(zone_spread_clusters())
+def test_every_plan_keeps_every_zone_spread_within_its_skew_per_the_checker(cluster):
+    objects, catalog = cluster
+    plan = plan_for(objects, catalog, time_limit=1.0)
     errors = check_plan(objects, catalog, plan.to_dict())
     assert not errors, errors
 

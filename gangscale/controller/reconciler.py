@@ -176,6 +176,7 @@ class Reconciler:
         self.stranded_since: dict[str, float] = {}  # released pods whose narrowed-to node is gone: since when
         self.replan_soon = False  # a cloud failure moved gangs: run again without waiting for a change
         self.passes = 0
+        self.read_warnings: list[str] = []  # what the last pass's caller could not read (`reconcile`)
         self.identity = identity
         self.rules = Rules(cfg.mode == "enforce", cfg.launch_failure_backoff_seconds, cfg.cancel_grace_seconds,
                            cfg.late_launch_seconds)
@@ -208,7 +209,9 @@ class Reconciler:
         that started at `after`: the loop runs a pass then (timers.py)."""
         return timers.next_due(self.state.records.values(), self.state.backoff, self.empty_since, self.cfg, after)
 
-    def reconcile(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
+    def reconcile(self, objects: list[dict[str, Any]], *, leader: bool, warnings: Sequence[str] = ()) -> Plan:
+        """One pass over `objects`; `warnings`: what the caller could not read, for the plan's warnings."""
+        self.read_warnings = list(warnings)
         self.passes += 1
         token = PLAN_ID.set(f"{self.identity}-{self.passes}")
         try:
@@ -284,7 +287,7 @@ class Reconciler:
             cluster = ingest(objects, node_group_label=self.cfg.node_group_label,
                              plan_unadmitted=self.cfg.plan_unadmitted, cache=self.parse_cache)
         cluster, discovery = self.actuator.refresh(cluster)
-        return cluster, discovery.warnings
+        return cluster, [*discovery.warnings, *self.read_warnings]
 
     def _confirm(self, cluster: Cluster, now: float) -> None:
         """Records booked before a call whose outcome was never recorded: keep what the groups show landed."""

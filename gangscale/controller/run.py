@@ -28,7 +28,8 @@ from ..kube.informer import ClusterCache
 from ..kube.nodetaints import NodeTainter
 from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
-from ..kube.refs import NAMESPACES, ResourceRef
+from ..kube.live import daemonsets_unread
+from ..kube.refs import DAEMONSETS, NAMESPACES, ResourceRef
 from ..loader import InputError
 from ..providers import open_provider
 from .cloudcalls import CountedProvider
@@ -62,7 +63,8 @@ class Controller:
                                      conditions=ConditionWriter(client) if cfg.podgroup_conditions else None)
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
         refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])
-        self.cache = ClusterCache(client, refs, namespace=cfg.watch_namespace, on_change=self._changed)
+        self.cache = ClusterCache(client, refs, namespace=cfg.watch_namespace, on_change=self._changed,
+                                  optional_refs=(DAEMONSETS,))
         self._lock = threading.Lock()
         self._first_change = 0.0
         self._last_change = 0.0
@@ -148,7 +150,8 @@ class Controller:
     def _pass(self) -> None:
         started = time.time()
         try:
-            self.reconciler.reconcile(self.cache.snapshot(), leader=True)
+            unread = [daemonsets_unread(why) for why in self.cache.unreadable().values()]
+            self.reconciler.reconcile(self.cache.snapshot(), leader=True, warnings=unread)
             self.metrics.reconciles.labels("ok").inc()
         except StateConflict as exc:  # another writer changed a record: read them all again before acting
             log.warning("the records changed under this leader: reading them again", extra={"error": str(exc)})

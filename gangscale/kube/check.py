@@ -13,11 +13,13 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
+from ..model import NodeGroup
 from .client import KubeClient
 from .discovery import MATURITY, GangApis, ServerInfo, choose_gang_apis, describe, discover
 from .errors import KubeError
 from .lister import list_all
-from .refs import CONFIGMAPS, DEPLOYMENTS, NATIVE_GROUP, NODES, PODS, ResourceRef
+from .check_daemonsets import check_daemonsets
+from .refs import CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, NATIVE_GROUP, NODES, PODS, ResourceRef
 from .scope import as_dict
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "fail"
@@ -259,6 +261,9 @@ def check_rbac(client: KubeClient, apis: GangApis, namespace: str | None) -> Che
             for ref in apis.refs:
                 if not _can(client, verb, ref, namespace):
                     missing.append(f"{verb} {ref.plural}.{ref.group} ({namespace or 'all namespaces'})")
+            if not _can(client, verb, DAEMONSETS, None):
+                notes.append(f"{verb} daemonsets.apps (all namespaces) is not allowed: plans assume no DaemonSet pod "
+                             "runs on the nodes they buy")
     except KubeError as exc:
         return CheckResult("rbac", WARN, f"could not ask SelfSubjectAccessReview: {exc}")
     if missing:
@@ -498,7 +503,8 @@ def check_ca_overlap(provider: Any) -> CheckResult | None:
 
 
 def run_checks(client: KubeClient, *, namespace: str | None = None,
-               nodegroups: Sequence[str] | None = None) -> CheckReport:
+               nodegroups: Sequence[str] | None = None, groups: Sequence[NodeGroup] | None = None) -> CheckReport:
+    """`groups`: the catalog's node groups (`--nodegroups`), to check the DaemonSets against."""
     report = CheckReport(client.display_host, client.context)
     try:
         info = discover(client)
@@ -516,6 +522,7 @@ def run_checks(client: KubeClient, *, namespace: str | None = None,
         lambda: check_rbac(client, apis, namespace),
         lambda: check_cluster_autoscaler(client, nodegroups),
         lambda: check_webhooks(client),
+        lambda: CheckResult("daemonsets", *check_daemonsets(client, groups)),
     )
     for step in steps:
         try:

@@ -85,7 +85,7 @@ def _iam_scope(args: argparse.Namespace, nodes: Sequence[dict[str, Any]] = (),
 
 
 def check(args: argparse.Namespace) -> int:
-    names = None
+    names, groups = None, None
     if args.nodegroups:
         groups, _ = load_catalog(args.nodegroups)
         names = [g.name for g in groups]
@@ -95,7 +95,7 @@ def check(args: argparse.Namespace) -> int:
         print(f"gangscale: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     with client:
-        report = run_checks(client, namespace=args.namespace, nodegroups=names)
+        report = run_checks(client, namespace=args.namespace, nodegroups=names, groups=groups)
         nodes, pods = _nodes_and_pods(client, args) if getattr(args, "provider", None) == "aws-eks" else ([], [])
     if getattr(args, "provider", None):
         report.results.extend(_iam_scope(args, nodes, pods))

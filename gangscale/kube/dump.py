@@ -41,18 +41,36 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
         meta["annotations"] = {k: v for k, v in meta["annotations"].items() if _kept_annotation(k)}
     out["metadata"] = meta
     if out.get("kind") == "Pod" and isinstance(out.get("spec"), dict):
-        spec = {k: v for k, v in out["spec"].items() if k not in _SPEC_DROP}
-        for key in ("containers", "initContainers", "ephemeralContainers"):
-            if isinstance(spec.get(key), list):
-                spec[key] = [
-                    {k: v for k, v in c.items() if k not in _CONTAINER_DROP} if isinstance(c, dict) else c
-                    for c in spec[key]
-                ]
-        out["spec"] = spec
-        meta.setdefault("annotations", {})
-        if isinstance(meta["annotations"], dict):
-            meta["annotations"] = {**meta["annotations"], REDACTED_ANNOTATION: "true"}
+        out["spec"] = _redact_pod_spec(out["spec"])
+    elif out.get("kind") == "DaemonSet" and isinstance(out.get("spec"), dict):
+        template = out["spec"].get("template")
+        if isinstance(template, dict):
+            template = dict(template)
+            tmeta = template.get("metadata")
+            if isinstance(tmeta, dict) and isinstance(tmeta.get("annotations"), dict):
+                template["metadata"] = {**tmeta, "annotations": {
+                    k: v for k, v in tmeta["annotations"].items() if _kept_annotation(k)}}
+            if isinstance(template.get("spec"), dict):
+                template["spec"] = _redact_pod_spec(template["spec"])
+            out["spec"] = {**out["spec"], "template": template}
+    else:
+        return out
+    meta.setdefault("annotations", {})
+    if isinstance(meta["annotations"], dict):
+        meta["annotations"] = {**meta["annotations"], REDACTED_ANNOTATION: "true"}
     return out
+
+
+def _redact_pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec (a Pod's, a DaemonSet's template) without volumes, pull secrets and the containers' env and commands."""
+    spec = {k: v for k, v in raw.items() if k not in _SPEC_DROP}
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        if isinstance(spec.get(key), list):
+            spec[key] = [
+                {k: v for k, v in c.items() if k not in _CONTAINER_DROP} if isinstance(c, dict) else c
+                for c in spec[key]
+            ]
+    return spec
 
 
 def dump_document(live: LiveCluster, *, redacted: bool = True) -> dict[str, Any]:

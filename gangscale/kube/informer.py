@@ -81,8 +81,13 @@ class Informer:
         transform: Transform | None = strip_managed_fields,
         max_items: int = DEFAULT_MAX_ITEMS,
         max_pages: int = DEFAULT_MAX_PAGES,
+        optional: bool = False,
     ) -> None:
         self.client = client
+        # optional: a list the server refuses (403, 404) syncs the cache empty, `unreadable` says why, and the list is
+        # tried again with backoff (RBAC may be granted later); a required informer stays unsynced until it lists
+        self.optional = optional
+        self.unreadable = ""
         self.max_items = max_items  # bounds of each (re-)list: a looping server costs a backoff, not memory
         self.max_pages = max_pages
         self.ref = ref
@@ -176,12 +181,22 @@ class Informer:
             except KubeError as exc:
                 if self._stopping.is_set():
                     break
+                if self.optional and need_list and exc.status in (403, 404):
+                    self._refused(str(exc))
                 self._failed(str(exc))
             except Exception as exc:  # noqa: BLE001 - a bug must not kill the cache silently
                 if self._stopping.is_set():
                     break
                 log.exception("%s: unexpected error", self.ref.label)
                 self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _refused(self, message: str) -> None:
+        """An optional resource the server will not list: an empty, synced cache that says why."""
+        with self.lock:
+            old, self._items, self._rv = self._items, {}, ""
+            self.unreadable = message
+        self._synced.set()
+        self._emit_diff(old, {})
 
     def _failed(self, message: str) -> None:
         self.stats.errors += 1
@@ -205,6 +220,7 @@ class Informer:
             fresh[key] = obj
         with self.lock:
             old, self._items, self._rv = self._items, fresh, result.resource_version
+            self.unreadable = ""
         self._synced.set()
         self.backoff.reset()
         self._emit_diff(old, fresh)
@@ -321,15 +337,17 @@ class ClusterCache:
         namespace: str | None = None,
         pods_cluster_wide: bool = True,
         on_change: ChangeHandler | None = None,
+        optional_refs: Sequence[ResourceRef] = (),
         **informer_options: Any,
     ) -> None:
+        """`optional_refs`: resources read cluster-wide whose list may be refused (`Informer.optional`): DaemonSets."""
         self.namespace = namespace
         pods_ns = None if pods_cluster_wide else namespace
         refs: list[tuple[ResourceRef, str | None]] = [(NODES, None), (PODS, pods_ns)]
         refs += [(r, namespace) for r in gang_refs if r not in (NODES, PODS)]
         self.informers = [
             Informer(client, ref, namespace=ns, on_change=on_change, **informer_options) for ref, ns in refs
-        ]
+        ] + [Informer(client, ref, on_change=on_change, optional=True, **informer_options) for ref in optional_refs]
 
     def start(self) -> ClusterCache:
         for inf in self.informers:
@@ -367,6 +385,10 @@ class ClusterCache:
                 stack.enter_context(inf.lock)
             objs: Iterable[dict[str, Any]] = [o for inf in self.informers for o in inf._snapshot_locked()]
         return [o for o in objs if in_scope(o, self.namespace)]
+
+    def unreadable(self) -> dict[ResourceRef, str]:
+        """Optional resources the server refuses to list, and its answer."""
+        return {inf.ref: inf.unreadable for inf in self.informers if inf.unreadable}
 
     def stats(self) -> dict[str, InformerStats]:
         return {inf.ref.label: inf.stats for inf in self.informers}

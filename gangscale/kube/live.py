@@ -13,7 +13,7 @@ from .client import KubeClient
 from .discovery import GangApis, ServerInfo, choose_gang_apis, describe, discover
 from .errors import KubeError
 from .lister import DEFAULT_MAX_ITEMS, DEFAULT_PAGE_SIZE, list_all
-from .refs import NODES, PODS
+from .refs import DAEMONSETS, NODES, PODS
 from .scope import in_scope
 
 
@@ -54,6 +54,7 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
         )
     live.objects += pods.items
     live.warnings += pods.skipped
+    _read_daemonsets(client, live, page_size, max_items)
     for ref in [*apis.refs, *apis.inputs]:
         try:
             result = list_all(client, ref, namespace, page_size=page_size, max_items=max_items)
@@ -68,3 +69,22 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
         live.warnings += result.skipped
     live.objects = [o for o in live.objects if in_scope(o, namespace)]
     return live
+
+
+def _read_daemonsets(client: KubeClient, live: LiveCluster, page_size: int, max_items: int) -> None:
+    """Every namespace's DaemonSets (they run on every new node); one that cannot be listed is a warning."""
+    try:
+        result = list_all(client, DAEMONSETS, page_size=page_size, max_items=max_items)
+    except KubeError as exc:
+        if exc.status == 0:
+            raise
+        live.warnings.append(daemonsets_unread(str(exc)))
+        return
+    live.objects += result.items
+    live.warnings += result.skipped
+
+
+def daemonsets_unread(why: str) -> str:
+    """The warning when DaemonSets cannot be listed (RBAC forbids it, or the server does not serve apps/v1)."""
+    return (f"cannot list {DAEMONSETS.label}: {why}; the plan assumes no DaemonSet pod runs on the new nodes it buys, "
+            "so they may hold less than planned")

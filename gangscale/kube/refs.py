@@ -46,6 +46,7 @@ NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment")
+DAEMONSETS = ResourceRef("apps", "v1", "daemonsets", "DaemonSet")  # what new nodes run first (gangscale.daemonsets)
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 
 NATIVE_GROUP = "scheduling.k8s.io"

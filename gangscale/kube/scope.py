@@ -11,17 +11,18 @@ def as_dict(raw: Any) -> dict[str, Any]:
 
 
 def in_scope(obj: dict[str, Any], namespace: str | None) -> bool:
-    """Objects of `namespace`, cluster-scoped objects, and pods bound to a node anywhere.
+    """Objects of `namespace`, cluster-scoped objects, pods bound to a node anywhere, and every DaemonSet.
 
     Bound pods of other namespaces still use node capacity; without them the
     planner would see free room that is not there. Their gangs are not listed
-    (their groups are not read), so nothing is planned for them.
+    (their groups are not read), so nothing is planned for them. DaemonSets of
+    every namespace run on the new nodes a plan buys (gangscale.daemonsets).
     """
     if namespace is None:
         return True
     meta = as_dict(obj.get("metadata"))
     ns = meta.get("namespace")
-    if not ns or ns == namespace:
+    if not ns or ns == namespace or obj.get("kind") == "DaemonSet":
         return True
     if obj.get("kind") != "Pod":
         return False

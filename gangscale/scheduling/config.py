@@ -2,8 +2,9 @@
 
 Only what changes where pods land is read: per profile its `schedulerName`, the score plugins'
 weights (enabled/disabled under `plugins.multiPoint` and `plugins.score`), the filters that are
-disabled, `NodeResourcesFitArgs.scoringStrategy`, `NodeResourcesBalancedAllocationArgs.resources`
-and `percentageOfNodesToScore`. Everything else in the file is accepted and ignored. Invariant: a
+disabled, the QueueSort plugin (`plugins.queueSort`, or `Coscheduling` under `plugins.multiPoint`),
+`NodeResourcesFitArgs.scoringStrategy`, `NodeResourcesBalancedAllocationArgs.resources` and
+`percentageOfNodesToScore`. Everything else in the file is accepted and ignored. Invariant: a
 `SchedulerConfig` always has at least one profile and every weight is a positive integer; a bad
 file is one `SchedulerConfigError` sentence naming the field.
 
@@ -11,7 +12,10 @@ Defaults as upstream (kubernetes/kubernetes pkg/scheduler/apis/config/v1/default
 defaults.go): score weights TaintToleration 3, NodeAffinity 2, PodTopologySpread 2,
 InterPodAffinity 2, NodeResourcesFit 1, NodeResourcesBalancedAllocation 1, ImageLocality 1;
 scoringStrategy LeastAllocated on cpu and memory with weight 1 each; BalancedAllocation on cpu and
-memory; RequestedToCapacityRatio's shape defaults to {0: 0, 100: 10}. The model scores only the
+memory; RequestedToCapacityRatio's shape defaults to {0: 0, 100: 10}; QueueSort PrioritySort. Every
+profile must name the same QueueSort plugin, as kube-scheduler's validation requires (the queue is
+shared: pkg/scheduler/apis/config/validation/validation.go, `validateCommonQueueSort`); a file whose
+profiles differ is a `SchedulerConfigError`. The model scores only the
 plugins whose score can differ between nodes for the pods gangscale sees (NodeResourcesFit,
 NodeResourcesBalancedAllocation, TaintToleration); preferred node affinity, inter-pod affinity,
 spreading and image locality are not modelled and score every node alike.
@@ -27,6 +31,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..loader import InputError, read_documents
+from .queue import COSCHEDULING, PRIORITY_SORT
 
 DEFAULT_SCHEDULER = "default-scheduler"
 STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
@@ -54,6 +59,7 @@ class Profile:
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_SCORE_WEIGHTS))
     filters: frozenset[str] = frozenset(MODELLED_FILTERS)
     percentage_of_nodes_to_score: int = 0  # 0: upstream's adaptive percentage
+    queue_sort: str = PRIORITY_SORT  # the QueueSort plugin: PrioritySort or Coscheduling (queue.py)
 
     def weight(self, plugin: str) -> int:
         return self.weights.get(plugin, 0)
@@ -74,6 +80,11 @@ class Profile:
 class SchedulerConfig:
     profiles: tuple[Profile, ...] = (Profile(),)
     source: str = "upstream defaults"
+
+    @property
+    def queue_sort(self) -> str:
+        """The scheduler's one QueueSort plugin (every profile names the same: `parse_scheduler_config` checks)."""
+        return self.profiles[0].queue_sort
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
@@ -146,6 +157,7 @@ class _Plugins(_M):
     multi_point: _Set | None = Field(default=None, alias="multiPoint")
     score: _Set | None = None
     filter: _Set | None = None
+    queue_sort: _Set | None = Field(default=None, alias="queueSort")
 
 
 class _Profile(_M):
@@ -203,8 +215,19 @@ def _filters(plugins: _Plugins | None) -> frozenset[str]:
     return frozenset(on)
 
 
+def _queue_sort(plugins: _Plugins | None) -> str:
+    """The profile's QueueSort plugin: Coscheduling when enabled under `queueSort` or `multiPoint` (it implements
+    QueueSort, scheduler-plugins pkg/coscheduling), else PrioritySort (default_plugins.go). Other queue sorts are
+    not modelled and read as PrioritySort."""
+    for ep in (plugins.queue_sort, plugins.multi_point) if plugins else ():
+        if ep is not None and any(e.name == COSCHEDULING for e in ep.enabled):
+            return COSCHEDULING
+    return PRIORITY_SORT
+
+
 def _profile(i: int, p: _Profile, top_pct: int | None) -> Profile:
     base = Profile(scheduler_name=p.scheduler_name, weights=_weights(p.plugins), filters=_filters(p.plugins),
+                   queue_sort=_queue_sort(p.plugins),
                    percentage_of_nodes_to_score=p.percentage_of_nodes_to_score
                    if p.percentage_of_nodes_to_score is not None else (top_pct or 0))
     kw: dict[str, Any] = {}
@@ -250,6 +273,10 @@ def parse_scheduler_config(doc: Any, name: str = "the scheduler configuration") 
         built = tuple(_profile(i, p, f.percentage_of_nodes_to_score) for i, p in enumerate(profiles))
     except SchedulerConfigError as exc:
         raise SchedulerConfigError(f"{name}: {exc}") from None
+    sorts = sorted({p.queue_sort for p in built})
+    if len(sorts) > 1:
+        raise SchedulerConfigError(f"{name}: profiles[].plugins.queueSort: every profile must use the same QueueSort "
+                                   f"plugin, found {' and '.join(sorts)}")
     return SchedulerConfig(built, name)
 
 

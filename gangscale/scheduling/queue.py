@@ -1,14 +1,27 @@
-"""The scheduling queue's order: kube-scheduler's PrioritySort, and coscheduling's group-aware sort.
+"""The scheduling queue's order: kube-scheduler's PrioritySort, or coscheduling's when the profile enables it.
 
-PrioritySort (kubernetes/kubernetes pkg/scheduler/framework/plugins/queuesort/priority_sort.go,
-`Less`): higher `spec.priority` first, then the earlier queue timestamp (the time the pod entered the
-queue; for pods admitted at once that is their creation order). scheduler-plugins coscheduling
-(pkg/coscheduling/coscheduling.go, `Less`) compares priority, then the PodGroup's creation time, then
-the group's namespace/name, so a group's pods leave the queue together. A 1.36+ PodGroup and a Volcano
-job are one queue entry each, ordered by the group's priority and creation time.
+PrioritySort, the default profile's QueueSort (kubernetes/kubernetes
+pkg/scheduler/framework/plugins/queuesort/priority_sort.go, `Less`): higher `spec.priority` first,
+then the earlier `QueuedPodInfo.Timestamp`, the time the pod entered the queue. The model takes a
+pod's creationTimestamp for it: pods the scheduler watches enter its queue as they are created.
 
-Invariant: the order is total and deterministic (names break the last ties); seeds only break score
-ties, never queue ties.
+A 1.36+ PodGroup with the gang policy is scheduled in one PodGroup cycle, started when the scheduler
+pops one of its pods; it then takes the group's other queued pods and orders them by priority and
+the time the scheduler first saw them (KEP-4671, "PodGroup scheduling cycle";
+kubernetes.io docs/concepts/scheduling-eviction/podgroup-scheduling). So the group's place in the
+queue is its first member's under the queue sort (its highest-priority, then earliest pod), not the
+PodGroup object's creation. A Volcano job is ordered by Volcano's job order: priority, then the
+PodGroup's creation time.
+
+scheduler-plugins coscheduling (pkg/coscheduling/coscheduling.go, `Less`) is used only when the
+scheduler configuration enables it as the QueueSort plugin (`SchedulerConfig.queue_sort`): priority,
+then the pod's PodGroup's creation time (the pod's own queue time when it has none), then the
+PodGroup's namespace/name (`namespace/` for a pod without one), so a group's pods leave the queue
+together.
+
+Missing creationTimestamp (hand-written input; the API server always sets it): such an entry goes
+after every stamped entry of its priority, in namespace/name order, so the order stays total and
+deterministic. Names break the last ties; seeds only break score ties, never queue ties.
 """
 
 from __future__ import annotations
@@ -17,29 +30,47 @@ from dataclasses import dataclass, field
 
 from ..model import Gang, Pod
 
+PRIORITY_SORT = "PrioritySort"
+COSCHEDULING = "Coscheduling"
+QUEUE_SORTS = (PRIORITY_SORT, COSCHEDULING)
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class QueueKey:
     neg_priority: int
+    unstamped: bool  # no creationTimestamp: after every stamped entry of the same priority
     timestamp: str
-    group: str = ""
-    name: str = ""
+    name: str = ""  # namespace/name of the pod (PrioritySort) or of its PodGroup (coscheduling)
+    member: str = ""  # the pod's namespace/name when `name` is a group's
 
 
 def pod_key(pod: Pod) -> QueueKey:
-    """PrioritySort for one pod."""
-    return QueueKey(-pod.priority, pod.created, "", pod.key)
+    """PrioritySort for one pod: priority, then creationTimestamp, then namespace/name."""
+    return QueueKey(-pod.priority, not pod.created, pod.created, pod.key)
 
 
-def coscheduling_key(pod: Pod, gang: Gang) -> QueueKey:
-    """coscheduling's Less: priority, then the PodGroup's creation time, then its namespace/name."""
-    return QueueKey(-pod.priority, gang.created or pod.created, f"{gang.namespace}/{gang.name}", pod.key)
+def coscheduling_key(pod: Pod, gang: Gang | None) -> QueueKey:
+    """coscheduling's Less: priority, then the PodGroup's creation time (the pod's own without one), then the
+    PodGroup's namespace/name (`namespace/` for a pod in none); the pod's name breaks the last tie."""
+    created = (gang.created if gang is not None else "") or pod.created
+    group = f"{pod.namespace}/{gang.name if gang is not None else ''}"
+    return QueueKey(-pod.priority, not created, created, group, pod.key)
 
 
-def group_key(gang: Gang) -> QueueKey:
-    """A whole group as one queue entry (1.36+ PodGroup cycle, Volcano job order)."""
-    first = min((p.created for p in gang.pending), default="")
-    return QueueKey(-gang.scheduler_priority, gang.created or first, f"{gang.namespace}/{gang.name}", "")
+def group_key(gang: Gang, queue_sort: str = PRIORITY_SORT) -> QueueKey:
+    """A 1.36+ PodGroup's cycle as one queue entry: its first member under the queue sort (KEP-4671's PodGroup cycle
+    starts when any member is popped), at the group's scheduler priority."""
+    if not gang.pending:
+        return QueueKey(-gang.scheduler_priority, not gang.created, gang.created, f"{gang.namespace}/{gang.name}")
+    first = min(coscheduling_key(p, None) if queue_sort == COSCHEDULING else pod_key(p) for p in gang.pending)
+    return QueueKey(-gang.scheduler_priority, first.unstamped, first.timestamp, first.name, first.member)
+
+
+def job_key(gang: Gang) -> QueueKey:
+    """A Volcano job (Volcano's job order: priority, then the PodGroup's creation time, then namespace/name); the
+    earliest member's creationTimestamp when the PodGroup has none."""
+    created = gang.created or min((p.created for p in gang.pending if p.created), default="")
+    return QueueKey(-gang.scheduler_priority, not created, created, f"{gang.namespace}/{gang.name}")
 
 
 @dataclass(order=True, slots=True)

@@ -57,7 +57,8 @@ from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .placement import domains, placement_score
-from .queue import Entry, coscheduling_key, group_key, pod_key
+from .queue import COSCHEDULING, Entry, coscheduling_key, group_key, job_key, pod_key
+from .topology import domain_spread_ok, keep_placed
 from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -107,10 +108,14 @@ class SimNode:
     node_group: str | None = None
     kind: str = "existing"  # existing | upcoming | new
     unschedulable: bool = False
+    # DaemonSet pods on an arriving (upcoming or new) node: bound before any queued pod, as the DaemonSet controller
+    # creates them when the node registers and they tolerate its not-ready taints (gangscale.daemonsets)
+    daemon_pods: tuple[Pod, ...] = ()
 
 
 def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> list[SimNode]:
-    """Snapshot nodes as the scheduler sees them: allocatable = free + what bound pods request.
+    """Snapshot nodes as the scheduler sees them: allocatable = free + what bound pods request (and, on an upcoming
+    node, what its DaemonSet pods request: they are bound on it first).
 
     The planner-only reservation taint is dropped: the real scheduler never sees it.
     """
@@ -123,6 +128,11 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
     out = []
     for v in views:
         u = used.get(v.name)
+        if v.daemon_pods:
+            u = dict(u or {})
+            for p in v.daemon_pods:
+                for k, x in p.requests.items():
+                    u[k] = u.get(k, 0) + x
         if u is None:  # no bound pod: the free capacity itself (the same keys and values as the general case)
             alloc = {k: x if x > 0 else 0 for k, x in v.free.items()}
         else:
@@ -130,20 +140,32 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
         taints = v.taints if not any(t.key == RESERVED_TAINT for t in v.taints) else \
             tuple(t for t in v.taints if t.key != RESERVED_TAINT)
         out.append(SimNode(v.name, dict(v.labels), tuple(taints), alloc, v.node_group,
-                           "upcoming" if v.upcoming else "existing"))
+                           "upcoming" if v.upcoming else "existing", daemon_pods=v.daemon_pods))
     return out
 
 
-def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str]) -> list[SimNode]:
-    """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`)."""
+def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str],
+                  daemons: Mapping[str, Sequence[Pod]] | None = None) -> list[SimNode]:
+    """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`). `daemons`: per
+    group, the DaemonSet pods its new nodes run, when `groups` carry allocatable net of them (a snapshot's): the
+    node gets them back, bound (None: `groups` as they are, no daemon pods)."""
     by_name = {g.name: g for g in groups}
     out = []
     for i, gname in enumerate(names):
-        g = by_name[gname]
-        name = f"{gname}/new-{i + 1}"
-        labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
-        out.append(SimNode(name, labels, tuple(g.taints), dict(g.allocatable), gname, "new"))
+        out.append(arriving_node(by_name[gname], f"{gname}/new-{i + 1}", tuple((daemons or {}).get(gname, ()))))
     return out
+
+
+def arriving_node(g: NodeGroup, name: str, daemon_pods: tuple[Pod, ...] = (), net: bool = True) -> SimNode:
+    """A new node `name` of group `g` with its DaemonSet pods bound. `net`: `g.allocatable` is already less the daemon
+    pods' requests (a snapshot's groups), so they are added back to make the node's allocatable."""
+    labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
+    alloc = dict(g.allocatable)
+    if net:
+        for p in daemon_pods:
+            for k, x in p.requests.items():
+                alloc[k] = alloc.get(k, 0) + x
+    return SimNode(name, labels, tuple(g.taints), alloc, g.name, "new", daemon_pods=daemon_pods)
 
 
 @dataclass(slots=True, eq=False)
@@ -178,15 +200,21 @@ class _NodePods(Mapping[str, list[str]]):
 
     def __getitem__(self, name: str) -> list[str]:
         j = self._c.index.get(name)
-        if j is None or not self._c.pods_on[j]:
+        if j is None or _holds_none(self._c, j):
             raise KeyError(name)
-        return [p.key for p in self._c.pods_on[j]]
+        daemons = {id(p) for p in self._c.nodes[j].daemon_pods}
+        return [p.key for p in self._c.pods_on[j] if id(p) not in daemons]
 
     def __iter__(self) -> Iterator[str]:
-        return (n.name for n, on in zip(self._c.nodes, self._c.pods_on) if on)
+        return (n.name for j, n in enumerate(self._c.nodes) if not _holds_none(self._c, j))
 
     def __len__(self) -> int:
-        return sum(1 for on in self._c.pods_on if on)
+        return sum(1 for j in range(len(self._c.nodes)) if not _holds_none(self._c, j))
+
+
+def _holds_none(c: _Cluster, j: int) -> bool:
+    """Node j holds no pod besides its DaemonSet pods (those are bound first and never taken off)."""
+    return len(c.pods_on[j]) <= len(c.nodes[j].daemon_pods)
 
 
 @dataclass(slots=True)
@@ -243,7 +271,8 @@ class _Cluster:
         # placement again in every seed's run (pods only: shared by fresh() and subset())
         self._shape_ids: dict[int, tuple[Pod, int]] = {}
         self._shape_nums: dict[tuple, int] = {}
-        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None])
+        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+                                        + [(j, p) for j, n in enumerate(self.nodes) for p in n.daemon_pods])
         self._reset()
 
     def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
@@ -265,7 +294,7 @@ class _Cluster:
             else:
                 hit[1].append(j)
             pods_on[j].append(p)
-            if p.rules.spread:
+            if p.rules.spread or p.rules.domain_spread:
                 spread.append((p, j))
             if p.rules.anti_affinity:
                 anti[j] += 1
@@ -377,8 +406,8 @@ class _Cluster:
         hit = self._pod_vecs.get(id(pod))
         if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
             req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
-            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread),
-                                             bool(pod.rules.anti_affinity))
+            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread
+                                             or pod.rules.domain_spread), bool(pod.rules.anti_affinity))
         return hit
 
     def _own(self, j: int) -> None:
@@ -534,7 +563,7 @@ def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray)
     NodePorts (a hostPort taken on the node), InterPodAffinity (the pod's required anti-affinity on the
     hostname, and existing pods' anti-affinity against it: symmetry) and PodTopologySpread
     (DoNotSchedule on the hostname: matching pods on the node + self - the minimum over the nodes the
-    pod's node affinity allows, taints ignored as by default <= maxSkew). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
+    pod's node affinity allows, taints ignored as by default <= maxSkew; on any other key: topology.py). Sources: pkg/scheduler/framework/plugins/{nodeports,interpodaffinity,
     podtopologyspread}/filtering.go."""
     ok = np.ones(len(c.nodes), dtype=bool)
     rules = pod.rules
@@ -555,7 +584,11 @@ def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray)
             break
         low = int(counts[eligible].min())
         ok &= counts + int(term_matches(term, pod)) - low <= skew
+    if rules.domain_spread:  # zones and other keys (topology.py)
+        ok &= domain_spread_ok(c.nodes, c.pods_on, pod)
     for q, jq in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
+        if q.rules.domain_spread:
+            keep_placed(c.nodes, c.pods_on, q, jq, pod, ok)
         if ok[jq] and mask[jq] and _breaks_spread(c, q, jq, pod):
             ok[jq] = False
     return ok
@@ -1288,15 +1321,19 @@ class _Engine:
         return int(ties[self.rng.randrange(len(ties))])
 
 
-def _entries(gangs: Sequence[Gang]) -> list[Entry]:
+def _entries(gangs: Sequence[Gang], queue_sort: str) -> list[Entry]:
+    """The queue in `queue_sort`'s order (queue.py): a pod per entry, or a whole group for a group cycle."""
     out = []
     for gi, g in enumerate(gangs):
         mode = gang_mode(g)
         if mode == MODE_GROUP:
-            out.append(Entry(group_key(g), gi))
+            out.append(Entry(job_key(g) if g.api == API_VOLCANO else group_key(g, queue_sort), gi))
             continue
         for p in g.pending:
-            key = coscheduling_key(p, g) if g.api == API_COSCHEDULING and mode == MODE_PERMIT else pod_key(p)
+            if queue_sort == COSCHEDULING:
+                key = coscheduling_key(p, g if g.api == API_COSCHEDULING else None)
+            else:
+                key = pod_key(p)
             out.append(Entry(key, gi, p))
     return sorted(out)
 
@@ -1362,7 +1399,7 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
     none, every seed makes the same choices in the same order, so the others get a copy of its result unrun."""
     config = config or default_config()
     gangs = list(gangs)
-    skipped, entries, members = _queue(gangs, memo)
+    skipped, entries, members = _queue(gangs, memo, config.queue_sort)
     cluster = _cluster_for(nodes, gangs, skipped, bound, memo)
     first: SimResult | None = None
     for i, seed in enumerate(seeds):
@@ -1383,17 +1420,20 @@ def _same_run(res: SimResult) -> SimResult:
     return SimResult(dict(res.placement), dict(res.outcomes), list(res.empty_nodes), res.node_pods, list(res.profiles))
 
 
-def _queue(gangs: list[Gang], memo: dict | None) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
+def _queue(gangs: list[Gang], memo: dict | None, queue_sort: str
+           ) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
     """The gangs the scheduler skips (and why), the queue's entries and the group entries' pods in queue order (filled
-    by the runs as they meet them: it depends on the gangs only), from `memo` when it holds these gangs."""
+    by the runs as they meet them: it depends on the gangs and the queue sort only), from `memo` when it holds
+    these gangs under this queue sort."""
     hit = memo.get("queue") if memo is not None else None
-    if hit is not None and len(hit[0]) == len(gangs) and all(a is b for a, b in zip(hit[0], gangs)):
+    if hit is not None and hit[4] == queue_sort and len(hit[0]) == len(gangs) and all(
+            a is b for a, b in zip(hit[0], gangs)):
         return hit[1], hit[2], hit[3]
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
-    entries = [e for e in _entries(gangs) if e.gang_index not in skipped]
+    entries = [e for e in _entries(gangs, queue_sort) if e.gang_index not in skipped]
     members: dict[int, list[Pod]] = {}
     if memo is not None:
-        memo["queue"] = (tuple(gangs), skipped, entries, members)
+        memo["queue"] = (tuple(gangs), skipped, entries, members, queue_sort)
     return skipped, entries, members
 
 
@@ -1614,7 +1654,7 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
 
 def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
             failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
-    empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and not c.pods_on[j]}
+    empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and _holds_none(c, j)}
     owners: list[list[list[int]]] = []  # built on the first reason asked for; the run's state no longer changes
 
     def why(gi: int, pod: Pod) -> Callable[[], str]:

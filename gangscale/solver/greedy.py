@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..model import GangKey
 from .problem import Problem
 
 
@@ -62,6 +63,7 @@ class Assignment:
     bin_nodes: list[str | None] = field(default_factory=list)  # existing node name per bin (None: new)
     stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
     order: list[int] = field(default_factory=list)  # the greedy's gang order ([]: not the greedy's)
+    skew_cut: dict[GangKey, str] = field(default_factory=dict)  # gangs topology spread took pods from (skew.py)
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)

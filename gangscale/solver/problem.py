@@ -26,6 +26,7 @@ from ..fit import NodeLimits, label_keys, node_limits, placement_allows
 from ..model import Gang, Placement, Pod
 from ..resources import CPU, MEMORY, PODS, vectorizer
 from ..snapshot import ClusterSnapshot, NodeView
+from ..spread import SpreadBook, pin_gangs
 
 MICRO = 1_000_000  # money inside the solver: micro-dollars per hour
 
@@ -118,6 +119,7 @@ class Problem:
     compat: tuple[tuple[int, ...], ...]  # shape -> compatible kind ids
     fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
     arrays: Arrays
+    spread: SpreadBook | None = None  # zone (non-hostname) topology spread: the deal `spread.pin_gangs` made
 
     def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
         return _domain(self.shapes[shape], self.kinds[kind])
@@ -139,7 +141,7 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 
 
 def build_problem(snap: ClusterSnapshot) -> Problem:
-    gangs_in = snap.solvable
+    gangs_in, book = pin_gangs(snap)  # carriers of zone spread pinned to their dealt domains (spread.py)
     # per-node pod rules (anti-affinity, spread, hostPort) as pseudo-resources: see fit.node_limits
     limits = node_limits((p for g in gangs_in for p in g.pending), snap.bound)
     resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps))
@@ -171,7 +173,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
     kinds = _cap_headroom(kinds, compat, classes)
     compat_t = tuple(tuple(ks) for ks in compat)
     return Problem(tuple(resources), tuple(shapes), tuple(classes), tuple(gangs), tuple(kinds), compat_t, fit_count,
-                   _arrays(resources, shapes, kinds, compat_t))
+                   _arrays(resources, shapes, kinds, compat_t), book)
 
 
 def _compat(shapes: list[Shape], kinds: list[BinKind], R: int) -> tuple[list[list[int]], dict[tuple[int, int], int]]:

@@ -78,3 +78,32 @@ def test_the_elastic_family_has_issue_11s_shape():
     assert set(mins) == set(gang_sizes) and max(gang_sizes.values()) <= 16
     elastic = sum(1 for g, n in gang_sizes.items() if mins[g] < n)
     assert elastic >= 0.6 * len(gang_sizes)  # 80% drawn elastic; single-pod gangs cannot be
+
+
+def test_the_daemonsets_option_adds_the_eks_gpu_set_and_changes_nothing_else(tmp_path):
+    """The same backlog with the EKS GPU cluster's DaemonSets: the same pending pods, gangs and nodes; the
+    DaemonSets, and their pods bound on existing nodes where they fit. The plan's new nodes lose their requests:
+    the four system ones on every group, the device plugin and DCGM exporter on GPU groups too."""
+    plain = BacklogSpec("ds", "busy", 200, 15, nodes=30, seed=2)
+    objs, catalog, stats = build_objects(plain)
+    with_ds, catalog_ds, stats_ds = build_objects(BacklogSpec(**{**plain.to_dict(), "daemonsets": True}))
+    assert catalog_ds == catalog and stats_ds["pending_pods"] == stats["pending_pods"]
+    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
+    added = [o for o in with_ds if key(o) not in {key(x) for x in objs}]
+    daemonsets = [o for o in added if o["kind"] == "DaemonSet"]
+    assert {d["metadata"]["name"] for d in daemonsets} == {
+        "kube-proxy", "aws-node", "ebs-csi-node", "fluent-bit", "nvidia-device-plugin", "dcgm-exporter"}
+    bound = [o for o in added if o["kind"] == "Pod"]
+    assert bound and all(p["spec"]["nodeName"] and p["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+                         for p in bound)
+    b = write_backlog(BacklogSpec(**{**plain.to_dict(), "daemonsets": True}), tmp_path)
+    out = tmp_path / "plan.json"
+    assert gangscale_main(["plan", "--cluster", str(b.cluster), "--nodegroups", str(b.catalog), "-o", "json",
+                           "--output-file", str(out), "--time-limit", "1"]) == 0
+    plan = orjson.loads(out.read_bytes())
+    assert not plan["warnings"] and sum(g["pending"] for g in plan["gangs"]) == b.pending_pods
+    overhead = plan["daemonSetOverhead"]
+    gpu = {c["name"] for c in catalog if c.get("taints")}
+    assert set(overhead) == {c["name"] for c in catalog}
+    for name, o in overhead.items():  # 280m and 120Mi + 200Mi on every node; 150m and 576Mi more on GPU nodes
+        assert (o["cpu"], o["memory"], o["pods"]) == (("430m", "896Mi", "6") if name in gpu else ("280m", "320Mi", "4"))

@@ -85,7 +85,7 @@ CORE = [
     Kind("", "secrets", "Secret"),
     Kind("", "events", "Event"),
 ]
-APPS = [Kind("apps", "deployments", "Deployment")]
+APPS = [Kind("apps", "deployments", "Deployment"), Kind("apps", "daemonsets", "DaemonSet")]
 LEASES = Kind("coordination.k8s.io", "leases", "Lease")
 NATIVE = {
     "workloads": Kind(SCHED, "workloads", "Workload"),
@@ -422,6 +422,7 @@ class Emulator:
     bookmark_interval: float = 0.2
     gone_as_http: bool = False  # 410 for a too-old watch as HTTP status instead of an ERROR event
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, group, resource) denied to SSAR
+    forbidden: set[tuple[str, str]] = field(default_factory=set)  # (group, resource) whose list and watch get 403
     requests: list[Request] = field(default_factory=list)
     # called with (method, path) after each successful write, before it is answered (outside the lock): a test's
     # stand-in for another client acting in between two of the controller's calls
@@ -779,6 +780,9 @@ class Emulator:
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             self._authorize(h.username, method, route, query)
+            if method == "GET" and route.name is None and (route.kind.group, route.kind.plural) in self.forbidden:
+                raise ApiError(403, "Forbidden", f'{route.kind.plural}.{route.kind.group} is forbidden: User cannot '
+                                                 f'list resource "{route.kind.plural}" in API group "{route.kind.group}"')
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 return self._watch(h, route, query)
             if method == "GET" and route.name is None:

@@ -198,7 +198,8 @@ def test_check_passes_on_each_release_with_the_gates_on(release, maturity, make_
     verdicts = {k: v["verdict"] for k, v in r.items()}
     assert verdicts == {"server": "ok", "gang-apis": "ok", "api-maturity": maturity, "pod-field": "ok",
                         "scheduler": "info", "rbac": "ok", "cluster-autoscaler": "ok",
-                        "webhooks": "info", "limits": "ok"}  # limits: the built-in defaults, no --config
+                        "webhooks": "info", "limits": "ok",  # limits: the built-in defaults, no --config
+                        "daemonsets": "info"}
     field = "workloadRef" if release == "1.35" else "schedulingGroup"
     assert field in r["pod-field"]["summary"]
     assert ("alpha" if maturity == "warn" else "beta but off by default") in r["api-maturity"]["summary"]

@@ -4,7 +4,8 @@
 tests in test_simulate.py / test_scores.py check against upstream); the default fast path keeps
 per-shape feasibility and scores and re-checks only the nodes a placement changed. On random
 clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-on existing nodes,
-every gang API, selectors, a few anti-affinity pods, >100 nodes so percentageOfNodesToScore's window
+DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods and zone-spread
+gangs (minDomains, both inclusion policies, bound matching pods), >100 nodes so percentageOfNodesToScore's window
 and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
 every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
 """
@@ -17,10 +18,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, Gang,
-                             LabelSelector, PodRules, PodTerm, Taint)
+from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD,
+                             DomainSpread, Gang, LabelSelector, PodRules, PodTerm, Taint)
 from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
+from gangscale.scheduling.queue import QUEUE_SORTS
 from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
 
 from .helpers import GPU, gang, lone, mkpod, node
@@ -31,6 +33,8 @@ GROUPS = (  # (name, cpu m, memory Gi, GPUs, zone)
     ("g5.12xl", 47810, 180, 4, "b"), ("p4d", 95690, 1100, 8, "c"),
 )
 SHAPES = ((500, 1, 0), (1000, 2, 0), (2000, 8, 0), (3000, 4, 1), (8000, 32, 4), (0, 0, 0), (250, 0, 0))
+DAEMONS = tuple(replace(mkpod(name, cpu, mem, ns="kube-system"), owner_kinds=("DaemonSet",), phase="Running")
+                for name, cpu, mem in (("kube-proxy", 100, 0), ("aws-node", 250, 0), ("log-agent", 1000, 1)))
 
 
 def _profile(kind: int, pct: int) -> Profile:
@@ -58,21 +62,28 @@ def clusters(draw):
         n = node(f"n{i}", cpu, mem, gpus, group=name, kind=kind, labels={"zone": zone}, taints=taints)
         if kind == "existing" and draw(st.integers(0, 9)) == 0:
             n.unschedulable = True
+        if kind != "existing" and draw(st.integers(0, 2)) == 0:
+            n.daemon_pods = DAEMONS[:draw(st.integers(1, len(DAEMONS)))]
         nodes.append(n)
     bound = []
     for i in range(draw(st.integers(0, 30))):
         j = draw(st.integers(0, len(nodes) - 1))
         cpu, mem, gpu = SHAPES[draw(st.integers(0, 2))]
-        bound.append(replace(mkpod(f"run-{i}", cpu, mem, ns="sys"), node_name=nodes[j].name, phase="Running"))
+        ns = "team-a" if i % 3 == 0 else "sys"  # some match the zone spreads of gangs g0..g2
+        bound.append(replace(mkpod(f"run-{i}", cpu, mem, ns=ns), node_name=nodes[j].name, phase="Running",
+                             labels={"app": f"g{i % 3}"}))
     gangs: list[Gang] = []
     for gi in range(draw(st.integers(1, 14))):
         cpu, mem, gpu = SHAPES[draw(st.integers(0, len(SHAPES) - 1))]
         size = draw(st.integers(1, 9))
         zone = draw(st.sampled_from(((), (("zone", "a"),), (("zone", "b"),))))
-        created = f"2025-01-0{draw(st.integers(1, 3))}T00:00:00Z"
+        created = draw(st.sampled_from(("", *(f"2025-01-0{d}T00:00:00Z" for d in (1, 2, 3)))))  # "": unstamped
         prio = draw(st.sampled_from((0, 0, 0, 100)))
-        rules = PodRules(anti_affinity=(PodTerm(LabelSelector((("app", f"g{gi}"),)), None),)) \
-            if draw(st.integers(0, 11)) == 0 else PodRules()
+        term = PodTerm(LabelSelector((("app", f"g{gi}"),)), None)
+        rule = draw(st.integers(0, 11))
+        rules = PodRules(anti_affinity=(term,)) if rule == 0 else PodRules(domain_spread=(DomainSpread(
+            replace(term, namespaces=frozenset({"team-a"})), "zone", draw(st.integers(1, 2)),
+            draw(st.integers(1, 4)), draw(st.booleans()), draw(st.booleans())),)) if rule == 1 else PodRules()
         pods = [replace(mkpod(f"g{gi}-{k}", cpu, mem, gpu, selector=zone, created=created, priority=prio),
                         labels={"app": f"g{gi}"}, rules=rules) for k in range(size)]
         api = draw(st.sampled_from(APIS + (API_NONE,)))
@@ -81,8 +92,10 @@ def clusters(draw):
                          for p in pods)
         else:
             min_count = draw(st.integers(1, size)) if draw(st.booleans()) else None
-            gangs.append(gang(f"g{gi}", pods, min_count=min_count, api=api, created=created))
-    prof = _profile(draw(st.integers(0, 3)), draw(st.sampled_from((0, 0, 5, 30, 100))))
+            group_created = draw(st.sampled_from((created, "2025-01-02T00:00:00Z")))  # the PodGroup may be younger
+            gangs.append(gang(f"g{gi}", pods, min_count=min_count, api=api, created=group_created))
+    prof = replace(_profile(draw(st.integers(0, 3)), draw(st.sampled_from((0, 0, 5, 30, 100)))),
+                   queue_sort=draw(st.sampled_from(QUEUE_SORTS)))
     return nodes, gangs, bound, SchedulerConfig((prof,))
 
 

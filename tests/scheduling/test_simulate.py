@@ -93,13 +93,17 @@ def test_a_1_35_gang_holds_its_assumed_pods_at_permit_until_rolled_back():
 
 
 def test_coscheduling_keeps_a_groups_pods_together_in_the_queue():
-    # coscheduling Less: priority, then the PodGroup's creation time, so the group is not split by `small`.
+    # coscheduling Less (when the profile enables its QueueSort): priority, then the PodGroup's creation time, so
+    # the group is not split by `small`.
+    cosched = parse_scheduler_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"plugins": {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}}}]})
     nodes = [node("n1", 4000, 16), node("n2", 4000, 16)]
     b0 = mkpod("b0", 4000, 8, created="2025-01-01T00:00:00Z")
     b1 = mkpod("b1", 4000, 8, created="2025-01-01T00:00:02Z")
     small = lone(mkpod("small", 4000, 8, created="2025-01-01T00:00:01Z"))
     cs = gang("cs", [b0, b1], min_count=2, api=API_COSCHEDULING, created="2025-01-01T00:00:00Z")
-    res = simulate(nodes, [cs, small])
+    res = simulate(nodes, [cs, small], config=cosched)
     assert res.started == {cs.key}
     w = gang("w", [mkpod("c0", 4000, 8, created="2025-01-01T00:00:00Z"),
                    mkpod("c1", 4000, 8, created="2025-01-01T00:00:02Z")], min_count=2, api=API_WORKLOAD)
