@@ -71,7 +71,9 @@ def state_writes(cluster: Emulator) -> int:
 
 def booked(cluster: Emulator, gangs: int) -> dict | None:
     recs = recorded(cluster)
-    done = {g: r for g, r in recs.items() if r["state"] == "provisioning" and r["requested"].get("cpu")}
+    # a gang bought nodes of its own, or rides a unit of nodes it shares with other gangs (its share may be zero)
+    done = {g: r for g, r in recs.items()
+            if r["state"] == "provisioning" and (r["requested"].get("cpu") or r.get("shared"))}
     return done if len(done) >= gangs else None
 
 
@@ -86,8 +88,8 @@ def test_30_concurrent_1024_pod_gangs_are_all_bought_recorded_and_survive_a_rest
         started = time.monotonic()
         recs = wait_for(lambda: booked(cluster, GANGS), timeout=240, what=f"all {GANGS} gangs bought and recorded")
         took = time.monotonic() - started
-        need = sum(r["requested"]["cpu"] for r in recs.values())
-        assert need >= GANGS  # each gang's nodes (the scheduler model may spread a gang over more than one)
+        need = sum(r["requested"].get("cpu", 0) for r in recs.values())
+        assert need > 0  # the gangs' shares add up to the nodes bought (gangs may share a node)
         wait_for(lambda: target(state_file) == need, timeout=30, what="the group grown by exactly the records")
         written, passes = state_writes(cluster), len(first.logged("plan"))
         wait_for(lambda: len(first.logged("plan")) >= passes + 3, timeout=60, what="three more passes")
@@ -95,14 +97,15 @@ def test_30_concurrent_1024_pod_gangs_are_all_bought_recorded_and_survive_a_rest
         assert per_pass < GANGS / 2  # only the records whose reason changed are written (one ConfigMap was: always)
         big_gang(cluster, "late")  # scaling goes on once the store holds them all
         recs = wait_for(lambda: booked(cluster, GANGS + 1), timeout=120, what="the late gang bought too")
-        need = sum(r["requested"]["cpu"] for r in recs.values())
+        need = sum(r["requested"].get("cpu", 0) for r in recs.values())
         wait_for(lambda: target(state_file) == need, timeout=30, what="the group grown by the late gang's nodes")
         assert not first.logged("reconcile failed")
     finally:
         first.kill()
     with cluster._cond:  # one ConfigMap per record, each far below 1 MiB
         sizes = [len(json.dumps(o)) for (ns, _), o in cluster._store["/configmaps"].items() if ns == STATE_NS]
-    assert len(sizes) == GANGS + 2 and max(sizes) < 64 * 1024
+    # the records of the gangs and the late one, the backoffs' `gangscale-state`, the published `gangscale-status`
+    assert len(sizes) == GANGS + 3 and max(sizes) < 64 * 1024
     second = start(tmp_path, cluster, "second", state_file)  # loads every record: buys nothing again
     try:
         wait_for(lambda: second.logged("leading"), timeout=60, what="the second controller to lead")
