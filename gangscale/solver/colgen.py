@@ -59,6 +59,7 @@ class _Rmp:
         self.room = [s.Constraint(0, float(g.headroom)) for g in groups]
         self.cols: list[tuple[int, np.ndarray, object]] = []
         self.seen: set[tuple[int, bytes]] = set()
+        self.last: list[tuple[int, np.ndarray, float]] | None = None  # the last optimal solve's solution
         for row in self.cover:
             v = s.NumVar(0, inf, "")
             row.SetCoefficient(v, 1)
@@ -84,7 +85,10 @@ class _Rmp:
             if left <= 0:
                 return False
             self.s.SetTimeLimit(max(1, int(left * 1000)))
-        return self.s.Solve() == self.pywraplp.Solver.OPTIMAL
+        if self.s.Solve() != self.pywraplp.Solver.OPTIMAL:
+            return False
+        self.last = self.solution()
+        return True
 
     def duals(self) -> tuple[np.ndarray, list[float]]:
         return np.array([c.dual_value() for c in self.cover]), [r.dual_value() for r in self.room]
@@ -95,7 +99,7 @@ class _Rmp:
 
 def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None) -> bool:
     """Column generation with greedy pricing until no group offers a better node or the LP value stalls;
-    False when GLOP fails or time is up (the last solve then stands for nothing)."""
+    False when GLOP fails or time is up (the caller then keeps the last solve's solution, `_Rmp.last`)."""
     best, still = math.inf, 0
     for _ in range(ROUNDS):
         if not rmp.solve(deadline):
@@ -108,6 +112,8 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
                  and float(pi @ pat) - g.cost / MICRO - mu[gi] > 1e-9 * max(g.cost / MICRO, 1.0)]
         if not found or still >= STALL:
             return True
+        if deadline is not None and time.perf_counter() > deadline:
+            return False
         if not sum(rmp.add(gi, pat) for gi, pat in found):
             return True
     return rmp.solve(deadline)
@@ -141,7 +147,8 @@ def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
 
 def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
     """(node group, pods per key) per new node for `left` (changed in place: what the nodes take is removed):
-    the pattern LP's node counts rounded down. Nothing when GLOP fails or time is up."""
+    the pattern LP's node counts rounded down. Cut short by `deadline`, the last LP solved (fewer columns, a
+    feasible cover) stands; nothing when no LP was solved in time."""
     keys = [k for k, n in left.items() if n > 0]
     if not keys:
         return []
@@ -153,11 +160,14 @@ def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | Non
     except RuntimeError:  # pragma: no cover
         return []
     _start(rmp, req, demand)
-    if not _generate(rmp, req, demand, deadline):
+    if deadline is not None and time.perf_counter() >= deadline:
+        return []
+    solution = rmp.solution() if _generate(rmp, req, demand, deadline) else rmp.last
+    if solution is None:
         return []
     out: list[tuple[int, dict[Key, int]]] = []
     headroom = {kid: prob.kinds[kid].max_count for g in groups for kid in g.kids}
-    _take(groups, _round(rmp.solution()), demand, headroom, keys, out)
+    _take(groups, _round(solution), demand, headroom, keys, out)
     for i, k in enumerate(keys):
         left[k] = int(demand[i])
     return out

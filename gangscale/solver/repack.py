@@ -22,7 +22,7 @@ import numpy as np
 
 from .colgen import pattern_new_nodes
 from .greedy import Assignment, _assignment, _place_gang, _State
-from .problem import Problem, memory_per_cpu_octaves
+from .problem import MICRO, Problem, memory_per_cpu_octaves
 
 Key = tuple[int, object]  # (shape, topology domain or None)
 
@@ -31,17 +31,19 @@ FILLS = ("nearest", "tightest", "first")  # the existing-node fills `repack` tri
 
 
 def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None,
-           good: int | None = None) -> Assignment | None:
+           good: int | None = None, colgen_by: float | None = None) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
     first, each key onto the nodes of the most alike memory per cpu (`_fill_existing`); new nodes follow the
-    pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded down, then one at a time); the
-    pods left after that go by the greedy's own rule, gangs with the largest pods first. While the result costs
-    more than `good` (micro-dollars per hour; None: while no result places every pod), the next of `FILLS` is
-    tried and the cheapest result kept. None when none places every pod or `deadline` passes (the caller keeps
-    `a`)."""
+    pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded down, then one at a time, solved
+    by `colgen_by`, default `deadline`, keeping its last solution when cut short); the pods left after that go by
+    the greedy's own rule, gangs with the largest pods first. While the result costs more than `good`
+    (micro-dollars per hour; None: while no result places every pod), the next of `FILLS` is tried and the
+    cheapest result kept; fills that leave the same pods for new nodes share one pattern LP (memoized by that
+    demand). None when none places every pod or `deadline` passes (the caller keeps `a`)."""
     best = None
+    memo: dict[tuple, tuple[list, dict]] = {}
     for fill in FILLS:
-        again = _repack(prob, a, prices, deadline, fill)
+        again = _repack(prob, a, prices, deadline, fill, memo, colgen_by if colgen_by is not None else deadline)
         if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
             best = again
         if best is not None and (good is None or best.cost(prob) <= good):
@@ -49,8 +51,8 @@ def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: flo
     return best
 
 
-def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None,
-            fill: str) -> Assignment | None:
+def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None, fill: str,
+            memo: dict[tuple, tuple[list, dict]], colgen_by: float | None) -> Assignment | None:
     demand = _demand(prob, a)
     if not demand:
         return None
@@ -60,7 +62,7 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
     queues = _queues(prob, a)
     for b, pods in enumerate(existing):
         _hand_out(st, queues, b, pods)
-    for kid, pods in pattern_new_nodes(prob, left, deadline):
+    for kid, pods in new_nodes_for(prob, left, colgen_by, memo):
         _hand_out(st, queues, st.open(kid), pods)
     size = prob.arrays.size
     order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
@@ -72,6 +74,31 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
     if st.y != list(a.y):
         return None
     return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early, a.order)
+
+
+def new_nodes_for(prob: Problem, left: dict[Key, int], deadline: float | None,
+                  memo: dict[tuple, tuple[list, dict]]) -> list[tuple[int, dict[Key, int]]]:
+    """`colgen.pattern_new_nodes` memoized by the demand it is given: the same pods left for new nodes (every
+    fill, when there are no existing nodes) are solved once. `left` loses what the nodes take, as there."""
+    key = tuple(sorted((k, n) for k, n in left.items() if n > 0))
+    if key not in memo:
+        rest = dict(left)
+        nodes = pattern_new_nodes(prob, rest, deadline)
+        memo[key] = (nodes, rest)
+    nodes, rest = memo[key]
+    left.update(rest)
+    return [(kid, dict(pods)) for kid, pods in nodes]
+
+
+def unit_prices(prob: Problem, placed_per_shape: dict[int, int]) -> dict[int, float]:
+    """Per shape, $/h per pod on the node group that carries it cheapest (price over pods per node): the prices
+    `repack` orders pods by when the cost LP gave none in its time."""
+    out: dict[int, float] = {}
+    for s in placed_per_shape:
+        per_pod = [prob.kinds[k].cost / prob.fit_count[(s, k)] for k in prob.compat[s]
+                   if prob.kinds[k].new and prob.fit_count.get((s, k), 0) > 0]
+        out[s] = min(per_pod) / MICRO if per_pod else 0.0
+    return out
 
 
 def _queues(prob: Problem, a: Assignment) -> dict[Key, list[list[int]]]:
