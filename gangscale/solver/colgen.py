@@ -59,7 +59,6 @@ class _Rmp:
         self.room = [s.Constraint(0, float(g.headroom)) for g in groups]
         self.cols: list[tuple[int, np.ndarray, object]] = []
         self.seen: set[tuple[int, bytes]] = set()
-        self.last: list[tuple[int, np.ndarray, float]] | None = None  # the last optimal solve's solution
         for row in self.cover:
             v = s.NumVar(0, inf, "")
             row.SetCoefficient(v, 1)
@@ -85,10 +84,7 @@ class _Rmp:
             if left <= 0:
                 return False
             self.s.SetTimeLimit(max(1, int(left * 1000)))
-        if self.s.Solve() != self.pywraplp.Solver.OPTIMAL:
-            return False
-        self.last = self.solution()
-        return True
+        return self.s.Solve() == self.pywraplp.Solver.OPTIMAL
 
     def duals(self) -> tuple[np.ndarray, list[float]]:
         return np.array([c.dual_value() for c in self.cover]), [r.dual_value() for r in self.room]
@@ -99,7 +95,7 @@ class _Rmp:
 
 def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None) -> bool:
     """Column generation with greedy pricing until no group offers a better node or the LP value stalls;
-    False when GLOP fails or time is up (the caller then keeps the last solve's solution, `_Rmp.last`)."""
+    False when GLOP fails or time is up (the last solve then stands for nothing)."""
     best, still = math.inf, 0
     for _ in range(ROUNDS):
         if not rmp.solve(deadline):
@@ -119,13 +115,20 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
     return rmp.solve(deadline)
 
 
-def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray) -> None:
-    """One column per (group, item): as many of the item as one node takes."""
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None = None) -> bool:
+    """One column per (group, item): as many of the item as one node takes (False: `deadline` came first)."""
     for gi, g in enumerate(rmp.groups):
+        if _past(deadline):
+            return False
         for i in g.items:
             pat = np.zeros(len(demand), dtype=np.int64)
             pat[i] = min(int(demand[i]), _most(req[i].tolist(), g.cap))
             rmp.add(gi, pat)
+    return True
 
 
 def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
@@ -147,10 +150,24 @@ def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
 
 def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
     """(node group, pods per key) per new node for `left` (changed in place: what the nodes take is removed):
-    the pattern LP's node counts rounded down. Cut short by `deadline`, the last LP solved (fewer columns, a
-    feasible cover) stands; nothing when no LP was solved in time."""
+    the pattern LP's node counts rounded down (`pattern_candidates`); nothing when it did not converge in time."""
+    candidates = pattern_candidates(prob, left, deadline)
+    if not candidates:
+        return []
+    nodes, rest = candidates[0]
+    left.update(rest)
+    return nodes
+
+
+Candidate = tuple[list[tuple[int, dict[Key, int]]], dict[Key, int]]  # new nodes, and the pods they leave
+
+
+def pattern_candidates(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[Candidate]:
+    """New nodes for `left` (unchanged) from the pattern LP's converged solution, rounded down, with the pods they
+    leave; nothing when the LP did not converge by `deadline` (a cut-short LP's columns cover the pods in fractions
+    whose rounding leaves the greedy more than it started with)."""
     keys = [k for k, n in left.items() if n > 0]
-    if not keys:
+    if not keys or _past(deadline):
         return []
     req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(len(keys), len(prob.resources))
     demand = np.array([left[k] for k in keys], dtype=np.int64)
@@ -159,18 +176,12 @@ def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | Non
         rmp = _Rmp(groups, demand)
     except RuntimeError:  # pragma: no cover
         return []
-    _start(rmp, req, demand)
-    if deadline is not None and time.perf_counter() >= deadline:
+    if not _start(rmp, req, demand, deadline) or not _generate(rmp, req, demand, deadline):
         return []
-    solution = rmp.solution() if _generate(rmp, req, demand, deadline) else rmp.last
-    if solution is None:
-        return []
-    out: list[tuple[int, dict[Key, int]]] = []
+    nodes: list[tuple[int, dict[Key, int]]] = []
     headroom = {kid: prob.kinds[kid].max_count for g in groups for kid in g.kids}
-    _take(groups, _round(solution), demand, headroom, keys, out)
-    for i, k in enumerate(keys):
-        left[k] = int(demand[i])
-    return out
+    _take(groups, _round(rmp.solution()), demand, headroom, keys, nodes)
+    return [(nodes, {**left, **{k: int(demand[i]) for i, k in enumerate(keys)}})]
 
 
 def _allowed(prob: Problem, key: Key, kid: int) -> bool:
