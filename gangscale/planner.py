@@ -77,7 +77,7 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
     from .realize import realize
 
     start = time.perf_counter()
-    began = start if opts.started is None else min(opts.started, start)  # the budget's clock (`SolveOptions.started`)
+    began = start if opts.started is None or opts.time_limit is None else min(opts.started, start)  # (`solve_plan`)
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)
     deadline = float("inf") if opts.deterministic else max(began + limit, time.perf_counter())
@@ -98,8 +98,11 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         return _solve_by_work(snap, opts)
     began = time.perf_counter()
     pods = sum(len(g.pending) for g in snap.solvable)
-    clock = Clock(began if opts.started is None else min(opts.started, began), opts.seconds_for(pods),
-                  opts.time_limit is not None, pods, FINISH_RESERVE)
+    timed = opts.time_limit is not None
+    # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
+    # the planner's own, from here
+    clock = Clock(min(opts.started, began) if timed and opts.started is not None else began, opts.seconds_for(pods),
+                  timed, pods, FINISH_RESERVE)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
     t = time.perf_counter()

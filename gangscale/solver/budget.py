@@ -2,13 +2,14 @@
 
 Contract. With an explicit `--time-limit T` every phase works to `start + T` (the LP steps and the explanations
 to that less the reserve for writing the plan), where `start` is when the command began reading its input
-(`SolveOptions.started`), so reading, planning and rendering together end near `T`. With the default `auto` budget
-(`SolveOptions.seconds_for`) the greedy is never cut short and the LP steps work to a hard cap
-(`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded; when the plan's own
-bounds leave a gang, pod or cost gap open, the budget is floored at `AUTO_GAP_FLOOR` s so that CP-SAT, warm-started
-from the greedy plan, gets the time to close it (a small problem's gap closes in a fraction of a second). CP-SAT runs
-whenever a gap is open and `MIN_SEARCH` s remain after the model's build and the reserves, which are sized from what
-this plan's own LP bound took (`Clock.bound_reserve`), not from constants.
+(`SolveOptions.started`), so reading, planning and rendering together end near `T`. With the default `auto`
+budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short and the LP steps
+work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
+When the plan's own bounds leave a gang, pod or cost gap open, the auto budget grows to `AUTO_GAP_FLOOR` s (on
+backlogs of at most `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` x itself) so that CP-SAT, warm-started from the
+greedy plan, gets the time to close it (a small problem's gap closes in a fraction of a second). CP-SAT runs
+whenever a gap is open and `MIN_SEARCH` s remain after the model's build and the reserves, which are sized from
+what this plan's own LP bound took (`Clock.bound_reserve`), not from constants.
 
 Every phase is recorded (`Clock.record`): its seconds and whether its deadline cut it short, for the plan's
 `solver.phases`.
@@ -21,11 +22,14 @@ import time
 from dataclasses import dataclass
 
 AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
+AUTO_GAP_FACTOR = 3.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
+AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 1.9 s; larger backlogs keep their budget, and their time targets)
 AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
 AUTO_HARD_FACTOR = 3.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
 # 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
-AUTO_GUIDE_SHARE = 0.25  # of the auto budget's cap: the guide's LP is worth more gangs than any later phase
+AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
+# gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
 FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan
 FINISH_PER_POD = 1e-5
 MIN_SEARCH = 0.1  # seconds of CP-SAT search, at least, or CP-SAT is not started
@@ -53,6 +57,7 @@ class Clock:
         self.finish = finish_seconds + FINISH_PER_POD * pending_pods
         self.deadline = start + limit  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
         self.hard = self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
+        self.pods = pending_pods
         self.lp_seconds = 0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
         self.phases: list[PhaseRecord] = []
 
@@ -66,12 +71,14 @@ class Clock:
         """When the gang LP guiding the greedy must be solved (else the greedy goes unguided)."""
         if self.timed:
             return time.perf_counter() + GUIDE_SHARE * self.limit
-        return self.start + AUTO_GUIDE_SHARE * (self.hard - self.start)
+        return min(self.hard, time.perf_counter() + AUTO_GUIDE_SHARE * (self.hard - self.start))
 
     def open_gap(self) -> None:
-        """A gap is open: the auto budget grows to `AUTO_GAP_FLOOR` (never past its hard cap)."""
+        """A gap is open: the auto budget grows to `AUTO_GAP_FLOOR`, and on a backlog of at most
+        `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` times itself (never past its hard cap)."""
         if not self.timed:
-            self.deadline = min(max(self.deadline, self.start + AUTO_GAP_FLOOR), self.hard)
+            grown = AUTO_GAP_FACTOR * self.limit if self.pods <= AUTO_GAP_MAX_PODS else self.limit
+            self.deadline = min(max(self.deadline, self.start + max(AUTO_GAP_FLOOR, grown)), self.hard)
 
     def bound_reserve(self) -> float:
         """Seconds kept for the final plan's bound: what the plan's first LP bound took, doubled."""
