@@ -641,16 +641,13 @@ class GangLP:
         -- the most gangs, then least cost for that many -- took 10x longer at 100k pods). Read from it: per gang
         of that level the share started, per (shape, node-group kind) the pods put there, and the node groups
         used to their headroom. None when every gang of the level fits the relaxation (the bound's first solve,
-        done first and remembered: it then ranks none of them, and the greedy's price order stands; the guide's
-        own solve is then skipped), or when not solved in time."""
+        done next and remembered: it then ranks none of them, and the greedy's price order stands), or when not
+        solved in time."""
         from ortools.linear_solver import pywraplp
 
         s, prob = self.solver, self.prob
         lvl = max((g.priority for g in prob.gangs if g.is_gang), default=None)
         if lvl is None:
-            return None
-        most = self.maximize(gangs_of=lvl, held=[], floor_gangs=None)  # the bound's first solve, remembered: when
-        if most is None or most >= len(self._gangs(lvl)):  # every gang of the level fits, the guide is not solved
             return None
         if not self._objective(self._gangs(lvl), [], None) or not self._in_time():
             return None
@@ -669,6 +666,9 @@ class GangLP:
         full = np.zeros(len(prob.kinds), dtype=bool)
         for kid, n in self.n.items():
             full[kid] = n.solution_value() >= prob.kinds[kid].max_count - GUIDE_SLACK
+        most = self.maximize(gangs_of=lvl, held=[], floor_gangs=None)  # the bound's first solve, remembered
+        if most is None or most >= len(started):
+            return None
         return Guide(started, allot, full)
 
 
