@@ -161,7 +161,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if cloud:
         from .cli_execute import run_from_args
 
-        return run_from_args(args, objects, live_warnings, solve_options(args))
+        return run_from_args(args, objects, live_warnings, replace(solve_options(args), started=args.started))
     return plan_from_files(args, objects, live_warnings)
 
 

@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 
 AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
-AUTO_GAP_FACTOR = 3.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
-AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 1.9 s; larger backlogs keep their budget, and their time targets)
+AUTO_GAP_FACTOR = 4.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
+AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
 AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
-AUTO_HARD_FACTOR = 3.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
+AUTO_HARD_FACTOR = 4.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
 # 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
 AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
