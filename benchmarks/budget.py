@@ -3,8 +3,8 @@
 Three checks (docs/benchmarks.md, "The default budget"):
 
 - `mixes`: seeded random mixes from the suite's own generator in three families -- ``small`` (a scarce gpu-mix
-  of ~30 pods), ``scarce`` (an llm backlog of ~40 pods at half supply) and ``24-gang`` (a gpu-mix calibrated to 24
-  gangs) -- each planned at the default budget and at `--time-limit 10`. Plans run in this process through
+  of ~30-45 pods), ``scarce`` (an llm backlog of ~40 pods at half supply) and ``24-gang`` (an llm backlog
+  calibrated to 24 gangs, 22-23 of them gang policy) -- each planned at the default budget and at `--time-limit 10`. Plans run in this process through
   `gangscale.cli.main` (input file in, plan file out), so a run's wall time covers reading, planning and writing
   the plan, without the interpreter's start (the controller plans in a long-lived process).
 - `wide`: 300 distinct pod shapes in 60 five-pod gangs over 60 node groups, no existing nodes (the LP phases'
@@ -47,7 +47,7 @@ def mix_spec(family: str, seed: int) -> BacklogSpec:
     if family == "scarce":
         return BacklogSpec(f"scarce-{seed}", "llm", 40, 6, 0, 14, 0.5, seed)
     if family == "24-gang":
-        return BacklogSpec(f"g24-{seed}", "gpu-mix", 80, 12, 0, 24, 0.6, seed)
+        return BacklogSpec(f"g24-{seed}", "llm", 80, 12, 0, 24, 0.6, seed)
     raise ValueError(f"unknown mix family {family!r}; expected one of {', '.join(FAMILIES)}")
 
 
