@@ -4,9 +4,10 @@ Three checks (docs/benchmarks.md, "The default budget"):
 
 - `mixes`: seeded random mixes from the suite's own generator in three families -- ``small`` (a scarce gpu-mix
   of ~30-45 pods), ``scarce`` (an llm backlog of ~40 pods at half supply) and ``24-gang`` (an llm backlog
-  calibrated to 24 gangs, 22-23 of them gang policy) -- each planned at the default budget and at `--time-limit 10`. Plans run in this process through
-  `gangscale.cli.main` (input file in, plan file out), so a run's wall time covers reading, planning and writing
-  the plan, without the interpreter's start (the controller plans in a long-lived process).
+  calibrated to 24 gangs, 22-23 of them gang policy) -- each planned at the default budget and at
+  `--time-limit 10`. Plans run in this process through `gangscale.cli.main` (input file in, plan file out), so a
+  run's wall time covers reading, planning and writing the plan, without the interpreter's start (the controller
+  plans in a long-lived process).
 - `wide`: 300 distinct pod shapes in 60 five-pod gangs over 60 node groups, no existing nodes (the LP phases'
   worst case): the default, `--time-limit 2` and a 60 s reference plan.
 - `backlogs`: suite backlogs (target-10k, elastic-10k, target-100k, gpumix-3k) as whole `gangscale plan`

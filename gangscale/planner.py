@@ -102,7 +102,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
     # the planner's own, from here
     clock = Clock(min(opts.started, began) if timed and opts.started is not None else began, opts.seconds_for(pods),
-                  timed, pods, FINISH_RESERVE)
+                  timed, pods, FINISH_RESERVE, planner_start=began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
     t = time.perf_counter()

@@ -2,9 +2,10 @@
 
 Contract. With an explicit `--time-limit T` every phase works to `start + T` (the LP steps and the explanations
 to that less the reserve for writing the plan), where `start` is when the command began reading its input
-(`SolveOptions.started`), so reading, planning and rendering together end near `T`. With the default `auto`
-budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short and the LP steps
-work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
+(`SolveOptions.started`), so reading, planning and rendering together end near `T` (the planner keeps at least
+`PLANNER_FLOOR` x T from its own start, so the bound holds while reading takes at most the rest). With the default
+`auto` budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short and the LP
+steps work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
 When the plan's own bounds leave a gang, pod or cost gap open, the auto budget grows to `AUTO_GAP_FLOOR` s (on
 backlogs of at most `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` x itself) so that CP-SAT, warm-started from the
 greedy plan, gets the time to close it (a small problem's gap closes in a fraction of a second). CP-SAT runs
@@ -32,6 +33,8 @@ AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's b
 # gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
 FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan
 FINISH_PER_POD = 1e-5
+PLANNER_FLOOR = 0.25  # of an explicit limit, at least, for the planner from its own start: when reading the input
+# took more than the rest (a 100k-pod backlog takes seconds), the plan still tries its gangs rather than none
 MIN_SEARCH = 0.1  # seconds of CP-SAT search, at least, or CP-SAT is not started
 MODEL_SECONDS_PER_VARIABLE = 15e-6  # measured: building the CP-SAT model costs ~15 us per pattern or domain variable
 CP_SAT_IMPORT_SECONDS = 0.3  # OR-Tools' cp_model and the pandas it imports, the first time a model is solved
@@ -52,10 +55,12 @@ class Clock:
     """Deadlines for one plan (`time.perf_counter()` values) and the record of its phases."""
 
     def __init__(self, start: float, limit: float, timed: bool, pending_pods: int,
-                 finish_seconds: float = FINISH_SECONDS) -> None:
+                 finish_seconds: float = FINISH_SECONDS, planner_start: float | None = None) -> None:
         self.start, self.limit, self.timed = start, limit, timed
         self.finish = finish_seconds + FINISH_PER_POD * pending_pods
         self.deadline = start + limit  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
+        if planner_start is not None:  # reading the input took more than its share: the planner keeps a floor
+            self.deadline = max(self.deadline, planner_start + PLANNER_FLOOR * limit)
         self.hard = self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
         self.pods = pending_pods
         self.lp_seconds = 0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
