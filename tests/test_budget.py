@@ -213,3 +213,13 @@ def test_a_plan_reports_its_phases_budget_and_remaining_gaps():
     assert names[:2] == ["guide", "greedy"] and "cpsat" in names and names[-1] == "explain"
     assert plan["budgetSeconds"] == 2.0
     assert set(plan["gaps"]) == {"gangs", "pods", "costPerHour"}
+
+
+def test_a_limit_spent_on_reading_the_input_still_leaves_the_planner_a_quarter_of_it():
+    objs = [podgroup(f"g{i}", min_count=2) for i in range(3)]
+    objs += [pod(f"g{i}-{j}", cpu="2", mem="4Gi", group=f"g{i}") for i in range(3) for j in range(2)]
+    catalog = [group("a", cpu="4", mem="16Gi", price=0.2)]
+    opts = SolveOptions(time_limit=1.0, started=time.perf_counter() - 5.0)  # reading took five times the limit
+    plan = make_plan(snapshot(objs, catalog), opts, OFF)
+    assert plan.solver.gangs_started == 3 and all(g.decision == "scale-up" for g in plan.gangs)
+    assert not check_plan(objs, catalog, plan.to_dict())
