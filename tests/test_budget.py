@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 import orjson
 import pytest
 import yaml
