@@ -23,6 +23,7 @@ import argparse
 import gc
 import os
 import sys
+import time
 from dataclasses import replace
 from typing import NoReturn, Sequence
 
@@ -145,6 +146,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    args.started = time.perf_counter()  # the plan's clock: --time-limit covers reading the input and writing the plan
     cloud = bool(args.provider or args.execute)
     if cloud:
         from .cli_execute import check_args
@@ -160,7 +162,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if cloud:
         from .cli_execute import run_from_args
 
-        return run_from_args(args, objects, live_warnings, solve_options(args))
+        return run_from_args(args, objects, live_warnings, replace(solve_options(args), started=args.started))
     return plan_from_files(args, objects, live_warnings)
 
 
@@ -175,7 +177,7 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     groups, warnings = load_catalog(args.nodegroups)
     cluster = ingest(objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted)
     snap = build_snapshot(replace(cluster, warnings=[*live_warnings, *cluster.warnings]), groups, warnings)
-    plan = make_plan(snap, solve_options(args), scheduler_model(args))
+    plan = make_plan(snap, replace(solve_options(args), started=getattr(args, "started", None)), scheduler_model(args))
     emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 

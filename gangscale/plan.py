@@ -185,6 +185,24 @@ class PriorityBound(_Model):
     pods_upper_bound: int | None = None
 
 
+class SolverPhase(_Model):
+    """One phase of the plan (guide, greedy, gangBound, repair, costBound, patterns, cpsat, bound, explain): its wall
+    seconds, and whether its deadline cut it short (for cpsat: it ran out of time, or had none, with a gap open)."""
+
+    name: str
+    seconds: float
+    cut_short: bool = False
+
+
+class SolverGaps(_Model):
+    """What the plan may have left on the table: gangs and pods its bounds still allow beyond it (summed over
+    priority levels), and its cost above the proven lower bound in $/h."""
+
+    gangs: int = 0
+    pods: int = 0
+    cost_per_hour: float = 0.0
+
+
 class SolverInfo(_Model):
     status: Literal["OPTIMAL", "FEASIBLE"]
     seconds: float
@@ -198,6 +216,9 @@ class SolverInfo(_Model):
     gangs_started: int = 0
     gangs_upper_bound: int = 0
     by_priority: list[PriorityBound] = []
+    budget_seconds: float = 0.0  # the budget the plan worked to (the auto budget as grown while a gap was open)
+    phases: list[SolverPhase] = []
+    gaps: SolverGaps | None = None
 
     @property
     def gang_gap(self) -> int:
@@ -250,6 +271,32 @@ def _gang_line(plan: Plan) -> str:
     sv = plan.solver
     gap = f"gang gap {sv.gang_gap}" if sv.gang_gap else "gang gap closed"
     return f"{sv.gangs_started} gangs started of at most {sv.gangs_upper_bound} possible ({gap})"
+
+
+SUGGESTED_LIMITS = (5, 10, 30, 60, 120, 300)  # seconds: the --time-limit a gap line suggests, the first above twice
+# the budget the plan worked to
+COST_GAP_SHOWN = 0.001  # a cost gap this small (relative) is the solver's own stopping gap: no line for it
+
+
+def gap_line(plan: Plan) -> str | None:
+    """One line when the plan's bounds leave a gang, pod or cost gap open ("1 more gang may fit: run with
+    --time-limit 5"), naming a larger budget when a phase was cut short; None when every gap is closed."""
+    sv, gaps = plan.solver, plan.solver.gaps
+    if gaps is None:
+        return None
+    if gaps.gangs:
+        what = f"{gaps.gangs} more gang{'s' if gaps.gangs > 1 else ''} may fit"
+    elif gaps.pods:
+        what = f"{gaps.pods} more pod{'s' if gaps.pods > 1 else ''} may fit"
+    elif sv.gap > COST_GAP_SHOWN:
+        what = f"the plan may cost up to {_money(gaps.cost_per_hour)} less"
+    else:
+        return None
+    if not any(p.cut_short for p in sv.phases):
+        return f"{what} (no phase was cut short: the bound may not be reachable)"
+    used = max(sv.budget_seconds, sv.seconds)
+    more = next((t for t in SUGGESTED_LIMITS if t > 2 * used), SUGGESTED_LIMITS[-1])
+    return f"{what}: run with --time-limit {more}"
 
 
 def _summary_lines(plan: Plan) -> list[str]:
@@ -318,6 +365,9 @@ def render_table(plan: Plan, width: int | None = None) -> str:
     console.print(groups)
     for line in _summary_lines(plan):
         console.print(line)
+    gap = gap_line(plan)
+    if gap:
+        console.print(gap)
     for w in plan.warnings:
         console.print(f"warning: {w}")
     return buf.getvalue()

@@ -59,6 +59,24 @@ class PriorityBound(_Model):
     pods_upper_bound: int | None = Field(default=None, alias="podsUpperBound")
 
 
+class SolverPhase(_Model):
+    """One phase of the plan (guide, greedy, gangBound, repair, costBound, patterns, cpsat, bound, explain): its wall
+    seconds, and whether its deadline cut it short (for cpsat: it ran out of time, or had none, with a gap open)."""
+
+    name: str
+    seconds: float
+    cut_short: bool = Field(default=False, alias="cutShort")
+
+
+class SolverGaps(_Model):
+    """What the plan may have left on the table: gangs and pods its bounds still allow beyond it (summed over
+    priority levels), and its cost above the proven lower bound in $/h."""
+
+    gangs: int = 0
+    pods: int = 0
+    cost_per_hour: float = Field(default=0.0, alias="costPerHour")
+
+
 class SolverInfo(_Model):
     status: Literal["OPTIMAL", "FEASIBLE"]
     seconds: float
@@ -72,6 +90,9 @@ class SolverInfo(_Model):
     gangs_started: int = Field(default=0, alias="gangsStarted")
     gangs_upper_bound: int = Field(default=0, alias="gangsUpperBound")
     by_priority: list[PriorityBound] = Field(default_factory=list, alias="byPriority")
+    budget_seconds: float = Field(default=0.0, alias="budgetSeconds")
+    phases: list[SolverPhase] = Field(default_factory=list)
+    gaps: SolverGaps | None = None
 
 
 class SchedulerInfo(_Model):

@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING
 from .daemonsets import overhead_report
 from .explain import limits_reached, pod_misfit
 from .model import NodeGroup
-from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverInfo
+from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverGaps, SolverInfo, SolverPhase
 from .snapshot import ClusterSnapshot
+from .solver import budget
 from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
                            tier_counts)
+from .solver.budget import Clock
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
 from .solver.merge import fewer_nodes
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
-from .solver.repack import repack
+from .solver.repack import repack, unit_prices
 from .solver.skew import within_skew
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
@@ -48,13 +50,10 @@ def __getattr__(name: str):
         return getattr(realize, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-BOUND_RESERVE = 0.3  # seconds (plus 40 us per pod class) the final lower bound gets when the budget allows
-AUTO_AFTER_GREEDY = 0.2  # seconds the gang bound keeps (beside the cost bound's reserve) after an uncut greedy
 POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
 COST_TARGET_GAP = 0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
-GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
-# 0.15: at --time-limit 2 a backlog of 5k-10k pods, whose LP is estimated at ~0.2 s, still gets it)
-FINISH_RESERVE = 0.1  # seconds (plus 10 us per pending pod) kept for the fluid bound and writing the plan
+FINISH_RESERVE = budget.FINISH_SECONDS  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
 def _placement(a: Assignment) -> tuple[int, int]:
@@ -88,9 +87,10 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
     from .realize import realize
 
     start = time.perf_counter()
+    began = start if opts.started is None or opts.time_limit is None else min(opts.started, start)  # (`solve_plan`)
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)
-    deadline = float("inf") if opts.deterministic else max(start + limit, time.perf_counter())
+    deadline = float("inf") if opts.deterministic else max(began + limit, time.perf_counter())
 
     def again(residual: ClusterSnapshot, seconds: float) -> Plan:
         return solve_plan(residual, replace(opts, time_limit=seconds))
@@ -101,62 +101,51 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
 
 
 def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
-    """The solver's plan alone: gangscale's placement, as if the scheduler followed it."""
+    """The solver's plan alone: gangscale's placement, as if the scheduler followed it. Every phase works to the
+    plan's `Clock` (`solver.budget`) and is recorded in `solver.phases`."""
     opts = opts or SolveOptions()
     if opts.deterministic:
         return _solve_by_work(snap, opts)
-    start = time.perf_counter()
-    limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
-    deadline = start + limit
-    prob = build_problem(snap)
-    finish = FINISH_RESERVE + 1e-5 * sum(g.pending for g in prob.gangs)
-    # the plan of last resort (guided by the gang LP when it fits a tenth of an explicit budget) gets the whole
-    # budget if it needs it; with the default budget both always finish and the later phases keep a share after it
+    began = time.perf_counter()
+    pods = sum(len(g.pending) for g in snap.solvable)
     timed = opts.time_limit is not None
-    hint, lp = _guided_greedy(prob, GUIDE_SHARE * limit if timed else None, deadline if timed else None)
-    lp_by = None  # with the default budget the LP steps (gang bound, cost repair, cost bound) always run in full
-    if not timed:
-        deadline = max(deadline, time.perf_counter() + finish + AUTO_AFTER_GREEDY + BOUND_RESERVE
-                       + 4e-5 * len(prob.classes))
-    else:
-        lp_by = deadline - finish
+    # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
+    # the planner's own, from here
+    clock = Clock(min(opts.started, began) if timed and opts.started is not None else began, opts.seconds_for(pods),
+                  timed, pods, FINISH_RESERVE, planner_start=began)
+    prob = build_problem(snap)
+    hint, lp = _guided_greedy(prob, clock)
+    t = time.perf_counter()
     # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
-    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), lp_by, lp)
-    hint, known_lp = _repair(prob, hint, lp_by, lp)
-    # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
-    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind,
-                              deadline=min(start + 0.25 * limit, deadline - finish))
-    model_budget = max(0.2, (limit - (time.perf_counter() - start)) * 0.85)
-    bounds = _Bounds(prob, opts, known_lp, firm=lp_by is None)
+    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied),
+                                                                 clock.lp_by, lp)
+    clock.record("gangBound", t, clock.past(clock.lp_by))
+    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
+    bounds = _Bounds(prob, opts, known_lp, clock.lp_by)
     proven = bool(hint_tiers) and _closed(hint_tiers)
-    cost_closed = False
-    if proven:
-        lb0 = bounds.of(hint, max(0.0, min(1.0, deadline - finish - time.perf_counter())))
-        cost_closed = hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
-    # Building the model costs ~15 us per pattern before CP-SAT starts; when the budget cannot cover that
-    # plus a useful search, the greedy plan stands (reported as greedyOnly) and the time goes to the bound.
-    n_patterns = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
-    reserve = BOUND_RESERVE + 4e-5 * len(prob.classes)  # the bound's model grows with the pod classes
-    budget = min(model_budget, deadline - finish - reserve - 15e-6 * n_patterns - time.perf_counter())
-    if cost_closed:  # both gaps closed: only a short polish of the node count (fewer nodes break cost ties)
-        budget = min(budget, max(0.2, POLISH_SHARE * limit))
-    if budget < 0.3:
-        outcome = SolveOutcome(hint, proven, False, True, 0, 0.0)
-    else:
-        from .solver.cpsat import solve_model  # OR-Tools' cp_model (and pandas) load only when CP-SAT runs
-
-        outcome = solve_model(prob, patterns, hint, opts, budget, None if cost_closed else bounds.of,
-                              placement_proven=proven)
+    cost_closed = proven and _cost_closed(prob, hint, bounds, opts, clock)
+    if not cost_closed:
+        clock.open_gap()
+    t = time.perf_counter()
+    # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
+    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind, deadline=min(
+        clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish))
+    clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
+    outcome = _search(prob, patterns, hint, opts, clock, bounds, proven, cost_closed)
     best = _final(prob, outcome, hint)
-    lb, lb_proven = bounds.final(best, deadline - finish - time.perf_counter())
+    t = time.perf_counter()
+    lb, lb_proven = bounds.final(best, clock.deadline - clock.finish - t)
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
     if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
-    tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, lp_by)
-    plan = _render(snap, prob, best, cost, lb, deadline)
+    tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, clock.lp_by)
+    clock.record("bound", t, clock.past(clock.deadline - clock.finish) and not lb_proven)
+    t = time.perf_counter()
+    plan = _render(snap, prob, best, cost, lb, clock.deadline)
+    clock.record("explain", t, clock.past(clock.deadline))
     plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
-                               greedy_only=best is hint, seconds=time.perf_counter() - start)
+                               greedy_only=best is hint, seconds=time.perf_counter() - began, clock=clock)
     return plan
 
 
@@ -167,6 +156,37 @@ def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment
     if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
         best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
     return within_skew(prob, best)
+def _cost_closed(prob: Problem, hint: Assignment, bounds: _Bounds, opts: SolveOptions, clock: Clock) -> bool:
+    """The plan's cost meets its bound (within the relative gap): the LP's first, then a share of the time left
+    for the aggregate relaxation."""
+    t = time.perf_counter()
+    lb0 = bounds.of(hint, max(0.0, min(1.0, 0.25 * clock.left())))
+    clock.lp_seconds = clock.lp_seconds or time.perf_counter() - t  # measured here when the repair solved no LP
+    clock.record("costBound", t, False)
+    return hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
+
+
+def _search(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, clock: Clock,
+            bounds: _Bounds, proven: bool, cost_closed: bool) -> SolveOutcome:
+    """CP-SAT, warm-started from `hint`, whenever a gap is open and `budget.MIN_SEARCH` seconds of search remain
+    after the model's build and the reserves; with both gaps closed, at the default budget nothing (the plan
+    returns at once), at an explicit one a short polish of the node count (fewer nodes break cost ties)."""
+    t = time.perf_counter()
+    n_variables = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
+    search = clock.search_seconds(n_variables)
+    if cost_closed:
+        search = min(search, max(0.2, POLISH_SHARE * clock.limit)) if clock.timed else 0.0
+    if search < budget.MIN_SEARCH:
+        clock.record("cpsat", t, not cost_closed)
+        return SolveOutcome(hint, proven, False, True, 0, 0.0)
+    from .solver.cpsat import solve_model  # OR-Tools' cp_model (and pandas) load only when CP-SAT runs
+
+    seconds = min(search, clock.search_seconds(n_variables)) + budget.MODEL_SECONDS_PER_VARIABLE * n_variables
+    outcome = solve_model(prob, patterns, hint, opts, seconds, None if cost_closed else bounds.of,
+                          placement_proven=proven)
+    optimal = outcome.placement_optimal and outcome.cost_optimal
+    clock.record("cpsat", t, not optimal and not cost_closed and time.perf_counter() - t >= seconds)
+    return outcome
 
 
 def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
@@ -175,12 +195,12 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
     start = time.perf_counter()
     prob = build_problem(snap)
-    hint, lp = _guided_greedy(prob, None, None)
+    hint, lp = _guided_greedy(prob, None)
     hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
     best, known_lp = _repair(prob, hint, None, lp)
     best = within_skew(prob, best)  # the final state within every zone spread (solver/skew.py)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
-    lb, lb_proven = _Bounds(prob, opts, known_lp, firm=True).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
+    lb, lb_proven = _Bounds(prob, opts, known_lp, None).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
     lb = min(lb, cost)
     tiers = _gang_tiers(prob, best, hint, hint_tiers, False, None)
@@ -190,53 +210,78 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     return plan
 
 
-def _guided_greedy(prob: Problem, share: float | None, deadline: float | None) -> tuple[Assignment, GangLP | None]:
+def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, GangLP | None]:
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
-    reuses (None: not built within `share` seconds from now; the greedy then goes unguided). The share counts from
-    here, after the problem's build: counted from the plan's start, a slow build on a loaded machine would leave the
-    greedy unguided, and an unguided greedy can start fewer gangs."""
-    lp_by = None if share is None else time.perf_counter() + share
-    lp = gang_lp(prob, lp_by) if lp_by is None or time.perf_counter() + lp_seconds(prob) <= lp_by else None
-    guide = lp.guide() if lp is not None else None
+    reuses (None: not built in the guide's time, `Clock.guide_by`; the greedy then goes unguided). The share counts
+    from here, after the problem's build: counted from the plan's start, a slow build on a loaded machine would leave
+    the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut short and the
+    LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no clock at all."""
+    t = time.perf_counter()
+    lp_by = clock.guide_by() if clock is not None else None
+    timed = clock is not None and clock.timed
+    deadline = clock.deadline if clock is not None and timed else None
+    lp = gang_lp(prob, lp_by if timed else None) if not timed or time.perf_counter() + lp_seconds(prob) <= lp_by \
+        else None
+    if lp is not None:
+        lp.deadline = lp_by
+    fits = lp_by is None or timed or time.perf_counter() + lp_seconds(prob) <= lp_by
+    guide = lp.guide() if lp is not None and fits else None
+    if clock is not None:
+        clock.record("guide", t, lp is None or not fits or (guide is None and clock.past(lp_by)))
+    t = time.perf_counter()
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)
-    if guide is None or a.stopped_early or (deadline is not None and time.perf_counter() > deadline):
-        return a, lp
-    # the guide's groups keeping their running nodes too (flexible 8-GPU pods can take the free H100 nodes an
-    # H100-only gang needs) starts more gangs on some backlogs and fewer on others: keep the better
-    b = greedy(prob, deadline=deadline, guide=guide, repack=False, spare_running=True)
-    better = not b.stopped_early and (_placement(b), -b.cost(prob)) > (_placement(a), -a.cost(prob))
-    return (b if better else a), lp
+    if guide is not None and not a.stopped_early and not (clock is not None and clock.past(deadline)):
+        # the guide's groups keeping their running nodes too (flexible 8-GPU pods can take the free H100 nodes an
+        # H100-only gang needs) starts more gangs on some backlogs and fewer on others: keep the better
+        b = greedy(prob, deadline=deadline, guide=guide, repack=False, spare_running=True)
+        if not b.stopped_early and (_placement(b), -b.cost(prob)) > (_placement(a), -a.cost(prob)):
+            a = b
+    if clock is not None:
+        clock.record("greedy", t, a.stopped_early)
+    return a, lp
 
 
-def _repair(prob: Problem, hint: Assignment, deadline: float | None,
-            gang: GangLP | None = None) -> tuple[Assignment, dict[tuple, int]]:
+def _repair(prob: Problem, hint: Assignment, deadline: float | None, gang: GangLP | None = None,
+            clock: Clock | None = None) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
-    pools the cost LP reuses when it covers the same shapes."""
+    pools the cost LP reuses when it covers the same shapes. An LP cut short by `deadline` still prices the pods
+    (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`)."""
+    t = time.perf_counter()
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
+        if clock is not None:
+            clock.record("repair", t, not hint.stopped_early)
         return fewer_nodes(prob, hint), {}
     per_shape = placed_per_shape(prob, hint)
-    lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
+    lp, prices = 0, {}
+    if any(not k.new for k in prob.kinds):  # prices order the pods onto existing nodes; without any, only the bound
+        lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
+        if clock is not None:  # needs the LP (`_Bounds`, after the new nodes are bought by the pattern LP)
+            clock.lp_seconds = time.perf_counter() - t
     # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
     # and `_Bounds` would solve the same LP again for it
     known = {tuple(sorted(per_shape.items())): lp} if lp or prices else {}
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
-    again = repack(prob, hint, prices, deadline, good) if prices else None
+    colgen_by = None if deadline is None else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
+    again = repack(prob, hint, prices or unit_prices(prob, per_shape), deadline, good, colgen_by)
     best = again if again is not None and again.cost(prob) < hint.cost(prob) else hint
     # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
     if (good is None or best.cost(prob) > good) and not (deadline is not None and time.perf_counter() > deadline):
         whole = repacked(prob, hint)
         if whole is not None and whole.cost(prob) < best.cost(prob):
             best = whole
+    if clock is not None:
+        clock.record("repair", t, clock.past(deadline))
     return fewer_nodes(prob, best), known  # the last objective, for a plan no CP-SAT stage polishes
 
 
 class _Bounds:
-    """Cost bounds per placement (pods per shape), each computed once; with `firm` (the default budget) the LP
-    relaxation always runs in full, so the reported gap is never the fluid bound's for want of time."""
+    """Cost bounds per placement (pods per shape), each computed once; with `lp_by` (every clocked plan) the LP
+    relaxation runs to that deadline first, so the reported gap is not the fluid bound's for want of a share of
+    the time; None (`deterministic`) runs the LP the caller already solved only."""
 
-    def __init__(self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], firm: bool) -> None:
-        self.prob, self.opts, self.known, self.firm = prob, opts, known_lp, firm
+    def __init__(self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], lp_by: float | None) -> None:
+        self.prob, self.opts, self.known, self.lp_by = prob, opts, known_lp, lp_by
         self.cache: dict[tuple, tuple[int, bool]] = {}
 
     def _key(self, a: Assignment) -> tuple:
@@ -245,8 +290,8 @@ class _Bounds:
     def of(self, a: Assignment, seconds: float) -> int:
         key = self._key(a)
         if key not in self.cache:
-            if self.firm and key not in self.known:
-                self.known[key] = lp_cost_prices(self.prob, dict(key), None)[0]
+            if self.lp_by is not None and key not in self.known:
+                self.known[key] = lp_cost_prices(self.prob, dict(key), self.lp_by)[0]
             self.cache[key] = lower_bound(self.prob, dict(key), self.opts, seconds, self.known.get(key, 0))
         return self.cache[key][0]
 
@@ -261,8 +306,10 @@ class _Bounds:
 
 
 def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], cost: int, lb: int, lb_proven: bool,
-                 cost_optimal: bool, *, greedy_only: bool, seconds: float) -> SolverInfo:
-    """The plan's `solver` section: OPTIMAL only when both the gang and the cost gaps are closed."""
+                 cost_optimal: bool, *, greedy_only: bool, seconds: float, clock: Clock | None = None) -> SolverInfo:
+    """The plan's `solver` section: OPTIMAL only when both the gang and the cost gaps are closed; with a `clock`,
+    the budget the plan worked to and its phases (a plan bounded by work alone has none)."""
+    pod_gap = sum(t.pods_bound - t.pods for t in tiers if t.pods_bound is not None)
     return SolverInfo(
         status="OPTIMAL" if _closed(tiers) and (cost_optimal or lb >= cost) else "FEASIBLE",
         seconds=round(seconds, 3),
@@ -277,6 +324,11 @@ def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], co
         gangsUpperBound=sum(t.gangs_bound for t in tiers),
         byPriority=[PriorityBound(priority=t.priority, gangsStarted=t.gangs, gangsUpperBound=t.gangs_bound,
                                   podsPlaced=t.pods, podsUpperBound=t.pods_bound) for t in tiers],
+        budgetSeconds=round(clock.deadline - clock.start, 3) if clock is not None else 0.0,
+        phases=[SolverPhase(name=p.name, seconds=round(p.seconds, 3), cutShort=p.cut_short)
+                for p in clock.phases] if clock is not None else [],
+        gaps=SolverGaps(gangs=sum(t.gangs_bound - t.gangs for t in tiers), pods=pod_gap,
+                        costPerHour=round(max(0, cost - (cost if cost_optimal else lb)) / MICRO, 6)),
     )
 
 

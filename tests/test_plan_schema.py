@@ -22,7 +22,8 @@ from gangscale.parse import _ingest_pod
 from builders import group, plan_for, pod, podgroup
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ["GangResult", "NewNode", "PriorityBound", "SolverInfo", "SchedulerInfo", "Plan"]
+SECTIONS = ["GangResult", "NewNode", "PriorityBound", "SolverPhase", "SolverGaps", "SolverInfo", "SchedulerInfo",
+            "Plan"]
 
 
 def _schema_fields(cls) -> list[tuple[str, str, object]]:

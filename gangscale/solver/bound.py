@@ -104,7 +104,9 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
                    parts: LPParts | None = None) -> tuple[int, dict[int, float]]:
     """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
     `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another
-    LP's pools (`GangLP.parts`), reused when it was built over the same shapes."""
+    LP's pools (`GangLP.parts`), reused when it was built over the same shapes. Its build stops at `deadline` too."""
+    if _past(deadline):
+        return 0, {}
     try:
         from ortools.linear_solver import pywraplp
     except Exception:  # pragma: no cover
@@ -120,6 +122,8 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
     parts = _lp_parts(prob, list(cover), parts)
     scaled = _scaled_requests(prob, cover, scale)
     for kids, weights in zip(parts.pools, parts.weights):
+        if _past(deadline):
+            return 0, {}
         n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
@@ -133,6 +137,10 @@ def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None
         return 0, {}
     prices = {sh: row.dual_value() for sh, row in cover.items()}
     return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 def _scaled_requests(prob: Problem, cover: dict, scale: np.ndarray) -> list[list[tuple[int, float]]]:

@@ -108,18 +108,27 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
                  and float(pi @ pat) - g.cost / MICRO - mu[gi] > 1e-9 * max(g.cost / MICRO, 1.0)]
         if not found or still >= STALL:
             return True
+        if deadline is not None and time.perf_counter() > deadline:
+            return False
         if not sum(rmp.add(gi, pat) for gi, pat in found):
             return True
     return rmp.solve(deadline)
 
 
-def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray) -> None:
-    """One column per (group, item): as many of the item as one node takes."""
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None = None) -> bool:
+    """One column per (group, item): as many of the item as one node takes (False: `deadline` came first)."""
     for gi, g in enumerate(rmp.groups):
+        if _past(deadline):
+            return False
         for i in g.items:
             pat = np.zeros(len(demand), dtype=np.int64)
             pat[i] = min(int(demand[i]), _most(req[i].tolist(), g.cap))
             rmp.add(gi, pat)
+    return True
 
 
 def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
@@ -141,9 +150,24 @@ def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
 
 def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
     """(node group, pods per key) per new node for `left` (changed in place: what the nodes take is removed):
-    the pattern LP's node counts rounded down. Nothing when GLOP fails or time is up."""
+    the pattern LP's node counts rounded down (`pattern_candidates`); nothing when it did not converge in time."""
+    candidates = pattern_candidates(prob, left, deadline)
+    if not candidates:
+        return []
+    nodes, rest = candidates[0]
+    left.update(rest)
+    return nodes
+
+
+Candidate = tuple[list[tuple[int, dict[Key, int]]], dict[Key, int]]  # new nodes, and the pods they leave
+
+
+def pattern_candidates(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[Candidate]:
+    """New nodes for `left` (unchanged) from the pattern LP's converged solution, rounded down, with the pods they
+    leave; nothing when the LP did not converge by `deadline` (a cut-short LP's columns cover the pods in fractions
+    whose rounding leaves the greedy more than it started with)."""
     keys = [k for k, n in left.items() if n > 0]
-    if not keys:
+    if not keys or _past(deadline):
         return []
     req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(len(keys), len(prob.resources))
     demand = np.array([left[k] for k in keys], dtype=np.int64)
@@ -152,15 +176,12 @@ def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | Non
         rmp = _Rmp(groups, demand)
     except RuntimeError:  # pragma: no cover
         return []
-    _start(rmp, req, demand)
-    if not _generate(rmp, req, demand, deadline):
+    if not _start(rmp, req, demand, deadline) or not _generate(rmp, req, demand, deadline):
         return []
-    out: list[tuple[int, dict[Key, int]]] = []
+    nodes: list[tuple[int, dict[Key, int]]] = []
     headroom = {kid: prob.kinds[kid].max_count for g in groups for kid in g.kids}
-    _take(groups, _round(rmp.solution()), demand, headroom, keys, out)
-    for i, k in enumerate(keys):
-        left[k] = int(demand[i])
-    return out
+    _take(groups, _round(rmp.solution()), demand, headroom, keys, nodes)
+    return [(nodes, {**left, **{k: int(demand[i]) for i, k in enumerate(keys)}})]
 
 
 def _allowed(prob: Problem, key: Key, kid: int) -> bool:

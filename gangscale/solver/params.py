@@ -28,6 +28,9 @@ class SolveOptions:
     # run (the greedy plan, re-packed by LP prices, stands: greedyOnly) and the lower bound is the LP's. The same
     # snapshot gives the same plan on an idle or a loaded machine (the simulator; `time_limit` is then ignored)
     deterministic: bool = False
+    # `time.perf_counter()` when an explicit `time_limit` started (the CLI: before reading its input, so that
+    # reading, planning and writing the plan together keep to it); None, or the auto budget: when the planner is called
+    started: float | None = None
 
     def seconds_for(self, pending_pods: int) -> float:
         """The plan's budget: `time_limit`, or by default one that fits a control loop and grows with the backlog

@@ -17,12 +17,13 @@ the greedy's own new-node rule, gangs with the largest pods first.
 from __future__ import annotations
 
 import time
+from typing import Iterator
 
 import numpy as np
 
-from .colgen import pattern_new_nodes
+from .colgen import Candidate, pattern_candidates
 from .greedy import Assignment, _assignment, _place_gang, _State
-from .problem import Problem, memory_per_cpu_octaves
+from .problem import MICRO, Problem, memory_per_cpu_octaves
 
 Key = tuple[int, object]  # (shape, topology domain or None)
 
@@ -31,17 +32,19 @@ FILLS = ("nearest", "tightest", "first")  # the existing-node fills `repack` tri
 
 
 def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None,
-           good: int | None = None) -> Assignment | None:
+           good: int | None = None, colgen_by: float | None = None) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
     first, each key onto the nodes of the most alike memory per cpu (`_fill_existing`); new nodes follow the
-    pattern LP of what is left (`colgen.pattern_new_nodes`: whole nodes, rounded down, then one at a time); the
-    pods left after that go by the greedy's own rule, gangs with the largest pods first. While the result costs
-    more than `good` (micro-dollars per hour; None: while no result places every pod), the next of `FILLS` is
-    tried and the cheapest result kept. None when none places every pod or `deadline` passes (the caller keeps
-    `a`)."""
+    pattern LP of what is left (`colgen.pattern_candidates`: whole nodes, rounded down, then one at a time, solved
+    by `colgen_by`, default `deadline`, beside none at all: `new_nodes_for`); the pods left after that go by the
+    greedy's own rule, gangs with the largest pods first. While the result costs more than `good`
+    (micro-dollars per hour; None: while no result places every pod), the next of `FILLS` is tried and the
+    cheapest result kept; fills that leave the same pods for new nodes share one pattern LP (memoized by that
+    demand). None when none places every pod or `deadline` passes (the caller keeps `a`)."""
     best = None
+    memo: dict[tuple, list[Candidate]] = {}
     for fill in FILLS:
-        again = _repack(prob, a, prices, deadline, fill)
+        again = _repack(prob, a, prices, deadline, fill, memo, colgen_by if colgen_by is not None else deadline)
         if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
             best = again
         if best is not None and (good is None or best.cost(prob) <= good):
@@ -49,19 +52,31 @@ def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: flo
     return best
 
 
-def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None,
-            fill: str) -> Assignment | None:
+def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None, fill: str,
+            memo: dict[tuple, list[Candidate]], colgen_by: float | None) -> Assignment | None:
+    """One fill of the existing nodes, then each of `new_nodes_for`'s candidates for the rest; the cheapest that
+    places every pod (None: none does, or `deadline` passed)."""
     demand = _demand(prob, a)
     if not demand:
         return None
     left = dict(demand)
     existing = _fill_existing(prob, left, prices, fill)
-    st = _State(prob, list(range(len(prob.gangs))))
-    queues = _queues(prob, a)
-    for b, pods in enumerate(existing):
-        _hand_out(st, queues, b, pods)
-    for kid, pods in pattern_new_nodes(prob, left, deadline):
-        _hand_out(st, queues, st.open(kid), pods)
+    best = None
+    for nodes, _rest in new_nodes_for(prob, left, colgen_by, memo):
+        st = _State(prob, list(range(len(prob.gangs))))
+        queues = _queues(prob, a)
+        for b, pods in enumerate(existing):
+            _hand_out(st, queues, b, pods)
+        for kid, pods in nodes:
+            _hand_out(st, queues, st.open(kid), pods)
+        again = _place_rest(prob, a, st, deadline)
+        if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
+            best = again
+    return best
+
+
+def _place_rest(prob: Problem, a: Assignment, st: _State, deadline: float | None) -> Assignment | None:
+    """The pods `st` lacks of `a`'s by the greedy's own rule, gangs with the largest pods first."""
     size = prob.arrays.size
     order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
                    key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes))
@@ -72,6 +87,40 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
     if st.y != list(a.y):
         return None
     return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early, a.order)
+
+
+GREEDY_CANDIDATE_PODS = 2000  # pods left for new nodes, at most, for the greedy's own rule to be tried beside
+# the pattern LP's converged nodes (it is the only candidate when the LP did not converge in time)
+
+
+def new_nodes_for(prob: Problem, left: dict[Key, int], deadline: float | None,
+                  memo: dict[tuple, list[Candidate]]) -> Iterator[Candidate]:
+    """The new nodes to try for the pods `left` after the existing nodes, in turn: none at all (every pod then
+    goes by the greedy's own rule, gangs with the largest pods first: on 300 distinct shapes over 60 groups 1%
+    cheaper than the pattern LP's rounding; tried first, while it is cheap, so a cut-short LP never costs it), then
+    the pattern LP's converged nodes (`colgen.pattern_candidates`: none when it did not converge by `deadline`, so a
+    longer budget only adds a candidate). The LP is memoized by the demand: the same pods left for new nodes (every
+    fill, when there are no existing nodes) are solved once."""
+    key = tuple(sorted((k, n) for k, n in left.items() if n > 0))
+    small = sum(n for _, n in key) <= GREEDY_CANDIDATE_PODS
+    if small:
+        yield [], dict(left)
+    if key not in memo:
+        memo[key] = pattern_candidates(prob, left, deadline)
+    yield from memo[key]
+    if not small and not memo[key]:
+        yield [], dict(left)
+
+
+def unit_prices(prob: Problem, placed_per_shape: dict[int, int]) -> dict[int, float]:
+    """Per shape, $/h per pod on the node group that carries it cheapest (price over pods per node): the prices
+    `repack` orders pods by when the cost LP gave none in its time."""
+    out: dict[int, float] = {}
+    for s in placed_per_shape:
+        per_pod = [prob.kinds[k].cost / prob.fit_count[(s, k)] for k in prob.compat[s]
+                   if prob.kinds[k].new and prob.fit_count.get((s, k), 0) > 0]
+        out[s] = min(per_pod) / MICRO if per_pod else 0.0
+    return out
 
 
 def _queues(prob: Problem, a: Assignment) -> dict[Key, list[list[int]]]:

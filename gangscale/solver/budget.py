@@ -1,0 +1,107 @@
+"""The plan's clock: one budget, the deadline each phase works to, and what each phase took.
+
+Contract. With an explicit `--time-limit T` every phase works to `start + T` (the LP steps and the explanations
+to that less the reserve for writing the plan), where `start` is when the command began reading its input
+(`SolveOptions.started`), so reading, planning and rendering together end near `T` (the planner keeps at least
+`PLANNER_FLOOR` x T from its own start, so the bound holds while reading takes at most the rest). With the default
+`auto` budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short and the LP
+steps work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
+When the plan's own bounds leave a gang, pod or cost gap open, the auto budget grows to `AUTO_GAP_FLOOR` s (on
+backlogs of at most `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` x itself) so that CP-SAT, warm-started from the
+greedy plan, gets the time to close it (a small problem's gap closes in a fraction of a second). CP-SAT runs
+whenever a gap is open and `MIN_SEARCH` s remain after the model's build and the reserves, which are sized from
+what this plan's own LP bound took (`Clock.bound_reserve`), not from constants.
+
+Every phase is recorded (`Clock.record`): its seconds and whether its deadline cut it short, for the plan's
+`solver.phases`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
+AUTO_GAP_FACTOR = 4.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
+AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
+AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
+AUTO_HARD_FACTOR = 4.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
+GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
+# 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
+AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
+# gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
+FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan
+FINISH_PER_POD = 1e-5
+PLANNER_FLOOR = 0.25  # of an explicit limit, at least, for the planner from its own start: when reading the input
+# took more than the rest (a 100k-pod backlog takes seconds), the plan still tries its gangs rather than none
+MIN_SEARCH = 0.1  # seconds of CP-SAT search, at least, or CP-SAT is not started
+MODEL_SECONDS_PER_VARIABLE = 15e-6  # measured: building the CP-SAT model costs ~15 us per pattern or domain variable
+CP_SAT_IMPORT_SECONDS = 0.3  # OR-Tools' cp_model and the pandas it imports, the first time a model is solved
+BOUND_RESERVE_FACTOR = 2.0  # the final bound gets this many times what the plan's first LP bound took
+BOUND_RESERVE_MIN = 0.02  # seconds, at least
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRecord:
+    """One phase of the plan: its name, its seconds, and whether its deadline cut it short."""
+
+    name: str
+    seconds: float
+    cut_short: bool
+
+
+class Clock:
+    """Deadlines for one plan (`time.perf_counter()` values) and the record of its phases."""
+
+    def __init__(self, start: float, limit: float, timed: bool, pending_pods: int,
+                 finish_seconds: float = FINISH_SECONDS, planner_start: float | None = None) -> None:
+        self.start, self.limit, self.timed = start, limit, timed
+        self.finish = finish_seconds + FINISH_PER_POD * pending_pods
+        self.deadline = start + limit  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
+        if planner_start is not None:  # reading the input took more than its share: the planner keeps a floor
+            self.deadline = max(self.deadline, planner_start + PLANNER_FLOOR * limit)
+        self.hard = self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
+        self.pods = pending_pods
+        self.lp_seconds = 0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
+        self.phases: list[PhaseRecord] = []
+
+    @property
+    def lp_by(self) -> float:
+        """The deadline of every LP step (gang bound, cost repair, cost bound): an explicit limit less the finish;
+        the auto budget's hard cap itself (its slack beyond the budget covers the finish)."""
+        return self.hard - self.finish if self.timed else self.hard
+
+    def guide_by(self) -> float:
+        """When the gang LP guiding the greedy must be solved (else the greedy goes unguided)."""
+        if self.timed:
+            return time.perf_counter() + GUIDE_SHARE * self.limit
+        return min(self.hard, time.perf_counter() + AUTO_GUIDE_SHARE * (self.hard - self.start))
+
+    def open_gap(self) -> None:
+        """A gap is open: the auto budget grows to `AUTO_GAP_FLOOR`, and on a backlog of at most
+        `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` times itself (never past its hard cap)."""
+        if not self.timed:
+            grown = AUTO_GAP_FACTOR * self.limit if self.pods <= AUTO_GAP_MAX_PODS else self.limit
+            self.deadline = min(max(self.deadline, self.start + max(AUTO_GAP_FLOOR, grown)), self.hard)
+
+    def bound_reserve(self) -> float:
+        """Seconds kept for the final plan's bound: what the plan's first LP bound took, doubled."""
+        return max(BOUND_RESERVE_MIN, BOUND_RESERVE_FACTOR * self.lp_seconds)
+
+    def search_seconds(self, model_variables: int) -> float:
+        """What CP-SAT may search for: the deadline less the finish, the bound's reserve and the model's build."""
+        build = MODEL_SECONDS_PER_VARIABLE * model_variables
+        if "ortools.sat.python.cp_model" not in sys.modules:
+            build += CP_SAT_IMPORT_SECONDS
+        return self.deadline - self.finish - self.bound_reserve() - build - time.perf_counter()
+
+    def left(self) -> float:
+        """Seconds to the deadline less the finish (never negative)."""
+        return max(0.0, self.deadline - self.finish - time.perf_counter())
+
+    def record(self, name: str, since: float, cut_short: bool) -> None:
+        self.phases.append(PhaseRecord(name, time.perf_counter() - since, bool(cut_short)))
+
+    def past(self, deadline: float | None) -> bool:
+        return deadline is not None and time.perf_counter() >= deadline
