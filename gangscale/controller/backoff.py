@@ -84,6 +84,6 @@ def named_in_reasons(plan: Plan, backoff: Mapping[str, float], now: float, group
             if pattern.search(reason):
                 text = (f"node group {name} is backed off for {held[name] - now:.0f} s more after it failed to deliver "
                         f"nodes (maxSize {groups[name].max_size}, {groups[name].current_size} nodes)")
-                reason = pattern.sub(lambda _m, t=text: t, reason)
+                reason = pattern.sub(text.replace("\\", "\\\\"), reason)
         gangs.append(r if reason == r.reason else r.model_copy(update={"reason": reason}))
     return plan.model_copy(update={"gangs": gangs})
