@@ -388,7 +388,8 @@ class Reconciler:
             return self._make_plan(held_on_hand(held_in_the_model(snap), scheduler.config, scheduler.seeds), opts,
                                    scheduler)
 
-        snap, made = plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy, views=self._views),
+        snap, made = plan_within_caps(lambda policy: build_snapshot(cluster, groups, warnings, policy,
+                                                                    views=self._views),
                                       plan, self._policy(cluster, now), self.cfg,
                                       inflight_by_namespace(self.state.records.values(), prices))
         return snap, backoff.named_in_reasons(made, self.state.backoff, now, self.groups)

@@ -4,8 +4,8 @@
 tests in test_simulate.py / test_scores.py check against upstream); the default fast path keeps
 per-shape feasibility and scores and re-checks only the nodes a placement changed. On random
 clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-on existing nodes,
-DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods, >100 nodes so percentageOfNodesToScore's window
-and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
+DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods,
+>100 nodes so percentageOfNodesToScore's window and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
 every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
 """
 
