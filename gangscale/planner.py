@@ -471,7 +471,7 @@ def _placed_reason(info, placed: int, existing_by_gang: list[int], new_by_gang: 
 
 
 def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: float | None,
-                     out_of_time: bool, added: dict[str, int]) -> tuple[str, str]:
+                     out_of_time: bool, added: dict[str, int] | None = None) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
@@ -487,7 +487,7 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
-        limits = limits_reached(info.gang.pending, snap.groups, added, info.gang.topology_keys)
+        limits = limits_reached(info.gang.pending, snap.groups, added or {}, info.gang.topology_keys)
         held = f"{limits}, for" if limits else "the capacity and node-group limits it needs go to"
         return "deferred", (
             f"fits alone ({alone_placed} of {info.pending} pods), but {held} higher-priority gangs, or "

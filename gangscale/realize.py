@@ -335,8 +335,9 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     for k, p in pods.items():
         used.setdefault(sim.placement[k], Counter()).update(p.requests)
     views = [replace(v, free=sub(v.free, used.get(v.name, {}))) for v in ctx.snap.nodes]
-    views += [NodeView(n.name, dict(n.labels), n.taints, sub(sub(n.allocatable, used.get(n.name, {})), _load(n.daemon_pods)),
-                       n.node_group, True, daemon_pods=n.daemon_pods) for n in st.new]
+    views += [NodeView(n.name, dict(n.labels), n.taints,
+                       sub(sub(n.allocatable, used.get(n.name, {})), _load(n.daemon_pods)), n.node_group, True,
+                       daemon_pods=n.daemon_pods) for n in st.new]
     kept = Counter(n.node_group for n in st.new)
     groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
     bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]

@@ -257,7 +257,8 @@ _DAEMON_TOLERATIONS = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists", 
     ("memory-pressure", "NoSchedule"), ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule"))]
 
 
-def _daemon_load(objects: list[dict], labels: dict, taints: list[dict], cap: dict[str, Fraction]) -> dict[str, Fraction]:
+def _daemon_load(objects: list[dict], labels: dict, taints: list[dict],
+                 cap: dict[str, Fraction]) -> dict[str, Fraction]:
     """What apps/v1 DaemonSets take on a new node with these labels, taints and allocatable: the template pods the
     DaemonSet controller runs there (no spec.nodeName, selector and affinity match, taints tolerated with the
     controller's defaults), admitted by priority then namespace/name while they fit."""

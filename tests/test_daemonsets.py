@@ -153,3 +153,17 @@ def test_the_independent_checker_counts_daemonset_overhead():
     as_json["newNodes"][0]["nodeGroup"] = "small"
     as_json["newNodes"][0]["pricePerHour"] = 0.096
     assert any("small" in e for e in check_plan(objects, catalog, as_json))
+
+
+def test_a_pod_needing_a_host_port_a_daemon_pod_holds_is_not_planned_beside_it():
+    """Karpenter tracks daemon pods' host ports (scheduler.go `getDaemonHostPortUsage`): a node-exporter on hostPort
+    9100 on every node of one group keeps a pending pod using 9100 off that group's new nodes."""
+    exporter = daemonset("node-exporter", cpu="100m", selector={"role": "a"},
+                         containers=[{"name": "e", "ports": [{"containerPort": 9100, "hostPort": 9100}],
+                                      "resources": {"requests": {"cpu": "100m"}}}])
+    app = pod("app", cpu="1", mem="1Gi", containers=[{"name": "c", "ports": [{"containerPort": 9100,
+                                                                                 "hostPort": 9100}],
+                                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}])
+    catalog = [group("a", cpu="8", price=1.0, labels={"role": "a"}), group("b", cpu="8", price=2.0)]
+    plan = plan_for([exporter, app], catalog, scheduler=OFF)
+    assert plan.scale_up == {"b": 1}

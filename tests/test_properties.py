@@ -93,6 +93,15 @@ def clusters(draw):
                 group=f"pg{j}" if policy != "none" else None, **kw)
             _pod_rules(draw, p, j)
             objects.append(p)
+    for d in range(draw(st.integers(0, 2))):  # DaemonSets: their pods' room comes off every new node they run on
+        spec = {"containers": [{"name": "agent", "resources": {"requests": {
+            "cpu": draw(st.sampled_from(["100m", "1", "3"])), "memory": "128Mi"}}}]}
+        if draw(st.booleans()):
+            spec["nodeSelector"] = {"tier": draw(st.sampled_from(["gold", "silver"]))}
+        if draw(st.booleans()):
+            spec["tolerations"] = [GPU_TOL]
+        objects.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": f"ds{d}", "namespace": "sys"},
+                        "spec": {"template": {"metadata": {"labels": {"app": f"ds{d}"}}, "spec": spec}}})
     return objects, catalog
 
 

@@ -62,7 +62,8 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _redact_pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
-    """A pod spec (a Pod's, a DaemonSet's template) without volumes, pull secrets and the containers' env and commands."""
+    """A pod spec (a Pod's, a DaemonSet's template) without volumes, pull secrets and the containers' env and
+    commands."""
     spec = {k: v for k, v in raw.items() if k not in _SPEC_DROP}
     for key in ("containers", "initContainers", "ephemeralContainers"):
         if isinstance(spec.get(key), list):

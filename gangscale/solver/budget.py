@@ -28,7 +28,7 @@ AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget
 AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
 AUTO_HARD_FACTOR = 4.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
-# 0.15: busy-5k and target-10k, whose LP is estimated at 0.24 and 0.21 s, get it at --time-limit 2)
+# 0.15: a backlog of 5k-10k pods, whose LP is estimated at ~0.2 s, still gets it at --time-limit 2)
 AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
 # gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
 FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan

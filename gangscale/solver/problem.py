@@ -268,7 +268,8 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimi
     least = min_req.tolist() if min_req is not None else None  # Python ints: the per-node check below is per element
     for n in snap.nodes:
         if limits.limits:
-            free = vec({**{k: max(0, v) for k, v in n.free.items()}, **limits.free_on(n.name)})
+            free = vec({**{k: max(0, v) for k, v in n.free.items()},
+                        **_less_daemons(limits.free_on(n.name), limits, n.daemon_pods)})
         else:  # no per-node rule: the same tuple, each entry clamped at 0 after the vector is taken
             free = tuple([x if x > 0 else 0 for x in vec(n.free)])
         if least is not None and not all(f >= m for f, m in zip(free, least)):
@@ -285,8 +286,23 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimi
         if g.headroom <= 0:
             continue
         kid = len(kinds)
+        daemons = snap.daemons[g.name].pods if g.name in snap.daemons else ()
         kinds.append(
-            BinKind(kid, vec({**g.allocatable, **limits.caps}), round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name,
-                    g.taints, price=g.price_per_hour)
+            BinKind(kid, vec({**g.allocatable, **_less_daemons(limits.caps, limits, daemons)}),
+                    round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name, g.taints,
+                    price=g.price_per_hour)
         )
     return kinds
+
+
+def _less_daemons(caps: dict[str, int], limits: NodeLimits, daemon_pods: tuple[Pod, ...]) -> dict[str, int]:
+    """A new or upcoming node's per-node limits less its DaemonSet pods' share: a daemon pod using a hostPort (or
+    matched by an anti-affinity or spread term) takes its slot before any planned pod (gangscale.daemonsets)."""
+    if not daemon_pods:
+        return caps
+    out = dict(caps)
+    for lim in limits.limits:
+        taken = sum(1 for p in daemon_pods if lim.member(p))
+        if taken:
+            out[lim.name] = max(0, out[lim.name] - taken)
+    return out

@@ -19,6 +19,9 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     assert doc["cases"] and {c["name"] for c in doc["cases"]} == {"q-llm", "q-gpumix", "q-cpumpi", "q-mixed", "q-busy", "q-elastic"}
     for case in doc["cases"]:
         assert set(case["metrics"]) == set(POLICY_ORDER)
+        assert case["spec"]["daemonsets"] and case["stats"]["daemonsets"] == 6  # the EKS GPU cluster's set
+        bought = case["metrics"]["gangscale-off"]
+        assert (bought["notes"]["daemonset_cost"] > 0) == (bought["new_nodes"] > 0)
         observe = case["metrics"]["gangscale"]
         assert observe["stranded_nodes"] == 0
         for strategy in ("LeastAllocated", "MostAllocated"):  # observe mode: promised ⊆ started, no empty node
@@ -46,7 +49,7 @@ def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
             assert m["lower_bound"] is not None and m["lower_bound"] <= m["cost"] + 1e-6
     assert doc["checks"]["all_ok"] and code == 0
     md = (tmp_path / "results.md").read_text()
-    assert "| gangscale |" in md and "| karpenter |" in md
+    assert "| gangscale |" in md and "| karpenter |" in md and "DaemonSets' share $/h" in md
 
 
 def test_observe_mode_is_timed_once_at_100k_and_as_often_as_the_default_elsewhere_unless_the_run_says():

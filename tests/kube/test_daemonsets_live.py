@@ -125,3 +125,27 @@ def test_check_is_fine_when_every_daemon_pod_fits_and_warns_when_rbac_refuses(ma
     refused = cluster(make_emulator, forbidden={("apps", "daemonsets")})
     r = run_check(refused, kubeconfig_for, capsys, tmp_path, M5)["daemonsets"]
     assert r["verdict"] == "warn" and "cannot list daemonsets.v1.apps" in r["summary"]
+
+
+def test_with_the_agent_already_bound_on_a_node_of_the_group_the_live_plan_still_buys_the_larger_node(
+        make_emulator, kubeconfig_for, tmp_path):
+    """The group's running m5.large holds the agent's pod (930m left): the pod fits neither it nor a new m5.large."""
+    emu = cluster(make_emulator)
+    emu.apply_all([
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-1", "labels": {
+            "gangscale.io/node-group": "m5-large", "node.kubernetes.io/instance-type": "m5.large"}},
+         "spec": {}, "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                                "conditions": [{"type": "Ready", "status": "True"}]}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "log-agent-ip-1", "namespace": "kube-system",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "log-agent", "uid": "u"}]},
+         "spec": {"nodeName": "ip-1", "containers": [{"name": "agent", "image": "agent:1",
+                                                      "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}]},
+         "status": {"phase": "Running"}}])
+    catalog = {"nodeGroups": [{**M5["nodeGroups"][0], "currentSize": 1}, M5["nodeGroups"][1]]}
+    path, out = tmp_path / "catalog-bound.json", tmp_path / "plan-bound.json"
+    path.write_text(json.dumps(catalog))
+    assert main(["plan", "--kubeconfig", kubeconfig_for(emu), "--nodegroups", str(path), "-o", "json",
+                 "--output-file", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["scaleUp"] == {"m5-xlarge": 1} and plan["existingNodes"] == {}
