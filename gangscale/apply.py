@@ -125,6 +125,20 @@ def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
 def atomic_units_with_gangs(plan: Plan, cluster: Cluster) -> list[tuple[dict[str, int], frozenset[GangKey]]]:
     """`atomic_units`, each with the gangs whose pods its nodes carry (what its client token derives from)."""
     gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
+    out = []
+    for members in linked_new_nodes(plan, gang_of):
+        unit: dict[str, int] = {}
+        for i in members:
+            group = plan.new_nodes[i].node_group
+            unit[group] = unit.get(group, 0) + 1
+        gangs = {gang_of[p] for i in members for p in plan.new_nodes[i].pods if p in gang_of}
+        out.append((dict(sorted(unit.items())), frozenset(gangs)))
+    return out
+
+
+def linked_new_nodes(plan: Plan, gang_of: Mapping[str, GangKey]) -> list[list[int]]:
+    """The plan's new nodes (by index) grouped by the gangs their pods belong to: two nodes carrying pods of one
+    gang are in one group (union-find); groups in order of their first node."""
     parent = list(range(len(plan.new_nodes)))
 
     def find(i: int) -> int:
@@ -133,21 +147,20 @@ def atomic_units_with_gangs(plan: Plan, cluster: Cluster) -> list[tuple[dict[str
             i = parent[i]
         return i
 
-    first: dict[Any, int] = {}
+    first: dict[GangKey, int] = {}
     for i, node in enumerate(plan.new_nodes):
         for pod in node.pods:
-            key = gang_of.get(pod, ("pod", pod))
+            key = gang_of.get(pod)
+            if key is None:
+                continue
             if key in first:
                 parent[find(i)] = find(first[key])
             else:
                 first[key] = i
-    units: dict[int, dict[str, int]] = {}
-    gangs: dict[int, set[GangKey]] = {}
-    for i, node in enumerate(plan.new_nodes):
-        unit = units.setdefault(find(i), {})
-        unit[node.node_group] = unit.get(node.node_group, 0) + 1
-        gangs.setdefault(find(i), set()).update(k for k in (gang_of.get(p) for p in node.pods) if k is not None)
-    return [(dict(sorted(u.items())), frozenset(gangs.get(r, ()))) for r, u in sorted(units.items())]
+    out: dict[int, list[int]] = {}
+    for i in range(len(plan.new_nodes)):
+        out.setdefault(find(i), []).append(i)
+    return [out[r] for r in sorted(out)]
 
 
 def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict[str, NodeGroup],

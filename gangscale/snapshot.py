@@ -192,11 +192,11 @@ def still_starting(n: Node) -> bool:
     the snapshot does not have)."""
     if n.ready:
         return False
-    created, changed = _epoch(n.created), _epoch(n.ready_changed)
+    created, changed = parse_time(n.created), parse_time(n.ready_changed)
     return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
 
 
-def _epoch(stamp: str) -> float | None:
+def parse_time(stamp: str) -> float | None:
     """RFC 3339 as the API writes it, in seconds; None when missing or unreadable."""
     if not stamp:
         return None

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..resources import GPU
 from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
-from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
+from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy, parse_time
 from .config import ClusterCeiling, ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
 from .shares import charged
@@ -55,15 +54,6 @@ def held_on_hand(snap: ClusterSnapshot, config: SchedulerConfig | None = None,
                                                                    + pin)) for p in g.pending))
              if g.key in held else g for g in snap.gangs]
     return replace(snap, nodes=nodes, gangs=gangs)
-
-
-def parse_time(stamp: str) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def gang_age(g: Gang, now: float, first_seen: float | None = None) -> float:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..apply import linked_new_nodes
 from ..model import Gang, GangKey
 from ..plan import Plan
 from ..resources import CPU, GPU
@@ -67,39 +68,13 @@ def split(total: int, weights: Mapping[GangKey, int]) -> dict[GangKey, int]:
     return out
 
 
-def _components(plan: Plan, gang_of: Mapping[str, GangKey]) -> list[list[int]]:
-    """The plan's new nodes (by index) grouped by the gangs that link them (union-find)."""
-    parent = list(range(len(plan.new_nodes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[GangKey, int] = {}
-    for i, node in enumerate(plan.new_nodes):
-        for pod in node.pods:
-            key = gang_of.get(pod)
-            if key is None:
-                continue
-            if key in first:
-                parent[find(i)] = find(first[key])
-            else:
-                first[key] = i
-    out: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(plan.new_nodes)):
-        out[find(i)].append(i)
-    return [out[r] for r in sorted(out)]
-
-
 def units(plan: Plan, gangs: Iterable[Gang]) -> list[Unit]:
     """The plan's new nodes as units, each gang's share by what its pods take there (GPUs where any pod of the
     group's nodes asks for one, else CPU). A node no gang's pod rides is in no unit's shares."""
     pods = {p.key: p for g in gangs for p in g.pending}
     gang_of = {p.key: g.key for g in gangs for p in g.pending}
     out = []
-    for members in _components(plan, gang_of):
+    for members in linked_new_nodes(plan, gang_of):
         nodes: dict[str, int] = defaultdict(int)
         weight: dict[str, dict[GangKey, int]] = defaultdict(lambda: defaultdict(int))
         prices: dict[str, float] = {}
