@@ -16,6 +16,7 @@ from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..resources import GPU
 from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
+from ..scheduling.queue import QueueKey, first_entry
 from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy, parse_time
 from .config import ClusterCeiling, ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
@@ -111,11 +112,12 @@ def namespace_usage(plan: Plan) -> tuple[dict[str, int], dict[str, float]]:
     return nodes, dollars
 
 
-def _cap_order(g: Gang) -> tuple[int, float, str]:
-    """The documented order within a namespace: highest priority first, then the oldest."""
-    created = parse_time(g.created) or min((parse_time(p.created) or float("inf") for p in g.pending),
-                                           default=float("inf"))
-    return (-g.effective_priority, created, str(g.key))
+def _cap_order(g: Gang) -> tuple[int, QueueKey, str]:
+    """The documented order: highest priority first (ageing included), then the order kube-scheduler's queue
+    reaches them (`scheduling.queue.first_entry`: a gang's first member's creation). It must agree with the
+    scheduler model's queue: a gang the caps keep but the queue reaches after one they defer would be promised
+    capacity the model gives to the deferred one, and neither would be bought for."""
+    return (-g.effective_priority, first_entry(g), str(g.key))
 
 
 def _cap_text(cap: NamespaceCap) -> str:
@@ -134,7 +136,7 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
     """Gangs to hold back so every namespace stays within its caps.
 
     In each capped namespace the gangs the plan buys for are kept in the documented order
-    (highest priority, then oldest) while they fit; one that could never fit the cap alone is
+    (highest priority, then the scheduler's queue order: `_cap_order`) while they fit; one that could never fit the cap alone is
     `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
     every other gang of it that the plan could not serve is deferred too, so the next plan cannot
     hand the room freed by the deferred gangs to them.

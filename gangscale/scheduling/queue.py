@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import Gang, Pod
+from ..model import API_COSCHEDULING, API_VOLCANO, Gang, Pod
 
 PRIORITY_SORT = "PrioritySort"
 COSCHEDULING = "Coscheduling"
@@ -71,6 +71,18 @@ def job_key(gang: Gang) -> QueueKey:
     earliest member's creationTimestamp when the PodGroup has none."""
     created = gang.created or min((p.created for p in gang.pending if p.created), default="")
     return QueueKey(-gang.scheduler_priority, not created, created, f"{gang.namespace}/{gang.name}")
+
+
+def first_entry(gang: Gang, queue_sort: str = PRIORITY_SORT) -> QueueKey:
+    """Where a gang first reaches the queue: a Volcano job at its job order, any other gang at its first member
+    under `queue_sort` (where a 1.36+ PodGroup cycle starts too). Orders that must agree with the scheduler's (the
+    controller's namespace caps and cluster ceiling) sort gangs by it."""
+    if gang.api == API_VOLCANO:
+        return job_key(gang)
+    if queue_sort == COSCHEDULING and gang.pending:
+        own = gang if gang.api == API_COSCHEDULING else None
+        return min(coscheduling_key(p, own) for p in gang.pending)
+    return group_key(gang, queue_sort)
 
 
 @dataclass(order=True, slots=True)

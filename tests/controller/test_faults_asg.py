@@ -32,7 +32,10 @@ def gang(emu, name: str, members: int, *, ns: str = "default", cpu: str = "6", a
         pg["metadata"]["creationTimestamp"] = created
     emu.apply(pg)
     for i in range(members):
-        emu.apply(pod(f"{name}-{i}", ns, cpu=cpu, mem="4Gi", group=name, selector=selector))
+        member = pod(f"{name}-{i}", ns, cpu=cpu, mem="4Gi", group=name, selector=selector)
+        if created:  # a gang's pods are created with it: kube-scheduler's queue orders them by their own time
+            member["metadata"]["creationTimestamp"] = created
+        emu.apply(member)
 
 
 def desired_calls(proxy) -> list[int]:

@@ -202,3 +202,22 @@ def test_in_observe_mode_an_aged_gang_is_planned_first_and_the_scheduler_starts_
     lifted_big = next(g for g in snapshot_with(big + small, catalog, SnapshotPolicy(priority=lifted)).gangs
                       if g.name == "big")
     assert lifted_big.effective_priority == 1 and lifted_big.scheduler_priority == 0
+
+
+def test_the_cap_keeps_the_gang_kube_schedulers_queue_reaches_first_not_the_one_whose_podgroup_is_older():
+    """PrioritySort queues a gang at its first member's creation (scheduling/queue.py); were the cap to keep the
+    gang whose PodGroup object is older, the model would give its capacity to the queue's first, and neither
+    gang would be bought a node."""
+    def member(name: str, grp: str, stamp: str) -> dict:
+        p = pod(name, "team", cpu="6", group=grp)
+        p["metadata"]["creationTimestamp"] = stamp
+        return p
+
+    objs = [_aged(podgroup("object-older", "team", min_count=1), "2025-01-01T00:00:00Z"),
+            member("o0", "object-older", "2026-03-01T00:00:00Z"),
+            _aged(podgroup("queued-first", "team", min_count=1), "2026-01-01T00:00:00Z"),
+            member("q0", "queued-first", "2026-02-01T00:00:00Z")]
+    snap = snapshot(objs, [group("cpu", max_size=20)])
+    plan = make_plan(snap, SolveOptions(time_limit=5), OFF)
+    held = over_caps(plan, snap, ControllerConfig(namespaceCaps={"team": {"maxNodes": 1}}), {}, {})
+    assert [k.name for k in held] == ["object-older"]
