@@ -196,9 +196,9 @@ def still_starting(n: Node) -> bool:
     return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
 
 
-def parse_time(stamp: str) -> float | None:
-    """RFC 3339 as the API writes it, in seconds; None when missing or unreadable."""
-    if not stamp:
+def parse_time(stamp: object) -> float | None:
+    """RFC 3339 as the API writes it, in epoch seconds; None when missing, not a string, or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
         return None
     try:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

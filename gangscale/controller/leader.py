@@ -22,6 +22,7 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import KubeError
+from ..snapshot import parse_time
 
 log = logging.getLogger("gangscale.controller")
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -34,15 +35,6 @@ class LostLeadership(Exception):
 
 def _stamp(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(stamp: str | None) -> float:
-    if not stamp:
-        return 0.0
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 class LeaderElector:
@@ -88,13 +80,13 @@ class LeaderElector:
                 return self._won(now, "created the lease")
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            renewed = _parse(spec.get("renewTime"))
+            renewed = (parse_time(spec.get("renewTime")) or 0.0)
             duration = float(spec.get("leaseDurationSeconds") or self.duration)
             if holder != self.identity and holder and now < renewed + duration:
                 self._held_until = 0.0
                 return False
             transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
-            acquired = _parse(spec.get("acquireTime")) if holder == self.identity else now
+            acquired = (parse_time(spec.get("acquireTime")) or 0.0) if holder == self.identity else now
             self.client.put(f"{base}/{self.name}", self._body(now, acquired, transitions,
                                                              lease["metadata"].get("resourceVersion")))
             return self._won(now, "renewed" if holder == self.identity else f"took the lease from {holder or 'nobody'}")

@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -43,18 +42,9 @@ from ..kube.client import KubeClient
 from ..kube.errors import KubeError
 from ..kube.lister import list_all
 from ..kube.refs import PODS
+from ..snapshot import parse_time
 
 DEFAULT_BATCH = 10  # pod writes between two reads of the lease
-
-
-def _epoch(stamp: Any) -> float:
-    """An RFC 3339 time (a Lease's renewTime, a pod's creationTimestamp) in epoch seconds; 0 when unreadable."""
-    if not isinstance(stamp, str) or not stamp:
-        return 0.0
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +74,7 @@ def read_lease(client: KubeClient, namespace: str, name: str) -> LeaseView:
         duration = 0.0
     if not spec.get("holderIdentity") or not math.isfinite(duration):
         return LeaseView(rv, 0.0)
-    return LeaseView(rv, _epoch(spec.get("renewTime")) + max(0.0, duration))
+    return LeaseView(rv, (parse_time(spec.get("renewTime")) or 0.0) + max(0.0, duration))
 
 
 class Staleness:
@@ -107,7 +97,7 @@ def gate_ages(pods: Iterable[dict[str, Any]], now: float, gate: str = CAPACITY_G
     for p in pods:
         meta = p.get("metadata")
         if gate in gate_names(p) and isinstance(meta, dict):
-            created = _epoch(meta.get("creationTimestamp"))
+            created = parse_time(meta.get("creationTimestamp")) or 0.0
             ages.append(max(0.0, now - created) if created else 0.0)
     return ages
 
