@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
 
 from .fit import HARD_EFFECTS, labels_match, tolerates
 from .model import NodeGroup, Pod
 from .resources import format_amount
+from .rfc3339 import format_time
 
 AT_MAX_SIZE = "already at maxSize"
 BACKED_OFF = "backed off until"
@@ -28,8 +28,7 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
         if amount > have:
             return f"needs {format_amount(name, amount)} {name}, a node has {format_amount(name, have)}"
     if group.headroom <= 0 and group.backed_off_until:
-        until = datetime.fromtimestamp(group.backed_off_until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"{BACKED_OFF} {until}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
+        return f"{BACKED_OFF} {format_time(group.backed_off_until)}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
     if group.headroom <= 0:
         return f"{AT_MAX_SIZE} {group.max_size}"
     return None

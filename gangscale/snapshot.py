@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 
 from .daemonsets import GroupDaemons, group_daemons, net_of_daemons, unfit_warnings
 from .ingest import Cluster
 from .model import Gang, GangKey, Node, NodeGroup, Pod, Taint, Toleration
 from .resources import sub
+from .rfc3339 import parse_time
 from .warnlog import summarise
 
 _NOTHING: dict[str, int] = {}  # a node's usage with no pod bound (never written to)
@@ -194,16 +194,6 @@ def still_starting(n: Node) -> bool:
         return False
     created, changed = parse_time(n.created), parse_time(n.ready_changed)
     return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
-
-
-def parse_time(stamp: object) -> float | None:
-    """RFC 3339 as the API writes it, in epoch seconds; None when missing, not a string, or unreadable."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,

@@ -11,10 +11,10 @@ condition already on the object, so a restarted controller keeps the old time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from ..model import API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, GangKey
+from ..rfc3339 import format_time
 from .lifecycle import GangState, Record
 
 CONDITION_TYPE = "gangscale.io/CapacityReady"  # a valid metav1.Condition type: DNS prefix / CamelCase name
@@ -59,8 +59,7 @@ def message_of(rec: Record) -> str:
     return f"{head}; {rec.reason}"[:MAX_MESSAGE] if rec.reason else head
 
 
-def stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+stamp = format_time  # a condition's lastTransitionTime
 
 
 def current(obj: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -24,7 +24,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from ..kube.client import KubeClient
@@ -36,6 +35,7 @@ from ..model import (
     API_VOLCANO,
     API_WORKLOAD,
 )
+from ..rfc3339 import format_time
 from .leader import LostLeadership
 from .lifecycle import EventTarget
 
@@ -87,10 +87,6 @@ def state_object(namespace: str, name: str) -> dict[str, Any]:
 def pod_message(reason: str, gang: str, message: str) -> str:
     """CA's pod message, naming the gang: "pod triggered scale-up: gang ns/name: cpu +2; ..."."""
     return f"{POD_MESSAGES[reason]}: gang {gang}: {message.removeprefix(GROUP_PREFIX)}"
-
-
-def _stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -173,7 +169,7 @@ class EventSink:
             "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": obj["namespace"]},
             "involvedObject": obj, "reason": reason, "message": message, "type": kind,
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT, "reportingInstance": COMPONENT,
-            "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now), "count": 1,
+            "firstTimestamp": format_time(now), "lastTimestamp": format_time(now), "count": 1,
         }
         try:
             self.calls += 1
@@ -189,7 +185,7 @@ class EventSink:
         try:
             self.calls += 1
             self.client.patch(f"/api/v1/namespaces/{namespace}/events/{series.name}",
-                              {"count": series.count, "lastTimestamp": _stamp(now)})
+                              {"count": series.count, "lastTimestamp": format_time(now)})
         except KubeError as exc:
             if exc.status == 404:  # expired (--event-ttl) or deleted: a new object starts the count again
                 return False

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..kube.client import KubeClient
 from ..kube.errors import KubeError
-from ..snapshot import parse_time
+from ..rfc3339 import parse_time
 
 log = logging.getLogger("gangscale.controller")
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"

@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..resources import GPU
+from ..rfc3339 import parse_time
 from ..scheduling import SchedulerConfig, nodes_from_views, simulate_seeds
 from ..scheduling.queue import QueueKey, first_entry
-from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy, parse_time
+from ..snapshot import ClusterSnapshot, PreDecision, SnapshotPolicy
 from .config import ClusterCeiling, ControllerConfig, NamespaceCap
 from .lifecycle import GangState, Record, holds
 from .shares import charged
-
 
 ON_HAND = "gangscale.io/on-hand"  # model-only label of the nodes a snapshot lists (registered or on their way)
 

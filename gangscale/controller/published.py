@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -24,16 +23,13 @@ from ..kube.errors import KubeError
 from ..kube.refs import CONFIGMAPS
 from ..model import Node, NodeGroup
 from ..plan import Plan
+from ..rfc3339 import format_time
 
 log = logging.getLogger("gangscale.controller")
 
 STATUS_CONFIGMAP = "gangscale-status"
 REFRESH_SECONDS = 60.0
 MAX_GANGS = 2000  # about 250 bytes a row: the ConfigMap stays far below its 1 MiB limit
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +75,7 @@ def gang_rows(plan: Plan) -> tuple[list[dict[str, Any]], int]:
 def group_rows(sizes: Iterable[GroupSizes]) -> list[dict[str, Any]]:
     return [{"name": s.name, "target": s.target, "ready": s.ready, "registered": s.registered,
              "upcoming": s.upcoming, "minSize": s.min_size, "maxSize": s.max_size,
-             "backoffUntil": iso(s.backoff_until) if s.backoff_until else None} for s in sizes]
+             "backoffUntil": format_time(s.backoff_until) if s.backoff_until else None} for s in sizes]
 
 
 def status_data(plan: Plan, sizes: Iterable[GroupSizes], identity: str, mode: str) -> dict[str, str]:
@@ -109,7 +105,7 @@ class StatusPublisher:
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": self.name, "namespace": self.namespace,
                              "labels": {"app.kubernetes.io/name": "gangscale"}},
-                "data": {**data, "updated": iso(now)}}
+                "data": {**data, "updated": format_time(now)}}
         try:
             try:
                 self.client.put(CONFIGMAPS.path(self.namespace, self.name), body)

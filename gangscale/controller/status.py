@@ -23,6 +23,7 @@ from ..kube.client import KubeClient
 from ..kube.errors import KubeError
 from ..kube.refs import CONFIGMAPS
 from ..loader import InputError
+from ..rfc3339 import format_time
 from .lifecycle import Record
 from .published import REFRESH_SECONDS, STATUS_CONFIGMAP
 from .records import read_layout
@@ -31,7 +32,7 @@ STALE_SECONDS = 5 * REFRESH_SECONDS  # a leader rewrites the status at least eve
 
 
 def iso(epoch: float) -> str | None:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if epoch > 0 else None
+    return format_time(epoch) if epoch > 0 else None
 
 
 def human(seconds: float) -> str:

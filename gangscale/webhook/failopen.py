@@ -42,7 +42,7 @@ from ..kube.client import KubeClient
 from ..kube.errors import KubeError
 from ..kube.lister import list_all
 from ..kube.refs import PODS
-from ..snapshot import parse_time
+from ..rfc3339 import parse_time
 
 DEFAULT_BATCH = 10  # pod writes between two reads of the lease
 

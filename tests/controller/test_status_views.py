@@ -13,7 +13,8 @@ from cloud.proxy import query_error
 from prometheus_client.parser import text_string_to_metric_families
 
 from gangscale.cli import main
-from gangscale.controller.published import STATUS_CONFIGMAP, StatusPublisher, iso
+from gangscale.controller.published import STATUS_CONFIGMAP, StatusPublisher
+from gangscale.rfc3339 import format_time as iso
 from tests.kube.emulator import Emulator
 
 from .conftest import STATE_NS, wait_for
