@@ -11,8 +11,7 @@ their current size: what the cloud could ever hold, not what it holds now.
 
 from __future__ import annotations
 
-import json
-import sys
+import logging
 import threading
 from collections.abc import Callable
 
@@ -20,6 +19,7 @@ from ..controller.config import ControllerConfig
 from ..model import NodeGroup
 
 REFRESH_SECONDS = 60.0
+log = logging.getLogger("gangscale.webhook")  # the controller's JSON lines (controller/logs.py)
 
 
 class DiscoveredGroups:
@@ -40,13 +40,11 @@ class DiscoveredGroups:
         try:
             found = tuple(self._discover())
         except Exception as exc:  # noqa: BLE001 - any cloud failure: keep serving with what was known
-            print(json.dumps({"msg": "node-group discovery failed: the last groups are kept", "error": str(exc)}),
-                  file=sys.stderr)
+            log.warning("node-group discovery failed: the last groups are kept", extra={"error": str(exc)})
             return False
         if found != self._groups:
             self._groups = found
-            print(json.dumps({"msg": "node groups discovered", "groups": sorted(g.name for g in found)}),
-                  file=sys.stderr)
+            log.info("node groups discovered", extra={"groups": sorted(g.name for g in found)})
         return True
 
     def start(self) -> DiscoveredGroups:
@@ -76,7 +74,6 @@ def cloud_groups(cfg: ControllerConfig) -> DiscoveredGroups | None:
                                     endpoint_url=cfg.aws_endpoint_url,
                                     auto_discovery=tuple(cfg.node_group_auto_discovery))
     except Exception as exc:  # noqa: BLE001 - a provider that cannot be opened: admission without capacity rules
-        print(json.dumps({"msg": "no node-group discovery: the capacity rules stay silent", "error": str(exc)}),
-              file=sys.stderr)
+        log.warning("no node-group discovery: the capacity rules stay silent", extra={"error": str(exc)})
         return None
     return DiscoveredGroups(lambda: provider.discover().groups).start()
