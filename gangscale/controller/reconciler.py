@@ -86,7 +86,8 @@ from .lifecycle import (
     transition,
 )
 from ..apply import atomic_units_with_gangs
-from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, parse_time, plan_within_caps
+from ..rfc3339 import parse_time
+from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, plan_within_caps
 from .logs import PLAN_ID
 from .metrics import Metrics
 from .published import StatusPublisher, group_sizes, status_data
