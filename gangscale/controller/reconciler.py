@@ -585,7 +585,7 @@ class Reconciler:
         names = {n.name for n in cluster.nodes}
         self.scaled_down = (self.scaled_down | removed) & names
         matched = {n.name for n in cluster.nodes if n.node_group in self.groups}
-        for name in sorted((tainted_nodes(objects) | {e.node for e in due}) & matched - self.scaled_down):
+        for name in sorted((tainted_nodes(cluster.nodes) | {e.node for e in due}) & matched - self.scaled_down):
             self._untaint(name, "not scaled down")  # kept (minSize, a failed call) or a removal left unfinished
 
     def _still_empty(self, e: EmptyNode) -> bool:

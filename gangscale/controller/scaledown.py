@@ -30,7 +30,7 @@ from typing import Any
 from cloud_adapters.base import instance_id_from_provider_id
 
 from ..ingest import Cluster
-from ..model import NodeGroup
+from ..model import Node, NodeGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,18 +121,9 @@ def protected_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-def tainted_nodes(objects: Iterable[Mapping[str, Any]]) -> set[str]:
+def tainted_nodes(nodes: Iterable[Node]) -> set[str]:
     """Nodes that carry the disruption taint (a removal this controller started and did not finish)."""
-    out = set()
-    for o in objects:
-        if o.get("kind") != "Node":
-            continue
-        spec, name = o.get("spec"), _name(o)
-        taints = spec.get("taints") if isinstance(spec, Mapping) else None
-        if name and isinstance(taints, list) and any(isinstance(t, Mapping) and t.get("key") == DISRUPTION_TAINT["key"]
-                                                     for t in taints):
-            out.add(name)
-    return out
+    return {n.name for n in nodes if any(t.key == DISRUPTION_TAINT["key"] for t in n.taints)}
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -204,7 +204,7 @@ def test_a_pod_read_on_a_node_about_to_go_keeps_it_unless_it_is_a_daemonset_mirr
 def test_only_nodes_with_the_disruption_taint_are_seen_as_tainted():
     nodes = [_node("a", taints=[{"key": "gangscale.io/disruption", "effect": "NoSchedule"}]),
              _node("b", taints=[{"key": "other", "effect": "NoSchedule"}]), _node("c")]
-    assert tainted_nodes(nodes) == {"a"}
+    assert tainted_nodes(ingest(nodes).nodes) == {"a"}
 
 
 # ------------------------------------------------------------------ events
