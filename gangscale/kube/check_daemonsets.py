@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..daemonsets import DaemonSet, daemons_on, describe, should_run
+from ..daemonsets import DaemonSet, daemons_on, describe
 from ..ingest_daemonsets import parse_daemonset
 from ..model import NodeGroup
 from ..parse import ObjectError
@@ -43,7 +43,7 @@ def misfits(daemonsets: Sequence[DaemonSet], groups: Sequence[NodeGroup]) -> lis
     for g in groups:
         d = daemons_on(daemonsets, g.labels, g.taints, g.allocatable)
         for ds in daemonsets:
-            if ds.key not in d.unfit or not should_run(ds, g.labels, g.taints):
+            if ds.key not in d.unfit:  # `daemons_on` lists only the DaemonSets that run on the group's nodes
                 continue
             if not fits(ds.pod.requests, g.allocatable):
                 lines.append(f"DaemonSet {ds.key} requests {describe(ds.pod.requests)}, more than node group "
