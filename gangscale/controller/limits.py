@@ -101,17 +101,6 @@ def inflight_by_namespace(records: Iterable[Record], prices: Mapping[str, float]
     return nodes, dollars
 
 
-def namespace_usage(plan: Plan) -> tuple[dict[str, int], dict[str, float]]:
-    """New nodes and dollars per hour per namespace; a shared node counts for each namespace on it."""
-    nodes: dict[str, int] = defaultdict(int)
-    dollars: dict[str, float] = defaultdict(float)
-    for n in plan.new_nodes:
-        for ns in {p.split("/", 1)[0] for p in n.pods}:  # pods are "namespace/name"
-            nodes[ns] += 1
-            dollars[ns] += n.price_per_hour
-    return nodes, dollars
-
-
 def _cap_order(g: Gang) -> tuple[int, QueueKey, str]:
     """The documented order: highest priority first (ageing included), then the order kube-scheduler's queue
     reaches them (`scheduling.queue.first_entry`: a gang's first member's creation). It must agree with the
