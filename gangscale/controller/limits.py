@@ -197,7 +197,7 @@ def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_
                  ) -> dict[GangKey, PreDecision]:
     """Gangs to hold back so the owned groups stay within the cluster-wide ceiling (`clusterCeiling`).
 
-    Every gang the plan buys for, across namespaces, in the caps' order (highest priority, then oldest): kept
+    Every gang the plan buys for, across namespaces, in the caps' order (`_cap_order`): kept
     while the groups' desired sizes plus the nodes kept so far (a shared node counted once) fit the ceiling; a gang
     that would not fit the ceiling even in an empty cluster is `infeasible`, the others `deferred`."""
     nodes_of = _new_node_indices(plan, snap)
