@@ -24,8 +24,8 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import orjson
 
@@ -52,10 +52,25 @@ def mix_spec(family: str, seed: int) -> BacklogSpec:
     raise ValueError(f"unknown mix family {family!r}; expected one of {', '.join(FAMILIES)}")
 
 
-def plan_in_process(cluster: Path, catalog: Path, out: Path, time_limit: float | None,
-                    relative_gap: float | None = None) -> dict:
+def plan_in_process(
+    cluster: Path,
+    catalog: Path,
+    out: Path,
+    time_limit: float | None,
+    relative_gap: float | None = None,
+) -> dict:
     """`gangscale plan` through `gangscale.cli.main`: wall seconds (read, plan, write) and the plan's figures."""
-    args = ["plan", "--cluster", str(cluster), "--nodegroups", str(catalog), "-o", "json", "--output-file", str(out)]
+    args = [
+        "plan",
+        "--cluster",
+        str(cluster),
+        "--nodegroups",
+        str(catalog),
+        "-o",
+        "json",
+        "--output-file",
+        str(out),
+    ]
     if time_limit is not None:
         args += ["--time-limit", f"{time_limit:g}"]
     if relative_gap is not None:
@@ -72,11 +87,18 @@ def figures(plan_path: Path) -> dict:
     """Gangs, pods placed, cost, bound, status and the solver's own account of its phases."""
     plan = orjson.loads(plan_path.read_bytes())
     sv = plan["solver"]
-    return {"gangs": sv["gangsStarted"], "gangs_bound": sv["gangsUpperBound"],
-            "pods": sum(g["placed"] for g in plan["gangs"]), "cost": plan["costPerHour"],
-            "cost_bound": plan["lowerBoundPerHour"], "status": sv["status"], "greedy_only": sv["greedyOnly"],
-            "solver_seconds": sv["seconds"], "gaps": sv.get("gaps"),
-            "cut": [p["name"] for p in sv.get("phases", []) if p["cutShort"]]}
+    return {
+        "gangs": sv["gangsStarted"],
+        "gangs_bound": sv["gangsUpperBound"],
+        "pods": sum(g["placed"] for g in plan["gangs"]),
+        "cost": plan["costPerHour"],
+        "cost_bound": plan["lowerBoundPerHour"],
+        "status": sv["status"],
+        "greedy_only": sv["greedyOnly"],
+        "solver_seconds": sv["seconds"],
+        "gaps": sv.get("gaps"),
+        "cut": [p["name"] for p in sv.get("phases", []) if p["cutShort"]],
+    }
 
 
 def compare(short: dict, long: dict) -> dict:
@@ -84,7 +106,9 @@ def compare(short: dict, long: dict) -> dict:
     same_gangs = short["gangs"] >= long["gangs"]
     same_pods = same_gangs and (short["gangs"] > long["gangs"] or short["pods"] >= long["pods"])
     same_placement = (short["gangs"], short["pods"]) == (long["gangs"], long["pods"])
-    cheap = same_pods and (not same_placement or short["cost"] <= long["cost"] * (1 + COST_TOLERANCE) + 1e-9)
+    cheap = same_pods and (
+        not same_placement or short["cost"] <= long["cost"] * (1 + COST_TOLERANCE) + 1e-9
+    )
     return {"same_gangs": same_gangs, "same_pods": same_pods, "cost_within": cheap}
 
 
@@ -96,20 +120,38 @@ def run_mixes(count: int, out: Path, long_limit: float = 10.0) -> dict:
         b = write_backlog(mix_spec(family, i), out / "mixes")
         default = plan_in_process(b.cluster, b.catalog, b.cluster.parent / "default.json", None)
         long = plan_in_process(b.cluster, b.catalog, b.cluster.parent / "long.json", long_limit)
-        rows.append({"name": b.spec.name, "family": family, "pods": b.pending_pods, "gangs": b.gangs,
-                     "default": default, "long": long, **compare(default, long)})
-    return {"count": count, "long_time_limit": long_limit, "summary": summarize_mixes(rows), "rows": rows}
+        rows.append(
+            {
+                "name": b.spec.name,
+                "family": family,
+                "pods": b.pending_pods,
+                "gangs": b.gangs,
+                "default": default,
+                "long": long,
+                **compare(default, long),
+            }
+        )
+    return {
+        "count": count,
+        "long_time_limit": long_limit,
+        "summary": summarize_mixes(rows),
+        "rows": rows,
+    }
 
 
 def summarize_mixes(rows: list[dict]) -> dict:
     walls = sorted(r["default"]["seconds"] for r in rows)
     return {
-        "same_gangs": sum(r["same_gangs"] for r in rows), "same_pods": sum(r["same_pods"] for r in rows),
-        "cost_within_1pct": sum(r["cost_within"] for r in rows), "runs": len(rows),
+        "same_gangs": sum(r["same_gangs"] for r in rows),
+        "same_pods": sum(r["same_pods"] for r in rows),
+        "cost_within_1pct": sum(r["cost_within"] for r in rows),
+        "runs": len(rows),
         "default_median_seconds": statistics.median(walls) if walls else None,
         "default_p90_seconds": walls[int(0.9 * (len(walls) - 1))] if walls else None,
         "default_max_seconds": walls[-1] if walls else None,
-        "long_median_seconds": statistics.median(r["long"]["seconds"] for r in rows) if rows else None,
+        "long_median_seconds": statistics.median(r["long"]["seconds"] for r in rows)
+        if rows
+        else None,
         "default_ran_cp_sat": sum(not r["default"]["greedy_only"] for r in rows),
     }
 
@@ -122,23 +164,49 @@ def wide_case(seed: int = 0) -> tuple[dict, dict]:
     for i in range(60):
         c, ratio = cpus[i % len(cpus)], ratios[(i // len(cpus)) % len(ratios)]
         price = round((0.034 * c + 0.0045 * c * ratio) * rng.uniform(0.9, 1.15), 4)
-        groups.append({"name": f"g{i:02d}", "instanceType": f"custom.{c}x{ratio}", "pricePerHour": price,
-                       "minSize": 0, "maxSize": 40, "currentSize": 0,
-                       "allocatable": {"cpu": str(c), "memory": f"{c * ratio}Gi", "pods": "110"}})
+        groups.append(
+            {
+                "name": f"g{i:02d}",
+                "instanceType": f"custom.{c}x{ratio}",
+                "pricePerHour": price,
+                "minSize": 0,
+                "maxSize": 40,
+                "currentSize": 0,
+                "allocatable": {"cpu": str(c), "memory": f"{c * ratio}Gi", "pods": "110"},
+            }
+        )
     items: list[dict] = []
     shapes: set[tuple[int, int]] = set()
     while len(shapes) < 300:
         shapes.add((rng.randint(1, 80) * 100, rng.randint(1, 64) * 256))
     ordered = sorted(shapes, key=lambda _: rng.random())
     for j in range(60):
-        items.append({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                      "metadata": {"name": f"pg{j}", "namespace": "default"},
-                      "spec": {"schedulingPolicy": {"gang": {"minCount": 5}}}})
-        for k, (cpu, mem) in enumerate(ordered[5 * j:5 * j + 5]):
-            items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{j}-{k}", "namespace": "default"},
-                          "spec": {"schedulingGroup": {"podGroupName": f"pg{j}"}, "containers": [
-                              {"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]},
-                          "status": {"phase": "Pending"}})
+        items.append(
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": f"pg{j}", "namespace": "default"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 5}}},
+            }
+        )
+        for k, (cpu, mem) in enumerate(ordered[5 * j : 5 * j + 5]):
+            items.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"p{j}-{k}", "namespace": "default"},
+                    "spec": {
+                        "schedulingGroup": {"podGroupName": f"pg{j}"},
+                        "containers": [
+                            {
+                                "name": "c",
+                                "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}},
+                            }
+                        ],
+                    },
+                    "status": {"phase": "Pending"},
+                }
+            )
     return {"apiVersion": "v1", "kind": "List", "items": items}, {"nodeGroups": groups}
 
 
@@ -151,15 +219,20 @@ def run_wide(out: Path, runs: int = 3, reference: float = 60.0) -> dict:
     (d / "nodegroups.yaml").write_text(render(catalog, "yaml"))
     result: dict = {}
     for name, limit in (("default", None), ("limit-2", 2.0)):
-        result[name] = [plan_in_process(d / "cluster.json", d / "nodegroups.yaml", d / f"{name}.json", limit)
-                        for _ in range(runs)]
+        result[name] = [
+            plan_in_process(d / "cluster.json", d / "nodegroups.yaml", d / f"{name}.json", limit)
+            for _ in range(runs)
+        ]
     if reference:
-        result["reference"] = plan_in_process(d / "cluster.json", d / "nodegroups.yaml", d / "reference.json",
-                                              reference)
+        result["reference"] = plan_in_process(
+            d / "cluster.json", d / "nodegroups.yaml", d / "reference.json", reference
+        )
     return result
 
 
-def run_backlogs(out: Path, names: Sequence[str] = BACKLOGS, reference: float = 60.0, runs: int = 1) -> dict:
+def run_backlogs(
+    out: Path, names: Sequence[str] = BACKLOGS, reference: float = 60.0, runs: int = 1
+) -> dict:
     """Each backlog as a whole process: the default (median of `runs`) against one plan at `reference` s."""
     cfg = RunConfig(out=out)
     by_name = {c.spec.name: c for c in STANDARD}
@@ -167,11 +240,18 @@ def run_backlogs(out: Path, names: Sequence[str] = BACKLOGS, reference: float = 
     for name in names:
         b = write_backlog(by_name[name].spec, out / "backlogs")
         off = ("--scheduler-model", "off")
-        plans = [run_gangscale(b.cluster, b.catalog, b.cluster.parent / "default.json", cfg, None, extra=off)
-                 | figures(b.cluster.parent / "default.json") for _ in range(runs)]
+        plans = [
+            run_gangscale(
+                b.cluster, b.catalog, b.cluster.parent / "default.json", cfg, None, extra=off
+            )
+            | figures(b.cluster.parent / "default.json")
+            for _ in range(runs)
+        ]
         long = None
         if reference:
-            long = run_gangscale(b.cluster, b.catalog, b.cluster.parent / "long.json", cfg, reference, 0.0, extra=off)
+            long = run_gangscale(
+                b.cluster, b.catalog, b.cluster.parent / "long.json", cfg, reference, 0.0, extra=off
+            )
             long |= figures(b.cluster.parent / "long.json")
         result[name] = {"pods": b.pending_pods, "default": plans, "reference": long}
         print(name, orjson.dumps(result[name]).decode()[:400], flush=True)
@@ -179,14 +259,22 @@ def run_backlogs(out: Path, names: Sequence[str] = BACKLOGS, reference: float = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.budget", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.budget", description=__doc__.splitlines()[0]
+    )
     p.add_argument("check", choices=("mixes", "wide", "backlogs"))
     p.add_argument("--out", type=Path, default=Path("bench-budget"))
     p.add_argument("--count", type=int, default=200, help="mixes: how many (the families in turn)")
     p.add_argument("--only", nargs="*", default=list(BACKLOGS), help="backlogs: which")
-    p.add_argument("--reference", type=float, default=60.0, help="wide, backlogs: the reference --time-limit "
-                   "(0: none)")
-    p.add_argument("--runs", type=int, default=1, help="wide, backlogs: default-budget runs (median reported)")
+    p.add_argument(
+        "--reference",
+        type=float,
+        default=60.0,
+        help="wide, backlogs: the reference --time-limit (0: none)",
+    )
+    p.add_argument(
+        "--runs", type=int, default=1, help="wide, backlogs: default-budget runs (median reported)"
+    )
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.check == "mixes":

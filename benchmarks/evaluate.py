@@ -92,7 +92,9 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
             violations.append(f"{label}: over capacity in {', '.join(over)}")
         bad = [w.pods[p].key for p, s in zip(pods, shapes) if not w.compat[s, sig]]
         if bad:
-            violations.append(f"{label}: {len(bad)} pods not allowed by selectors/taints (e.g. {bad[0]})")
+            violations.append(
+                f"{label}: {len(bad)} pods not allowed by selectors/taints (e.g. {bad[0]})"
+            )
 
     for name, keys in placed.existing.items():
         j = w.node_index.get(name)
@@ -117,11 +119,17 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
         check(f"new {gname} #{i}", pods, w.group_alloc[g], int(w.group_sig[g]))
     for g, n in per_group.items():
         if n > w.group_headroom[g]:
-            violations.append(f"{w.group_names[g]}: {n} new nodes but only {w.group_headroom[g]} below maxSize")
+            violations.append(
+                f"{w.group_names[g]}: {n} new nodes but only {w.group_headroom[g]} below maxSize"
+            )
 
     def domain(p: int, keys: tuple[str, ...]) -> tuple:
         kind, i = where[p]
-        labels = w.node_labels[i] if kind == "node" else (w.group_labels[new_group[i]] if new_group[i] >= 0 else {})
+        labels = (
+            w.node_labels[i]
+            if kind == "node"
+            else (w.group_labels[new_group[i]] if new_group[i] >= 0 else {})
+        )
         return tuple(labels.get(k) for k in keys)
 
     placed_by_gang: dict[int, list[int]] = {}
@@ -153,13 +161,26 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
             stranded += 1
             stranded_cost += price
     return Metrics(
-        policy=policy, gangs=n_gangs, gangs_satisfied=len(satisfied), groups=len(w.gangs),
-        groups_placed=sum(useful_gang), pods_pending=len(w.pods), pods_placed=len(where), useful_pods=useful_pods,
-        new_nodes=len(placed.new_nodes), cost=round(cost, 6), stranded_nodes=stranded,
+        policy=policy,
+        gangs=n_gangs,
+        gangs_satisfied=len(satisfied),
+        groups=len(w.gangs),
+        groups_placed=sum(useful_gang),
+        pods_pending=len(w.pods),
+        pods_placed=len(where),
+        useful_pods=useful_pods,
+        new_nodes=len(placed.new_nodes),
+        cost=round(cost, 6),
+        stranded_nodes=stranded,
         stranded_cost=round(stranded_cost, 6),
-        pods_on_existing=sum(1 for kind, _ in where.values() if kind == "node"), violations=violations,
-        satisfied=satisfied, placed_per_pod=sorted(where),
-        notes={**placed.notes, "daemonset_cost": daemonset_cost(w, [g for g, _ in placed.new_nodes])},
+        pods_on_existing=sum(1 for kind, _ in where.values() if kind == "node"),
+        violations=violations,
+        satisfied=satisfied,
+        placed_per_pod=sorted(where),
+        notes={
+            **placed.notes,
+            "daemonset_cost": daemonset_cost(w, [g for g, _ in placed.new_nodes]),
+        },
     )
 
 
@@ -174,19 +195,33 @@ def daemonset_cost(world: World, groups: list[str]) -> float:
         if d is None:
             continue
         load = d.load
-        share[g.name] = max((load.get(r, 0) / (g.allocatable.get(r, 0) + load.get(r, 0))
-                             for r in (CPU, MEMORY) if g.allocatable.get(r, 0) + load.get(r, 0) > 0), default=0.0)
+        share[g.name] = max(
+            (
+                load.get(r, 0) / (g.allocatable.get(r, 0) + load.get(r, 0))
+                for r in (CPU, MEMORY)
+                if g.allocatable.get(r, 0) + load.get(r, 0) > 0
+            ),
+            default=0.0,
+        )
     return round(sum(price.get(g, 0.0) * share.get(g, 0.0) for g in groups), 6)
 
 
 def placed_from_plan(plan: dict) -> Placed:
     """gangscale's plan JSON (the public contract) as a `Placed`."""
-    out = Placed(existing={k: list(v) for k, v in plan.get("existingNodes", {}).items()},
-                 new_nodes=[(n["nodeGroup"], list(n["pods"])) for n in plan.get("newNodes", [])])
+    out = Placed(
+        existing={k: list(v) for k, v in plan.get("existingNodes", {}).items()},
+        new_nodes=[(n["nodeGroup"], list(n["pods"])) for n in plan.get("newNodes", [])],
+    )
     solver = plan.get("solver", {})
-    out.notes = {"scheduler": (plan.get("scheduler") or {}).get("mode"), "status": solver.get("status"), "greedyOnly": solver.get("greedyOnly"),
-                 "solverSeconds": solver.get("seconds"), "gap": solver.get("gap"),
-                 "planLowerBound": plan.get("lowerBoundPerHour"), "planCost": plan.get("costPerHour")}
+    out.notes = {
+        "scheduler": (plan.get("scheduler") or {}).get("mode"),
+        "status": solver.get("status"),
+        "greedyOnly": solver.get("greedyOnly"),
+        "solverSeconds": solver.get("seconds"),
+        "gap": solver.get("gap"),
+        "planLowerBound": plan.get("lowerBoundPerHour"),
+        "planCost": plan.get("costPerHour"),
+    }
     return out
 
 
@@ -195,7 +230,9 @@ def placed_from_plan(plan: dict) -> Placed:
 MODEL_PROFILES = ("LeastAllocated", "MostAllocated")
 
 
-def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promised: set[str] | None = None) -> dict:
+def model_run(
+    world: World, placed: Placed, strategy: str, seed: int = 0, promised: set[str] | None = None
+) -> dict:
     """Run kube-scheduler's model over existing + upcoming + the policy's new nodes and every pending gang.
 
     The scheduler does not know which pods a policy meant for which node: it places every pending
@@ -210,32 +247,57 @@ def model_run(world: World, placed: Placed, strategy: str, seed: int = 0, promis
 
     start = time.perf_counter()
     snap = world.snap
-    daemons = {name: d.pods for name, d in snap.daemons.items()}  # bound on each new node before the queue
-    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, [g for g, _ in placed.new_nodes],
-                                                                     daemons)
-    res = simulate(nodes, snap.solvable, bound=snap.bound, config=strategy_config(strategy), seed=seed,
-                   stable_ties=True)  # observe mode's draws: its seed-0 check is this replay
+    daemons = {
+        name: d.pods for name, d in snap.daemons.items()
+    }  # bound on each new node before the queue
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(
+        snap.groups, [g for g, _ in placed.new_nodes], daemons
+    )
+    res = simulate(
+        nodes,
+        snap.solvable,
+        bound=snap.bound,
+        config=strategy_config(strategy),
+        seed=seed,
+        stable_ties=True,
+    )  # observe mode's draws: its seed-0 check is this replay
     gangs = [g for g in snap.solvable if g.policy == "gang"]
     started = sum(1 for g in gangs if res.outcomes[g.key].started)
     empty = [n.rpartition("/new-")[0] for n in res.empty_nodes if "/new-" in n]
     new_empty = len(empty)
-    empty_cost = sum(float(world.group_price[world.group_index[g]]) for g in empty if g in world.group_index)
-    cost = sum(float(world.group_price[world.group_index[g]]) for g, _ in placed.new_nodes if g in world.group_index)
+    empty_cost = sum(
+        float(world.group_price[world.group_index[g]]) for g in empty if g in world.group_index
+    )
+    cost = sum(
+        float(world.group_price[world.group_index[g]])
+        for g, _ in placed.new_nodes
+        if g in world.group_index
+    )
     extra = {}
     if promised is not None:  # observe mode: the gangs ("namespace/name") the plan promises
         ok = {f"{g.namespace}/{g.name}" for g in gangs if res.outcomes[g.key].started}
         extra = {"promised": len(promised), "promised_not_started": len(promised - ok)}
-    return {**extra, "gangs_started": started, "gangs": len(gangs),
-            "groups_started": len(res.started), "empty_nodes": new_empty, "empty_cost": round(empty_cost, 6),
-            "cost_per_started_gang": round(cost / started, 4) if started else None,
-            "pods_placed": len(res.placement), "seconds": round(time.perf_counter() - start, 3),
-            "profile": res.profiles[0] if res.profiles else strategy}
+    return {
+        **extra,
+        "gangs_started": started,
+        "gangs": len(gangs),
+        "groups_started": len(res.started),
+        "empty_nodes": new_empty,
+        "empty_cost": round(empty_cost, 6),
+        "cost_per_started_gang": round(cost / started, 4) if started else None,
+        "pods_placed": len(res.placement),
+        "seconds": round(time.perf_counter() - start, 3),
+        "profile": res.profiles[0] if res.profiles else strategy,
+    }
 
 
 def promised_gangs(plan: dict) -> set[str]:
     """The gang-policy groups an observe-mode plan promises ("namespace/name")."""
-    return {f"{g['namespace']}/{g['name']}" for g in plan.get("gangs", [])
-            if g.get("policy") == "gang" and g.get("decision") in ("scale-up", "fits-existing")}
+    return {
+        f"{g['namespace']}/{g['name']}"
+        for g in plan.get("gangs", [])
+        if g.get("policy") == "gang" and g.get("decision") in ("scale-up", "fits-existing")
+    }
 
 
 # MostAllocated on cpu and memory as a KubeSchedulerConfiguration: what gangscale plans against for that column

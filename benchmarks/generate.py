@@ -34,8 +34,8 @@ from __future__ import annotations
 import math
 import random
 import uuid
-from datetime import datetime, timedelta, timezone
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,42 @@ FAMILIES = ("llm", "gpu-mix", "cpu-mpi", "mixed", "busy", "elastic")
 
 # Instance types per role, most important first (the catalog takes a prefix).
 TRAIN_TYPES = ["p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge"]
-INFER_TYPES = ["g6.xlarge", "g5.xlarge", "g6.12xlarge", "g5.12xlarge", "g4dn.xlarge", "g6.48xlarge",
-               "g5.48xlarge", "g4dn.12xlarge"]
-CPU_TYPES = ["m5.2xlarge", "c5.4xlarge", "r5.2xlarge", "m5.8xlarge", "m6i.4xlarge", "c5.9xlarge", "r5.4xlarge",
-             "m5.xlarge", "m7i.8xlarge", "c6i.8xlarge", "m5.16xlarge", "r5.8xlarge", "c5.18xlarge", "m5.4xlarge",
-             "m6i.16xlarge", "c5.2xlarge", "r6i.16xlarge", "m5.24xlarge", "c6i.32xlarge", "m7i.2xlarge",
-             "m5.12xlarge", "r5.xlarge", "c5.xlarge", "m6i.xlarge"]
+INFER_TYPES = [
+    "g6.xlarge",
+    "g5.xlarge",
+    "g6.12xlarge",
+    "g5.12xlarge",
+    "g4dn.xlarge",
+    "g6.48xlarge",
+    "g5.48xlarge",
+    "g4dn.12xlarge",
+]
+CPU_TYPES = [
+    "m5.2xlarge",
+    "c5.4xlarge",
+    "r5.2xlarge",
+    "m5.8xlarge",
+    "m6i.4xlarge",
+    "c5.9xlarge",
+    "r5.4xlarge",
+    "m5.xlarge",
+    "m7i.8xlarge",
+    "c6i.8xlarge",
+    "m5.16xlarge",
+    "r5.8xlarge",
+    "c5.18xlarge",
+    "m5.4xlarge",
+    "m6i.16xlarge",
+    "c5.2xlarge",
+    "r6i.16xlarge",
+    "m5.24xlarge",
+    "c6i.32xlarge",
+    "m7i.2xlarge",
+    "m5.12xlarge",
+    "r5.xlarge",
+    "c5.xlarge",
+    "m6i.xlarge",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +167,7 @@ class GangPlan:
 
 # ------------------------------------------------------------------ templates
 
+
 def _h100() -> PodT:
     return PodT("176", "1800Gi", 8, {PRODUCT_KEY: H100}, gpu_toleration=True)
 
@@ -177,7 +208,10 @@ def _infer_pod(rng: random.Random, product: str) -> PodT:
 
 # the eight shapes of the `elastic` family: (template, weight); CPU first, then 1-, 4- and 8-GPU pods
 _ELASTIC_SHAPES = [
-    (PodT("1", "2Gi"), 20), (PodT("2", "8Gi"), 20), (PodT("8", "32Gi"), 12), (PodT("4", "32Gi"), 10),
+    (PodT("1", "2Gi"), 20),
+    (PodT("2", "8Gi"), 20),
+    (PodT("8", "32Gi"), 12),
+    (PodT("4", "32Gi"), 10),
     (PodT("3", "12Gi", 1, {PRODUCT_KEY: L4}, gpu_toleration=True), 16),
     (PodT("40", "150Gi", 4, {PRODUCT_KEY: A10G}, gpu_toleration=True), 10),
     (PodT("90", "1000Gi", 8, {PRODUCT_KEY: A100_40}, gpu_toleration=True), 7),
@@ -196,8 +230,15 @@ def _elastic_gang(rng: random.Random, i: int) -> GangPlan:
         min_count = n
     api = _gang_api(rng)
     prio = 1000 if rng.random() < 0.2 else 0
-    return GangPlan(f"elastic-{i:05d}", rng.choice(["train", "sim", "render", "etl"]), api, [("worker", n, tmpl)],
-                    min_count, priority=prio)
+    return GangPlan(
+        f"elastic-{i:05d}",
+        rng.choice(["train", "sim", "render", "etl"]),
+        api,
+        [("worker", n, tmpl)],
+        min_count,
+        priority=prio,
+    )
+
 
 _LLM_SIZES = ([2, 4, 8, 16, 32, 64], [25, 25, 20, 15, 10, 5])
 
@@ -218,20 +259,32 @@ def _llm_gang(rng: random.Random, i: int, size_hint: float | None) -> GangPlan:
     api = _gang_api(rng)
     topo = api == "native" and rng.random() < 0.3
     size = sum(n for _, n, _ in roles)
-    return GangPlan(f"train-{i:05d}", rng.choice(["ml-research", "ml-prod", "llm"]), api, roles, size, topo)
+    return GangPlan(
+        f"train-{i:05d}", rng.choice(["ml-research", "ml-prod", "llm"]), api, roles, size, topo
+    )
 
 
 def _infer_gang(rng: random.Random, i: int, product: str | None = None) -> GangPlan:
     product = product or rng.choice([H100, A100_40, L4, L4, A10G, A10G, T4])
     if product in (H100, A100_40):
-        tmpl = _h100() if product == H100 else PodT("90", "1000Gi", 8, {PRODUCT_KEY: A100_40}, gpu_toleration=True)
+        tmpl = (
+            _h100()
+            if product == H100
+            else PodT("90", "1000Gi", 8, {PRODUCT_KEY: A100_40}, gpu_toleration=True)
+        )
         n = rng.choice([1, 2, 2, 4])
     else:
         tmpl = _infer_pod(rng, product)
         n = rng.choice([2, 4, 4, 8, 16])
     api = _gang_api(rng)
-    return GangPlan(f"gpu-{i:05d}", rng.choice(["inference", "vision", "speech"]), api, [("worker", n, tmpl)], n,
-                    api == "native" and rng.random() < 0.2)
+    return GangPlan(
+        f"gpu-{i:05d}",
+        rng.choice(["inference", "vision", "speech"]),
+        api,
+        [("worker", n, tmpl)],
+        n,
+        api == "native" and rng.random() < 0.2,
+    )
 
 
 def _cpu_gang(rng: random.Random, i: int, lo: int, hi: int, size_hint: float | None) -> GangPlan:
@@ -246,20 +299,38 @@ def _cpu_gang(rng: random.Random, i: int, lo: int, hi: int, size_hint: float | N
         execs = max(1, n - 1)
         tmpl = _cpu_pod(rng, small=False)
         min_count = 1 + max(1, int(execs * rng.choice([0.5, 0.75, 1.0])))
-        return GangPlan(f"spark-{i:05d}", ns, api, [("driver", 1, PodT("1", "2Gi")), ("exec", execs, tmpl)],
-                        min_count)
+        return GangPlan(
+            f"spark-{i:05d}",
+            ns,
+            api,
+            [("driver", 1, PodT("1", "2Gi")), ("exec", execs, tmpl)],
+            min_count,
+        )
     tmpl = _cpu_pod(rng, small=True)
-    return GangPlan(f"mpi-{i:05d}", ns, api, [("rank", n, tmpl)], n, api == "native" and rng.random() < 0.15)
+    return GangPlan(
+        f"mpi-{i:05d}", ns, api, [("rank", n, tmpl)], n, api == "native" and rng.random() < 0.15
+    )
 
 
 def _basic_group(rng: random.Random, i: int, size_hint: float | None) -> GangPlan:
     n = max(1, min(200, int(round(rng.lognormvariate(math.log(size_hint or 12), 0.7)))))
-    return GangPlan(f"batch-{i:05d}", rng.choice(["web", "batch", "etl"]), "basic",
-                    [("task", n, _cpu_pod(rng, small=rng.random() < 0.7))], 1)
+    return GangPlan(
+        f"batch-{i:05d}",
+        rng.choice(["web", "batch", "etl"]),
+        "basic",
+        [("task", n, _cpu_pod(rng, small=rng.random() < 0.7))],
+        1,
+    )
 
 
 def _ungrouped(rng: random.Random, i: int) -> GangPlan:
-    return GangPlan(f"job-{i:06d}", rng.choice(["web", "batch", "default"]), "none", [("pod", 1, _cpu_pod(rng))], 1)
+    return GangPlan(
+        f"job-{i:06d}",
+        rng.choice(["web", "batch", "default"]),
+        "none",
+        [("pod", 1, _cpu_pod(rng))],
+        1,
+    )
 
 
 def _plans(spec: BacklogSpec, rng: random.Random, scale: float = 1.0) -> list[GangPlan]:
@@ -281,7 +352,11 @@ def _plans(spec: BacklogSpec, rng: random.Random, scale: float = 1.0) -> list[Ga
     elif fam == "gpu-mix":
         products = [H100, A100_40, L4, A10G, T4]
         while total < target:
-            add(_infer_gang(rng, i, products[i % len(products)]) if rng.random() < 0.8 else _llm_gang(rng, i, None))
+            add(
+                _infer_gang(rng, i, products[i % len(products)])
+                if rng.random() < 0.8
+                else _llm_gang(rng, i, None)
+            )
             i += 1
     elif fam == "cpu-mpi":
         while total < target:
@@ -333,24 +408,64 @@ def _calibrated_plans(spec: BacklogSpec, rng: random.Random) -> list[GangPlan]:
 
 # -------------------------------------------------------------------- catalog
 
+
 def _catalog_types(spec: BacklogSpec) -> list[str]:
     fam = spec.family
     n_types = max(2, math.ceil(spec.node_groups / len(ZONES)))
     if fam == "llm":
         order = [TRAIN_TYPES[0], CPU_TYPES[0], *TRAIN_TYPES[1:], *CPU_TYPES[1:]]
     elif fam == "gpu-mix":
-        order = [TRAIN_TYPES[0], CPU_TYPES[0], "g6.xlarge", TRAIN_TYPES[1], "g5.xlarge", "g4dn.xlarge",
-                 "g6.12xlarge", "g5.12xlarge", TRAIN_TYPES[2], "g6.48xlarge", "g5.48xlarge", "g4dn.12xlarge",
-                 *CPU_TYPES[1:]]
+        order = [
+            TRAIN_TYPES[0],
+            CPU_TYPES[0],
+            "g6.xlarge",
+            TRAIN_TYPES[1],
+            "g5.xlarge",
+            "g4dn.xlarge",
+            "g6.12xlarge",
+            "g5.12xlarge",
+            TRAIN_TYPES[2],
+            "g6.48xlarge",
+            "g5.48xlarge",
+            "g4dn.12xlarge",
+            *CPU_TYPES[1:],
+        ]
     elif fam == "cpu-mpi":
         order = list(CPU_TYPES)
     elif fam == "elastic":
-        order = [CPU_TYPES[0], "g6.xlarge", "g5.12xlarge", TRAIN_TYPES[1], TRAIN_TYPES[0], CPU_TYPES[1], CPU_TYPES[2],
-                 "g6.12xlarge", CPU_TYPES[3], "g5.xlarge", *CPU_TYPES[4:]]
+        order = [
+            CPU_TYPES[0],
+            "g6.xlarge",
+            "g5.12xlarge",
+            TRAIN_TYPES[1],
+            TRAIN_TYPES[0],
+            CPU_TYPES[1],
+            CPU_TYPES[2],
+            "g6.12xlarge",
+            CPU_TYPES[3],
+            "g5.xlarge",
+            *CPU_TYPES[4:],
+        ]
     else:
-        order = [CPU_TYPES[0], CPU_TYPES[1], TRAIN_TYPES[1], CPU_TYPES[2], "g6.xlarge", TRAIN_TYPES[0],
-                 "g5.xlarge", CPU_TYPES[3], "g4dn.xlarge", "g6.12xlarge", CPU_TYPES[4], TRAIN_TYPES[2],
-                 "g5.12xlarge", *CPU_TYPES[5:], "g6.48xlarge", "g5.48xlarge", "g4dn.12xlarge"]
+        order = [
+            CPU_TYPES[0],
+            CPU_TYPES[1],
+            TRAIN_TYPES[1],
+            CPU_TYPES[2],
+            "g6.xlarge",
+            TRAIN_TYPES[0],
+            "g5.xlarge",
+            CPU_TYPES[3],
+            "g4dn.xlarge",
+            "g6.12xlarge",
+            CPU_TYPES[4],
+            TRAIN_TYPES[2],
+            "g5.12xlarge",
+            *CPU_TYPES[5:],
+            "g6.48xlarge",
+            "g5.48xlarge",
+            "g4dn.12xlarge",
+        ]
     seen: list[str] = []
     for t in order:
         if t not in seen:
@@ -380,9 +495,19 @@ def _groups(spec: BacklogSpec) -> list[_Group]:
         it = table[t]
         alloc = it.allocatable()
         for z in ZONES:
-            out.append(_Group(f"{t.replace('.', '-')}-{z[-2:]}", t, z, it.gpu_product, it.gpus, alloc["cpu"],
-                              alloc["memory"], alloc["pods"]))
-    return out[:spec.node_groups]
+            out.append(
+                _Group(
+                    f"{t.replace('.', '-')}-{z[-2:]}",
+                    t,
+                    z,
+                    it.gpu_product,
+                    it.gpus,
+                    alloc["cpu"],
+                    alloc["memory"],
+                    alloc["pods"],
+                )
+            )
+    return out[: spec.node_groups]
 
 
 def _to_units(q: str) -> float:
@@ -393,7 +518,9 @@ def _to_units(q: str) -> float:
     return float(q)
 
 
-def _set_headroom(spec: BacklogSpec, rng: random.Random, groups: list[_Group], plans: list[GangPlan]) -> None:
+def _set_headroom(
+    spec: BacklogSpec, rng: random.Random, groups: list[_Group], plans: list[GangPlan]
+) -> None:
     """maxSize so that each capacity pool offers `supply` x the backlog's demand on it."""
     demand: dict[str, float] = {}
     for p in plans:
@@ -416,6 +543,7 @@ def _set_headroom(spec: BacklogSpec, rng: random.Random, groups: list[_Group], p
 
 # ------------------------------------------------------------------- objects
 
+
 class _Ids:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -435,26 +563,58 @@ def _quantity_map(t: PodT) -> dict[str, str]:
     return out
 
 
-def _pod(name: str, ns: str, uid: str, created: str, t: PodT, role: str, *, link: tuple[str, str] | None,
-         node: str | None = None, priority: int = 0) -> dict[str, Any]:
+def _pod(
+    name: str,
+    ns: str,
+    uid: str,
+    created: str,
+    t: PodT,
+    role: str,
+    *,
+    link: tuple[str, str] | None,
+    node: str | None = None,
+    priority: int = 0,
+) -> dict[str, Any]:
     requests = _quantity_map(t)
     limits = {"memory": t.memory}
     if t.gpus:
         limits[GPU] = str(t.gpus)
     labels = {"app.kubernetes.io/component": role}
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": created, "labels": labels}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "uid": uid,
+        "creationTimestamp": created,
+        "labels": labels,
+    }
     spec: dict[str, Any] = {
         "schedulerName": "default-scheduler",
         "priority": priority,
         "restartPolicy": "Never" if link else "Always",
-        "containers": [{"name": role, "image": f"registry.example.com/{role}:1.0",
-                        "resources": {"requests": requests, "limits": limits}}],
+        "containers": [
+            {
+                "name": role,
+                "image": f"registry.example.com/{role}:1.0",
+                "resources": {"requests": requests, "limits": limits},
+            }
+        ],
     }
     if t.selector:
         spec["nodeSelector"] = dict(t.selector)
     if t.products:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": PRODUCT_KEY, "operator": "In", "values": list(t.products)}]}]}}}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": PRODUCT_KEY, "operator": "In", "values": list(t.products)}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     if t.gpu_toleration:
         spec["tolerations"] = [dict(GPU_TOLERATION)]
     if link:
@@ -469,9 +629,17 @@ def _pod(name: str, ns: str, uid: str, created: str, t: PodT, role: str, *, link
         spec["nodeName"] = node
         status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     else:
-        status = {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-             "message": "0/0 nodes are available"}]}
+        status = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/0 nodes are available",
+                }
+            ],
+        }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
@@ -484,10 +652,19 @@ def _podgroup(p: GangPlan, uid: str, created: str) -> dict[str, Any] | None:
             spec["schedulingConstraints"] = {"topology": [{"key": ZONE_KEY}]}
         return {"apiVersion": API_NATIVE, "kind": "PodGroup", "metadata": meta, "spec": spec}
     if p.kind == "cosched":
-        return {"apiVersion": API_COSCHED, "kind": "PodGroup", "metadata": meta, "spec": {"minMember": p.min_count}}
+        return {
+            "apiVersion": API_COSCHED,
+            "kind": "PodGroup",
+            "metadata": meta,
+            "spec": {"minMember": p.min_count},
+        }
     if p.kind == "volcano":
-        return {"apiVersion": API_VOLCANO, "kind": "PodGroup", "metadata": meta,
-                "spec": {"minMember": p.min_count, "queue": "default"}}
+        return {
+            "apiVersion": API_VOLCANO,
+            "kind": "PodGroup",
+            "metadata": meta,
+            "spec": {"minMember": p.min_count, "queue": "default"},
+        }
     return None
 
 
@@ -495,23 +672,37 @@ def _cores(millis: int) -> str:
     return f"{millis}m" if millis % 1000 else str(millis // 1000)
 
 
-def _node(name: str, g: _Group, labels: dict[str, str], taints: list[dict], alloc: dict[str, str], ids: _Ids,
-          ready: bool, cordoned: bool) -> dict[str, Any]:
+def _node(
+    name: str,
+    g: _Group,
+    labels: dict[str, str],
+    taints: list[dict],
+    alloc: dict[str, str],
+    ids: _Ids,
+    ready: bool,
+    cordoned: bool,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"providerID": f"aws:///{g.zone}/i-{ids.uid().replace('-', '')[:17]}"}
     if taints:
         spec["taints"] = taints
     if cordoned:
         spec["unschedulable"] = True
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name}},
         "spec": spec,
-        "status": {"allocatable": alloc, "capacity": alloc,
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
     }
 
 
-def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: list[_Group]) -> tuple[list, list]:
+def _existing_nodes(
+    spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: list[_Group]
+) -> tuple[list, list]:
     """Nodes of the catalog's groups, each partly filled by running pods (fragmented free capacity)."""
     nodes: list[dict] = []
     pods: list[dict] = []
@@ -525,8 +716,12 @@ def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: li
     n = 0
     for g, cnt in zip(groups, counts):
         it = table[g.itype]
-        labels = {**it.labels(), ZONE_KEY: g.zone, NODE_GROUP_LABEL: g.name,
-                  "topology.kubernetes.io/region": "us-east-1"}
+        labels = {
+            **it.labels(),
+            ZONE_KEY: g.zone,
+            NODE_GROUP_LABEL: g.name,
+            "topology.kubernetes.io/region": "us-east-1",
+        }
         taints = [dict(GPU_TAINT)] if g.product else []
         alloc = {"cpu": _cores(g.cpu_m), "memory": f"{g.mem // 1024}Ki", "pods": str(g.max_pods)}
         if g.gpus:
@@ -552,9 +747,21 @@ def _existing_nodes(spec: BacklogSpec, rng: random.Random, ids: _Ids, groups: li
                 gp = gpu_left if j == k - 1 else 0
                 cpu_left -= c
                 mem_left -= m
-                t = PodT(_cores(c), f"{m // 2**20}Mi", gp, gpu_toleration=bool(gp) or bool(g.product))
-                pods.append(_pod(f"svc-{n}-{j}", rng.choice(["prod", "staging", "kube-system"]), ids.uid(),
-                                 EPOCH, t, "svc", link=None, node=name))
+                t = PodT(
+                    _cores(c), f"{m // 2**20}Mi", gp, gpu_toleration=bool(gp) or bool(g.product)
+                )
+                pods.append(
+                    _pod(
+                        f"svc-{n}-{j}",
+                        rng.choice(["prod", "staging", "kube-system"]),
+                        ids.uid(),
+                        EPOCH,
+                        t,
+                        "svc",
+                        link=None,
+                        node=name,
+                    )
+                )
             if spec.daemonsets:
                 pods += _daemon_pods(name, g, g.cpu_m - used_cpu, g.mem - used_mem)
         if cnt and spec.family == "busy" and rng.random() < 0.2:
@@ -572,12 +779,35 @@ SYSTEM_NODE_CRITICAL = 2000001000  # the priority of PriorityClass system-node-c
 # the values here are common settings).
 DAEMONSETS = (
     ("kube-proxy", "kube-system", (("kube-proxy", "100m", ""),), (), True, False),
-    ("aws-node", "kube-system", (("aws-node", "25m", ""), ("aws-eks-nodeagent", "25m", "")),
-     (("aws-vpc-cni-init", "25m", ""),), True, False),
-    ("ebs-csi-node", "kube-system", (("ebs-plugin", "10m", "40Mi"), ("node-driver-registrar", "10m", "40Mi"),
-                                     ("liveness-probe", "10m", "40Mi")), (), False, False),
+    (
+        "aws-node",
+        "kube-system",
+        (("aws-node", "25m", ""), ("aws-eks-nodeagent", "25m", "")),
+        (("aws-vpc-cni-init", "25m", ""),),
+        True,
+        False,
+    ),
+    (
+        "ebs-csi-node",
+        "kube-system",
+        (
+            ("ebs-plugin", "10m", "40Mi"),
+            ("node-driver-registrar", "10m", "40Mi"),
+            ("liveness-probe", "10m", "40Mi"),
+        ),
+        (),
+        False,
+        False,
+    ),
     ("fluent-bit", "amazon-cloudwatch", (("fluent-bit", "100m", "200Mi"),), (), False, False),
-    ("nvidia-device-plugin", "kube-system", (("nvidia-device-plugin-ctr", "50m", "64Mi"),), (), False, True),
+    (
+        "nvidia-device-plugin",
+        "kube-system",
+        (("nvidia-device-plugin-ctr", "50m", "64Mi"),),
+        (),
+        False,
+        True,
+    ),
     ("dcgm-exporter", "gpu-monitoring", (("exporter", "100m", "512Mi"),), (), False, True),
 )
 
@@ -586,7 +816,13 @@ def _containers(spec: tuple) -> list[dict[str, Any]]:
     out = []
     for name, cpu, mem in spec:
         requests = {"cpu": cpu, **({"memory": mem} if mem else {})}
-        out.append({"name": name, "image": f"registry.example.com/{name}:1.0", "resources": {"requests": requests}})
+        out.append(
+            {
+                "name": name,
+                "image": f"registry.example.com/{name}:1.0",
+                "resources": {"requests": requests},
+            }
+        )
     return out
 
 
@@ -595,26 +831,66 @@ def daemonsets() -> list[dict[str, Any]]:
     node carries a GPU product label and tolerate the GPU taint."""
     out = []
     for name, ns, containers, inits, host_network, gpu_only in DAEMONSETS:
-        spec: dict[str, Any] = {"priority": SYSTEM_NODE_CRITICAL, "priorityClassName": "system-node-critical",
-                                "containers": _containers(containers)}
+        spec: dict[str, Any] = {
+            "priority": SYSTEM_NODE_CRITICAL,
+            "priorityClassName": "system-node-critical",
+            "containers": _containers(containers),
+        }
         if inits:
             spec["initContainers"] = _containers(inits)
         if host_network:
             spec["hostNetwork"] = True
         if gpu_only:
             spec["tolerations"] = [dict(GPU_TOLERATION)]
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": PRODUCT_KEY, "operator": "Exists"}]}]}}}
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": PRODUCT_KEY, "operator": "Exists"}]}
+                        ]
+                    }
+                }
+            }
         else:
             spec["tolerations"] = [{"operator": "Exists"}]
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                    {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]}]}]}}}
-        out.append({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                    "metadata": {"name": name, "namespace": ns, "uid": f"ds-{name}", "creationTimestamp": EPOCH},
-                    "spec": {"selector": {"matchLabels": {"app": name}},
-                             "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "kubernetes.io/os",
+                                        "operator": "In",
+                                        "values": ["linux"],
+                                    },
+                                    {
+                                        "key": "eks.amazonaws.com/compute-type",
+                                        "operator": "NotIn",
+                                        "values": ["fargate"],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        out.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "uid": f"ds-{name}",
+                    "creationTimestamp": EPOCH,
+                },
+                "spec": {
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                },
+            }
+        )
     return out
 
 
@@ -628,16 +904,37 @@ def _daemon_pods(node: str, g: _Group, room_cpu: int, room_mem: int) -> list[dic
             continue
         tspec = ds["spec"]["template"]["spec"]
         cpu = sum(_to_units(c["resources"]["requests"]["cpu"]) for c in tspec["containers"])
-        mem = sum(_to_units(c["resources"]["requests"].get("memory", "0")) for c in tspec["containers"])
+        mem = sum(
+            _to_units(c["resources"]["requests"].get("memory", "0")) for c in tspec["containers"]
+        )
         if cpu * 1000 > room_cpu or mem > room_mem:
             continue
         room_cpu, room_mem = room_cpu - int(cpu * 1000), room_mem - int(mem)
-        meta = {"name": f"{name}-{node.split('.')[0]}", "namespace": ds["metadata"]["namespace"],
-                "uid": f"{ds['metadata']['uid']}-{node}", "creationTimestamp": EPOCH, "labels": {"app": name},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name,
-                                     "uid": ds["metadata"]["uid"], "controller": True}]}
-        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {**tspec, "nodeName": node},
-                    "status": {"phase": "Running"}})
+        meta = {
+            "name": f"{name}-{node.split('.')[0]}",
+            "namespace": ds["metadata"]["namespace"],
+            "uid": f"{ds['metadata']['uid']}-{node}",
+            "creationTimestamp": EPOCH,
+            "labels": {"app": name},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": name,
+                    "uid": ds["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        }
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": meta,
+                "spec": {**tspec, "nodeName": node},
+                "status": {"phase": "Running"},
+            }
+        )
     return out
 
 
@@ -645,6 +942,7 @@ GPU_DAEMONSETS = frozenset(name for name, *_, gpu_only in DAEMONSETS if gpu_only
 
 
 # ---------------------------------------------------------------------- write
+
 
 @dataclass(slots=True)
 class Backlog:
@@ -662,7 +960,9 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
     """(cluster objects, catalog entries, stats) for `spec`, deterministically."""
     if spec.family not in FAMILIES:
         raise ValueError(f"unknown family {spec.family!r}; expected one of {', '.join(FAMILIES)}")
-    rng = random.Random(f"gangscale-bench/{spec.seed}/{spec.family}/{spec.pods}/{spec.node_groups}/{spec.nodes}")
+    rng = random.Random(
+        f"gangscale-bench/{spec.seed}/{spec.family}/{spec.pods}/{spec.node_groups}/{spec.nodes}"
+    )
     ids = _Ids(rng)
     groups = _groups(spec)
     plans = _calibrated_plans(spec, rng)
@@ -684,7 +984,18 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
         for role, cnt, t in p.roles:
             for _ in range(cnt):
                 name = p.name if p.kind == "none" else f"{p.name}-{role}-{k}"
-                pending.append(_pod(name, p.namespace, ids.uid(), created, t, role, link=link, priority=p.priority))
+                pending.append(
+                    _pod(
+                        name,
+                        p.namespace,
+                        ids.uid(),
+                        created,
+                        t,
+                        role,
+                        link=link,
+                        priority=p.priority,
+                    )
+                )
                 k += 1
     objects.extend(bound)
     objects.extend(pending)
@@ -693,15 +1004,26 @@ def build_objects(spec: BacklogSpec) -> tuple[list[dict], list[dict], dict[str, 
 
     catalog = []
     for g in groups:
-        entry: dict[str, Any] = {"name": g.name, "instanceType": g.itype, "zone": g.zone, "minSize": 0,
-                                 "currentSize": g.existing + g.upcoming,
-                                 "maxSize": g.existing + g.upcoming + g.headroom}
+        entry: dict[str, Any] = {
+            "name": g.name,
+            "instanceType": g.itype,
+            "zone": g.zone,
+            "minSize": 0,
+            "currentSize": g.existing + g.upcoming,
+            "maxSize": g.existing + g.upcoming + g.headroom,
+        }
         if g.product:
             entry["taints"] = [dict(GPU_TAINT)]
         catalog.append(entry)
-    stats = {"pending_pods": len(pending), "groups": n_groups, "gangs": n_gangs, "existing_nodes": len(nodes),
-             "node_groups": len(groups), "bound_pods": len(bound),
-             "daemonsets": len(DAEMONSETS) if spec.daemonsets else 0}
+    stats = {
+        "pending_pods": len(pending),
+        "groups": n_groups,
+        "gangs": n_gangs,
+        "existing_nodes": len(nodes),
+        "node_groups": len(groups),
+        "bound_pods": len(bound),
+        "daemonsets": len(DAEMONSETS) if spec.daemonsets else 0,
+    }
     return objects, catalog, stats
 
 
@@ -710,12 +1032,31 @@ def write_backlog(spec: BacklogSpec, out_dir: str | Path, *, yaml_too: bool = Fa
     d = Path(out_dir) / spec.name
     d.mkdir(parents=True, exist_ok=True)
     objects, catalog, stats = build_objects(spec)
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": objects}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": objects,
+    }
     (d / "cluster.json").write_bytes(orjson.dumps(doc))
     if yaml_too:
-        (d / "cluster.yaml").write_text(yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
-                                                  sort_keys=False, default_flow_style=False))
+        (d / "cluster.yaml").write_text(
+            yaml.dump(
+                doc,
+                Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+                sort_keys=False,
+                default_flow_style=False,
+            )
+        )
     (d / "nodegroups.yaml").write_text(render({"nodeGroups": catalog}, "yaml"))
     (d / "spec.json").write_text(render({"spec": spec.to_dict(), "stats": stats}, "json"))
-    return Backlog(spec, d / "cluster.json", d / "nodegroups.yaml", stats["pending_pods"], stats["groups"],
-                   stats["gangs"], stats["existing_nodes"], stats["node_groups"])
+    return Backlog(
+        spec,
+        d / "cluster.json",
+        d / "nodegroups.yaml",
+        stats["pending_pods"],
+        stats["groups"],
+        stats["gangs"],
+        stats["existing_nodes"],
+        stats["node_groups"],
+    )

@@ -29,6 +29,8 @@ if __name__ == "__main__":
 
     code = main(sys.argv[1:])
     sys.stderr.write(f"\n{MARK}{peak_kb() or ''}\n")
-    if sys.argv[1:2] == ["plan"] and not any(a.startswith(("--provider", "--execute")) for a in sys.argv):
+    if sys.argv[1:2] == ["plan"] and not any(
+        a.startswith(("--provider", "--execute")) for a in sys.argv
+    ):
         end_process(code)  # as `gangscale plan` ends: no interpreter teardown (gangscale/cli.py)
     sys.exit(code)

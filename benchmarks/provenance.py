@@ -18,11 +18,24 @@ ROOT = Path(__file__).resolve().parent.parent
 def commit() -> dict[str, object] | None:
     """The checkout's HEAD commit and whether tracked files differ from it; None outside a git checkout."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if head.returncode != 0:
             return None
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], check=False, cwd=ROOT,
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {"sha": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
@@ -44,5 +57,12 @@ def environment() -> dict[str, object]:
     """The machine and interpreter a result was measured on, and the code's commit."""
     import ortools
 
-    return {"python": platform.python_version(), "ortools": ortools.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(), "commit": commit()}
+    return {
+        "python": platform.python_version(),
+        "ortools": ortools.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "platform": platform.platform(),
+        "commit": commit(),
+    }

@@ -27,7 +27,15 @@ from gangscale.output import render
 
 from . import provenance
 from .baselines import BASELINES
-from .evaluate import MODEL_PROFILES, MOST_ALLOCATED_FILE, Metrics, evaluate, model_run, placed_from_plan, promised_gangs
+from .evaluate import (
+    MODEL_PROFILES,
+    MOST_ALLOCATED_FILE,
+    Metrics,
+    evaluate,
+    model_run,
+    placed_from_plan,
+    promised_gangs,
+)
 from .gatemode import gate_model_run, gate_plan
 from .generate import write_backlog
 from .measure import MARK
@@ -48,7 +56,9 @@ class RunConfig:
     timing_runs: int | None = None  # override the cases' repeat counts
     progress: bool = True
     model_max_pods: int = 20000  # run the scheduler model on backlogs up to this many pending pods
-    daemonsets: bool | None = None  # override the cases' `BacklogSpec.daemonsets` (None: as the suite sets it)
+    daemonsets: bool | None = (
+        None  # override the cases' `BacklogSpec.daemonsets` (None: as the suite sets it)
+    )
 
 
 @dataclass(slots=True)
@@ -58,7 +68,9 @@ class CaseResult:
     metrics: dict[str, Metrics] = field(default_factory=dict)
     gangscale_runs: list[dict] = field(default_factory=list)
     yaml_runs: list[dict] = field(default_factory=list)
-    long_runs: list[dict] = field(default_factory=list)  # the reference run at the case's long_time_limit
+    long_runs: list[dict] = field(
+        default_factory=list
+    )  # the reference run at the case's long_time_limit
     # observe mode planned against MostAllocated (--scheduler-config), and the solver alone (--scheduler-model off)
     variant_runs: dict[str, dict] = field(default_factory=dict)
     # the solver alone as `gangscale plan` runs without flags (the CLI's default is --scheduler-model off): timed as
@@ -69,11 +81,15 @@ class CaseResult:
     def to_dict(self) -> dict:
         runs = self.gangscale_runs
         return {
-            "name": self.case.spec.name, "spec": self.case.spec.to_dict(), "stats": self.stats,
+            "name": self.case.spec.name,
+            "spec": self.case.spec.to_dict(),
+            "stats": self.stats,
             "targets": {"seconds": self.case.target_seconds, "peak_mb": self.case.target_mb},
             "time_limit": self.case.time_limit,
             "gangscale_runs": runs,
-            "gangscale_median_seconds": statistics.median(r["seconds"] for r in runs) if runs else None,
+            "gangscale_median_seconds": statistics.median(r["seconds"] for r in runs)
+            if runs
+            else None,
             "gangscale_max_peak_mb": max(r["peak_mb"] for r in runs) if runs else None,
             "yaml_runs": self.yaml_runs,
             "long_runs": self.long_runs,
@@ -87,18 +103,40 @@ class CaseResult:
 
 # ------------------------------------------------------------------ policies
 
+
 def _wait(proc: subprocess.Popen) -> tuple[int, float]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, usage.ru_maxrss / 1024.0
 
 
-def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig, time_limit: float | None,
-                  relative_gap: float | None = None, extra: tuple[str, ...] = ()) -> dict:
+def run_gangscale(
+    cluster: Path,
+    catalog: Path,
+    plan_path: Path,
+    cfg: RunConfig,
+    time_limit: float | None,
+    relative_gap: float | None = None,
+    extra: tuple[str, ...] = (),
+) -> dict:
     """One `gangscale plan` process; returns seconds, peak MB, the command and the plan's own gang and cost
     figures. `time_limit=None`: no solver flags at all (the shipped defaults)."""
-    cmd = [sys.executable, "-m", "benchmarks.measure", "plan", "--scheduler-model", "observe",  # `extra` may say off
-           "--cluster", str(cluster), "--nodegroups", str(catalog), "-o", "json", "--output-file", str(plan_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.measure",
+        "plan",
+        "--scheduler-model",
+        "observe",  # `extra` may say off
+        "--cluster",
+        str(cluster),
+        "--nodegroups",
+        str(catalog),
+        "-o",
+        "json",
+        "--output-file",
+        str(plan_path),
+    ]
     if time_limit is not None:
         gap = cfg.relative_gap if relative_gap is None else relative_gap
         cmd += ["--time-limit", f"{time_limit:g}", "--relative-gap", str(gap)]
@@ -110,21 +148,33 @@ def run_gangscale(cluster: Path, catalog: Path, plan_path: Path, cfg: RunConfig,
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code != 0:
         raise RuntimeError(f"gangscale plan failed ({code}): {err.strip()[-2000:]}")
-    own = [line[len(MARK):] for line in err.splitlines() if line.startswith(MARK)]
+    own = [line[len(MARK) :] for line in err.splitlines() if line.startswith(MARK)]
     if own and own[-1].isdigit():
-        peak = int(own[-1]) / 1024.0  # the process's own peak since exec (see benchmarks/measure.py)
+        peak = (
+            int(own[-1]) / 1024.0
+        )  # the process's own peak since exec (see benchmarks/measure.py)
     shown = " ".join([sys.executable, "-m", "gangscale", *cmd[3:]])
-    return {"seconds": round(seconds, 3), "peak_mb": round(peak, 1), "command": shown, **plan_figures(plan_path)}
+    return {
+        "seconds": round(seconds, 3),
+        "peak_mb": round(peak, 1),
+        "command": shown,
+        **plan_figures(plan_path),
+    }
 
 
 def plan_figures(plan_path: Path) -> dict:
     """The plan's own account: gangs started, their upper bound, cost, cost gap, status, load average."""
     plan = orjson.loads(plan_path.read_bytes())
     sv = plan.get("solver", {})
-    return {"gangs_started": sv.get("gangsStarted"), "gangs_upper_bound": sv.get("gangsUpperBound"),
-            "cost": plan.get("costPerHour"), "cost_bound": plan.get("lowerBoundPerHour"), "gap": sv.get("gap"),
-            "status": sv.get("status"),
-            "load_avg": round(os.getloadavg()[0], 2)}
+    return {
+        "gangs_started": sv.get("gangsStarted"),
+        "gangs_upper_bound": sv.get("gangsUpperBound"),
+        "cost": plan.get("costPerHour"),
+        "cost_bound": plan.get("lowerBoundPerHour"),
+        "gap": sv.get("gap"),
+        "status": sv.get("status"),
+        "load_avg": round(os.getloadavg()[0], 2),
+    }
 
 
 def run_baseline(world: World, name: str):
@@ -155,6 +205,7 @@ def run_baseline(world: World, name: str):
 
 # ------------------------------------------------------------------- bounds
 
+
 class Bounds:
     """Proven lower bounds on the hourly cost of placing a given set of pods (`gangscale.api.PlacementBound`)."""
 
@@ -176,11 +227,22 @@ def _ratio(cost: float, lb: float | None) -> float | None:
 
 # ---------------------------------------------------------------------- run
 
+
 def _case_steps(case: Case, cfg: RunConfig) -> int:
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
     off = max(1, runs) if case.default_flags else 1
-    return (1 + _observe_runs(case, cfg) + case.yaml_runs + 1 + off + 1 + len(BASELINES) + 1 + 1
-            + (1 if case.long_time_limit and runs else 0))
+    return (
+        1
+        + _observe_runs(case, cfg)
+        + case.yaml_runs
+        + 1
+        + off
+        + 1
+        + len(BASELINES)
+        + 1
+        + 1
+        + (1 if case.long_time_limit and runs else 0)
+    )
 
 
 def _observe_runs(case: Case, cfg: RunConfig) -> int:
@@ -205,31 +267,59 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
     if case.long_time_limit is not None and runs:
         advance(f"{spec.name}: gangscale plan --time-limit {case.long_time_limit:g}")
         # the quality reference: the best the planner (the solver alone, as the CLI plans by default) finds in 60 s
-        res.long_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name("plan-long.json"),
-                                           cfg, case.long_time_limit, relative_gap=0.0,
-                                           extra=("--scheduler-model", "off")))
+        res.long_runs.append(
+            run_gangscale(
+                backlog.cluster,
+                backlog.catalog,
+                plan_path.with_name("plan-long.json"),
+                cfg,
+                case.long_time_limit,
+                relative_gap=0.0,
+                extra=("--scheduler-model", "off"),
+            )
+        )
     observe = _observe_runs(case, cfg)
     for i in range(observe):
         advance(f"{spec.name}: gangscale plan ({i + 1}/{observe})")
-        res.gangscale_runs.append(run_gangscale(backlog.cluster, backlog.catalog, plan_path, cfg, limit))
+        res.gangscale_runs.append(
+            run_gangscale(backlog.cluster, backlog.catalog, plan_path, cfg, limit)
+        )
     for i in range(case.yaml_runs):
         advance(f"{spec.name}: gangscale plan on YAML ({i + 1}/{case.yaml_runs})")
-        res.yaml_runs.append(run_gangscale(backlog.cluster.with_suffix(".yaml"), backlog.catalog,
-                                           plan_path.with_name("plan-yaml.json"), cfg, limit))
+        res.yaml_runs.append(
+            run_gangscale(
+                backlog.cluster.with_suffix(".yaml"),
+                backlog.catalog,
+                plan_path.with_name("plan-yaml.json"),
+                cfg,
+                limit,
+            )
+        )
 
     most = backlog.cluster.parent / "scheduler-most.yaml"
     most.write_text(MOST_ALLOCATED_FILE)
-    variants = {"MostAllocated": ("--scheduler-config", str(most)), "off": ("--scheduler-model", "off")}
+    variants = {
+        "MostAllocated": ("--scheduler-config", str(most)),
+        "off": ("--scheduler-model", "off"),
+    }
     for tag, flags in variants.items():
         for i in range(max(1, runs) if tag == "off" and case.default_flags else 1):
             advance(f"{spec.name}: gangscale plan {' '.join(flags[:1])} {tag} ({i + 1})")
-            run = run_gangscale(backlog.cluster, backlog.catalog, plan_path.with_name(f"plan-{tag}.json"),
-                                cfg, limit, extra=flags)
+            run = run_gangscale(
+                backlog.cluster,
+                backlog.catalog,
+                plan_path.with_name(f"plan-{tag}.json"),
+                cfg,
+                limit,
+                extra=flags,
+            )
             if tag == "off":
                 res.off_runs.append(run)
             res.variant_runs[tag] = run
     if res.off_runs:
-        res.variant_runs["off"] = sorted(res.off_runs, key=lambda r: r["seconds"])[len(res.off_runs) // 2]
+        res.variant_runs["off"] = sorted(res.off_runs, key=lambda r: r["seconds"])[
+            len(res.off_runs) // 2
+        ]
     advance(f"{spec.name}: loading")
     start = time.perf_counter()
     world = load_world(backlog.cluster, backlog.catalog)
@@ -250,8 +340,10 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
         res.metrics[name] = bm
 
     advance(f"{spec.name}: scheduler model")
-    plans = {"LeastAllocated": plan, "MostAllocated": orjson.loads(plan_path.with_name("plan-MostAllocated.json")
-                                                                   .read_bytes())}
+    plans = {
+        "LeastAllocated": plan,
+        "MostAllocated": orjson.loads(plan_path.with_name("plan-MostAllocated.json").read_bytes()),
+    }
     off_plan = orjson.loads(plan_path.with_name("plan-off.json").read_bytes())
     res.metrics["gangscale-off"] = evaluate(world, placed_from_plan(off_plan), "gangscale-off")
     res.metrics["gangscale-off"].seconds = res.variant_runs["off"]["seconds"]
@@ -266,10 +358,19 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
             for strategy in MODEL_PROFILES:
                 if name == "gangscale":  # observe mode: the plan made against this profile
                     p = plans[strategy]
-                    met.model[strategy] = model_run(world, placed_from_plan(p), strategy, promised=promised_gangs(p))
-                elif name == "gangscale-gate":  # gate mode's own plan, released gang by gang (benchmarks/gatemode.py)
-                    gate = gate_plan(world, strategy, SolveOptions() if limit is None else SolveOptions(
-                        time_limit=limit, relative_gap=cfg.relative_gap))
+                    met.model[strategy] = model_run(
+                        world, placed_from_plan(p), strategy, promised=promised_gangs(p)
+                    )
+                elif (
+                    name == "gangscale-gate"
+                ):  # gate mode's own plan, released gang by gang (benchmarks/gatemode.py)
+                    gate = gate_plan(
+                        world,
+                        strategy,
+                        SolveOptions()
+                        if limit is None
+                        else SolveOptions(time_limit=limit, relative_gap=cfg.relative_gap),
+                    )
                     met.model[strategy] = gate_model_run(world, gate, strategy)
                 else:
                     met.model[strategy] = model_run(world, placements[name], strategy)
@@ -301,7 +402,12 @@ def run_suite(cfg: RunConfig) -> list[CaseResult]:
     start = time.perf_counter()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = [TextColumn("[bold]{task.description:<44}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    columns = [
+        TextColumn("[bold]{task.description:<44}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, disable=not cfg.progress, transient=False) as progress:
         task = progress.add_task("starting", total=sum(_case_steps(c, cfg) for c in cases))
 
@@ -322,9 +428,14 @@ def write_artifacts(results: list[CaseResult], cfg: RunConfig, elapsed: float) -
 
     checks = check_properties(results)
     doc = {
-        "suite": cfg.suite, "seconds": round(elapsed, 1), "environment": provenance.environment(),
-        "config": {"time_limit": cfg.time_limit, "relative_gap": cfg.relative_gap,
-                   "bound_seconds": cfg.bound_seconds},
+        "suite": cfg.suite,
+        "seconds": round(elapsed, 1),
+        "environment": provenance.environment(),
+        "config": {
+            "time_limit": cfg.time_limit,
+            "relative_gap": cfg.relative_gap,
+            "bound_seconds": cfg.bound_seconds,
+        },
         "command": " ".join(["python -m benchmarks", *sys.argv[1:]]) if sys.argv else "",
         "cases": [r.to_dict() for r in results],
         "checks": checks,

@@ -7,6 +7,7 @@ both wall times; exit 1 when any plan differs.
 
 A performance change must pass this on the 10k backlogs and the small ones: faster, never different.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,14 +17,27 @@ import subprocess
 import sys
 import time
 
-TIMING = ("seconds", "patterns")  # wall time, and the pattern count its time-boxed enumeration reached
+TIMING = (
+    "seconds",
+    "patterns",
+)  # wall time, and the pattern count its time-boxed enumeration reached
 
 
 def _plan(tree: str, backlog: str) -> tuple[dict, float]:
     """The plan document of `tree`'s gangscale on `backlog`, and the whole process' wall time."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
-    cmd = [sys.executable, "-m", "gangscale", "plan", "--cluster", os.path.join(backlog, "cluster.json"),
-           "--nodegroups", os.path.join(backlog, "nodegroups.yaml"), "-o", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gangscale",
+        "plan",
+        "--cluster",
+        os.path.join(backlog, "cluster.json"),
+        "--nodegroups",
+        os.path.join(backlog, "nodegroups.yaml"),
+        "-o",
+        "json",
+    ]
     t = time.perf_counter()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     wall = time.perf_counter() - t
@@ -56,7 +70,9 @@ def _first_difference(a: object, b: object, path: str = "") -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--old", required=True, help="source tree of the reference (e.g. `git archive` of main)")
+    p.add_argument(
+        "--old", required=True, help="source tree of the reference (e.g. `git archive` of main)"
+    )
     p.add_argument("--new", required=True, help="source tree under test")
     p.add_argument("backlogs", nargs="+", help="backlog directories")
     args = p.parse_args(argv)
@@ -66,9 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         new, t_new = _plan(args.new, b)
         diff = _first_difference(old, new)
         bad += diff is not None
-        print(f"{os.path.basename(b.rstrip('/')):14} {'SAME' if diff is None else 'DIFF ' + diff}  "
-              f"old {t_old:.2f}s new {t_new:.2f}s  gangs {new['solver'].get('gangsStarted')} "
-              f"cost {new.get('costPerHour')}", flush=True)
+        print(
+            f"{os.path.basename(b.rstrip('/')):14} {'SAME' if diff is None else 'DIFF ' + diff}  "
+            f"old {t_old:.2f}s new {t_new:.2f}s  gangs {new['solver'].get('gangsStarted')} "
+            f"cost {new.get('costPerHour')}",
+            flush=True,
+        )
     return 1 if bad else 0
 
 

@@ -37,52 +37,110 @@ def catalog(n: int, distinct: bool = False) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         cpu, gpu = 2 ** (i % 7 + 1), 8 if i % 5 == 0 else 0
-        alloc = {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110", **({"nvidia.com/gpu": str(gpu)} if gpu else {})}
-        out.append({"name": f"g{i:04d}", "instanceType": "custom", "pricePerHour": 0.05 * cpu + 3 * gpu, "minSize": 0,
-                    "maxSize": 1, "currentSize": 0, "allocatable": alloc,
-                    "labels": {"zone": f"z{i % 3}", **({"id": str(i)} if distinct else {})}, "taints": []})
+        alloc = {
+            "cpu": str(cpu),
+            "memory": f"{cpu * 4}Gi",
+            "pods": "110",
+            **({"nvidia.com/gpu": str(gpu)} if gpu else {}),
+        }
+        out.append(
+            {
+                "name": f"g{i:04d}",
+                "instanceType": "custom",
+                "pricePerHour": 0.05 * cpu + 3 * gpu,
+                "minSize": 0,
+                "maxSize": 1,
+                "currentSize": 0,
+                "allocatable": alloc,
+                "labels": {"zone": f"z{i % 3}", **({"id": str(i)} if distinct else {})},
+                "taints": [],
+            }
+        )
     return out
 
 
 def objects() -> list[tuple[str, dict[str, Any]]]:
     def pod(name: str, cpu: str, gpu: int = 0) -> dict[str, Any]:
         req = {"cpu": cpu, "memory": "1Gi", **({"nvidia.com/gpu": str(gpu)} if gpu else {})}
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team"},
-                "spec": {"schedulingGroup": {"podGroupName": "pg"},
-                         "containers": [{"name": "c", "resources": {"requests": req}}]}}
-    volcano = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-               "metadata": {"name": "v", "namespace": "team"},
-               "spec": {"minMember": 64, "minResources": {"cpu": "256", "nvidia.com/gpu": "64"}}}
-    native = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "n", "namespace": "team"},
-              "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}
-    zoned = pod("zoned", "2", 1)  # a node selector: labels matter, so every labelled group is its own kind
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {
+                "schedulingGroup": {"podGroupName": "pg"},
+                "containers": [{"name": "c", "resources": {"requests": req}}],
+            },
+        }
+
+    volcano = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "v", "namespace": "team"},
+        "spec": {"minMember": 64, "minResources": {"cpu": "256", "nvidia.com/gpu": "64"}},
+    }
+    native = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "n", "namespace": "team"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}},
+    }
+    zoned = pod(
+        "zoned", "2", 1
+    )  # a node selector: labels matter, so every labelled group is its own kind
     zoned["spec"]["nodeSelector"] = {"zone": "z1"}
-    return [("/validate", pod("fits", "2", 1)), ("/validate", pod("never", "1000")), ("/validate", volcano),
-            ("/validate", native), ("/mutate", pod("gate", "2")), ("/validate", zoned)]
+    return [
+        ("/validate", pod("fits", "2", 1)),
+        ("/validate", pod("never", "1000")),
+        ("/validate", volcano),
+        ("/validate", native),
+        ("/mutate", pod("gate", "2")),
+        ("/validate", zoned),
+    ]
 
 
 def review_body(obj: dict[str, Any]) -> bytes:
-    req = {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
-           "namespace": "team", "name": obj["metadata"]["name"], "operation": "CREATE", "object": obj}
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
+    req = {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "namespace": "team",
+        "name": obj["metadata"]["name"],
+        "operation": "CREATE",
+        "object": obj,
+    }
+    return json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+    ).encode()
 
 
-GROUP = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "team"},
-         "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}  # what the lookup reads for the pods' group
+GROUP = {
+    "apiVersion": "scheduling.k8s.io/v1alpha2",
+    "kind": "PodGroup",
+    "metadata": {"name": "pg", "namespace": "team"},
+    "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}},
+}  # what the lookup reads for the pods' group
 
 
 def run(groups: int = 1000, reviews: int = 2000, distinct: bool = False) -> dict[str, Any]:
     parsed, _ = parse_catalog(catalog(groups, distinct))
-    cfg = ControllerConfig.model_validate({"namespaceCaps": {"team": {"maxGPUs": 256, "maxNodes": 500}}})
+    cfg = ControllerConfig.model_validate(
+        {"namespaceCaps": {"team": {"maxGPUs": 256, "maxNodes": 500}}}
+    )
     with tempfile.TemporaryDirectory() as d:
         ca, cert, key = make_pair(["localhost"], ip="127.0.0.1")
         Path(d, "ca.crt").write_bytes(ca)
         write_pair(f"{d}/tls.crt", f"{d}/tls.key", cert, key)
         served = frozenset({"scheduling.k8s.io/v1alpha2"})
-        server = start(Policy(cfg, tuple(parsed), served, GroupLookup(lambda path: GROUP, served)), f"{d}/tls.crt",
-                       f"{d}/tls.key")
-        conn = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30,
-                                           context=ssl.create_default_context(cafile=f"{d}/ca.crt"))
+        server = start(
+            Policy(cfg, tuple(parsed), served, GroupLookup(lambda path: GROUP, served)),
+            f"{d}/tls.crt",
+            f"{d}/tls.key",
+        )
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1",
+            server.port,
+            timeout=30,
+            context=ssl.create_default_context(cafile=f"{d}/ca.crt"),
+        )
         mix = objects()
         times: list[float] = []
         try:
@@ -100,5 +158,12 @@ def run(groups: int = 1000, reviews: int = 2000, distinct: bool = False) -> dict
             server.shutdown()
             server.server_close()
     ms = sorted(t * 1000 for t in times)
-    return {"groups": groups, "distinct": distinct, "reviews": reviews, "p50_ms": round(statistics.median(ms), 3),
-            "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 3), "max_ms": round(ms[-1], 3), "target_p99_ms": 20}
+    return {
+        "groups": groups,
+        "distinct": distinct,
+        "reviews": reviews,
+        "p50_ms": round(statistics.median(ms), 3),
+        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 3),
+        "max_ms": round(ms[-1], 3),
+        "target_p99_ms": 20,
+    }

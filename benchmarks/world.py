@@ -67,7 +67,9 @@ class World:
     group_names: list[str]
     group_index: dict[str, int]
     group_alloc: np.ndarray  # G x R
-    group_capacity: np.ndarray  # G x 2 (cpu millicores, memory bytes): the instance's capacity, not allocatable
+    group_capacity: (
+        np.ndarray
+    )  # G x 2 (cpu millicores, memory bytes): the instance's capacity, not allocatable
     group_price: np.ndarray  # G, dollars per hour
     group_headroom: np.ndarray  # G
     group_sig: np.ndarray  # G
@@ -86,7 +88,9 @@ class World:
         return self.resources.index(MEMORY) if MEMORY in self.resources else -1
 
     def shape_fits_group(self, s: int, g: int) -> bool:
-        return bool(self.compat[s, self.group_sig[g]]) and bool((self.shape_req[s] <= self.group_alloc[g]).all())
+        return bool(self.compat[s, self.group_sig[g]]) and bool(
+            (self.shape_req[s] <= self.group_alloc[g]).all()
+        )
 
     def per_node(self, s: int, cap: np.ndarray) -> int:
         req = self.shape_req[s]
@@ -111,7 +115,9 @@ def _relevant_keys(placements: list[Placement], topo: set[str]) -> set[str]:
 
 def build_world(snap: ClusterSnapshot) -> World:
     solvable = snap.solvable
-    resources = sorted({PODS, CPU, MEMORY} | {r for g in solvable for p in g.pending for r in p.requests})
+    resources = sorted(
+        {PODS, CPU, MEMORY} | {r for g in solvable for p in g.pending for r in p.requests}
+    )
     R = len(resources)
     vec = vectorizer(resources)
 
@@ -183,18 +189,32 @@ def build_world(snap: ClusterSnapshot) -> World:
         return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
     return World(
-        snap=snap, resources=resources, pods=pods,
-        pod_gang=np.array(pod_gang, dtype=np.int64), pod_shape=np.array(pod_shape, dtype=np.int64),
-        pod_index={p.key: i for i, p in enumerate(pods)}, gangs=gangs,
-        shape_req=arr(shape_req, R), shape_placement=shape_placement,
-        node_names=node_names, node_index={n: i for i, n in enumerate(node_names)},
-        node_free=arr(node_free, R), node_sig=np.array(node_sig, dtype=np.int64),
-        node_group=np.array(node_group, dtype=np.int64), node_upcoming=np.array(node_up, dtype=bool),
+        snap=snap,
+        resources=resources,
+        pods=pods,
+        pod_gang=np.array(pod_gang, dtype=np.int64),
+        pod_shape=np.array(pod_shape, dtype=np.int64),
+        pod_index={p.key: i for i, p in enumerate(pods)},
+        gangs=gangs,
+        shape_req=arr(shape_req, R),
+        shape_placement=shape_placement,
+        node_names=node_names,
+        node_index={n: i for i, n in enumerate(node_names)},
+        node_free=arr(node_free, R),
+        node_sig=np.array(node_sig, dtype=np.int64),
+        node_group=np.array(node_group, dtype=np.int64),
+        node_upcoming=np.array(node_up, dtype=bool),
         node_labels=node_labels,
-        group_names=[g.name for g in snap.groups], group_index=gindex, group_alloc=arr(group_alloc, R),
-        group_capacity=arr(group_cap, 2), group_price=np.array([g.price_per_hour for g in snap.groups], dtype=float),
+        group_names=[g.name for g in snap.groups],
+        group_index=gindex,
+        group_alloc=arr(group_alloc, R),
+        group_capacity=arr(group_cap, 2),
+        group_price=np.array([g.price_per_hour for g in snap.groups], dtype=float),
         group_headroom=np.array([g.headroom for g in snap.groups], dtype=np.int64),
-        group_sig=np.array(group_sig, dtype=np.int64), group_labels=[dict(g.labels) for g in snap.groups],
-        group_taints=[tuple(g.taints) for g in snap.groups], group_itype=[g.instance_type for g in snap.groups],
-        compat=compat, sig_count=len(sig_rules),
+        group_sig=np.array(group_sig, dtype=np.int64),
+        group_labels=[dict(g.labels) for g in snap.groups],
+        group_taints=[tuple(g.taints) for g in snap.groups],
+        group_itype=[g.instance_type for g in snap.groups],
+        compat=compat,
+        sig_count=len(sig_rules),
     )

@@ -14,11 +14,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from .aws_common import AwsClients, AwsOptions, AwsProvider, aws_pages, launch_template_instance_type
+from .aws_common import (
+    AwsClients,
+    AwsOptions,
+    AwsProvider,
+    aws_pages,
+    launch_template_instance_type,
+)
 from .base import Discovery, Instance, InstanceState, LaunchFailure, ScaleResult
 from .cache import TTLMemo
-from .errors import (NotFoundError, SizeLimitError,
-                     classify_message)
+from .errors import NotFoundError, SizeLimitError, classify_message
 from .tags import (
     TagError,
     auto_discovery_filters,
@@ -31,18 +36,30 @@ from .tags import (
 from .template import TemplateError, build_template
 
 ASG_STATES: dict[str, InstanceState] = {
-    "Pending": "launching", "Pending:Wait": "launching", "Pending:Proceed": "launching",
-    "InService": "running", "Standby": "running", "EnteringStandby": "running",
-    "Terminating": "deleting", "Terminating:Wait": "deleting", "Terminating:Proceed": "deleting",
-    "Terminated": "deleting", "Detaching": "deleting", "Detached": "deleting",
+    "Pending": "launching",
+    "Pending:Wait": "launching",
+    "Pending:Proceed": "launching",
+    "InService": "running",
+    "Standby": "running",
+    "EnteringStandby": "running",
+    "Terminating": "deleting",
+    "Terminating:Wait": "deleting",
+    "Terminating:Proceed": "deleting",
+    "Terminated": "deleting",
+    "Detaching": "deleting",
+    "Detached": "deleting",
     "Warmed:Pending": "launching",
 }
 
 
 def asg_instance(raw: dict[str, Any], group: str) -> Instance:
     """One `Instances` entry of DescribeAutoScalingGroups, as a member of `group`."""
-    return Instance(raw["InstanceId"], group, ASG_STATES.get(raw.get("LifecycleState", ""), "running"),
-                    raw.get("AvailabilityZone", ""))
+    return Instance(
+        raw["InstanceId"],
+        group,
+        ASG_STATES.get(raw.get("LifecycleState", ""), "running"),
+        raw.get("AvailabilityZone", ""),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +73,11 @@ class LaunchSpec:
     instance_types: tuple[str, ...] = ()  # mixed-instances overrides, in priority order
 
     def template_ref(self) -> dict[str, str]:
-        ref = {"LaunchTemplateId": self.template_id} if self.template_id else {"LaunchTemplateName": self.template_name}
+        ref = (
+            {"LaunchTemplateId": self.template_id}
+            if self.template_id
+            else {"LaunchTemplateName": self.template_name}
+        )
         ref["Version"] = self.version
         return ref
 
@@ -70,22 +91,35 @@ def launch_spec(asg: dict[str, Any]) -> LaunchSpec:
         types: list[str] = []
         for o in lt.get("Overrides", []) or []:
             if o.get("InstanceRequirements"):
-                raise TemplateError("attribute-based instance selection (InstanceRequirements) cannot be "
-                                    "templated; list the instance types as overrides")
+                raise TemplateError(
+                    "attribute-based instance selection (InstanceRequirements) cannot be "
+                    "templated; list the instance types as overrides"
+                )
             if str(o.get("WeightedCapacity", "1")) not in ("1", ""):
-                raise TemplateError("weighted capacity makes desired capacity count units, not nodes; "
-                                    "use weight 1 on every override")
+                raise TemplateError(
+                    "weighted capacity makes desired capacity count units, not nodes; "
+                    "use weight 1 on every override"
+                )
             if o.get("InstanceType"):
                 types.append(str(o["InstanceType"]))
-        return LaunchSpec(spec.get("LaunchTemplateId", ""), spec.get("LaunchTemplateName", ""),
-                          spec.get("Version") or "$Default", instance_types=tuple(types))
+        return LaunchSpec(
+            spec.get("LaunchTemplateId", ""),
+            spec.get("LaunchTemplateName", ""),
+            spec.get("Version") or "$Default",
+            instance_types=tuple(types),
+        )
     if asg.get("LaunchTemplate"):
         lt = asg["LaunchTemplate"]
-        return LaunchSpec(lt.get("LaunchTemplateId", ""), lt.get("LaunchTemplateName", ""),
-                          lt.get("Version") or "$Default")
+        return LaunchSpec(
+            lt.get("LaunchTemplateId", ""),
+            lt.get("LaunchTemplateName", ""),
+            lt.get("Version") or "$Default",
+        )
     if asg.get("LaunchConfigurationName"):
         return LaunchSpec(launch_configuration=str(asg["LaunchConfigurationName"]))
-    raise TemplateError("has neither a launch template, a mixed-instances policy nor a launch configuration")
+    raise TemplateError(
+        "has neither a launch template, a mixed-instances policy nor a launch configuration"
+    )
 
 
 class AsgProvider(AwsProvider):
@@ -94,12 +128,19 @@ class AsgProvider(AwsProvider):
     name = "aws-asg"
     no_cluster_name = "a cluster name is needed for tag discovery (--cluster-name)"
 
-    def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
+    def __init__(
+        self,
+        cluster_name: str,
+        options: AwsOptions | None = None,
+        clients: AwsClients | None = None,
+    ):
         super().__init__(cluster_name, options, clients)
         self._groups: TTLMemo[list[dict[str, Any]]] = TTLMemo(self.options.groups_ttl, maxsize=4)
         self._launch_types: TTLMemo[tuple[str, ...]] = TTLMemo(self.options.templates_ttl)
         self.ca_managed: list[str] = []  # discovered groups CA's default auto-discovery also finds
-        self.filters = auto_discovery_filters(self.options.auto_discovery, cluster_name, cluster_named_tag=True)
+        self.filters = auto_discovery_filters(
+            self.options.auto_discovery, cluster_name, cluster_named_tag=True
+        )
 
     # ------------------------------------------------------------ describe
     def _tagged_groups(self) -> list[dict[str, Any]]:
@@ -109,21 +150,37 @@ class AsgProvider(AwsProvider):
     def _describe_tagged(self) -> list[dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
         for f in self.filters:
-            aws_filters = [{"Name": f"tag:{k}", "Values": [v]} if v is not None else {"Name": "tag-key", "Values": [k]}
-                           for k, v in f.tags]
-            for raw in aws_pages(self.clients, self.name, "autoscaling", "DescribeAutoScalingGroups",
-                                 "AutoScalingGroups", Filters=aws_filters):
+            aws_filters = [
+                {"Name": f"tag:{k}", "Values": [v]}
+                if v is not None
+                else {"Name": "tag-key", "Values": [k]}
+                for k, v in f.tags
+            ]
+            for raw in aws_pages(
+                self.clients,
+                self.name,
+                "autoscaling",
+                "DescribeAutoScalingGroups",
+                "AutoScalingGroups",
+                Filters=aws_filters,
+            ):
                 if f.matches(tag_map(raw.get("Tags"))):
                     found.setdefault(str(raw.get("AutoScalingGroupName")), raw)
         return list(found.values())
 
     def _group(self, group: str) -> dict[str, Any]:
         """One group, read fresh: sizes are decided on the cloud's current word, never a cached one."""
-        found = self._call("autoscaling", "DescribeAutoScalingGroups", group,
-                           AutoScalingGroupNames=[group])["AutoScalingGroups"]
+        found = self._call(
+            "autoscaling", "DescribeAutoScalingGroups", group, AutoScalingGroupNames=[group]
+        )["AutoScalingGroups"]
         if not found:
-            raise NotFoundError("no such Auto Scaling group", code="AutoScalingGroupNotFound",
-                                operation="DescribeAutoScalingGroups", group=group, provider=self.name)
+            raise NotFoundError(
+                "no such Auto Scaling group",
+                code="AutoScalingGroupNotFound",
+                operation="DescribeAutoScalingGroups",
+                group=group,
+                provider=self.name,
+            )
         return found[0]
 
     def _instance_types_of(self, spec: LaunchSpec, group: str) -> tuple[str, ...]:
@@ -131,15 +188,20 @@ class AsgProvider(AwsProvider):
             return spec.instance_types
         if spec.launch_configuration:
             key = ("lc", spec.launch_configuration)
-            return self._launch_types.get(key, lambda: self._lc_types(spec.launch_configuration, group))
+            return self._launch_types.get(
+                key, lambda: self._lc_types(spec.launch_configuration, group)
+            )
         key = ("lt", spec.template_id or spec.template_name, spec.version)
         return self._launch_types.get(key, lambda: self._lt_types(spec, group))
 
     def _lc_types(self, name: str, group: str) -> tuple[str, ...]:
-        lcs = self._call("autoscaling", "DescribeLaunchConfigurations", group,
-                         LaunchConfigurationNames=[name])["LaunchConfigurations"]
+        lcs = self._call(
+            "autoscaling", "DescribeLaunchConfigurations", group, LaunchConfigurationNames=[name]
+        )["LaunchConfigurations"]
         if not lcs:
-            raise NotFoundError(f"launch configuration {name!r} not found", group=group, provider=self.name)
+            raise NotFoundError(
+                f"launch configuration {name!r} not found", group=group, provider=self.name
+            )
         return (str(lcs[0]["InstanceType"]),)
 
     def _lt_types(self, spec: LaunchSpec, group: str) -> tuple[str, ...]:
@@ -147,8 +209,10 @@ class AsgProvider(AwsProvider):
         ref.pop("Version")
         itype = launch_template_instance_type(self.clients, self.name, group, ref, spec.version)
         if not itype:
-            raise TemplateError(f"launch template {spec.template_id or spec.template_name} version {spec.version} "
-                                "names no instance type")
+            raise TemplateError(
+                f"launch template {spec.template_id or spec.template_name} version {spec.version} "
+                "names no instance type"
+            )
         return (itype,)
 
     # ------------------------------------------------------------ discovery
@@ -169,7 +233,9 @@ class AsgProvider(AwsProvider):
         self._raw = {}
         for raw in sorted(raws, key=lambda r: r["AutoScalingGroupName"]):
             name = raw["AutoScalingGroupName"]
-            self._adopt(out, "group", name, raw, lambda: self._template_of(raw, specs[name], out.warnings))
+            self._adopt(
+                out, "group", name, raw, lambda: self._template_of(raw, specs[name], out.warnings)
+            )
         return out
 
     def _template_of(self, raw: dict[str, Any], spec: LaunchSpec | Exception, warnings: list[str]):
@@ -189,14 +255,24 @@ class AsgProvider(AwsProvider):
         template_tags = parse_template_tags(tags)
         warnings.extend(f"{self.name} group {name}: {n}" for n in template_tags.notes)
         group = build_template(
-            name, self.types.smallest(self._instance_types_of(spec, name)),
-            min_size=int(raw["MinSize"]), max_size=int(raw["MaxSize"]), target_size=int(raw["DesiredCapacity"]),
-            tags=template_tags, reserve=self.options.reserve, zones=list(raw.get("AvailabilityZones") or []),
-            region=self.clients.region)
+            name,
+            self.types.smallest(self._instance_types_of(spec, name)),
+            min_size=int(raw["MinSize"]),
+            max_size=int(raw["MaxSize"]),
+            target_size=int(raw["DesiredCapacity"]),
+            tags=template_tags,
+            reserve=self.options.reserve,
+            zones=list(raw.get("AvailabilityZones") or []),
+            region=self.clients.region,
+        )
         suspended = {p.get("ProcessName") for p in raw.get("SuspendedProcesses") or []}
         if "Launch" in suspended:
-            warnings.append(f"{self.name} group {name}: the Launch process is suspended; it will not be grown")
-            group = replace(group, max_size=min(group.max_size, max(group.current_size, group.min_size)))
+            warnings.append(
+                f"{self.name} group {name}: the Launch process is suspended; it will not be grown"
+            )
+            group = replace(
+                group, max_size=min(group.max_size, max(group.current_size, group.min_size))
+            )
         self._check_group(raw, spec, warnings)
         return group
 
@@ -213,14 +289,24 @@ class AsgProvider(AwsProvider):
         raw = self._group(group)
         cur, top = int(raw["DesiredCapacity"]), int(raw["MaxSize"])
         if cur + delta > top:
-            raise SizeLimitError(f"desired {cur} + {delta} exceeds max size {top}", operation=operation,
-                                 group=group, provider=self.name)
+            raise SizeLimitError(
+                f"desired {cur} + {delta} exceeds max size {top}",
+                operation=operation,
+                group=group,
+                provider=self.name,
+            )
         return raw, cur
 
     def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         _, cur = self._growable(group, delta, "SetDesiredCapacity")
-        self._call("autoscaling", "SetDesiredCapacity", group, AutoScalingGroupName=group,
-                   DesiredCapacity=cur + delta, HonorCooldown=False)
+        self._call(
+            "autoscaling",
+            "SetDesiredCapacity",
+            group,
+            AutoScalingGroupName=group,
+            DesiredCapacity=cur + delta,
+            HonorCooldown=False,
+        )
         self._groups.invalidate()
         return ScaleResult(group, cur, cur + delta)
 
@@ -229,15 +315,28 @@ class AsgProvider(AwsProvider):
         members = {i["InstanceId"] for i in raw.get("Instances", [])}
         strangers = [i for i in instance_ids if i not in members]
         if strangers:
-            raise NotFoundError(f"instances {', '.join(strangers)} are not in the group",
-                                operation="TerminateInstanceInAutoScalingGroup", group=group, provider=self.name)
+            raise NotFoundError(
+                f"instances {', '.join(strangers)} are not in the group",
+                operation="TerminateInstanceInAutoScalingGroup",
+                group=group,
+                provider=self.name,
+            )
         cur = int(raw["DesiredCapacity"])
         if cur - len(instance_ids) < int(raw["MinSize"]):
-            raise SizeLimitError(f"desired {cur} - {len(instance_ids)} would go below min size {raw['MinSize']}",
-                                 operation="TerminateInstanceInAutoScalingGroup", group=group, provider=self.name)
+            raise SizeLimitError(
+                f"desired {cur} - {len(instance_ids)} would go below min size {raw['MinSize']}",
+                operation="TerminateInstanceInAutoScalingGroup",
+                group=group,
+                provider=self.name,
+            )
         for iid in instance_ids:
-            self._call("autoscaling", "TerminateInstanceInAutoScalingGroup", group, InstanceId=iid,
-                       ShouldDecrementDesiredCapacity=True)
+            self._call(
+                "autoscaling",
+                "TerminateInstanceInAutoScalingGroup",
+                group,
+                InstanceId=iid,
+                ShouldDecrementDesiredCapacity=True,
+            )
         self._groups.invalidate()
         return ScaleResult(group, cur, cur - len(instance_ids), tuple(instance_ids))
 
@@ -245,17 +344,33 @@ class AsgProvider(AwsProvider):
         self._check_delta(group, delta, self.name)
         raw = self._group(group)
         cur = int(raw["DesiredCapacity"])
-        live = sum(1 for i in raw.get("Instances", []) if asg_instance(i, group).state != "deleting")
+        live = sum(
+            1 for i in raw.get("Instances", []) if asg_instance(i, group).state != "deleting"
+        )
         new = cur - delta
         if new < live:
-            raise SizeLimitError(f"desired {cur} - {delta} is below the {live} instances the group has; "
-                                 "give back specific instances with delete_instances",
-                                 operation="SetDesiredCapacity", group=group, provider=self.name)
+            raise SizeLimitError(
+                f"desired {cur} - {delta} is below the {live} instances the group has; "
+                "give back specific instances with delete_instances",
+                operation="SetDesiredCapacity",
+                group=group,
+                provider=self.name,
+            )
         if new < int(raw["MinSize"]):
-            raise SizeLimitError(f"desired {new} would go below min size {raw['MinSize']}",
-                                 operation="SetDesiredCapacity", group=group, provider=self.name)
-        self._call("autoscaling", "SetDesiredCapacity", group, AutoScalingGroupName=group, DesiredCapacity=new,
-                   HonorCooldown=False)
+            raise SizeLimitError(
+                f"desired {new} would go below min size {raw['MinSize']}",
+                operation="SetDesiredCapacity",
+                group=group,
+                provider=self.name,
+            )
+        self._call(
+            "autoscaling",
+            "SetDesiredCapacity",
+            group,
+            AutoScalingGroupName=group,
+            DesiredCapacity=new,
+            HonorCooldown=False,
+        )
         self._groups.invalidate()
         return ScaleResult(group, cur, new)
 
@@ -264,24 +379,43 @@ class AsgProvider(AwsProvider):
         return [asg_instance(i, group) for i in self._group(group).get("Instances", [])]
 
     def launch_failures(self, group: str, since: datetime) -> list[LaunchFailure]:
-        activities = self._call("autoscaling", "DescribeScalingActivities", group, AutoScalingGroupName=group,
-                                MaxRecords=50)["Activities"]
+        activities = self._call(
+            "autoscaling",
+            "DescribeScalingActivities",
+            group,
+            AutoScalingGroupName=group,
+            MaxRecords=50,
+        )["Activities"]
         since = since if since.tzinfo else since.replace(tzinfo=timezone.utc)
         out = []
         for a in activities:
             start = a.get("StartTime")
-            if a.get("StatusCode") not in ("Failed", "Cancelled") or not isinstance(start, datetime):
+            if a.get("StatusCode") not in ("Failed", "Cancelled") or not isinstance(
+                start, datetime
+            ):
                 continue
             start = start if start.tzinfo else start.replace(tzinfo=timezone.utc)
             if start < since:
                 continue
             text = str(a.get("StatusMessage") or a.get("Description") or "launch failed")
             cls = classify_message(text)
-            out.append(LaunchFailure(group, start, cls(text, code="ScalingActivityFailed",
-                                                       operation="DescribeScalingActivities", group=group,
-                                                       provider=self.name)))
+            out.append(
+                LaunchFailure(
+                    group,
+                    start,
+                    cls(
+                        text,
+                        code="ScalingActivityFailed",
+                        operation="DescribeScalingActivities",
+                        group=group,
+                        provider=self.name,
+                    ),
+                )
+            )
         return out
 
     def instance_groups(self) -> dict[str, str]:
         raws = self._raw.values() if self._raw else self._tagged_groups()
-        return {i["InstanceId"]: r["AutoScalingGroupName"] for r in raws for i in r.get("Instances", [])}
+        return {
+            i["InstanceId"]: r["AutoScalingGroupName"] for r in raws for i in r.get("Instances", [])
+        }

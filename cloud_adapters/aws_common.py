@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 from .base import Discovery, NodeGroupProvider, SystemReserve
 from .cache import TTLMemo
@@ -76,11 +77,20 @@ class AwsClients:
 
             try:
                 self._clients[service] = self._session.client(
-                    service, endpoint_url=self.options.endpoint_url, config=self._config,
-                    region_name=self.options.region)
+                    service,
+                    endpoint_url=self.options.endpoint_url,
+                    config=self._config,
+                    region_name=self.options.region,
+                )
             except NoRegionError:
-                raise CloudError("no AWS region: pass --region or set AWS_REGION", code="NoRegion") from None
-            log.debug("aws client %s endpoint=%s", service, redact_url(self.options.endpoint_url) or "default")
+                raise CloudError(
+                    "no AWS region: pass --region or set AWS_REGION", code="NoRegion"
+                ) from None
+            log.debug(
+                "aws client %s endpoint=%s",
+                service,
+                redact_url(self.options.endpoint_url) or "default",
+            )
         return self._clients[service]
 
 
@@ -100,24 +110,42 @@ def translated(provider: str, operation: str, group: str = "") -> Iterator[None]
         err = exc.response.get("Error", {}) if isinstance(exc.response, dict) else {}
         code = str(err.get("Code") or "")
         message = str(err.get("Message") or code or "request failed")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(exc.response, dict) else None
+        status = (
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(exc.response, dict)
+            else None
+        )
         cls = error_class(code)
         if cls is CloudError and status == 404:
             cls = NotFoundError
         if cls is CloudError and status == 403:
             cls = PermissionError_
-        raise cls(redact_text(message), code=code, operation=operation, group=group, provider=provider) from None
+        raise cls(
+            redact_text(message), code=code, operation=operation, group=group, provider=provider
+        ) from None
     except (NoCredentialsError, PartialCredentialsError) as exc:
-        raise PermissionError_(f"no usable AWS credentials ({type(exc).__name__})", code=type(exc).__name__,
-                               operation=operation, group=group, provider=provider) from None
+        raise PermissionError_(
+            f"no usable AWS credentials ({type(exc).__name__})",
+            code=type(exc).__name__,
+            operation=operation,
+            group=group,
+            provider=provider,
+        ) from None
     except BotoCoreError as exc:
         # botocore quotes the endpoint URL (EndpointConnectionError): drop any user:password in it
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise CloudError(redact_text(first)[:300], code=type(exc).__name__, operation=operation, group=group,
-                         provider=provider) from None
+        raise CloudError(
+            redact_text(first)[:300],
+            code=type(exc).__name__,
+            operation=operation,
+            group=group,
+            provider=provider,
+        ) from None
 
 
-def aws_call(clients: AwsClients, provider: str, service: str, operation: str, group: str = "", **params: Any) -> Any:
+def aws_call(
+    clients: AwsClients, provider: str, service: str, operation: str, group: str = "", **params: Any
+) -> Any:
     """One API call by its operation name (`SetDesiredCapacity`), errors typed."""
     client = clients.client(service)
     method = getattr(client, _snake(operation))
@@ -126,7 +154,9 @@ def aws_call(clients: AwsClients, provider: str, service: str, operation: str, g
         return method(**params)
 
 
-def aws_pages(clients: AwsClients, provider: str, service: str, operation: str, key: str, **params: Any) -> list[Any]:
+def aws_pages(
+    clients: AwsClients, provider: str, service: str, operation: str, key: str, **params: Any
+) -> list[Any]:
     """Every item under `key` across all pages."""
     client = clients.client(service)
     out: list[Any] = []
@@ -154,15 +184,16 @@ class InstanceTypes:
         self._memo: TTLMemo[MachineShape | str] = TTLMemo(clients.options.instance_types_ttl)
 
     def _describe(self, names: list[str]) -> list[dict[str, Any]]:
-        return aws_call(self._clients, self._provider, "ec2", "DescribeInstanceTypes",
-                        InstanceTypes=names)["InstanceTypes"]
+        return aws_call(
+            self._clients, self._provider, "ec2", "DescribeInstanceTypes", InstanceTypes=names
+        )["InstanceTypes"]
 
     def prefetch(self, names: set[str]) -> None:
         """One call for every type not cached yet; a bad name falls back to one call per type."""
         missing = sorted(n for n in names if self._memo.peek(n) is None)
         for i in range(0, len(missing), 100):
             try:
-                infos = self._describe(missing[i:i + 100])
+                infos = self._describe(missing[i : i + 100])
             except CloudError as exc:
                 if _fatal(exc):
                     raise
@@ -189,7 +220,9 @@ class InstanceTypes:
         except CloudError as exc:
             if _fatal(exc):
                 raise
-            raise TemplateError(f"instance type {name!r} could not be described ({exc.message})") from None
+            raise TemplateError(
+                f"instance type {name!r} could not be described ({exc.message})"
+            ) from None
         if not infos:
             return f"instance type {name!r} is unknown to EC2"
         return self._shape_or_reason(infos[0])
@@ -202,18 +235,27 @@ class InstanceTypes:
             return str(exc)
 
 
-def launch_template_instance_type(clients: AwsClients, provider: str, group: str, ref: dict[str, str],
-                                  version: str) -> str | None:
+def launch_template_instance_type(
+    clients: AwsClients, provider: str, group: str, ref: dict[str, str], version: str
+) -> str | None:
     """The instance type a launch template version names (`ref`: LaunchTemplateId or LaunchTemplateName)."""
-    versions = aws_call(clients, provider, "ec2", "DescribeLaunchTemplateVersions", group, **ref,
-                        Versions=[version])["LaunchTemplateVersions"]
+    versions = aws_call(
+        clients, provider, "ec2", "DescribeLaunchTemplateVersions", group, **ref, Versions=[version]
+    )["LaunchTemplateVersions"]
     itype = versions[0].get("LaunchTemplateData", {}).get("InstanceType") if versions else None
     return str(itype) if itype else None
 
 
-MUTATING_OPERATIONS = frozenset({  # every AWS call that changes something: fenced by the controller's hook
-    "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CreateFleet", "AttachInstances",
-    "TerminateInstances", "UpdateNodegroupConfig"})
+MUTATING_OPERATIONS = frozenset(
+    {  # every AWS call that changes something: fenced by the controller's hook
+        "SetDesiredCapacity",
+        "TerminateInstanceInAutoScalingGroup",
+        "CreateFleet",
+        "AttachInstances",
+        "TerminateInstances",
+        "UpdateNodegroupConfig",
+    }
+)
 
 
 class AwsProvider(NodeGroupProvider):
@@ -222,7 +264,12 @@ class AwsProvider(NodeGroupProvider):
 
     no_cluster_name = "a cluster name is needed (--cluster-name)"
 
-    def __init__(self, cluster_name: str, options: AwsOptions | None = None, clients: AwsClients | None = None):
+    def __init__(
+        self,
+        cluster_name: str,
+        options: AwsOptions | None = None,
+        clients: AwsClients | None = None,
+    ):
         super().__init__()
         if not cluster_name:
             raise CloudError(self.no_cluster_name, code="NoClusterName", provider=self.name)
@@ -231,7 +278,9 @@ class AwsProvider(NodeGroupProvider):
         self.clients = clients or AwsClients(self.options)
         self.types = InstanceTypes(self.clients, self.name)
         self._raw: dict[str, dict[str, Any]] = {}
-        self.iam_unscoped: list[str] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
+        self.iam_unscoped: list[
+            str
+        ] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
     def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
         mutating = operation in MUTATING_OPERATIONS
@@ -242,7 +291,14 @@ class AwsProvider(NodeGroupProvider):
             self._after_mutation(operation, group)
         return out
 
-    def _adopt(self, out: Discovery, what: str, name: str, raw: dict[str, Any], build: Callable[[], NodeGroup]) -> None:
+    def _adopt(
+        self,
+        out: Discovery,
+        what: str,
+        name: str,
+        raw: dict[str, Any],
+        build: Callable[[], NodeGroup],
+    ) -> None:
         """One discovered group into `out`; an odd one (an unknown AWS error code, a field missing) is skipped with
         a warning and never hides the others, an account-wide error (permissions, throttling) is raised once."""
         try:

@@ -29,7 +29,9 @@ from .errors import CapacityError, CloudError, NotFoundError, UnsupportedError, 
 from .tags import GANGSCALE_CLUSTER_TAG, NODE_GROUP_TAG, tag_map
 from .template import TemplateError
 
-CLIENT_TOKEN_TAG = "gangscale.io/client-token"  # on every instance a fleet launched: the request's token
+CLIENT_TOKEN_TAG = (
+    "gangscale.io/client-token"  # on every instance a fleet launched: the request's token
+)
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
 _ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -44,13 +46,17 @@ class FleetProvider(AsgProvider):
     def _check_group(self, raw: dict[str, Any], spec: LaunchSpec, warnings: list[str]) -> None:
         name = raw["AutoScalingGroupName"]
         if spec.launch_configuration:
-            raise TemplateError("aws-fleet launches from the group's launch template; this group has a launch "
-                                "configuration (migrate it to a launch template or use aws-asg)")
+            raise TemplateError(
+                "aws-fleet launches from the group's launch template; this group has a launch "
+                "configuration (migrate it to a launch template or use aws-asg)"
+            )
         zones = raw.get("AvailabilityZones") or []
         suspended = {p.get("ProcessName") for p in raw.get("SuspendedProcesses") or []}
         if len(zones) > 1 and "AZRebalance" not in suspended:
-            warnings.append(f"{self.name} group {name}: spans {len(zones)} zones and AZRebalance is active; "
-                            "the group may move a single-zone gang's nodes (suspend AZRebalance)")
+            warnings.append(
+                f"{self.name} group {name}: spans {len(zones)} zones and AZRebalance is active; "
+                "the group may move a single-zone gang's nodes (suspend AZRebalance)"
+            )
 
     def increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         raw, cur = self._growable(group, delta, "CreateFleet")
@@ -58,8 +64,13 @@ class FleetProvider(AsgProvider):
             spec = launch_spec(raw)
             self._check_group(raw, spec, [])
         except TemplateError as exc:
-            raise UnsupportedError(str(exc), code="NotTemplatable", operation="CreateFleet", group=group,
-                                   provider=self.name) from None
+            raise UnsupportedError(
+                str(exc),
+                code="NotTemplatable",
+                operation="CreateFleet",
+                group=group,
+                provider=self.name,
+            ) from None
         itype = self.template(group).instance_type
         ids = self._launch(group, raw, spec, itype, delta, token or f"gangscale-{uuid.uuid4()}")
         try:
@@ -72,74 +83,131 @@ class FleetProvider(AsgProvider):
         return ScaleResult(group, cur, cur + delta, tuple(ids))
 
     # ---------------------------------------------------------------- steps
-    def _launch(self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int,
-                token: str) -> list[str]:
-        subnets = [s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()]
+    def _launch(
+        self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int, token: str
+    ) -> list[str]:
+        subnets = [
+            s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()
+        ]
         if subnets:
             overrides = [{"InstanceType": itype, "SubnetId": s} for s in subnets]
         else:
-            overrides = [{"InstanceType": itype, "AvailabilityZone": z} for z in raw.get("AvailabilityZones") or []]
-        tags = [{"Key": k, "Value": v} for k, v in tag_map(
-            [t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")]).items() if not k.startswith("aws:")]
+            overrides = [
+                {"InstanceType": itype, "AvailabilityZone": z}
+                for z in raw.get("AvailabilityZones") or []
+            ]
+        tags = [
+            {"Key": k, "Value": v}
+            for k, v in tag_map(
+                [t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")]
+            ).items()
+            if not k.startswith("aws:")
+        ]
         tags = [t for t in tags if t["Key"] not in (NODE_GROUP_TAG, GANGSCALE_CLUSTER_TAG)]
         tags.append({"Key": NODE_GROUP_TAG, "Value": group})
-        tags.append({"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name})  # what the IAM policy lets us end
-        tags.append({"Key": CLIENT_TOKEN_TAG, "Value": token})  # a restart finds this request's instances
+        tags.append(
+            {"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name}
+        )  # what the IAM policy lets us end
+        tags.append(
+            {"Key": CLIENT_TOKEN_TAG, "Value": token}
+        )  # a restart finds this request's instances
         resp = self._call(
-            "ec2", "CreateFleet", group,
+            "ec2",
+            "CreateFleet",
+            group,
             Type="instant",
             ClientToken=token,  # a retried call (or a replayed record) cannot launch twice
-            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": spec.template_ref(), "Overrides": overrides}],
-            TargetCapacitySpecification={"TotalTargetCapacity": n, "OnDemandTargetCapacity": n,
-                                         "DefaultTargetCapacityType": "on-demand"},
-            OnDemandOptions={"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": n},
+            LaunchTemplateConfigs=[
+                {"LaunchTemplateSpecification": spec.template_ref(), "Overrides": overrides}
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": n,
+                "OnDemandTargetCapacity": n,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            OnDemandOptions={
+                "SingleAvailabilityZone": True,
+                "SingleInstanceType": True,
+                "MinTargetCapacity": n,
+            },
             TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
         )
         ids = [i for item in resp.get("Instances") or [] for i in item.get("InstanceIds") or []]
-        if len(ids) > n:  # never more than asked: the group would grow past the plan (and the gang's record)
+        if (
+            len(ids) > n
+        ):  # never more than asked: the group would grow past the plan (and the gang's record)
             self._terminate(group, ids[n:])
             ids = ids[:n]
         if len(ids) == n:
             return ids
         errors = resp.get("Errors") or []
         code = str(errors[0].get("ErrorCode") or "") if errors else "UnfulfillableCapacity"
-        text = str(errors[0].get("ErrorMessage") or code) if errors else "fleet returned fewer instances"
+        text = (
+            str(errors[0].get("ErrorMessage") or code)
+            if errors
+            else "fleet returned fewer instances"
+        )
         cls = error_class(code)
         cls = cls if cls is not CloudError else CapacityError
         note = ""
         if ids:
             note = self._terminate(group, ids)
-        raise cls(f"{len(ids)} of {n} {itype} instances launched, none kept: {text}{note}", code=code,
-                  operation="CreateFleet", group=group, provider=self.name)
+        raise cls(
+            f"{len(ids)} of {n} {itype} instances launched, none kept: {text}{note}",
+            code=code,
+            operation="CreateFleet",
+            group=group,
+            provider=self.name,
+        )
 
     def _wait_running(self, group: str, ids: list[str]) -> None:
         """AttachInstances takes running instances only; a deposed leader stops waiting (the fence raises)."""
         waited = 0.0
         while True:
-            self._before_mutation("AttachInstances", group)  # not the leader any more: stop here, not later
+            self._before_mutation(
+                "AttachInstances", group
+            )  # not the leader any more: stop here, not later
             try:
-                reservations = self._call("ec2", "DescribeInstances", group, InstanceIds=ids)["Reservations"]
+                reservations = self._call("ec2", "DescribeInstances", group, InstanceIds=ids)[
+                    "Reservations"
+                ]
                 states = {i["InstanceId"]: i for r in reservations for i in r.get("Instances", [])}
             except NotFoundError:
                 states = {}  # eventual consistency right after launch
             ended = [i for i in states.values() if i.get("State", {}).get("Name") in _ENDED]
             if ended:
                 reason = (ended[0].get("StateReason") or {}).get("Message", "")
-                raise CapacityError(f"instance {ended[0]['InstanceId']} ended before joining the group {reason}".strip(),
-                                    code="InstanceEnded", operation="DescribeInstances", group=group,
-                                    provider=self.name)
-            if len(states) == len(ids) and all(i.get("State", {}).get("Name") == "running" for i in states.values()):
+                raise CapacityError(
+                    f"instance {ended[0]['InstanceId']} ended before joining the group {reason}".strip(),
+                    code="InstanceEnded",
+                    operation="DescribeInstances",
+                    group=group,
+                    provider=self.name,
+                )
+            if len(states) == len(ids) and all(
+                i.get("State", {}).get("Name") == "running" for i in states.values()
+            ):
                 return
             if waited >= self.options.running_timeout:
-                raise CapacityError(f"instances not running after {waited:.0f}s", code="LaunchTimeout",
-                                    operation="DescribeInstances", group=group, provider=self.name)
+                raise CapacityError(
+                    f"instances not running after {waited:.0f}s",
+                    code="LaunchTimeout",
+                    operation="DescribeInstances",
+                    group=group,
+                    provider=self.name,
+                )
             self.options.sleep(self.options.poll_interval)
             waited += self.options.poll_interval
 
     def _attach(self, group: str, ids: list[str]) -> None:
         for i in range(0, len(ids), ATTACH_BATCH):
-            self._call("autoscaling", "AttachInstances", group, AutoScalingGroupName=group,
-                       InstanceIds=ids[i:i + ATTACH_BATCH])
+            self._call(
+                "autoscaling",
+                "AttachInstances",
+                group,
+                AutoScalingGroupName=group,
+                InstanceIds=ids[i : i + ATTACH_BATCH],
+            )
 
     def _terminate(self, group: str, ids: list[str]) -> str:
         """Give back instances that are not in the group; a note for the error message when that fails."""
@@ -160,8 +228,13 @@ class FleetProvider(AsgProvider):
         notes = []
         for iid in attached:
             try:
-                self._call("autoscaling", "TerminateInstanceInAutoScalingGroup", group, InstanceId=iid,
-                           ShouldDecrementDesiredCapacity=True)
+                self._call(
+                    "autoscaling",
+                    "TerminateInstanceInAutoScalingGroup",
+                    group,
+                    InstanceId=iid,
+                    ShouldDecrementDesiredCapacity=True,
+                )
             except CloudError as exc:
                 notes.append(f"{iid}: {exc}")
         if loose:
@@ -195,11 +268,18 @@ class FleetProvider(AsgProvider):
 
     def _tagged_instances(self, tag_key: str) -> list[dict[str, Any]]:
         """This cluster's pending or running instances that carry `tag_key`."""
-        filters = [{"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]},
-                   {"Name": "tag-key", "Values": [tag_key]},
-                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
-        return [i for r in aws_pages(self.clients, self.name, "ec2", "DescribeInstances", "Reservations",
-                                     Filters=filters) for i in r.get("Instances") or []]
+        filters = [
+            {"Name": f"tag:{GANGSCALE_CLUSTER_TAG}", "Values": [self.cluster_name]},
+            {"Name": "tag-key", "Values": [tag_key]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+        return [
+            i
+            for r in aws_pages(
+                self.clients, self.name, "ec2", "DescribeInstances", "Reservations", Filters=filters
+            )
+            for i in r.get("Instances") or []
+        ]
 
     def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
         """Wait until the loose instances run, then attach them (the group's desired grows by as many)."""
@@ -217,6 +297,10 @@ class FleetProvider(AsgProvider):
 def _loose(raw: dict[str, Any]) -> LooseInstance:
     tags = tag_map(raw.get("Tags"))
     launched = raw.get("LaunchTime")
-    return LooseInstance(raw["InstanceId"], tags.get(NODE_GROUP_TAG, ""), tags.get(CLIENT_TOKEN_TAG, ""),
-                         launched.timestamp() if isinstance(launched, datetime) else 0.0,
-                         str((raw.get("State") or {}).get("Name") or ""))
+    return LooseInstance(
+        raw["InstanceId"],
+        tags.get(NODE_GROUP_TAG, ""),
+        tags.get(CLIENT_TOKEN_TAG, ""),
+        launched.timestamp() if isinstance(launched, datetime) else 0.0,
+        str((raw.get("State") or {}).get("Name") or ""),
+    )

@@ -17,13 +17,13 @@ restart can find what a call launched (`loose_instances`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, ClassVar, Literal
-
-from .types import Node, NodeGroup
+from typing import ClassVar, Literal
 
 from .errors import CloudError, NotFoundError, UnsupportedError
+from .types import Node, NodeGroup
 
 InstanceState = Literal["launching", "running", "deleting", "failed"]
 
@@ -124,7 +124,9 @@ class NodeGroupProvider(ABC):
 
     def __init__(self) -> None:
         self._templates: dict[str, NodeGroup] = {}
-        self.before_mutation: MutationHook | None = None  # the controller's fence; may raise to stop the call
+        self.before_mutation: MutationHook | None = (
+            None  # the controller's fence; may raise to stop the call
+        )
         self.after_mutation: MutationHook | None = None
 
     def _before_mutation(self, op: str, group: str) -> None:
@@ -156,7 +158,9 @@ class NodeGroupProvider(ABC):
         try:
             return self._templates[group]
         except KeyError:
-            raise NotFoundError(f"no discovered node group named {group!r}", group=group, provider=self.name) from None
+            raise NotFoundError(
+                f"no discovered node group named {group!r}", group=group, provider=self.name
+            ) from None
 
     # --------------------------------------------------------------- sizing
     @abstractmethod
@@ -173,9 +177,16 @@ class NodeGroupProvider(ABC):
     def atomic_increase_size(self, group: str, delta: int, token: str = "") -> ScaleResult:
         """Add `delta` nodes all together or none (CA's AtomicIncreaseSize)."""
         if self.atomic:
-            return self.increase_size(group, delta, token) if token else self.increase_size(group, delta)
-        raise UnsupportedError(f"{self.name} cannot add nodes atomically; use aws-fleet", group=group,
-                               provider=self.name)
+            return (
+                self.increase_size(group, delta, token)
+                if token
+                else self.increase_size(group, delta)
+            )
+        raise UnsupportedError(
+            f"{self.name} cannot add nodes atomically; use aws-fleet",
+            group=group,
+            provider=self.name,
+        )
 
     @abstractmethod
     def delete_instances(self, group: str, instance_ids: list[str]) -> ScaleResult:
@@ -215,12 +226,15 @@ class NodeGroupProvider(ABC):
 
     def adopt(self, group: str, instance_ids: list[str]) -> ScaleResult:
         """Put loose instances into their group (raising its target by as many)."""
-        raise UnsupportedError(f"{self.name} launches no instances outside its groups", group=group,
-                               provider=self.name)
+        raise UnsupportedError(
+            f"{self.name} launches no instances outside its groups", group=group, provider=self.name
+        )
 
     def terminate_loose(self, instance_ids: list[str]) -> None:
         """Terminate loose instances (never a group member)."""
-        raise UnsupportedError(f"{self.name} launches no instances outside its groups", provider=self.name)
+        raise UnsupportedError(
+            f"{self.name} launches no instances outside its groups", provider=self.name
+        )
 
     def scheduler_scoring(self) -> SchedulerScoring | None:
         """The cluster's scheduler scoring strategy where the cloud runs the control plane (aws-eks); None: the
@@ -233,5 +247,9 @@ class NodeGroupProvider(ABC):
     @staticmethod
     def _check_delta(group: str, delta: int, provider: str) -> None:
         if not isinstance(delta, int) or isinstance(delta, bool) or delta <= 0:
-            raise CloudError(f"size delta must be a positive integer, got {delta!r}", code="InvalidDelta",
-                             group=group, provider=provider)
+            raise CloudError(
+                f"size delta must be a positive integer, got {delta!r}",
+                code="InvalidDelta",
+                group=group,
+                provider=provider,
+            )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 from cachetools import TTLCache
 
@@ -15,7 +16,9 @@ class TTLMemo(Generic[V]):
     """`get(key, load)` returns the cached value younger than `ttl` seconds, else loads and keeps it."""
 
     def __init__(self, ttl: float, maxsize: int = 1024, timer: Callable[[], float] | None = None):
-        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=ttl, **({"timer": timer} if timer else {}))
+        self._cache: TTLCache = TTLCache(
+            maxsize=maxsize, ttl=ttl, **({"timer": timer} if timer else {})
+        )
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, load: Callable[[], V]) -> V:

@@ -32,7 +32,15 @@ class CloudError(Exception):
     kind: ClassVar[ErrorKind] = ErrorKind.CLOUD
     retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, code: str = "", operation: str = "", group: str = "", provider: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        operation: str = "",
+        group: str = "",
+        provider: str = "",
+    ):
         super().__init__(message)
         self.message = message
         self.code = code
@@ -99,50 +107,139 @@ class SizeLimitError(CloudError):
 
 # AWS error codes (EC2, Auto Scaling, EKS) by the class they mean.
 _CODES: dict[type[CloudError], frozenset[str]] = {
-    CapacityError: frozenset({
-        "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-        "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost", "InsufficientFreeAddressesInSubnet",
-        "InsufficientFreeAddresses", "IpNotAvailable", "EniLimitReached", "SpotMaxPriceTooLow",
-        "UnfulfillableCapacity", "Unsupported",
-    }),
-    QuotaError: frozenset({
-        "InstanceLimitExceeded", "VcpuLimitExceeded", "LimitExceeded", "LimitExceededException",
-        "ServiceQuotaExceededException", "MaxSpotInstanceCountExceeded", "ResourceLimitExceeded",
-        "MaxFleetCountExceeded", "FleetLimitExceeded", "IamLimitExceeded",
-    }),
-    ThrottledError: frozenset({
-        "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestThrottledException",
-        "RequestLimitExceeded", "TooManyRequestsException", "SlowDown", "BandwidthLimitExceeded",
-        "EC2ThrottledException", "ProvisionedThroughputExceededException",
-    }),
-    NotFoundError: frozenset({
-        "ResourceNotFoundException", "NotFoundException", "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed",
-        "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException",
-        "InvalidLaunchTemplateId.VersionNotFound", "InvalidLaunchTemplateId.Malformed", "InvalidSubnetID.NotFound",
-        "InvalidAMIID.NotFound", "InvalidInstanceType", "AutoScalingGroupNotFound", "Ec2LaunchTemplateNotFound",
-        "Ec2SubnetNotFound", "SubnetNotFound", "SecurityGroupNotFound", "K8sResourceNotFound",
-    }),
-    PermissionError_: frozenset({
-        "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthFailure", "UnrecognizedClientException",
-        "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch",
-        "OptInRequired", "Blocked", "OperationNotPermitted", "InvalidSignatureException", "MissingAuthenticationToken",
-    }),
-    ConflictError: frozenset({
-        "ScalingActivityInProgress", "ScalingActivityInProgressFault", "ResourceContention", "ResourceContentionFault",
-        "ResourceInUse", "ResourceInUseException", "ResourceInUseFault", "IncorrectState", "IncorrectInstanceState",
-        "ConcurrentModificationException", "IdempotentParameterMismatch",
-    }),
+    CapacityError: frozenset(
+        {
+            "InsufficientInstanceCapacity",
+            "InsufficientCapacity",
+            "InsufficientHostCapacity",
+            "InsufficientReservedInstanceCapacity",
+            "InsufficientCapacityOnHost",
+            "InsufficientFreeAddressesInSubnet",
+            "InsufficientFreeAddresses",
+            "IpNotAvailable",
+            "EniLimitReached",
+            "SpotMaxPriceTooLow",
+            "UnfulfillableCapacity",
+            "Unsupported",
+        }
+    ),
+    QuotaError: frozenset(
+        {
+            "InstanceLimitExceeded",
+            "VcpuLimitExceeded",
+            "LimitExceeded",
+            "LimitExceededException",
+            "ServiceQuotaExceededException",
+            "MaxSpotInstanceCountExceeded",
+            "ResourceLimitExceeded",
+            "MaxFleetCountExceeded",
+            "FleetLimitExceeded",
+            "IamLimitExceeded",
+        }
+    ),
+    ThrottledError: frozenset(
+        {
+            "Throttling",
+            "ThrottlingException",
+            "ThrottledException",
+            "RequestThrottled",
+            "RequestThrottledException",
+            "RequestLimitExceeded",
+            "TooManyRequestsException",
+            "SlowDown",
+            "BandwidthLimitExceeded",
+            "EC2ThrottledException",
+            "ProvisionedThroughputExceededException",
+        }
+    ),
+    NotFoundError: frozenset(
+        {
+            "ResourceNotFoundException",
+            "NotFoundException",
+            "InvalidInstanceID.NotFound",
+            "InvalidInstanceID.Malformed",
+            "InvalidLaunchTemplateId.NotFound",
+            "InvalidLaunchTemplateName.NotFoundException",
+            "InvalidLaunchTemplateId.VersionNotFound",
+            "InvalidLaunchTemplateId.Malformed",
+            "InvalidSubnetID.NotFound",
+            "InvalidAMIID.NotFound",
+            "InvalidInstanceType",
+            "AutoScalingGroupNotFound",
+            "Ec2LaunchTemplateNotFound",
+            "Ec2SubnetNotFound",
+            "SubnetNotFound",
+            "SecurityGroupNotFound",
+            "K8sResourceNotFound",
+        }
+    ),
+    PermissionError_: frozenset(
+        {
+            "AccessDenied",
+            "AccessDeniedException",
+            "UnauthorizedOperation",
+            "AuthFailure",
+            "UnrecognizedClientException",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "ExpiredTokenException",
+            "SignatureDoesNotMatch",
+            "OptInRequired",
+            "Blocked",
+            "OperationNotPermitted",
+            "InvalidSignatureException",
+            "MissingAuthenticationToken",
+        }
+    ),
+    ConflictError: frozenset(
+        {
+            "ScalingActivityInProgress",
+            "ScalingActivityInProgressFault",
+            "ResourceContention",
+            "ResourceContentionFault",
+            "ResourceInUse",
+            "ResourceInUseException",
+            "ResourceInUseFault",
+            "IncorrectState",
+            "IncorrectInstanceState",
+            "ConcurrentModificationException",
+            "IdempotentParameterMismatch",
+        }
+    ),
 }
-_BY_CODE: dict[str, type[CloudError]] = {code: cls for cls, codes in _CODES.items() for code in codes}
+_BY_CODE: dict[str, type[CloudError]] = {
+    code: cls for cls, codes in _CODES.items() for code in codes
+}
 
 # Words in free-text failure messages (scaling activities, node-group health) by class.
 _MESSAGE_HINTS: tuple[tuple[type[CloudError], tuple[str, ...]], ...] = (
-    (QuotaError, ("instancelimitexceeded", "vcpulimitexceeded", "vcpu limit", "quota", "limit exceeded",
-                  "instance limit")),
-    (CapacityError, ("insufficientinstancecapacity", "do not have sufficient", "insufficient",
-                     "capacity-not-available", "unfulfillable", "no capacity", "not supported in your requested "
-                     "availability zone")),
-    (PermissionError_, ("accessdenied", "unauthorizedoperation", "not authorized", "access denied")),
+    (
+        QuotaError,
+        (
+            "instancelimitexceeded",
+            "vcpulimitexceeded",
+            "vcpu limit",
+            "quota",
+            "limit exceeded",
+            "instance limit",
+        ),
+    ),
+    (
+        CapacityError,
+        (
+            "insufficientinstancecapacity",
+            "do not have sufficient",
+            "insufficient",
+            "capacity-not-available",
+            "unfulfillable",
+            "no capacity",
+            "not supported in your requested availability zone",
+        ),
+    ),
+    (
+        PermissionError_,
+        ("accessdenied", "unauthorizedoperation", "not authorized", "access denied"),
+    ),
 )
 
 
@@ -150,7 +247,11 @@ def error_class(code: str) -> type[CloudError]:
     """The typed error for an AWS error code (CloudError when unknown)."""
     if code in _BY_CODE:
         return _BY_CODE[code]
-    if code.endswith(".NotFound") or code.endswith("NotFoundException") or code.endswith("NotFound"):
+    if (
+        code.endswith(".NotFound")
+        or code.endswith("NotFoundException")
+        or code.endswith("NotFound")
+    ):
         return NotFoundError
     return CloudError
 

@@ -86,7 +86,9 @@ def eks_reserved_memory_mib(max_pods: int) -> int:
 
 @lru_cache(maxsize=4)
 def load_instance_types(path: Path | None = None) -> dict[str, InstanceType]:
-    raw = yaml.load((path or config_dir() / "aws-instance-types.yaml").read_text(), Loader=_SafeLoader)
+    raw = yaml.load(
+        (path or config_dir() / "aws-instance-types.yaml").read_text(), Loader=_SafeLoader
+    )
     out = {}
     for name, spec in raw["instanceTypes"].items():
         out[name] = InstanceType(

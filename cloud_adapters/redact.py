@@ -17,9 +17,26 @@ MASK = "***"
 
 # Query parameters whose value is a credential (compared case-insensitively).
 SECRET_PARAMS = (
-    "access_token", "token", "id_token", "refresh_token", "client_secret", "password", "passwd", "secret",
-    "api_key", "apikey", "key", "sig", "signature", "auth", "authorization", "code",
-    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "awsaccesskeyid",
+    "access_token",
+    "token",
+    "id_token",
+    "refresh_token",
+    "client_secret",
+    "password",
+    "passwd",
+    "secret",
+    "api_key",
+    "apikey",
+    "key",
+    "sig",
+    "signature",
+    "auth",
+    "authorization",
+    "code",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "awsaccesskeyid",
 )
 
 _USERINFO = re.compile(r"(?<=//)[^/@\s?#]*@")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .base import NodeGroupProvider
 from .types import NodeGroup
@@ -31,7 +31,9 @@ def create_provider(
     """
     if name == "simulated":
         if groups is None:
-            raise ValueError("the simulated provider is seeded from a node-group catalog (--nodegroups)")
+            raise ValueError(
+                "the simulated provider is seeded from a node-group catalog (--nodegroups)"
+            )
         from .simulated import SimulatedProvider
 
         return SimulatedProvider(list(groups), state_file=simulated_state, **simulated), []

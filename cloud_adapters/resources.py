@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Iterable, Mapping, Sequence
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -76,7 +76,9 @@ def parse_quantity(value: object) -> Fraction:
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {_short(value)}")
     if len(value) > MAX_QUANTITY_CHARS:
-        raise QuantityError(f"not a quantity: {_short(value)} is longer than {MAX_QUANTITY_CHARS} characters")
+        raise QuantityError(
+            f"not a quantity: {_short(value)} is longer than {MAX_QUANTITY_CHARS} characters"
+        )
     m = _QUANTITY.fullmatch(value)
     if not m:
         raise QuantityError(f"not a quantity: {value!r}")
@@ -93,7 +95,11 @@ def parse_quantity(value: object) -> Fraction:
 
 def _short(value: object) -> str:
     """repr of a bad value, cut so one absurd input cannot make an absurd message."""
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(abs(value)))} digits"
+    text = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 10**30
+        else f"an integer of {len(str(abs(value)))} digits"
+    )
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -104,7 +110,9 @@ def check_bound(name: str, units: int) -> int:
             amount = format_amount(name, units)
         except OverflowError:  # beyond float range: say how big instead
             amount = f"of {len(str(units))} digits"
-        raise QuantityError(f"{name} {amount} is above gangscale's limit of {format_amount(name, MAX_UNITS)} per object")
+        raise QuantityError(
+            f"{name} {amount} is above gangscale's limit of {format_amount(name, MAX_UNITS)} per object"
+        )
     return units
 
 

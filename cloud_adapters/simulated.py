@@ -14,17 +14,18 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
-
-from .types import NodeGroup
 
 from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleResult
 from .errors import CapacityError, NotFoundError, SizeLimitError
+from .types import NodeGroup
 
-MAX_SEEDED_INSTANCES = 100_000  # per group: the simulated cloud keeps one record per instance (~1 KB each)
+MAX_SEEDED_INSTANCES = (
+    100_000  # per group: the simulated cloud keeps one record per instance (~1 KB each)
+)
 
 
 @dataclass(slots=True)
@@ -61,7 +62,9 @@ class SimulatedProvider(NodeGroupProvider):
     ):
         super().__init__()
         if not 0.0 <= failure_probability <= 1.0:
-            raise ValueError(f"failure_probability must be within [0, 1], got {failure_probability}")
+            raise ValueError(
+                f"failure_probability must be within [0, 1], got {failure_probability}"
+            )
         self.provisioning_delay = max(0.0, provisioning_delay)
         self.failure_probability = failure_probability
         self.clock = clock
@@ -74,12 +77,18 @@ class SimulatedProvider(NodeGroupProvider):
         too_big = [g for g in groups if g.current_size > MAX_SEEDED_INSTANCES]
         if too_big:  # a catalog's currentSize of millions would be millions of records (and a state file to match)
             g = too_big[0]
-            raise ValueError(f"node group {g.name}: currentSize {g.current_size:,} is more instances than the simulated "
-                             f"cloud seeds ({MAX_SEEDED_INSTANCES:,} per group, one record each)")
+            raise ValueError(
+                f"node group {g.name}: currentSize {g.current_size:,} is more instances than the simulated "
+                f"cloud seeds ({MAX_SEEDED_INSTANCES:,} per group, one record each)"
+            )
         for g in groups:
             zone = g.labels.get("topology.kubernetes.io/zone", "")
-            members = [_SimInstance(self._new_id(g.name), now, False, zone) for _ in range(g.current_size)]
-            self._groups[g.name] = _SimGroup(replace(g, labels=dict(g.labels)), g.current_size, members, [])
+            members = [
+                _SimInstance(self._new_id(g.name), now, False, zone) for _ in range(g.current_size)
+            ]
+            self._groups[g.name] = _SimGroup(
+                replace(g, labels=dict(g.labels)), g.current_size, members, []
+            )
         if self._state_file and self._state_file.exists():
             self._load(self._state_file)
 
@@ -95,7 +104,9 @@ class SimulatedProvider(NodeGroupProvider):
         try:
             return self._groups[group]
         except KeyError:
-            raise NotFoundError("no such simulated group", group=group, provider=self.name) from None
+            raise NotFoundError(
+                "no such simulated group", group=group, provider=self.name
+            ) from None
 
     def _settle(self) -> None:
         """Launches whose delay has passed either run or fail now."""
@@ -113,8 +124,13 @@ class SimulatedProvider(NodeGroupProvider):
     # ------------------------------------------------------------ interface
     def _discover(self) -> Discovery:
         self._settle()
-        return Discovery([replace(g.template, current_size=g.target, labels=dict(g.template.labels))
-                          for g in self._groups.values()], [])
+        return Discovery(
+            [
+                replace(g.template, current_size=g.target, labels=dict(g.template.labels))
+                for g in self._groups.values()
+            ],
+            [],
+        )
 
     def target_size(self, group: str) -> int:
         self._settle()
@@ -129,12 +145,19 @@ class SimulatedProvider(NodeGroupProvider):
         self._settle()
         g = self._get(group)
         if g.target + delta > g.template.max_size:
-            raise SizeLimitError(f"target {g.target} + {delta} exceeds max size {g.template.max_size}",
-                                 group=group, provider=self.name)
+            raise SizeLimitError(
+                f"target {g.target} + {delta} exceeds max size {g.template.max_size}",
+                group=group,
+                provider=self.name,
+            )
         fails = self._launch_fails(group, delta)
         if self._atomic and any(fails):
-            raise CapacityError(f"{sum(fails)} of {delta} nodes unavailable; none launched (atomic)",
-                                code="InsufficientInstanceCapacity", group=group, provider=self.name)
+            raise CapacityError(
+                f"{sum(fails)} of {delta} nodes unavailable; none launched (atomic)",
+                code="InsufficientInstanceCapacity",
+                group=group,
+                provider=self.name,
+            )
         ready = self.clock() + self.provisioning_delay
         zone = g.template.labels.get("topology.kubernetes.io/zone", "")
         new = [_SimInstance(self._new_id(group), ready, f, zone) for f in fails]
@@ -150,8 +173,11 @@ class SimulatedProvider(NodeGroupProvider):
         members = {i.id for i in g.instances}
         strangers = [i for i in instance_ids if i not in members]
         if strangers:
-            raise NotFoundError(f"instances {', '.join(strangers)} are not in the group", group=group,
-                                provider=self.name)
+            raise NotFoundError(
+                f"instances {', '.join(strangers)} are not in the group",
+                group=group,
+                provider=self.name,
+            )
         if g.target - len(instance_ids) < g.template.min_size:
             raise SizeLimitError("would go below min size", group=group, provider=self.name)
         before = g.target
@@ -166,8 +192,11 @@ class SimulatedProvider(NodeGroupProvider):
         self._settle()
         g = self._get(group)
         if g.target - delta < max(len(g.instances), g.template.min_size):
-            raise SizeLimitError("would remove instances the group has, or go below min size", group=group,
-                                 provider=self.name)
+            raise SizeLimitError(
+                "would remove instances the group has, or go below min size",
+                group=group,
+                provider=self.name,
+            )
         before = g.target
         g.target -= delta
         self._save()
@@ -197,16 +226,28 @@ class SimulatedProvider(NodeGroupProvider):
     def instances(self, group: str) -> list[Instance]:
         self._settle()
         now = self.clock()
-        return [Instance(i.id, group, "running" if i.ready_at <= now else "launching", i.zone)
-                for i in self._get(group).instances]
+        return [
+            Instance(i.id, group, "running" if i.ready_at <= now else "launching", i.zone)
+            for i in self._get(group).instances
+        ]
 
     def launch_failures(self, group: str, since: datetime) -> list[LaunchFailure]:
         self._settle()
         start = since.timestamp()
-        return [LaunchFailure(group, datetime.fromtimestamp(t, timezone.utc),
-                              CapacityError(f"launch of {iid} failed: no capacity", code="InsufficientInstanceCapacity",
-                                            group=group, provider=self.name))
-                for t, iid in self._get(group).failures if t >= start]
+        return [
+            LaunchFailure(
+                group,
+                datetime.fromtimestamp(t, timezone.utc),
+                CapacityError(
+                    f"launch of {iid} failed: no capacity",
+                    code="InsufficientInstanceCapacity",
+                    group=group,
+                    provider=self.name,
+                ),
+            )
+            for t, iid in self._get(group).failures
+            if t >= start
+        ]
 
     def instance_groups(self) -> dict[str, str]:
         self._settle()
@@ -219,9 +260,17 @@ class SimulatedProvider(NodeGroupProvider):
     def _save(self) -> None:
         if not self._state_file:
             return
-        state = {"seq": self._seq, "groups": {
-            name: {"target": g.target, "instances": [[i.id, i.ready_at, i.fails, i.zone] for i in g.instances],
-                   "failures": g.failures} for name, g in self._groups.items()}}
+        state = {
+            "seq": self._seq,
+            "groups": {
+                name: {
+                    "target": g.target,
+                    "instances": [[i.id, i.ready_at, i.fails, i.zone] for i in g.instances],
+                    "failures": g.failures,
+                }
+                for name, g in self._groups.items()
+            },
+        }
         tmp = self._state_file.with_suffix(self._state_file.suffix + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self._state_file)
@@ -237,7 +286,10 @@ class SimulatedProvider(NodeGroupProvider):
                 if name in self._groups:
                     g = self._groups[name]
                     g.target = int(s["target"])
-                    g.instances = [_SimInstance(str(i[0]), float(i[1]), bool(i[2]), str(i[3])) for i in s["instances"]]
+                    g.instances = [
+                        _SimInstance(str(i[0]), float(i[1]), bool(i[2]), str(i[3]))
+                        for i in s["instances"]
+                    ]
                     g.failures = [(float(t), str(i)) for t, i in s.get("failures", [])]
         except (OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
             raise ValueError(f"{path}: not a simulated-cloud state file ({exc})") from None

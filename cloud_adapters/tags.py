@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
-from .types import Taint
 from .resources import QuantityError, to_units
+from .types import Taint
 
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
@@ -27,7 +27,9 @@ TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 PRICE_TAG = "gangscale.io/price-per-hour"
 NODE_GROUP_TAG = "gangscale.io/node-group"  # put on instances gangscale launches itself (aws-fleet)
 GANGSCALE_CLUSTER_TAG = "gangscale.io/cluster"  # value: the cluster name; the IAM policy's scope
-OWN_ENABLED_TAG = "gangscale.io/enabled"  # "true", with gangscale.io/<cluster>: the IAM policy's other scope
+OWN_ENABLED_TAG = (
+    "gangscale.io/enabled"  # "true", with gangscale.io/<cluster>: the IAM policy's other scope
+)
 OWN_PREFIX = "gangscale.io/"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -65,10 +67,12 @@ def parse_auto_discovery(spec: str) -> TagFilter:
     """CA's `--node-group-auto-discovery` form, `asg:tag=<key>[=<value>][,<key>[=<value>]...]`."""
     kind, sep, rest = spec.partition(":")
     if not sep or kind != "asg" or not rest.startswith("tag="):
-        raise TagError(f"node-group auto-discovery {spec!r}: expected asg:tag=<key>[=<value>],... "
-                       "(Cluster Autoscaler's form)")
+        raise TagError(
+            f"node-group auto-discovery {spec!r}: expected asg:tag=<key>[=<value>],... "
+            "(Cluster Autoscaler's form)"
+        )
     pairs: list[tuple[str, str | None]] = []
-    for item in rest[len("tag="):].split(","):
+    for item in rest[len("tag=") :].split(","):
         key, has_value, value = item.partition("=")
         if not key.strip():
             raise TagError(f"node-group auto-discovery {spec!r}: an empty tag key")
@@ -78,14 +82,17 @@ def parse_auto_discovery(spec: str) -> TagFilter:
 
 def default_filters(cluster_name: str, *, cluster_named_tag: bool = True) -> tuple[TagFilter, ...]:
     """gangscale's own tags; `cluster_named_tag=False` (EKS) drops `gangscale.io/<cluster>`."""
-    enabled: tuple[tuple[str, str | None], ...] = ((OWN_ENABLED_TAG, None),)  # any value: discovery_state warns
+    enabled: tuple[tuple[str, str | None], ...] = (
+        (OWN_ENABLED_TAG, None),
+    )  # any value: discovery_state warns
     if cluster_named_tag:
         enabled += ((own_cluster_tag(cluster_name), None),)
     return (TagFilter(((GANGSCALE_CLUSTER_TAG, cluster_name),)), TagFilter(enabled))
 
 
-def auto_discovery_filters(specs: Iterable[str], cluster_name: str, *,
-                           cluster_named_tag: bool = True) -> tuple[TagFilter, ...]:
+def auto_discovery_filters(
+    specs: Iterable[str], cluster_name: str, *, cluster_named_tag: bool = True
+) -> tuple[TagFilter, ...]:
     """The filters `specs` name (CA's form), or gangscale's own tags when there are none."""
     parsed = tuple(parse_auto_discovery(s) for s in specs)
     return parsed or default_filters(cluster_name, cluster_named_tag=cluster_named_tag)
@@ -93,10 +100,14 @@ def auto_discovery_filters(specs: Iterable[str], cluster_name: str, *,
 
 def ca_filter(cluster_name: str, *, cluster_named_tag: bool = True) -> TagFilter:
     """Cluster Autoscaler's own auto-discovery tags for this cluster."""
-    return TagFilter(((ENABLED_TAG, None),) + (((cluster_tag(cluster_name), None),) if cluster_named_tag else ()))
+    return TagFilter(
+        ((ENABLED_TAG, None),) + (((cluster_tag(cluster_name), None),) if cluster_named_tag else ())
+    )
 
 
-def ca_manages(tags: Mapping[str, str], cluster_name: str, *, cluster_named_tag: bool = True) -> bool:
+def ca_manages(
+    tags: Mapping[str, str], cluster_name: str, *, cluster_named_tag: bool = True
+) -> bool:
     """True when CA's default auto-discovery (`asg:tag=<enabled>,<cluster>`) would also find this group."""
     return ca_filter(cluster_name, cluster_named_tag=cluster_named_tag).matches(tags)
 
@@ -107,11 +118,20 @@ def tag_map(tags: Iterable[Mapping[str, object]] | Mapping[str, object] | None) 
         return {}
     if isinstance(tags, Mapping):
         return {str(k): str(v) for k, v in tags.items()}
-    return {str(t["Key"]): str(t.get("Value", "")) for t in tags if isinstance(t, Mapping) and "Key" in t}
+    return {
+        str(t["Key"]): str(t.get("Value", ""))
+        for t in tags
+        if isinstance(t, Mapping) and "Key" in t
+    }
 
 
-def discovery_state(tags: Mapping[str, str], cluster_name: str | None, *, ca_cluster_tag: bool = True,
-                    filters: tuple[TagFilter, ...] | None = None) -> str | None:
+def discovery_state(
+    tags: Mapping[str, str],
+    cluster_name: str | None,
+    *,
+    ca_cluster_tag: bool = True,
+    filters: tuple[TagFilter, ...] | None = None,
+) -> str | None:
     """None when the group is ours; otherwise why not ('untagged' groups are silently not ours).
 
     Ours: matched by one of `filters` (default: `default_filters`; `ca_cluster_tag=False` for EKS
@@ -125,9 +145,14 @@ def discovery_state(tags: Mapping[str, str], cluster_name: str | None, *, ca_clu
     if not any(f.matches(tags) for f in filters):
         return "untagged"
     own = tags.get(GANGSCALE_CLUSTER_TAG)
-    if own is not None and cluster_name and own != cluster_name:  # exact, as the policy's StringEquals
+    if (
+        own is not None and cluster_name and own != cluster_name
+    ):  # exact, as the policy's StringEquals
         return f"tag {GANGSCALE_CLUSTER_TAG}={own!r} names another cluster than {cluster_name!r}"
-    for key, exact in ((OWN_ENABLED_TAG, True), (ENABLED_TAG, False)):  # the IAM policy wants exactly "true"
+    for key, exact in (
+        (OWN_ENABLED_TAG, True),
+        (ENABLED_TAG, False),
+    ):  # the IAM policy wants exactly "true"
         value = tags.get(key)
         if value is None or not any(k == key and v is None for f in filters for k, v in f.tags):
             continue
@@ -136,7 +161,9 @@ def discovery_state(tags: Mapping[str, str], cluster_name: str | None, *, ca_clu
     return None
 
 
-def missing_cluster_tag(tags: Mapping[str, str], cluster_name: str, *, cluster_in_arn: bool = False) -> bool:
+def missing_cluster_tag(
+    tags: Mapping[str, str], cluster_name: str, *, cluster_in_arn: bool = False
+) -> bool:
     """True when the shipped IAM policies (config/iam/) would deny scaling this group.
 
     It allows `gangscale.io/cluster=<cluster>`, or `gangscale.io/enabled=true` with
@@ -145,12 +172,17 @@ def missing_cluster_tag(tags: Mapping[str, str], cluster_name: str, *, cluster_i
     """
     if tags.get(GANGSCALE_CLUSTER_TAG) == cluster_name:
         return False
-    return not (tags.get(OWN_ENABLED_TAG) == "true" and (cluster_in_arn or own_cluster_tag(cluster_name) in tags))
+    return not (
+        tags.get(OWN_ENABLED_TAG) == "true"
+        and (cluster_in_arn or own_cluster_tag(cluster_name) in tags)
+    )
 
 
 def own_tags_hint(cluster_name: str, *, cluster_in_arn: bool = False) -> str:
     """The tags to put on a group so that gangscale finds it and the IAM policy lets it scale it."""
-    enabled = f"{OWN_ENABLED_TAG}=true" + ("" if cluster_in_arn else f" with {own_cluster_tag(cluster_name)}")
+    enabled = f"{OWN_ENABLED_TAG}=true" + (
+        "" if cluster_in_arn else f" with {own_cluster_tag(cluster_name)}"
+    )
     return f"{GANGSCALE_CLUSTER_TAG}={cluster_name}, or {enabled}"
 
 
@@ -182,7 +214,7 @@ def parse_template_tags(tags: Mapping[str, str]) -> TemplateTags:
             continue
         if not key.startswith(TEMPLATE_PREFIX):
             continue
-        kind, _, name = key[len(TEMPLATE_PREFIX):].partition("/")
+        kind, _, name = key[len(TEMPLATE_PREFIX) :].partition("/")
         if kind == "autoscaling-options":
             continue  # CA's per-group autoscaler options: nothing for the template
         if not name:
@@ -211,7 +243,9 @@ def parse_taint(key: str, name: str, value: str) -> Taint:
         raise TagError(f"tag {key}: {name!r} is not a valid taint key")
     taint_value, sep, effect = value.rpartition(":")
     if not sep:
-        raise TagError(f"tag {key}: {value!r} is not 'value:Effect' (Effect one of {', '.join(TAINT_EFFECTS)})")
+        raise TagError(
+            f"tag {key}: {value!r} is not 'value:Effect' (Effect one of {', '.join(TAINT_EFFECTS)})"
+        )
     if effect not in TAINT_EFFECTS:
         raise TagError(f"tag {key}: effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
     if taint_value and (len(taint_value) > 63 or not _LABEL_VALUE.match(taint_value)):
@@ -225,5 +259,7 @@ def parse_price(value: str) -> float:
     except ValueError:
         raise TagError(f"tag {PRICE_TAG}: {value!r} is not a number (USD per node-hour)") from None
     if not math.isfinite(price) or price < 0:
-        raise TagError(f"tag {PRICE_TAG}: {value!r} must be a finite, non-negative USD per node-hour")
+        raise TagError(
+            f"tag {PRICE_TAG}: {value!r} must be a finite, non-negative USD per node-hour"
+        )
     return price

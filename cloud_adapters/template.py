@@ -8,15 +8,20 @@ unless the group's `gangscale.io/price-per-hour` tag says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
-
-from .instance_types import MIB, eks_reserved_cpu_millis, eks_reserved_memory_mib, load_instance_types
-from .types import NodeGroup, Taint
-from .resources import CPU, GPU, MEMORY, PODS
+from typing import Any
 
 from .base import SystemReserve
+from .instance_types import (
+    MIB,
+    eks_reserved_cpu_millis,
+    eks_reserved_memory_mib,
+    load_instance_types,
+)
+from .resources import CPU, GPU, MEMORY, PODS
 from .tags import PRICE_TAG, TemplateTags
+from .types import NodeGroup, Taint
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -24,7 +29,13 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 AMD_GPU = "amd.com/gpu"
-_ARCH = {"x86_64": "amd64", "x86_64_mac": "amd64", "arm64": "arm64", "arm64_mac": "arm64", "i386": "386"}
+_ARCH = {
+    "x86_64": "amd64",
+    "x86_64_mac": "amd64",
+    "arm64": "arm64",
+    "arm64_mac": "arm64",
+    "i386": "386",
+}
 
 
 class TemplateError(ValueError):
@@ -69,14 +80,18 @@ def shape_from_describe(info: Mapping[str, Any]) -> MachineShape:
     for gpu in info.get("GpuInfo", {}).get("Gpus", []) or []:
         gpus += int(gpu.get("Count") or 0)
         maker = str(gpu.get("Manufacturer") or "")
-        product = product or "-".join(x for x in (maker, str(gpu.get("Name") or "")) if x).replace(" ", "-")
+        product = product or "-".join(x for x in (maker, str(gpu.get("Name") or "")) if x).replace(
+            " ", "-"
+        )
         resource = AMD_GPU if maker.upper() == "AMD" else GPU
     archs = info.get("ProcessorInfo", {}).get("SupportedArchitectures") or ["x86_64"]
     known = load_instance_types().get(name)
     max_pods = known.max_pods if known else eni_max_pods(info.get("NetworkInfo", {}))
     if known and known.gpu_product and gpus:
         product = known.gpu_product
-    return MachineShape(name, vcpu, memory, max_pods, gpus, product, resource, _ARCH.get(str(archs[0]), "amd64"))
+    return MachineShape(
+        name, vcpu, memory, max_pods, gpus, product, resource, _ARCH.get(str(archs[0]), "amd64")
+    )
 
 
 def table_price(instance_type: str) -> float | None:
@@ -103,18 +118,23 @@ def build_template(
         raise TemplateError(f"sizes are inconsistent (min {min_size}, max {max_size})")
     price = tags.price_per_hour if tags.price_per_hour is not None else table_price(shape.name)
     if price is None:
-        raise TemplateError(f"instance type {shape.name} has no price in config/aws-instance-types.yaml; "
-                            f"tag the group with {PRICE_TAG}")
+        raise TemplateError(
+            f"instance type {shape.name} has no price in config/aws-instance-types.yaml; "
+            f"tag the group with {PRICE_TAG}"
+        )
     alloc = {
         CPU: shape.vcpu * 1000 - eks_reserved_cpu_millis(shape.vcpu) - reserve.cpu_millis,
-        MEMORY: (shape.memory_mib - eks_reserved_memory_mib(shape.max_pods) - reserve.memory_mib) * MIB,
+        MEMORY: (shape.memory_mib - eks_reserved_memory_mib(shape.max_pods) - reserve.memory_mib)
+        * MIB,
         PODS: shape.max_pods,
     }
     if shape.gpus:
         alloc[shape.gpu_resource] = shape.gpus
     alloc.update(tags.resources)  # an explicit resources/<name> tag wins, as in CA
     if alloc[CPU] <= 0 or alloc[MEMORY] <= 0 or alloc[PODS] <= 0:
-        raise TemplateError(f"instance type {shape.name}: nothing left to allocate after the system reserve")
+        raise TemplateError(
+            f"instance type {shape.name}: nothing left to allocate after the system reserve"
+        )
     node_labels = {
         INSTANCE_TYPE_LABEL: shape.name,
         "kubernetes.io/arch": shape.arch,

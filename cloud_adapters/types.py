@@ -29,7 +29,9 @@ class Node:
     node_group: str | None = None
     provider_id: str = ""
     created: str = ""  # metadata.creationTimestamp (RFC 3339): when it registered
-    ready_changed: str = ""  # the Ready condition's lastTransitionTime (RFC 3339; "" when not given)
+    ready_changed: str = (
+        ""  # the Ready condition's lastTransitionTime (RFC 3339; "" when not given)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ without breaking them. Money comes back in dollars per hour.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from .planner import make_plan
 from .snapshot import ClusterSnapshot
@@ -30,5 +30,7 @@ class PlacementBound:
     def of(self, pod_keys: Iterable[str]) -> tuple[float, bool]:
         """($/h bound for placing these pods ("namespace/name"), the bound was proven optimal)."""
         per_shape = Counter(self._shape_of[k] for k in pod_keys)
-        lb, proven = lower_bound(self._prob, dict(per_shape), SolveOptions(time_limit=self._seconds), self._seconds)
+        lb, proven = lower_bound(
+            self._prob, dict(per_shape), SolveOptions(time_limit=self._seconds), self._seconds
+        )
         return lb / MICRO, proven

@@ -9,10 +9,10 @@ are recorded in the `ExecutionReport`, never raised.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from cloud_adapters import CloudError, NodeGroupProvider
 from cloud_adapters.base import ScaleResult
@@ -44,8 +44,13 @@ class GroupAction:
     token: str = ""  # the call's client token, when the caller gave one (which records the instances are for)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"nodeGroup": self.group, "requested": self.requested, "status": self.status,
-                             "before": self.before, "after": self.after}
+        d: dict[str, Any] = {
+            "nodeGroup": self.group,
+            "requested": self.requested,
+            "status": self.status,
+            "before": self.before,
+            "after": self.after,
+        }
         if self.message:
             d["message"] = self.message
         if self.error_kind:
@@ -66,7 +71,9 @@ class ExecutionReport:
 
     @property
     def failed(self) -> bool:
-        return bool(self.launch_failures) or any(a.status in ("failed", "rolled-back") for a in self.actions)
+        return bool(self.launch_failures) or any(
+            a.status in ("failed", "rolled-back") for a in self.actions
+        )
 
     def first_error(self) -> str:
         for a in self.actions:
@@ -81,16 +88,31 @@ class ExecutionReport:
             "provider": self.provider,
             "nodesMatched": self.nodes_matched,
             "actions": [a.to_dict() for a in self.actions],
-            "launchFailures": [{"nodeGroup": e.group, "errorKind": e.kind.value, "code": e.code, "message": e.message}
-                               for e in self.launch_failures],
+            "launchFailures": [
+                {
+                    "nodeGroup": e.group,
+                    "errorKind": e.kind.value,
+                    "code": e.code,
+                    "message": e.message,
+                }
+                for e in self.launch_failures
+            ],
         }
 
     def render_text(self) -> str:
-        lines = [f"Execution ({self.provider}, {self.nodes_matched} registered nodes matched to groups):"]
+        lines = [
+            f"Execution ({self.provider}, {self.nodes_matched} registered nodes matched to groups):"
+        ]
         if not self.actions:
-            lines.append("  nothing to apply: the plan adds no nodes (capacity already on its way counts)")
+            lines.append(
+                "  nothing to apply: the plan adds no nodes (capacity already on its way counts)"
+            )
         for a in self.actions:
-            sizes = f" (target {a.before} -> {a.after})" if a.before is not None and a.after is not None else ""
+            sizes = (
+                f" (target {a.before} -> {a.after})"
+                if a.before is not None and a.after is not None
+                else ""
+            )
             note = f": {a.message}" if a.message else ""
             lines.append(f"  {a.status:<11} +{a.requested} {a.group}{sizes}{note}")
         for e in self.launch_failures:
@@ -122,7 +144,9 @@ def atomic_units(plan: Plan, cluster: Cluster) -> list[dict[str, int]]:
     return [unit for unit, _ in atomic_units_with_gangs(plan, cluster)]
 
 
-def atomic_units_with_gangs(plan: Plan, cluster: Cluster) -> list[tuple[dict[str, int], frozenset[GangKey]]]:
+def atomic_units_with_gangs(
+    plan: Plan, cluster: Cluster
+) -> list[tuple[dict[str, int], frozenset[GangKey]]]:
     """`atomic_units`, each with the gangs whose pods its nodes carry (what its client token derives from)."""
     gang_of = {pod.key: gang.key for gang in cluster.gangs for pod in gang.pending}
     out = []
@@ -163,8 +187,12 @@ def linked_new_nodes(plan: Plan, gang_of: Mapping[str, GangKey]) -> list[list[in
     return [out[r] for r in sorted(out)]
 
 
-def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict[str, NodeGroup],
-           report: ExecutionReport) -> set[str]:
+def _moved(
+    provider: NodeGroupProvider,
+    groups: dict[str, int],
+    discovered: dict[str, NodeGroup],
+    report: ExecutionReport,
+) -> set[str]:
     """Groups whose target changed since discovery: another run is acting; re-plan rather than add twice."""
     moved = set()
     for g in groups:
@@ -176,15 +204,29 @@ def _moved(provider: NodeGroupProvider, groups: dict[str, int], discovered: dict
             continue
         if g in discovered and now != discovered[g].current_size:
             moved.add(g)
-            report.actions.append(GroupAction(g, groups[g], "skipped", discovered[g].current_size, now,
-                                              f"target moved from {discovered[g].current_size} to {now} since "
-                                              "discovery; nothing added, plan again"))
+            report.actions.append(
+                GroupAction(
+                    g,
+                    groups[g],
+                    "skipped",
+                    discovered[g].current_size,
+                    now,
+                    f"target moved from {discovered[g].current_size} to {now} since "
+                    "discovery; nothing added, plan again",
+                )
+            )
     return moved
 
 
-def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, NodeGroup], cluster: Cluster,
-               report: ExecutionReport | None = None, tokens: Sequence[Mapping[str, str]] = (),
-               started: datetime | None = None) -> ExecutionReport:
+def apply_plan(
+    plan: Plan,
+    provider: NodeGroupProvider,
+    discovered: dict[str, NodeGroup],
+    cluster: Cluster,
+    report: ExecutionReport | None = None,
+    tokens: Sequence[Mapping[str, str]] = (),
+    started: datetime | None = None,
+) -> ExecutionReport:
     """Grow each group by the plan's scale-up, once; typed cloud errors are recorded, not raised.
 
     `tokens`, aligned with `atomic_units`, gives each atomic call its client token (idempotency).
@@ -201,32 +243,53 @@ def apply_plan(plan: Plan, provider: NodeGroupProvider, discovered: dict[str, No
         units, grow = [{g: n} for g, n in plan.scale_up.items() if n > 0], provider.increase_size
     for i, unit in enumerate(units):
         unit_tokens = tokens[i] if provider.atomic and i < len(tokens) else {}
-        _apply_unit(provider, _with_token(grow, unit_tokens), unit, moved, report, grown, unit_tokens)
+        _apply_unit(
+            provider, _with_token(grow, unit_tokens), unit, moved, report, grown, unit_tokens
+        )
     for group in sorted(grown):
         try:
-            report.launch_failures.extend(f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW))
+            report.launch_failures.extend(
+                f.error for f in provider.launch_failures(group, started - _CLOCK_SKEW)
+            )
         except CloudError as exc:
             report.launch_failures.append(exc)
     return report
 
 
-def _with_token(grow: Callable[..., ScaleResult], tokens: Mapping[str, str]) -> Callable[[str, int], ScaleResult]:
+def _with_token(
+    grow: Callable[..., ScaleResult], tokens: Mapping[str, str]
+) -> Callable[[str, int], ScaleResult]:
     """`grow(group, n)`, passing the group's client token when there is one (older providers take none)."""
     return lambda g, n: grow(g, n, tokens[g]) if tokens.get(g) else grow(g, n)
 
 
 def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
-    return GroupAction(group, n, "failed", message=str(exc), error_kind=exc.kind, retryable=exc.retryable)
+    return GroupAction(
+        group, n, "failed", message=str(exc), error_kind=exc.kind, retryable=exc.retryable
+    )
 
 
-def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleResult], unit: dict[str, int],
-                moved: set[str], report: ExecutionReport, grown: set[str], tokens: Mapping[str, str] | None = None) -> None:
+def _apply_unit(
+    provider: NodeGroupProvider,
+    grow: Callable[[str, int], ScaleResult],
+    unit: dict[str, int],
+    moved: set[str],
+    report: ExecutionReport,
+    grown: set[str],
+    tokens: Mapping[str, str] | None = None,
+) -> None:
     """All groups of one unit, or none: a failure gives back what the unit already launched."""
     if moved & set(unit):
         for g, n in unit.items():
             if g not in moved:
-                report.actions.append(GroupAction(g, n, "skipped", message="another group of the same gang moved "
-                                                  "since discovery"))
+                report.actions.append(
+                    GroupAction(
+                        g,
+                        n,
+                        "skipped",
+                        message="another group of the same gang moved since discovery",
+                    )
+                )
         return
     done: list[tuple[ScaleResult, int]] = []
     for group, n in unit.items():
@@ -244,14 +307,34 @@ def _apply_unit(provider: NodeGroupProvider, grow: Callable[[str, int], ScaleRes
                         provider.decrease_target_size(res.group, res.delta)
                 except CloudError as undo:
                     status, note = "applied", f"rollback failed, nodes kept: {undo}"
-                report.actions.append(GroupAction(res.group, m, status, res.before, res.after, note,
-                                                  instance_ids=list(res.instance_ids)))
+                report.actions.append(
+                    GroupAction(
+                        res.group,
+                        m,
+                        status,
+                        res.before,
+                        res.after,
+                        note,
+                        instance_ids=list(res.instance_ids),
+                    )
+                )
             tried = {group, *(r.group for r, _ in done)}
             for g, m in unit.items():
                 if g not in tried:
-                    report.actions.append(GroupAction(g, m, "skipped", message=f"same gang as {group}, which failed"))
+                    report.actions.append(
+                        GroupAction(g, m, "skipped", message=f"same gang as {group}, which failed")
+                    )
             return
     for res, n in done:
-        report.actions.append(GroupAction(res.group, n, "applied", res.before, res.after,
-                                          instance_ids=list(res.instance_ids), token=(tokens or {}).get(res.group, "")))
+        report.actions.append(
+            GroupAction(
+                res.group,
+                n,
+                "applied",
+                res.before,
+                res.after,
+                instance_ids=list(res.instance_ids),
+                token=(tokens or {}).get(res.group, ""),
+            )
+        )
         grown.add(res.group)

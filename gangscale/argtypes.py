@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 MAX_SECONDS = 7 * 24 * 3600.0  # a week: far above any useful budget or timeout, far below overflow
 MAX_WORKERS = 256  # CP-SAT aborts the process on thousands of workers

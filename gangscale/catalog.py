@@ -33,13 +33,25 @@ from .loader import InputError, read_documents
 from .model import NodeGroup, Taint
 from .resources import GPU, QuantityError, parse_resource_list
 
-
 MAX_GROUP_SIZE = 2**31 - 1  # an Auto Scaling group's MaxSize is a 32-bit integer
 MAX_PRICE_PER_HOUR = 1_000_000.0  # dollars per node-hour; the dearest EC2 instance costs about $100
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MAX_DEVICES = 2**20  # per DeviceClass per node
-_KEYS = frozenset({"name", "instanceType", "pricePerHour", "minSize", "maxSize", "currentSize", "allocatable",
-                   "labels", "taints", "zone", "devices"})
+_KEYS = frozenset(
+    {
+        "name",
+        "instanceType",
+        "pricePerHour",
+        "minSize",
+        "maxSize",
+        "currentSize",
+        "allocatable",
+        "labels",
+        "taints",
+        "zone",
+        "devices",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +82,9 @@ def _devices_problem(v: dict[str, Any] | None) -> str | None:
 
 
 def _str_dict(v: Any, values: bool = False) -> bool:
-    return type(v) is dict and all(type(k) is str and (not values or type(x) is str) for k, x in v.items())
+    return type(v) is dict and all(
+        type(k) is str and (not values or type(x) is str) for k, x in v.items()
+    )
 
 
 def _size(v: Any) -> bool:
@@ -78,7 +92,9 @@ def _size(v: Any) -> bool:
 
 
 def _price(v: Any) -> bool:
-    return v is None or (type(v) in (int, float) and 0 <= v <= MAX_PRICE_PER_HOUR and math.isfinite(v))
+    return v is None or (
+        type(v) in (int, float) and 0 <= v <= MAX_PRICE_PER_HOUR and math.isfinite(v)
+    )
 
 
 def _plain_taint(t: Any) -> Taint | None:
@@ -97,17 +113,45 @@ def _plain_entry(raw: Any) -> CatalogEntry | None:
         return None
     name, itype, price = raw.get("name"), raw.get("instanceType"), raw.get("pricePerHour")
     sizes = raw.get("minSize", 0), raw.get("maxSize"), raw.get("currentSize", 0)
-    alloc, labels, zone, devices = raw.get("allocatable"), raw.get("labels", {}), raw.get("zone"), raw.get("devices")
-    taints = [_plain_taint(t) for t in raw.get("taints", [])] if type(raw.get("taints", [])) is list else [None]
-    if not (type(name) is str and name and type(itype) is str and itype and _price(price)
-            and all(_size(s) for s in sizes) and sizes[1] >= sizes[0] and None not in taints
-            and (zone is None or type(zone) is str) and _str_dict(labels, values=True)
-            and (devices is None or (_str_dict(devices) and _devices_problem(devices) is None))
-            and (alloc is None or (_str_dict(alloc) and _quantities_ok(alloc)))):
+    alloc, labels, zone, devices = (
+        raw.get("allocatable"),
+        raw.get("labels", {}),
+        raw.get("zone"),
+        raw.get("devices"),
+    )
+    taints = (
+        [_plain_taint(t) for t in raw.get("taints", [])]
+        if type(raw.get("taints", [])) is list
+        else [None]
+    )
+    if not (
+        type(name) is str
+        and name
+        and type(itype) is str
+        and itype
+        and _price(price)
+        and all(_size(s) for s in sizes)
+        and sizes[1] >= sizes[0]
+        and None not in taints
+        and (zone is None or type(zone) is str)
+        and _str_dict(labels, values=True)
+        and (devices is None or (_str_dict(devices) and _devices_problem(devices) is None))
+        and (alloc is None or (_str_dict(alloc) and _quantities_ok(alloc)))
+    ):
         return None
-    return CatalogEntry(name, itype, None if price is None else float(price), sizes[0], sizes[1], sizes[2],
-                        None if alloc is None else dict(alloc), dict(labels), tuple(taints), zone,  # type: ignore[arg-type]
-                        None if devices is None else dict(devices))
+    return CatalogEntry(
+        name,
+        itype,
+        None if price is None else float(price),
+        sizes[0],
+        sizes[1],
+        sizes[2],
+        None if alloc is None else dict(alloc),
+        dict(labels),
+        tuple(taints),
+        zone,  # type: ignore[arg-type]
+        None if devices is None else dict(devices),
+    )
 
 
 def _quantities_ok(alloc: dict[str, Any]) -> bool:
@@ -137,8 +181,9 @@ def _spec_model() -> Any:
         model_config = ConfigDict(extra="forbid", populate_by_name=True)
         name: str = Field(min_length=1)
         instance_type: str = Field(alias="instanceType", min_length=1)
-        price_per_hour: float | None = Field(default=None, alias="pricePerHour", ge=0, le=MAX_PRICE_PER_HOUR,
-                                             allow_inf_nan=False)
+        price_per_hour: float | None = Field(
+            default=None, alias="pricePerHour", ge=0, le=MAX_PRICE_PER_HOUR, allow_inf_nan=False
+        )
         min_size: int = Field(default=0, alias="minSize", ge=0, le=MAX_GROUP_SIZE)
         max_size: int = Field(alias="maxSize", ge=0, le=MAX_GROUP_SIZE)
         current_size: int = Field(default=0, alias="currentSize", ge=0, le=MAX_GROUP_SIZE)
@@ -146,7 +191,9 @@ def _spec_model() -> Any:
         labels: dict[str, str] = Field(default_factory=dict)
         taints: list[TaintSpec] = Field(default_factory=list)
         zone: str | None = None  # shorthand for the topology.kubernetes.io/zone label
-        devices: dict[str, Any] | None = None  # DRA devices per DeviceClass (a count or "auto"); None: none
+        devices: dict[str, Any] | None = (
+            None  # DRA devices per DeviceClass (a count or "auto"); None: none
+        )
 
         @field_validator("devices")
         @classmethod
@@ -167,7 +214,7 @@ def _spec_model() -> Any:
             return v
 
         @model_validator(mode="after")
-        def _sizes(self) -> "NodeGroupSpec":
+        def _sizes(self) -> NodeGroupSpec:
             if self.max_size < self.min_size:
                 raise ValueError(f"maxSize ({self.max_size}) is below minSize ({self.min_size})")
             return self
@@ -183,9 +230,19 @@ def _validated_entry(raw: Any) -> CatalogEntry:
         s = _spec_model().model_validate(raw)
     except ValidationError as exc:
         raise ValueError(_describe(exc)) from None
-    return CatalogEntry(s.name, s.instance_type, s.price_per_hour, s.min_size, s.max_size, s.current_size,
-                        s.allocatable, s.labels, tuple(Taint(t.key, t.value, t.effect) for t in s.taints), s.zone,
-                        s.devices)
+    return CatalogEntry(
+        s.name,
+        s.instance_type,
+        s.price_per_hour,
+        s.min_size,
+        s.max_size,
+        s.current_size,
+        s.allocatable,
+        s.labels,
+        tuple(Taint(t.key, t.value, t.effect) for t in s.taints),
+        s.zone,
+        s.devices,
+    )
 
 
 def _device_counts_for(entry: CatalogEntry, itype: Any) -> dict[str, int]:
@@ -194,8 +251,10 @@ def _device_counts_for(entry: CatalogEntry, itype: Any) -> dict[str, int]:
     for cls, n in (entry.devices or {}).items():
         if n == "auto":
             if itype is None:
-                raise ValueError(f"devices.{cls}: auto needs an instance type in the table, and "
-                                 f"{entry.instance_type!r} is not; give a number")
+                raise ValueError(
+                    f"devices.{cls}: auto needs an instance type in the table, and "
+                    f"{entry.instance_type!r} is not; give a number"
+                )
             n = itype.devices().get(cls, 0)
         out[cls] = n
     return out
@@ -208,22 +267,30 @@ def to_node_group(entry: CatalogEntry) -> NodeGroup:
     elif itype is not None:
         alloc = itype.allocatable()
     else:
-        raise ValueError(f"allocatable: missing and instance type {entry.instance_type!r} is not in the table")
+        raise ValueError(
+            f"allocatable: missing and instance type {entry.instance_type!r} is not in the table"
+        )
     price = entry.price_per_hour
     if price is None:
         if itype is None:
-            raise ValueError(f"pricePerHour: missing and instance type {entry.instance_type!r} is not in the table")
+            raise ValueError(
+                f"pricePerHour: missing and instance type {entry.instance_type!r} is not in the table"
+            )
         price = itype.price_per_hour
     devices = _device_counts_for(entry, itype)
     if devices.get(NVIDIA_GPU_DEVICE_CLASS):
         if entry.allocatable is not None and GPU in alloc:
-            raise ValueError(f"devices.{NVIDIA_GPU_DEVICE_CLASS} and allocatable.{GPU}: a node's GPUs are run "
-                             "by either NVIDIA's DRA driver or its device plugin, not both; keep one")
+            raise ValueError(
+                f"devices.{NVIDIA_GPU_DEVICE_CLASS} and allocatable.{GPU}: a node's GPUs are run "
+                "by either NVIDIA's DRA driver or its device plugin, not both; keep one"
+            )
         alloc.pop(GPU, None)  # the table's GPUs: the DRA driver owns them on this group
     for cls, n in devices.items():
         if n:
             alloc[device_resource(cls)] = n
-    labels = dict(itype.labels()) if itype else {"node.kubernetes.io/instance-type": entry.instance_type}
+    labels = (
+        dict(itype.labels()) if itype else {"node.kubernetes.io/instance-type": entry.instance_type}
+    )
     if entry.zone:
         labels["topology.kubernetes.io/zone"] = entry.zone
     labels.update(entry.labels)

@@ -24,8 +24,9 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import NoReturn, Sequence
+from typing import NoReturn
 
 from cloud_adapters.registry import PROVIDERS
 
@@ -40,27 +41,52 @@ OUTPUTS = ("json", "yaml", "table", "markdown")
 
 def add_solver_flags(p: argparse.ArgumentParser) -> None:
     d = SolveOptions()
-    p.add_argument("--time-limit", type=argtypes.time_limit, default=d.time_limit, metavar="SECONDS",
-                   help=f"wall-clock budget for planning (default auto: {AUTO_BASE_SECONDS:g} s + "
-                        f"{AUTO_SECONDS_PER_POD * 1e6:g} us per pending pod; it stops earlier once the gang and cost "
-                        "gaps are closed); a timeout still returns a valid plan")
-    p.add_argument("--workers", type=argtypes.workers, default=0,
-                   help=f"CP-SAT workers, at most {argtypes.MAX_WORKERS} (default 0: one per core)")
-    p.add_argument("--relative-gap", type=argtypes.fraction, default=d.relative_gap,
-                   help=f"stop once the cost is this close to the proven lower bound, 0 to 1 (default {d.relative_gap:g})")
-    p.add_argument("--seed", type=argtypes.seed, default=0,
-                   help=f"solver random seed, 0 to {argtypes.MAX_SEED} (default 0)")
+    p.add_argument(
+        "--time-limit",
+        type=argtypes.time_limit,
+        default=d.time_limit,
+        metavar="SECONDS",
+        help=f"wall-clock budget for planning (default auto: {AUTO_BASE_SECONDS:g} s + "
+        f"{AUTO_SECONDS_PER_POD * 1e6:g} us per pending pod; it stops earlier once the gang and cost "
+        "gaps are closed); a timeout still returns a valid plan",
+    )
+    p.add_argument(
+        "--workers",
+        type=argtypes.workers,
+        default=0,
+        help=f"CP-SAT workers, at most {argtypes.MAX_WORKERS} (default 0: one per core)",
+    )
+    p.add_argument(
+        "--relative-gap",
+        type=argtypes.fraction,
+        default=d.relative_gap,
+        help=f"stop once the cost is this close to the proven lower bound, 0 to 1 (default {d.relative_gap:g})",
+    )
+    p.add_argument(
+        "--seed",
+        type=argtypes.seed,
+        default=0,
+        help=f"solver random seed, 0 to {argtypes.MAX_SEED} (default 0)",
+    )
 
 
 def add_scheduler_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scheduler-config", metavar="FILE", default=None,
-                   help="the cluster's KubeSchedulerConfiguration the plan is checked against (default: with "
-                        "--provider aws-eks the EKS cluster's scoring strategy, else upstream kube-scheduler "
-                        "defaults; docs/scheduling.md)")
-    p.add_argument("--scheduler-model", choices=("observe", "off"), default="off",
-                   help="observe: promise only what the scheduler model starts (slow at 10k pods until the model is "
-                        "incremental; docs/scheduling.md); off (default): the solver's plan as is, as if the "
-                        "scheduler followed it")
+    p.add_argument(
+        "--scheduler-config",
+        metavar="FILE",
+        default=None,
+        help="the cluster's KubeSchedulerConfiguration the plan is checked against (default: with "
+        "--provider aws-eks the EKS cluster's scoring strategy, else upstream kube-scheduler "
+        "defaults; docs/scheduling.md)",
+    )
+    p.add_argument(
+        "--scheduler-model",
+        choices=("observe", "off"),
+        default="off",
+        help="observe: promise only what the scheduler model starts (slow at 10k pods until the model is "
+        "incremental; docs/scheduling.md); off (default): the solver's plan as is, as if the "
+        "scheduler followed it",
+    )
 
 
 def scheduler_model(args: argparse.Namespace):
@@ -70,51 +96,104 @@ def scheduler_model(args: argparse.Namespace):
         return None  # as scheduler_model_from: `off` reads no --scheduler-config file
     from .realize import scheduler_model_from
 
-    return scheduler_model_from(getattr(args, "scheduler_config", None), getattr(args, "scheduler_model", "observe"))
+    return scheduler_model_from(
+        getattr(args, "scheduler_config", None), getattr(args, "scheduler_model", "observe")
+    )
 
 
 def solve_options(args: argparse.Namespace) -> SolveOptions:
-    return SolveOptions(time_limit=args.time_limit, workers=args.workers, relative_gap=args.relative_gap,
-                        seed=args.seed)
+    return SolveOptions(
+        time_limit=args.time_limit,
+        workers=args.workers,
+        relative_gap=args.relative_gap,
+        seed=args.seed,
+    )
 
 
 def add_cloud_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cloud (docs/cloud.md)")
-    g.add_argument("--provider", choices=PROVIDERS, default=None,
-                   help="discover the node groups from this cloud instead of --nodegroups")
-    g.add_argument("--execute", action="store_true",
-                   help="apply the plan's scale-up once (needs --provider); exit 3 when a cloud call fails")
-    g.add_argument("--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)")
-    g.add_argument("--cluster-name", default=None,
-                   help="cluster name of the discovery tag k8s.io/cluster-autoscaler/<name> (EKS: the cluster)")
-    g.add_argument("--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)")
-    g.add_argument("--node-group-auto-discovery", action="append", default=None, metavar="asg:tag=KEY[=VALUE],...",
-                   help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "
-                        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)")
-    g.add_argument("--simulated-state", default=None, metavar="FILE",
-                   help="simulated provider: keep its cloud state in this JSON file between runs")
+    g.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default=None,
+        help="discover the node groups from this cloud instead of --nodegroups",
+    )
+    g.add_argument(
+        "--execute",
+        action="store_true",
+        help="apply the plan's scale-up once (needs --provider); exit 3 when a cloud call fails",
+    )
+    g.add_argument(
+        "--region", default=None, help="AWS region (default: AWS_REGION / the AWS config)"
+    )
+    g.add_argument(
+        "--cluster-name",
+        default=None,
+        help="cluster name of the discovery tag k8s.io/cluster-autoscaler/<name> (EKS: the cluster)",
+    )
+    g.add_argument(
+        "--aws-endpoint-url", default=None, metavar="URL", help="send AWS calls here (tests, moto)"
+    )
+    g.add_argument(
+        "--node-group-auto-discovery",
+        action="append",
+        default=None,
+        metavar="asg:tag=KEY[=VALUE],...",
+        help="discover the groups carrying all these tags, as Cluster Autoscaler's flag (repeatable; "
+        "default: gangscale.io/cluster=<cluster>, or gangscale.io/enabled with gangscale.io/<cluster>)",
+    )
+    g.add_argument(
+        "--simulated-state",
+        default=None,
+        metavar="FILE",
+        help="simulated provider: keep its cloud state in this JSON file between runs",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gangscale", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"gangscale {__version__}",
-                        help="print gangscale's version and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"gangscale {__version__}",
+        help="print gangscale's version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("plan", help="plan the node groups' scale-up for the pending gangs (dry run)")
-    p.add_argument("--cluster", metavar="FILE",
-                   help="kubectl get nodes,pods,podgroups,workloads -A -o json|yaml output ('-' for stdin); "
-                        "without it, the live cluster is read (read-only) via --kubeconfig/--context")
+    p = sub.add_parser(
+        "plan", help="plan the node groups' scale-up for the pending gangs (dry run)"
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="kubectl get nodes,pods,podgroups,workloads -A -o json|yaml output ('-' for stdin); "
+        "without it, the live cluster is read (read-only) via --kubeconfig/--context",
+    )
     add_kube_flags(p)
-    p.add_argument("--nodegroups", metavar="FILE", default=None,
-                   help="node-group catalog (YAML or JSON); optional with --provider (discovery replaces it; "
-                        "the simulated provider is seeded from it)")
-    p.add_argument("--node-group-label", default=DEFAULT_NODE_GROUP_LABEL,
-                   help=f"node label naming a node's group (default {DEFAULT_NODE_GROUP_LABEL})")
-    p.add_argument("--plan-unadmitted", action="store_true",
-                   help="plan capacity for Kueue workloads not admitted yet (default: report them "
-                        "waiting-for-admission; Kueue decides admission)")
-    p.add_argument("-o", "--output", choices=OUTPUTS, default=None,
-                   help="output format (default: table on a terminal, json otherwise)")
+    p.add_argument(
+        "--nodegroups",
+        metavar="FILE",
+        default=None,
+        help="node-group catalog (YAML or JSON); optional with --provider (discovery replaces it; "
+        "the simulated provider is seeded from it)",
+    )
+    p.add_argument(
+        "--node-group-label",
+        default=DEFAULT_NODE_GROUP_LABEL,
+        help=f"node label naming a node's group (default {DEFAULT_NODE_GROUP_LABEL})",
+    )
+    p.add_argument(
+        "--plan-unadmitted",
+        action="store_true",
+        help="plan capacity for Kueue workloads not admitted yet (default: report them "
+        "waiting-for-admission; Kueue decides admission)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default=None,
+        help="output format (default: table on a terminal, json otherwise)",
+    )
     p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
     add_solver_flags(p)
     add_scheduler_flags(p)
@@ -128,8 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_webhook_command(sub)
     add_status_command(sub)
     add_ungate_command(sub)
-    sub.add_parser("bench", add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
-                   help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)")
+    sub.add_parser(
+        "bench",
+        add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
+        help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)",
+    )
     return parser
 
 
@@ -146,7 +228,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    args.started = time.perf_counter()  # the plan's clock: --time-limit covers reading the input and writing the plan
+    args.started = (
+        time.perf_counter()
+    )  # the plan's clock: --time-limit covers reading the input and writing the plan
     cloud = bool(args.provider or args.execute)
     if cloud:
         from .cli_execute import check_args
@@ -162,7 +246,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if cloud:
         from .cli_execute import run_from_args
 
-        return run_from_args(args, objects, live_warnings, replace(solve_options(args), started=args.started))
+        return run_from_args(
+            args, objects, live_warnings, replace(solve_options(args), started=args.started)
+        )
     return plan_from_files(args, objects, live_warnings)
 
 
@@ -175,46 +261,72 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     from .snapshot import build_snapshot
 
     groups, warnings = load_catalog(args.nodegroups)
-    cluster = ingest(objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted)
-    snap = build_snapshot(replace(cluster, warnings=[*live_warnings, *cluster.warnings]), groups, warnings)
-    plan = make_plan(snap, replace(solve_options(args), started=getattr(args, "started", None)), scheduler_model(args))
+    cluster = ingest(
+        objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted
+    )
+    snap = build_snapshot(
+        replace(cluster, warnings=[*live_warnings, *cluster.warnings]), groups, warnings
+    )
+    plan = make_plan(
+        snap,
+        replace(solve_options(args), started=getattr(args, "started", None)),
+        scheduler_model(args),
+    )
     emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .controller.run import cmd_run as run_controller  # imports kubernetes and the cloud: only when run
+    from .controller.run import (
+        cmd_run as run_controller,
+    )  # imports kubernetes and the cloud: only when run
 
     return run_controller(args)
 
 
 def cmd_webhook(args: argparse.Namespace) -> int:
-    from .webhook.command import cmd_webhook as serve_webhook  # pydantic, the catalog: only when it runs
+    from .webhook.command import (
+        cmd_webhook as serve_webhook,
+    )  # pydantic, the catalog: only when it runs
 
     return serve_webhook(args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .controller.status import cmd_status as status  # imports the Kubernetes client: only when run
+    from .controller.status import (
+        cmd_status as status,
+    )  # imports the Kubernetes client: only when run
 
     return status(args)
 
 
 def cmd_ungate(args: argparse.Namespace) -> int:
-    from .controller.ungate import cmd_ungate as lift  # imports the Kubernetes client: only when run
+    from .controller.ungate import (
+        cmd_ungate as lift,
+    )  # imports the Kubernetes client: only when run
 
     return lift(args)
 
 
-COMMANDS = {"plan": cmd_plan, "dump": cmd_dump, "check": cmd_check, "run": cmd_run, "status": cmd_status,
-            "webhook": cmd_webhook, "ungate": cmd_ungate}
+COMMANDS = {
+    "plan": cmd_plan,
+    "dump": cmd_dump,
+    "check": cmd_check,
+    "run": cmd_run,
+    "status": cmd_status,
+    "webhook": cmd_webhook,
+    "ungate": cmd_ungate,
+}
 
 
 def bench(argv: Sequence[str]) -> int:
     """`python -m benchmarks ...` as a child process with the same interpreter, streams and exit code."""
     import subprocess  # only here: with `locale`, `selectors` and `signal` it is ~10 ms of every other command
 
-    env = {**os.environ, "GANGSCALE_BENCH_PROG": "gangscale bench"}  # its usage names the command typed
+    env = {
+        **os.environ,
+        "GANGSCALE_BENCH_PROG": "gangscale bench",
+    }  # its usage names the command typed
     try:
         return subprocess.call([sys.executable, "-m", "benchmarks", *argv], env=env)
     except KeyboardInterrupt:
@@ -241,7 +353,9 @@ def _owns_nothing_else(args: argparse.Namespace) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     program = argv is None  # the process' own entry point: a finished `plan` may end the process
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # `gangscale bench ...` = `python -m benchmarks ...` (parses its own flags)
+    if argv[:1] == [
+        "bench"
+    ]:  # `gangscale bench ...` = `python -m benchmarks ...` (parses its own flags)
         return bench(argv[1:])
     args = build_parser().parse_args(argv)
     try:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider
 
@@ -30,21 +31,33 @@ from .snapshot import build_snapshot
 EXIT_CLOUD_ERROR = 3
 
 
-def plan_from_cloud(objects: Iterable[Any], provider: NodeGroupProvider, *, solve: SolveOptions | None = None,
-                    node_group_label: str | None = None, execute: bool = False,
-                    warnings: list[str] | None = None, plan_unadmitted: bool = False,
-                    scheduler: SchedulerModel = OFF, scheduler_file: bool = False
-                    ) -> tuple[Plan, ExecutionReport | None]:
+def plan_from_cloud(
+    objects: Iterable[Any],
+    provider: NodeGroupProvider,
+    *,
+    solve: SolveOptions | None = None,
+    node_group_label: str | None = None,
+    execute: bool = False,
+    warnings: list[str] | None = None,
+    plan_unadmitted: bool = False,
+    scheduler: SchedulerModel = OFF,
+    scheduler_file: bool = False,
+) -> tuple[Plan, ExecutionReport | None]:
     """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate.
 
     `scheduler_file`: the user named the scheduler's configuration, which wins over the cluster's own."""
     discovery = provider.discover()
     scheduler, notes = cluster_scheduler(provider, scheduler, scheduler_file)
-    cluster = ingest(objects, **({"node_group_label": node_group_label} if node_group_label else {}),
-                     plan_unadmitted=plan_unadmitted)
+    cluster = ingest(
+        objects,
+        **({"node_group_label": node_group_label} if node_group_label else {}),
+        plan_unadmitted=plan_unadmitted,
+    )
     report = ExecutionReport(provider.name)
     cluster, report.nodes_matched = match_node_groups(cluster, provider)
-    snap = build_snapshot(cluster, discovery.groups, [*(warnings or []), *discovery.warnings, *notes])
+    snap = build_snapshot(
+        cluster, discovery.groups, [*(warnings or []), *discovery.warnings, *notes]
+    )
     plan = make_plan(snap, solve, scheduler)
     if not execute:
         return plan, None
@@ -57,36 +70,57 @@ def check_args(args: argparse.Namespace) -> None:
     if not name:
         raise InputError("--execute needs --provider (one of " + ", ".join(PROVIDERS) + ")")
     if name.startswith("aws-") and not args.cluster_name:
-        raise InputError(f"--provider {name} needs --cluster-name (discovery tag k8s.io/cluster-autoscaler/<name>)")
+        raise InputError(
+            f"--provider {name} needs --cluster-name (discovery tag k8s.io/cluster-autoscaler/<name>)"
+        )
     if name == "simulated" and not args.nodegroups:
-        raise InputError("--provider simulated is seeded from a node-group catalog: pass --nodegroups")
+        raise InputError(
+            "--provider simulated is seeded from a node-group catalog: pass --nodegroups"
+        )
 
 
-def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions) -> int:
+def run_from_args(
+    args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions
+) -> int:
     """`gangscale plan --provider ... [--execute]`: exit 0, 2 on bad input, 3 on a cloud error."""
     check_args(args)
     name = args.provider
     warnings = list(warnings)
     if name.startswith("aws-") and args.nodegroups:
-        warnings.append(f"--nodegroups {args.nodegroups} ignored: node groups come from {name} discovery")
+        warnings.append(
+            f"--nodegroups {args.nodegroups} ignored: node groups come from {name} discovery"
+        )
     scheduler_file = getattr(args, "scheduler_config", None)
-    model = scheduler_model_from(scheduler_file, getattr(args, "scheduler_model", "off"))  # a bad file: exit 2
+    model = scheduler_model_from(
+        scheduler_file, getattr(args, "scheduler_model", "off")
+    )  # a bad file: exit 2
     try:
         provider, seed_warnings = open_provider(
-            name, cluster_name=args.cluster_name, region=args.region, endpoint_url=args.aws_endpoint_url,
+            name,
+            cluster_name=args.cluster_name,
+            region=args.region,
+            endpoint_url=args.aws_endpoint_url,
             catalog=args.nodegroups if name == "simulated" else None,
             simulated_state=getattr(args, "simulated_state", None),
-            auto_discovery=getattr(args, "node_group_auto_discovery", None) or ())
+            auto_discovery=getattr(args, "node_group_auto_discovery", None) or (),
+        )
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except CloudError as exc:
         print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CLOUD_ERROR
     try:
-        plan, report = plan_from_cloud(objects, provider, solve=solve, node_group_label=args.node_group_label,
-                                       execute=bool(args.execute), warnings=[*seed_warnings, *warnings],
-                                       plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)),
-                                       scheduler=model, scheduler_file=bool(scheduler_file))
+        plan, report = plan_from_cloud(
+            objects,
+            provider,
+            solve=solve,
+            node_group_label=args.node_group_label,
+            execute=bool(args.execute),
+            warnings=[*seed_warnings, *warnings],
+            plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)),
+            scheduler=model,
+            scheduler_file=bool(scheduler_file),
+        )
     except CloudError as exc:
         print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CLOUD_ERROR
@@ -102,5 +136,4 @@ def run_from_args(args: argparse.Namespace, objects: list[Any], warnings: list[s
 def _one_line(text: str, limit: int = 400) -> str:
     """Cloud messages can span lines (HTML error pages); the CLI's error is always one line."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -69,12 +69,18 @@ def should_run(ds: DaemonSet, labels: Mapping[str, str], taints: Iterable[Taint]
     return placement_allows(ds.pod.placement, labels, taints)
 
 
-def daemons_on(daemonsets: Sequence[DaemonSet], labels: Mapping[str, str], taints: Iterable[Taint],
-               allocatable: Mapping[str, int]) -> GroupDaemons:
+def daemons_on(
+    daemonsets: Sequence[DaemonSet],
+    labels: Mapping[str, str],
+    taints: Iterable[Taint],
+    allocatable: Mapping[str, int],
+) -> GroupDaemons:
     """The daemon pods a new node with these labels, taints and allocatable runs (see the module docstring)."""
     taints = tuple(taints)
-    runs = sorted((ds for ds in daemonsets if should_run(ds, labels, taints)),
-                  key=lambda ds: (-ds.pod.priority, ds.namespace, ds.name))
+    runs = sorted(
+        (ds for ds in daemonsets if should_run(ds, labels, taints)),
+        key=lambda ds: (-ds.pod.priority, ds.namespace, ds.name),
+    )
     pods: list[Pod] = []
     unfit: list[str] = []
     used: dict[str, int] = {}
@@ -89,7 +95,9 @@ def daemons_on(daemonsets: Sequence[DaemonSet], labels: Mapping[str, str], taint
     return GroupDaemons(tuple(pods), used, tuple(unfit))
 
 
-def group_daemons(groups: Iterable[NodeGroup], daemonsets: Sequence[DaemonSet]) -> dict[str, GroupDaemons]:
+def group_daemons(
+    groups: Iterable[NodeGroup], daemonsets: Sequence[DaemonSet]
+) -> dict[str, GroupDaemons]:
     """Per node group (by name), what DaemonSets take on each of its new nodes; groups none run on are left out."""
     if not daemonsets:
         return {}
@@ -101,12 +109,16 @@ def group_daemons(groups: Iterable[NodeGroup], daemonsets: Sequence[DaemonSet]) 
     return out
 
 
-def net_of_daemons(groups: Sequence[NodeGroup], daemons: Mapping[str, GroupDaemons]) -> list[NodeGroup]:
+def net_of_daemons(
+    groups: Sequence[NodeGroup], daemons: Mapping[str, GroupDaemons]
+) -> list[NodeGroup]:
     """The groups as the solver sees them: each new node's allocatable less its daemon pods' requests."""
     if not daemons:
         return list(groups)
-    return [replace(g, allocatable=sub(g.allocatable, daemons[g.name].load)) if g.name in daemons else g
-            for g in groups]
+    return [
+        replace(g, allocatable=sub(g.allocatable, daemons[g.name].load)) if g.name in daemons else g
+        for g in groups
+    ]
 
 
 def unfit_warnings(daemons: Mapping[str, GroupDaemons], groups: Sequence[NodeGroup]) -> list[str]:
@@ -115,9 +127,11 @@ def unfit_warnings(daemons: Mapping[str, GroupDaemons], groups: Sequence[NodeGro
     out = []
     for name, d in sorted(daemons.items()):
         for key in d.unfit:
-            out.append(f"DaemonSet {key}: its pod does not fit a new node of node group {name} "
-                       f"({describe(alloc.get(name, {}))} allocatable, {describe(d.load)} taken by other daemon pods); "
-                       "it would stay Pending there and is not counted")
+            out.append(
+                f"DaemonSet {key}: its pod does not fit a new node of node group {name} "
+                f"({describe(alloc.get(name, {}))} allocatable, {describe(d.load)} taken by other daemon pods); "
+                "it would stay Pending there and is not counted"
+            )
     return out
 
 
@@ -135,14 +149,19 @@ def quantity(name: str, units: int) -> str:
 
 def overhead_report(daemons: Mapping[str, GroupDaemons]) -> dict[str, dict[str, str]]:
     """Per node group, what its daemon pods take on each new node, as the plan's `daemonSetOverhead` reports it."""
-    return {name: {r: quantity(r, v) for r, v in sorted(d.load.items()) if v}
-            for name, d in sorted(daemons.items()) if d.pods}
+    return {
+        name: {r: quantity(r, v) for r, v in sorted(d.load.items()) if v}
+        for name, d in sorted(daemons.items())
+        if d.pods
+    }
 
 
 def describe(amounts: Mapping[str, int]) -> str:
     """`cpu 1, memory 0.5Gi` for people (cpu and memory first, then the rest by name)."""
     order = sorted(amounts, key=lambda r: (r not in ("cpu", "memory"), r))
-    return ", ".join(f"{r} {format_amount(r, amounts[r])}" for r in order if amounts[r]) or "nothing"
+    return (
+        ", ".join(f"{r} {format_amount(r, amounts[r])}" for r in order if amounts[r]) or "nothing"
+    )
 
 
 def is_daemon_pod(pod: Pod) -> bool:

@@ -18,7 +18,9 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
     if not labels_match(pod.placement, group.labels):
         return "nodeSelector/affinity does not match its labels"
     for taint in group.taints:
-        if taint.effect in HARD_EFFECTS and not any(tolerates(t, taint) for t in pod.placement.tolerations):
+        if taint.effect in HARD_EFFECTS and not any(
+            tolerates(t, taint) for t in pod.placement.tolerations
+        ):
             return f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"
     for key in topology_keys:
         if key not in group.labels:
@@ -34,8 +36,13 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
     return None
 
 
-def limits_reached(pods: Iterable[Pod], groups: list[NodeGroup], added: Mapping[str, int],
-                   topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:
+def limits_reached(
+    pods: Iterable[Pod],
+    groups: list[NodeGroup],
+    added: Mapping[str, int],
+    topology_keys: tuple[str, ...] = (),
+    limit: int = 4,
+) -> str:
     """The node groups a new node of which would hold one of `pods` but that may add no more nodes: at maxSize
     before the plan, or once the plan adds `added` (per group) to them, or backed off by the controller after a failed
     launch (`NodeGroup.backed_off_until`: its headroom is held at zero); "" when there is none."""
@@ -54,16 +61,22 @@ def limits_reached(pods: Iterable[Pod], groups: list[NodeGroup], added: Mapping[
             if why is not None and why.startswith(BACKED_OFF):
                 full[g.name] = f"node group {g.name} is {why}"
             elif why is not None and why.startswith(AT_MAX_SIZE):
-                full[g.name] = f"node group {g.name} is at maxSize {g.max_size} ({g.current_size} nodes)"
+                full[g.name] = (
+                    f"node group {g.name} is at maxSize {g.max_size} ({g.current_size} nodes)"
+                )
             elif why is None and more >= g.headroom:
-                full[g.name] = (f"node group {g.name} reaches maxSize {g.max_size} with the {more} node"
-                                f"{'s' if more != 1 else ''} this plan adds ({g.current_size} before)")
+                full[g.name] = (
+                    f"node group {g.name} reaches maxSize {g.max_size} with the {more} node"
+                    f"{'s' if more != 1 else ''} this plan adds ({g.current_size} before)"
+                )
     shown = [full[n] for n in sorted(full)][:limit]
     more_text = f"; and {len(full) - limit} more groups" if len(full) > limit else ""
     return "; ".join(shown) + more_text
 
 
-def pod_misfit(pod: Pod, groups: list[NodeGroup], topology_keys: tuple[str, ...] = (), limit: int = 4) -> str:
+def pod_misfit(
+    pod: Pod, groups: list[NodeGroup], topology_keys: tuple[str, ...] = (), limit: int = 4
+) -> str:
     reasons = []
     for g in groups:
         why = group_misfit(pod, g, topology_keys)

@@ -12,8 +12,8 @@ alike. Invariant: a plan within every limit satisfies the rules it came from.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from .model import LabelSelector, Placement, Pod, PodTerm, Requirement, Taint, Toleration
 
@@ -71,11 +71,16 @@ def labels_match(placement: Placement, labels: Mapping[str, str]) -> bool:
             return False
     if placement.affinity:
         # OR over terms; an empty term matches nothing (as in Kubernetes).
-        return any(term and all(requirement_matches(r, labels) for r in term) for term in placement.affinity)
+        return any(
+            term and all(requirement_matches(r, labels) for r in term)
+            for term in placement.affinity
+        )
     return True
 
 
-def placement_allows(placement: Placement, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
+def placement_allows(
+    placement: Placement, labels: Mapping[str, str], taints: Iterable[Taint]
+) -> bool:
     return labels_match(placement, labels) and tolerates_all(placement.tolerations, taints)
 
 
@@ -95,11 +100,14 @@ LIMIT_PREFIX = "gangscale.io/per-node-limit-"  # pseudo-resources; never a real 
 def selector_matches(sel: LabelSelector, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelector semantics: an empty selector matches every pod."""
     return all(labels.get(k) == v for k, v in sel.match_labels) and all(
-        requirement_matches(r, labels) for r in sel.match_expressions)
+        requirement_matches(r, labels) for r in sel.match_expressions
+    )
 
 
 def term_matches(term: PodTerm, pod: Pod) -> bool:
-    return (term.namespaces is None or pod.namespace in term.namespaces) and selector_matches(term.selector, pod.labels)
+    return (term.namespaces is None or pod.namespace in term.namespaces) and selector_matches(
+        term.selector, pod.labels
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,9 @@ class NodeLimits:
     """The per-node limits one problem needs, and who counts toward them."""
 
     limits: list[NodeLimit] = field(default_factory=list)
-    used: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> limit -> bound members on it
+    used: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # node -> limit -> bound members on it
     _cache: dict = field(default_factory=dict)
 
     @property
@@ -177,7 +187,9 @@ def node_limits(pending: Iterable[Pod], bound: Iterable[Pod]) -> NodeLimits:
     def matches_someone(t: PodTerm) -> bool:
         """A term no visible pod matches keeps nothing apart (carriers alone never conflict)."""
         if t not in matched:
-            matched[t] = any(term_matches(t, p) for p in pending) or any(term_matches(t, b) for b in bound)
+            matched[t] = any(term_matches(t, p) for p in pending) or any(
+                term_matches(t, b) for b in bound
+            )
         return matched[t]
 
     def add(key: tuple, cap: int, what: str, kind: str, term=None, port=None) -> None:
@@ -188,10 +200,21 @@ def node_limits(pending: Iterable[Pod], bound: Iterable[Pod]) -> NodeLimits:
         r = p.rules
         for t in r.anti_affinity:
             if matches_someone(t):
-                add(("anti-affinity", t), 1, "podAntiAffinity on kubernetes.io/hostname", "anti-affinity", term=t)
+                add(
+                    ("anti-affinity", t),
+                    1,
+                    "podAntiAffinity on kubernetes.io/hostname",
+                    "anti-affinity",
+                    term=t,
+                )
         for t, skew in r.spread:
-            add(("spread", t, skew), skew, f"topologySpreadConstraints maxSkew {skew} on kubernetes.io/hostname",
-                "spread", term=t)
+            add(
+                ("spread", t, skew),
+                skew,
+                f"topologySpreadConstraints maxSkew {skew} on kubernetes.io/hostname",
+                "spread",
+                term=t,
+            )
         for port in r.host_ports:
             add(("host-port", port), 1, f"hostPort {port[1]}/{port[0]}", "host-port", port=port)
     bound_terms = {t for b in bound for t in b.rules.anti_affinity}

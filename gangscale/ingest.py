@@ -39,11 +39,24 @@ from .parse import (
 )
 from .warnlog import WarningLog
 
-__all__ = ["CAPACITY_GATE", "DEFAULT_NODE_GROUP_LABEL", "VOLCANO_ANNOTATIONS", "Cluster", "ParseCache", "ingest", "pod_requests"]
+__all__ = [
+    "CAPACITY_GATE",
+    "DEFAULT_NODE_GROUP_LABEL",
+    "VOLCANO_ANNOTATIONS",
+    "Cluster",
+    "ParseCache",
+    "ingest",
+    "pod_requests",
+]
 
 
-def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
-           cache: ParseCache | None = None, plan_unadmitted: bool = False) -> Cluster:
+def ingest(
+    objects: Iterable[Any],
+    *,
+    node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
+    cache: ParseCache | None = None,
+    plan_unadmitted: bool = False,
+) -> Cluster:
     """Read nodes, pods and every gang flavour; attach pods to their gangs.
 
     `cache`: parse results to reuse (and fill); None: a fresh one, dropped when this call returns.
@@ -61,16 +74,24 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
     again = cache.pod_reads if cache.objects and cache.frozen_objects else None
 
     for obj in objects:
-        if again is not None and (hit := again.get(id(obj))) is not None:  # an unchanged pod read before: its id is
+        if (
+            again is not None and (hit := again.get(id(obj))) is not None
+        ):  # an unchanged pod read before: its id is
             ids, read, claims = hit  # its own (the cache holds it) and its read is the same
             if not _listed_before(ids, seen, obj, "Pod", warnings):
                 pods.append(read)
                 if claims:
                     extra.note_pod(len(pods) - 1, obj)
             continue
-        if type(obj) is not dict and not isinstance(obj, Mapping):  # (the ABC check alone is slow on 13k dicts)
-            warnings.add(f"ignored {_obj_label(obj)}: not an object" if warnings.wants("not-an-object") else "",
-                         "not-an-object")  # a 20 MB list of integers: count them, format ten
+        if type(obj) is not dict and not isinstance(
+            obj, Mapping
+        ):  # (the ABC check alone is slow on 13k dicts)
+            warnings.add(
+                f"ignored {_obj_label(obj)}: not an object"
+                if warnings.wants("not-an-object")
+                else "",
+                "not-an-object",
+            )  # a 20 MB list of integers: count them, format ten
             continue
         kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
         if kind in ("Node", "Pod"):
@@ -96,27 +117,42 @@ def ingest(objects: Iterable[Any], *, node_group_label: str = DEFAULT_NODE_GROUP
         except ObjectError as exc:
             _reject(obj, kind, str(exc), pods, warnings)
         except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
-            _reject(obj, kind, f"cannot be read ({type(exc).__name__}: {_short(str(exc))})", pods, warnings)
+            _reject(
+                obj,
+                kind,
+                f"cannot be read ({type(exc).__name__}: {_short(str(exc))})",
+                pods,
+                warnings,
+            )
     extra.finish(pods, defs, nodes, warnings)
     bound, gangs = _attach_pods(defs, pods, extra)
     return Cluster(nodes, bound, gangs, warnings.lines(), list(extra.daemonsets.values()))
 
 
-def _listed_before(ids: Sequence[tuple[str, ...]], seen: set[tuple[str, ...]], obj: Mapping[str, Any], kind: str,
-                   warnings: WarningLog) -> bool:
+def _listed_before(
+    ids: Sequence[tuple[str, ...]],
+    seen: set[tuple[str, ...]],
+    obj: Mapping[str, Any],
+    kind: str,
+    warnings: WarningLog,
+) -> bool:
     """A Node or Pod whose uid or name was listed already this read: warned (capped per kind) and skipped; else its
     identities are noted."""
     if not seen.isdisjoint(ids):
-        warnings.add(f"ignored {_obj_label(obj)}: listed more than once (same uid or name); the first copy is used",
-                     f"duplicate {kind}")
+        warnings.add(
+            f"ignored {_obj_label(obj)}: listed more than once (same uid or name); the first copy is used",
+            f"duplicate {kind}",
+        )
         return True
     seen.update(ids)
     return False
 
 
-def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
-                 pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]], extra: Inputs
-                 ) -> tuple[list[Pod], list[Gang]]:
+def _attach_pods(
+    defs: dict[tuple[str, str, str], _GroupDef],
+    pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]],
+    extra: Inputs,
+) -> tuple[list[Pod], list[Gang]]:
     """Gangs from the group objects, then every pod counted in (or making) its gang (`extra` marks its own):
     the members are tallied first and each gang is built once, with its final values."""
     heads: dict[tuple[str, str, str], Gang] = {}
@@ -124,8 +160,19 @@ def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
         ns, family, name = key
         if d.api == API_WORKLOAD:
             continue  # Workload pod groups become gangs per replica key, when pods point at them
-        heads[key] = Gang(ns, name, d.api, d.policy, d.min_count, d.priority, d.topology_keys,  # type: ignore[arg-type]
-                          invalid=d.invalid, created=d.created, uid=d.uid, annotations=d.annotations)
+        heads[key] = Gang(
+            ns,
+            name,
+            d.api,
+            d.policy,
+            d.min_count,
+            d.priority,
+            d.topology_keys,  # type: ignore[arg-type]
+            invalid=d.invalid,
+            created=d.created,
+            uid=d.uid,
+            annotations=d.annotations,
+        )
     members: dict[tuple[str, str, str], _Members] = {key: _Members() for key in heads}
     for pod, key, problem in pods:
         if pod is None or key is None:
@@ -138,7 +185,11 @@ def _attach_pods(defs: dict[tuple[str, str, str], _GroupDef],
         m.add(pod, problem)
     admission = extra.admissions(pods)
     gangs = [m.gang(heads[key], admission.get(key)) for key, m in members.items()]
-    bound = [pod for pod, _key, problem in pods if pod is not None and pod.node_name and not pod.terminal and not problem]
+    bound = [
+        pod
+        for pod, _key, problem in pods
+        if pod is not None and pod.node_name and not pod.terminal and not problem
+    ]
     return bound, [g for g in gangs if _worth_listing(g)]
 
 
@@ -166,18 +217,44 @@ class _Members:
     def gang(self, head: Gang, admission: str | None) -> Gang:
         """The gang object (or its stand-in) with its members: an object's own problem wins over a pod's."""
         h = head  # = replace(head, invalid=..., bound=..., gated=..., pending=..., admission=...), the fields in order
-        return new_gang(h.namespace, h.name, h.api, h.policy, h.min_count, h.priority, h.topology_keys,
-                        tuple(self.pending), self.bound, self.gated, h.exists, h.invalid or self.invalid, h.created,
-                        h.uid, h.annotations, admission, h.queue_priority)
+        return new_gang(
+            h.namespace,
+            h.name,
+            h.api,
+            h.policy,
+            h.min_count,
+            h.priority,
+            h.topology_keys,
+            tuple(self.pending),
+            self.bound,
+            self.gated,
+            h.exists,
+            h.invalid or self.invalid,
+            h.created,
+            h.uid,
+            h.annotations,
+            admission,
+            h.queue_priority,
+        )
 
 
-def _reject(obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog) -> None:
+def _reject(
+    obj: Mapping[str, Any], kind: Any, problem: str, pods: list, warnings: WarningLog
+) -> None:
     """A bad pod turns its gang invalid; anything else is skipped with a warning (capped per kind)."""
     meta = obj.get("metadata")
-    if kind == "Pod" and isinstance(meta, Mapping) and isinstance(meta.get("name"), str) and meta["name"]:
+    if (
+        kind == "Pod"
+        and isinstance(meta, Mapping)
+        and isinstance(meta.get("name"), str)
+        and meta["name"]
+    ):
         pods.append(_bad_pod(obj, problem))
     else:
-        warnings.add(f"ignored {_obj_label(obj)}: {problem}", f"ignored {kind if isinstance(kind, str) else '?'}")
+        warnings.add(
+            f"ignored {_obj_label(obj)}: {problem}",
+            f"ignored {kind if isinstance(kind, str) else '?'}",
+        )
 
 
 def _worth_listing(g: Gang) -> bool:

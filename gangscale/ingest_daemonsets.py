@@ -29,8 +29,12 @@ from .parse import (
 
 DAEMONSET_API = "apps/v1"
 
-_NO_SCHEDULE = ("node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure",
-                "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable")
+_NO_SCHEDULE = (
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/unschedulable",
+)
 _NO_EXECUTE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 _NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
 
@@ -63,9 +67,21 @@ def parse_daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     except ObjectError as exc:
         raise ObjectError(f"spec.template.{exc}") from None
     host_network = pspec.get("hostNetwork") is True
-    placement = replace(placement, tolerations=placement.tolerations + default_tolerations(host_network))
-    pod = Pod(ns, name, str(meta.get("uid") or ""), requests, placement, priority, phase="Running",
-              owner_kinds=(DAEMONSET_KIND,), labels=labels, rules=rules,
-              scheduler_name=str(pspec.get("schedulerName") or "default-scheduler"))
+    placement = replace(
+        placement, tolerations=placement.tolerations + default_tolerations(host_network)
+    )
+    pod = Pod(
+        ns,
+        name,
+        str(meta.get("uid") or ""),
+        requests,
+        placement,
+        priority,
+        phase="Running",
+        owner_kinds=(DAEMONSET_KIND,),
+        labels=labels,
+        rules=rules,
+        scheduler_name=str(pspec.get("schedulerName") or "default-scheduler"),
+    )
     node_name = pspec.get("nodeName")
     return DaemonSet(ns, name, pod, str(node_name) if node_name else None)

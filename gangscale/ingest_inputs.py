@@ -32,8 +32,11 @@ class Inputs:
 
     @staticmethod
     def takes(kind: Any, api: str) -> bool:
-        return ((kind in DRA_KINDS and api in DRA_APIS) or (kind == "Workload" and api in KUEUE_APIS)
-                or (kind == "DaemonSet" and api == DAEMONSET_API))
+        return (
+            (kind in DRA_KINDS and api in DRA_APIS)
+            or (kind == "Workload" and api in KUEUE_APIS)
+            or (kind == "DaemonSet" and api == DAEMONSET_API)
+        )
 
     def add(self, obj: Mapping[str, Any], kind: str, warnings: WarningLog) -> None:
         if kind == "DaemonSet":
@@ -62,7 +65,9 @@ class Inputs:
         group_yunikorn(pods, defs, self.dra.note_pod)
         self.dra.resolve(pods, warnings)
         devices = self.dra.node_devices()
-        for i, node in enumerate(nodes):  # copies: a parsed Node may be shared by reads (`ParseCache(objects=True)`)
+        for i, node in enumerate(
+            nodes
+        ):  # copies: a parsed Node may be shared by reads (`ParseCache(objects=True)`)
             if devices.get(node.name):
                 allocatable = dict(node.allocatable)
                 for res, n in devices[node.name].items():

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .model import Placement, Pod
 from .parse import (
     FAMILY_NONE,
     ObjectError,
@@ -30,7 +31,6 @@ from .parse import (
     _map,
     _timestamp,
 )
-from .model import Placement, Pod
 from .resources import PODS
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -40,7 +40,9 @@ ADMISSION_GATE = f"{KUEUE_GROUP}/admission"
 POD_GROUP_LABEL = f"{KUEUE_GROUP}/pod-group-name"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 FAMILY_KUEUE = "kueue"
-MAX_SYNTH_PODS = 100_000  # pods planned from one Workload's templates (its pod sets' counts are int32)
+MAX_SYNTH_PODS = (
+    100_000  # pods planned from one Workload's templates (its pod sets' counts are int32)
+)
 
 
 @dataclass(slots=True)
@@ -55,62 +57,104 @@ class _Workload:
 @dataclass(slots=True)
 class KueueIndex:
     workloads: list[_Workload] = field(default_factory=list)
-    waiting: dict[tuple[str, str, str], str] = field(default_factory=dict)  # gang key -> why it waits
+    waiting: dict[tuple[str, str, str], str] = field(
+        default_factory=dict
+    )  # gang key -> why it waits
 
     def add(self, obj: Mapping[str, Any]) -> None:
         meta = _map(obj.get("metadata"), "metadata")
         if not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ObjectError("metadata.name is missing")
-        self.workloads.append(_Workload(str(meta.get("namespace") or "default"), meta["name"], meta,
-                                        _map(obj.get("spec"), "spec"), _map(obj.get("status"), "status")))
+        self.workloads.append(
+            _Workload(
+                str(meta.get("namespace") or "default"),
+                meta["name"],
+                meta,
+                _map(obj.get("spec"), "spec"),
+                _map(obj.get("status"), "status"),
+            )
+        )
 
     def finish(self, pods: list, defs: dict, plan_unadmitted: bool, note_pod: Any) -> None:
         """Gang definitions, template pods for unadmitted Workloads, admitted pods moved into their gang."""
-        owned: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # (ns, label kind, value) -> gang key
+        owned: dict[
+            tuple[str, str, str], tuple[str, str, str]
+        ] = {}  # (ns, label kind, value) -> gang key
         for wl in self.workloads:
             key = (wl.ns, FAMILY_KUEUE, wl.name)
-            base = dict(created=_timestamp(wl.meta.get("creationTimestamp")), uid=str(wl.meta.get("uid") or ""))
+            base = dict(
+                created=_timestamp(wl.meta.get("creationTimestamp")),
+                uid=str(wl.meta.get("uid") or ""),
+            )
             try:
                 self._workload(wl, key, base, pods, defs, owned, plan_unadmitted, note_pod)
             except ObjectError as exc:
-                defs[key] = _GroupDef(API_KUEUE, invalid=f"Workload {wl.ns}/{wl.name}: {exc}", **base)
+                defs[key] = _GroupDef(
+                    API_KUEUE, invalid=f"Workload {wl.ns}/{wl.name}: {exc}", **base
+                )
         self._rekey(pods, owned, plan_unadmitted)
 
-    def _workload(self, wl: _Workload, key: tuple, base: dict, pods: list, defs: dict, owned: dict,
-                  plan_unadmitted: bool, note_pod: Any) -> None:
+    def _workload(
+        self,
+        wl: _Workload,
+        key: tuple,
+        base: dict,
+        pods: list,
+        defs: dict,
+        owned: dict,
+        plan_unadmitted: bool,
+        note_pod: Any,
+    ) -> None:
         """One Workload's gang definition, and its template pods while Kueue has not admitted it."""
         sets, priority = _pod_sets(wl.spec)
         if _condition(wl.status, "Finished") or wl.spec.get("active") is False:
             return  # done, or deactivated: Kueue will not admit it
-        defs[key] = _GroupDef(API_KUEUE, "gang", max(1, sum(m for _n, _c, m, _t in sets)), priority, **base)
+        defs[key] = _GroupDef(
+            API_KUEUE, "gang", max(1, sum(m for _n, _c, m, _t in sets)), priority, **base
+        )
         owned[(wl.ns, "group", wl.name)] = key
         admitted = bool(wl.status.get("admission")) or _condition(wl.status, "Admitted")
-        owners = [o for o in _list(wl.meta.get("ownerReferences"), "metadata.ownerReferences")
-                  if isinstance(o, Mapping)]
+        owners = [
+            o
+            for o in _list(wl.meta.get("ownerReferences"), "metadata.ownerReferences")
+            if isinstance(o, Mapping)
+        ]
         for o in owners:
             if o.get("kind") == "Job":
                 owned[(wl.ns, "job", str(o.get("name")))] = key
         if admitted or any(o.get("kind") == "Pod" for o in owners):
             return  # the pods exist (admitted Job, or gated plain pods): they are the members
         if not plan_unadmitted:
-            self.waiting[key] = (f"Kueue has not admitted Workload {wl.ns}/{wl.name} (queue "
-                                 f"{wl.spec.get('queueName') or '?'}); no capacity is bought before admission "
-                                 "(--plan-unadmitted plans it anyway)")
+            self.waiting[key] = (
+                f"Kueue has not admitted Workload {wl.ns}/{wl.name} (queue "
+                f"{wl.spec.get('queueName') or '?'}); no capacity is bought before admission "
+                "(--plan-unadmitted plans it anyway)"
+            )
         self._template_pods(wl, key, sets, pods, note_pod)
 
-    def _template_pods(self, wl: _Workload, key: tuple, sets: list, pods: list, note_pod: Any) -> None:
+    def _template_pods(
+        self, wl: _Workload, key: tuple, sets: list, pods: list, note_pod: Any
+    ) -> None:
         made = 0
         for i, (ps_name, count, _min, template) in enumerate(sets):
             for j in range(count):
                 made += 1
                 if made > MAX_SYNTH_PODS:
                     return
-                obj = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {**_map(template.get("metadata"), f"spec.podSets[{i}].template.metadata"),
-                                    "name": f"{wl.name}-{ps_name}-{j}", "namespace": wl.ns,
-                                    "creationTimestamp": wl.meta.get("creationTimestamp")},
-                       "spec": template.get("spec")}
-                pods.append(synth_pod(obj, key, f"Workload {wl.ns}/{wl.name} spec.podSets[{i}].template"))
+                obj = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        **_map(template.get("metadata"), f"spec.podSets[{i}].template.metadata"),
+                        "name": f"{wl.name}-{ps_name}-{j}",
+                        "namespace": wl.ns,
+                        "creationTimestamp": wl.meta.get("creationTimestamp"),
+                    },
+                    "spec": template.get("spec"),
+                }
+                pods.append(
+                    synth_pod(obj, key, f"Workload {wl.ns}/{wl.name} spec.podSets[{i}].template")
+                )
                 note_pod(len(pods) - 1, obj)
 
     def _rekey(self, pods: list, owned: dict, plan_unadmitted: bool) -> None:
@@ -139,25 +183,47 @@ class KueueIndex:
         """Why a gang waits for Kueue admission (the decision `waiting-for-admission`), per gang key."""
         out = dict(self.waiting)
         for pod, key, _problem in pods:
-            if pod is not None and key is not None and key not in out and ADMISSION_GATE in pod.scheduling_gates \
-                    and not pod.node_name:
-                out[key] = (f"pod {pod.key} is held by the {ADMISSION_GATE} scheduling gate until Kueue admits its "
-                            "workload; no capacity is bought before admission (--plan-unadmitted plans it anyway)")
+            if (
+                pod is not None
+                and key is not None
+                and key not in out
+                and ADMISSION_GATE in pod.scheduling_gates
+                and not pod.node_name
+            ):
+                out[key] = (
+                    f"pod {pod.key} is held by the {ADMISSION_GATE} scheduling gate until Kueue admits its "
+                    "workload; no capacity is bought before admission (--plan-unadmitted plans it anyway)"
+                )
         return out
 
 
-def synth_pod(obj: dict[str, Any], key: tuple[str, str, str], where: str) -> tuple[Pod, tuple, str | None]:
+def synth_pod(
+    obj: dict[str, Any], key: tuple[str, str, str], where: str
+) -> tuple[Pod, tuple, str | None]:
     """A pod that does not exist yet, read from a template; a bad template marks the gang invalid."""
     try:
         pod, _key, _ = _ingest_pod(obj)
-        return replace(pod, phase="Pending", scheduling_gates=(), group_key=(key[0], key[2])), key, None
+        return (
+            replace(pod, phase="Pending", scheduling_gates=(), group_key=(key[0], key[2])),
+            key,
+            None,
+        )
     except Exception as exc:  # noqa: BLE001 - as ingest: one bad template, never the whole pass
         meta = obj["metadata"]
-        pod = Pod(str(meta["namespace"]), str(meta["name"]), "", {PODS: 1}, Placement(), group_key=(key[0], key[2]))
+        pod = Pod(
+            str(meta["namespace"]),
+            str(meta["name"]),
+            "",
+            {PODS: 1},
+            Placement(),
+            group_key=(key[0], key[2]),
+        )
         return pod, key, f"{where}: {exc}"
 
 
-def _pod_sets(spec: Mapping[str, Any]) -> tuple[list[tuple[str, int, int, Mapping[str, Any]]], int | None]:
+def _pod_sets(
+    spec: Mapping[str, Any],
+) -> tuple[list[tuple[str, int, int, Mapping[str, Any]]], int | None]:
     """(name, count, minCount or count, template) per pod set, and the Workload's priority."""
     raw = _list(spec.get("podSets"), "spec.podSets")
     if not raw:
@@ -167,8 +233,11 @@ def _pod_sets(spec: Mapping[str, Any]) -> tuple[list[tuple[str, int, int, Mappin
         where = f"spec.podSets[{i}]"
         ps = _map(ps, where)
         count = _int_field(ps.get("count", 1), f"{where}.count", minimum=0)
-        min_count = count if ps.get("minCount") is None else _int_field(ps["minCount"], f"{where}.minCount",
-                                                                        minimum=1, maximum=max(count, 1))
+        min_count = (
+            count
+            if ps.get("minCount") is None
+            else _int_field(ps["minCount"], f"{where}.minCount", minimum=1, maximum=max(count, 1))
+        )
         template = _map(ps.get("template"), f"{where}.template")
         if not isinstance(template.get("spec"), Mapping):
             raise ObjectError(f"{where}.template.spec is missing")
@@ -178,5 +247,7 @@ def _pod_sets(spec: Mapping[str, Any]) -> tuple[list[tuple[str, int, int, Mappin
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> bool:
-    return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
-               for c in _list(status.get("conditions"), "status.conditions"))
+    return any(
+        isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
+        for c in _list(status.get("conditions"), "status.conditions")
+    )

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from .parse import FAMILY_NONE, ObjectError, _GroupDef, _int_field, _map
 from .ingest_kueue import synth_pod
+from .parse import FAMILY_NONE, ObjectError, _GroupDef, _int_field, _map
 
 YK = "yunikorn.apache.org"
 API_YUNIKORN = YK  # task groups are annotations, not an API version
@@ -75,12 +75,22 @@ def group_yunikorn(pods: list, defs: dict, note_pod: Any) -> None:
     """Move task-group pods into their application's gang and plan the members not yet created."""
     apps: dict[tuple[str, str], list[int]] = {}
     for i, (pod, key, problem) in enumerate(pods):
-        if pod is None or key is None or key[1] != FAMILY_NONE or TASK_GROUP_NAME not in pod.annotations:
+        if (
+            pod is None
+            or key is None
+            or key[1] != FAMILY_NONE
+            or TASK_GROUP_NAME not in pod.annotations
+        ):
             continue
         app = _app_id(pod.labels, pod.annotations)
         if app is None:
-            pods[i] = (pod, key, problem or f"annotation {TASK_GROUP_NAME} is set but the pod has no application id "
-                                            f"(label {APP_ID_KEYS[0]} or {APP_ID_KEYS[1]})")
+            pods[i] = (
+                pod,
+                key,
+                problem
+                or f"annotation {TASK_GROUP_NAME} is set but the pod has no application id "
+                f"(label {APP_ID_KEYS[0]} or {APP_ID_KEYS[1]})",
+            )
             continue
         pods[i] = (replace(pod, group_key=(key[0], app)), (key[0], FAMILY_YUNIKORN, app), problem)
         apps.setdefault((key[0], app), []).append(i)
@@ -90,7 +100,14 @@ def group_yunikorn(pods: list, defs: dict, note_pod: Any) -> None:
 
 def _app_gang(ns: str, app: str, members: list[int], pods: list, defs: dict, note_pod: Any) -> None:
     key = (ns, FAMILY_YUNIKORN, app)
-    text = next((pods[i][0].annotations[TASK_GROUPS] for i in members if TASK_GROUPS in pods[i][0].annotations), None)
+    text = next(
+        (
+            pods[i][0].annotations[TASK_GROUPS]
+            for i in members
+            if TASK_GROUPS in pods[i][0].annotations
+        ),
+        None,
+    )
     first = pods[members[0]][0]
     base = dict(created=min(pods[i][0].created for i in members), uid=f"{ns}/{app}")
     if text is None:  # no pod carries the definition: YuniKorn schedules the pods one by one
@@ -107,35 +124,81 @@ def _app_gang(ns: str, app: str, members: list[int], pods: list, defs: dict, not
         pod, k, problem = pods[i]
         tg = pod.annotations[TASK_GROUP_NAME]
         if tg not in names:
-            pods[i] = (pod, k, problem or f"annotation {TASK_GROUP_NAME} {tg!r} names no task group of "
-                                          f"application {app} ({', '.join(sorted(names))})")
+            pods[i] = (
+                pod,
+                k,
+                problem
+                or f"annotation {TASK_GROUP_NAME} {tg!r} names no task group of "
+                f"application {app} ({', '.join(sorted(names))})",
+            )
     for tg in groups:
-        _task_group(ns, app, tg, [i for i in members if pods[i][0].annotations[TASK_GROUP_NAME] == tg["name"]],
-                    pods, key, first, note_pod)
+        _task_group(
+            ns,
+            app,
+            tg,
+            [i for i in members if pods[i][0].annotations[TASK_GROUP_NAME] == tg["name"]],
+            pods,
+            key,
+            first,
+            note_pod,
+        )
 
 
-def _task_group(ns: str, app: str, tg: Mapping[str, Any], members: list[int], pods: list, key: tuple,
-                first: Any, note_pod: Any) -> None:
+def _task_group(
+    ns: str,
+    app: str,
+    tg: Mapping[str, Any],
+    members: list[int],
+    pods: list,
+    key: tuple,
+    first: Any,
+    note_pod: Any,
+) -> None:
     """Real pods waiting for a placeholder take its slot; members not yet created are planned.
 
     YuniKorn holds a task group's real pods until its placeholders are allocated, then swaps them: a pending
     real pod with a live placeholder (bound, or pending and planned itself) needs no capacity of its own."""
-    live_ph = [i for i in members if not pods[i][0].terminal
-               and _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
-    pending_real = [i for i in members if not pods[i][0].node_name and pods[i][0].phase == "Pending"
-                    and not _is_placeholder(pods[i][0].labels, pods[i][0].annotations)]
-    for i in pending_real[:len(live_ph)]:  # will replace a placeholder: its slot is the placeholder's
+    live_ph = [
+        i
+        for i in members
+        if not pods[i][0].terminal and _is_placeholder(pods[i][0].labels, pods[i][0].annotations)
+    ]
+    pending_real = [
+        i
+        for i in members
+        if not pods[i][0].node_name
+        and pods[i][0].phase == "Pending"
+        and not _is_placeholder(pods[i][0].labels, pods[i][0].annotations)
+    ]
+    for i in pending_real[
+        : len(live_ph)
+    ]:  # will replace a placeholder: its slot is the placeholder's
         pod, k, problem = pods[i]
         pods[i] = (replace(pod, phase="Replacing"), k, problem)
     present = sum(1 for i in members if not pods[i][0].terminal and pods[i][0].phase != "Replacing")
     for j in range(max(0, int(tg["minMember"]) - present)):
-        spec = {"containers": [{"name": "placeholder", "resources": {"requests": dict(tg["minResource"])}}]}
+        spec = {
+            "containers": [
+                {"name": "placeholder", "resources": {"requests": dict(tg["minResource"])}}
+            ]
+        }
         for f in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints"):
             if tg.get(f) is not None:
                 spec[f] = tg[f]
-        obj = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-               "metadata": {"name": f"tg-{app}-{tg['name']}-planned-{j}", "namespace": ns,
-                            "annotations": {TASK_GROUP_NAME: str(tg["name"]), PLACEHOLDER: "true"},
-                            "creationTimestamp": first.created or None}}
-        pods.append(synth_pod(obj, key, f"application {ns}/{app} annotation {TASK_GROUPS} task group {tg['name']}"))
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": spec,
+            "metadata": {
+                "name": f"tg-{app}-{tg['name']}-planned-{j}",
+                "namespace": ns,
+                "annotations": {TASK_GROUP_NAME: str(tg["name"]), PLACEHOLDER: "true"},
+                "creationTimestamp": first.created or None,
+            },
+        }
+        pods.append(
+            synth_pod(
+                obj, key, f"application {ns}/{app} annotation {TASK_GROUPS} task group {tg['name']}"
+            )
+        )
         note_pod(len(pods) - 1, obj)

@@ -16,4 +16,11 @@ from cloud_adapters.instance_types import (
     load_instance_types,
 )
 
-__all__ = ["MIB", "NVIDIA_GPU_DEVICE_CLASS", "InstanceType", "eks_reserved_cpu_millis", "eks_reserved_memory_mib", "load_instance_types"]
+__all__ = [
+    "MIB",
+    "NVIDIA_GPU_DEVICE_CLASS",
+    "InstanceType",
+    "eks_reserved_cpu_millis",
+    "eks_reserved_memory_mib",
+    "load_instance_types",
+]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 import yaml
@@ -35,7 +36,9 @@ _TAG = re.compile(r"(?:^|[\s\[{,])!")  # a `!tag` (a `!` inside a plain or quote
 # recurses without a limit (20,000 levels of `- ` segfault it): leave such text to libyaml's scanner.
 _DEEP_BLOCK = re.compile(r"\n[ \t?:-]{200}")  # not `^` with MULTILINE: 6x slower on a 10 MB file
 
-_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.lstrip() strips, without copying 80 MB to see it
+_LEADING_SPACE = re.compile(
+    rb"[ \t\n\r\x0b\x0c]*"
+)  # what bytes.lstrip() strips, without copying 80 MB to see it
 MAX_DEPTH = 100  # containers around any value of a document; Kubernetes objects use about 15
 _MIN_ALIAS_BUDGET = 100_000
 
@@ -58,12 +61,22 @@ def _load_yaml_fast(text: str, budget: int) -> list[Any] | None:
     Merge keys (`<<: *anchor`), tags and directives are left to PyYAML: yaml-rs keeps
     `<<` as a plain key (the merged fields would be lost) and accepts tags PyYAML rejects.
     """
-    if _yaml_rs is None or any(s in text for s in ("\n---", "\n...", "<<", "\n%")) or text.startswith("%") or (
-            "!" in text and _TAG.search(text)) or _DEEP_BLOCK.search(text) or _DEEP_BLOCK.match("\n" + text[:200]):
+    if (
+        _yaml_rs is None
+        or any(s in text for s in ("\n---", "\n...", "<<", "\n%"))
+        or text.startswith("%")
+        or ("!" in text and _TAG.search(text))
+        or _DEEP_BLOCK.search(text)
+        or _DEEP_BLOCK.match("\n" + text[:200])
+    ):
         return None
     try:  # yaml-rs copies each alias; past the budget it stops, and PyYAML words the refusal
-        doc = _yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=_yaml_rs.DuplicateKeyPolicy.LastWins,
-                             alias_limits=_yaml_rs.AliasLimits(max_total_replayed_events=budget))
+        doc = _yaml_rs.loads(
+            text,
+            parse_datetime=False,
+            duplicate_key_policy=_yaml_rs.DuplicateKeyPolicy.LastWins,
+            alias_limits=_yaml_rs.AliasLimits(max_total_replayed_events=budget),
+        )
     except Exception:  # noqa: BLE001 - any failure: PyYAML parses it and words the error
         return None
     return [] if doc is None else [doc]
@@ -78,7 +91,9 @@ def _too_deep(name: str) -> str:
 
 
 _INDENT = 2
-_TOO_DEEP_LINE = b"\n" + b" " * (_INDENT * (MAX_DEPTH + 1))  # a value inside MAX_DEPTH + 1 containers
+_TOO_DEEP_LINE = b"\n" + b" " * (
+    _INDENT * (MAX_DEPTH + 1)
+)  # a value inside MAX_DEPTH + 1 containers
 
 
 def _check_tree(doc: Any, name: str) -> None:
@@ -117,15 +132,21 @@ def _check_graph(doc: Any, name: str, budget: int) -> int:
     are memoised per shared object: the walk costs what the file holds, not what
     it expands to. Returns the nodes the aliases add.
     """
-    done: dict[int, tuple[int, int]] = {}  # id -> (expanded nodes, height: containers down to its deepest value)
+    done: dict[
+        int, tuple[int, int]
+    ] = {}  # id -> (expanded nodes, height: containers down to its deepest value)
     open_: set[int] = set()
     unique = 0  # nodes as written: each container once, plus its scalars
-    stack: list[list[Any]] = []  # [container, children, next child, expanded nodes, height]; len = elements' depth
+    stack: list[
+        list[Any]
+    ] = []  # [container, children, next child, expanded nodes, height]; len = elements' depth
 
     def enter(obj: Any) -> None:
         nonlocal unique
         if id(obj) in open_:
-            raise InputError(f"{name}: a YAML alias refers to the node that contains it (a recursive structure); refused")
+            raise InputError(
+                f"{name}: a YAML alias refers to the node that contains it (a recursive structure); refused"
+            )
         children = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
         if children and len(stack) + 1 > MAX_DEPTH:
             raise InputError(_too_deep(name))
@@ -162,8 +183,10 @@ def _check_graph(doc: Any, name: str, budget: int) -> int:
             parent[4] = max(parent[4], frame[4] + 1)
     added = done[id(doc)][0] - unique
     if added > budget:
-        raise InputError(f"{name}: YAML aliases would add more than {budget:,} nodes to the {unique:,} written "
-                         f"(an alias bomb?); refused")
+        raise InputError(
+            f"{name}: YAML aliases would add more than {budget:,} nodes to the {unique:,} written "
+            f"(an alias bomb?); refused"
+        )
     return added
 
 
@@ -184,7 +207,7 @@ def parse_documents(data: bytes, name: str = "<input>") -> list[Any]:
     """Parse JSON (one value) or YAML (one or more `---` documents)."""
     json_error: Exception | None = None
     start = _LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # (matches the empty string at worst)
-    if data[start:start + 1] in (b"{", b"["):
+    if data[start : start + 1] in (b"{", b"["):
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -227,8 +250,10 @@ def iter_objects(docs: list[Any]) -> Iterator[Any]:
     for doc in docs:
         if isinstance(doc, list):
             yield from iter_objects(doc)
-        elif isinstance(doc, dict) and isinstance(doc.get("items"), list) and (
-            doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List")
+        elif (
+            isinstance(doc, dict)
+            and isinstance(doc.get("items"), list)
+            and (doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"))
         ):
             yield from iter_objects(doc["items"])
         elif doc is not None:
@@ -240,5 +265,7 @@ def read_objects(path: str | Path) -> list[Any]:
     docs = read_documents(path)
     objs = list(iter_objects(docs))
     if not any(isinstance(o, dict) and "kind" in o for o in objs):
-        raise InputError(f"{path}: no Kubernetes objects found (expected a List or objects with 'kind')")
+        raise InputError(
+            f"{path}: no Kubernetes objects found (expected a List or objects with 'kind')"
+        )
     return objs

@@ -9,8 +9,9 @@ in `cloud_adapters.types` (dependencies point one way: gangscale → cloud_adapt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from cloud_adapters.types import Node, NodeGroup, Taint  # noqa: F401  (re-exported: shared with the cloud adapters)
 
@@ -148,7 +149,9 @@ class Pod:
     created: str = ""
     scheduling_gates: tuple[str, ...] = ()
     annotations: dict[str, str] = field(default_factory=dict)
-    owner_kinds: tuple[str, ...] = ()  # e.g. ("DaemonSet",): such pods never keep a node from scale-down
+    owner_kinds: tuple[
+        str, ...
+    ] = ()  # e.g. ("DaemonSet",): such pods never keep a node from scale-down
     labels: dict[str, str] = field(default_factory=dict)  # what other pods' selectors match
     rules: PodRules = NO_RULES  # pod anti-affinity, spread and hostPorts (per node)
     scheduler_name: str = "default-scheduler"  # spec.schedulerName: picks the scheduler profile
@@ -174,8 +177,12 @@ def slot_builder(cls: type[_D]) -> Callable[..., _D]:
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
     scope.update({f"put_{n}": getattr(cls, n).__set__ for n in names})
-    lines = [f"def build({', '.join(names)}):", "    obj = new(cls)", *(f"    put_{n}(obj, {n})" for n in names),
-             "    return obj"]
+    lines = [
+        f"def build({', '.join(names)}):",
+        "    obj = new(cls)",
+        *(f"    put_{n}(obj, {n})" for n in names),
+        "    return obj",
+    ]
     exec("\n".join(lines), scope)  # noqa: S102 - our own field names, as dataclasses does
     build = scope["build"]
     build.__qualname__ = build.__name__ = f"new_{cls.__name__.lower()}"
@@ -203,9 +210,15 @@ class Gang:
     invalid: str | None = None  # reason naming the bad field
     created: str = ""
     uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
-    annotations: dict[str, str] = field(default_factory=dict)  # of the group object (or the lone pod)
-    admission: str | None = None  # why Kueue has not admitted it yet (decision waiting-for-admission)
-    queue_priority: int | None = None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
+    annotations: dict[str, str] = field(
+        default_factory=dict
+    )  # of the group object (or the lone pod)
+    admission: str | None = (
+        None  # why Kueue has not admitted it yet (decision waiting-for-admission)
+    )
+    queue_priority: int | None = (
+        None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
+    )
 
     @property
     def key(self) -> GangKey:
@@ -224,4 +237,6 @@ class Gang:
         return self.queue_priority if self.queue_priority is not None else self.effective_priority
 
 
-new_gang = slot_builder(Gang)  # ingest: each gang with its members, from its head (a Gang per gang, 3x `replace`)
+new_gang = slot_builder(
+    Gang
+)  # ingest: each gang with its members, from its head (a Gang per gang, 3x `replace`)

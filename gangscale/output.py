@@ -9,8 +9,9 @@ Output goes to stdout, or `--output-file` (a write failure is one sentence, exit
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import yaml
@@ -21,7 +22,9 @@ from .plan import Plan, render_markdown, render_table
 TEXT_FORMATS = ("table", "markdown")
 
 
-def render(doc: Any, fmt: str, text: Callable[[str], str] | None = None, *, header: list[str] = ()) -> str:
+def render(
+    doc: Any, fmt: str, text: Callable[[str], str] | None = None, *, header: list[str] = ()
+) -> str:
     """`doc` as `json` or `yaml`; `table`/`markdown` are the command's own `text(fmt)` (JSON when it has none).
 
     `header` lines become YAML comments (JSON has no comments: they are left out there).
@@ -32,7 +35,9 @@ def render(doc: Any, fmt: str, text: Callable[[str], str] | None = None, *, head
     if fmt == "yaml":
         comments = "".join(f"# {line}\n" for line in header)
         return comments + yaml.safe_dump(doc, sort_keys=False)
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+    return (
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+    )
 
 
 def render_plan(plan: Plan, fmt: str, execution: Any = None) -> str:
@@ -56,7 +61,9 @@ def output_format(chosen: str | None, output_file: str | None) -> str:
 def emit(data: str | bytes, output_file: str | None) -> None:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if not output_file:
-        sys.stdout.buffer.write(raw) if hasattr(sys.stdout, "buffer") else sys.stdout.write(raw.decode())
+        sys.stdout.buffer.write(raw) if hasattr(sys.stdout, "buffer") else sys.stdout.write(
+            raw.decode()
+        )
         sys.stdout.flush()
         return
     try:

@@ -9,13 +9,16 @@ memoised in a `ParseCache` owned by the caller (by default one per `ingest`
 call): nothing parsed outlives the pass that asked for it.
 """
 
-
 from __future__ import annotations
 
+from collections.abc import (  # abc isinstance is ~5x faster than typing.Mapping
+    Callable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from collections.abc import Mapping, Sequence  # abc isinstance is ~5x faster than typing.Mapping
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -76,7 +79,9 @@ class Cluster:
     bound: list[Pod] = field(default_factory=list)  # pods holding node capacity
     gangs: list[Gang] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    daemonsets: list[DaemonSet] = field(default_factory=list)  # apps/v1 DaemonSets: what new nodes run first
+    daemonsets: list[DaemonSet] = field(
+        default_factory=list
+    )  # apps/v1 DaemonSets: what new nodes run first
 
 
 # --------------------------------------------------------------------- helpers
@@ -159,12 +164,17 @@ class ParseCache:
     # so its id is never another object's; `forget_objects` drops both
     frozen_objects: bool = False
     held: dict[int, Any] = field(default_factory=dict)
-    identities: dict[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # `identities_cached`
-    groups: dict[int, tuple[tuple[str, str, str], Any]] = field(default_factory=dict)  # `ingest_group_cached`
+    identities: dict[int, tuple[tuple[str, ...], ...]] = field(
+        default_factory=dict
+    )  # `identities_cached`
+    groups: dict[int, tuple[tuple[str, str, str], Any]] = field(
+        default_factory=dict
+    )  # `ingest_group_cached`
     # with `frozen_objects`: a Pod's whole read by `ingest` (identities, parse, whether its claims need noting), so a
     # re-read of an unchanged pod is one lookup (`ingest`)
-    pod_reads: dict[int, tuple[tuple[tuple[str, ...], ...], tuple[Pod, tuple[str, str, str], None], bool]] = field(
-        default_factory=dict)
+    pod_reads: dict[
+        int, tuple[tuple[tuple[str, ...], ...], tuple[Pod, tuple[str, str, str], None], bool]
+    ] = field(default_factory=dict)
 
     def forget_objects(self) -> None:
         """Drop the parsed Pods and Nodes (and the objects held for their keys)."""
@@ -185,8 +195,14 @@ class ParseCache:
         return hit
 
     def __len__(self) -> int:
-        return (len(self.resources) + len(self.requests) + len(self.placements) + len(self.rules) + len(self.pods)
-                + len(self.nodes))
+        return (
+            len(self.resources)
+            + len(self.requests)
+            + len(self.placements)
+            + len(self.rules)
+            + len(self.pods)
+            + len(self.nodes)
+        )
 
 
 def _object_key(obj: Any) -> bytes | None:
@@ -212,21 +228,30 @@ def parse_node_cached(obj: Mapping[str, Any], node_group_label: str, cache: Pars
     returns a copy), so reads share it."""
     if not cache.objects:
         return parse_node(obj, node_group_label, cache)
-    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+    if (
+        cache.frozen_objects and type(obj) is dict
+    ):  # a kept object: one lookup (it is held, so its id is its own)
         hit = cache.nodes.get((id(obj), node_group_label))
         if hit is not None:
             return hit
     key = _cached_object_key(obj, cache)
-    return cache.memo(cache.nodes, (key, node_group_label) if key is not None else None,
-                      lambda: parse_node(obj, node_group_label, cache))
+    return cache.memo(
+        cache.nodes,
+        (key, node_group_label) if key is not None else None,
+        lambda: parse_node(obj, node_group_label, cache),
+    )
 
 
-def ingest_pod_cached(obj: Mapping[str, Any], cache: ParseCache) -> tuple[Pod, tuple[str, str, str], None]:
+def ingest_pod_cached(
+    obj: Mapping[str, Any], cache: ParseCache
+) -> tuple[Pod, tuple[str, str, str], None]:
     """`_ingest_pod`, by the pod's exact JSON when `cache.objects` (a pod that fails to parse is never kept);
     the Pod is frozen and nothing writes to its maps, so reads share it."""
     if not cache.objects:
         return _ingest_pod(obj, cache)
-    if cache.frozen_objects and type(obj) is dict:  # a kept object: one lookup (it is held, so its id is its own)
+    if (
+        cache.frozen_objects and type(obj) is dict
+    ):  # a kept object: one lookup (it is held, so its id is its own)
         hit = cache.pods.get(id(obj))
         if hit is not None:
             return hit
@@ -255,7 +280,9 @@ def _taints(raw: Any, where: str) -> tuple[Taint, ...]:
     for i, t in enumerate(_list(raw, where)):
         t = _entry(t, f"{where}[{i}]")
         if not t.get("key") or t.get("effect") not in TAINT_EFFECTS:
-            raise ObjectError(f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
+            raise ObjectError(
+                f"{where}[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute"
+            )
         out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
     return tuple(out)
 
@@ -287,8 +314,11 @@ def _int_field(raw: Any, where: str, *, minimum: int = INT32_MIN, maximum: int =
 # ----------------------------------------------------------------------- nodes
 
 
-def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
-               cache: ParseCache | None = None) -> Node:
+def parse_node(
+    obj: Mapping[str, Any],
+    node_group_label: str = DEFAULT_NODE_GROUP_LABEL,
+    cache: ParseCache | None = None,
+) -> Node:
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
@@ -306,7 +336,8 @@ def parse_node(obj: Mapping[str, Any], node_group_label: str = DEFAULT_NODE_GROU
         taints=_taints(spec.get("taints"), "spec.taints"),
         allocatable=_resources(alloc, "status.allocatable", cache),
         ready=ready,
-        unschedulable=spec.get("unschedulable") is True or str(spec.get("unschedulable")).lower() == "true",
+        unschedulable=spec.get("unschedulable") is True
+        or str(spec.get("unschedulable")).lower() == "true",
         node_group=labels.get(node_group_label),
         provider_id=str(spec.get("providerID") or ""),
         created=_timestamp(meta.get("creationTimestamp")),
@@ -331,7 +362,10 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     if not _list(spec.get("containers"), "spec.containers"):
         raise ObjectError("spec.containers is missing: a pod needs at least one container")
     for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
-        containers = add(containers, _container_requests(_entry(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+        containers = add(
+            containers,
+            _container_requests(_entry(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"),
+        )
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
@@ -375,15 +409,23 @@ def pod_placement(spec: Mapping[str, Any]) -> Placement:
     node_aff = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     required = _map(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
     terms = []
-    for i, term in enumerate(_list(required.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")):
+    for i, term in enumerate(
+        _list(required.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+    ):
         term = _map(term, f"{where}.nodeSelectorTerms[{i}]")
-        reqs = _requirements(term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions")
+        reqs = _requirements(
+            term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions"
+        )
         # matchFields can only name metadata.name; treat it as an In/NotIn on a pseudo label.
-        fields = _requirements(term.get("matchFields"), f"{where}.nodeSelectorTerms[{i}].matchFields")
+        fields = _requirements(
+            term.get("matchFields"), f"{where}.nodeSelectorTerms[{i}].matchFields"
+        )
         fields = tuple(Requirement("metadata.name", r.operator, r.values) for r in fields)
         terms.append(reqs + fields)
-    tolerations = tuple(_toleration(t, f"spec.tolerations[{i}]")
-                        for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")))
+    tolerations = tuple(
+        _toleration(t, f"spec.tolerations[{i}]")
+        for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))
+    )
     return Placement(selector, tuple(terms), tolerations)
 
 
@@ -411,18 +453,26 @@ HOSTNAME = "kubernetes.io/hostname"
 _SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def _label_selector(raw: Any, where: str, pod_labels: Mapping[str, str], match_keys: Any,
-                    mismatch_keys: Any = None) -> LabelSelector:
+def _label_selector(
+    raw: Any, where: str, pod_labels: Mapping[str, str], match_keys: Any, mismatch_keys: Any = None
+) -> LabelSelector:
     """A LabelSelector, with matchLabelKeys (key In [own value]) and mismatchLabelKeys (NotIn) merged in."""
     sel = _map(raw, where)
     labels = tuple(sorted(_str_map(sel.get("matchLabels"), f"{where}.matchLabels").items()))
     exprs = list(_requirements(sel.get("matchExpressions"), f"{where}.matchExpressions"))
     for i, r in enumerate(exprs):
         if r.operator not in _SELECTOR_OPS:
-            raise ObjectError(f"{where}.matchExpressions[{i}]: operator {r.operator!r} is not valid in a label selector")
-    for field_name, keys, op in (("matchLabelKeys", match_keys, "In"), ("mismatchLabelKeys", mismatch_keys, "NotIn")):
+            raise ObjectError(
+                f"{where}.matchExpressions[{i}]: operator {r.operator!r} is not valid in a label selector"
+            )
+    for field_name, keys, op in (
+        ("matchLabelKeys", match_keys, "In"),
+        ("mismatchLabelKeys", mismatch_keys, "NotIn"),
+    ):
         for k in _list(keys, f"{where.rsplit('.', 1)[0]}.{field_name}"):
-            if str(k) in pod_labels:  # a key the pod does not carry is ignored, as the scheduler does
+            if (
+                str(k) in pod_labels
+            ):  # a key the pod does not carry is ignored, as the scheduler does
                 exprs.append(Requirement(str(k), op, (pod_labels[str(k)],)))
     return LabelSelector(labels, tuple(exprs))
 
@@ -434,16 +484,22 @@ def _term_namespaces(term: Mapping[str, Any], where: str, own: str) -> frozenset
     if ns_sel is not None:
         ns_sel = _map(ns_sel, f"{where}.namespaceSelector")
         if ns_sel.get("matchLabels") or ns_sel.get("matchExpressions"):
-            raise ObjectError(f"{where}.namespaceSelector selects namespaces by label, which the planner cannot see")
+            raise ObjectError(
+                f"{where}.namespaceSelector selects namespaces by label, which the planner cannot see"
+            )
         return None  # {} selects every namespace
     return frozenset(names or {own})
 
 
-def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool) -> tuple[PodTerm, ...]:
+def _anti_affinity(
+    affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool
+) -> tuple[PodTerm, ...]:
     pod_aff = _map(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     where = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     if strict and _list(pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), where):
-        raise ObjectError(f"{where} is not supported: the planner cannot co-locate pods with others")
+        raise ObjectError(
+            f"{where} is not supported: the planner cannot co-locate pods with others"
+        )
     anti = _map(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
     where = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     out = []
@@ -452,11 +508,18 @@ def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, st
         try:
             t = _entry(t, w)
             if t.get("topologyKey") != HOSTNAME:
-                raise ObjectError(f"{w}.topologyKey {t.get('topologyKey')!r} is not supported (only {HOSTNAME})")
+                raise ObjectError(
+                    f"{w}.topologyKey {t.get('topologyKey')!r} is not supported (only {HOSTNAME})"
+                )
             if t.get("labelSelector") is None:
                 continue  # a null selector matches no pod: no rule
-            sel = _label_selector(t["labelSelector"], f"{w}.labelSelector", labels, t.get("matchLabelKeys"),
-                                  t.get("mismatchLabelKeys"))
+            sel = _label_selector(
+                t["labelSelector"],
+                f"{w}.labelSelector",
+                labels,
+                t.get("matchLabelKeys"),
+                t.get("mismatchLabelKeys"),
+            )
             out.append(PodTerm(sel, _term_namespaces(t, w, ns)))
         except ObjectError:
             if strict:
@@ -467,8 +530,9 @@ def _anti_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, st
 _POLICIES = ("Honor", "Ignore")
 
 
-def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool
-            ) -> tuple[tuple[tuple[PodTerm, int], ...], tuple[DomainSpread, ...]]:
+def _spread(
+    raw: Any, ns: str, labels: Mapping[str, str], strict: bool
+) -> tuple[tuple[tuple[PodTerm, int], ...], tuple[DomainSpread, ...]]:
     """DoNotSchedule constraints: (term, maxSkew) on the hostname, and `DomainSpread`s on every other key."""
     out, domains = [], []
     for i, c in enumerate(_list(raw, "spec.topologySpreadConstraints")):
@@ -485,12 +549,18 @@ def _spread(raw: Any, ns: str, labels: Mapping[str, str], strict: bool
             skew = _int_field(c.get("maxSkew"), f"{w}.maxSkew", minimum=1)
             if c.get("labelSelector") is None:
                 continue  # matches no pod: every domain counts 0, the skew is always 0
-            sel = _label_selector(c["labelSelector"], f"{w}.labelSelector", labels, c.get("matchLabelKeys"))
+            sel = _label_selector(
+                c["labelSelector"], f"{w}.labelSelector", labels, c.get("matchLabelKeys")
+            )
             term = PodTerm(sel, frozenset({ns}))  # spread counts pods of the pod's own namespace
             if key == HOSTNAME:
                 out.append((term, skew))
                 continue
-            min_domains = 1 if c.get("minDomains") is None else _int_field(c["minDomains"], f"{w}.minDomains", minimum=1)
+            min_domains = (
+                1
+                if c.get("minDomains") is None
+                else _int_field(c["minDomains"], f"{w}.minDomains", minimum=1)
+            )
             policies = []
             for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
                 value = c.get(name) or default
@@ -508,9 +578,15 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """(protocol, hostPort) of containers and sidecars; with hostNetwork every containerPort is a hostPort."""
     host_net = spec.get("hostNetwork") is True
     out: set[tuple[str, int]] = set()
-    containers = [(f"spec.containers[{i}]", c) for i, c in enumerate(_list(spec.get("containers"), "spec.containers"))]
-    containers += [(f"spec.initContainers[{i}]", c) for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
-                   if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    containers = [
+        (f"spec.containers[{i}]", c)
+        for i, c in enumerate(_list(spec.get("containers"), "spec.containers"))
+    ]
+    containers += [
+        (f"spec.initContainers[{i}]", c)
+        for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+    ]
     for where, c in containers:
         if not isinstance(c, Mapping) or not c.get("ports"):
             continue
@@ -524,21 +600,42 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(out))
 
 
-def pod_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], *, strict: bool = True,
-              cache: ParseCache | None = None) -> PodRules:
+def pod_rules(
+    spec: Mapping[str, Any],
+    ns: str,
+    labels: Mapping[str, str],
+    *,
+    strict: bool = True,
+    cache: ParseCache | None = None,
+) -> PodRules:
     """The pod's per-node rules; with `strict` (pending pods) an unsupported form is an ObjectError."""
     affinity = spec.get("affinity")
-    has_pod_aff = affinity is not None and isinstance(affinity, Mapping) and (
-        "podAffinity" in affinity or "podAntiAffinity" in affinity)
+    has_pod_aff = (
+        affinity is not None
+        and isinstance(affinity, Mapping)
+        and ("podAffinity" in affinity or "podAntiAffinity" in affinity)
+    )
     has_ports = _has_ports(spec.get("containers"))
-    if not (has_pod_aff or has_ports or spec.get("topologySpreadConstraints") or spec.get("hostNetwork")
-            or spec.get("initContainers")):
+    if not (
+        has_pod_aff
+        or has_ports
+        or spec.get("topologySpreadConstraints")
+        or spec.get("hostNetwork")
+        or spec.get("initContainers")
+    ):
         return NO_RULES  # the common pod: nothing to parse
     # pods of one workload share these fields: parse once (labels matter only to *LabelKeys)
-    key = _spec_key(spec, ("affinity", "topologySpreadConstraints", "hostNetwork", "containers", "initContainers"))
+    key = _spec_key(
+        spec,
+        ("affinity", "topologySpreadConstraints", "hostNetwork", "containers", "initContainers"),
+    )
     if cache is not None and key is not None and b"LabelKeys" not in key:
         key = b"%s|%d|%s" % (ns.encode(), strict, key)
-        return cache.memo(cache.rules, key, lambda: _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None))
+        return cache.memo(
+            cache.rules,
+            key,
+            lambda: _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None),
+        )
     return _parse_rules(spec, ns, labels, strict, affinity if has_pod_aff else None)
 
 
@@ -551,8 +648,14 @@ def _has_ports(containers: Any) -> bool:
     return False
 
 
-def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any) -> PodRules:
-    anti = _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict) if affinity is not None else ()
+def _parse_rules(
+    spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], strict: bool, affinity: Any
+) -> PodRules:
+    anti = (
+        _anti_affinity(_map(affinity, "spec.affinity"), ns, labels, strict)
+        if affinity is not None
+        else ()
+    )
     spread, domain_spread = _spread(spec.get("topologySpreadConstraints"), ns, labels, strict)
     try:
         ports = _host_ports(spec)
@@ -566,6 +669,7 @@ def _parse_rules(spec: Mapping[str, Any], ns: str, labels: Mapping[str, str], st
 
 # Pods of one workload share their spec: parse each distinct requests/placement once. The key is the
 # exact JSON of the fields the parser reads (a different key order only costs a cache miss).
+
 
 def _spec_key(spec: Mapping[str, Any], fields: tuple[str, ...]) -> bytes | None:
     try:
@@ -581,10 +685,14 @@ _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str, int]:
     key = _spec_key(spec, _REQUEST_FIELDS)
     hit = cache.requests.get(key) if key is not None else None  # a hit without building `make`
-    return dict(hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec)))
+    return dict(
+        hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec))
+    )
 
 
-_NO_PLACEMENT = Placement()  # what `pod_placement` makes of a spec with none of _PLACEMENT_FIELDS (most pods)
+_NO_PLACEMENT = (
+    Placement()
+)  # what `pod_placement` makes of a spec with none of _PLACEMENT_FIELDS (most pods)
 
 
 def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placement:
@@ -593,23 +701,33 @@ def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placeme
         return _NO_PLACEMENT  # no key to write: nothing to read
     key = _spec_key(spec, _PLACEMENT_FIELDS)
     hit = cache.placements.get(key) if key is not None else None
-    return hit if hit is not None else cache.memo(cache.placements, key, lambda: pod_placement(spec))  # immutable
+    return (
+        hit if hit is not None else cache.memo(cache.placements, key, lambda: pod_placement(spec))
+    )  # immutable
 
 
-def _group_link(meta: Mapping[str, Any], spec: Mapping[str, Any], strict: bool = True) -> tuple[str, str] | None:
+def _group_link(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], strict: bool = True
+) -> tuple[str, str] | None:
     """(family, group name) the pod points at, or None for an ungrouped pod.
 
     strict: a reference without its name is refused, as the API server does; otherwise it is
     ignored (for a pod already rejected, which only needs some gang to report on)."""
     sg = spec.get("schedulingGroup")
     if sg is not None:  # (the ABC check below is slow on the None of most pods)
-        if strict and not (isinstance(sg, Mapping) and isinstance(sg.get("podGroupName"), str) and sg["podGroupName"]):
+        if strict and not (
+            isinstance(sg, Mapping)
+            and isinstance(sg.get("podGroupName"), str)
+            and sg["podGroupName"]
+        ):
             raise ObjectError("spec.schedulingGroup.podGroupName is missing")
         if isinstance(sg, Mapping) and sg.get("podGroupName"):
             return FAMILY_NATIVE, str(sg["podGroupName"])
     wr = spec.get("workloadRef")
     if wr is not None:
-        if strict and not (isinstance(wr, Mapping) and isinstance(wr.get("name"), str) and wr["name"]):
+        if strict and not (
+            isinstance(wr, Mapping) and isinstance(wr.get("name"), str) and wr["name"]
+        ):
             raise ObjectError("spec.workloadRef.name is missing")
         if isinstance(wr, Mapping) and wr.get("name"):
             name = f"{wr['name']}/{wr.get('podGroup') or ''}"
@@ -646,7 +764,9 @@ class _GroupDef:
 def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
     has_gang, has_basic = "gang" in policy, "basic" in policy
     if has_gang == has_basic:
-        raise ObjectError(f"{where}: exactly one of 'gang' or 'basic' must be set, got {sorted(policy) or 'none'}")
+        raise ObjectError(
+            f"{where}: exactly one of 'gang' or 'basic' must be set, got {sorted(policy) or 'none'}"
+        )
     if has_basic:
         return "basic", 1
     gang = _map(policy.get("gang"), f"{where}.gang")
@@ -657,10 +777,14 @@ def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
 
 def _parse_native_podgroup(obj: Mapping[str, Any], api: str) -> _GroupDef:
     spec = _map(obj.get("spec"), "spec")
-    policy, min_count = _native_policy(_map(spec.get("schedulingPolicy"), "spec.schedulingPolicy"), "spec.schedulingPolicy")
+    policy, min_count = _native_policy(
+        _map(spec.get("schedulingPolicy"), "spec.schedulingPolicy"), "spec.schedulingPolicy"
+    )
     keys = []
     constraints = _map(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
-    for i, t in enumerate(_list(constraints.get("topology"), "spec.schedulingConstraints.topology")):
+    for i, t in enumerate(
+        _list(constraints.get("topology"), "spec.schedulingConstraints.topology")
+    ):
         t = _entry(t, f"spec.schedulingConstraints.topology[{i}]")
         if not isinstance(t.get("key"), str) or not t["key"]:
             raise ObjectError(f"spec.schedulingConstraints.topology[{i}].key is missing")
@@ -693,7 +817,9 @@ def _obj_label(obj: Any) -> str:
     return f"{kind if isinstance(kind, str) else _short(kind)} {ns + '/' if ns else ''}{name}"
 
 
-def identities_cached(kind: str, obj: Mapping[str, Any], cache: ParseCache) -> Sequence[tuple[str, ...]]:
+def identities_cached(
+    kind: str, obj: Mapping[str, Any], cache: ParseCache
+) -> Sequence[tuple[str, ...]]:
     """`_identities`, kept by the object itself under `frozen_objects` (an object handed over never changes, so
     neither does its uid or name): a re-read of unchanged objects reads no metadata."""
     if not (cache.objects and cache.frozen_objects) or type(obj) is not dict:
@@ -717,8 +843,11 @@ def _identities(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, ...]]:
     if isinstance(uid, str) and uid:
         out.append((kind, "uid", uid))
     if isinstance(name, str) and name:
-        out.append((kind, "name", ns if kind == "Pod" and isinstance(ns, str) and ns else "default", name)
-                   if kind == "Pod" else (kind, "name", name))
+        out.append(
+            (kind, "name", ns if kind == "Pod" and isinstance(ns, str) and ns else "default", name)
+            if kind == "Pod"
+            else (kind, "name", name)
+        )
     return out
 
 
@@ -728,8 +857,11 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
     name = str(meta["name"])
     created = _timestamp(meta.get("creationTimestamp"))
     uid = str(meta.get("uid") or "")
-    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()} \
-        if isinstance(meta.get("annotations"), Mapping) else {}
+    annotations = (
+        {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+        if isinstance(meta.get("annotations"), Mapping)
+        else {}
+    )
     if kind == "PodGroup" and api in NATIVE_PODGROUP_APIS:
         key = (ns, FAMILY_NATIVE, name)
         parse = lambda: _parse_native_podgroup(obj, api)  # noqa: E731
@@ -749,11 +881,21 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
                 raise ObjectError(f"{where}.name is missing")
             key = (ns, FAMILY_WORKLOAD, f"{name}/{pg_name}")
             try:
-                policy, min_count = _native_policy(_map(pg.get("policy"), f"{where}.policy"), f"{where}.policy")
-                defs[key] = _GroupDef(API_WORKLOAD, policy, min_count, created=created, uid=uid,
-                                      annotations=annotations)
+                policy, min_count = _native_policy(
+                    _map(pg.get("policy"), f"{where}.policy"), f"{where}.policy"
+                )
+                defs[key] = _GroupDef(
+                    API_WORKLOAD,
+                    policy,
+                    min_count,
+                    created=created,
+                    uid=uid,
+                    annotations=annotations,
+                )
             except ObjectError as exc:
-                defs[key] = _GroupDef(API_WORKLOAD, invalid=f"Workload {ns}/{name}: {exc}", created=created, uid=uid)
+                defs[key] = _GroupDef(
+                    API_WORKLOAD, invalid=f"Workload {ns}/{name}: {exc}", created=created, uid=uid
+                )
         return
     else:
         raise ObjectError(f"unsupported apiVersion {api!r} for {kind}")
@@ -767,7 +909,9 @@ def _ingest_group(obj: Mapping[str, Any], kind: str, api: str, defs: dict) -> No
     defs[key] = d
 
 
-def ingest_group_cached(obj: Mapping[str, Any], kind: str, api: str, defs: dict, cache: ParseCache) -> None:
+def ingest_group_cached(
+    obj: Mapping[str, Any], kind: str, api: str, defs: dict, cache: ParseCache
+) -> None:
     """`_ingest_group`; under `frozen_objects` a PodGroup's definition is kept by the object itself (an object
     handed over never changes) and each read gets a copy of it (`ingest_inputs` may mark a read's copy invalid).
     A miss, or a group whose key was already read this time, goes through `_ingest_group` as it is."""
@@ -787,35 +931,73 @@ def ingest_group_cached(obj: Mapping[str, Any], kind: str, api: str, defs: dict,
 
 
 def _copy_def(d: _GroupDef) -> _GroupDef:
-    return _GroupDef(d.api, d.policy, d.min_count, d.priority, d.topology_keys, d.invalid, d.created, d.uid,
-                     d.annotations)
+    return _GroupDef(
+        d.api,
+        d.policy,
+        d.min_count,
+        d.priority,
+        d.topology_keys,
+        d.invalid,
+        d.created,
+        d.uid,
+        d.annotations,
+    )
 
 
 def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
     """The gang a pod belongs to when no group object was listed under its key."""
     ns, family, name = key
     if family == FAMILY_NONE:
-        return Gang(ns, name, API_NONE, "basic", 1, created=pod.created, uid=pod.uid, annotations=pod.annotations)
+        return Gang(
+            ns,
+            name,
+            API_NONE,
+            "basic",
+            1,
+            created=pod.created,
+            uid=pod.uid,
+            annotations=pod.annotations,
+        )
     if family == FAMILY_WORKLOAD:
         # `<workload>/<podGroup>/<replicaKey>`: the policy lives on `<workload>/<podGroup>`.
         base = "/".join(name.split("/")[:2])
         d = defs.get((ns, FAMILY_WORKLOAD, base))
         if d is not None:
-            replica = name[len(base) + 1:]
-            return Gang(ns, name, API_WORKLOAD, d.policy, d.min_count, d.priority, invalid=d.invalid,  # type: ignore[arg-type]
-                        created=d.created, uid=f"{d.uid}/{replica}" if replica else d.uid, annotations=d.annotations)
+            replica = name[len(base) + 1 :]
+            return Gang(
+                ns,
+                name,
+                API_WORKLOAD,
+                d.policy,
+                d.min_count,
+                d.priority,
+                invalid=d.invalid,  # type: ignore[arg-type]
+                created=d.created,
+                uid=f"{d.uid}/{replica}" if replica else d.uid,
+                annotations=d.annotations,
+            )
         return Gang(ns, name, API_WORKLOAD, exists=False)
-    api = {FAMILY_NATIVE: NATIVE_PODGROUP, FAMILY_COSCHED: API_COSCHEDULING, FAMILY_VOLCANO: API_VOLCANO}[family]
+    api = {
+        FAMILY_NATIVE: NATIVE_PODGROUP,
+        FAMILY_COSCHED: API_COSCHEDULING,
+        FAMILY_VOLCANO: API_VOLCANO,
+    }[family]
     return Gang(ns, name, api, exists=False)
 
 
-def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tuple[Pod, tuple[str, str, str], None]:
-    cache = ParseCache() if cache is None else cache  # a synthesised pod (Kueue templates) parses on its own
+def _ingest_pod(
+    obj: Mapping[str, Any], cache: ParseCache | None = None
+) -> tuple[Pod, tuple[str, str, str], None]:
+    cache = (
+        ParseCache() if cache is None else cache
+    )  # a synthesised pod (Kueue templates) parses on its own
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
     ns = str(meta.get("namespace") or "default")
-    link = _group_link(meta, spec, strict=not spec.get("nodeName"))  # a bound pod still uses capacity
+    link = _group_link(
+        meta, spec, strict=not spec.get("nodeName")
+    )  # a bound pod still uses capacity
     name = str(meta["name"])
     uid = str(meta.get("uid") or "")
     requests = _pod_requests_cached(spec, cache)
@@ -827,11 +1009,25 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     created = _timestamp(meta.get("creationTimestamp"))
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
     owners, gates_raw = meta.get("ownerReferences"), spec.get("schedulingGates")
-    owner_kinds = () if owners is None else tuple(
-        str(o.get("kind")) for o in _list(owners, "metadata.ownerReferences") if isinstance(o, Mapping))
+    owner_kinds = (
+        ()
+        if owners is None
+        else tuple(
+            str(o.get("kind"))
+            for o in _list(owners, "metadata.ownerReferences")
+            if isinstance(o, Mapping)
+        )
+    )
     scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-    gates = () if gates_raw is None else tuple(
-        str(g.get("name")) for g in _list(gates_raw, "spec.schedulingGates") if isinstance(g, Mapping))
+    gates = (
+        ()
+        if gates_raw is None
+        else tuple(
+            str(g.get("name"))
+            for g in _list(gates_raw, "spec.schedulingGates")
+            if isinstance(g, Mapping)
+        )
+    )
     labels = _str_map(meta.get("labels"), "metadata.labels")
     rules = pod_rules(spec, ns, labels, strict=node_name is None, cache=cache)
     if meta.get("deletionTimestamp") and not node_name:
@@ -839,8 +1035,25 @@ def _ingest_pod(obj: Mapping[str, Any], cache: ParseCache | None = None) -> tupl
     if gates and not node_name and gates != (CAPACITY_GATE,):
         phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
     family, gname = link if link else (FAMILY_NONE, name)
-    pod = new_pod(ns, name, uid, requests, placement, priority, node_name, phase, (ns, gname), API_NONE, created, gates,
-                  annotations, owner_kinds, labels, rules, scheduler_name)  # = Pod(...), the fields in order
+    pod = new_pod(
+        ns,
+        name,
+        uid,
+        requests,
+        placement,
+        priority,
+        node_name,
+        phase,
+        (ns, gname),
+        API_NONE,
+        created,
+        gates,
+        annotations,
+        owner_kinds,
+        labels,
+        rules,
+        scheduler_name,
+    )  # = Pod(...), the fields in order
     return pod, (ns, family, gname), None
 
 
@@ -857,8 +1070,21 @@ def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str,
     meta = obj["metadata"]
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     raw_ns = meta.get("namespace")
-    ns = raw_ns if isinstance(raw_ns, str) and raw_ns else _short(raw_ns) if raw_ns not in (None, "") else "default"
+    ns = (
+        raw_ns
+        if isinstance(raw_ns, str) and raw_ns
+        else _short(raw_ns)
+        if raw_ns not in (None, "")
+        else "default"
+    )
     link = _group_link(meta, spec, strict=False)
     family, gname = link if link else (FAMILY_NONE, str(meta["name"]))
-    pod = Pod(ns, str(meta["name"]), str(meta.get("uid") or ""), {PODS: 1}, Placement(), group_key=(ns, gname))
+    pod = Pod(
+        ns,
+        str(meta["name"]),
+        str(meta.get("uid") or ""),
+        {PODS: 1},
+        Placement(),
+        group_key=(ns, gname),
+    )
     return pod, (ns, family, gname), problem

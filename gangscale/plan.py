@@ -15,10 +15,17 @@ from __future__ import annotations
 import copy
 import io
 import typing
-from typing import Any, Callable, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 Decision = Literal[
-    "fits-existing", "scale-up", "infeasible", "deferred", "waiting-for-podgroup", "below-quorum", "invalid",
+    "fits-existing",
+    "scale-up",
+    "infeasible",
+    "deferred",
+    "waiting-for-podgroup",
+    "below-quorum",
+    "invalid",
     "waiting-for-admission",
 ]
 
@@ -53,8 +60,11 @@ def _bool(v: Any) -> bool:
     raise ValueError(f"expected a bool, got {v!r}")
 
 
-def _mapper(tp: Any, leaf: Callable[[Any], Callable[[Any], Any] | None],
-            section: Callable[[type], Callable[[Any], Any]]) -> Callable[[Any], Any] | None:
+def _mapper(
+    tp: Any,
+    leaf: Callable[[Any], Callable[[Any], Any] | None],
+    section: Callable[[type], Callable[[Any], Any]],
+) -> Callable[[Any], Any] | None:
     """A function over values of type `tp` that keeps `None` (Optional), copies lists and dicts mapping their
     items, applies `section` to a nested plan section and `leaf` to anything else (None: the value as it is)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -88,6 +98,7 @@ def _choice(allowed: frozenset) -> Callable[[Any], Any]:
         if v not in allowed:
             raise ValueError(f"expected one of {sorted(allowed)}, got {v!r}")
         return v
+
     return check
 
 
@@ -107,9 +118,13 @@ class _Model:
     def __init_subclass__(cls) -> None:
         hints = typing.get_type_hints(cls)
         names = [name for name in cls.__annotations__ if not name.startswith("_")]
-        cls._fields = tuple((n, _alias(n), cls.__dict__.get(n, _REQUIRED), _converter(hints[n])) for n in names)
+        cls._fields = tuple(
+            (n, _alias(n), cls.__dict__.get(n, _REQUIRED), _converter(hints[n])) for n in names
+        )
         cls._dumpers = tuple((n, _alias(n), _dumper(hints[n])) for n in names)
-        cls._by_key = {key: (n, alias, convert) for n, alias, _d, convert in cls._fields for key in (n, alias)}
+        cls._by_key = {
+            key: (n, alias, convert) for n, alias, _d, convert in cls._fields for key in (n, alias)
+        }
 
     def __init__(self, **values: Any) -> None:
         fields, by_key, state = self._fields, self._by_key, self.__dict__
@@ -126,14 +141,21 @@ class _Model:
                 if name not in state:
                     if default is _REQUIRED:
                         raise TypeError(f"{type(self).__name__}: {alias} is required")
-                    state[name] = copy.copy(default) if isinstance(default, (list, dict)) else default
+                    state[name] = (
+                        copy.copy(default) if isinstance(default, (list, dict)) else default
+                    )
 
     def model_dump(self, *, by_alias: bool = True, mode: str = "json") -> dict[str, Any]:
         """The section as the JSON contract has it: keyed by alias, in declaration order (the one dump there is)."""
         if not by_alias or mode != "json":
-            raise NotImplementedError("a plan section dumps only as its JSON contract (by_alias=True, mode='json')")
+            raise NotImplementedError(
+                "a plan section dumps only as its JSON contract (by_alias=True, mode='json')"
+            )
         values = self.__dict__
-        return {alias: values[name] if dump is None else dump(values[name]) for name, alias, dump in self._dumpers}
+        return {
+            alias: values[name] if dump is None else dump(values[name])
+            for name, alias, dump in self._dumpers
+        }
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:
         """A copy with `update` (field names) set as given, unchecked, as pydantic's `model_copy` does."""
@@ -216,7 +238,9 @@ class SolverInfo(_Model):
     gangs_started: int = 0
     gangs_upper_bound: int = 0
     by_priority: list[PriorityBound] = []
-    budget_seconds: float = 0.0  # the budget the plan worked to (the auto budget as grown while a gap was open)
+    budget_seconds: float = (
+        0.0  # the budget the plan worked to (the auto budget as grown while a gap was open)
+    )
     phases: list[SolverPhase] = []
     gaps: SolverGaps | None = None
 
@@ -234,10 +258,14 @@ class SchedulerInfo(_Model):
     scoring_strategy: str = ""
     source: Literal["default", "file", "eks"] = "default"
     seeds: list[int] = []
-    rounds: int = 0  # model runs over the whole node set (under every seed, or seed 0 alone while settling)
+    rounds: int = (
+        0  # model runs over the whole node set (under every seed, or seed 0 alone while settling)
+    )
     gangs_started: int = 0  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
-    idle_nodes: int = 0  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
+    idle_nodes: int = (
+        0  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
+    )
     seconds: float = 0.0
     note: str = ""  # why observe mode was not applied, when it was asked for
 
@@ -273,9 +301,18 @@ def _gang_line(plan: Plan) -> str:
     return f"{sv.gangs_started} gangs started of at most {sv.gangs_upper_bound} possible ({gap})"
 
 
-SUGGESTED_LIMITS = (5, 10, 30, 60, 120, 300)  # seconds: the --time-limit a gap line suggests, the first above twice
+SUGGESTED_LIMITS = (
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+)  # seconds: the --time-limit a gap line suggests, the first above twice
 # the budget the plan worked to
-COST_GAP_SHOWN = 0.001  # a cost gap this small (relative) is the solver's own stopping gap: no line for it
+COST_GAP_SHOWN = (
+    0.001  # a cost gap this small (relative) is the solver's own stopping gap: no line for it
+)
 
 
 def gap_line(plan: Plan) -> str | None:
@@ -314,30 +351,62 @@ def _group_rows(plan: Plan) -> list[tuple[str, str, int, float, float]]:
     info: dict[str, tuple[str, float]] = {}
     for n in plan.new_nodes:
         info.setdefault(n.node_group, (n.instance_type, n.price_per_hour))
-    return [(g, info.get(g, ("", 0.0))[0], cnt, info.get(g, ("", 0.0))[1], cnt * info.get(g, ("", 0.0))[1])
-            for g, cnt in sorted(plan.scale_up.items())]
+    return [
+        (
+            g,
+            info.get(g, ("", 0.0))[0],
+            cnt,
+            info.get(g, ("", 0.0))[1],
+            cnt * info.get(g, ("", 0.0))[1],
+        )
+        for g, cnt in sorted(plan.scale_up.items())
+    ]
 
 
 def render_markdown(plan: Plan) -> str:
-    out = ["# gangscale plan", "", *_summary_lines(plan), "", "## Gangs", "",
-           "| gang | api | policy | minCount | pending | placed | decision | reason |",
-           "|---|---|---|---:|---:|---:|---|---|"]
+    out = [
+        "# gangscale plan",
+        "",
+        *_summary_lines(plan),
+        "",
+        "## Gangs",
+        "",
+        "| gang | api | policy | minCount | pending | placed | decision | reason |",
+        "|---|---|---|---:|---:|---:|---|---|",
+    ]
     for g in plan.gangs:
         reason = g.reason.replace("|", "\\|")
-        out.append(f"| {g.namespace}/{g.name} | {g.api} | {g.policy} | {g.min_count} | {g.pending} | {g.placed} "
-                   f"| {g.decision} | {reason} |")
-    out += ["", "## Node groups", "", "| node group | instance type | nodes added | price each | cost |",
-            "|---|---|---:|---:|---:|"]
+        out.append(
+            f"| {g.namespace}/{g.name} | {g.api} | {g.policy} | {g.min_count} | {g.pending} | {g.placed} "
+            f"| {g.decision} | {reason} |"
+        )
+    out += [
+        "",
+        "## Node groups",
+        "",
+        "| node group | instance type | nodes added | price each | cost |",
+        "|---|---|---:|---:|---:|",
+    ]
     for name, itype, cnt, price, cost in _group_rows(plan):
         out.append(f"| {name} | {itype} | {cnt} | {_money(price)} | {_money(cost)} |")
-    out += ["", f"**Total {_money(plan.cost_per_hour)}** against a proven lower bound of "
-                f"{_money(plan.lower_bound_per_hour)} (gap {plan.solver.gap:.2%}).", "",
-            f"**Gangs:** {_gang_line(plan)}.", ""]
+    out += [
+        "",
+        f"**Total {_money(plan.cost_per_hour)}** against a proven lower bound of "
+        f"{_money(plan.lower_bound_per_hour)} (gap {plan.solver.gap:.2%}).",
+        "",
+        f"**Gangs:** {_gang_line(plan)}.",
+        "",
+    ]
     if len(plan.solver.by_priority) > 1:
-        out += ["| priority | gangs started | gang upper bound | pods placed | pod upper bound |",
-                "|---:|---:|---:|---:|---:|"]
-        out += [f"| {t.priority} | {t.gangs_started} | {t.gangs_upper_bound} | {t.pods_placed} | "
-                f"{'n/a' if t.pods_upper_bound is None else t.pods_upper_bound} |" for t in plan.solver.by_priority]
+        out += [
+            "| priority | gangs started | gang upper bound | pods placed | pod upper bound |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        out += [
+            f"| {t.priority} | {t.gangs_started} | {t.gangs_upper_bound} | {t.pods_placed} | "
+            f"{'n/a' if t.pods_upper_bound is None else t.pods_upper_bound} |"
+            for t in plan.solver.by_priority
+        ]
         out.append("")
     if plan.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in plan.warnings] + [""]
@@ -354,8 +423,16 @@ def render_table(plan: Plan, width: int | None = None) -> str:
     for col in ("GANG", "API", "POLICY", "MIN", "PENDING", "PLACED", "DECISION", "REASON"):
         gangs.add_column(col, overflow="fold")
     for g in plan.gangs:
-        gangs.add_row(f"{g.namespace}/{g.name}", g.api, g.policy, str(g.min_count), str(g.pending), str(g.placed),
-                      g.decision, g.reason)
+        gangs.add_row(
+            f"{g.namespace}/{g.name}",
+            g.api,
+            g.policy,
+            str(g.min_count),
+            str(g.pending),
+            str(g.placed),
+            g.decision,
+            g.reason,
+        )
     console.print(gangs)
     groups = Table(title="Node groups")
     for col in ("NODE GROUP", "INSTANCE TYPE", "NODES ADDED", "PRICE EACH", "COST"):

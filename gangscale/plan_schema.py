@@ -15,7 +15,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Decision = Literal[
-    "fits-existing", "scale-up", "infeasible", "deferred", "waiting-for-podgroup", "below-quorum", "invalid",
+    "fits-existing",
+    "scale-up",
+    "infeasible",
+    "deferred",
+    "waiting-for-podgroup",
+    "below-quorum",
+    "invalid",
     "waiting-for-admission",
 ]
 
@@ -104,9 +110,13 @@ class SchedulerInfo(_Model):
     source: Literal["default", "file", "eks"] = "default"
     seeds: list[int] = Field(default_factory=list)
     rounds: int = 0  # model runs over the whole node set (each under every seed)
-    gangs_started: int = Field(default=0, alias="gangsStarted")  # gangs the model starts under every seed
+    gangs_started: int = Field(
+        default=0, alias="gangsStarted"
+    )  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
-    idle_nodes: int = Field(default=0, alias="idleNodes")  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
+    idle_nodes: int = Field(
+        default=0, alias="idleNodes"
+    )  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
     seconds: float = 0.0
     note: str = ""  # why observe mode was not applied, when it was asked for
 
@@ -121,4 +131,6 @@ class Plan(_Model):
     solver: SolverInfo
     warnings: list[str] = Field(default_factory=list)
     scheduler: SchedulerInfo | None = None
-    daemon_set_overhead: dict[str, dict[str, str]] = Field(default_factory=dict, alias="daemonSetOverhead")
+    daemon_set_overhead: dict[str, dict[str, str]] = Field(
+        default_factory=dict, alias="daemonSetOverhead"
+    )

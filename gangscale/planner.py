@@ -21,11 +21,28 @@ from typing import TYPE_CHECKING
 from .daemonsets import overhead_report
 from .explain import limits_reached, pod_misfit
 from .model import NodeGroup
-from .plan import GangResult, NewNode, Plan, PriorityBound, SchedulerInfo, SolverGaps, SolverInfo, SolverPhase
+from .plan import (
+    GangResult,
+    NewNode,
+    Plan,
+    PriorityBound,
+    SchedulerInfo,
+    SolverGaps,
+    SolverInfo,
+    SolverPhase,
+)
 from .snapshot import ClusterSnapshot
 from .solver import budget
-from .solver.bound import (TierBound, GangLP, gang_lp, gangs_upper_bound, lower_bound, lp_cost_prices, lp_seconds,
-                           tier_counts)
+from .solver.bound import (
+    GangLP,
+    TierBound,
+    gang_lp,
+    gangs_upper_bound,
+    lower_bound,
+    lp_cost_prices,
+    lp_seconds,
+    tier_counts,
+)
 from .solver.budget import Clock
 from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
 from .solver.merge import fewer_nodes
@@ -50,9 +67,16 @@ def __getattr__(name: str):
         return getattr(realize, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-POLISH_SHARE = 0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
-COST_TARGET_GAP = 0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
-FINISH_RESERVE = budget.FINISH_SECONDS  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+
+POLISH_SHARE = (
+    0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
+)
+COST_TARGET_GAP = (
+    0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
+)
+FINISH_RESERVE = (
+    budget.FINISH_SECONDS
+)  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
@@ -60,8 +84,9 @@ def _placement(a: Assignment) -> tuple[int, int]:
     return sum(a.satisfied), sum(a.y)
 
 
-def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler: SchedulerModel | None = None
-              ) -> Plan:
+def make_plan(
+    snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler: SchedulerModel | None = None
+) -> Plan:
     """Plan; in observe mode (`scheduler`, opt-in; default OFF) check and repair it against the scheduler model.
 
     The solver gets 80% of an explicit --time-limit; re-plan rounds work to the limit itself. The model's
@@ -75,21 +100,40 @@ def make_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None, scheduler
 
 
 def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel | None) -> Plan:
-    enabled = scheduler is not None and scheduler.enabled  # None: OFF, without importing the scheduler model
-    spread = next((p.key for g in snap.solvable for p in g.pending if p.rules.spread or p.rules.domain_spread), None)
+    enabled = (
+        scheduler is not None and scheduler.enabled
+    )  # None: OFF, without importing the scheduler model
+    spread = next(
+        (
+            p.key
+            for g in snap.solvable
+            for p in g.pending
+            if p.rules.spread or p.rules.domain_spread
+        ),
+        None,
+    )
     if not enabled or spread:
         plan = solve_plan(snap, opts)
-        plan.scheduler = SchedulerInfo(mode="off", note=(
-            f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
-            "checks pod by pod against pods this plan would not promise; the solver's plan is returned") if spread
-            and enabled else "")
+        plan.scheduler = SchedulerInfo(
+            mode="off",
+            note=(
+                f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
+                "checks pod by pod against pods this plan would not promise; the solver's plan is returned"
+            )
+            if spread and enabled
+            else "",
+        )
         return plan
     from .realize import realize
 
     start = time.perf_counter()
-    began = start if opts.started is None or opts.time_limit is None else min(opts.started, start)  # (`solve_plan`)
+    began = (
+        start if opts.started is None or opts.time_limit is None else min(opts.started, start)
+    )  # (`solve_plan`)
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
-    first = solve_plan(snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts)
+    first = solve_plan(
+        snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts
+    )
     deadline = float("inf") if opts.deterministic else max(began + limit, time.perf_counter())
 
     def again(residual: ClusterSnapshot, seconds: float) -> Plan:
@@ -111,14 +155,23 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     timed = opts.time_limit is not None
     # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
     # the planner's own, from here
-    clock = Clock(min(opts.started, began) if timed and opts.started is not None else began, opts.seconds_for(pods),
-                  timed, pods, FINISH_RESERVE, planner_start=began)
+    clock = Clock(
+        min(opts.started, began) if timed and opts.started is not None else began,
+        opts.seconds_for(pods),
+        timed,
+        pods,
+        FINISH_RESERVE,
+        planner_start=began,
+    )
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
     t = time.perf_counter()
     # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
-    hint_tiers = [] if hint.stopped_early else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied),
-                                                                 clock.lp_by, lp)
+    hint_tiers = (
+        []
+        if hint.stopped_early
+        else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), clock.lp_by, lp)
+    )
     clock.record("gangBound", t, clock.past(clock.lp_by))
     hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
     bounds = _Bounds(prob, opts, known_lp, clock.lp_by)
@@ -128,8 +181,14 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         clock.open_gap()
     t = time.perf_counter()
     # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
-    patterns = build_patterns(prob, hint.bins, opts.patterns_per_kind, deadline=min(
-        clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish))
+    patterns = build_patterns(
+        prob,
+        hint.bins,
+        opts.patterns_per_kind,
+        deadline=min(
+            clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish
+        ),
+    )
     clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
     outcome = _search(prob, patterns, hint, opts, clock, bounds, proven, cost_closed)
     best = _final(prob, outcome, hint)
@@ -137,53 +196,97 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     lb, lb_proven = bounds.final(best, clock.deadline - clock.finish - t)
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
-    if outcome.cost_optimal:  # CP-SAT proved no placement as good costs less: the cost is its own bound
+    if (
+        outcome.cost_optimal
+    ):  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, clock.lp_by)
     clock.record("bound", t, clock.past(clock.deadline - clock.finish) and not lb_proven)
     t = time.perf_counter()
     plan = _render(snap, prob, best, cost, lb, clock.deadline)
     clock.record("explain", t, clock.past(clock.deadline))
-    plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, outcome.cost_optimal,
-                               greedy_only=best is hint, seconds=time.perf_counter() - began, clock=clock)
+    plan.solver = _solver_info(
+        prob,
+        patterns,
+        tiers,
+        cost,
+        lb,
+        lb_proven,
+        outcome.cost_optimal,
+        greedy_only=best is hint,
+        seconds=time.perf_counter() - began,
+        clock=clock,
+    )
     return plan
 
 
 def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment:
     """The plan to report: CP-SAT's with fewer nodes where cost ties, never dearer than the greedy's at its
     placement, and within every zone spread's skew on its final state (solver/skew.py)."""
-    best = outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
-    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(prob):  # pragma: no cover
+    best = (
+        outcome.assignment if outcome.assignment is hint else fewer_nodes(prob, outcome.assignment)
+    )
+    if _placement(best) <= _placement(hint) and best.cost(prob) > hint.cost(
+        prob
+    ):  # pragma: no cover
         best = hint  # solve_model already keeps the cheaper of equal placements; never return a dearer one
     return within_skew(prob, best)
-def _cost_closed(prob: Problem, hint: Assignment, bounds: _Bounds, opts: SolveOptions, clock: Clock) -> bool:
+
+
+def _cost_closed(
+    prob: Problem, hint: Assignment, bounds: _Bounds, opts: SolveOptions, clock: Clock
+) -> bool:
     """The plan's cost meets its bound (within the relative gap): the LP's first, then a share of the time left
     for the aggregate relaxation."""
     t = time.perf_counter()
     lb0 = bounds.of(hint, max(0.0, min(1.0, 0.25 * clock.left())))
-    clock.lp_seconds = clock.lp_seconds or time.perf_counter() - t  # measured here when the repair solved no LP
+    clock.lp_seconds = (
+        clock.lp_seconds or time.perf_counter() - t
+    )  # measured here when the repair solved no LP
     clock.record("costBound", t, False)
     return hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
 
 
-def _search(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, clock: Clock,
-            bounds: _Bounds, proven: bool, cost_closed: bool) -> SolveOutcome:
+def _search(
+    prob: Problem,
+    patterns: PatternSet,
+    hint: Assignment,
+    opts: SolveOptions,
+    clock: Clock,
+    bounds: _Bounds,
+    proven: bool,
+    cost_closed: bool,
+) -> SolveOutcome:
     """CP-SAT, warm-started from `hint`, whenever a gap is open and `budget.MIN_SEARCH` seconds of search remain
     after the model's build and the reserves; with both gaps closed, at the default budget nothing (the plan
     returns at once), at an explicit one a short polish of the node count (fewer nodes break cost ties)."""
     t = time.perf_counter()
-    n_variables = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(prob)  # each with a constraint
+    n_variables = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(
+        prob
+    )  # each with a constraint
     search = clock.search_seconds(n_variables)
     if cost_closed:
         search = min(search, max(0.2, POLISH_SHARE * clock.limit)) if clock.timed else 0.0
     if search < budget.MIN_SEARCH:
         clock.record("cpsat", t, not cost_closed)
         return SolveOutcome(hint, proven, False, True, 0, 0.0)
-    from .solver.cpsat import solve_model  # OR-Tools' cp_model (and pandas) load only when CP-SAT runs
+    from .solver.cpsat import (
+        solve_model,
+    )  # OR-Tools' cp_model (and pandas) load only when CP-SAT runs
 
-    seconds = min(search, clock.search_seconds(n_variables)) + budget.MODEL_SECONDS_PER_VARIABLE * n_variables
-    outcome = solve_model(prob, patterns, hint, opts, seconds, None if cost_closed else bounds.of,
-                          placement_proven=proven)
+    seconds = (
+        min(search, clock.search_seconds(n_variables))
+        + budget.MODEL_SECONDS_PER_VARIABLE * n_variables
+    )
+    outcome = solve_model(
+        prob,
+        patterns,
+        hint,
+        opts,
+        seconds,
+        None if cost_closed else bounds.of,
+        placement_proven=proven,
+    )
     optimal = outcome.placement_optimal and outcome.cost_optimal
     clock.record("cpsat", t, not optimal and not cost_closed and time.perf_counter() - t >= seconds)
     return outcome
@@ -200,13 +303,24 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     best, known_lp = _repair(prob, hint, None, lp)
     best = within_skew(prob, best)  # the final state within every zone spread (solver/skew.py)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
-    lb, lb_proven = _Bounds(prob, opts, known_lp, None).final(best, 0.0)  # no time: the LP's bound, not CP-SAT's
+    lb, lb_proven = _Bounds(prob, opts, known_lp, None).final(
+        best, 0.0
+    )  # no time: the LP's bound, not CP-SAT's
     cost = best.cost(prob)
     lb = min(lb, cost)
     tiers = _gang_tiers(prob, best, hint, hint_tiers, False, None)
     plan = _render(snap, prob, best, cost, lb, None)
-    plan.solver = _solver_info(prob, patterns, tiers, cost, lb, lb_proven, False, greedy_only=True,
-                               seconds=time.perf_counter() - start)
+    plan.solver = _solver_info(
+        prob,
+        patterns,
+        tiers,
+        cost,
+        lb,
+        lb_proven,
+        False,
+        greedy_only=True,
+        seconds=time.perf_counter() - start,
+    )
     return plan
 
 
@@ -220,8 +334,11 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     lp_by = clock.guide_by() if clock is not None else None
     timed = clock is not None and clock.timed
     deadline = clock.deadline if clock is not None and timed else None
-    lp = gang_lp(prob, lp_by if timed else None) if not timed or time.perf_counter() + lp_seconds(prob) <= lp_by \
+    lp = (
+        gang_lp(prob, lp_by if timed else None)
+        if not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
         else None
+    )
     if lp is not None:
         lp.deadline = lp_by
     fits = lp_by is None or timed or time.perf_counter() + lp_seconds(prob) <= lp_by
@@ -230,7 +347,11 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
         clock.record("guide", t, lp is None or not fits or (guide is None and clock.past(lp_by)))
     t = time.perf_counter()
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)
-    if guide is not None and not a.stopped_early and not (clock is not None and clock.past(deadline)):
+    if (
+        guide is not None
+        and not a.stopped_early
+        and not (clock is not None and clock.past(deadline))
+    ):
         # the guide's groups keeping their running nodes too (flexible 8-GPU pods can take the free H100 nodes an
         # H100-only gang needs) starts more gangs on some backlogs and fewer on others: keep the better
         b = greedy(prob, deadline=deadline, guide=guide, repack=False, spare_running=True)
@@ -241,8 +362,13 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     return a, lp
 
 
-def _repair(prob: Problem, hint: Assignment, deadline: float | None, gang: GangLP | None = None,
-            clock: Clock | None = None) -> tuple[Assignment, dict[tuple, int]]:
+def _repair(
+    prob: Problem,
+    hint: Assignment,
+    deadline: float | None,
+    gang: GangLP | None = None,
+    clock: Clock | None = None,
+) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes. An LP cut short by `deadline` still prices the pods
@@ -254,19 +380,31 @@ def _repair(prob: Problem, hint: Assignment, deadline: float | None, gang: GangL
         return fewer_nodes(prob, hint), {}
     per_shape = placed_per_shape(prob, hint)
     lp, prices = 0, {}
-    if any(not k.new for k in prob.kinds):  # prices order the pods onto existing nodes; without any, only the bound
-        lp, prices = lp_cost_prices(prob, per_shape, deadline, gang.parts if gang is not None else None)
-        if clock is not None:  # needs the LP (`_Bounds`, after the new nodes are bought by the pattern LP)
+    if any(
+        not k.new for k in prob.kinds
+    ):  # prices order the pods onto existing nodes; without any, only the bound
+        lp, prices = lp_cost_prices(
+            prob, per_shape, deadline, gang.parts if gang is not None else None
+        )
+        if (
+            clock is not None
+        ):  # needs the LP (`_Bounds`, after the new nodes are bought by the pattern LP)
             clock.lp_seconds = time.perf_counter() - t
     # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
     # and `_Bounds` would solve the same LP again for it
     known = {tuple(sorted(per_shape.items())): lp} if lp or prices else {}
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
-    colgen_by = None if deadline is None else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
+    colgen_by = (
+        None
+        if deadline is None
+        else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
+    )
     again = repack(prob, hint, prices or unit_prices(prob, per_shape), deadline, good, colgen_by)
     best = again if again is not None and again.cost(prob) < hint.cost(prob) else hint
     # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
-    if (good is None or best.cost(prob) > good) and not (deadline is not None and time.perf_counter() > deadline):
+    if (good is None or best.cost(prob) > good) and not (
+        deadline is not None and time.perf_counter() > deadline
+    ):
         whole = repacked(prob, hint)
         if whole is not None and whole.cost(prob) < best.cost(prob):
             best = whole
@@ -280,7 +418,9 @@ class _Bounds:
     relaxation runs to that deadline first, so the reported gap is not the fluid bound's for want of a share of
     the time; None (`deterministic`) runs the LP the caller already solved only."""
 
-    def __init__(self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], lp_by: float | None) -> None:
+    def __init__(
+        self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], lp_by: float | None
+    ) -> None:
         self.prob, self.opts, self.known, self.lp_by = prob, opts, known_lp, lp_by
         self.cache: dict[tuple, tuple[int, bool]] = {}
 
@@ -292,21 +432,36 @@ class _Bounds:
         if key not in self.cache:
             if self.lp_by is not None and key not in self.known:
                 self.known[key] = lp_cost_prices(self.prob, dict(key), self.lp_by)[0]
-            self.cache[key] = lower_bound(self.prob, dict(key), self.opts, seconds, self.known.get(key, 0))
+            self.cache[key] = lower_bound(
+                self.prob, dict(key), self.opts, seconds, self.known.get(key, 0)
+            )
         return self.cache[key][0]
 
     def final(self, best: Assignment, seconds: float) -> tuple[int, bool]:
         """The bound for the final plan's placement; an earlier, shorter try that proved less is tried again."""
         key = self._key(best)
         if key in self.cache and not self.cache[key][1]:
-            self.cache[key] = max(self.cache[key], lower_bound(self.prob, dict(key), self.opts, seconds,
-                                                               self.known.get(key, 0)))
+            self.cache[key] = max(
+                self.cache[key],
+                lower_bound(self.prob, dict(key), self.opts, seconds, self.known.get(key, 0)),
+            )
         self.of(best, seconds)
         return self.cache[key]
 
 
-def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], cost: int, lb: int, lb_proven: bool,
-                 cost_optimal: bool, *, greedy_only: bool, seconds: float, clock: Clock | None = None) -> SolverInfo:
+def _solver_info(
+    prob: Problem,
+    patterns: PatternSet,
+    tiers: list[TierBound],
+    cost: int,
+    lb: int,
+    lb_proven: bool,
+    cost_optimal: bool,
+    *,
+    greedy_only: bool,
+    seconds: float,
+    clock: Clock | None = None,
+) -> SolverInfo:
     """The plan's `solver` section: OPTIMAL only when both the gang and the cost gaps are closed; with a `clock`,
     the budget the plan worked to and its phases (a plan bounded by work alone has none)."""
     pod_gap = sum(t.pods_bound - t.pods for t in tiers if t.pods_bound is not None)
@@ -322,23 +477,47 @@ def _solver_info(prob: Problem, patterns: PatternSet, tiers: list[TierBound], co
         patterns=sum(len(p) for p in patterns.by_kind),
         gangsStarted=sum(t.gangs for t in tiers),
         gangsUpperBound=sum(t.gangs_bound for t in tiers),
-        byPriority=[PriorityBound(priority=t.priority, gangsStarted=t.gangs, gangsUpperBound=t.gangs_bound,
-                                  podsPlaced=t.pods, podsUpperBound=t.pods_bound) for t in tiers],
+        byPriority=[
+            PriorityBound(
+                priority=t.priority,
+                gangsStarted=t.gangs,
+                gangsUpperBound=t.gangs_bound,
+                podsPlaced=t.pods,
+                podsUpperBound=t.pods_bound,
+            )
+            for t in tiers
+        ],
         budgetSeconds=round(clock.deadline - clock.start, 3) if clock is not None else 0.0,
-        phases=[SolverPhase(name=p.name, seconds=round(p.seconds, 3), cutShort=p.cut_short)
-                for p in clock.phases] if clock is not None else [],
-        gaps=SolverGaps(gangs=sum(t.gangs_bound - t.gangs for t in tiers), pods=pod_gap,
-                        costPerHour=round(max(0, cost - (cost if cost_optimal else lb)) / MICRO, 6)),
+        phases=[
+            SolverPhase(name=p.name, seconds=round(p.seconds, 3), cutShort=p.cut_short)
+            for p in clock.phases
+        ]
+        if clock is not None
+        else [],
+        gaps=SolverGaps(
+            gangs=sum(t.gangs_bound - t.gangs for t in tiers),
+            pods=pod_gap,
+            costPerHour=round(max(0, cost - (cost if cost_optimal else lb)) / MICRO, 6),
+        ),
     )
 
 
 def _closed(tiers: list[TierBound]) -> bool:
     """Every level's gangs and pods meet their bounds: no plan is lexicographically better in placement."""
-    return all(t.gangs == t.gangs_bound and t.pods_bound is not None and t.pods == t.pods_bound for t in tiers)
+    return all(
+        t.gangs == t.gangs_bound and t.pods_bound is not None and t.pods == t.pods_bound
+        for t in tiers
+    )
 
 
-def _gang_tiers(prob: Problem, best: Assignment, hint: Assignment, hint_tiers: list[TierBound],
-                placement_optimal: bool, deadline: float | None) -> list[TierBound]:
+def _gang_tiers(
+    prob: Problem,
+    best: Assignment,
+    hint: Assignment,
+    hint_tiers: list[TierBound],
+    placement_optimal: bool,
+    deadline: float | None,
+) -> list[TierBound]:
     """Per priority level, the plan's gangs and pods against their bounds (CP-SAT's proof, else the LP's)."""
     tiers = tier_counts(prob, best.y, best.satisfied)
     if placement_optimal:  # proven by CP-SAT over complete patterns, or by the LP bounds themselves
@@ -368,8 +547,14 @@ def _domain_variables(prob: Problem) -> int:
     return total
 
 
-def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: int,
-            deadline: float | None = None) -> Plan:
+def _render(
+    snap: ClusterSnapshot,
+    prob: Problem,
+    a: Assignment,
+    cost: int,
+    lb: int,
+    deadline: float | None = None,
+) -> Plan:
     within = within_skew(prob, a)  # whoever made `a`, the plan keeps every zone spread's skew
     if within is not a:
         a, cost, lb = within, within.cost(prob), min(lb, within.cost(prob))
@@ -387,20 +572,28 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
             c = prob.classes[cid]
             start = cursor[cid]
             cursor[cid] += n
-            pods.extend(p.key for p in c.pods[start:start + n])
+            pods.extend(p.key for p in c.pods[start : start + n])
             placed_by_gang[c.gang] += n
             if kind.new:
                 new_by_gang[c.gang][kind.group or ""] += 1
             else:
                 existing_by_gang[c.gang] += n
         if kind.new:
-            new_nodes.append(NewNode(nodeGroup=kind.group or "", pods=pods,
-                                     instanceType=itypes.get(kind.group, ""), pricePerHour=kind.price))
+            new_nodes.append(
+                NewNode(
+                    nodeGroup=kind.group or "",
+                    pods=pods,
+                    instanceType=itypes.get(kind.group, ""),
+                    pricePerHour=kind.price,
+                )
+            )
         else:
             existing.setdefault(node_name or "", []).extend(pods)
     scale_up = dict(sorted(Counter(n.node_group for n in new_nodes).items()))
 
-    results = _results(snap, prob, a, placed_by_gang, existing_by_gang, new_by_gang, scale_up, deadline)
+    results = _results(
+        snap, prob, a, placed_by_gang, existing_by_gang, new_by_gang, scale_up, deadline
+    )
     return Plan(
         scaleUp=scale_up,
         newNodes=sorted(new_nodes, key=lambda n: n.node_group),
@@ -413,17 +606,31 @@ def _render(snap: ClusterSnapshot, prob: Problem, a: Assignment, cost: int, lb: 
     )
 
 
-def _results(snap: ClusterSnapshot, prob: Problem, a: Assignment, placed_by_gang: list[int],
-             existing_by_gang: list[int], new_by_gang: list[Counter[str]], scale_up: dict[str, int],
-             deadline: float | None) -> list[GangResult]:
+def _results(
+    snap: ClusterSnapshot,
+    prob: Problem,
+    a: Assignment,
+    placed_by_gang: list[int],
+    existing_by_gang: list[int],
+    new_by_gang: list[Counter[str]],
+    scale_up: dict[str, int],
+    deadline: float | None,
+) -> list[GangResult]:
     """Every gang's decision and reason, in name order; a reason names the zone spread that left pods out."""
     notes = {**prob.spread.held, **a.skew_cut} if prob.spread is not None else {}
     results: list[GangResult] = []
     index = {g.gang.key: g for g in prob.gangs}
     for gang in sorted(snap.gangs, key=lambda g: (g.namespace, g.name, g.api)):
-        common = dict(namespace=gang.namespace, name=gang.name, api=gang.api, policy=gang.policy,
-                      minCount=gang.min_count, pending=len(gang.pending), bound=gang.bound,
-                      priority=gang.effective_priority)
+        common = dict(
+            namespace=gang.namespace,
+            name=gang.name,
+            api=gang.api,
+            policy=gang.policy,
+            minCount=gang.min_count,
+            pending=len(gang.pending),
+            bound=gang.bound,
+            priority=gang.effective_priority,
+        )
         key = gang.key
         pre = snap.decided.get(key)
         if pre is not None:
@@ -434,12 +641,20 @@ def _results(snap: ClusterSnapshot, prob: Problem, a: Assignment, placed_by_gang
         domain = a.domain[info.gid]
         topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
         if placed:
-            decision, reason = _placed_reason(info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up)
+            decision, reason = _placed_reason(
+                info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up
+            )
         else:
-            decision, reason = _unplaced_reason(snap, prob, info.gid, deadline, a.stopped_early, scale_up)
+            decision, reason = _unplaced_reason(
+                snap, prob, info.gid, deadline, a.stopped_early, scale_up
+            )
         if key in notes:  # topology spread left pods out: say which constraint
             reason = f"{reason}; {notes[key]}" if placed else notes[key]
-        results.append(GangResult(**common, placed=placed, decision=decision, reason=reason, topologyDomain=topo))
+        results.append(
+            GangResult(
+                **common, placed=placed, decision=decision, reason=reason, topologyDomain=topo
+            )
+        )
     return results
 
 
@@ -448,8 +663,15 @@ def _instance_types(snap: ClusterSnapshot) -> dict[str | None, str]:
     return {g.name: g.instance_type for g in reversed(snap.groups)}
 
 
-def _placed_reason(info, placed: int, existing_by_gang: list[int], new_by_gang: list[Counter[str]], topo,
-                   groups: list[NodeGroup], added: dict[str, int]) -> tuple[str, str]:
+def _placed_reason(
+    info,
+    placed: int,
+    existing_by_gang: list[int],
+    new_by_gang: list[Counter[str]],
+    topo,
+    groups: list[NodeGroup],
+    added: dict[str, int],
+) -> tuple[str, str]:
     on_existing, new_nodes = existing_by_gang[info.gid], new_by_gang[info.gid]
     parts = [f"{placed} of {info.pending} pending pods placed"]
     if info.gang.policy == "gang":
@@ -464,22 +686,37 @@ def _placed_reason(info, placed: int, existing_by_gang: list[int], new_by_gang: 
         parts.append("all in " + ", ".join(f"{k}={v}" for k, v in topo.items()))
     if placed < info.pending:
         limits = limits_reached(info.gang.pending, groups, added, info.gang.topology_keys)
-        parts.append(f"{info.pending - placed} stay pending: " + (
-            f"{limits}, and no other room is left for them" if limits else
-            "node-group limits or priority leave no room for them"))
+        parts.append(
+            f"{info.pending - placed} stay pending: "
+            + (
+                f"{limits}, and no other room is left for them"
+                if limits
+                else "node-group limits or priority leave no room for them"
+            )
+        )
     return ("scale-up" if new_nodes else "fits-existing"), "; ".join(parts)
 
 
-def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: float | None,
-                     out_of_time: bool, added: dict[str, int] | None = None) -> tuple[str, str]:
+def _unplaced_reason(
+    snap: ClusterSnapshot,
+    prob: Problem,
+    gid: int,
+    deadline: float | None,
+    out_of_time: bool,
+    added: dict[str, int] | None = None,
+) -> tuple[str, str]:
     info = prob.gangs[gid]
     for cid in info.classes:
         c = prob.classes[cid]
         if not prob.compat[c.shape]:
             return "infeasible", pod_misfit(c.pods[0], snap.groups, info.gang.topology_keys)
-    if out_of_time:  # only an explicit --time-limit cuts the greedy short (SolveOptions.seconds_for)
+    if (
+        out_of_time
+    ):  # only an explicit --time-limit cuts the greedy short (SolveOptions.seconds_for)
         return "deferred", "not tried: the planner reached its --time-limit first"
-    if deadline is not None and time.perf_counter() > deadline:  # tried, but no time left to explain it
+    if (
+        deadline is not None and time.perf_counter() > deadline
+    ):  # tried, but no time left to explain it
         return "deferred", (
             "tried, but not started in this plan: the capacity and node-group limits its quorum needs went to other "
             "gangs; whether it fits alone was not checked (the plan's time budget was spent)"
@@ -487,13 +724,17 @@ def _unplaced_reason(snap: ClusterSnapshot, prob: Problem, gid: int, deadline: f
     alone_placed = max_placeable(prob, gid, deadline)  # each gang is explained once
     want = max(info.need, 1)
     if alone_placed >= want:
-        limits = limits_reached(info.gang.pending, snap.groups, added or {}, info.gang.topology_keys)
+        limits = limits_reached(
+            info.gang.pending, snap.groups, added or {}, info.gang.topology_keys
+        )
         held = f"{limits}, for" if limits else "the capacity and node-group limits it needs go to"
         return "deferred", (
             f"fits alone ({alone_placed} of {info.pending} pods), but {held} higher-priority gangs, or "
             "equal-priority ones whose quorum uses less of the scarce capacity, in this plan"
         )
-    topo = f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
+    topo = (
+        f" within one {'/'.join(info.gang.topology_keys)} domain" if info.gang.topology_keys else ""
+    )
     return "infeasible", (
         f"even with every node group grown to maxSize at most {alone_placed} of the {want} members it needs "
         f"can be placed at once{topo}; nothing is bought for a partial gang"

@@ -20,8 +20,9 @@ from .realize import SchedulerModel
 from .scheduling import strategy_config
 
 
-def open_provider(name: str, *, catalog: str | Path | None = None,
-                  **settings: Any) -> tuple[NodeGroupProvider, list[str]]:
+def open_provider(
+    name: str, *, catalog: str | Path | None = None, **settings: Any
+) -> tuple[NodeGroupProvider, list[str]]:
     """`create_provider(name, ...)`; for `simulated` the groups (and warnings) of `catalog` seed it."""
     if name != "simulated" or catalog is None:
         return create_provider(name, **settings)
@@ -30,11 +31,15 @@ def open_provider(name: str, *, catalog: str | Path | None = None,
     return provider, [*warnings, *more]
 
 
-DEFAULT_FIT_RESOURCES = (("cpu", 1), ("memory", 1))  # upstream's NodeResourcesFit resources when none are named
+DEFAULT_FIT_RESOURCES = (
+    ("cpu", 1),
+    ("memory", 1),
+)  # upstream's NodeResourcesFit resources when none are named
 
 
-def cluster_scheduler(provider: NodeGroupProvider, model: SchedulerModel, named_file: bool
-                      ) -> tuple[SchedulerModel, list[str]]:
+def cluster_scheduler(
+    provider: NodeGroupProvider, model: SchedulerModel, named_file: bool
+) -> tuple[SchedulerModel, list[str]]:
     """The scheduler model with the cluster's own scoring strategy (aws-eks: DescribeCluster), and warnings.
 
     A user's file (`named_file`) wins and nothing is read; so does `--scheduler-model off` (the plan does not
@@ -46,8 +51,10 @@ def cluster_scheduler(provider: NodeGroupProvider, model: SchedulerModel, named_
     if scoring is None:
         return model, []
     if scoring.unknown:
-        return model, [f"{provider.name}: the cluster's kube-scheduler scoring strategy is unknown: {scoring.unknown}; "
-                       "the plan assumes upstream defaults (LeastAllocated on cpu and memory): pass "
-                       "--scheduler-config FILE (controller: schedulerConfigFile) to name it"]
+        return model, [
+            f"{provider.name}: the cluster's kube-scheduler scoring strategy is unknown: {scoring.unknown}; "
+            "the plan assumes upstream defaults (LeastAllocated on cpu and memory): pass "
+            "--scheduler-config FILE (controller: schedulerConfigFile) to name it"
+        ]
     config = strategy_config(scoring.strategy, scoring.resources or DEFAULT_FIT_RESOURCES)
     return replace(model, config=replace(config, source=scoring.source), source="eks"), []

@@ -24,15 +24,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Sequence
 
 from .fit import label_keys
 from .model import Gang, GangKey, NodeGroup, Pod
 from .plan import GangResult, NewNode, Plan, SchedulerInfo
 from .resources import sub, total
-from .scheduling import (SchedulerConfig, SimNode, SimResult, arriving_node, default_config, nodes_from_views,
-                         simulate_iter)
+from .scheduling import (
+    SchedulerConfig,
+    SimNode,
+    SimResult,
+    arriving_node,
+    default_config,
+    nodes_from_views,
+    simulate_iter,
+)
 from .snapshot import ClusterSnapshot, NodeView
 
 MICRO = 1_000_000
@@ -47,7 +54,11 @@ class SchedulerModel:
 
     config: SchedulerConfig | None = None  # None: upstream kube-scheduler defaults
     source: str = "default"  # default | file | eks: where the configuration came from
-    seeds: tuple[int, ...] = (0, 1, 2)  # tie-break seeds; a gang is promised only if it starts under all
+    seeds: tuple[int, ...] = (
+        0,
+        1,
+        2,
+    )  # tie-break seeds; a gang is promised only if it starts under all
     enabled: bool = True
     max_rounds: int = 4  # solver proposals checked (the first plan and up to 3 re-plans)
 
@@ -63,9 +74,13 @@ class _State:
     sims: list[SimResult]
     promised: set[GangKey]
     dropped: int = 0  # new nodes the cleaning dropped
-    raw: list[SimResult] | None = None  # the model's runs before cleaning (the reasons name the nodes it left empty)
+    raw: list[SimResult] | None = (
+        None  # the model's runs before cleaning (the reasons name the nodes it left empty)
+    )
     listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
-    pending: Iterator[SimResult] | None = None  # the other seeds' runs over `new`, when only seed 0's is in `sims`
+    pending: Iterator[SimResult] | None = (
+        None  # the other seeds' runs over `new`, when only seed 0's is in `sims`
+    )
 
     def cost(self, price: dict[str, int]) -> int:
         return sum(price[n.node_group or ""] for n in self.new)
@@ -81,26 +96,37 @@ class _Ctx:
     owner: dict[str, GangKey]  # pending pod key -> its gang
     labels: dict[str, dict[str, str]]  # node name -> labels (topology domains)
     price: dict[str, int]  # group -> micro-dollars per hour
-    by_key: dict[GangKey, Gang] = field(default_factory=dict)  # ctx.gangs by key (`Gang.key` builds a new GangKey each time)
+    by_key: dict[GangKey, Gang] = field(
+        default_factory=dict
+    )  # ctx.gangs by key (`Gang.key` builds a new GangKey each time)
     runs: int = 0
     serial: int = 0
-    deadline: float = float("inf")  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
+    deadline: float = float(
+        "inf"
+    )  # past it, no re-plan; cleaning goes on for LATE_RUNS model runs' seed runs
     late: int = 0  # seed runs (one seed's `simulate`) made past the deadline
     seed_runs: int = 0  # seed runs made in all
     # checked drops the model refused, by (kind, nodes kept, promises): "lost" (a promise failed: any drop to those
     # nodes is refused) or "others" (`_settle`'s drop: lost a promise or left seed 0 a bare node)
     refused: set[tuple[str, frozenset[str], frozenset[GangKey]]] = field(default_factory=set)
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
-    keys: frozenset[str] = frozenset()  # node label keys some pending pod or gang looks at (what tells nodes apart)
-    sim_memo: dict = field(default_factory=dict)  # `simulate_iter`'s memo: the queue, and the cluster drops cut from
+    keys: frozenset[str] = (
+        frozenset()
+    )  # node label keys some pending pod or gang looks at (what tells nodes apart)
+    sim_memo: dict = field(
+        default_factory=dict
+    )  # `simulate_iter`'s memo: the queue, and the cluster drops cut from
 
     def may_run(self, seeds: int = 1) -> bool:
         """Another cleaning run of `seeds` seed runs fits the budget: before the deadline, within the LATE_RUNS
         model runs' worth of seed runs after it, or within LATE_SECONDS of it (small backlogs: many runs that cost
         little)."""
         now = time.perf_counter()
-        return (now <= self.deadline or self.late + seeds <= LATE_RUNS * len(self.model.seeds)
-                or now - self.deadline < LATE_SECONDS)
+        return (
+            now <= self.deadline
+            or self.late + seeds <= LATE_RUNS * len(self.model.seeds)
+            or now - self.deadline < LATE_SECONDS
+        )
 
 
 def new_sim_nodes(ctx: _Ctx, group_names: Sequence[str]) -> list[SimNode]:
@@ -126,8 +152,11 @@ def _one_domain(ctx: _Ctx, g: Gang, sim: SimResult) -> bool:
     policy always is: KEP-5732's placement cycle; a basic one is placed pod by pod)."""
     if not g.topology_keys:
         return True
-    doms = {tuple(ctx.labels.get(n, {}).get(k) for k in g.topology_keys)
-            for p in g.pending if (n := sim.placement.get(p.key))}
+    doms = {
+        tuple(ctx.labels.get(n, {}).get(k) for k in g.topology_keys)
+        for p in g.pending
+        if (n := sim.placement.get(p.key))
+    }
     return len(doms) <= 1
 
 
@@ -137,8 +166,17 @@ def _runs(ctx: _Ctx, new: list[SimNode], seeds: Sequence[int] | None = None) -> 
     for n in new:
         ctx.labels[n.name] = n.labels
     ctx.runs += 1
-    sims = iter(simulate_iter(ctx.base + new, ctx.gangs, ctx.model.seeds if seeds is None else seeds,
-                              bound=ctx.snap.bound, config=ctx.config, stable_ties=True, memo=ctx.sim_memo))
+    sims = iter(
+        simulate_iter(
+            ctx.base + new,
+            ctx.gangs,
+            ctx.model.seeds if seeds is None else seeds,
+            bound=ctx.snap.bound,
+            config=ctx.config,
+            stable_ties=True,
+            memo=ctx.sim_memo,
+        )
+    )
     while True:
         late = time.perf_counter() > ctx.deadline  # a seed's run started past the deadline
         sim = next(sims, None)
@@ -149,8 +187,12 @@ def _runs(ctx: _Ctx, new: list[SimNode], seeds: Sequence[int] | None = None) -> 
         yield sim
 
 
-def _observe(ctx: _Ctx, new: list[SimNode], need: set[GangKey] | None = None,
-             seeds: Sequence[int] | None = None) -> tuple[list[SimResult], set[GangKey]]:
+def _observe(
+    ctx: _Ctx,
+    new: list[SimNode],
+    need: set[GangKey] | None = None,
+    seeds: Sequence[int] | None = None,
+) -> tuple[list[SimResult], set[GangKey]]:
     """The model over base + `new` under every seed (or only `seeds`), and the gangs started (in one domain) under
     all of them.
 
@@ -171,8 +213,12 @@ def _first_seed(ctx: _Ctx, new: list[SimNode], promised: set[GangKey] | None = N
     promises meanwhile: the gangs of `promised` (default: all) seed 0 starts."""
     pending = _runs(ctx, new)
     sims = [next(pending)]
-    return _State(new, sims, _started_in(ctx, sims[0], set(ctx.by_key) if promised is None else promised),
-                  pending=pending)
+    return _State(
+        new,
+        sims,
+        _started_in(ctx, sims[0], set(ctx.by_key) if promised is None else promised),
+        pending=pending,
+    )
 
 
 def _complete(ctx: _Ctx, st: _State, stop: Callable[[_State], bool] | None = None) -> _State:
@@ -211,12 +257,18 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
     began = time.perf_counter()
     st = _first_seed(ctx, new)
     now = time.perf_counter()
-    if now <= ctx.deadline and (now + (now - began) * (len(ctx.model.seeds) - 1) <= ctx.deadline
-                                or not _bare(ctx, new, st.sims[0], st.promised)):
+    if now <= ctx.deadline and (
+        now + (now - began) * (len(ctx.model.seeds) - 1) <= ctx.deadline
+        or not _bare(ctx, new, st.sims[0], st.promised)
+    ):
         st = _complete(ctx, st)
     sims, promised = st.sims, st.promised
     st.raw = sims
-    if len(sims) == len(ctx.model.seeds) and time.perf_counter() <= ctx.deadline and _idle(ctx, new, sims, promised):
+    if (
+        len(sims) == len(ctx.model.seeds)
+        and time.perf_counter() <= ctx.deadline
+        and _idle(ctx, new, sims, promised)
+    ):
         batch = _bulk(ctx, new, sims, promised, set())[0]
         trial = [n for n in new if n.name not in batch]
         key = (frozenset(n.name for n in trial), frozenset(promised))
@@ -231,18 +283,26 @@ def _clean(ctx: _Ctx, new: list[SimNode]) -> _State:
 
 def _bare(ctx: _Ctx, new: list[SimNode], sim: SimResult, used: set[GangKey]) -> set[str]:
     """The new nodes that hold no pod of a gang of `used` under `sim`."""
-    return {n.name for n in new if not any(ctx.owner.get(k) in used for k in sim.node_pods.get(n.name, ()))}
+    return {
+        n.name
+        for n in new
+        if not any(ctx.owner.get(k) in used for k in sim.node_pods.get(n.name, ()))
+    }
 
 
 def _kind(ctx: _Ctx, n: SimNode) -> tuple:
     """What the scheduler tells new nodes apart by: allocatable, taints and the labels some pod or gang reads
     (node groups differing only in a zone no pod selects are alike to it)."""
-    return (tuple(sorted(n.allocatable.items())), n.taints,
-            tuple(sorted((k, v) for k, v in n.labels.items() if k in ctx.keys)))
+    return (
+        tuple(sorted(n.allocatable.items())),
+        n.taints,
+        tuple(sorted((k, v) for k, v in n.labels.items() if k in ctx.keys)),
+    )
 
 
-def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey],
-          keep: set[str]) -> list[list[str]]:
+def _bulk(
+    ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[GangKey], keep: set[str]
+) -> list[list[str]]:
     """Idle nodes to drop at once, as candidate sets to try in turn (each ordered: idle under most seeds, then
     dearest, first).
 
@@ -257,7 +317,10 @@ def _bulk(ctx: _Ctx, new: list[SimNode], sims: list[SimResult], promised: set[Ga
         bare = [_bare(ctx, new, s, used) - keep for s in sims]
         times = Counter(name for b in bare for name in b)
         kinds = {n.name: _kind(ctx, n) for n in new if n.name in times}
-        quota = {kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare) for kd in set(kinds.values())}
+        quota = {
+            kd: min(sum(1 for name in b if kinds[name] == kd) for b in bare)
+            for kd in set(kinds.values())
+        }
         price = {n.name: ctx.price[n.node_group or ""] for n in new}
         order = sorted(times, key=lambda name: (-times[name], -price[name], name))
         by_kind = []
@@ -300,21 +363,39 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
             nxt.dropped, nxt.raw = st.dropped + len(st.new) - len(new), st.raw
             st = nxt
             continue
-        if len(st.sims) < len(seeds):  # seed 0 alone so far: every promise is checked under every seed
+        if len(st.sims) < len(
+            seeds
+        ):  # seed 0 alone so far: every promise is checked under every seed
             # a seed that withdraws a promise seed 0's nodes were bought for ends the check: drop them first
-            st = _complete(ctx, st, lambda part: bool(_bare(ctx, part.new, part.sims[0], part.promised))
-                           and ctx.may_run(len(seeds)))
+            st = _complete(
+                ctx,
+                st,
+                lambda part: (
+                    bool(_bare(ctx, part.new, part.sims[0], part.promised))
+                    and ctx.may_run(len(seeds))
+                ),
+            )
             if _bare(ctx, st.new, st.sims[0], st.promised) and ctx.may_run(len(seeds)):
                 continue
             bare = [_bare(ctx, st.new, s, st.promised) for s in st.sims]
         others = set().union(*bare)
         key = (frozenset(n.name for n in st.new if n.name not in others), frozenset(st.promised))
-        if (others and not bare[0] and not tried_others and ("lost", *key) not in ctx.refused
-                and ("others", *key) not in ctx.refused and time.perf_counter() <= ctx.deadline):
+        if (
+            others
+            and not bare[0]
+            and not tried_others
+            and ("lost", *key) not in ctx.refused
+            and ("others", *key) not in ctx.refused
+            and time.perf_counter() <= ctx.deadline
+        ):
             tried_others = True
             new = [n for n in st.new if n.name not in others]
             sims, promised = _observe(ctx, new, st.promised)
-            if len(sims) == len(st.sims) and promised >= st.promised and not _bare(ctx, new, sims[0], promised):
+            if (
+                len(sims) == len(st.sims)
+                and promised >= st.promised
+                and not _bare(ctx, new, sims[0], promised)
+            ):
                 st = _State(new, sims, promised, st.dropped + len(others), st.raw)
                 continue
             ctx.refused.add(("others", *key))
@@ -335,15 +416,34 @@ def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:
     for k, p in pods.items():
         used.setdefault(sim.placement[k], Counter()).update(p.requests)
     views = [replace(v, free=sub(v.free, used.get(v.name, {}))) for v in ctx.snap.nodes]
-    views += [NodeView(n.name, dict(n.labels), n.taints,
-                       sub(sub(n.allocatable, used.get(n.name, {})), _load(n.daemon_pods)), n.node_group, True,
-                       daemon_pods=n.daemon_pods) for n in st.new]
+    views += [
+        NodeView(
+            n.name,
+            dict(n.labels),
+            n.taints,
+            sub(sub(n.allocatable, used.get(n.name, {})), _load(n.daemon_pods)),
+            n.node_group,
+            True,
+            daemon_pods=n.daemon_pods,
+        )
+        for n in st.new
+    ]
     kept = Counter(n.node_group for n in st.new)
-    groups: list[NodeGroup] = [replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups]
+    groups: list[NodeGroup] = [
+        replace(g, current_size=g.current_size + kept[g.name]) for g in ctx.snap.groups
+    ]
     bound = list(ctx.snap.bound) + [replace(p, node_name=sim.placement[k]) for k, p in pods.items()]
     gangs = [g for k, g in ctx.by_key.items() if k not in st.promised]
-    return ClusterSnapshot(views, groups, gangs, decided={}, warnings=[], bound=bound, daemons=ctx.snap.daemons,
-                           all_nodes=ctx.snap.all_nodes)
+    return ClusterSnapshot(
+        views,
+        groups,
+        gangs,
+        decided={},
+        warnings=[],
+        bound=bound,
+        daemons=ctx.snap.daemons,
+        all_nodes=ctx.snap.all_nodes,
+    )
 
 
 def _load(pods: Sequence[Pod]) -> dict[str, int]:
@@ -358,7 +458,9 @@ def _better(a: _State, b: _State, price: dict[str, int]) -> bool:
 Solve = Callable[[ClusterSnapshot, float], Plan]
 
 
-def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: Solve, deadline: float) -> Plan:
+def realize(
+    snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: Solve, deadline: float
+) -> Plan:
     """The solver's `first` plan, checked and repaired against the scheduler model (see the module docstring)."""
     start = time.perf_counter()
     ctx = _context(snap, model)
@@ -376,7 +478,9 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
         if not sub_plan.new_nodes:
             break  # the model already had all the capacity the re-plan would use, and did not start them
         placed = {GangKey(r.namespace, r.name, r.api) for r in sub_plan.gangs if r.placed}
-        state = _clean(ctx, _listed(state.new + new_sim_nodes(ctx, [n.node_group for n in sub_plan.new_nodes])))
+        state = _clean(
+            ctx, _listed(state.new + new_sim_nodes(ctx, [n.node_group for n in sub_plan.new_nodes]))
+        )
         proposed |= placed
         realized = placed <= state.promised and not state.dropped
         if _better(state, best, ctx.price):
@@ -384,34 +488,55 @@ def realize(snap: ClusterSnapshot, first: Plan, model: SchedulerModel, solve: So
     realized = realized and best is state
     best = _settle(ctx, best)
     idle = len(_idle(ctx, best.new, best.sims, best.promised))
-    info = SchedulerInfo(mode="observe", idleNodes=idle, profile=ctx.config.default.describe(),
-                         scoringStrategy=ctx.config.default.strategy, source=model.source, seeds=list(model.seeds),
-                         rounds=ctx.runs, gangsStarted=len(best.promised),
-                         realized=realized and not ctx.late_idle,
-                         seconds=round(time.perf_counter() - start, 3),
-                         note=f"{ctx.late_idle} new nodes the scheduler leaves without a promised pod under the "
-                              "listed tie-break are kept: the model-run budget ran out before they were dropped"
-                              if ctx.late_idle else "")
+    info = SchedulerInfo(
+        mode="observe",
+        idleNodes=idle,
+        profile=ctx.config.default.describe(),
+        scoringStrategy=ctx.config.default.strategy,
+        source=model.source,
+        seeds=list(model.seeds),
+        rounds=ctx.runs,
+        gangsStarted=len(best.promised),
+        realized=realized and not ctx.late_idle,
+        seconds=round(time.perf_counter() - start, 3),
+        note=f"{ctx.late_idle} new nodes the scheduler leaves without a promised pod under the "
+        "listed tie-break are kept: the model-run budget ran out before they were dropped"
+        if ctx.late_idle
+        else "",
+    )
     return _assemble(ctx, first, best, proposed, first_reasons, info)
 
 
 def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
     by_key = {g.key: g for g in snap.solvable}
-    gangs = snap.solvable + snap.queued  # a held gang queues too (never promised, its pods no node's reason to buy)
+    gangs = (
+        snap.solvable + snap.queued
+    )  # a held gang queues too (never promised, its pods no node's reason to buy)
     keys = {k for g in gangs for k in g.topology_keys}
     for pl in {p.placement for g in gangs for p in g.pending}:
         keys |= label_keys(pl)
-    return _Ctx(snap, model, model.config or default_config(), base, gangs,
-                {p.key: k for k, g in by_key.items() for p in g.pending}, {n.name: n.labels for n in base},
-                {g.name: round(g.price_per_hour * MICRO) for g in snap.groups}, by_key, keys=frozenset(keys))
+    return _Ctx(
+        snap,
+        model,
+        model.config or default_config(),
+        base,
+        gangs,
+        {p.key: k for k, g in by_key.items() for p in g.pending},
+        {n.name: n.labels for n in base},
+        {g.name: round(g.price_per_hour * MICRO) for g in snap.groups},
+        by_key,
+        keys=frozenset(keys),
+    )
 
 
 def _reasons(st: _State, keys: set[GangKey]) -> dict[GangKey, str]:
     """The model's first word on each proposed gang it did not start (kept to explain a repair)."""
     raw = st.raw or st.sims
-    return {k: _why_not(raw if any(not s.outcomes[k].started for s in raw) else st.sims, k)
-            for k in keys - st.promised}
+    return {
+        k: _why_not(raw if any(not s.outcomes[k].started for s in raw) else st.sims, k)
+        for k in keys - st.promised
+    }
 
 
 def _why_not(sims: list[SimResult], key: GangKey) -> str:
@@ -427,8 +552,15 @@ def _why_not(sims: list[SimResult], key: GangKey) -> str:
 
 # ------------------------------------------------------------------------------------------- the plan
 
-def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
-              info: SchedulerInfo) -> Plan:
+
+def _assemble(
+    ctx: _Ctx,
+    first: Plan,
+    st: _State,
+    proposed: set[GangKey],
+    first_reasons: dict[GangKey, str],
+    info: SchedulerInfo,
+) -> Plan:
     sim = st.sims[st.listing]
     new_names = {n.name: n for n in st.new}
     on_node: dict[str, list[str]] = {}
@@ -436,24 +568,50 @@ def _assemble(ctx: _Ctx, first: Plan, st: _State, proposed: set[GangKey], first_
         if ctx.owner.get(k) in st.promised:
             on_node.setdefault(node, []).append(k)
     itype = {g.name: g.instance_type for g in ctx.snap.groups}
-    new_nodes = [NewNode(nodeGroup=n.node_group or "", pods=sorted(on_node.get(n.name, [])),
-                         instanceType=itype.get(n.node_group or "", ""),
-                         pricePerHour=ctx.price[n.node_group or ""] / MICRO) for n in st.new]
-    existing = {name: sorted(pods) for name, pods in sorted(on_node.items()) if name not in new_names}
+    new_nodes = [
+        NewNode(
+            nodeGroup=n.node_group or "",
+            pods=sorted(on_node.get(n.name, [])),
+            instanceType=itype.get(n.node_group or "", ""),
+            pricePerHour=ctx.price[n.node_group or ""] / MICRO,
+        )
+        for n in st.new
+    ]
+    existing = {
+        name: sorted(pods) for name, pods in sorted(on_node.items()) if name not in new_names
+    }
     cost_micro = st.cost(ctx.price)
     cost = round(cost_micro / MICRO, 6)
     lb = min(first.lower_bound_per_hour, cost)
     gangs = [_gang(ctx, r, st, proposed, first_reasons, new_names) for r in first.gangs]
     same = abs(cost - first.cost_per_hour) < 1e-9 and lb == first.lower_bound_per_hour
-    solver = first.solver.model_copy(update={"gap": round((cost - lb) / cost, 6) if cost else 0.0,
-                                             "status": first.solver.status if same else "FEASIBLE"})
-    return Plan(scaleUp=dict(sorted(Counter(n.node_group for n in new_nodes).items())),
-                newNodes=sorted(new_nodes, key=lambda n: n.node_group), existingNodes=existing, gangs=gangs,
-                costPerHour=cost, lowerBoundPerHour=lb, solver=solver, warnings=first.warnings, scheduler=info)
+    solver = first.solver.model_copy(
+        update={
+            "gap": round((cost - lb) / cost, 6) if cost else 0.0,
+            "status": first.solver.status if same else "FEASIBLE",
+        }
+    )
+    return Plan(
+        scaleUp=dict(sorted(Counter(n.node_group for n in new_nodes).items())),
+        newNodes=sorted(new_nodes, key=lambda n: n.node_group),
+        existingNodes=existing,
+        gangs=gangs,
+        costPerHour=cost,
+        lowerBoundPerHour=lb,
+        solver=solver,
+        warnings=first.warnings,
+        scheduler=info,
+    )
 
 
-def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_reasons: dict[GangKey, str],
-          new_names: dict[str, SimNode]) -> GangResult:
+def _gang(
+    ctx: _Ctx,
+    r: GangResult,
+    st: _State,
+    proposed: set[GangKey],
+    first_reasons: dict[GangKey, str],
+    new_names: dict[str, SimNode],
+) -> GangResult:
     key = GangKey(r.namespace, r.name, r.api)
     if key not in ctx.by_key:
         return r  # decided before any planning (invalid, waiting, below quorum, held)
@@ -462,25 +620,42 @@ def _gang(ctx: _Ctx, r: GangResult, st: _State, proposed: set[GangKey], first_re
     # the first run's word when the nodes bought for it were dropped since (the last run then only finds none)
     why = first_reasons.get(key) or _why_not(st.sims, key)
     if key in proposed or any(s.outcomes[key].started for s in st.sims):
-        return r.model_copy(update={"placed": 0, "decision": "deferred", "topology_domain": None,
-                                    "reason": f"the scheduler would not start it: {why}",
-                                    "model_started": False, "model_reason": why})
+        return r.model_copy(
+            update={
+                "placed": 0,
+                "decision": "deferred",
+                "topology_domain": None,
+                "reason": f"the scheduler would not start it: {why}",
+                "model_started": False,
+                "model_reason": why,
+            }
+        )
     return r.model_copy(update={"model_started": False, "model_reason": why})
 
 
-def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str | None,
-             new_names: dict[str, SimNode]) -> GangResult:
+def _started(
+    ctx: _Ctx,
+    r: GangResult,
+    key: GangKey,
+    st: _State,
+    repaired: str | None,
+    new_names: dict[str, SimNode],
+) -> GangResult:
     sim = st.sims[st.listing]
     g = ctx.by_key[key]
     where = [sim.placement[p.key] for p in g.pending if p.key in sim.placement]
     per_group = Counter(new_names[n].node_group for n in set(where) if n in new_names)
     on_existing = sum(1 for n in where if n not in new_names)
-    parts = [f"the scheduler starts it under all {len(st.sims)} tie-breaks: {len(where)} of {len(g.pending)} "
-             "pending pods placed"]
+    parts = [
+        f"the scheduler starts it under all {len(st.sims)} tie-breaks: {len(where)} of {len(g.pending)} "
+        "pending pods placed"
+    ]
     if on_existing:
         parts.append(f"{on_existing} on existing or upcoming nodes")
     if per_group:
-        parts.append("new nodes: " + ", ".join(f"+{n} {grp}" for grp, n in sorted(per_group.items())))
+        parts.append(
+            "new nodes: " + ", ".join(f"+{n} {grp}" for grp, n in sorted(per_group.items()))
+        )
     if repaired:
         parts.append(f"re-planned after the model's first run found: {repaired}")
     elif not r.placed:
@@ -488,15 +663,24 @@ def _started(ctx: _Ctx, r: GangResult, key: GangKey, st: _State, repaired: str |
     topo = None
     if g.topology_keys and where:
         topo = {k: ctx.labels.get(where[0], {}).get(k, "") for k in g.topology_keys}
-    return r.model_copy(update={"placed": len(where), "decision": "scale-up" if per_group else "fits-existing",
-                                "reason": "; ".join(parts), "topology_domain": topo, "model_started": True,
-                                "model_reason": None})
+    return r.model_copy(
+        update={
+            "placed": len(where),
+            "decision": "scale-up" if per_group else "fits-existing",
+            "reason": "; ".join(parts),
+            "topology_domain": topo,
+            "model_started": True,
+            "model_reason": None,
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------- configuration
 
-def scheduler_model_from(path: str | None, mode: str = "observe",
-                         memo: dict[str, SchedulerModel] | None = None) -> SchedulerModel:
+
+def scheduler_model_from(
+    path: str | None, mode: str = "observe", memo: dict[str, SchedulerModel] | None = None
+) -> SchedulerModel:
     """`--scheduler-config FILE` / `schedulerConfigFile` and `--scheduler-model` / `schedulerModel` as a
     SchedulerModel; a bad file raises SchedulerConfigError (an InputError: one sentence naming the field).
 

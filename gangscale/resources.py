@@ -30,6 +30,22 @@ from cloud_adapters.resources import (
 )
 
 __all__ = [
-    "CPU", "GPU", "MAX_QUANTITY_CHARS", "MAX_UNITS", "MEMORY", "PODS", "QuantityError", "add", "check_bound",
-    "fits", "format_amount", "parse_quantity", "parse_resource_list", "sub", "to_units", "total", "vectorizer", "vmax",
+    "CPU",
+    "GPU",
+    "MAX_QUANTITY_CHARS",
+    "MAX_UNITS",
+    "MEMORY",
+    "PODS",
+    "QuantityError",
+    "add",
+    "check_bound",
+    "fits",
+    "format_amount",
+    "parse_quantity",
+    "parse_resource_list",
+    "sub",
+    "to_units",
+    "total",
+    "vectorizer",
+    "vmax",
 ]

@@ -42,8 +42,12 @@ class NodeView:
     free: dict[str, int]
     node_group: str | None = None
     upcoming: bool = False
-    reserved_for: GangKey | None = None  # a node bought for this gang (upcoming or arrived): only its pods may use it
-    daemon_pods: tuple[Pod, ...] = ()  # an upcoming node's DaemonSet pods, already taken off `free` (daemonsets.py)
+    reserved_for: GangKey | None = (
+        None  # a node bought for this gang (upcoming or arrived): only its pods may use it
+    )
+    daemon_pods: tuple[
+        Pod, ...
+    ] = ()  # an upcoming node's DaemonSet pods, already taken off `free` (daemonsets.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,9 @@ def pre_decide(g: Gang) -> PreDecision | None:
     """Decisions that need no solver: the gang cannot be planned as it stands."""
     if g.invalid:
         return PreDecision("invalid", g.invalid)
-    if g.admission:  # Kueue decides admission; capacity is bought after it (ingest's plan_unadmitted)
+    if (
+        g.admission
+    ):  # Kueue decides admission; capacity is bought after it (ingest's plan_unadmitted)
         return PreDecision("waiting-for-admission", g.admission)
     if not g.exists:
         return PreDecision(
@@ -124,7 +130,9 @@ def pre_decide(g: Gang) -> PreDecision | None:
             "the scheduler holds the gang until all have been created",
         )
     if not g.pending:
-        return PreDecision("below-quorum", "no pending pods")  # pragma: no cover - filtered by ingest
+        return PreDecision(
+            "below-quorum", "no pending pods"
+        )  # pragma: no cover - filtered by ingest
     return None
 
 
@@ -132,7 +140,9 @@ def _reserved_for(owner: GangKey | None) -> tuple[Taint, ...]:
     return (Taint(RESERVED_TAINT, str(owner), "NoSchedule"),) if owner else ()
 
 
-def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy, daemon_pods: tuple[Pod, ...]) -> list[NodeView]:
+def _upcoming(
+    g: NodeGroup, count: int, policy: SnapshotPolicy, daemon_pods: tuple[Pod, ...]
+) -> list[NodeView]:
     """A group's nodes on their way (`g` net of its daemon pods); the first ones carry the reservations the policy
     names."""
     owners = policy.reserved.get(g.name, ())
@@ -140,8 +150,18 @@ def _upcoming(g: NodeGroup, count: int, policy: SnapshotPolicy, daemon_pods: tup
     for i in range(count):
         owner = owners[i] if i < len(owners) else None
         taints = g.taints + _reserved_for(owner)
-        views.append(NodeView(f"{g.name}/upcoming-{i + 1}", dict(g.labels), taints, dict(g.allocatable), g.name,
-                              True, owner, daemon_pods))
+        views.append(
+            NodeView(
+                f"{g.name}/upcoming-{i + 1}",
+                dict(g.labels),
+                taints,
+                dict(g.allocatable),
+                g.name,
+                True,
+                owner,
+                daemon_pods,
+            )
+        )
     return views
 
 
@@ -151,8 +171,15 @@ def _as_planned(g: Gang, policy: SnapshotPolicy, reserved: set[GangKey]) -> Gang
     mine = tuple(k for k in (key, policy.shared.get(key)) if k is not None and k in reserved)
     if mine:
         tols = tuple(Toleration(RESERVED_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
-        g = replace(g, pending=tuple(replace(p, placement=replace(p.placement, tolerations=p.placement.tolerations + tols))
-                                     for p in g.pending))
+        g = replace(
+            g,
+            pending=tuple(
+                replace(
+                    p, placement=replace(p.placement, tolerations=p.placement.tolerations + tols)
+                )
+                for p in g.pending
+            ),
+        )
     if key in policy.priority:
         g = replace(g, priority=policy.priority[key], queue_priority=g.scheduler_priority)
     return g
@@ -178,7 +205,9 @@ def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
     return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
 
 
-MAX_NODE_STARTUP_SECONDS = 15 * 60  # cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
+MAX_NODE_STARTUP_SECONDS = (
+    15 * 60
+)  # cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
 
 
 def still_starting(n: Node) -> bool:
@@ -196,13 +225,21 @@ def still_starting(n: Node) -> bool:
     return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
 
 
-def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str] | None = None,
-                   policy: SnapshotPolicy | None = None, *, views: NodeViews | None = None) -> ClusterSnapshot:
+def build_snapshot(
+    cluster: Cluster,
+    groups: list[NodeGroup],
+    warnings: list[str] | None = None,
+    policy: SnapshotPolicy | None = None,
+    *,
+    views: NodeViews | None = None,
+) -> ClusterSnapshot:
     """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
     (and updated to this snapshot's); None: every view made afresh."""
     policy = policy or SnapshotPolicy()
     usage: dict[str, dict[str, int]] = {}
-    for pod in cluster.bound:  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
+    for pod in (
+        cluster.bound
+    ):  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
         u = usage.get(pod.node_name or "")
         if u is None:
             u = usage[pod.node_name or ""] = {}
@@ -215,7 +252,9 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
     kept = views.kept if views is not None else {}
     made: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
     for n in cluster.nodes:
-        if n.node_group and not still_starting(n):  # a starting node is on its way: an upcoming view stands for it
+        if n.node_group and not still_starting(
+            n
+        ):  # a starting node is on its way: an upcoming view stands for it
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
@@ -223,33 +262,56 @@ def build_snapshot(cluster: Cluster, groups: list[NodeGroup], warnings: list[str
         owner = policy.reserved_nodes.get(n.name)
         group = n.node_group if n.node_group in known else None
         last = kept.get(n.name)
-        if last is not None and last[0] is n and last[2] == owner and last[3] == group and last[1] == used:
+        if (
+            last is not None
+            and last[0] is n
+            and last[2] == owner
+            and last[3] == group
+            and last[1] == used
+        ):
             view = last[4]
         else:
             labels = dict(n.labels)
             labels.setdefault("kubernetes.io/hostname", n.name)
             labels["metadata.name"] = n.name  # for matchFields
-            view = NodeView(n.name, labels, n.taints + _reserved_for(owner), sub(n.allocatable, used), group,
-                            reserved_for=owner)
+            view = NodeView(
+                n.name,
+                labels,
+                n.taints + _reserved_for(owner),
+                sub(n.allocatable, used),
+                group,
+                reserved_for=owner,
+            )
         made[n.name] = (n, used, owner, group, view)
         nodes.append(view)
     if views is not None:
         views.kept = made
 
-    decided = {g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None}
+    decided = {
+        g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None
+    }
     pending = sum(len(g.pending) for g in cluster.gangs if g.key not in decided)
     daemons = group_daemons(groups, cluster.daemonsets)
     extra = [*(warnings or []), *unfit_warnings(daemons, groups)]
     groups = net_of_daemons(groups, daemons)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))
-        wanted = len(policy.reserved.get(g.name, ())) + pending  # the reserved ones, then one per pending pod
+        wanted = (
+            len(policy.reserved.get(g.name, ())) + pending
+        )  # the reserved ones, then one per pending pod
         pods = daemons[g.name].pods if g.name in daemons else ()
         nodes.extend(_upcoming(g, min(wanted, on_the_way), policy, pods))
 
     reserved = {v.reserved_for for v in nodes if v.reserved_for is not None}
     gangs = [_as_planned(g, policy, reserved) for g in cluster.gangs]
-    snap = ClusterSnapshot(nodes, list(groups), gangs,
-                           warnings=summarise([*cluster.warnings, *extra]),  # capped per kind
-                           bound=cluster.bound, decided=decided, daemons=daemons, all_nodes=list(cluster.nodes))
+    snap = ClusterSnapshot(
+        nodes,
+        list(groups),
+        gangs,
+        warnings=summarise([*cluster.warnings, *extra]),  # capped per kind
+        bound=cluster.bound,
+        decided=decided,
+        daemons=daemons,
+        all_nodes=list(cluster.nodes),
+    )
     return snap

@@ -28,7 +28,9 @@ from .fit import labels_match, placement_allows, term_matches, tolerates_all
 from .model import DomainSpread, Gang, GangKey, Node, Placement, Pod, Taint
 from .snapshot import ClusterSnapshot, NodeView
 
-NO_DOMAIN = "gangscale.io/no-domain"  # never a label value (it has a '/'): a pod pinned here fits no node
+NO_DOMAIN = (
+    "gangscale.io/no-domain"  # never a label value (it has a '/'): a pod pinned here fits no node
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,9 @@ class SpreadBook:
     held: Mapping[GangKey, str]
 
 
-def eligible(s: DomainSpread, placement: Placement, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> bool:
+def eligible(
+    s: DomainSpread, placement: Placement, labels: Mapping[str, str], taints: tuple[Taint, ...]
+) -> bool:
     """A node with these labels and taints is a domain of `s` for a pod with this placement (common.go)."""
     if s.key not in labels:
         return False
@@ -83,15 +87,25 @@ def eligible(s: DomainSpread, placement: Placement, labels: Mapping[str, str], t
 def _sites(snap: ClusterSnapshot) -> list[Site]:
     views = {v.name: v for v in snap.nodes if not v.upcoming}
     nodes: list[Node | NodeView] = [*snap.all_nodes] or [v for v in snap.nodes if not v.upcoming]
-    out = [Site(n.labels, n.taints, n.name, False, views[n.name].free if n.name in views else None) for n in nodes]
-    out += [Site(g.labels, g.taints, g.name, True, g.allocatable if g.headroom else None, g.headroom)
-            for g in snap.groups]
-    out += [Site(v.labels, v.taints, v.name, False, v.free) for v in snap.nodes if v.upcoming and v.reserved_for is None]
+    out = [
+        Site(n.labels, n.taints, n.name, False, views[n.name].free if n.name in views else None)
+        for n in nodes
+    ]
+    out += [
+        Site(g.labels, g.taints, g.name, True, g.allocatable if g.headroom else None, g.headroom)
+        for g in snap.groups
+    ]
+    out += [
+        Site(v.labels, v.taints, v.name, False, v.free)
+        for v in snap.nodes
+        if v.upcoming and v.reserved_for is None
+    ]
     return out
 
 
-def _spread_of(s: DomainSpread, placement: Placement, sites: list[Site], at: dict[str, Site],
-               bound: list[Pod]) -> Spread:
+def _spread_of(
+    s: DomainSpread, placement: Placement, sites: list[Site], at: dict[str, Site], bound: list[Pod]
+) -> Spread:
     ok = [x for x in sites if eligible(s, placement, x.labels, x.taints)]
     counts: dict[str, int] = {}
     for b in bound:
@@ -99,8 +113,13 @@ def _spread_of(s: DomainSpread, placement: Placement, sites: list[Site], at: dic
         if x is not None and term_matches(s.term, b) and eligible(s, placement, x.labels, x.taints):
             d = x.labels[s.key]
             counts[d] = counts.get(d, 0) + 1
-    return Spread(s, placement, frozenset(x.labels[s.key] for x in ok),
-                  frozenset(x.labels[s.key] for x in ok if not x.group), counts)
+    return Spread(
+        s,
+        placement,
+        frozenset(x.labels[s.key] for x in ok),
+        frozenset(x.labels[s.key] for x in ok if not x.group),
+        counts,
+    )
 
 
 @dataclass(slots=True)
@@ -161,11 +180,17 @@ def _choose(deal: _Deal, pod: Pod) -> int | None:
     constraint and has room; None: none does."""
     best: tuple | None = None
     for i, x in enumerate(deal.sites):
-        if x.free is None or not placement_allows(pod.placement, x.labels, x.taints) or not deal.fits(i, pod):
+        if (
+            x.free is None
+            or not placement_allows(pod.placement, x.labels, x.taints)
+            or not deal.fits(i, pod)
+        ):
             continue
         if not _within(deal, pod, x):
             continue
-        load = sum(deal.counts[(s, pod.placement)].get(x.labels[s.key], 0) for s in pod.rules.domain_spread)
+        load = sum(
+            deal.counts[(s, pod.placement)].get(x.labels[s.key], 0) for s in pod.rules.domain_spread
+        )
         rank = (load, x.group, tuple(x.labels[s.key] for s in pod.rules.domain_spread), x.name)
         if best is None or rank < best[0]:
             best = (rank, i)
@@ -177,7 +202,11 @@ def _place(deal: _Deal, pod: Pod, i: int) -> Pod:
     x = deal.sites[i]
     deal.take(i, pod)
     for key, sp in deal.spreads.items():
-        if sp.spread.key in x.labels and term_matches(sp.spread.term, pod) and sp.eligible(x.labels, x.taints):
+        if (
+            sp.spread.key in x.labels
+            and term_matches(sp.spread.term, pod)
+            and sp.eligible(x.labels, x.taints)
+        ):
             deal.count(key, x.labels[sp.spread.key])
     return _pinned(pod, {s.key: x.labels[s.key] for s in pod.rules.domain_spread})
 
@@ -194,9 +223,12 @@ def _reason(pod: Pod, deal: _Deal, placed: int, total: int) -> str:
         sp, counts = deal.spreads[(s, pod.placement)], deal.counts[(s, pod.placement)]
         shown = ", ".join(f"{d}: {counts.get(d, 0)}" for d in sorted(sp.domains)) or "none"
         parts.append(f"{s.what} (minDomains {s.min_domains}; matching pods per domain: {shown})")
-    return (f"{placed} of {total} pending pods can be placed within " + " and ".join(parts)
-            + " on the existing nodes and the node groups' zones; kube-scheduler's PodTopologySpread filter would "
-            "keep the rest pending")
+    return (
+        f"{placed} of {total} pending pods can be placed within "
+        + " and ".join(parts)
+        + " on the existing nodes and the node groups' zones; kube-scheduler's PodTopologySpread filter would "
+        "keep the rest pending"
+    )
 
 
 def _deal_gang(deal: _Deal, g: Gang) -> tuple[Gang, str | None]:
@@ -248,11 +280,15 @@ def pin_gangs(snap: ClusterSnapshot) -> tuple[list[Gang], SpreadBook | None]:
                     deal.spreads[key] = _spread_of(s, p.placement, sites, at, snap.bound)
                     deal.counts[key] = dict(deal.spreads[key].bound)
             if p.rules.domain_spread:
-                carriers[p.key] = tuple(deal.spreads[(s, p.placement)] for s in p.rules.domain_spread)
+                carriers[p.key] = tuple(
+                    deal.spreads[(s, p.placement)] for s in p.rules.domain_spread
+                )
     spreading = [g for g in gangs if any(p.rules.domain_spread for p in g.pending)]
     changed: dict[GangKey, Gang] = {}
     held: dict[GangKey, str] = {}
-    for g in sorted(spreading, key=lambda g: (-g.effective_priority, g.created, g.namespace, g.name)):
+    for g in sorted(
+        spreading, key=lambda g: (-g.effective_priority, g.created, g.namespace, g.name)
+    ):
         changed[g.key], reason = _deal_gang(deal, g)
         if reason:
             held[g.key] = reason

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 PER_KIND = 10  # first lines kept of each kind of warning
 TOTAL = 500  # lines kept overall, summaries included
@@ -23,7 +23,7 @@ _SUMMARY_KIND = "\0summary"  # lines that already summarise others: kept as they
 
 
 def _clip(message: str) -> str:
-    return message if len(message) <= MAX_CHARS else message[:MAX_CHARS - 3] + "..."
+    return message if len(message) <= MAX_CHARS else message[: MAX_CHARS - 3] + "..."
 
 
 def kind_of(message: str) -> str:
@@ -44,7 +44,9 @@ class WarningLog:
 
     def wants(self, kind: str) -> bool:
         """Whether a message of `kind` would be kept: callers skip formatting one that would only be counted."""
-        return self._seen[kind] < self.per_kind and (kind in self._kept_kinds or len(self._kept) < self.total)
+        return self._seen[kind] < self.per_kind and (
+            kind in self._kept_kinds or len(self._kept) < self.total
+        )
 
     def add(self, message: str, kind: str | None = None) -> None:
         kind = kind if kind is not None else kind_of(message)

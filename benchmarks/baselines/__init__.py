@@ -7,7 +7,7 @@ buy. None of them knows about gangs beyond what its real counterpart knows.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..world import Placed, World
 from .ca import plan_ca, plan_ca_atomic

@@ -50,8 +50,13 @@ from ..world import Placed, World
 from .nodes import Nodes
 
 # Labels CA's node-group comparator ignores when deciding that groups are "similar".
-_IGNORED_LABELS = {"topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone",
-                   "topology.ebs.csi.aws.com/zone", "kubernetes.io/hostname", "gangscale.io/node-group"}
+_IGNORED_LABELS = {
+    "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.ebs.csi.aws.com/zone",
+    "kubernetes.io/hostname",
+    "gangscale.io/node-group",
+}
 
 
 @dataclass(slots=True)
@@ -92,7 +97,9 @@ class _CA:
         w = self.w
         keys = []
         for g in range(len(w.group_names)):
-            labels = tuple(sorted((k, v) for k, v in w.group_labels[g].items() if k not in _IGNORED_LABELS))
+            labels = tuple(
+                sorted((k, v) for k, v in w.group_labels[g].items() if k not in _IGNORED_LABELS)
+            )
             keys.append((w.group_itype[g], tuple(w.group_alloc[g]), labels, w.group_taints[g]))
         return [[h for h in range(len(keys)) if keys[h] == keys[g]] for g in range(len(keys))]
 
@@ -123,7 +130,9 @@ class _CA:
                     i %= len(cand)
         return placed
 
-    def filter_out_schedulable(self, pods: list[int], lo: int, hi: int, log: list | None = None) -> list[int]:
+    def filter_out_schedulable(
+        self, pods: list[int], lo: int, hi: int, log: list | None = None
+    ) -> list[int]:
         """Pack pods onto nodes [lo, hi); returns those still unschedulable (in order)."""
         if hi <= lo or not pods:
             return list(pods)
@@ -134,7 +143,11 @@ class _CA:
         while i < len(pods):
             key = (int(w.pod_gang[pods[i]]), int(w.pod_shape[pods[i]]))
             j = i + 1
-            while j < len(pods) and int(w.pod_gang[pods[j]]) == key[0] and int(w.pod_shape[pods[j]]) == key[1]:
+            while (
+                j < len(pods)
+                and int(w.pod_gang[pods[j]]) == key[0]
+                and int(w.pod_shape[pods[j]]) == key[1]
+            ):
                 j += 1
             run = pods[i:j]
             if key in failed:
@@ -199,7 +212,10 @@ class _CA:
                     fill = [per] * add
                     if add * per > left:
                         fill[-1] = left - (add - 1) * per
-                    rows = np.repeat(alloc[None, :], add, axis=0) - np.array(fill, dtype=np.int64)[:, None] * req
+                    rows = (
+                        np.repeat(alloc[None, :], add, axis=0)
+                        - np.array(fill, dtype=np.int64)[:, None] * req
+                    )
                     free = np.concatenate([free, rows])
                     if record:
                         packing.extend(Counter({s: f}) for f in fill)
@@ -229,7 +245,11 @@ class _CA:
         """Groups to add nodes to: g alone, or spread over its similar groups smallest first."""
         if self.similar is None:
             return [g] * min(count, int(self.left[g]))
-        sizes = {h: int(self.w.group_headroom[h] - self.left[h]) for h in self.similar[g] if self.left[h] > 0}
+        sizes = {
+            h: int(self.w.group_headroom[h] - self.left[h])
+            for h in self.similar[g]
+            if self.left[h] > 0
+        }
         out = []
         for _ in range(count):
             if not sizes:
@@ -297,8 +317,9 @@ class _CA:
         best, added = res
         w = self.w
         # the scheduler binds the pods where the estimate packed them
-        *_, packing = self._estimate(best.group, Counter(int(w.pod_shape[p]) for p in rest),
-                                     len(added), record=True)
+        *_, packing = self._estimate(
+            best.group, Counter(int(w.pod_shape[p]) for p in rest), len(added), record=True
+        )
         by_shape: dict[int, list[int]] = {}
         for p in rest:
             by_shape.setdefault(int(w.pod_shape[p]), []).append(p)
@@ -312,7 +333,9 @@ class _CA:
 def plan_ca(world: World, opts: CAOptions | None = None) -> Placed:
     ca = _CA(world, opts or CAOptions())
     pending = ca.run_regular(ca.order)
-    return ca.nodes.to_placed({"loops": ca.loops, "scaleUps": ca.scale_ups, "unschedulable": len(pending)})
+    return ca.nodes.to_placed(
+        {"loops": ca.loops, "scaleUps": ca.scale_ups, "unschedulable": len(pending)}
+    )
 
 
 def plan_ca_atomic(world: World, opts: CAOptions | None = None) -> Placed:
@@ -360,5 +383,12 @@ def plan_ca_atomic(world: World, opts: CAOptions | None = None) -> Placed:
                 continue
             pending = ca.filter_out_schedulable(pending, lo, ca.nodes.n)
             fails = 0  # new capacity: failed requests get another try
-    return ca.nodes.to_placed({"loops": ca.loops, "scaleUps": ca.scale_ups, "provisioned": provisioned,
-                               "requestsLeft": len(requests), "unschedulable": len(pending)})
+    return ca.nodes.to_placed(
+        {
+            "loops": ca.loops,
+            "scaleUps": ca.scale_ups,
+            "provisioned": provisioned,
+            "requestsLeft": len(requests),
+            "unschedulable": len(pending),
+        }
+    )

@@ -79,12 +79,16 @@ class _Karpenter:
         pools: dict[tuple, list[int]] = {}
         for g in range(G):
             pools.setdefault(world.group_taints[g], []).append(g)
-        self.pools = [np.isin(np.arange(G), gs) for _, gs in sorted(pools.items(), key=lambda kv: str(kv[0]))]
+        self.pools = [
+            np.isin(np.arange(G), gs) for _, gs in sorted(pools.items(), key=lambda kv: str(kv[0]))
+        ]
         # shape -> offerings whose labels/taints allow it and whose allocatable holds it
         S = len(world.shape_req)
         self.shape_ok = np.zeros((S, G), dtype=bool)
         for s in range(S):
-            self.shape_ok[s] = world.compat[s, world.group_sig] & (world.shape_req[s] <= world.group_alloc).all(axis=1)
+            self.shape_ok[s] = world.compat[s, world.group_sig] & (
+                world.shape_req[s] <= world.group_alloc
+            ).all(axis=1)
         self.rounds = 0
         self.failed_launches = 0
 
@@ -115,8 +119,10 @@ class _Karpenter:
         def first_existing(s: int, req: np.ndarray) -> int:
             k = cursor.get(s, 0)
             while k < len(order):
-                blk = order[k:k + 256]
-                hit = np.flatnonzero(w.compat[s, nodes.sig[blk]] & (nodes.free[blk] >= req).all(axis=1))
+                blk = order[k : k + 256]
+                hit = np.flatnonzero(
+                    w.compat[s, nodes.sig[blk]] & (nodes.free[blk] >= req).all(axis=1)
+                )
                 if len(hit):
                     cursor[s] = k + int(hit[0])
                     return int(blk[hit[0]])
@@ -143,8 +149,13 @@ class _Karpenter:
             heap, seen = heaps.get(s, ([], 0))
             if claims.n > seen:
                 n = claims.n
-                cand = np.flatnonzero((claims.used[seen:n] + req <= claims.hi[seen:n]).all(axis=1)
-                                      & (claims.opts[seen:n] & ok_g).any(axis=1)) + seen
+                cand = (
+                    np.flatnonzero(
+                        (claims.used[seen:n] + req <= claims.hi[seen:n]).all(axis=1)
+                        & (claims.opts[seen:n] & ok_g).any(axis=1)
+                    )
+                    + seen
+                )
                 for c in cand.tolist():
                     heapq.heappush(heap, (int(claims.cnt[c]), c))
             heaps[s] = (heap, claims.n)
@@ -224,4 +235,6 @@ class _Karpenter:
 def plan_karpenter(world: World, opts: KarpenterOptions | None = None) -> Placed:
     k = _Karpenter(world, opts or KarpenterOptions())
     left = k.run()
-    return k.nodes.to_placed({"rounds": k.rounds, "failedLaunches": k.failed_launches, "unschedulable": len(left)})
+    return k.nodes.to_placed(
+        {"rounds": k.rounds, "failedLaunches": k.failed_launches, "unschedulable": len(left)}
+    )

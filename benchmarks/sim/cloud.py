@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cloud_adapters.base import ScaleResult
 from cloud_adapters.simulated import SimulatedProvider
@@ -24,8 +24,16 @@ from cloud_adapters.types import NodeGroup
 from .trace import Outage, launch_delay
 
 ICE_SECONDS = 20  # a launch without capacity is refused within seconds, not after the boot time
-COUNTED = ("discover", "target_size", "increase_size", "delete_instances", "decrease_target_size", "instances",
-           "launch_failures", "instance_groups")
+COUNTED = (
+    "discover",
+    "target_size",
+    "increase_size",
+    "delete_instances",
+    "decrease_target_size",
+    "instances",
+    "launch_failures",
+    "instance_groups",
+)
 
 
 @dataclass(slots=True)
@@ -41,8 +49,17 @@ class Billed:
 class SimCloud(SimulatedProvider):
     """A simulated cloud that launches slowly (per group), fails per launch and in outages, and bills."""
 
-    def __init__(self, groups: list[NodeGroup], *, delays: dict[str, tuple[float, float]], failure_probability: float,
-                 outages: list[Outage], seed: int, clock: Callable[[], float], t0: float) -> None:
+    def __init__(
+        self,
+        groups: list[NodeGroup],
+        *,
+        delays: dict[str, tuple[float, float]],
+        failure_probability: float,
+        outages: list[Outage],
+        seed: int,
+        clock: Callable[[], float],
+        t0: float,
+    ) -> None:
         super().__init__(groups, failure_probability=failure_probability, seed=seed, clock=clock)
         self.delays = delays
         self.outages = outages
@@ -52,8 +69,12 @@ class SimCloud(SimulatedProvider):
         self._fail_rngs: dict[str, random.Random] = {}
         self.calls: Counter[str] = Counter()
         self.bill: dict[str, Billed] = {}
-        self.open: set[str] = set()  # bills still running: the bill so far is their time plus `closed_micro`
-        self.closed_micro = 0  # micro-dollars of the ended bills (a week launches thousands of instances)
+        self.open: set[str] = (
+            set()
+        )  # bills still running: the bill so far is their time plus `closed_micro`
+        self.closed_micro = (
+            0  # micro-dollars of the ended bills (a week launches thousands of instances)
+        )
         self.groups_by_name = {g.name: g for g in groups}
 
     def _stream(self, streams: dict[str, random.Random], kind: str, group: str) -> random.Random:
@@ -97,7 +118,9 @@ class SimCloud(SimulatedProvider):
                 continue
             inst.fails = inst.fails or outage
             delays = self._stream(self._delay_rngs, "delays", group)
-            inst.ready_at = now + (ICE_SECONDS if inst.fails else launch_delay(delays, median, sigma))
+            inst.ready_at = now + (
+                ICE_SECONDS if inst.fails else launch_delay(delays, median, sigma)
+            )
             if not inst.fails:
                 self.bill[inst.id] = Billed(inst.id, group, t)
                 self.open.add(inst.id)
@@ -134,7 +157,11 @@ class SimCloud(SimulatedProvider):
     def launches(self) -> list[tuple[str, str, float, bool]]:
         """(instance id, group, ready at (epoch), fails) of every instance the groups hold; not a cloud call."""
         self._settle()
-        return [(i.id, name, i.ready_at, i.fails) for name, g in sorted(self._groups.items()) for i in g.instances]
+        return [
+            (i.id, name, i.ready_at, i.fails)
+            for name, g in sorted(self._groups.items())
+            for i in g.instances
+        ]
 
     def failure_count(self) -> int:
         """Launch failures so far (all groups): a change wakes the policies that watch them."""
@@ -149,7 +176,9 @@ class SimCloud(SimulatedProvider):
 
     def _micro(self, b: Billed, end: int) -> int:
         """One instance's bill from its launch to `end`: integer micro-dollars, per second."""
-        return round(self.groups_by_name[b.group].price_per_hour * 1_000_000) * (end - b.start) // 3600
+        return (
+            round(self.groups_by_name[b.group].price_per_hour * 1_000_000) * (end - b.start) // 3600
+        )
 
     def micro_dollars(self, end: int) -> int:
         """The bill so far: integer micro-dollars, per second of every instance's life (running ones until `end`)."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any
 
 from gangscale.catalog import parse_catalog
 from gangscale.ingest import Cluster, ingest
@@ -39,8 +40,12 @@ from .trace import GangSpec, Trace
 
 T0 = 1_800_000_000  # the simulation's epoch, fixed so runs repeat; traces carry their own daily wave in seconds from 0
 STEP = 10
-DRAIN_SLACK = 3600  # the drain's cap beyond twice the longest run time: every policy's scale-down timers
-PARSED_OBJECTS = 20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)
+DRAIN_SLACK = (
+    3600  # the drain's cap beyond twice the longest run time: every policy's scale-down timers
+)
+PARSED_OBJECTS = (
+    20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)
+)
 GATE = "gangscale.io/capacity"
 _T0_DT = datetime.fromtimestamp(T0, timezone.utc)
 
@@ -65,13 +70,27 @@ class Clock:
 
 
 class Engine:
-    def __init__(self, trace: Trace, policy: str, *, seed: int = 0, progress: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        trace: Trace,
+        policy: str,
+        *,
+        seed: int = 0,
+        progress: Callable[[int], None] | None = None,
+    ):
         self.trace = trace
         self.seed = seed
         self.clock = Clock()
         groups, _ = parse_catalog(trace.catalog)
-        self.cloud = SimCloud(groups, delays=trace.delays, failure_probability=trace.failures, outages=trace.outages,
-                              seed=seed, clock=self.clock, t0=T0)
+        self.cloud = SimCloud(
+            groups,
+            delays=trace.delays,
+            failure_probability=trace.failures,
+            outages=trace.outages,
+            seed=seed,
+            clock=self.clock,
+            t0=T0,
+        )
         self.group_gpus = {g.name: g.allocatable.get("nvidia.com/gpu", 0) for g in groups}
         self.pods: dict[str, dict[str, Any]] = {}
         self.podgroups: dict[str, dict[str, Any]] = {}
@@ -85,15 +104,28 @@ class Engine:
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
-        self.version = 0  # bumped by every change to the objects: a read of an unchanged version is reused
+        self.version = (
+            0  # bumped by every change to the objects: a read of an unchanged version is reused
+        )
         self._read_at: tuple[int, Any] = (-1, None)
         self._sim_nodes: dict[int, tuple[Node, SimNode]] = {}  # `_sim_node`
-        self.policy = make_policy(policy, self.cloud, self.clock, self.pods, self._on_lift, trace.deadline,
-                                  self.parse_cache)
+        self.policy = make_policy(
+            policy,
+            self.cloud,
+            self.clock,
+            self.pods,
+            self._on_lift,
+            trace.deadline,
+            self.parse_cache,
+        )
         if hasattr(self.policy, "read"):
-            self.policy.read = self.read  # the baselines read through the engine: one ingest per version of the objects
+            self.policy.read = (
+                self.read
+            )  # the baselines read through the engine: one ingest per version of the objects
         if hasattr(self.policy, "read_of"):
-            self.policy.read_of = self.read_of  # so does the controller, of the objects a scan hands it
+            self.policy.read_of = (
+                self.read_of
+            )  # so does the controller, of the objects a scan hands it
         self._handed: tuple[int, list[dict[str, Any]] | None] = (-1, None)
         self.events: list[tuple[int, int, str, str]] = []
         self._seq = 0
@@ -109,7 +141,9 @@ class Engine:
         self.steps = 0
         # a gang that started by the horizon ends within one longest run time of it, and so can one that waited
         # for such a gang's nodes and started in the drain; a policy that never gives nodes back stops here
-        self.drain_cap = trace.horizon + 2 * max((g.runtime for g in trace.gangs), default=0) + DRAIN_SLACK
+        self.drain_cap = (
+            trace.horizon + 2 * max((g.runtime for g in trace.gangs), default=0) + DRAIN_SLACK
+        )
 
     # ------------------------------------------------------------------ events
     def _push(self, t: int, kind: str, what: str) -> None:
@@ -128,7 +162,10 @@ class Engine:
         link = None if s.api == "none" else (s.api, s.name)
         uid = f"{self.rng.getrandbits(64):016x}"
         pod = _pod(name, s.namespace, uid, self._ts(t), tmpl, role, link=link)
-        pod["metadata"]["annotations"] = {**pod["metadata"].get("annotations", {}), "sim/role": role}
+        pod["metadata"]["annotations"] = {
+            **pod["metadata"].get("annotations", {}),
+            "sim/role": role,
+        }
         self.templates[f"{s.namespace}/{name}"] = tmpl  # for recreating a crashed member
         if self.policy.gated:
             pod["spec"]["schedulingGates"] = [{"name": GATE}]
@@ -202,13 +239,27 @@ class Engine:
         alloc = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in sorted(g.allocatable.items())}
         spec: dict[str, Any] = {"providerID": f"sim:///{zone}/{iid}"}
         if g.taints:
-            spec["taints"] = [{"key": x.key, "value": x.value, "effect": x.effect} for x in g.taints]
-        created = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # as the API server sets it
-        return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": iid, "creationTimestamp": created,
-                             "labels": {**g.labels, NODE_GROUP_LABEL: group, "kubernetes.io/hostname": iid}},
-                "spec": spec, "status": {"allocatable": alloc, "capacity": alloc,
-                                         "conditions": [{"type": "Ready", "status": "True"}]}}
+            spec["taints"] = [
+                {"key": x.key, "value": x.value, "effect": x.effect} for x in g.taints
+            ]
+        created = datetime.fromtimestamp(self.clock(), timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )  # as the API server sets it
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": iid,
+                "creationTimestamp": created,
+                "labels": {**g.labels, NODE_GROUP_LABEL: group, "kubernetes.io/hostname": iid},
+            },
+            "spec": spec,
+            "status": {
+                "allocatable": alloc,
+                "capacity": alloc,
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
 
     def _sync_nodes(self, t: int) -> bool:
         """Launches that became Ready register as Nodes; Nodes whose instance is gone disappear with their pods."""
@@ -255,7 +306,10 @@ class Engine:
 
     def _schedule(self, t: int) -> bool:
         """kube-scheduler: bind the pending, ungated pods the scheduler model places on Ready nodes."""
-        if not any(not p["spec"].get("nodeName") and not p["spec"].get("schedulingGates") for p in self.pods.values()):
+        if not any(
+            not p["spec"].get("nodeName") and not p["spec"].get("schedulingGates")
+            for p in self.pods.values()
+        ):
             return False
         cluster = self.read()
         gangs = []
@@ -269,8 +323,11 @@ class Engine:
         res = simulate(nodes, gangs, bound=cluster.bound, seed=self.rng.randrange(1 << 30))
         for key, node in sorted(res.placement.items()):
             pod = self.pods[key]
-            self.pods[key] = {**pod, "spec": {**pod["spec"], "nodeName": node},
-                              "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+            self.pods[key] = {
+                **pod,
+                "spec": {**pod["spec"], "nodeName": node},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            }
             self.version += 1
         self._starts(t)
         return bool(res.placement)
@@ -279,10 +336,20 @@ class Engine:
         """The scheduler's view of a parsed Node, made once per Node object (a parsed Node is shared by every read of
         the same object, and nothing writes to either)."""
         hit = self._sim_nodes.get(id(n))
-        if hit is None or hit[0] is not n:  # the entry holds the Node: its id is not another's while kept
-            hit = self._sim_nodes[id(n)] = (n, SimNode(
-                n.name, {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name}, tuple(n.taints),
-                dict(n.allocatable), n.node_group, unschedulable=n.unschedulable))
+        if (
+            hit is None or hit[0] is not n
+        ):  # the entry holds the Node: its id is not another's while kept
+            hit = self._sim_nodes[id(n)] = (
+                n,
+                SimNode(
+                    n.name,
+                    {**n.labels, "kubernetes.io/hostname": n.name, "metadata.name": n.name},
+                    tuple(n.taints),
+                    dict(n.allocatable),
+                    n.node_group,
+                    unschedulable=n.unschedulable,
+                ),
+            )
         return hit[1]
 
     def _starts(self, t: int) -> None:
@@ -307,8 +374,11 @@ class Engine:
 
     def _drained(self) -> bool:
         """Nothing runs, nothing is billed, no launch is on its way: no policy pays for anything any more."""
-        return (not self.cloud.open and self.cloud.next_change() is None
-                and all(run.start is None or run.done for run in self.gangs.values()))
+        return (
+            not self.cloud.open
+            and self.cloud.next_change() is None
+            and all(run.start is None or run.done for run in self.gangs.values())
+        )
 
     def _next(self, t: int, changed: bool) -> int:
         cands = [self.trace.horizon + STEP if t <= self.trace.horizon else self.drain_cap + STEP]
@@ -332,12 +402,16 @@ class Engine:
         while t <= self.drain_cap:
             self.clock.t = t
             if t > horizon:
-                if self.rec.micro_by_horizon is None:  # no step between the horizon and t: the bill then
+                if (
+                    self.rec.micro_by_horizon is None
+                ):  # no step between the horizon and t: the bill then
                     self.rec.micro_by_horizon = self.cloud.micro_dollars(horizon)
                 if self._drained():
                     end = t
                     break
-            if len(self.parse_cache.pods) > PARSED_OBJECTS:  # old versions of pods pile up: start afresh
+            if (
+                len(self.parse_cache.pods) > PARSED_OBJECTS
+            ):  # old versions of pods pile up: start afresh
                 self.parse_cache.forget_objects()
                 self._sim_nodes.clear()
             self.rec.account(t, self.nodes, self.pods, self.templates, self.version)
@@ -355,7 +429,9 @@ class Engine:
                     self._schedule(t)
                 changed = self.lifted or self._mutations() != before
                 if self._mutations() != before:
-                    self._sync_nodes(t)  # instances the scan deleted are gone now, not one step later
+                    self._sync_nodes(
+                        t
+                    )  # instances the scan deleted are gone now, not one step later
             self.steps += 1
             if self.progress is not None:
                 self.progress(t)

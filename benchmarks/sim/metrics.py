@@ -48,10 +48,17 @@ class StrandedCauses:
     bought for nothing; one after a pod is a node kept empty, for a gang that came (`reused`) or for none (`gone`).
     The four add up to the stranded node-seconds."""
 
-    KINDS = ("before_first_pod_then_used", "never_used", "after_a_pod_then_reused", "after_a_pod_then_gone")
+    KINDS = (
+        "before_first_pod_then_used",
+        "never_used",
+        "after_a_pod_then_reused",
+        "after_a_pod_then_gone",
+    )
 
     def __init__(self) -> None:
-        self.open: dict[str, tuple[bool, int]] = {}  # node -> (ran a pod before this stretch, its seconds so far)
+        self.open: dict[
+            str, tuple[bool, int]
+        ] = {}  # node -> (ran a pod before this stretch, its seconds so far)
         self.seconds = dict.fromkeys(self.KINDS, 0)
 
     def idle(self, iid: str, dt: int, ran_before: bool) -> None:
@@ -89,14 +96,25 @@ class Recorder:
         self.series: list[dict[str, Any]] = []
         self.every = max(10, trace.horizon // SERIES_POINTS)
         self.next_sample = 0
-        self.micro_by_horizon: int | None = None  # the bill at the horizon (set by the engine as it passes it)
-        self._bound_at: tuple[int, tuple[set[str], int, int]] = (-1, (set(), 0, 0))  # `account`'s sums, by version
+        self.micro_by_horizon: int | None = (
+            None  # the bill at the horizon (set by the engine as it passes it)
+        )
+        self._bound_at: tuple[int, tuple[set[str], int, int]] = (
+            -1,
+            (set(), 0, 0),
+        )  # `account`'s sums, by version
 
     def node_ready(self, iid: str, t: int) -> None:
         self.ready_at[iid] = t
 
-    def account(self, t: int, nodes: dict[str, Any], pods: dict[str, dict], templates: dict[str, Any],
-                version: int | None = None) -> None:
+    def account(
+        self,
+        t: int,
+        nodes: dict[str, Any],
+        pods: dict[str, dict],
+        templates: dict[str, Any],
+        version: int | None = None,
+    ) -> None:
         """Integrate [last step, t) with the state that held there (the engine calls this before changing it).
 
         `version`: the engine's version of its objects (None: unknown); the bound pods' nodes, count and GPUs are
@@ -133,18 +151,29 @@ class Recorder:
         if t >= self.next_sample:
             self.next_sample = t + self.every
             billed = len(self.cloud.open)  # an ended bill ended at or before its step
-            self.series.append({"t": t, "nodes": len(nodes), "billed": billed, "running_pods": running,
-                                "dollars": self.cloud.micro_dollars(t) / 1e6,
-                                "stranded_node_hours": round(self.stranded_s / 3600, 3)})
+            self.series.append(
+                {
+                    "t": t,
+                    "nodes": len(nodes),
+                    "billed": billed,
+                    "running_pods": running,
+                    "dollars": self.cloud.micro_dollars(t) / 1e6,
+                    "stranded_node_hours": round(self.stranded_s / 3600, 3),
+                }
+            )
         self.last = t
 
     def _gpu_hours_bought(self, end: int) -> float:
-        s = sum(((b.end if b.end is not None else end) - b.start) * self.group_gpus.get(b.group, 0)
-                for b in self.cloud.bill.values())
+        s = sum(
+            ((b.end if b.end is not None else end) - b.start) * self.group_gpus.get(b.group, 0)
+            for b in self.cloud.bill.values()
+        )
         return round(s / 3600, 2)
 
     def _rates(self) -> dict[str, int]:
-        return {g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()}
+        return {
+            g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()
+        }
 
     def _booting(self, end: int) -> Iterator[tuple[str, int]]:
         """Each billed instance's group and its seconds from launch to its Node's registration (or its bill's end:
@@ -160,7 +189,11 @@ class Recorder:
     def _micro_wasted(self, micro: int) -> int:
         """The bill less its instance-seconds that ran a pod (each priced as `SimCloud._micro` prices a life)."""
         rate = self._rates()
-        used = sum(rate[self.cloud.bill[i].group] * s // 3600 for i, s in self.used_s.items() if i in self.cloud.bill)
+        used = sum(
+            rate[self.cloud.bill[i].group] * s // 3600
+            for i, s in self.used_s.items()
+            if i in self.cloud.bill
+        )
         return micro - used
 
     def _micro_booting(self, end: int) -> int:
@@ -169,7 +202,9 @@ class Recorder:
         rate = self._rates()
         return sum(rate[group] * s // 3600 for group, s in self._booting(end))
 
-    def result(self, policy, gangs: dict[str, Any], horizon: int, end: int, scans: int, steps: int) -> dict[str, Any]:
+    def result(
+        self, policy, gangs: dict[str, Any], horizon: int, end: int, scans: int, steps: int
+    ) -> dict[str, Any]:
         """The run's figures; `horizon`: the trace's (arrivals end there), `end`: the run's (drained, or the cap)."""
         waits, started, never, basic_started, by_horizon = [], 0, 0, 0, 0
         for run in gangs.values():
@@ -191,27 +226,51 @@ class Recorder:
         calls = dict(sorted(self.cloud.calls.items()))
         return {
             "policy": policy.name,
-            "gangs": started + never, "started": started, "never_started": never, "basic_groups_started": basic_started,
-            "started_by_horizon": by_horizon, "started_after_horizon": started - by_horizon,
-            "horizon_seconds": horizon, "end_seconds": end, "drained": not self.cloud.open,
+            "gangs": started + never,
+            "started": started,
+            "never_started": never,
+            "basic_groups_started": basic_started,
+            "started_by_horizon": by_horizon,
+            "started_after_horizon": started - by_horizon,
+            "horizon_seconds": horizon,
+            "end_seconds": end,
+            "drained": not self.cloud.open,
             "instances_billed_at_end": len(self.cloud.open),
-            "gangs_running_at_end": sum(1 for r in gangs.values() if r.start is not None and not r.done),
-            "time_to_start_seconds": {"p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
-                                      "p99": percentile(waits, 0.99), "max": waits[-1] if waits else None},
-            "micro_dollars": micro, "dollars": round(micro / 1e6, 2),
+            "gangs_running_at_end": sum(
+                1 for r in gangs.values() if r.start is not None and not r.done
+            ),
+            "time_to_start_seconds": {
+                "p50": percentile(waits, 0.5),
+                "p95": percentile(waits, 0.95),
+                "p99": percentile(waits, 0.99),
+                "max": waits[-1] if waits else None,
+            },
+            "micro_dollars": micro,
+            "dollars": round(micro / 1e6, 2),
             "dollars_by_horizon": round(at_horizon / 1e6, 2),
             "bill_micro_dollars": parts,
             "bill_dollars": {k: round(v / 1e6, 2) for k, v in parts.items()},
             "dollars_per_started_gang": round(micro / started / 1e6, 2) if started else None,
             "wasted_dollars": round(wasted / 1e6, 2),
-            "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2) if started else None,
+            "wasted_dollars_per_started_gang": round(wasted / started / 1e6, 2)
+            if started
+            else None,
             "stranded_node_hours": round(self.stranded_s / 3600, 3),
             "stranded_node_hours_past_deadline": round(self.past_deadline_s / 3600, 3),
             "stranded_node_hours_by_cause": self.causes.hours(),
             "booting_node_hours": self._booting_hours(end),
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
-            "gpu_hours_bought": self._gpu_hours_bought(end), "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
-            "instances_launched": len(self.cloud.bill), "cloud_calls": calls, "cloud_calls_total": sum(calls.values()),
-            "cloud_mutations": sum(calls.get(k, 0) for k in ("increase_size", "delete_instances", "decrease_target_size")),
-            "scans": scans, "steps": steps, "waits": waits, "series": self.series,
+            "gpu_hours_bought": self._gpu_hours_bought(end),
+            "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
+            "instances_launched": len(self.cloud.bill),
+            "cloud_calls": calls,
+            "cloud_calls_total": sum(calls.values()),
+            "cloud_mutations": sum(
+                calls.get(k, 0)
+                for k in ("increase_size", "delete_instances", "decrease_target_size")
+            ),
+            "scans": scans,
+            "steps": steps,
+            "waits": waits,
+            "series": self.series,
         }

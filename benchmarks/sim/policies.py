@@ -14,12 +14,12 @@ from __future__ import annotations
 import copy
 import math
 import os
-
-import orjson
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
+
+import orjson
 
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
@@ -79,7 +79,9 @@ class CABackoff:
     def __init__(self, initial: int) -> None:
         self.initial = initial
         self.info: dict[str, tuple[int, int, int]] = {}  # group -> (duration, until, last failure)
-        self.requests: dict[str, tuple[int, int]] = {}  # group -> (increase, time of the last scale-up)
+        self.requests: dict[
+            str, tuple[int, int]
+        ] = {}  # group -> (increase, time of the last scale-up)
 
     def until(self) -> dict[str, int]:
         return {g: u for g, (_, u, _) in self.info.items()}
@@ -142,14 +144,20 @@ class MemoryStore:
 
     def save(self, state: ControllerState) -> None:
         state.prune(self.clock())
-        kept = [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY]
-        self.blob = orjson.dumps({"records": {r.gang: r.to_json() for r in kept}, "backoff": state.backoff})
+        kept = [
+            r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY
+        ]
+        self.blob = orjson.dumps(
+            {"records": {r.gang: r.to_json() for r in kept}, "backoff": state.backoff}
+        )
         self.saves += 1
 
     def load(self) -> ControllerState:
         doc = orjson.loads(self.blob)
         recs = (Record.from_json(v) for v in doc.get("records", {}).values())
-        return ControllerState({r.key: r for r in recs}, {str(k): float(v) for k, v in doc.get("backoff", {}).items()})
+        return ControllerState(
+            {r.key: r for r in recs}, {str(k): float(v) for k, v in doc.get("backoff", {}).items()}
+        )
 
 
 def _json_patch(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> None:
@@ -173,10 +181,14 @@ class GateLifter:
     """`PodGateLifter` over the engine's pod objects: applies gate mode's release patch (the gate removed, the pod
     narrowed to its node), and deletes a stranded pod as its owner would recreate it: gated again, not narrowed."""
 
-    def __init__(self, pods: MutableMapping[str, dict[str, Any]], on_lift: Callable[[str], None]) -> None:
+    def __init__(
+        self, pods: MutableMapping[str, dict[str, Any]], on_lift: Callable[[str], None]
+    ) -> None:
         self.pods = pods
         self.on_lift = on_lift
-        self.template: dict[str, Any] = {}  # pod key -> its affinity before the release (what its owner recreates)
+        self.template: dict[
+            str, Any
+        ] = {}  # pod key -> its affinity before the release (what its owner recreates)
 
     def remove(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
         key = f"{namespace}/{name}"
@@ -187,7 +199,9 @@ class GateLifter:
         if any(op.get("op") == "test" and op["value"] not in gates for op in ops):
             return "the gate is not there any more"
         self.template[key] = copy.deepcopy(pod["spec"].get("affinity"))
-        pod = copy.deepcopy(pod)  # a new dict, as every change the engine makes: handed-over objects never change
+        pod = copy.deepcopy(
+            pod
+        )  # a new dict, as every change the engine makes: handed-over objects never change
         _json_patch(pod, ops)
         if not pod["spec"].get("schedulingGates"):
             pod["spec"].pop("schedulingGates", None)
@@ -199,7 +213,9 @@ class GateLifter:
         key = f"{namespace}/{name}"
         pod = self.pods.get(key)
         if pod is not None and not pod["spec"].get("nodeName"):
-            pod = copy.deepcopy(pod)  # the recreated pod is a new object (handed-over objects never change)
+            pod = copy.deepcopy(
+                pod
+            )  # the recreated pod is a new object (handed-over objects never change)
             pod["spec"]["schedulingGates"] = [{"name": CAPACITY_GATE}]
             affinity = self.template.pop(key, None)  # the recreated pod is the template's again
             if affinity is None:
@@ -219,19 +235,36 @@ def controller_overrides() -> dict[str, Any]:
 class Gangscale:
     """The real controller (enforce mode, observe mode on; gate mode `all` for gangscale-gate)."""
 
-    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], pods: MutableMapping[str, dict],
-                 on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cloud: SimCloud,
+        clock: Callable[[], float],
+        pods: MutableMapping[str, dict],
+        on_lift: Callable[[str], None],
+        deadline: int,
+        cache: ParseCache | None = None,
+    ) -> None:
         self.name = name
-        self.cache = cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
+        self.cache = (
+            cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
+        )
         self.gated = name == "gangscale-gate"
         self.cloud = cloud
         self.clock = clock
         # the baselines have no spending limits: neither has the simulated controller unless --controller-config says so
         unlimited = {"maxNodes": "unlimited", "maxDollarsPerHour": "unlimited"}
-        settings = {"schedulerModel": "observe", "provisioningDeadlineSeconds": deadline, "solverTimeLimitSeconds": 2.0,
-                    "defaultNamespaceCap": unlimited, "clusterCeiling": {**unlimited, "maxGPUs": "unlimited"},
-                    **controller_overrides()}
-        self.cfg = ControllerConfig(**settings, mode="enforce", gateMode="all" if self.gated else "off")
+        settings = {
+            "schedulerModel": "observe",
+            "provisioningDeadlineSeconds": deadline,
+            "solverTimeLimitSeconds": 2.0,
+            "defaultNamespaceCap": unlimited,
+            "clusterCeiling": {**unlimited, "maxGPUs": "unlimited"},
+            **controller_overrides(),
+        }
+        self.cfg = ControllerConfig(
+            **settings, mode="enforce", gateMode="all" if self.gated else "off"
+        )
         self.store = MemoryStore(clock)
         self.metrics = Metrics()
         self.lifter = GateLifter(pods, on_lift)
@@ -239,16 +272,25 @@ class Gangscale:
         # controller's ingest of them would be the same call on the same objects (its label and Kueue settings
         # are ingest's defaults), so it takes that read instead of repeating it
         self.read_of: Callable[[list[dict[str, Any]]], Cluster | None] | None = None
-        assert self.cfg.node_group_label == DEFAULT_NODE_GROUP_LABEL and not self.cfg.plan_unadmitted
+        assert (
+            self.cfg.node_group_label == DEFAULT_NODE_GROUP_LABEL and not self.cfg.plan_unadmitted
+        )
         self.restarts = 0
         self.last_scan = -1
         self.rec = self._new()
 
     def _new(self) -> Reconciler:
-        r = Reconciler(self.cfg, self.cloud, store=self.store, metrics=self.metrics, clock=self.clock,
-                       pod_gates=self.lifter, solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
-                       parse_cache=self.cache,
-                       shared_read=lambda objects: self.read_of(objects) if self.read_of is not None else None)
+        r = Reconciler(
+            self.cfg,
+            self.cloud,
+            store=self.store,
+            metrics=self.metrics,
+            clock=self.clock,
+            pod_gates=self.lifter,
+            solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
+            parse_cache=self.cache,
+            shared_read=lambda objects: self.read_of(objects) if self.read_of is not None else None,
+        )
         r.load_state()
         return r
 
@@ -270,7 +312,9 @@ class Gangscale:
         if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
             due.append(math.ceil(t - t0))
         if timers.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
-            due.append(self.last_scan + int(self.cfg.resync_seconds))  # the live loop's resync retries it
+            due.append(
+                self.last_scan + int(self.cfg.resync_seconds)
+            )  # the live loop's resync retries it
         if self.rec.replan_soon:
             due.append(self.last_scan + 10)
         elif pending or any(r.state in IN_FLIGHT for r in self.rec.state.records.values()):
@@ -278,8 +322,14 @@ class Gangscale:
         return min(due) if due else None
 
     def given_back_at_deadlines(self) -> int:
-        return int(sum(s.value for m in self.metrics.released.collect() for s in m.samples
-                       if s.name.endswith("_total") and s.labels.get("why") == "timed-out"))
+        return int(
+            sum(
+                s.value
+                for m in self.metrics.released.collect()
+                for s in m.samples
+                if s.name.endswith("_total") and s.labels.get("why") == "timed-out"
+            )
+        )
 
 
 class Baseline:
@@ -287,20 +337,30 @@ class Baseline:
 
     gated = False
 
-    def __init__(self, name: str, cloud: SimCloud, clock: Callable[[], float], cache: ParseCache | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cloud: SimCloud,
+        clock: Callable[[], float],
+        cache: ParseCache | None = None,
+    ) -> None:
         self.name = name
         self.cache = cache  # parse memos shared with the engine: the baselines' reads are not what is measured
         self.cloud = cloud
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
-        self.read: Callable[[], Cluster] | None = None  # the engine's shared read of the objects it hands over
-        self.views = NodeViews()  # the last scan's node views, reused for nodes that did not change (as the controller)
+        self.read: Callable[[], Cluster] | None = (
+            None  # the engine's shared read of the objects it hands over
+        )
+        self.views = (
+            NodeViews()
+        )  # the last scan's node views, reused for nodes that did not change (as the controller)
         self.restart()
 
     def restart(self) -> None:
         self.backoff: dict[str, int] = {}
         self.empty_since: dict[str, int] = {}
-        self.last_add = -10**9
+        self.last_add = -(10**9)
         self.failures_seen = self.cloud.failure_count()
         self.watch: dict[str, int] = {}  # groups with launches in flight -> since
         self.last_scan = -1
@@ -322,7 +382,9 @@ class Baseline:
                 failed[g] = total - self.seen_failures.get(g, 0)
                 self.seen_failures[g] = total
         # a failed launch still counts in the target (an ASG's placeholder) until CA handles it
-        upcoming = {g.name: g.current_size - ready.get(g.name, 0) + failed.get(g.name, 0) for g in groups}
+        upcoming = {
+            g.name: g.current_size - ready.get(g.name, 0) + failed.get(g.name, 0) for g in groups
+        }
         self.ca.update(upcoming, now)
         for g, n in sorted(failed.items()):
             self.ca.failed(g, n, upcoming.get(g, 0), now)
@@ -350,8 +412,10 @@ class Baseline:
                     self.watch.pop(g, None)
             in_flight = {g for _, g, ready, _ in self.cloud.launches() if ready > self.clock()}
             self.watch = {g: t for g, t in self.watch.items() if g in in_flight}
-        groups = [replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
-                  for g in discovered]
+        groups = [
+            replace(g, max_size=g.current_size) if self.backoff.get(g.name, 0) > now else g
+            for g in discovered
+        ]
         world = build_world(build_snapshot(cluster, groups, views=self.views))
         placed = BASELINES[self.name](world) if world.pods else None
         if placed is not None and placed.new_nodes:
@@ -377,16 +441,25 @@ class Baseline:
         for name, since in sorted(self.empty_since.items()):
             node = empty[name]
             if now - since >= self.unneeded_s and node.node_group:
-                self.cloud.delete_instances(node.node_group, [instance_id_from_provider_id(node.provider_id)])
+                self.cloud.delete_instances(
+                    node.node_group, [instance_id_from_provider_id(node.provider_id)]
+                )
                 del self.empty_since[name]
 
     def next_wake(self, now: int, pending: bool) -> int | None:
         """The first timer (backoff expiry, a node's unneeded time) since the last scan; due now when it fell before."""
         due = [t for t in self.backoff.values() if t > self.last_scan]
-        due += [t for s in self.empty_since.values()
-                if (t := max(s + self.unneeded_s, self.last_add + self.after_add_s)) > self.last_scan]
+        due += [
+            t
+            for s in self.empty_since.values()
+            if (t := max(s + self.unneeded_s, self.last_add + self.after_add_s)) > self.last_scan
+        ]
         if self.ca is not None:  # a scale-up request times out after max-node-provision-time
-            due += [t for _, at in self.ca.requests.values() if (t := at + CA_MAX_PROVISION + 1) > self.last_scan]
+            due += [
+                t
+                for _, at in self.ca.requests.values()
+                if (t := at + CA_MAX_PROVISION + 1) > self.last_scan
+            ]
         if pending or self.watch or (self.ca is not None and self.ca.requests):
             due.append(self.last_scan + RESYNC)
         return min(due) if due else None
@@ -395,8 +468,15 @@ class Baseline:
         return 0  # no baseline has provisioning deadlines
 
 
-def make_policy(name: str, cloud: SimCloud, clock: Callable[[], float], pods: MutableMapping[str, dict],
-                on_lift: Callable[[str], None], deadline: int, cache: ParseCache | None = None) -> Policy:
+def make_policy(
+    name: str,
+    cloud: SimCloud,
+    clock: Callable[[], float],
+    pods: MutableMapping[str, dict],
+    on_lift: Callable[[str], None],
+    deadline: int,
+    cache: ParseCache | None = None,
+) -> Policy:
     if name in ("gangscale-observe", "gangscale-gate"):
         return Gangscale(name, cloud, clock, pods, on_lift, deadline, cache)
     if name in BASELINES:

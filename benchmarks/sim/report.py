@@ -11,10 +11,11 @@ import gc
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -26,13 +27,20 @@ from .policies import POLICIES
 from .trace import WEEK_GANGS, make_trace
 
 GC_THRESHOLD = (50_000, 20, 100)  # `few_collections`
-WEEK_SECONDS = 600  # the target: a simulated week of 5,000 gangs runs in under 10 minutes on one machine
+WEEK_SECONDS = (
+    600  # the target: a simulated week of 5,000 gangs runs in under 10 minutes on one machine
+)
 # the order policies are handed to the worker processes: the longest first (by CPU seconds over the week the
 # gangscale policies take several times what the baselines take), so the last to start is a short one and the wall
 # time is close to the larger of the slowest policy and the mean per process
 SLOW_RANK = {"gangscale-observe": 0, "gangscale-gate": 1, "karpenter": 2, "ca": 3, "ca-atomic": 4}
-COLORS = {"gangscale-observe": "#1b7837", "gangscale-gate": "#7fbf7b", "ca": "#b2182b", "ca-atomic": "#ef8a62",
-          "karpenter": "#2166ac"}
+COLORS = {
+    "gangscale-observe": "#1b7837",
+    "gangscale-gate": "#7fbf7b",
+    "ca": "#b2182b",
+    "ca-atomic": "#ef8a62",
+    "karpenter": "#2166ac",
+}
 
 
 @dataclass(slots=True)
@@ -66,7 +74,9 @@ class Progress:
         self.last = now
         done = min(1.0, t / self.horizon)
         bar = "#" * int(done * 30)
-        sys.stderr.write(f"\r{self.label:18s} [{bar:30s}] {done:4.0%} sim {t / 3600:6.1f} h  {now - self.start:5.0f} s")
+        sys.stderr.write(
+            f"\r{self.label:18s} [{bar:30s}] {done:4.0%} sim {t / 3600:6.1f} h  {now - self.start:5.0f} s"
+        )
         sys.stderr.flush()
 
     def end(self) -> None:
@@ -80,22 +90,36 @@ def checks(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     base = [p for p in results if not p.startswith("gangscale")]
     for p in (p for p in results if p.startswith("gangscale")):
         r = results[p]
-        c: dict[str, Any] = {"no_stranded_past_deadline": r["stranded_node_hours_past_deadline"] == 0}
+        c: dict[str, Any] = {
+            "no_stranded_past_deadline": r["stranded_node_hours_past_deadline"] == 0
+        }
         if "ca" in results:
-            ca95, own95 = results["ca"]["time_to_start_seconds"]["p95"], r["time_to_start_seconds"]["p95"]
-            c["p95_at_most_half_of_ca"] = own95 is not None and ca95 is not None and 2 * own95 <= ca95
+            ca95, own95 = (
+                results["ca"]["time_to_start_seconds"]["p95"],
+                r["time_to_start_seconds"]["p95"],
+            )
+            c["p95_at_most_half_of_ca"] = (
+                own95 is not None and ca95 is not None and 2 * own95 <= ca95
+            )
         own = r["dollars_per_started_gang"]
         c["dollars_per_started_gang_at_most_every_baseline"] = own is not None and all(
-            results[b]["dollars_per_started_gang"] is None or own <= results[b]["dollars_per_started_gang"] for b in base)
+            results[b]["dollars_per_started_gang"] is None
+            or own <= results[b]["dollars_per_started_gang"]
+            for b in base
+        )
         waste = r["wasted_dollars_per_started_gang"]
         c["wasted_dollars_per_started_gang_at_most_every_baseline"] = waste is not None and all(
-            results[b]["wasted_dollars_per_started_gang"] is None or waste <= results[b]["wasted_dollars_per_started_gang"]
-            for b in base)
+            results[b]["wasted_dollars_per_started_gang"] is None
+            or waste <= results[b]["wasted_dollars_per_started_gang"]
+            for b in base
+        )
         out[p] = c
     return out
 
 
-def _one(trace, policy: str, seed: int, bar: Progress | None) -> tuple[dict[str, Any], float, float]:
+def _one(
+    trace, policy: str, seed: int, bar: Progress | None
+) -> tuple[dict[str, Any], float, float]:
     """One policy over the trace: its result, wall seconds and CPU seconds (of this process)."""
     logging.getLogger("gangscale").setLevel(logging.ERROR)
     t, c = time.monotonic(), time.process_time()
@@ -123,12 +147,16 @@ def few_collections() -> Iterator[None]:
 
 def run(cfg: SimConfig) -> dict[str, Any]:
     """Every policy over the same trace; writes the artifacts and returns the document (with wall times)."""
-    logging.getLogger("gangscale").setLevel(logging.ERROR)  # the controller's own log lines, thousands a week
+    logging.getLogger("gangscale").setLevel(
+        logging.ERROR
+    )  # the controller's own log lines, thousands a week
     start = time.monotonic()
     trace = make_trace(cfg.trace, cfg.seed, cfg.gangs, cfg.failures, cfg.hours)
     bar = Progress(cfg.progress, trace.horizon)
     results, seconds, cpu = {}, {}, {}
-    if cfg.jobs > 1:  # one process per policy; results are gathered in policy order, so the JSON is the same
+    if (
+        cfg.jobs > 1
+    ):  # one process per policy; results are gathered in policy order, so the JSON is the same
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
@@ -143,15 +171,29 @@ def run(cfg: SimConfig) -> dict[str, Any]:
             bar.label = p
             results[p], seconds[p], cpu[p] = _one(trace, p, cfg.seed, bar)
         bar.end()
-    doc = {"trace": trace.summary(), "policies": list(cfg.policies), "results": results, "checks": checks(results)}
+    doc = {
+        "trace": trace.summary(),
+        "policies": list(cfg.policies),
+        "results": results,
+        "checks": checks(results),
+    }
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "simulate.json").write_text(render(doc, "json"))
     if cfg.plots:
         plot(doc, cfg.out)
-    wall = round(time.monotonic() - start, 1)  # the whole run, plots included: with --jobs, less than the policies' sum
-    timing = {"seconds": seconds, "cpu_seconds": cpu, "total": round(sum(seconds.values()), 1), "wall": wall,
-              "cpu_total": round(sum(cpu.values()), 1), "jobs": cfg.jobs, "plots": cfg.plots,
-              "environment": environment()}  # the machine and commit: here, not in simulate.json (same seed, same bytes)
+    wall = round(
+        time.monotonic() - start, 1
+    )  # the whole run, plots included: with --jobs, less than the policies' sum
+    timing = {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "total": round(sum(seconds.values()), 1),
+        "wall": wall,
+        "cpu_total": round(sum(cpu.values()), 1),
+        "jobs": cfg.jobs,
+        "plots": cfg.plots,
+        "environment": environment(),
+    }  # the machine and commit: here, not in simulate.json (same seed, same bytes)
     (cfg.out / "timing.json").write_bytes(orjson.dumps(timing))
     (cfg.out / "simulate.md").write_text(markdown(doc, seconds, timing))
     return {**doc, "seconds": seconds, "cpu_seconds": cpu, "wall": wall}
@@ -161,11 +203,17 @@ def week_target(doc: dict[str, Any], wall: float) -> str | None:
     """The target "a simulated week of 5,000 gangs runs in under 10 minutes": met or missed by this run's wall
     time (plots included), when the run is that week (every policy); None for any other run."""
     t = doc["trace"]
-    if t["kind"] != "week" or t["gangs"] != WEEK_GANGS or t.get("first_hours") is not None \
-            or sorted(doc["policies"]) != sorted(POLICIES):
+    if (
+        t["kind"] != "week"
+        or t["gangs"] != WEEK_GANGS
+        or t.get("first_hours") is not None
+        or sorted(doc["policies"]) != sorted(POLICIES)
+    ):
         return None
-    return f"the week of {WEEK_GANGS:,} gangs, every policy, in under {WEEK_SECONDS} s: {wall:.0f} s, " + \
-        ("met" if wall < WEEK_SECONDS else "missed")
+    return (
+        f"the week of {WEEK_GANGS:,} gangs, every policy, in under {WEEK_SECONDS} s: {wall:.0f} s, "
+        + ("met" if wall < WEEK_SECONDS else "missed")
+    )
 
 
 def _h(s: int | None) -> str:
@@ -187,37 +235,56 @@ def _end(r: dict[str, Any]) -> str:
 
 
 def table(doc: dict[str, Any]) -> str:
-    rows = ["| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | wasted $/started gang | "
-            "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls | "
-            "$ booting / idle / running pods | run ends |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | wasted $/started gang | "
+        "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls | "
+        "$ booting / idle / running pods | run ends |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in doc["policies"]:
         r = doc["results"][p]
         q = r["time_to_start_seconds"]
-        rows.append(f"| {p} | {r['started']}/{r['gangs']} | {r['never_started']} | {_h(q['p50'])} | {_h(q['p95'])} | "
-                    f"{_h(q['p99'])} | {r['dollars']:,.0f} | {r['dollars_per_started_gang'] or 0:,.2f} | "
-                    f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
-                    f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} | "
-                    f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) | {_parts(r)} | {_end(r)} |")
+        rows.append(
+            f"| {p} | {r['started']}/{r['gangs']} | {r['never_started']} | {_h(q['p50'])} | {_h(q['p95'])} | "
+            f"{_h(q['p99'])} | {r['dollars']:,.0f} | {r['dollars_per_started_gang'] or 0:,.2f} | "
+            f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
+            f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} | "
+            f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) | {_parts(r)} | {_end(r)} |"
+        )
     return "\n".join(rows) + "\n"
 
 
-def markdown(doc: dict[str, Any], seconds: dict[str, float], timing: dict[str, Any] | None = None) -> str:
+def markdown(
+    doc: dict[str, Any], seconds: dict[str, float], timing: dict[str, Any] | None = None
+) -> str:
     t = doc["trace"]
-    lines = [f"# Simulated {t['kind']}: {t['gangs']} gangs, seed {t['seed']}, {t['failures']:.0%} launch failures", "",
-             f"Families {t['families']}; {t['pods']} pods, {t['gpus']} GPUs asked; outages "
-             f"{[o['group'] for o in t['outages']]}; {len(t['restarts'])} controller restarts. "
-             f"Arrivals end at the {_h(t['horizon_seconds'])} horizon; the run goes on until nothing runs and "
-             "nothing is billed (or the drain's cap), and every figure is of the whole run. "
-             "TTS: gang time-to-start (a gang never started counts with its wait until the end). "
-             "Definitions: docs/simulate.md.", "", table(doc), "Checks (each gangscale policy against the baselines run):", ""]
+    lines = [
+        f"# Simulated {t['kind']}: {t['gangs']} gangs, seed {t['seed']}, {t['failures']:.0%} launch failures",
+        "",
+        f"Families {t['families']}; {t['pods']} pods, {t['gpus']} GPUs asked; outages "
+        f"{[o['group'] for o in t['outages']]}; {len(t['restarts'])} controller restarts. "
+        f"Arrivals end at the {_h(t['horizon_seconds'])} horizon; the run goes on until nothing runs and "
+        "nothing is billed (or the drain's cap), and every figure is of the whole run. "
+        "TTS: gang time-to-start (a gang never started counts with its wait until the end). "
+        "Definitions: docs/simulate.md.",
+        "",
+        table(doc),
+        "Checks (each gangscale policy against the baselines run):",
+        "",
+    ]
     for p, c in doc["checks"].items():
         lines.append(f"- {p}: " + ", ".join(f"{k} {'PASS' if v else 'FAIL'}" for k, v in c.items()))
-    lines += ["", "Wall time per policy (this machine, shared): " + ", ".join(f"{p} {s:.0f} s" for p, s in seconds.items())]
+    lines += [
+        "",
+        "Wall time per policy (this machine, shared): "
+        + ", ".join(f"{p} {s:.0f} s" for p, s in seconds.items()),
+    ]
     if timing is not None:
-        lines.append(f"The whole run: {timing['wall']:.0f} s wall, {timing['cpu_total']:.0f} CPU s in "
-                     f"{timing['jobs']} process{'es' if timing['jobs'] > 1 else ''}, "
-                     f"{'plots included' if timing.get('plots') else 'no plots'}")
+        lines.append(
+            f"The whole run: {timing['wall']:.0f} s wall, {timing['cpu_total']:.0f} CPU s in "
+            f"{timing['jobs']} process{'es' if timing['jobs'] > 1 else ''}, "
+            f"{'plots included' if timing.get('plots') else 'no plots'}"
+        )
         target = week_target(doc, timing["wall"])
         if target:
             lines.append(f"Target: {target}")
@@ -241,8 +308,14 @@ def plot(doc: dict[str, Any], out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
         for p in doc["policies"]:
             series = doc["results"][p]["series"]
-            ax.plot([s["t"] / 3600 for s in series], [f(s) for s in series], label=p, color=COLORS.get(p),
-                    linewidth=1.1, drawstyle="steps-post")
+            ax.plot(
+                [s["t"] / 3600 for s in series],
+                [f(s) for s in series],
+                label=p,
+                color=COLORS.get(p),
+                linewidth=1.1,
+                drawstyle="steps-post",
+            )
         ax.set_xlabel("simulated hours")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.25)
@@ -255,8 +328,13 @@ def plot(doc: dict[str, Any], out: Path) -> list[Path]:
     for p in doc["policies"]:
         waits = doc["results"][p]["waits"]
         n = len(waits)
-        ax.step([max(w, 1) / 60 for w in waits], [(i + 1) / n for i in range(n)], where="post", label=p,
-                color=COLORS.get(p))
+        ax.step(
+            [max(w, 1) / 60 for w in waits],
+            [(i + 1) / n for i in range(n)],
+            where="post",
+            label=p,
+            color=COLORS.get(p),
+        )
     ax.set_xscale("log")
     ax.set_xlabel("gang time-to-start (minutes, log)")
     ax.set_ylabel("fraction of gangs")

@@ -17,7 +17,19 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..generate import A10G, GPU_TAINT, H100, L4, PRODUCT_KEY, ZONES, PodT, _a100_any, _cpu_pod, _h100, _launcher
+from ..generate import (
+    A10G,
+    GPU_TAINT,
+    H100,
+    L4,
+    PRODUCT_KEY,
+    ZONES,
+    PodT,
+    _a100_any,
+    _cpu_pod,
+    _h100,
+    _launcher,
+)
 
 HOUR, DAY = 3600, 86400
 WEEK_GANGS = 5000  # the week's gangs (`--gangs` sets another count)
@@ -88,21 +100,34 @@ class Trace:
     outages: list[Outage]
     restarts: list[int]  # controller restarts (seconds)
     horizon: int  # arrivals end by here; the engine then drains (runs on until nothing runs or is billed)
-    deadline: int = 900  # provisioningDeadlineSeconds (gangscale's default), also the stranded-hours yardstick
+    deadline: int = (
+        900  # provisioningDeadlineSeconds (gangscale's default), also the stranded-hours yardstick
+    )
     notes: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         fams: dict[str, int] = {}
         for g in self.gangs:
             fams[g.family] = fams.get(g.family, 0) + 1
-        return {"kind": self.kind, "seed": self.seed, "gangs": len(self.gangs), "families": dict(sorted(fams.items())),
-                "pods": sum(g.size for g in self.gangs), "gpus": sum(g.gpus for g in self.gangs),
-                "failures": self.failures, "horizon_seconds": self.horizon,
-                "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in self.outages],
-                "restarts": list(self.restarts), "node_groups": len(self.catalog), **self.notes}
+        return {
+            "kind": self.kind,
+            "seed": self.seed,
+            "gangs": len(self.gangs),
+            "families": dict(sorted(fams.items())),
+            "pods": sum(g.size for g in self.gangs),
+            "gpus": sum(g.gpus for g in self.gangs),
+            "failures": self.failures,
+            "horizon_seconds": self.horizon,
+            "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in self.outages],
+            "restarts": list(self.restarts),
+            "node_groups": len(self.catalog),
+            **self.notes,
+        }
 
 
-def catalog(sizes: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
+def catalog(
+    sizes: dict[str, int] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
     """Catalog entries in three zones and each group's launch-delay distribution; `sizes`: maxSize per zone
     by instance type where it differs from CATALOG's (the week's, from `week_sizes`)."""
     entries, delays = [], {}
@@ -111,8 +136,14 @@ def catalog(sizes: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], 
         gpu = itype[0] in "gp"
         for z in ZONES:
             name = f"{itype.replace('.', '-')}-{z[-2:]}"
-            e: dict[str, Any] = {"name": name, "instanceType": itype, "zone": z, "minSize": 0, "maxSize": max_size,
-                                 "currentSize": 0}
+            e: dict[str, Any] = {
+                "name": name,
+                "instanceType": itype,
+                "zone": z,
+                "minSize": 0,
+                "maxSize": max_size,
+                "currentSize": 0,
+            }
             if gpu:
                 e["taints"] = [dict(GPU_TAINT)]
             entries.append(e)
@@ -161,7 +192,10 @@ def peak_demand(specs: list[GangSpec]) -> dict[str, int]:
             now[k] = now.get(k, 0) + v
             peak[k] = max(peak.get(k, 0), now[k])
     out = {k: v for k, v in peak.items() if not k.startswith("cpu-")}
-    out["m5.2xlarge"] = max(-(-peak.get("cpu-milli", 0) // CPU_NODE_MILLICORES), -(-peak.get("cpu-mib", 0) // CPU_NODE_MIB))
+    out["m5.2xlarge"] = max(
+        -(-peak.get("cpu-milli", 0) // CPU_NODE_MILLICORES),
+        -(-peak.get("cpu-mib", 0) // CPU_NODE_MIB),
+    )
     return out
 
 
@@ -169,7 +203,10 @@ def week_sizes(specs: list[GangSpec]) -> dict[str, int]:
     """maxSize per zone by instance type: HEADROOM x the peak demand over the zones, never below the hour's."""
     peak = peak_demand(specs)
     num, den = HEADROOM
-    return {itype: max(size, -(-num * peak.get(itype, 0) // (den * len(ZONES)))) for itype, size, _, _ in CATALOG}
+    return {
+        itype: max(size, -(-num * peak.get(itype, 0) // (den * len(ZONES))))
+        for itype, size, _, _ in CATALOG
+    }
 
 
 def _one_gpu(product: str) -> PodT:
@@ -192,13 +229,15 @@ def _gang(rng: random.Random, i: int, arrival: int, max_runtime: int) -> GangSpe
         n = rng.choices([1, 2, 4], [60, 25, 15])[0]
         roles = [("worker", n, _one_gpu(rng.choice([L4, A10G])))]
         median = 1200.0
-    elif fam == "llm":  # a few jobs with many 8-GPU workers; half with a CPU launcher in the same gang
+    elif (
+        fam == "llm"
+    ):  # a few jobs with many 8-GPU workers; half with a CPU launcher in the same gang
         n = rng.choices([1, 2, 4, 8, 16], [40, 30, 17, 9, 4])[0]
         h100 = rng.random() < 0.4 and n <= 8  # 16 H100 nodes exceed the catalog's p5 groups
         roles = [("worker", n, (_h100 if h100 else _a100_any)())]
         if rng.random() < 0.5:
             roles.insert(0, ("launcher", 1, _launcher()))
-        median = 3600.0 * n ** 0.3
+        median = 3600.0 * n**0.3
     elif fam == "cpu-mpi":
         n = _lognormal(rng, 8, 0.7, 2, 64)
         roles = [("rank", n, _cpu_pod(rng, small=True))]
@@ -212,8 +251,18 @@ def _gang(rng: random.Random, i: int, arrival: int, max_runtime: int) -> GangSpe
     runtime = _lognormal(rng, median, 1.3, 120, max_runtime)
     crash_after = int(runtime * rng.uniform(0.1, 0.9)) if rng.random() < 0.08 else None
     ns = {"gpu-mix": "inference", "llm": "ml-research", "cpu-mpi": "hpc", "basic": "batch"}[fam]
-    return GangSpec(f"{fam}-{i:05d}", ns, fam, api, tuple(roles), size if api != "basic" else 1, arrival, runtime,
-                    crash_after, rng.randrange(size))
+    return GangSpec(
+        f"{fam}-{i:05d}",
+        ns,
+        fam,
+        api,
+        tuple(roles),
+        size if api != "basic" else 1,
+        arrival,
+        runtime,
+        crash_after,
+        rng.randrange(size),
+    )
 
 
 def _wave(t: float, weekly: bool) -> float:
@@ -235,8 +284,13 @@ def _arrivals(rng: random.Random, n: int, span: int, weekly: bool, start_hour: i
     return sorted(out)
 
 
-def make_trace(kind: str = "hour", seed: int = 0, gangs: int | None = None, failures: float = 0.1,
-               hours: int | None = None) -> Trace:
+def make_trace(
+    kind: str = "hour",
+    seed: int = 0,
+    gangs: int | None = None,
+    failures: float = 0.1,
+    hours: int | None = None,
+) -> Trace:
     """The `hour` smoke trace (40 gangs at the afternoon peak) or the `week` (5,000 gangs from Monday 00:00).
 
     `hours`: only the first hours of the trace (its arrivals, outages and restarts), the horizon one hour
@@ -272,11 +326,19 @@ def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Tra
         specs = [_gang(rng, i, t, 3 * DAY) for i, t in enumerate(times)]
         notes["max_size_per_zone"] = sizes = week_sizes(specs)
         entries, delays = catalog(sizes)  # the same groups, sized for the week's load
-        outages = sorted((Outage(g, s, s + 2 * HOUR) for g, s in
-                          ((rng.choice(gpu_groups), rng.randrange(span - 2 * HOUR)) for _ in range(3))),
-                         key=lambda o: o.start)
+        outages = sorted(
+            (
+                Outage(g, s, s + 2 * HOUR)
+                for g, s in (
+                    (rng.choice(gpu_groups), rng.randrange(span - 2 * HOUR)) for _ in range(3)
+                )
+            ),
+            key=lambda o: o.start,
+        )
         restarts = sorted(rng.randrange(span) for _ in range(7))
-    return Trace(kind, seed, specs, entries, delays, failures, outages, restarts, horizon, notes=notes)
+    return Trace(
+        kind, seed, specs, entries, delays, failures, outages, restarts, horizon, notes=notes
+    )
 
 
 def launch_delay(rng: random.Random, median: float, sigma: float) -> int:

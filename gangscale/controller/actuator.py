@@ -24,7 +24,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from cloud_adapters.base import Discovery, Instance, LooseInstance, NodeGroupProvider, instance_id_from_provider_id
+from cloud_adapters.base import (
+    Discovery,
+    Instance,
+    LooseInstance,
+    NodeGroupProvider,
+    instance_id_from_provider_id,
+)
 from cloud_adapters.errors import CloudError
 
 from ..apply import ExecutionReport, apply_plan, match_node_groups
@@ -65,7 +71,9 @@ class ScaleDownResult:
 class Actuator:
     """Acts on the cloud for the controller; holds the provider and the last discovery."""
 
-    def __init__(self, provider: NodeGroupProvider, fence: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, provider: NodeGroupProvider, fence: Callable[[str], None] | None = None
+    ) -> None:
         self._provider = provider
         self._fence = fence
         provider.before_mutation = self._mutating
@@ -107,7 +115,9 @@ class Actuator:
             try:
                 failures = self._provider.launch_failures(group, _utc(since - LAUNCH_CLOCK_SKEW))
             except CloudError as exc:
-                log.warning("cannot read launch activity", extra={"node_group": group, "error": str(exc)})
+                log.warning(
+                    "cannot read launch activity", extra={"node_group": group, "error": str(exc)}
+                )
                 continue
             if failures:
                 err = failures[0].error
@@ -116,15 +126,26 @@ class Actuator:
 
     # ------------------------------------------------------------ mutating
 
-    def apply(self, plan: Plan, cluster: Cluster, tokens: Sequence[Mapping[str, str]] = (),
-              now: float | None = None) -> ExecutionReport:
+    def apply(
+        self,
+        plan: Plan,
+        cluster: Cluster,
+        tokens: Sequence[Mapping[str, str]] = (),
+        now: float | None = None,
+    ) -> ExecutionReport:
         """Grow each group by the plan's scale-up once (with the records' client tokens); typed errors in the report.
 
         `now` (the controller's clock) dates the call: launch failures before it belong to earlier scale-ups."""
         for group in plan.scale_up:
             self._mutating("scale-up", group)
-        return apply_plan(plan, self._provider, dict(self.groups), cluster, tokens=tokens,
-                          started=None if now is None else _utc(now))
+        return apply_plan(
+            plan,
+            self._provider,
+            dict(self.groups),
+            cluster,
+            tokens=tokens,
+            started=None if now is None else _utc(now),
+        )
 
     # ------------------------------------------------- launched, not joined
 
@@ -151,7 +172,12 @@ class Actuator:
             except CloudError as exc:
                 note = f"could not join the group ({exc}); terminated"
         err = self.terminate_loose(ids)
-        return (), note if err is None else f"{note.removesuffix('; terminated')}; terminating failed: {err}"
+        return (
+            (),
+            note
+            if err is None
+            else f"{note.removesuffix('; terminated')}; terminating failed: {err}",
+        )
 
     def launched_tokens(self) -> dict[str, tuple[str, ...]] | None:
         """Client token -> the instances in the groups its call launched; None when the provider does not tag its
@@ -161,7 +187,9 @@ class Actuator:
         try:
             return self._provider.launched_tokens()
         except CloudError as exc:
-            log.warning("cannot read the client tokens of the groups' instances", extra={"error": str(exc)})
+            log.warning(
+                "cannot read the client tokens of the groups' instances", extra={"error": str(exc)}
+            )
             return None
 
     def terminate_loose(self, ids: list[str]) -> CloudError | None:
@@ -170,44 +198,74 @@ class Actuator:
         try:
             self._provider.terminate_loose(ids)
         except CloudError as exc:
-            log.warning("cannot terminate instances outside the groups", extra={"instances": ids, "error": str(exc)})
+            log.warning(
+                "cannot terminate instances outside the groups",
+                extra={"instances": ids, "error": str(exc)},
+            )
             return exc
         return None
 
     def on_the_way(self, group: str, cluster: Cluster) -> frozenset[str] | None:
         """The instance ids of the launches of `group` the cloud has on their way: instances launching, or running
         without a Node yet (None when it cannot be read)."""
-        registered = {instance_id_from_provider_id(n.provider_id) for n in cluster.nodes if n.provider_id}
+        registered = {
+            instance_id_from_provider_id(n.provider_id) for n in cluster.nodes if n.provider_id
+        }
         try:
             insts = self._provider.instances(group)
         except CloudError as exc:
-            log.warning("cannot list the group's instances", extra={"node_group": group, "error": str(exc)})
+            log.warning(
+                "cannot list the group's instances", extra={"node_group": group, "error": str(exc)}
+            )
             return None
-        return frozenset(i.id for i in insts if i.state == "launching" or (i.state == "running" and i.id not in registered))
+        return frozenset(
+            i.id
+            for i in insts
+            if i.state == "launching" or (i.state == "running" and i.id not in registered)
+        )
 
-    def release(self, action: Release, cluster: Cluster, keep: Iterable[str] = (),
-                keep_instances: Iterable[str] = ()) -> ReleaseResult:
+    def release(
+        self,
+        action: Release,
+        cluster: Cluster,
+        keep: Iterable[str] = (),
+        keep_instances: Iterable[str] = (),
+    ) -> ReleaseResult:
         """Give back up to what `action` names: the record's own named launches and registered nodes first
         (`Release.instances`, `nodes`), then launches in flight, then empty nodes; never a busy node, nor one of `keep`
         (nodes that arrived for a gang still waiting for them), nor a launch of `keep_instances` (another gang's)."""
         busy = busy_nodes(cluster) | set(keep)
-        node_of = {instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id}
+        node_of = {
+            instance_id_from_provider_id(n.provider_id): n.name
+            for n in cluster.nodes
+            if n.provider_id
+        }
         own = (set(action.instances), set(action.nodes) - busy_nodes(cluster))
         by_group: dict[str, int] = {}
         errors: list[CloudError] = []
         for group, n in sorted(action.groups.items()):
             self._mutating("release", group)
             try:
-                by_group[group] = self._release_in(group, n, busy | set(keep_instances), node_of,
-                                                   action.unlaunched_only, own)
+                by_group[group] = self._release_in(
+                    group, n, busy | set(keep_instances), node_of, action.unlaunched_only, own
+                )
             except CloudError as exc:
                 errors.append(exc)
-                log.warning("cannot give capacity back",
-                            extra={"gang": str(action.key), "node_group": group, "error": str(exc)})
+                log.warning(
+                    "cannot give capacity back",
+                    extra={"gang": str(action.key), "node_group": group, "error": str(exc)},
+                )
         return ReleaseResult(action, by_group, tuple(errors))
 
-    def _release_in(self, group: str, n: int, busy: set[str], node_of: Mapping[str, str],
-                    unlaunched_only: bool = False, own: tuple[set[str], set[str]] = (set(), set())) -> int:
+    def _release_in(
+        self,
+        group: str,
+        n: int,
+        busy: set[str],
+        node_of: Mapping[str, str],
+        unlaunched_only: bool = False,
+        own: tuple[set[str], set[str]] = (set(), set()),
+    ) -> int:
         insts = self._provider.instances(group)
         take = [] if unlaunched_only else _removable(insts, busy, node_of, own)[:n]
         if take:
@@ -246,15 +304,21 @@ class Actuator:
         return out
 
 
-def _removable(insts: list[Instance], busy: set[str], node_of: Mapping[str, str],
-               own: tuple[set[str], set[str]] = (set(), set())) -> list[str]:
+def _removable(
+    insts: list[Instance],
+    busy: set[str],
+    node_of: Mapping[str, str],
+    own: tuple[set[str], set[str]] = (set(), set()),
+) -> list[str]:
     """Instances that may go: the record's own (its named launches, then its registered nodes that run no pod),
     then launches in flight, then running ones whose node is empty; never one in `busy` (by node name or id)."""
     ids, names = own
     live = [i for i in insts if i.state in ("launching", "running")]
     mine = [i.id for i in live if i.id in ids and node_of.get(i.id) not in busy]
     mine += [i.id for i in live if node_of.get(i.id) in names and i.id not in mine]
-    free = [i for i in live if i.id not in mine and i.id not in busy and node_of.get(i.id) not in busy]
+    free = [
+        i for i in live if i.id not in mine and i.id not in busy and node_of.get(i.id) not in busy
+    ]
     launching = [i.id for i in free if i.state == "launching"]
     return mine + launching + [i.id for i in free if i.state == "running"]
 

@@ -34,7 +34,6 @@ def backs_off(kind: ErrorKind, retryable: bool) -> bool:
     return not retryable and kind not in NOT_ABOUT_THE_GROUP
 
 
-
 def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGroup:
     """The group as the planner sees it: no headroom while it is backed off."""
     until = backoff.get(g.name, 0.0)
@@ -45,8 +44,13 @@ def backed_off(g: NodeGroup, backoff: Mapping[str, float], now: float) -> NodeGr
 
 def from_scale_up(report: ExecutionReport) -> list[BackOff]:
     """Groups the scale-up itself found unable to deliver (typed errors), and launches that failed after it."""
-    out = [BackOff(a.group, a.error_kind, _with_kind(a.error_kind.value, a.message)) for a in report.actions
-           if a.status == "failed" and a.error_kind is not None and backs_off(a.error_kind, a.retryable)]
+    out = [
+        BackOff(a.group, a.error_kind, _with_kind(a.error_kind.value, a.message))
+        for a in report.actions
+        if a.status == "failed"
+        and a.error_kind is not None
+        and backs_off(a.error_kind, a.retryable)
+    ]
     out += [BackOff(err.group, err.kind, str(err)) for err in report.launch_failures]
     return out
 
@@ -56,8 +60,9 @@ def _with_kind(kind: str, message: str) -> str:
     return message if message.startswith(f"{kind}:") else f"{kind}: {message}"
 
 
-def extend(backoff: Mapping[str, float], actions: Iterable[BackOff], until: float
-           ) -> tuple[dict[str, float], list[BackOff]]:
+def extend(
+    backoff: Mapping[str, float], actions: Iterable[BackOff], until: float
+) -> tuple[dict[str, float], list[BackOff]]:
     """The backoffs with every action's group held until `until`; and the actions that extended one."""
     new = dict(backoff)
     extended = []

@@ -17,7 +17,9 @@ from ..model import API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Ga
 from ..rfc3339 import format_time
 from .lifecycle import GangState, Record
 
-CONDITION_TYPE = "gangscale.io/CapacityReady"  # a valid metav1.Condition type: DNS prefix / CamelCase name
+CONDITION_TYPE = (
+    "gangscale.io/CapacityReady"  # a valid metav1.Condition type: DNS prefix / CamelCase name
+)
 MAX_MESSAGE = 32768  # metav1.Condition.message limit
 
 # The five states the condition shows (its `reason`, CamelCase as metav1.Condition requires).
@@ -68,7 +70,9 @@ def current(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     if not isinstance(conditions, list):
         return None
-    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == CONDITION_TYPE), None)
+    return next(
+        (c for c in conditions if isinstance(c, dict) and c.get("type") == CONDITION_TYPE), None
+    )
 
 
 def build(rec: Record, obj: Mapping[str, Any], api: str) -> dict[str, Any]:
@@ -76,12 +80,23 @@ def build(rec: Record, obj: Mapping[str, Any], api: str) -> dict[str, Any]:
     reason, status = state_of(rec)
     old = current(obj)
     same = old is not None and old.get("reason") == reason and old.get("status") == status
-    since = str(old.get("lastTransitionTime")) if same and old.get("lastTransitionTime") else stamp(rec.since)
-    cond: dict[str, Any] = {"type": CONDITION_TYPE, "status": status, "reason": reason,
-                            "message": message_of(rec), "lastTransitionTime": since}
+    since = (
+        str(old.get("lastTransitionTime"))
+        if same and old.get("lastTransitionTime")
+        else stamp(rec.since)
+    )
+    cond: dict[str, Any] = {
+        "type": CONDITION_TYPE,
+        "status": status,
+        "reason": reason,
+        "message": message_of(rec),
+        "lastTransitionTime": since,
+    }
     generation = (obj.get("metadata") or {}).get("generation")
     if WRITE_MODE.get(api) == "apply" and isinstance(generation, int):
-        cond["observedGeneration"] = generation  # metav1.Condition only; Volcano's condition has no such field
+        cond["observedGeneration"] = (
+            generation  # metav1.Condition only; Volcano's condition has no such field
+        )
     return cond
 
 
@@ -95,16 +110,25 @@ def writable_groups(objects: list[dict[str, Any]]) -> dict[GangKey, dict[str, An
     """The PodGroups whose status gangscale writes, by gang key; malformed ones skipped."""
     out: dict[GangKey, dict[str, Any]] = {}
     for obj in objects:
-        if not isinstance(obj, dict) or obj.get("kind") != "PodGroup" or obj.get("apiVersion") not in WRITE_MODE:
+        if (
+            not isinstance(obj, dict)
+            or obj.get("kind") != "PodGroup"
+            or obj.get("apiVersion") not in WRITE_MODE
+        ):
             continue
         meta = obj.get("metadata")
-        if isinstance(meta, dict) and isinstance(meta.get("name"), str) and isinstance(meta.get("namespace"), str):
+        if (
+            isinstance(meta, dict)
+            and isinstance(meta.get("name"), str)
+            and isinstance(meta.get("namespace"), str)
+        ):
             out[GangKey(meta["namespace"], meta["name"], obj["apiVersion"])] = obj
     return out
 
 
-def due(records: Iterable[Record], objects: list[dict[str, Any]]
-        ) -> list[tuple[Record, dict[str, Any], dict[str, Any], str]]:
+def due(
+    records: Iterable[Record], objects: list[dict[str, Any]]
+) -> list[tuple[Record, dict[str, Any], dict[str, Any], str]]:
     """(record, object, condition, write mode) for every PodGroup whose condition is missing or out of date.
 
     A record of an earlier generation (the PodGroup was recreated: another uid) writes nothing."""

@@ -39,14 +39,18 @@ def parse_duration(value: object) -> object:
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"{value!r} is not a number of seconds or a duration like 30s, 15m, 1h") from None
+            raise ValueError(
+                f"{value!r} is not a number of seconds or a duration like 30s, 15m, 1h"
+            ) from None
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
-UNLIMITED = "unlimited"  # the one way to lift a cap or the ceiling: written on purpose, never by omission
+UNLIMITED = (
+    "unlimited"  # the one way to lift a cap or the ceiling: written on purpose, never by omission
+)
 # The shipped defaults (config/deploy/config.yaml, the chart's values): a config that says nothing about caps gets
 # these, never "no limit" (docs/controller.md, Default caps and the cluster ceiling).
 DEFAULT_NAMESPACE_NODES = 64
@@ -76,8 +80,9 @@ class NamespaceCap(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
     max_nodes: Limit = Field(default=DEFAULT_NAMESPACE_NODES, alias="maxNodes", ge=0)
-    max_dollars_per_hour: DollarLimit = Field(default=DEFAULT_NAMESPACE_DOLLARS_PER_HOUR, alias="maxDollarsPerHour",
-                                              ge=0)
+    max_dollars_per_hour: DollarLimit = Field(
+        default=DEFAULT_NAMESPACE_DOLLARS_PER_HOUR, alias="maxDollarsPerHour", ge=0
+    )
     # admission only (docs/webhook.md): unset = no cap of that kind (the cluster ceiling still holds); maxGangPods
     # falls back to the top-level one
     max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0)
@@ -96,15 +101,20 @@ class ClusterCeiling(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
     max_nodes: Limit = Field(default=DEFAULT_CEILING_NODES, alias="maxNodes", ge=0)
     max_gpus: Limit = Field(default=DEFAULT_CEILING_GPUS, alias="maxGPUs", ge=0)
-    max_dollars_per_hour: DollarLimit = Field(default=DEFAULT_CEILING_DOLLARS_PER_HOUR, alias="maxDollarsPerHour",
-                                              ge=0)
+    max_dollars_per_hour: DollarLimit = Field(
+        default=DEFAULT_CEILING_DOLLARS_PER_HOUR, alias="maxDollarsPerHour", ge=0
+    )
 
     def describe(self) -> str:
         """`maxNodes 256, maxGPUs 512, maxDollarsPerHour 5000` (`unlimited` where lifted)."""
+
         def text(v: float | None) -> str:
             return UNLIMITED if v is None else f"{v:g}"
-        return (f"maxNodes {text(self.max_nodes)}, maxGPUs {text(self.max_gpus)}, "
-                f"maxDollarsPerHour {text(self.max_dollars_per_hour)}")
+
+        return (
+            f"maxNodes {text(self.max_nodes)}, maxGPUs {text(self.max_gpus)}, "
+            f"maxDollarsPerHour {text(self.max_dollars_per_hour)}"
+        )
 
 
 RuleAction = Literal["deny", "warn", "off"]
@@ -128,14 +138,17 @@ class AdmissionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
     version: Literal[1] = 1
     rules: AdmissionRules = Field(default_factory=AdmissionRules)
-    failure_policy: Literal["Ignore", "Fail"] = Field(default="Ignore", alias="failurePolicy")  # validating hook
+    failure_policy: Literal["Ignore", "Fail"] = Field(
+        default="Ignore", alias="failurePolicy"
+    )  # validating hook
     timeout_seconds: int = Field(default=5, alias="timeoutSeconds", ge=1, le=5)
     gate: str = "gangscale.io/capacity"
     # pods another controller gates (Kueue) are left alone unless their gate is listed here
     # a pod with another scheduling gate, or with a label in foreignGateLabels (Kueue's queue label: Kueue
     # gates it, perhaps after this hook ran), is left alone unless that gate or label is in gateAlongside
-    foreign_gate_labels: list[str] = Field(default_factory=lambda: ["kueue.x-k8s.io/queue-name"],
-                                           alias="foreignGateLabels")
+    foreign_gate_labels: list[str] = Field(
+        default_factory=lambda: ["kueue.x-k8s.io/queue-name"], alias="foreignGateLabels"
+    )
     gate_alongside: list[str] = Field(default_factory=list, alias="gateAlongside")
     # apiVersions serving gang objects; None: ask the API server at start-up (discovery)
     served_gang_apis: list[str] | None = Field(default=None, alias="servedGangAPIs")
@@ -161,8 +174,12 @@ class ControllerConfig(BaseModel):
     # gangs in it, and the caps counted on what it buys (docs/scheduling.md); off: the solver's plan alone
     scheduler_model: Literal["observe", "off"] = Field(default="observe", alias="schedulerModel")
     # provisioning lifecycle
-    provisioning_deadline_seconds: Seconds = Field(default=900.0, alias="provisioningDeadlineSeconds", gt=0)
-    launch_failure_backoff_seconds: Seconds = Field(default=300.0, alias="launchFailureBackoffSeconds", ge=0)
+    provisioning_deadline_seconds: Seconds = Field(
+        default=900.0, alias="provisioningDeadlineSeconds", gt=0
+    )
+    launch_failure_backoff_seconds: Seconds = Field(
+        default=300.0, alias="launchFailureBackoffSeconds", ge=0
+    )
     cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
     # a launch still on its way this long after its gang's booking, with as long left before the deadline, is bought
     # again once (docs/controller.md, Late launches); 0 (the default): never: buying again cuts the give-backs at
@@ -172,7 +189,9 @@ class ControllerConfig(BaseModel):
     # a long grace bills every empty node for sure and saves at most one launch (docs/controller.md, Scale-down),
     # so the default only guards a pod not yet seen
     empty_node_grace_seconds: Seconds = Field(default=10.0, alias="emptyNodeGraceSeconds", ge=0)
-    orphan_grace_seconds: Seconds = Field(default=600.0, alias="orphanGraceSeconds", ge=0)  # aws-fleet janitor
+    orphan_grace_seconds: Seconds = Field(
+        default=600.0, alias="orphanGraceSeconds", ge=0
+    )  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
     # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready
     gate_mode: GateMode = Field(default="opt-in", alias="gateMode")
@@ -180,7 +199,9 @@ class ControllerConfig(BaseModel):
     # (KEP-3521); false: lift only, and the scheduler's scoring decides where the pods go
     gate_narrowing: bool = Field(default=True, alias="gateNarrowing")
     # a pod released narrowed whose node is gone or NotReady this long is deleted, so its owner recreates it
-    narrowed_node_grace_seconds: Seconds = Field(default=120.0, alias="narrowedNodeGraceSeconds", ge=0)
+    narrowed_node_grace_seconds: Seconds = Field(
+        default=120.0, alias="narrowedNodeGraceSeconds", ge=0
+    )
     # the webhook lifts every gangscale.io/capacity gate once the controller's lease has been stale this long, so a
     # gate never outlives gangscale (docs/webhook.md, Fail-open); 0: never
     gate_fail_open_seconds: Seconds = Field(default=600.0, alias="gateFailOpenSeconds", ge=0)
@@ -188,7 +209,9 @@ class ControllerConfig(BaseModel):
     max_gang_pods: int = Field(default=1024, alias="maxGangPods", ge=1)
     max_gang_gpus: int = Field(default=512, alias="maxGangGPUs", ge=0)
     namespace_caps: dict[str, NamespaceCap] = Field(default_factory=dict, alias="namespaceCaps")
-    default_namespace_cap: NamespaceCap = Field(default_factory=NamespaceCap, alias="defaultNamespaceCap")
+    default_namespace_cap: NamespaceCap = Field(
+        default_factory=NamespaceCap, alias="defaultNamespaceCap"
+    )
     cluster_ceiling: ClusterCeiling = Field(default_factory=ClusterCeiling, alias="clusterCeiling")
     ageing_seconds: Seconds = Field(default=600.0, alias="ageingSeconds", gt=0)
     # status (docs/controller.md): an Event's repeats are written at most this often (CA: one per 5 minutes),
@@ -212,7 +235,9 @@ class ControllerConfig(BaseModel):
     region: str | None = None
     cluster_name: str | None = Field(default=None, alias="clusterName")
     # CA-style `asg:tag=<key>[=<value>],...` filters; empty: gangscale's own tags (cloud_adapters/tags.py)
-    node_group_auto_discovery: list[str] = Field(default_factory=list, alias="nodeGroupAutoDiscovery")
+    node_group_auto_discovery: list[str] = Field(
+        default_factory=list, alias="nodeGroupAutoDiscovery"
+    )
     aws_endpoint_url: str | None = Field(default=None, alias="awsEndpointUrl")
     nodegroups: str | None = None  # catalog seeding the simulated provider
     metrics_address: str = Field(default="0.0.0.0:8080", alias="metricsAddress")
@@ -251,7 +276,9 @@ def load_config(path: str | Path | None) -> ControllerConfig:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise InputError(f"{path}: {where}: {first['msg']}") from None
-    if cfg.scheduler_config_file:  # a bad file is refused at start, not per pass (gate mode reads it too)
+    if (
+        cfg.scheduler_config_file
+    ):  # a bad file is refused at start, not per pass (gate mode reads it too)
         from ..realize import scheduler_model_from
 
         try:

@@ -39,17 +39,22 @@ def warn_bad_deadlines(gangs: Iterable[Gang]) -> None:
     for g in gangs:
         raw = g.annotations.get(DEADLINE_ANNOTATION)
         if raw and _annotated(g) is None:
-            log.warning("bad deadline annotation; using the default",
-                        extra={"gang": str(g.key), "annotation": DEADLINE_ANNOTATION, "value": raw})
+            log.warning(
+                "bad deadline annotation; using the default",
+                extra={"gang": str(g.key), "annotation": DEADLINE_ANNOTATION, "value": raw},
+            )
 
 
-def cooling_holds(records: Mapping[GangKey, Record], gangs: Iterable[Gang], now: float, backoff_seconds: float
-                  ) -> dict[GangKey, PreDecision]:
+def cooling_holds(
+    records: Mapping[GangKey, Record], gangs: Iterable[Gang], now: float, backoff_seconds: float
+) -> dict[GangKey, PreDecision]:
     """Gangs that timed out within the backoff period: deferred, saying when they are retried."""
     held = {}
     for g in gangs:
         rec = records.get(g.key)
         if rec is not None and cooling(rec, g.uid or "-", now, backoff_seconds):
             left = rec.since + backoff_seconds - now
-            held[g.key] = PreDecision(GangState.DEFERRED.value, f"{rec.reason}; retrying in {left:.0f}s")
+            held[g.key] = PreDecision(
+                GangState.DEFERRED.value, f"{rec.reason}; retrying in {left:.0f}s"
+            )
     return held

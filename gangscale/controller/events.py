@@ -59,17 +59,35 @@ def involved_object(t: EventTarget) -> dict[str, Any]:
     key = t.key
     kind = GROUP_KINDS.get(key.api, "PodGroup")
     if t.on_pod:
-        return {"apiVersion": "v1", "kind": "Pod", "namespace": key.namespace, "name": t.pod_name or key.name,
-                "uid": t.pod_uid}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": key.namespace,
+            "name": t.pod_name or key.name,
+            "uid": t.pod_uid,
+        }
     if kind == "Workload":
-        return {"apiVersion": key.api, "kind": kind, "namespace": key.namespace, "name": key.name.split("/")[0],
-                "uid": t.uid.split("/")[0]}
-    return {"apiVersion": key.api, "kind": kind, "namespace": key.namespace, "name": key.name, "uid": t.uid}
+        return {
+            "apiVersion": key.api,
+            "kind": kind,
+            "namespace": key.namespace,
+            "name": key.name.split("/")[0],
+            "uid": t.uid.split("/")[0],
+        }
+    return {
+        "apiVersion": key.api,
+        "kind": kind,
+        "namespace": key.namespace,
+        "name": key.name,
+        "uid": t.uid,
+    }
 
 
 # The CA reasons that also go on member pods, and the prefix CA puts on the pod's message.
-POD_MESSAGES: dict[str, str] = {"TriggeredScaleUp": "pod triggered scale-up",
-                                "NotTriggerScaleUp": "pod didn't trigger scale-up"}
+POD_MESSAGES: dict[str, str] = {
+    "TriggeredScaleUp": "pod triggered scale-up",
+    "NotTriggerScaleUp": "pod didn't trigger scale-up",
+}
 GROUP_PREFIX = "pod group triggered scale-up: "
 EVENT_TTL_SECONDS = 3600.0  # the API server's default --event-ttl: older series are forgotten
 MAX_SERIES = 10000
@@ -101,10 +119,18 @@ class _Series:
 class EventSink:
     """Posts and aggregates core/v1 Events; never raises. `calls` counts API requests made."""
 
-    def __init__(self, client: KubeClient | None, refresh_seconds: float = 300.0, pods_per_gang: int = 10,
-                 clock: Callable[[], float] = time.time, fence: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: KubeClient | None,
+        refresh_seconds: float = 300.0,
+        pods_per_gang: int = 10,
+        clock: Callable[[], float] = time.time,
+        fence: Callable[[str], None] | None = None,
+    ) -> None:
         self.client = client
-        self.fence = fence  # raises LostLeadership when this replica may no longer write; None: never fenced
+        self.fence = (
+            fence  # raises LostLeadership when this replica may no longer write; None: never fenced
+        )
         self.fenced = 0  # events refused because the lease was lost
         self.refresh_seconds = refresh_seconds
         self.pods_per_gang = pods_per_gang
@@ -112,23 +138,41 @@ class EventSink:
         self._series: dict[tuple[str, ...], _Series] = {}
         self.calls = 0
 
-    def emit(self, target: EventTarget, reason: str, message: str, *, warning: bool = False) -> None:
+    def emit(
+        self, target: EventTarget, reason: str, message: str, *, warning: bool = False
+    ) -> None:
         """The event on the gang's object and, for CA's reasons, on up to `pods_per_gang` pending members."""
         obj = involved_object(target)
         self._event(obj, reason, message[:1024], warning, str(target.key))
         if reason not in POD_MESSAGES or target.on_pod:
             return
         text = pod_message(reason, f"{target.key.namespace}/{target.key.name}", message)[:1024]
-        for name, uid in target.members[:self.pods_per_gang]:
-            self._event(pod_object(target.key.namespace, name, uid), reason, text, warning, str(target.key))
+        for name, uid in target.members[: self.pods_per_gang]:
+            self._event(
+                pod_object(target.key.namespace, name, uid), reason, text, warning, str(target.key)
+            )
 
-    def emit_on(self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
+    def emit_on(
+        self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
         """An event on an object that is no gang's (e.g. `state_object`), aggregated like the others."""
-        self._event(obj, reason, message[:1024], warning, f"{obj['kind']}/{obj['namespace']}/{obj['name']}")
+        self._event(
+            obj, reason, message[:1024], warning, f"{obj['kind']}/{obj['namespace']}/{obj['name']}"
+        )
 
-    def _event(self, obj: dict[str, Any], reason: str, message: str, warning: bool, gang: str) -> None:
+    def _event(
+        self, obj: dict[str, Any], reason: str, message: str, warning: bool, gang: str
+    ) -> None:
         kind = "Warning" if warning else "Normal"
-        key = (obj["namespace"], obj["kind"], obj["name"], obj.get("uid") or "", kind, reason, message)
+        key = (
+            obj["namespace"],
+            obj["kind"],
+            obj["name"],
+            obj.get("uid") or "",
+            kind,
+            reason,
+            message,
+        )
         now = self.clock()
         series = self._series.get(key)
         if series is not None:
@@ -154,28 +198,42 @@ class EventSink:
             self.fence(f"event {reason}")
         except LostLeadership as exc:
             self.fenced += 1
-            log.warning("event not written: leadership lost", extra={"gang": gang, "reason": reason,
-                                                                      "error": str(exc)})
+            log.warning(
+                "event not written: leadership lost",
+                extra={"gang": gang, "reason": reason, "error": str(exc)},
+            )
             return False
         return True
 
-    def _create(self, obj: dict[str, Any], reason: str, message: str, kind: str, now: float,
-                gang: str) -> str | None:
+    def _create(
+        self, obj: dict[str, Any], reason: str, message: str, kind: str, now: float, gang: str
+    ) -> str | None:
         """POST a new Event with count 1; its name, or None when it could not be written."""
         name = f"{obj['name'][:200]}.{uuid.uuid4().hex[:16]}"
         if self.client is None:
             return name
         body = {
-            "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": obj["namespace"]},
-            "involvedObject": obj, "reason": reason, "message": message, "type": kind,
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT, "reportingInstance": COMPONENT,
-            "firstTimestamp": format_time(now), "lastTimestamp": format_time(now), "count": 1,
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": obj["namespace"]},
+            "involvedObject": obj,
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": format_time(now),
+            "lastTimestamp": format_time(now),
+            "count": 1,
         }
         try:
             self.calls += 1
             self.client.post(f"/api/v1/namespaces/{obj['namespace']}/events", body)
         except KubeError as exc:
-            log.warning("cannot write event", extra={"gang": gang, "reason": reason, "error": str(exc)})
+            log.warning(
+                "cannot write event", extra={"gang": gang, "reason": reason, "error": str(exc)}
+            )
             return None
         return name
 
@@ -184,12 +242,18 @@ class EventSink:
         assert self.client is not None
         try:
             self.calls += 1
-            self.client.patch(f"/api/v1/namespaces/{namespace}/events/{series.name}",
-                              {"count": series.count, "lastTimestamp": format_time(now)})
+            self.client.patch(
+                f"/api/v1/namespaces/{namespace}/events/{series.name}",
+                {"count": series.count, "lastTimestamp": format_time(now)},
+            )
         except KubeError as exc:
-            if exc.status == 404:  # expired (--event-ttl) or deleted: a new object starts the count again
+            if (
+                exc.status == 404
+            ):  # expired (--event-ttl) or deleted: a new object starts the count again
                 return False
-            log.warning("cannot update event", extra={"gang": gang, "reason": reason, "error": str(exc)})
+            log.warning(
+                "cannot update event", extra={"gang": gang, "reason": reason, "error": str(exc)}
+            )
             return True
         series.written_at = now
         return True
@@ -199,5 +263,5 @@ class EventSink:
             return
         live = {k: s for k, s in self._series.items() if now - s.written_at < EVENT_TTL_SECONDS}
         if len(live) > MAX_SERIES // 2:
-            live = dict(sorted(live.items(), key=lambda kv: kv[1].written_at)[-(MAX_SERIES // 2):])
+            live = dict(sorted(live.items(), key=lambda kv: kv[1].written_at)[-(MAX_SERIES // 2) :])
         self._series = live

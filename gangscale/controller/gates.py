@@ -46,7 +46,9 @@ from ..plan import Plan
 from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate_seeds
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView, PreDecision
 
-GATE_MODE_KEY = "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
+GATE_MODE_KEY = (
+    "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
+)
 # the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
 # gate mode holds, unless its own gate-mode label says otherwise (else every webhook gate would be lifted at once)
 WEBHOOK_GATE_LABEL, WEBHOOK_GATE_ON = "gangscale.io/capacity-gate", "enabled"
@@ -66,7 +68,9 @@ class Lift:
     pods: tuple[Pod, ...]
     why: str  # CAPACITY_READY | NOT_HELD
     message: str
-    nodes: tuple[str, ...] = ()  # CAPACITY_READY: the node each pod is narrowed to (same order as `pods`)
+    nodes: tuple[
+        str, ...
+    ] = ()  # CAPACITY_READY: the node each pod is narrowed to (same order as `pods`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +89,19 @@ def namespace_labels(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
     out: dict[str, dict[str, str]] = {}
     for o in objects:
         # (`type(o) is dict` first: the ABC check alone is slow on thousands of plain objects per pass)
-        if (type(o) is dict or isinstance(o, Mapping)) and o.get("kind") == "Namespace" \
-                and isinstance(o.get("metadata"), Mapping):
+        if (
+            (type(o) is dict or isinstance(o, Mapping))
+            and o.get("kind") == "Namespace"
+            and isinstance(o.get("metadata"), Mapping)
+        ):
             meta = o["metadata"]
             labels = meta.get("labels")
             if isinstance(meta.get("name"), str):
-                out[meta["name"]] = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+                out[meta["name"]] = (
+                    {str(k): str(v) for k, v in labels.items()}
+                    if isinstance(labels, Mapping)
+                    else {}
+                )
     return out
 
 
@@ -106,7 +117,10 @@ def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> 
         return False
     own = _flag(gang.annotations.get(GATE_MODE_KEY))
     if own is None:  # podless groups: the pods carry it
-        own = next((f for p in gang.pending if (f := _flag(p.annotations.get(GATE_MODE_KEY))) is not None), None)
+        own = next(
+            (f for p in gang.pending if (f := _flag(p.annotations.get(GATE_MODE_KEY))) is not None),
+            None,
+        )
     if own is not None:
         return own
     labels = ns_labels.get(gang.namespace, {})
@@ -120,11 +134,18 @@ def release_order(gangs: Iterable[Gang]) -> list[Gang]:
     """The order held gangs are considered in: the scheduler's own (PrioritySort: priority, then age). Narrowed
     pods cannot take each other's nodes, so the order only decides who gets the room a Ready node has left when
     the pods the scheduler placed first took the room the plan meant for a gang (`_assign`)."""
-    return sorted(gangs, key=lambda g: (-g.effective_priority, g.created or min((p.created for p in g.pending),
-                                                                                 default=""), str(g.key)))
+    return sorted(
+        gangs,
+        key=lambda g: (
+            -g.effective_priority,
+            g.created or min((p.created for p in g.pending), default=""),
+            str(g.key),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------ narrowing (KEP-3521)
+
 
 def narrowed(pl: Placement, node: str) -> Placement:
     """`pl` with its required node affinity narrowed to `node` as `narrow_ops` writes it: `metadata.name In [node]`
@@ -153,7 +174,11 @@ def narrow_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     if not isinstance(na, Mapping):
         return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": required}]
     base = f"/spec/affinity/nodeAffinity/{REQUIRED}"
-    terms = na.get(REQUIRED, {}).get("nodeSelectorTerms") if isinstance(na.get(REQUIRED), Mapping) else None
+    terms = (
+        na.get(REQUIRED, {}).get("nodeSelectorTerms")
+        if isinstance(na.get(REQUIRED), Mapping)
+        else None
+    )
     if not isinstance(terms, list) or not terms:
         return [{"op": "add", "path": base, "value": {"nodeSelectorTerms": [term]}}]
     ops: list[dict[str, Any]] = []
@@ -161,13 +186,19 @@ def narrow_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
         if not isinstance(t, Mapping) or not (t.get("matchExpressions") or t.get("matchFields")):
             continue
         if t.get("matchFields"):
-            ops.append({"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields/-", "value": field})
+            ops.append(
+                {"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields/-", "value": field}
+            )
         else:
-            ops.append({"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields", "value": [field]})
+            ops.append(
+                {"op": "add", "path": f"{base}/nodeSelectorTerms/{i}/matchFields", "value": [field]}
+            )
     return ops
 
 
-def release_patch(obj: Mapping[str, Any], gate_names: Sequence[str], node: str | None) -> list[dict[str, Any]]:
+def release_patch(
+    obj: Mapping[str, Any], gate_names: Sequence[str], node: str | None
+) -> list[dict[str, Any]]:
     """The one JSON patch releasing a pod (`obj`, as listed): narrowed to `node` (None: not narrowed) and our gate
     removed together. One patch, not two: the API server judges the narrowing against the stored pod's gates
     (see `narrow_ops`) and applies a patch whole or not at all, so a pod is never ungated without its narrowing.
@@ -178,8 +209,11 @@ def release_patch(obj: Mapping[str, Any], gate_names: Sequence[str], node: str |
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     if isinstance(meta.get("annotations"), Mapping):
-        note = {"op": "add", "path": "/metadata/annotations/" + NARROWED_KEY.replace("~", "~0").replace("/", "~1"),
-                "value": node}
+        note = {
+            "op": "add",
+            "path": "/metadata/annotations/" + NARROWED_KEY.replace("~", "~0").replace("/", "~1"),
+            "value": node,
+        }
     else:
         note = {"op": "add", "path": "/metadata/annotations", "value": {NARROWED_KEY: node}}
     return [ops[0], note, *narrow_ops(spec, node), ops[1]]
@@ -193,10 +227,14 @@ def _placement(plan: Plan) -> dict[str, str]:
     return where
 
 
-_Spare = list[tuple[NodeView, dict[str, int]]]  # a gang's own Ready nodes, with the room its planned pods leave
+_Spare = list[
+    tuple[NodeView, dict[str, int]]
+]  # a gang's own Ready nodes, with the room its planned pods leave
 
 
-def _spare_own_nodes(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot) -> dict[GangKey, _Spare]:
+def _spare_own_nodes(
+    held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot
+) -> dict[GangKey, _Spare]:
     """Per held gang, the Ready nodes that arrived for it (reserved for it) that no released pod is planned on."""
     gated_pods = {p.key for g in held for p in g.pending if gated(p)}
     used = {node for pod, node in where.items() if pod not in gated_pods}
@@ -214,11 +252,17 @@ def _spare_own_nodes(held: Sequence[Gang], where: Mapping[str, str], snap: Clust
 
 
 def _fits(p: Pod, v: NodeView, free: Mapping[str, int]) -> bool:
-    taints = [t for t in v.taints if t.key != RESERVED_TAINT]  # its own reservation: the pod's gang owns it
-    return placement_allows(p.placement, v.labels, taints) and all(free.get(r, 0) >= n for r, n in p.requests.items())
+    taints = [
+        t for t in v.taints if t.key != RESERVED_TAINT
+    ]  # its own reservation: the pod's gang owns it
+    return placement_allows(p.placement, v.labels, taints) and all(
+        free.get(r, 0) >= n for r, n in p.requests.items()
+    )
 
 
-def _own_first(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot) -> dict[str, str]:
+def _own_first(
+    held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnapshot
+) -> dict[str, str]:
     """`where`, with each held gang's pods moved onto the Ready nodes that arrived for that gang (reserved for it) and
     that the plan leaves empty, where they fit: first the pods the plan put on nodes not yet Ready, then the pods it
     put on other Ready nodes (those `_may_move` allows). A node bought for a gang is its first choice: the solver sees
@@ -235,19 +279,30 @@ def _own_first(held: Sequence[Gang], where: Mapping[str, str], snap: ClusterSnap
             continue
         mine = {v.name for v, _ in own}
         waiting = [p for p in g.pending if p.key in where and where[p.key] not in views]
-        elsewhere = [p for p in g.pending if p.key in where and where[p.key] in views and where[p.key] not in mine]
+        elsewhere = [
+            p
+            for p in g.pending
+            if p.key in where and where[p.key] in views and where[p.key] not in mine
+        ]
         for p in (*waiting, *elsewhere):
             at = views.get(where[p.key])
-            found = next(((v, free) for v, free in own if _fits(p, v, free)
-                          and (at is None or _may_move(p, g, at, v))), None)
+            found = next(
+                (
+                    (v, free)
+                    for v, free in own
+                    if _fits(p, v, free) and (at is None or _may_move(p, g, at, v))
+                ),
+                None,
+            )
             if found is not None:
                 _take(found[1], p.requests)
                 out[p.key] = found[0].name
     return out
 
 
-def _ready(g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, str], live: set[str]
-           ) -> tuple[list[Pod], str]:
+def _ready(
+    g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, str], live: set[str]
+) -> tuple[list[Pod], str]:
     """The gated pods to release once the checks pass, or why the gang's capacity is not Ready."""
     if plan_decision is None or plan_decision[0] not in STARTING:
         decision, reason = plan_decision or ("not planned", "the plan does not list it")
@@ -257,8 +312,10 @@ def _ready(g: Gang, plan_decision: tuple[str, str] | None, where: Mapping[str, s
         return [], "the plan places none of its pods"
     waiting = [p for p in planned if where[p.key] not in live]
     if waiting:
-        return [], (f"waiting for its capacity: {len(waiting)} of the {len(planned)} pods the plan placed are on "
-                    "nodes not yet registered, Ready and schedulable")
+        return [], (
+            f"waiting for its capacity: {len(waiting)} of the {len(planned)} pods the plan placed are on "
+            "nodes not yet registered, Ready and schedulable"
+        )
     return [p for p in planned if gated(p)], ""
 
 
@@ -278,9 +335,15 @@ class _Room:
 
     views: dict[str, NodeView]
     free: dict[str, dict[str, int]]
-    allowed: dict[tuple, list[str]] = field(default_factory=dict)  # `_may_move`'s nodes, per kind of pod and gang
-    returned: int = 0  # room given back so far (a rolled-back gang): until it changes, room only shrinks
-    full: dict[tuple, int] = field(default_factory=dict)  # a kind of pod no node had room for, at `returned`
+    allowed: dict[tuple, list[str]] = field(
+        default_factory=dict
+    )  # `_may_move`'s nodes, per kind of pod and gang
+    returned: int = (
+        0  # room given back so far (a rolled-back gang): until it changes, room only shrinks
+    )
+    full: dict[tuple, int] = field(
+        default_factory=dict
+    )  # a kind of pod no node had room for, at `returned`
 
     def give(self, node: str, req: Mapping[str, int]) -> None:
         _take(self.free[node], req, +1)
@@ -295,7 +358,9 @@ class _Room:
         nodes = self.allowed.get(key)
         if nodes is None:
             keys = sorted(label_keys(p.placement) | set(g.topology_keys))
-            verdict: dict[tuple, bool] = {}  # nodes alike on these labels, taints and owner are alike to `_may_move`
+            verdict: dict[
+                tuple, bool
+            ] = {}  # nodes alike on these labels, taints and owner are alike to `_may_move`
             nodes = self.allowed[key] = []
             for n, v in self.views.items():
                 sig = (tuple(v.labels.get(k) for k in keys), v.taints, v.reserved_for)
@@ -355,18 +420,25 @@ class QueueMemo:
                 return runs
         runs = compute()
         self.runs += 1
-        self.entries = [(key, runs), *self.entries][:self.kept]
+        self.entries = [(key, runs), *self.entries][: self.kept]
         return runs
 
 
-def _queue_runs(queue: Sequence[Gang], live: Sequence[NodeView], snap: ClusterSnapshot,
-                config: SchedulerConfig | None, memo: QueueMemo | None = None) -> _Runs:
+def _queue_runs(
+    queue: Sequence[Gang],
+    live: Sequence[NodeView],
+    snap: ClusterSnapshot,
+    config: SchedulerConfig | None,
+    memo: QueueMemo | None = None,
+) -> _Runs:
     """The scheduler's queue placed on the Ready nodes `live` under every seed of SEEDS, and per node the most any
     seed puts on it (score ties are random: room is kept for the queue wherever any seed puts it)."""
     if memo is not None:
         key = (tuple(queue), tuple(live), tuple(snap.bound), config, SEEDS)
         return memo.get(key, lambda: _queue_runs(queue, live, snap, config))
-    results = simulate_seeds(nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config)
+    results = simulate_seeds(
+        nodes_from_views(live, snap.bound), queue, SEEDS, bound=snap.bound, config=config
+    )
     requests = {p.key: p.requests for g in queue for p in g.pending}
     worst: dict[str, Counter] = {}
     for res in results:
@@ -378,8 +450,15 @@ def _queue_runs(queue: Sequence[Gang], live: Sequence[NodeView], snap: ClusterSn
     return results, worst
 
 
-def _room(gangs: Sequence[Gang], snap: ClusterSnapshot, config: SchedulerConfig | None, where: Mapping[str, str],
-          held: Sequence[Gang], holding: Callable[[Gang], bool], memo: QueueMemo | None = None) -> _Room:
+def _room(
+    gangs: Sequence[Gang],
+    snap: ClusterSnapshot,
+    config: SchedulerConfig | None,
+    where: Mapping[str, str],
+    held: Sequence[Gang],
+    holding: Callable[[Gang], bool],
+    memo: QueueMemo | None = None,
+) -> _Room:
     views = {v.name: v for v in snap.nodes if not v.upcoming}
     free = {name: dict(v.free) for name, v in views.items()}
     queue = _queue(gangs, holding)
@@ -404,7 +483,9 @@ def _may_move(p: Pod, g: Gang, planned: NodeView, v: NodeView) -> bool:
     return placement_allows(p.placement, v.labels, [t for t in v.taints if t.key != RESERVED_TAINT])
 
 
-def _assign(room: _Room, g: Gang, pods: Sequence[Pod], where: Mapping[str, str]) -> tuple[dict[str, str], int]:
+def _assign(
+    room: _Room, g: Gang, pods: Sequence[Pod], where: Mapping[str, str]
+) -> tuple[dict[str, str], int]:
     """Each pod's node: where the plan put it while that node has room, else another Ready node with room
     (`_may_move`). Returns the assignment and how many pods found no room (then nothing is taken)."""
     for p in pods:
@@ -427,17 +508,32 @@ def _assign(room: _Room, g: Gang, pods: Sequence[Pod], where: Mapping[str, str])
     return {}, len(pods) - len(out)
 
 
-def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[GangKey, tuple[str, str]],
-            snap: ClusterSnapshot, holding: Callable[[Gang], bool], *, config: SchedulerConfig | None = None,
-            memo: QueueMemo | None = None) -> GateDecision:
+def release(
+    gangs: Sequence[Gang],
+    where: Mapping[str, str],
+    decisions: Mapping[GangKey, tuple[str, str]],
+    snap: ClusterSnapshot,
+    holding: Callable[[Gang], bool],
+    *,
+    config: SchedulerConfig | None = None,
+    memo: QueueMemo | None = None,
+) -> GateDecision:
     """The gates to lift this pass (the module docstring), given each pod's planned node as a live node's name
     where it has registered (`where`) and the plan's decision per gang. Shared with benchmarks/gatemode.py.
     The room (`_room`, the scheduler model's runs of the queue) is worked out only once a gang's capacity is Ready:
     most passes release nothing. `memo`: the caller's `QueueMemo`, the same answers as without it."""
     mine = [g for g in gangs if any(gated(p) for p in g.pending)]
     holds_it = [holding(g) for g in mine]  # (asked once per gang)
-    lifts = [Lift(g, tuple(p for p in g.pending if gated(p)), NOT_HELD, "gate mode does not hold this gang")
-             for g, h in zip(mine, holds_it) if not h]
+    lifts = [
+        Lift(
+            g,
+            tuple(p for p in g.pending if gated(p)),
+            NOT_HELD,
+            "gate mode does not hold this gang",
+        )
+        for g, h in zip(mine, holds_it)
+        if not h
+    ]
     held_gangs = release_order(g for g, h in zip(mine, holds_it) if h)
     live = {v.name for v in snap.nodes if not v.upcoming}
     planned, where = where, _own_first(held_gangs, where, snap)
@@ -453,20 +549,35 @@ def release(gangs: Sequence[Gang], where: Mapping[str, str], decisions: Mapping[
             room = _room(gangs, snap, config, where, held_gangs, holding, memo)
         nodes, short = _assign(room, g, pods, where)
         if short:
-            held[g.key] = (f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
-                                "the scheduler placed first took the room) nor on another Ready node: the next plan "
-                                "places them again")
+            held[g.key] = (
+                f"its capacity is Ready but {short} of its {len(pods)} pods no longer fit on it (pods "
+                "the scheduler placed first took the room) nor on another Ready node: the next plan "
+                "places them again"
+            )
             continue
         moved = sum(1 for p in pods if nodes[p.key] != planned[p.key])
-        lifts.append(Lift(g, tuple(pods), CAPACITY_READY,
-                          f"its capacity is Ready: {len(pods)} pod(s) narrowed to the nodes the plan placed them on"
-                          + (f" ({moved} to another Ready node with room)" if moved else ""),
-                          tuple(nodes[p.key] for p in pods)))
+        lifts.append(
+            Lift(
+                g,
+                tuple(pods),
+                CAPACITY_READY,
+                f"its capacity is Ready: {len(pods)} pod(s) narrowed to the nodes the plan placed them on"
+                + (f" ({moved} to another Ready node with room)" if moved else ""),
+                tuple(nodes[p.key] for p in pods),
+            )
+        )
     return GateDecision(tuple(lifts), held)
 
 
-def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
-           config: SchedulerConfig | None = None, memo: QueueMemo | None = None) -> GateDecision:
+def decide(
+    gangs: Sequence[Gang],
+    plan: Plan,
+    snap: ClusterSnapshot,
+    holding: Callable[[Gang], bool],
+    *,
+    config: SchedulerConfig | None = None,
+    memo: QueueMemo | None = None,
+) -> GateDecision:
     """`release` on the controller's plan (new nodes named as `_placement` names them); `gangs` as ingested, not as
     the policy planned them."""
     decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
@@ -475,8 +586,11 @@ def decide(gangs: Sequence[Gang], plan: Plan, snap: ClusterSnapshot, holding: Ca
 
 # ------------------------------------------------------------------------------------------ the plan's input
 
-SCHEDULED_FIRST = ("fits-existing", "it carries no scheduling gate, so the scheduler places it before any gated gang: "
-                   "on capacity the cluster has (the scheduler model, every seed)")
+SCHEDULED_FIRST = (
+    "fits-existing",
+    "it carries no scheduling gate, so the scheduler places it before any gated gang: "
+    "on capacity the cluster has (the scheduler model, every seed)",
+)
 
 
 def all_narrowed(snap: ClusterSnapshot, holding: Callable[[Gang], bool]) -> bool:
@@ -487,8 +601,13 @@ def all_narrowed(snap: ClusterSnapshot, holding: Callable[[Gang], bool]) -> bool
     return bool(gangs) and all(all(gated(p) for p in g.pending) and holding(g) for g in gangs)
 
 
-def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
-                    config: SchedulerConfig | None = None, memo: QueueMemo | None = None) -> ClusterSnapshot:
+def scheduled_first(
+    snap: ClusterSnapshot,
+    holding: Callable[[Gang], bool],
+    *,
+    config: SchedulerConfig | None = None,
+    memo: QueueMemo | None = None,
+) -> ClusterSnapshot:
     """The snapshot gate mode plans on: the scheduler's queue (`_queue`: pods without our gate, and the gated pods
     of gangs gate mode does not hold) placed first where the scheduler model puts it on the Ready nodes, as the
     cluster's scheduler does the moment the pods exist, before any node of the plan arrives or any gate is lifted.
@@ -504,8 +623,12 @@ def scheduled_first(snap: ClusterSnapshot, holding: Callable[[Gang], bool], *,
         return snap
     results, worst = _queue_runs(queue, live, snap, config, memo)
     settled = set(results[0].placement).intersection(*(r.placement for r in results[1:]))
-    nodes = [replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()}) if v.name in worst else v
-             for v in snap.nodes]
+    nodes = [
+        replace(v, free={r: n - worst[v.name].get(r, 0) for r, n in v.free.items()})
+        if v.name in worst
+        else v
+        for v in snap.nodes
+    ]
     decided = dict(snap.decided)
     out = []
     for g in snap.gangs:
@@ -523,11 +646,14 @@ def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[d
     """The JSON patch removing `gate` (KEP-3521: gates can only be removed after creation); the test op makes
     a patch built from a stale read fail instead of removing someone else's gate."""
     i = list(gates).index(gate)
-    return [{"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": gate},
-            {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]
+    return [
+        {"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": gate},
+        {"op": "remove", "path": f"/spec/schedulingGates/{i}"},
+    ]
 
 
 # ------------------------------------------------------------------------------------------ recovery
+
 
 def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]]:
     """Pods gate mode released narrowed to a node (`NARROWED_KEY`) that are still unbound while that node is gone
@@ -539,8 +665,15 @@ def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]
         if not node or p.node_name or p.terminal or gated(p):
             continue
         n = state.get(node)
-        why = ("is gone" if n is None else "is not Ready" if not n.ready else "is cordoned" if n.unschedulable
-               else "")
+        why = (
+            "is gone"
+            if n is None
+            else "is not Ready"
+            if not n.ready
+            else "is cordoned"
+            if n.unschedulable
+            else ""
+        )
         if why:
             out.append((p, f"node {node}, the one node it was narrowed to, {why}"))
     return out

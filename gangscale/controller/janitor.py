@@ -28,7 +28,9 @@ class PendingCall:
     wanted: bool  # the record's gang generation is still listed and the record still holds it
 
 
-def unconfirmed_calls(records: Iterable[Record], listed: Mapping[GangKey, str]) -> dict[str, list[PendingCall]]:
+def unconfirmed_calls(
+    records: Iterable[Record], listed: Mapping[GangKey, str]
+) -> dict[str, list[PendingCall]]:
     """Client token -> the records' shares of that call; `listed` maps listed gangs to their generation."""
     out: dict[str, list[PendingCall]] = {}
     for rec in records:
@@ -50,12 +52,14 @@ def deal(adopted: Sequence[str], shares: Sequence[PendingCall]) -> list[tuple[st
     nodes: a record holds the adopted instances by id."""
     out, rest = [], list(adopted)
     for s in shares:
-        out.append(tuple(rest[:s.nodes]))
-        rest = rest[s.nodes:]
+        out.append(tuple(rest[: s.nodes]))
+        rest = rest[s.nodes :]
     return out
 
 
-def orphans_due(loose: Iterable[LooseInstance], claimed: set[str], now: float, grace: float) -> list[LooseInstance]:
+def orphans_due(
+    loose: Iterable[LooseInstance], claimed: set[str], now: float, grace: float
+) -> list[LooseInstance]:
     """Loose instances no record claims, launched more than `grace` seconds ago (unknown launch time: due)."""
     return [i for i in loose if i.token not in claimed and now - i.launched >= grace]
 
@@ -64,5 +68,7 @@ def orphan_message(due: Iterable[LooseInstance], grace: float) -> str:
     """The OrphanInstancesTerminated Event's text: how many, which, in which groups, and why they were orphans."""
     due = list(due)
     groups = ", ".join(sorted({i.group for i in due}))
-    return (f"terminated {len(due)} instance(s) gangscale launched for {groups} that joined no Auto Scaling group "
-            f"and that no record claims, older than {grace:g}s: {', '.join(i.id for i in due)}")
+    return (
+        f"terminated {len(due)} instance(s) gangscale launched for {groups} that joined no Auto Scaling group "
+        f"and that no record claims, older than {grace:g}s: {', '.join(i.id for i in due)}"
+    )

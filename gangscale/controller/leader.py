@@ -38,8 +38,16 @@ def _stamp(t: float) -> str:
 
 
 class LeaderElector:
-    def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
-                 duration: float = 15.0, clock=time.time) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        duration: float = 15.0,
+        clock=time.time,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -64,8 +72,10 @@ class LeaderElector:
             margin = min(FENCE_MARGIN, self.duration / 4)
         left = self._held_until - self.clock()
         if left < margin:
-            raise LostLeadership(f"not the leader any more (lease {'lapsed' if left <= 0 else 'about to lapse'})"
-                                 + (f"; {what} not done" if what else ""))
+            raise LostLeadership(
+                f"not the leader any more (lease {'lapsed' if left <= 0 else 'about to lapse'})"
+                + (f"; {what} not done" if what else "")
+            )
 
     def try_acquire_or_renew(self) -> bool:
         now = self.clock()
@@ -80,16 +90,27 @@ class LeaderElector:
                 return self._won(now, "created the lease")
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            renewed = (parse_time(spec.get("renewTime")) or 0.0)
+            renewed = parse_time(spec.get("renewTime")) or 0.0
             duration = float(spec.get("leaseDurationSeconds") or self.duration)
             if holder != self.identity and holder and now < renewed + duration:
                 self._held_until = 0.0
                 return False
-            transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
-            acquired = (parse_time(spec.get("acquireTime")) or 0.0) if holder == self.identity else now
-            self.client.put(f"{base}/{self.name}", self._body(now, acquired, transitions,
-                                                             lease["metadata"].get("resourceVersion")))
-            return self._won(now, "renewed" if holder == self.identity else f"took the lease from {holder or 'nobody'}")
+            transitions = int(spec.get("leaseTransitions") or 0) + (
+                0 if holder == self.identity else 1
+            )
+            acquired = (
+                (parse_time(spec.get("acquireTime")) or 0.0) if holder == self.identity else now
+            )
+            self.client.put(
+                f"{base}/{self.name}",
+                self._body(now, acquired, transitions, lease["metadata"].get("resourceVersion")),
+            )
+            return self._won(
+                now,
+                "renewed"
+                if holder == self.identity
+                else f"took the lease from {holder or 'nobody'}",
+            )
         except KubeError as exc:
             if exc.status != 409:
                 log.warning("lease call failed", extra={"error": str(exc)})
@@ -99,8 +120,14 @@ class LeaderElector:
     def _won(self, now: float, how: str) -> bool:
         if not self.is_leader:
             self.terms += 1
-            log.info("leading", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity,
-                                       "how": how})
+            log.info(
+                "leading",
+                extra={
+                    "lease": f"{self.namespace}/{self.name}",
+                    "identity": self.identity,
+                    "how": how,
+                },
+            )
         # step down a third of the lease early: another replica can only take it once it has fully expired
         self._held_until = now + self.duration * 2 / 3
         return True
@@ -113,8 +140,12 @@ class LeaderElector:
         try:
             lease = self.client.get(f"{base}/{self.name}")
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                body = self._body(self.clock(), self.clock(), int(lease["spec"].get("leaseTransitions") or 0),
-                                  lease["metadata"].get("resourceVersion"))
+                body = self._body(
+                    self.clock(),
+                    self.clock(),
+                    int(lease["spec"].get("leaseTransitions") or 0),
+                    lease["metadata"].get("resourceVersion"),
+                )
                 body["spec"]["holderIdentity"] = None
                 body["spec"]["renewTime"] = _stamp(0)
                 self.client.put(f"{base}/{self.name}", body)
@@ -122,14 +153,24 @@ class LeaderElector:
             pass
         self._held_until = 0.0
 
-    def _body(self, now: float, acquired: float, transitions: int, rv: str | None) -> dict[str, Any]:
+    def _body(
+        self, now: float, acquired: float, transitions: int, rv: str | None
+    ) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if rv:
             meta["resourceVersion"] = rv
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
-                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.duration),
-                         "acquireTime": _stamp(acquired), "renewTime": _stamp(now),
-                         "leaseTransitions": transitions}}
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.duration),
+                "acquireTime": _stamp(acquired),
+                "renewTime": _stamp(now),
+                "leaseTransitions": transitions,
+            },
+        }
 
 
 class LeaseKeeper:
@@ -142,7 +183,7 @@ class LeaseKeeper:
         self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
         self.rounds = 0  # attempts made (the first one happens before start() returns)
 
-    def start(self) -> "LeaseKeeper":
+    def start(self) -> LeaseKeeper:
         self._round()
         self._thread.start()
         return self

@@ -70,7 +70,9 @@ class GangState(StrEnum):
 
     NEW = "new"  # a record just created, before the pass decides (also the write-ahead state)
     WAITING_FOR_PODGROUP = "waiting-for-podgroup"
-    WAITING_FOR_ADMISSION = "waiting-for-admission"  # Kueue has not admitted it: nothing is bought before Kueue
+    WAITING_FOR_ADMISSION = (
+        "waiting-for-admission"  # Kueue has not admitted it: nothing is bought before Kueue
+    )
     BELOW_QUORUM = "below-quorum"
     PLANNED = "planned"
     PROVISIONING = "provisioning"
@@ -89,16 +91,27 @@ class ReleaseWhy(StrEnum):
     LAUNCH_FAILED = "launch-failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed-out"
-    UNUSABLE = "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
-    UNUSED = "unused"  # launches still on their way at the deadline of a gang that started without them
+    UNUSABLE = (
+        "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
+    )
+    UNUSED = (
+        "unused"  # launches still on their way at the deadline of a gang that started without them
+    )
 
 
-REPORTED = tuple(s for s in GangState if s is not GangState.NEW)  # the `gangscale_gangs{state}` series
-TERMINAL = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED, GangState.INFEASIBLE})
+REPORTED = tuple(
+    s for s in GangState if s is not GangState.NEW
+)  # the `gangscale_gangs{state}` series
+TERMINAL = frozenset(
+    {GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED, GangState.INFEASIBLE}
+)
 IN_FLIGHT = frozenset({GangState.PROVISIONING, GangState.READY})  # capacity bought and not yet used
-RESTARTS = frozenset({GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED})  # pending again: a new record
-UNUSABLE = frozenset({GangState.BELOW_QUORUM, GangState.WAITING_FOR_PODGROUP,
-                      GangState.WAITING_FOR_ADMISSION})  # cannot use what it holds
+RESTARTS = frozenset(
+    {GangState.RUNNING, GangState.TIMED_OUT, GangState.CANCELLED}
+)  # pending again: a new record
+UNUSABLE = frozenset(
+    {GangState.BELOW_QUORUM, GangState.WAITING_FOR_PODGROUP, GangState.WAITING_FOR_ADMISSION}
+)  # cannot use what it holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +136,9 @@ class Record:
     # of older controllers): enough to tell a gang whose pods were all replaced (`current_record`)
     pods: tuple[str, ...] = ()
     attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
-    calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # group -> (token, nodes): unconfirmed
+    calls: Mapping[str, tuple[str, int]] = field(
+        default_factory=dict
+    )  # group -> (token, nodes): unconfirmed
     # write-ahead: group -> (desired capacity below this record's share, nodes booked) for a cloud call whose
     # outcome is not recorded yet; settled by `Confirmed` (a restart) or by `Applied` (the same pass)
     unconfirmed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -145,11 +160,21 @@ class Record:
         return GangKey(self.namespace, self.name, self.api)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"gang": self.gang, "namespace": self.namespace, "name": self.name, "api": self.api,
-               "generation": self.generation, "state": self.state.value, "reason": self.reason,
-               "since": self.since, "first_seen": self.first_seen, "requested": dict(self.requested),
-               "requested_at": self.requested_at, "deadline": self.deadline,
-               "pod_prints": "".join(pod_prints(self.pods))}
+        out = {
+            "gang": self.gang,
+            "namespace": self.namespace,
+            "name": self.name,
+            "api": self.api,
+            "generation": self.generation,
+            "state": self.state.value,
+            "reason": self.reason,
+            "since": self.since,
+            "first_seen": self.first_seen,
+            "requested": dict(self.requested),
+            "requested_at": self.requested_at,
+            "deadline": self.deadline,
+            "pod_prints": "".join(pod_prints(self.pods)),
+        }
         if self.attempt:  # written only when set: records of older controllers round-trip unchanged
             out["attempt"] = self.attempt
         if self.calls:
@@ -173,14 +198,27 @@ class Record:
         known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
         known["state"] = GangState(known.get("state", "new"))
         known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}
-        prints = str(raw.get("pod_prints") or "")  # "pods" (whole uids): records of older controllers
-        known["pods"] = tuple(prints[i:i + PRINT_DIGITS] for i in range(0, len(prints), PRINT_DIGITS)) \
-            or pod_prints(str(p) for p in known.get("pods") or ())
+        prints = str(
+            raw.get("pod_prints") or ""
+        )  # "pods" (whole uids): records of older controllers
+        known["pods"] = tuple(
+            prints[i : i + PRINT_DIGITS] for i in range(0, len(prints), PRINT_DIGITS)
+        ) or pod_prints(str(p) for p in known.get("pods") or ())
         known["attempt"] = int(known.get("attempt") or 0)
-        known["calls"] = {str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()}
-        known["unconfirmed"] = {str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()}
-        known["nodes"] = {str(g): tuple(str(n) for n in names) for g, names in dict(known.get("nodes") or {}).items()}
-        known["launches"] = {str(g): tuple(str(i) for i in ids) for g, ids in dict(known.get("launches") or {}).items()}
+        known["calls"] = {
+            str(g): (str(c[0]), int(c[1])) for g, c in dict(known.get("calls") or {}).items()
+        }
+        known["unconfirmed"] = {
+            str(g): (int(v[0]), int(v[1])) for g, v in dict(known.get("unconfirmed") or {}).items()
+        }
+        known["nodes"] = {
+            str(g): tuple(str(n) for n in names)
+            for g, names in dict(known.get("nodes") or {}).items()
+        }
+        known["launches"] = {
+            str(g): tuple(str(i) for i in ids)
+            for g, ids in dict(known.get("launches") or {}).items()
+        }
         known["covered"] = {str(g): int(n) for g, n in dict(known.get("covered") or {}).items()}
         known["shared"] = str(known.get("shared") or "")
         return cls(**known)
@@ -191,11 +229,15 @@ class Record:
 
     def late(self, group: str) -> int:
         """Its launches on their way in `group` that a cover replaced (never more than are on their way)."""
-        return max(0, min(self.covered.get(group, 0), self.requested.get(group, 0) - self.arrived(group)))
+        return max(
+            0, min(self.covered.get(group, 0), self.requested.get(group, 0) - self.arrived(group))
+        )
 
     def unnamed(self, group: str) -> int:
         """Its launches on their way in `group` whose instance the cloud did not name (attributed by count)."""
-        return self.requested.get(group, 0) - self.arrived(group) - len(self.launches.get(group, ()))
+        return (
+            self.requested.get(group, 0) - self.arrived(group) - len(self.launches.get(group, ()))
+        )
 
 
 PRINT_DIGITS = 12  # 48 bits: two disjoint 1,024-pod sets share a print with odds of 4 in a billion
@@ -248,13 +290,21 @@ class EventTarget:
     pod_name: str = ""  # first pending pod: the object for lone pods and missing group objects
     pod_uid: str = ""
     exists: bool = True
-    members: tuple[tuple[str, str], ...] = ()  # pending pods (name, uid) by name: CA-style pod events go to them
+    members: tuple[
+        tuple[str, str], ...
+    ] = ()  # pending pods (name, uid) by name: CA-style pod events go to them
 
     @classmethod
     def of_gang(cls, g: Gang) -> EventTarget:
         pod = g.pending[0] if g.pending else None
-        return cls(g.key, g.uid, pod.name if pod else "", pod.uid if pod else "", g.exists,
-                   tuple(sorted((p.name, p.uid) for p in g.pending)))
+        return cls(
+            g.key,
+            g.uid,
+            pod.name if pod else "",
+            pod.uid if pod else "",
+            g.exists,
+            tuple(sorted((p.name, p.uid) for p in g.pending)),
+        )
 
     @classmethod
     def of_record(cls, rec: Record) -> EventTarget:
@@ -279,8 +329,14 @@ class GangFacts:
 
     @classmethod
     def of(cls, g: Gang, deadline_seconds: float) -> GangFacts:
-        return cls(g.key, g.uid or "-", tuple(sorted(p.uid for p in g.pending)),
-                   frozenset(p.key for p in g.pending), deadline_seconds, EventTarget.of_gang(g))
+        return cls(
+            g.key,
+            g.uid or "-",
+            tuple(sorted(p.uid for p in g.pending)),
+            frozenset(p.key for p in g.pending),
+            deadline_seconds,
+            EventTarget.of_gang(g),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +346,9 @@ class Rules:
     enforce_mode: bool  # mode: enforce (events say TriggeredScaleUp rather than dry-run)
     backoff_seconds: float
     cancel_grace_seconds: float
-    late_launch_seconds: float = 0.0  # a launch still on its way this long after its booking is covered (0: never)
+    late_launch_seconds: float = (
+        0.0  # a launch still on its way this long after its booking is covered (0: never)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,10 +394,18 @@ class Recreated:
 @dataclass(frozen=True, slots=True)
 class Booked:
     gangs: tuple[GangFacts, ...]
-    intents: Mapping[GangKey, Mapping[str, int]]  # new nodes per gang and group, from the attribution
-    units: tuple[tuple[frozenset[GangKey], Mapping[str, int]], ...] = ()  # the atomic units and their gangs
-    desired: Mapping[str, int] = field(default_factory=dict)  # each group's desired capacity before the call
-    shared: tuple[frozenset[GangKey], ...] = ()  # the sets of gangs that share new nodes (`shares.Unit.shared`)
+    intents: Mapping[
+        GangKey, Mapping[str, int]
+    ]  # new nodes per gang and group, from the attribution
+    units: tuple[
+        tuple[frozenset[GangKey], Mapping[str, int]], ...
+    ] = ()  # the atomic units and their gangs
+    desired: Mapping[str, int] = field(
+        default_factory=dict
+    )  # each group's desired capacity before the call
+    shared: tuple[
+        frozenset[GangKey], ...
+    ] = ()  # the sets of gangs that share new nodes (`shares.Unit.shared`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +417,9 @@ class CallRecovered:
     token: str
     adopted: int
     note: str = ""
-    instances: tuple[str, ...] = ()  # the adopted instances' ids: the record holds them by id, not by count
+    instances: tuple[
+        str, ...
+    ] = ()  # the adopted instances' ids: the record holds them by id, not by count
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +443,16 @@ class Applied:
     rules: Rules
     intents: Mapping[GangKey, Mapping[str, int]] = field(default_factory=dict)
     applied: frozenset[str] = frozenset()  # groups the scale-up grew
-    failed: Mapping[str, str] = field(default_factory=dict)  # group -> why its share was not applied
+    failed: Mapping[str, str] = field(
+        default_factory=dict
+    )  # group -> why its share was not applied
     upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
-    bound_groups: frozenset[tuple[str, str]] = frozenset()  # (namespace, group name) with a bound member
-    busy: frozenset[str] = frozenset()  # registered nodes running a pod (not a DaemonSet's): used, never spare
+    bound_groups: frozenset[tuple[str, str]] = (
+        frozenset()
+    )  # (namespace, group name) with a bound member
+    busy: frozenset[str] = (
+        frozenset()
+    )  # registered nodes running a pod (not a DaemonSet's): used, never spare
     # per gang and group, the instance ids the scale-up launched for it (when the cloud named them)
     launched: Mapping[GangKey, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
@@ -394,7 +468,9 @@ class Expire:
     # count on, whatever a record's own count says (a node its gang bound on at once was never attributed to it)
     on_way: Mapping[str, int] = field(default_factory=dict)
     planned_nodes: frozenset[str] = frozenset()  # registered nodes the plan puts pods on
-    on_way_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the instance ids of `on_way`, per group
+    on_way_ids: Mapping[str, frozenset[str]] = field(
+        default_factory=dict
+    )  # the instance ids of `on_way`, per group
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +481,9 @@ class NodeSeen:
     group: str
     created: float  # creationTimestamp, epoch seconds (0: unknown, never attributed as an arrival)
     idle: bool  # no pod but DaemonSets' bound to it
-    ready: bool = True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
+    ready: bool = (
+        True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
+    )
     instance: str = ""  # its instance id (from spec.providerID): a record's named launch arrives as exactly this node
 
 
@@ -439,7 +517,9 @@ class Release:
     groups: Mapping[str, int]
     why: ReleaseWhy
     detail: str = ""  # the launch failure, for the reason
-    unlaunched_only: bool = False  # only slots the cloud has not launched (a failed launch's): never an instance
+    unlaunched_only: bool = (
+        False  # only slots the cloud has not launched (a failed launch's): never an instance
+    )
     # what is the record's own, given back before anything counted: its launches the cloud named (instance ids) and
     # its registered nodes; another gang's launch or node is never taken for it while these cover the count
     instances: tuple[str, ...] = ()
@@ -449,7 +529,9 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class ApplyScaleUp:
     intents: Mapping[GangKey, Mapping[str, int]]
-    tokens: tuple[Mapping[str, str], ...] = ()  # per atomic unit (Booked.units), group -> client token
+    tokens: tuple[
+        Mapping[str, str], ...
+    ] = ()  # per atomic unit (Booked.units), group -> client token
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +583,18 @@ class Latency:
     seconds: float
 
 
-Report = Union[Confirmed, LaunchesFailed, Booked, Applied, Expire, Released, Recovered, Registered, Overdue, Recreated]
+Report = Union[
+    Confirmed,
+    LaunchesFailed,
+    Booked,
+    Applied,
+    Expire,
+    Released,
+    Recovered,
+    Registered,
+    Overdue,
+    Recreated,
+]
 Action = Union[BackOff, Release, ApplyScaleUp]
 Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
@@ -570,22 +663,39 @@ def _attributed_within(rec: Record) -> Record:
     ends theirs too (its arrived nodes are kept first, then its named launches, oldest first)."""
     if not rec.nodes and not rec.launches:
         return rec
-    nodes = {g: names[:rec.requested.get(g, 0)] for g, names in rec.nodes.items() if rec.requested.get(g, 0) > 0}
-    launches = {g: ids[:max(0, rec.requested.get(g, 0) - len(nodes.get(g, ())))] for g, ids in rec.launches.items()}
+    nodes = {
+        g: names[: rec.requested.get(g, 0)]
+        for g, names in rec.nodes.items()
+        if rec.requested.get(g, 0) > 0
+    }
+    launches = {
+        g: ids[: max(0, rec.requested.get(g, 0) - len(nodes.get(g, ())))]
+        for g, ids in rec.launches.items()
+    }
     launches = {g: ids for g, ids in launches.items() if ids}
-    return rec if nodes == rec.nodes and launches == rec.launches else replace(rec, nodes=nodes, launches=launches)
+    return (
+        rec
+        if nodes == rec.nodes and launches == rec.launches
+        else replace(rec, nodes=nodes, launches=launches)
+    )
 
 
 def _own(rec: Record) -> dict[str, tuple[str, ...]]:
     """A release's first choice: the record's named launches and its registered nodes (`Release.instances`, `nodes`)."""
-    return {"instances": tuple(i for ids in rec.launches.values() for i in ids),
-            "nodes": tuple(n for names in rec.nodes.values() for n in names)}
+    return {
+        "instances": tuple(i for ids in rec.launches.values() for i in ids),
+        "nodes": tuple(n for names in rec.nodes.values() for n in names),
+    }
 
 
 def cooling(rec: Record | None, generation: str, now: float, backoff_seconds: float) -> bool:
     """A gang that just timed out waits one backoff period before it is bought for again."""
-    return (rec is not None and rec.state == GangState.TIMED_OUT and rec.generation == generation
-            and now - rec.since < backoff_seconds)
+    return (
+        rec is not None
+        and rec.state == GangState.TIMED_OUT
+        and rec.generation == generation
+        and now - rec.since < backoff_seconds
+    )
 
 
 def current_record(step: _Step, g: GangFacts) -> Record:
@@ -600,19 +710,50 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     """
     rec = step.records.get(g.key)
     replaced = rec is not None and rec.pods and g.pods and not pods_overlap(g.pods, rec.pods)
-    if rec is not None and rec.generation == g.generation and rec.state not in RESTARTS and not replaced:
+    if (
+        rec is not None
+        and rec.generation == g.generation
+        and rec.state not in RESTARTS
+        and not replaced
+    ):
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
-    new = Record(str(g.key), g.key.namespace, g.key.name, g.key.api, g.generation, GangState.NEW, "", step.now,
-                 first_seen=step.now)
+    new = Record(
+        str(g.key),
+        g.key.namespace,
+        g.key.name,
+        g.key.api,
+        g.generation,
+        GangState.NEW,
+        "",
+        step.now,
+        first_seen=step.now,
+    )
     if rec is not None and rec.state == GangState.RUNNING and rec.launches:
-        step.actions.append(Release(rec.key, {grp: len(ids) for grp, ids in rec.launches.items()}, ReleaseWhy.UNUSED,
-                                    "a member was recreated", instances=tuple(i for ids in rec.launches.values()
-                                                                              for i in ids)))
-    if rec is not None and holds(rec) and rec.state != GangState.RUNNING:  # a running gang's spares stay unreserved
+        step.actions.append(
+            Release(
+                rec.key,
+                {grp: len(ids) for grp, ids in rec.launches.items()},
+                ReleaseWhy.UNUSED,
+                "a member was recreated",
+                instances=tuple(i for ids in rec.launches.values() for i in ids),
+            )
+        )
+    if (
+        rec is not None and holds(rec) and rec.state != GangState.RUNNING
+    ):  # a running gang's spares stay unreserved
         step.events.append(Takeover(g.key, rec.generation, g.generation, dict(rec.requested)))
-        new = replace(new, requested=dict(rec.requested), requested_at=rec.requested_at, deadline=rec.deadline,
-                      booked_at=rec.booked_at, state=GangState.PROVISIONING, nodes=dict(rec.nodes),
-                      launches=dict(rec.launches), covered=dict(rec.covered), shared=rec.shared)
+        new = replace(
+            new,
+            requested=dict(rec.requested),
+            requested_at=rec.requested_at,
+            deadline=rec.deadline,
+            booked_at=rec.booked_at,
+            state=GangState.PROVISIONING,
+            nodes=dict(rec.nodes),
+            launches=dict(rec.launches),
+            covered=dict(rec.covered),
+            shared=rec.shared,
+        )
     step.records[g.key] = new
     return new
 
@@ -649,7 +790,11 @@ def _confirmed(step: _Step, report: Confirmed) -> None:
         requested, landed, launches = dict(rec.requested), {}, dict(rec.launches)
         for grp, (base, n) in sorted(rec.unconfirmed.items()):
             ids = dealt.get((key, grp))
-            got = len(ids) if ids is not None else max(0, min(n, report.desired.get(grp, base) - base))
+            got = (
+                len(ids)
+                if ids is not None
+                else max(0, min(n, report.desired.get(grp, base) - base))
+            )
             requested[grp] = requested.get(grp, 0) - (n - got)
             if ids:
                 launches[grp] = launches.get(grp, ()) + ids
@@ -660,17 +805,35 @@ def _confirmed(step: _Step, report: Confirmed) -> None:
         if landed:
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(landed.items()))
             step.events.extend(ScaledUp(g, n) for g, n in sorted(landed.items()))
-            rec = step.set(rec, GangState.PROVISIONING, f"the scale-up made before a restart landed: {bought}",
-                           requested=requested, unconfirmed={}, calls=calls, launches=launches)
-            step.emit(EventTarget.of_record(rec), "TriggeredScaleUp", f"pod group triggered scale-up: {bought}")
+            rec = step.set(
+                rec,
+                GangState.PROVISIONING,
+                f"the scale-up made before a restart landed: {bought}",
+                requested=requested,
+                unconfirmed={},
+                calls=calls,
+                launches=launches,
+            )
+            step.emit(
+                EventTarget.of_record(rec),
+                "TriggeredScaleUp",
+                f"pod group triggered scale-up: {bought}",
+            )
         else:
             state = GangState.PLANNED if rec.state == GangState.NEW else rec.state
-            step.set(rec, state, "the scale-up booked before a restart never reached the cloud; re-planning",
-                     requested=requested, unconfirmed={}, calls=calls)
+            step.set(
+                rec,
+                state,
+                "the scale-up booked before a restart never reached the cloud; re-planning",
+                requested=requested,
+                unconfirmed={},
+                calls=calls,
+            )
 
 
-def by_token(records: Iterable[Record], tokens: Mapping[str, tuple[str, ...]] | None
-             ) -> dict[tuple[GangKey, str], tuple[str, ...]]:
+def by_token(
+    records: Iterable[Record], tokens: Mapping[str, tuple[str, ...]] | None
+) -> dict[tuple[GangKey, str], tuple[str, ...]]:
     """(gang, group) -> the instances its unconfirmed booking there landed, by the call's client token: the group's
     instances carrying the token, dealt to the records that share the call in gang order, each at most its share
     (one call answers them all at once: which instance answers which gang does not matter, that each answers one
@@ -707,11 +870,22 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
             if in_flight <= 0 or not holds(rec):
                 continue
             named = rec.launches.get(f.group, ())
-            failed = tuple(i for i in named if i not in f.registered_ids) if f.on_way is None else tuple(
-                # a named launch the cloud no longer has on its way, and that did not register either
-                i for i in named if f.on_way_ids is not None and i not in f.on_way_ids and i not in f.registered_ids)
+            failed = (
+                tuple(i for i in named if i not in f.registered_ids)
+                if f.on_way is None
+                else tuple(
+                    # a named launch the cloud no longer has on its way, and that did not register either
+                    i
+                    for i in named
+                    if f.on_way_ids is not None
+                    and i not in f.on_way_ids
+                    and i not in f.registered_ids
+                )
+            )
             unnamed = in_flight - len(named)
-            kept = 0 if left is None else min(unnamed, left)  # unknown: every launch in flight goes back
+            kept = (
+                0 if left is None else min(unnamed, left)
+            )  # unknown: every launch in flight goes back
             lost = len(failed) + unnamed - kept
             if left is not None:
                 left -= kept
@@ -722,12 +896,28 @@ def _launches_failed(step: _Step, report: LaunchesFailed) -> None:
             if lost <= 0 or (rec.state != GangState.PROVISIONING and rec.key not in moved):
                 if failed:  # a named launch of a gang not waiting on it (a running gang's spare): off its account
                     left_there = {**rec.requested, f.group: rec.requested[f.group] - len(failed)}
-                    step.put(rec, requested={g: n for g, n in left_there.items() if n > 0}, launches=launches)
+                    step.put(
+                        rec,
+                        requested={g: n for g, n in left_there.items() if n > 0},
+                        launches=launches,
+                    )
                 continue
-            step.actions.append(Release(rec.key, {f.group: lost}, ReleaseWhy.LAUNCH_FAILED, f.message,
-                                        unlaunched_only=f.on_way is not None))
-            step.set(rec, GangState.PLANNED, _launch_failed_reason(f.group, f.message, None),
-                     requested=requested, launches=launches)
+            step.actions.append(
+                Release(
+                    rec.key,
+                    {f.group: lost},
+                    ReleaseWhy.LAUNCH_FAILED,
+                    f.message,
+                    unlaunched_only=f.on_way is not None,
+                )
+            )
+            step.set(
+                rec,
+                GangState.PLANNED,
+                _launch_failed_reason(f.group, f.message, None),
+                requested=requested,
+                launches=launches,
+            )
             moved.add(rec.key)
 
 
@@ -764,9 +954,19 @@ def _booked(step: _Step, report: Booked) -> None:
         # A re-plan that buys more (after a launch failure) keeps the deadline of the nodes already held: moving
         # it on every rebooking let a gang whose launches keep failing hold its arrived nodes idle for good.
         kept = holds(rec) and rec.deadline
-        deadline, booked_at = (rec.deadline, rec.booked_at) if kept else (step.now + g.deadline_seconds, step.now)
-        step.put(rec, requested=requested, requested_at=step.now, deadline=deadline, booked_at=booked_at,
-                 pods=pod_prints(g.pods), attempt=rec.attempt + 1, unconfirmed=unconfirmed)
+        deadline, booked_at = (
+            (rec.deadline, rec.booked_at) if kept else (step.now + g.deadline_seconds, step.now)
+        )
+        step.put(
+            rec,
+            requested=requested,
+            requested_at=step.now,
+            deadline=deadline,
+            booked_at=booked_at,
+            pods=pod_prints(g.pods),
+            attempt=rec.attempt + 1,
+            unconfirmed=unconfirmed,
+        )
     for keys in report.shared:
         _share(step, keys)
     step.actions.append(ApplyScaleUp(dict(report.intents), _book_calls(step, report)))
@@ -791,11 +991,21 @@ def _book_calls(step: _Step, report: Booked) -> tuple[dict[str, str], ...]:
     """Per atomic unit, each group's client token, recorded on the records it buys for (write-ahead)."""
     tokens = []
     for keys, unit in report.units:
-        members = [step.records[k] for k in sorted(keys, key=str) if k in step.records and report.intents.get(k)]
+        members = [
+            step.records[k]
+            for k in sorted(keys, key=str)
+            if k in step.records and report.intents.get(k)
+        ]
         by_group = {grp: client_token(members, grp, unit) for grp in unit}
         for rec in members:
             mine = report.intents[rec.key]
-            step.put(rec, calls={**rec.calls, **{g: (t, mine[g]) for g, t in by_group.items() if mine.get(g)}})
+            step.put(
+                rec,
+                calls={
+                    **rec.calls,
+                    **{g: (t, mine[g]) for g, t in by_group.items() if mine.get(g)},
+                },
+            )
         tokens.append(by_group)
     return tuple(tokens)
 
@@ -806,11 +1016,16 @@ def _applied(step: _Step, plan: Plan | None, report: Applied) -> None:
     _confirm_calls(step, report)
     for g in report.gangs:
         res = results.get(g.key)
-        if res is None or cooling(step.records.get(g.key), g.generation, step.now, report.rules.backoff_seconds):
+        if res is None or cooling(
+            step.records.get(g.key), g.generation, step.now, report.rules.backoff_seconds
+        ):
             continue
         rec = current_record(step, g)
         mine = report.intents.get(g.key, {})
-        if any(rec.late(grp) for grp in rec.covered) and res.decision not in ("scale-up", "fits-existing"):
+        if any(rec.late(grp) for grp in rec.covered) and res.decision not in (
+            "scale-up",
+            "fits-existing",
+        ):
             _uncovered(step, rec, res.reason)
         elif res.decision == "scale-up" or mine:
             _scale_up_outcome(step, rec, g, res.reason, mine, report)
@@ -819,35 +1034,66 @@ def _applied(step: _Step, plan: Plan | None, report: Applied) -> None:
             if on_way or (rec.state == GangState.PROVISIONING and rec.requested):
                 step.set(rec, GangState.PROVISIONING, f"capacity on its way: {res.reason}")
             else:
-                step.set(rec, GangState.READY, f"capacity is there, waiting for the scheduler: {res.reason}")
+                step.set(
+                    rec,
+                    GangState.READY,
+                    f"capacity is there, waiting for the scheduler: {res.reason}",
+                )
         else:
             state = GangState(res.decision) if res.decision in REPORTED else GangState.INFEASIBLE
             step.set(rec, state, res.reason)
-            step.emit(g.target, "NotTriggerScaleUp", res.reason, state in (GangState.INFEASIBLE, GangState.INVALID))
+            step.emit(
+                g.target,
+                "NotTriggerScaleUp",
+                res.reason,
+                state in (GangState.INFEASIBLE, GangState.INVALID),
+            )
     _unlisted(step, {g.key for g in report.gangs}, report)
 
 
-def _scale_up_outcome(step: _Step, rec: Record, g: GangFacts, reason: str, mine: Mapping[str, int],
-                      report: Applied) -> None:
+def _scale_up_outcome(
+    step: _Step, rec: Record, g: GangFacts, reason: str, mine: Mapping[str, int], report: Applied
+) -> None:
     """A gang the plan buys for: provisioning when its share was applied, re-planned when it was not."""
     if mine and all(grp in report.applied for grp in mine):
         step.events.extend(ScaledUp(grp, n) for grp, n in mine.items() if n > 0)
         step.events.append(Latency("requested", max(0.0, step.now - rec.first_seen)))
-        rec = step.set(rec, GangState.PROVISIONING, reason, unconfirmed={},
-                       launches=_with_launched(rec, report.launched.get(g.key, {})))
-        step.emit(g.target, "TriggeredScaleUp", "pod group triggered scale-up: " + ", ".join(
-            f"{grp} +{n}" for grp, n in sorted(mine.items())) + f"; {reason}{_sharing_note(step, rec)}")
+        rec = step.set(
+            rec,
+            GangState.PROVISIONING,
+            reason,
+            unconfirmed={},
+            launches=_with_launched(rec, report.launched.get(g.key, {})),
+        )
+        step.emit(
+            g.target,
+            "TriggeredScaleUp",
+            "pod group triggered scale-up: "
+            + ", ".join(f"{grp} +{n}" for grp, n in sorted(mine.items()))
+            + f"; {reason}{_sharing_note(step, rec)}",
+        )
     elif mine:
         requested = dict(rec.requested)
         for grp, n in mine.items():  # undo the booking of what the cloud did not add
             if grp not in report.applied:
                 requested[grp] = requested.get(grp, 0) - n
         why = "; ".join(f"{grp}: {report.failed[grp]}" for grp in mine if grp in report.failed)
-        rec = step.set(rec, GangState.PLANNED, f"scale-up not applied ({why or 'another group failed'}); "
-                                               "re-planning on the alternatives",
-                       requested={grp: n for grp, n in requested.items() if n > 0}, unconfirmed={},
-                       launches=_with_launched(rec, {grp: ids for grp, ids in report.launched.get(g.key, {}).items()
-                                                     if grp in report.applied}))
+        rec = step.set(
+            rec,
+            GangState.PLANNED,
+            f"scale-up not applied ({why or 'another group failed'}); "
+            "re-planning on the alternatives",
+            requested={grp: n for grp, n in requested.items() if n > 0},
+            unconfirmed={},
+            launches=_with_launched(
+                rec,
+                {
+                    grp: ids
+                    for grp, ids in report.launched.get(g.key, {}).items()
+                    if grp in report.applied
+                },
+            ),
+        )
         step.emit(g.target, "NotTriggerScaleUp", rec.reason, True)
     elif rec.state == GangState.PROVISIONING and rec.requested:
         step.set(rec, GangState.PROVISIONING, f"capacity on its way: {reason}")
@@ -864,7 +1110,9 @@ def _sharing_note(step: _Step, rec: Record) -> str:
     unit = [r for r in step.records.values() if r.shared == rec.shared]
     nodes = ", ".join(f"{g} {n}" for g, n in sorted(_sum(r.requested for r in unit).items()))
     others = ", ".join(sorted(r.gang for r in unit if r.key != rec.key))
-    return f" (its share; the gangs of its unit hold {nodes} new or held nodes, shared with {others})"
+    return (
+        f" (its share; the gangs of its unit hold {nodes} new or held nodes, shared with {others})"
+    )
 
 
 def _sum(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
@@ -875,7 +1123,9 @@ def _sum(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return out
 
 
-def _with_launched(rec: Record, launched: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+def _with_launched(
+    rec: Record, launched: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
     """The record's named launches with the instances this scale-up launched for it."""
     out = dict(rec.launches)
     for grp, ids in launched.items():
@@ -886,26 +1136,42 @@ def _with_launched(rec: Record, launched: Mapping[str, tuple[str, ...]]) -> dict
 def _unlisted(step: _Step, seen: set[GangKey], report: Applied) -> None:
     """A record whose gang is no longer listed: running when a member is bound, else cancelled."""
     for key, rec in list(step.records.items()):
-        if rec.state in (GangState.CANCELLED, GangState.RUNNING) or (rec.state in TERMINAL and not holds(rec)) or (
-                key in seen):  # (the states first: most records are past, and a key's hash is a Python call)
+        if (
+            rec.state in (GangState.CANCELLED, GangState.RUNNING)
+            or (rec.state in TERMINAL and not holds(rec))
+            or (key in seen)
+        ):  # (the states first: most records are past, and a key's hash is a Python call)
             continue  # an infeasible gang that still holds nodes is cancelled, so they go back (a running one's spares
             # go back at its deadline)
         if key.group in report.bound_groups:
             step.events.append(Latency("running", max(0.0, step.now - rec.first_seen)))
             bought = ", ".join(f"{g} +{n}" for g, n in sorted(rec.requested.items()))
             spare = _spare(rec, report.busy)
-            covered = any(rec.covered.values())  # its spares were bought against lateness: they go back now
-            step.set(rec, GangState.RUNNING, "all members are bound" + (
-                f" (nodes bought for it: {bought})" if bought else "") + _spare_note(spare, covered),
-                requested=spare, nodes=_idle(rec.nodes, report.busy), covered={},
-                deadline=min(rec.deadline, step.now) if covered else rec.deadline)
+            covered = any(
+                rec.covered.values()
+            )  # its spares were bought against lateness: they go back now
+            step.set(
+                rec,
+                GangState.RUNNING,
+                "all members are bound"
+                + (f" (nodes bought for it: {bought})" if bought else "")
+                + _spare_note(spare, covered),
+                requested=spare,
+                nodes=_idle(rec.nodes, report.busy),
+                covered={},
+                deadline=min(rec.deadline, step.now) if covered else rec.deadline,
+            )
         else:
             reason = "the gang and its pods are gone"
             if rec.requested:
-                reason += (f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
-                           "unless a new generation of the gang takes them")
+                reason += (
+                    f"; its unused nodes go back in {report.rules.cancel_grace_seconds:.0f}s "
+                    "unless a new generation of the gang takes them"
+                )
             step.set(rec, GangState.CANCELLED, reason)
-    _hand_over(step)  # a gang that just started may have started on another's node: its launches are that gang's
+    _hand_over(
+        step
+    )  # a gang that just started may have started on another's node: its launches are that gang's
 
 
 def _overdue(step: _Step, report: Overdue) -> None:
@@ -918,24 +1184,38 @@ def _overdue(step: _Step, report: Overdue) -> None:
     if wait <= 0:
         return
     for rec in list(step.records.values()):
-        if rec.state != GangState.PROVISIONING or rec.covered or not rec.requested or not rec.deadline:
+        if (
+            rec.state != GangState.PROVISIONING
+            or rec.covered
+            or not rec.requested
+            or not rec.deadline
+        ):
             continue
-        if step.now - rec.requested_at < wait or rec.deadline - step.now < wait:  # late, and a new launch has time
+        if (
+            step.now - rec.requested_at < wait or rec.deadline - step.now < wait
+        ):  # late, and a new launch has time
             continue
         late = {g: n - rec.arrived(g) for g, n in rec.requested.items() if n > rec.arrived(g)}
         if late:
             rec = step.put(rec, covered=late)
-            step.emit(EventTarget.of_record(rec), "CoveringLateLaunches",
-                      f"{sum(late.values())} launches still on their way after {wait:.0f}s "
-                      f"({', '.join(f'{g} {n}' for g, n in sorted(late.items()))}): buying each again; "
-                      "the nodes the gang does not use go back when it runs")
+            step.emit(
+                EventTarget.of_record(rec),
+                "CoveringLateLaunches",
+                f"{sum(late.values())} launches still on their way after {wait:.0f}s "
+                f"({', '.join(f'{g} {n}' for g, n in sorted(late.items()))}): buying each again; "
+                "the nodes the gang does not use go back when it runs",
+            )
 
 
 def _uncovered(step: _Step, rec: Record, reason: str) -> None:
     """Its late launches could not be bought again (no room, a cap): it waits for them after all, and is not
     covered again (the counts stay, at zero, so `_overdue` leaves it alone)."""
-    step.set(rec, GangState.PROVISIONING, f"capacity on its way; its late launches cannot be bought again: {reason}",
-             covered={g: 0 for g in rec.covered})
+    step.set(
+        rec,
+        GangState.PROVISIONING,
+        f"capacity on its way; its late launches cannot be bought again: {reason}",
+        covered={g: 0 for g in rec.covered},
+    )
 
 
 def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
@@ -944,7 +1224,10 @@ def _spare(rec: Record, busy: frozenset[str]) -> dict[str, int]:
     reserved for no one: a plan may give them to any gang, a launch that arrives is attributed to it after every
     waiting gang, and the scale-down gives back those still empty at the deadline (`spare_until`) instead of an
     empty-node grace later, past the deadline the purchase was made under."""
-    spare = {g: n - sum(1 for name in rec.nodes.get(g, ()) if name in busy) for g, n in rec.requested.items()}
+    spare = {
+        g: n - sum(1 for name in rec.nodes.get(g, ()) if name in busy)
+        for g, n in rec.requested.items()
+    }
     return {g: n for g, n in spare.items() if n > 0}
 
 
@@ -956,13 +1239,22 @@ def _idle(nodes: Mapping[str, tuple[str, ...]], busy: frozenset[str]) -> dict[st
 def _spare_note(spare: Mapping[str, int], now: bool = False) -> str:
     n = sum(spare.values())
     when = "now (late launches and their covers)" if now else "at its deadline"
-    return f"; {n} nodes bought for it are not used and go back {when} unless a gang uses them" if n else ""
+    return (
+        f"; {n} nodes bought for it are not used and go back {when} unless a gang uses them"
+        if n
+        else ""
+    )
 
 
 def spare_until(records: Iterable[Record]) -> dict[str, float]:
     """Node name -> the deadline of the purchase it came from, for the nodes a running gang did not use."""
-    return {name: rec.deadline for rec in records if rec.state == GangState.RUNNING and rec.deadline
-            for names in rec.nodes.values() for name in names}
+    return {
+        name: rec.deadline
+        for rec in records
+        if rec.state == GangState.RUNNING and rec.deadline
+        for names in rec.nodes.values()
+        for name in names
+    }
 
 
 def _expire(step: _Step, report: Expire) -> None:
@@ -971,13 +1263,27 @@ def _expire(step: _Step, report: Expire) -> None:
     for key, rec in list(step.records.items()):
         if rec.state == GangState.CANCELLED:
             if holds(rec) and step.now - rec.since >= grace:
-                step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.CANCELLED, **_own(rec)))
+                step.actions.append(
+                    Release(key, dict(rec.requested), ReleaseWhy.CANCELLED, **_own(rec))
+                )
                 step.put(rec, requested={})
-        elif (rec.state in IN_FLIGHT or holds(rec)) and rec.state not in RESTARTS and rec.deadline \
-                and step.now > rec.deadline:  # whatever state it reached: below quorum, infeasible, planned...
+        elif (
+            (rec.state in IN_FLIGHT or holds(rec))
+            and rec.state not in RESTARTS
+            and rec.deadline
+            and step.now > rec.deadline
+        ):  # whatever state it reached: below quorum, infeasible, planned...
             for group in rec.requested:  # it did not deliver in time: try the alternatives first
-                step.actions.append(BackOff(group, ReleaseWhy.TIMED_OUT, f"timed-out: nodes for {rec.gang} did not arrive"))
-            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT, **_own(rec)))
+                step.actions.append(
+                    BackOff(
+                        group,
+                        ReleaseWhy.TIMED_OUT,
+                        f"timed-out: nodes for {rec.gang} did not arrive",
+                    )
+                )
+            step.actions.append(
+                Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT, **_own(rec))
+            )
             step.set(rec, GangState.TIMED_OUT, _timed_out_reason(rec, None), requested={})
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE, **_own(rec)))
@@ -994,34 +1300,57 @@ def _spares_due(step: _Step, rec: Record, report: Expire) -> None:
     on (a node its gang bound on at once was never attributed to it: its own count can be stale). Arrived nodes
     are handed to this pass's scale-down (`spare_until`, read before this report), then are ordinary nodes."""
     records = step.records.values()
-    named = {g: tuple(i for i in rec.launches.get(g, ()) if i in report.on_way_ids.get(g, frozenset()))
-             for g in rec.requested}  # its named launches the cloud still has on their way
-    possible = {g: len(named[g]) + min(rec.unnamed(g), max(0, report.on_way.get(g, 0) - _waited_for(records, g)
-                                                                 - len(named[g])))
-                for g in rec.requested}
+    named = {
+        g: tuple(i for i in rec.launches.get(g, ()) if i in report.on_way_ids.get(g, frozenset()))
+        for g in rec.requested
+    }  # its named launches the cloud still has on their way
+    possible = {
+        g: len(named[g])
+        + min(
+            rec.unnamed(g),
+            max(0, report.on_way.get(g, 0) - _waited_for(records, g) - len(named[g])),
+        )
+        for g in rec.requested
+    }
     late = {g: n - report.planned_upcoming.get(g, 0) for g, n in possible.items()}
     late = {g: n for g, n in late.items() if n > 0}
     if late:
-        step.actions.append(Release(rec.key, late, ReleaseWhy.UNUSED,
-                                    instances=tuple(i for g, n in late.items() for i in named[g][:n])))
-    nodes = _idle(rec.nodes, frozenset(n for names in rec.nodes.values() for n in names) - report.planned_nodes)
+        step.actions.append(
+            Release(
+                rec.key,
+                late,
+                ReleaseWhy.UNUSED,
+                instances=tuple(i for g, n in late.items() for i in named[g][:n]),
+            )
+        )
+    nodes = _idle(
+        rec.nodes,
+        frozenset(n for names in rec.nodes.values() for n in names) - report.planned_nodes,
+    )
     requested = {g: len(nodes.get(g, ())) + n - late.get(g, 0) for g, n in possible.items()}
     requested = {g: n for g, n in requested.items() if n > 0}
-    launches = {g: ids[late.get(g, 0):] for g, ids in named.items() if ids[late.get(g, 0):]}
+    launches = {g: ids[late.get(g, 0) :] for g, ids in named.items() if ids[late.get(g, 0) :]}
     if requested != rec.requested or nodes != rec.nodes or launches != rec.launches:
         step.put(rec, requested=requested, nodes=nodes, launches=launches)
 
 
 def _waited_for(records: Iterable[Record], group: str) -> int:
     """The launches of `group` that gangs still waiting count on (every record holding there but a running one)."""
-    return sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in records
-               if r.state != GangState.RUNNING and holds(r))
+    return sum(
+        max(0, r.requested.get(group, 0) - r.arrived(group))
+        for r in records
+        if r.state != GangState.RUNNING and holds(r)
+    )
 
 
 def _timed_out_reason(rec: Record, released: int | None) -> str:
     gave = "" if released is None else f"{released} "
-    booked = rec.booked_at or rec.requested_at  # the deadline counts from the first booking, not a re-booking
-    return f"not all nodes arrived within {rec.deadline - booked:.0f}s; gave back {gave}unused nodes"
+    booked = (
+        rec.booked_at or rec.requested_at
+    )  # the deadline counts from the first booking, not a re-booking
+    return (
+        f"not all nodes arrived within {rec.deadline - booked:.0f}s; gave back {gave}unused nodes"
+    )
 
 
 def _released(step: _Step, report: Released) -> None:
@@ -1036,29 +1365,50 @@ def _released(step: _Step, report: Released) -> None:
             rec = step.put(rec, reason=_launch_failed_reason(group, out.action.detail, n))
             step.emit(target, "NotTriggerScaleUp", rec.reason, True)
         elif out.action.why == ReleaseWhy.UNUSABLE:
-            rec = step.put(rec, reason=f"{rec.reason}; it could not use its nodes within the cancel grace, "
-                                       f"gave back {n} unused nodes bought for it")
+            rec = step.put(
+                rec,
+                reason=f"{rec.reason}; it could not use its nodes within the cancel grace, "
+                f"gave back {n} unused nodes bought for it",
+            )
             if n:
-                step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang "
-                                                      f"({rec.state.value})")
+                step.emit(
+                    target,
+                    "CapacityReleased",
+                    f"gave back {n} unused nodes bought for this gang ({rec.state.value})",
+                )
         elif out.action.why == ReleaseWhy.UNUSED and out.action.detail:
             if n:  # a running generation's spare launches, when a new record replaces it
-                step.emit(target, "CapacityReleased", f"gave back {n} nodes still on their way that this gang "
-                                                      f"started without ({out.action.detail})")
+                step.emit(
+                    target,
+                    "CapacityReleased",
+                    f"gave back {n} nodes still on their way that this gang "
+                    f"started without ({out.action.detail})",
+                )
         elif out.action.why == ReleaseWhy.UNUSED:
             if n:
-                rec = step.put(rec, reason=f"{rec.reason}; gave back {n} launches it did not use at its deadline")
-                step.emit(target, "CapacityReleased", f"gave back {n} nodes bought for this gang that it started "
-                                                      "without, still on their way at its deadline")
+                rec = step.put(
+                    rec,
+                    reason=f"{rec.reason}; gave back {n} launches it did not use at its deadline",
+                )
+                step.emit(
+                    target,
+                    "CapacityReleased",
+                    f"gave back {n} nodes bought for this gang that it started "
+                    "without, still on their way at its deadline",
+                )
         elif out.action.why == ReleaseWhy.CANCELLED:
-            rec = step.put(rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes")
+            rec = step.put(
+                rec, reason=f"the gang and its pods are gone; gave back {n} unused nodes"
+            )
             if n:
                 step.emit(target, "CapacityReleased", rec.reason)
         else:
             rec = step.put(rec, reason=_timed_out_reason(rec, n))
             step.emit(target, "ScaleUpTimedOut", rec.reason, True)
             if n:
-                step.emit(target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang")
+                step.emit(
+                    target, "CapacityReleased", f"gave back {n} unused nodes bought for this gang"
+                )
 
 
 # ------------------------------------------------------------ write-ahead calls
@@ -1093,16 +1443,29 @@ def _recovered(step: _Step, report: Recovered) -> None:
             continue  # `Confirmed` settles the share, by the call's token (kept for it) or desired capacity
         elif out.adopted:
             why = f"{out.adopted} nodes launched in {out.group} before a restart joined the group"
-            state = rec.state if rec.state in IN_FLIGHT or rec.state in TERMINAL else GangState.PROVISIONING
-            step.set(rec, state, why if state is GangState.PROVISIONING else rec.reason, calls=calls,
-                     launches=_with_launched(rec, {out.group: out.instances[:call[1]]}))
+            state = (
+                rec.state
+                if rec.state in IN_FLIGHT or rec.state in TERMINAL
+                else GangState.PROVISIONING
+            )
+            step.set(
+                rec,
+                state,
+                why if state is GangState.PROVISIONING else rec.reason,
+                calls=calls,
+                launches=_with_launched(rec, {out.group: out.instances[: call[1]]}),
+            )
         else:
             requested = dict(rec.requested)
             requested[out.group] = max(0, requested.get(out.group, 0) - call[1])
             kept = {g: n for g, n in requested.items() if n > 0}
-            step.put(rec, calls=calls, requested=kept,
-                     reason=f"the scale-up of {out.group} did not complete before a restart "
-                            f"({out.note or 'nothing launched'}); re-planning")
+            step.put(
+                rec,
+                calls=calls,
+                requested=kept,
+                reason=f"the scale-up of {out.group} did not complete before a restart "
+                f"({out.note or 'nothing launched'}); re-planning",
+            )
 
 
 # ------------------------------------------------------------ arrived nodes
@@ -1126,26 +1489,48 @@ def _registered(step: _Step, report: Registered) -> None:
     for rec in list(step.records.values()):
         if not rec.nodes:
             continue
-        nodes = {g: tuple(n for n in names if g not in report.groups or _still_its(rec, g, seen.get(n)))
-                 for g, names in rec.nodes.items()}
-        gone = {g: len(rec.nodes[g]) - len(kept) for g, kept in nodes.items() if len(kept) < len(rec.nodes[g])}
+        nodes = {
+            g: tuple(n for n in names if g not in report.groups or _still_its(rec, g, seen.get(n)))
+            for g, names in rec.nodes.items()
+        }
+        gone = {
+            g: len(rec.nodes[g]) - len(kept)
+            for g, kept in nodes.items()
+            if len(kept) < len(rec.nodes[g])
+        }
         taken.update(n for names in nodes.values() for n in names)
         if gone:
             requested = {g: n - gone.get(g, 0) for g, n in rec.requested.items()}
-            step.put(rec, nodes={g: k for g, k in nodes.items() if k},
-                     requested={g: n for g, n in requested.items() if n > 0})
+            step.put(
+                rec,
+                nodes={g: k for g, k in nodes.items() if k},
+                requested={g: n for g, n in requested.items() if n > 0},
+            )
     named = named_launches(step.records.values())
     # groups some record still waits for by count: attributing a node only lowers a record's want, so a group not
     # in it stays out for the whole loop (the idle nodes of other groups, often most, skip the records' scan)
-    wanted = {g for r in step.records.values() if r.state != GangState.CANCELLED for g in r.requested
-              if r.unnamed(g) > 0}
+    wanted = {
+        g
+        for r in step.records.values()
+        if r.state != GangState.CANCELLED
+        for g in r.requested
+        if r.unnamed(g) > 0
+    }
     for node in sorted(report.nodes, key=lambda n: (n.created, n.name)):
-        if (node.name in taken or node.instance in named or not (node.idle and node.ready) or node.created <= 0
-                or node.group not in wanted):
+        if (
+            node.name in taken
+            or node.instance in named
+            or not (node.idle and node.ready)
+            or node.created <= 0
+            or node.group not in wanted
+        ):
             continue
         owner = _owner(step.records.values(), node, report.skew)
         if owner is not None:
-            step.put(owner, nodes={**owner.nodes, node.group: owner.nodes.get(node.group, ()) + (node.name,)})
+            step.put(
+                owner,
+                nodes={**owner.nodes, node.group: owner.nodes.get(node.group, ()) + (node.name,)},
+            )
             taken.add(node.name)
 
 
@@ -1183,36 +1568,58 @@ def _hand_over(step: _Step) -> None:
     gang started without: that gang started on the waiting gang's node, so the launch it bought is the waiting
     gang's now, with the waiting gang's deadline: only when that is no later than the deadline it was bought under
     (else it would be kept past that). On a cloud that names no launch there is nothing to hand over."""
-    donors = sorted((r for r in step.records.values() if r.state == GangState.RUNNING and r.launches),
-                    key=lambda r: (r.requested_at, r.gang))
+    donors = sorted(
+        (r for r in step.records.values() if r.state == GangState.RUNNING and r.launches),
+        key=lambda r: (r.requested_at, r.gang),
+    )
     if not donors:
         return
-    waiting = sorted((r for r in step.records.values() if r.state not in (GangState.CANCELLED, GangState.RUNNING) and holds(r)),
-                     key=lambda r: (r.requested_at, r.gang))
+    waiting = sorted(
+        (
+            r
+            for r in step.records.values()
+            if r.state not in (GangState.CANCELLED, GangState.RUNNING) and holds(r)
+        ),
+        key=lambda r: (r.requested_at, r.gang),
+    )
     for rec in waiting:
         for group in list(rec.requested):
             for donor in donors:
                 donor, rec = step.records[donor.key], step.records[rec.key]
                 spare, want = donor.launches.get(group, ()), rec.unnamed(group)
-                if want <= 0 or not spare or rec.deadline > donor.deadline:  # never kept past its purchase's deadline
+                if (
+                    want <= 0 or not spare or rec.deadline > donor.deadline
+                ):  # never kept past its purchase's deadline
                     continue
                 give = spare[:want]
-                left = {**donor.launches, group: spare[len(give):]}
+                left = {**donor.launches, group: spare[len(give) :]}
                 requested = {**donor.requested, group: donor.requested[group] - len(give)}
-                step.put(donor, launches={g: i for g, i in left.items() if i},
-                         requested={g: k for g, k in requested.items() if k > 0})
+                step.put(
+                    donor,
+                    launches={g: i for g, i in left.items() if i},
+                    requested={g: k for g, k in requested.items() if k > 0},
+                )
                 step.put(rec, launches={**rec.launches, group: rec.launches.get(group, ()) + give})
 
 
 def _still_its(rec: Record, group: str, node: NodeSeen | None) -> bool:
     """An attributed node stays the record's while it is registered in its group; a running gang's spare only
     while it runs no pod (one that a gang used is no longer spare, and never given back for it)."""
-    return node is not None and node.group == group and (rec.state != GangState.RUNNING or node.idle)
+    return (
+        node is not None and node.group == group and (rec.state != GangState.RUNNING or node.idle)
+    )
 
 
 def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
     """The oldest request still waiting for a node of `node`'s group that may have launched it; a running gang's
     spare launches (`_spare`) only after every gang that waits."""
-    waiting = [r for r in records if r.state != GangState.CANCELLED
-               and r.unnamed(node.group) > 0 and node.created >= r.requested_at - skew]
-    return min(waiting, key=lambda r: (r.state == GangState.RUNNING, r.requested_at, r.gang), default=None)
+    waiting = [
+        r
+        for r in records
+        if r.state != GangState.CANCELLED
+        and r.unnamed(node.group) > 0
+        and node.created >= r.requested_at - skew
+    ]
+    return min(
+        waiting, key=lambda r: (r.state == GangState.RUNNING, r.requested_at, r.gang), default=None
+    )

@@ -26,8 +26,9 @@ from .shares import charged
 ON_HAND = "gangscale.io/on-hand"  # model-only label of the nodes a snapshot lists (registered or on their way)
 
 
-def held_on_hand(snap: ClusterSnapshot, config: SchedulerConfig | None = None,
-                 seeds: Sequence[int] = (0,)) -> ClusterSnapshot:
+def held_on_hand(
+    snap: ClusterSnapshot, config: SchedulerConfig | None = None, seeds: Sequence[int] = (0,)
+) -> ClusterSnapshot:
     """`snap` with the held gangs' pods (`snap.queued`) kept to the nodes the cluster has or has on their way,
     when they start there.
 
@@ -45,27 +46,43 @@ def held_on_hand(snap: ClusterSnapshot, config: SchedulerConfig | None = None,
     queued = snap.queued
     if not queued:
         return snap
-    sims = simulate_seeds(nodes_from_views(snap.nodes, snap.bound), queued, seeds, bound=snap.bound, config=config)
+    sims = simulate_seeds(
+        nodes_from_views(snap.nodes, snap.bound), queued, seeds, bound=snap.bound, config=config
+    )
     held = {g.key for g in queued if all(s.outcomes[g.key].started for s in sims)}
     if not held:
         return snap
     pin = ((ON_HAND, "true"),)
     nodes = [replace(v, labels={**v.labels, ON_HAND: "true"}) for v in snap.nodes]
-    gangs = [replace(g, pending=tuple(replace(p, placement=replace(p.placement, node_selector=p.placement.node_selector
-                                                                   + pin)) for p in g.pending))
-             if g.key in held else g for g in snap.gangs]
+    gangs = [
+        replace(
+            g,
+            pending=tuple(
+                replace(
+                    p, placement=replace(p.placement, node_selector=p.placement.node_selector + pin)
+                )
+                for p in g.pending
+            ),
+        )
+        if g.key in held
+        else g
+        for g in snap.gangs
+    ]
     return replace(snap, nodes=nodes, gangs=gangs)
 
 
 def gang_age(g: Gang, now: float, first_seen: float | None = None) -> float:
-    created = parse_time(g.created) or min((parse_time(p.created) or now for p in g.pending), default=now)
+    created = parse_time(g.created) or min(
+        (parse_time(p.created) or now for p in g.pending), default=now
+    )
     if first_seen:
         created = min(created, first_seen)
     return max(0.0, now - created)
 
 
-def gang_limits(gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_seen: Mapping[GangKey, float]
-                ) -> tuple[dict[GangKey, PreDecision], dict[GangKey, int]]:
+def gang_limits(
+    gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_seen: Mapping[GangKey, float]
+) -> tuple[dict[GangKey, PreDecision], dict[GangKey, int]]:
     """Oversized gangs to refuse, and the priority long-waiting ones are lifted to (for `SnapshotPolicy`)."""
     refused: dict[GangKey, PreDecision] = {}
     lifted: dict[GangKey, int] = {}
@@ -74,18 +91,23 @@ def gang_limits(gangs: Iterable[Gang], cfg: ControllerConfig, now: float, first_
         gpus = sum(p.requests.get(GPU, 0) for p in g.pending)
         if pods > cfg.max_gang_pods:
             refused[g.key] = PreDecision(
-                GangState.INFEASIBLE.value, f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}")
+                GangState.INFEASIBLE.value,
+                f"{pods} pending pods exceed the controller's maxGangPods limit of {cfg.max_gang_pods}",
+            )
         elif gpus > cfg.max_gang_gpus:
             refused[g.key] = PreDecision(
-                GangState.INFEASIBLE.value, f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}")
+                GangState.INFEASIBLE.value,
+                f"{gpus} GPUs requested exceed the controller's maxGangGPUs limit of {cfg.max_gang_gpus}",
+            )
         elif gang_age(g, now, first_seen.get(g.key)) >= cfg.ageing_seconds:
             # one step above every gang of the same priority that has not waited as long
             lifted[g.key] = g.effective_priority + 1
     return refused, lifted
 
 
-def inflight_by_namespace(records: Iterable[Record], prices: Mapping[str, float]
-                          ) -> tuple[dict[str, int], dict[str, float]]:
+def inflight_by_namespace(
+    records: Iterable[Record], prices: Mapping[str, float]
+) -> tuple[dict[str, int], dict[str, float]]:
     """Nodes and dollars per hour each namespace's records hold (bought and not yet used or given back).
 
     Every state counts: a gang below quorum, infeasible or cancelled within its grace still holds
@@ -110,18 +132,31 @@ def _cap_order(g: Gang) -> tuple[int, QueueKey, str]:
 
 
 def _cap_text(cap: NamespaceCap) -> str:
-    return " ".join(x for x in (f"maxNodes {cap.max_nodes}" if cap.max_nodes is not None else "",
-                                f"maxDollarsPerHour {cap.max_dollars_per_hour:g}"
-                                if cap.max_dollars_per_hour is not None else "") if x)
+    return " ".join(
+        x
+        for x in (
+            f"maxNodes {cap.max_nodes}" if cap.max_nodes is not None else "",
+            f"maxDollarsPerHour {cap.max_dollars_per_hour:g}"
+            if cap.max_dollars_per_hour is not None
+            else "",
+        )
+        if x
+    )
 
 
 def _within(cap: NamespaceCap, nodes: int, dollars: float) -> bool:
-    return ((cap.max_nodes is None or nodes <= cap.max_nodes)
-            and (cap.max_dollars_per_hour is None or dollars <= cap.max_dollars_per_hour + 1e-9))
+    return (cap.max_nodes is None or nodes <= cap.max_nodes) and (
+        cap.max_dollars_per_hour is None or dollars <= cap.max_dollars_per_hour + 1e-9
+    )
 
 
-def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
-              inflight_nodes: Mapping[str, int], inflight_dollars: Mapping[str, float]) -> dict[GangKey, PreDecision]:
+def over_caps(
+    plan: Plan,
+    snap: ClusterSnapshot,
+    cfg: ControllerConfig,
+    inflight_nodes: Mapping[str, int],
+    inflight_dollars: Mapping[str, float],
+) -> dict[GangKey, PreDecision]:
     """Gangs to hold back so every namespace stays within its caps.
 
     In each capped namespace the gangs the plan buys for are kept in the documented order
@@ -130,7 +165,9 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
     every other gang of it that the plan could not serve is deferred too, so the next plan cannot
     hand the room freed by the deferred gangs to them.
     """
-    gang_nodes = charged(plan, snap)  # by share: a node two gangs share is charged once, split between them
+    gang_nodes = charged(
+        plan, snap
+    )  # by share: a node two gangs share is charged once, split between them
     decision = {GangKey(r.namespace, r.name, r.api): r.decision for r in plan.gangs}
     held: dict[GangKey, PreDecision] = {}
     for ns in sorted({k.namespace for k in gang_nodes}):
@@ -139,24 +176,44 @@ def over_caps(plan: Plan, snap: ClusterSnapshot, cfg: ControllerConfig,
             continue
         limit, ahead = _cap_text(cap), inflight_nodes.get(ns, 0)
         used_n, used_d = ahead, inflight_dollars.get(ns, 0.0)
-        for g in sorted((g for g in snap.gangs if g.namespace == ns and g.key in gang_nodes), key=_cap_order):
+        for g in sorted(
+            (g for g in snap.gangs if g.namespace == ns and g.key in gang_nodes), key=_cap_order
+        ):
             c, d = gang_nodes[g.key]
             if not _within(cap, c, d):
-                held[g.key] = PreDecision(GangState.INFEASIBLE.value, f"needs {c} new nodes (${d:.2f}/h), more than "
-                                               f"namespace {ns}'s cap ({limit}) allows at all")
+                held[g.key] = PreDecision(
+                    GangState.INFEASIBLE.value,
+                    f"needs {c} new nodes (${d:.2f}/h), more than "
+                    f"namespace {ns}'s cap ({limit}) allows at all",
+                )
             elif _within(cap, used_n + c, used_d + d):
                 used_n, used_d = used_n + c, used_d + d
             else:
-                held[g.key] = PreDecision(GangState.DEFERRED.value, (
-                    f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
-                    f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
-                    "waiting for capacity to free up"))
-        if cap.max_nodes is not None and used_n >= cap.max_nodes and any(k.namespace == ns for k in held):
+                held[g.key] = PreDecision(
+                    GangState.DEFERRED.value,
+                    (
+                        f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
+                        f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
+                        "waiting for capacity to free up"
+                    ),
+                )
+        if (
+            cap.max_nodes is not None
+            and used_n >= cap.max_nodes
+            and any(k.namespace == ns for k in held)
+        ):
             for g in snap.gangs:
-                if g.namespace == ns and g.key not in gang_nodes and g.key not in snap.decided \
-                        and decision.get(g.key) in (GangState.INFEASIBLE, GangState.DEFERRED):
-                    held[g.key] = PreDecision(GangState.DEFERRED.value, f"namespace {ns} is at its cap ({limit}) with "
-                                                               f"{used_n} nodes; waiting for capacity to free up")
+                if (
+                    g.namespace == ns
+                    and g.key not in gang_nodes
+                    and g.key not in snap.decided
+                    and decision.get(g.key) in (GangState.INFEASIBLE, GangState.DEFERRED)
+                ):
+                    held[g.key] = PreDecision(
+                        GangState.DEFERRED.value,
+                        f"namespace {ns} is at its cap ({limit}) with "
+                        f"{used_n} nodes; waiting for capacity to free up",
+                    )
     return held
 
 
@@ -171,15 +228,24 @@ class Usage:
     @classmethod
     def of_groups(cls, groups: Iterable[NodeGroup]) -> Usage:
         gs = list(groups)
-        return cls(sum(g.current_size for g in gs), sum(g.current_size * g.allocatable.get(GPU, 0) for g in gs),
-                   sum(g.current_size * g.price_per_hour for g in gs))
+        return cls(
+            sum(g.current_size for g in gs),
+            sum(g.current_size * g.allocatable.get(GPU, 0) for g in gs),
+            sum(g.current_size * g.price_per_hour for g in gs),
+        )
 
     def plus(self, nodes: int, gpus: int, dollars: float) -> Usage:
         return Usage(self.nodes + nodes, self.gpus + gpus, self.dollars_per_hour + dollars)
 
     def within(self, c: ClusterCeiling) -> bool:
-        return ((c.max_nodes is None or self.nodes <= c.max_nodes) and (c.max_gpus is None or self.gpus <= c.max_gpus)
-                and (c.max_dollars_per_hour is None or self.dollars_per_hour <= c.max_dollars_per_hour + 1e-9))
+        return (
+            (c.max_nodes is None or self.nodes <= c.max_nodes)
+            and (c.max_gpus is None or self.gpus <= c.max_gpus)
+            and (
+                c.max_dollars_per_hour is None
+                or self.dollars_per_hour <= c.max_dollars_per_hour + 1e-9
+            )
+        )
 
 
 def _new_node_indices(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, set[int]]:
@@ -193,8 +259,9 @@ def _new_node_indices(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, set[in
     return out
 
 
-def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_use: Usage
-                 ) -> dict[GangKey, PreDecision]:
+def over_ceiling(
+    plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_use: Usage
+) -> dict[GangKey, PreDecision]:
     """Gangs to hold back so the owned groups stay within the cluster-wide ceiling (`clusterCeiling`).
 
     Every gang the plan buys for, across namespaces, in the caps' order (`_cap_order`): kept
@@ -205,7 +272,11 @@ def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_
 
     def cost(idx: set[int]) -> tuple[int, int, float]:
         ns = [plan.new_nodes[i] for i in idx]
-        return len(ns), sum(gpus.get(n.node_group, 0) for n in ns), sum(n.price_per_hour for n in ns)
+        return (
+            len(ns),
+            sum(gpus.get(n.node_group, 0) for n in ns),
+            sum(n.price_per_hour for n in ns),
+        )
 
     held: dict[GangKey, PreDecision] = {}
     kept: set[int] = set()
@@ -217,19 +288,30 @@ def over_ceiling(plan: Plan, snap: ClusterSnapshot, ceiling: ClusterCeiling, in_
         n, gp, d = cost(mine)
         limit = f"the cluster ceiling (clusterCeiling: {ceiling.describe()})"
         if not Usage().plus(n, gp, d).within(ceiling):
-            held[g.key] = PreDecision(GangState.INFEASIBLE.value, f"needs {n} new nodes ({gp} GPUs, ${d:.2f}/h), "
-                                           f"more than {limit} allows at all")
+            held[g.key] = PreDecision(
+                GangState.INFEASIBLE.value,
+                f"needs {n} new nodes ({gp} GPUs, ${d:.2f}/h), more than {limit} allows at all",
+            )
             continue
-        held[g.key] = PreDecision(GangState.DEFERRED.value, (
-            f"{limit} is reached: the owned node groups hold {in_use.nodes} nodes, {in_use.gpus} GPUs, "
-            f"${in_use.dollars_per_hour:.2f}/h, and {n} more nodes ({gp} GPUs, ${d:.2f}/h) for this gang would "
-            "exceed it; waiting for capacity to free up"))
+        held[g.key] = PreDecision(
+            GangState.DEFERRED.value,
+            (
+                f"{limit} is reached: the owned node groups hold {in_use.nodes} nodes, {in_use.gpus} GPUs, "
+                f"${in_use.dollars_per_hour:.2f}/h, and {n} more nodes ({gp} GPUs, ${d:.2f}/h) for this gang would "
+                "exceed it; waiting for capacity to free up"
+            ),
+        )
     return held
 
 
-def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: Callable[[ClusterSnapshot], Plan],
-                     policy: SnapshotPolicy, cfg: ControllerConfig, inflight: tuple[Mapping[str, int],
-                     Mapping[str, float]], in_use: Usage = Usage()) -> tuple[ClusterSnapshot, Plan]:
+def plan_within_caps(
+    build: Callable[[SnapshotPolicy], ClusterSnapshot],
+    make: Callable[[ClusterSnapshot], Plan],
+    policy: SnapshotPolicy,
+    cfg: ControllerConfig,
+    inflight: tuple[Mapping[str, int], Mapping[str, float]],
+    in_use: Usage = Usage(),
+) -> tuple[ClusterSnapshot, Plan]:
     """Plan; while a namespace would go over its cap, or the owned groups (`in_use`) over the cluster ceiling, hold
     gangs back and plan again.
 
@@ -240,10 +322,15 @@ def plan_within_caps(build: Callable[[SnapshotPolicy], ClusterSnapshot], make: C
     snap = build(policy)
     plan = make(snap)
     for _ in range(len(snap.gangs) + 1):
-        held = {**over_ceiling(plan, snap, cfg.cluster_ceiling, in_use), **over_caps(plan, snap, cfg, *inflight)}
+        held = {
+            **over_ceiling(plan, snap, cfg.cluster_ceiling, in_use),
+            **over_caps(plan, snap, cfg, *inflight),
+        }
         if not held:
             return snap, plan
         policy = policy.holding(held)
         snap = build(policy)
         plan = make(snap)
-    raise AssertionError("holding gangs back for the caps did not settle")  # pragma: no cover - see the docstring
+    raise AssertionError(
+        "holding gangs back for the caps did not settle"
+    )  # pragma: no cover - see the docstring

@@ -12,13 +12,17 @@ import orjson
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 # The reconcile pass a line belongs to: every line of one pass carries the same planId.
-PLAN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("gangscale_plan_id", default=None)
+PLAN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "gangscale_plan_id", default=None
+)
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -40,5 +44,10 @@ def setup_logging(level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("botocore", "boto3", "urllib3", "kubernetes"):  # their debug lines would drown ours
+    for noisy in (
+        "botocore",
+        "boto3",
+        "urllib3",
+        "kubernetes",
+    ):  # their debug lines would drown ours
         logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))

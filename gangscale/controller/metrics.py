@@ -9,12 +9,19 @@ import platform
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, get_args
+from typing import get_args
 
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
-                               generate_latest)
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 from .. import __version__
 from ..plan import Decision, Plan
@@ -30,74 +37,148 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
-        self.pending_gangs = Gauge("gangscale_pending_gangs",
-                                   "Gangs with pending pods by state: the last plan's decision for each",
-                                   ["state"], registry=r)
+        ProcessCollector(
+            registry=r
+        )  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
+        self.pending_gangs = Gauge(
+            "gangscale_pending_gangs",
+            "Gangs with pending pods by state: the last plan's decision for each",
+            ["state"],
+            registry=r,
+        )
         self.queue_latency = Histogram(
             "gangscale_gang_queue_latency_seconds",
             "Time from a gang's first pending pod to its scale-up request (stage=requested) or to running",
-            ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.gangs = Gauge("gangscale_gangs", "Gangs by provisioning state", ["state"], registry=r)
-        self.feasible = Gauge("gangscale_gang_feasible_members", "Members the last plan could place, per gang",
-                              ["namespace", "gang"], registry=r)
-        self.min_count = Gauge("gangscale_gang_min_count", "minCount per gang", ["namespace", "gang"], registry=r)
-        self.scale_ups = Counter("gangscale_scale_ups_total", "Nodes requested per node group", ["node_group"],
-                                 registry=r)
-        self.scale_up_failures = Counter("gangscale_scale_up_failures_total",
-                                         "Failed scale-ups and launches per node group and error kind",
-                                         ["node_group", "kind"], registry=r)
-        self.released = Counter("gangscale_capacity_released_total", "Nodes given back (deadline, cancel, empty)",
-                                ["node_group", "why"], registry=r)
-        self.plan_seconds = Histogram("gangscale_plan_duration_seconds", "Wall time of one plan",
-                                      buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
-        self.solver_gap = Gauge("gangscale_solver_gap", "Relative gap of the last plan to its proven bound",
-                                registry=r)
-        self.dollars = Gauge("gangscale_requested_dollars_per_hour",
-                             "Hourly price of the nodes requested and not yet given back", registry=r)
-        self.orphans_terminated = Counter("gangscale_orphan_instances_terminated_total",
-                                          "Instances launched outside any group and claimed by no record, "
-                                          "terminated by the janitor", ["node_group"], registry=r)
-        self.gates_lifted = Counter("gangscale_gates_lifted_total",
-                                    "Pods whose gangscale.io/capacity scheduling gate was removed, by why "
-                                    "(capacity-ready: gate mode released the gang; not-held: gate mode is off for it)",
-                                    ["why"], registry=r)
+        self.feasible = Gauge(
+            "gangscale_gang_feasible_members",
+            "Members the last plan could place, per gang",
+            ["namespace", "gang"],
+            registry=r,
+        )
+        self.min_count = Gauge(
+            "gangscale_gang_min_count", "minCount per gang", ["namespace", "gang"], registry=r
+        )
+        self.scale_ups = Counter(
+            "gangscale_scale_ups_total",
+            "Nodes requested per node group",
+            ["node_group"],
+            registry=r,
+        )
+        self.scale_up_failures = Counter(
+            "gangscale_scale_up_failures_total",
+            "Failed scale-ups and launches per node group and error kind",
+            ["node_group", "kind"],
+            registry=r,
+        )
+        self.released = Counter(
+            "gangscale_capacity_released_total",
+            "Nodes given back (deadline, cancel, empty)",
+            ["node_group", "why"],
+            registry=r,
+        )
+        self.plan_seconds = Histogram(
+            "gangscale_plan_duration_seconds",
+            "Wall time of one plan",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=r,
+        )
+        self.solver_gap = Gauge(
+            "gangscale_solver_gap", "Relative gap of the last plan to its proven bound", registry=r
+        )
+        self.dollars = Gauge(
+            "gangscale_requested_dollars_per_hour",
+            "Hourly price of the nodes requested and not yet given back",
+            registry=r,
+        )
+        self.orphans_terminated = Counter(
+            "gangscale_orphan_instances_terminated_total",
+            "Instances launched outside any group and claimed by no record, "
+            "terminated by the janitor",
+            ["node_group"],
+            registry=r,
+        )
+        self.gates_lifted = Counter(
+            "gangscale_gates_lifted_total",
+            "Pods whose gangscale.io/capacity scheduling gate was removed, by why "
+            "(capacity-ready: gate mode released the gang; not-held: gate mode is off for it)",
+            ["why"],
+            registry=r,
+        )
         self.leader = Gauge("gangscale_leader", "1 while this replica holds the lease", registry=r)
-        self.reconciles = Counter("gangscale_reconciles_total", "Reconcile passes by result", ["result"],
-                                  registry=r)
-        self.last_reconcile = Gauge("gangscale_last_reconcile_timestamp_seconds",
-                                    "When the loop last finished a pass", registry=r)
-        Gauge("gangscale_build_info", "Always 1, labelled with the running gangscale and Python versions",
-              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
+        self.reconciles = Counter(
+            "gangscale_reconciles_total", "Reconcile passes by result", ["result"], registry=r
+        )
+        self.last_reconcile = Gauge(
+            "gangscale_last_reconcile_timestamp_seconds",
+            "When the loop last finished a pass",
+            registry=r,
+        )
+        Gauge(
+            "gangscale_build_info",
+            "Always 1, labelled with the running gangscale and Python versions",
+            ["version", "python"],
+            registry=r,
+        ).labels(__version__, platform.python_version()).set(1)
         self._groups(r)
         self._namespaces(r)
-        self.cloud_errors = Counter("gangscale_cloud_api_errors_total",
-                                    "Cloud API calls that failed, by error kind (cloud_adapters ErrorKind) and call",
-                                    ["kind", "operation"], registry=r)
+        self.cloud_errors = Counter(
+            "gangscale_cloud_api_errors_total",
+            "Cloud API calls that failed, by error kind (cloud_adapters ErrorKind) and call",
+            ["kind", "operation"],
+            registry=r,
+        )
 
     def _groups(self, r: CollectorRegistry) -> None:
         """Per node group, as Cluster Autoscaler's node_group_{target,min,max}_count (CA metrics/metrics.go)."""
+
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(f"gangscale_node_group_{name}", doc, ["node_group"], registry=r)
+
         self.group_target = gauge("target_size", "The cloud's desired size of the node group")
         self.group_ready = gauge("ready_nodes", "Ready Nodes of the node group in the cluster")
-        self.group_upcoming = gauge("upcoming_nodes", "Instances the cloud is bringing up that have no Node yet")
+        self.group_upcoming = gauge(
+            "upcoming_nodes", "Instances the cloud is bringing up that have no Node yet"
+        )
         self.group_min = gauge("min_size", "The node group's minimum size")
         self.group_max = gauge("max_size", "The node group's maximum size")
-        self.group_backed_off = gauge("backed_off", "1 while scale-ups of the node group are backed off after a "
-                                                    "failure")
-        self.groups_shown: tuple[GroupSizes, ...] = ()  # what the gauges show now: a pass that changed nothing skips
+        self.group_backed_off = gauge(
+            "backed_off", "1 while scale-ups of the node group are backed off after a failure"
+        )
+        self.groups_shown: tuple[
+            GroupSizes, ...
+        ] = ()  # what the gauges show now: a pass that changed nothing skips
 
     def _namespaces(self, r: CollectorRegistry) -> None:
         """Cap usage per namespace: what its gangs hold against namespaceCaps (else defaultNamespaceCap)."""
-        self.ns_nodes = Gauge("gangscale_namespace_nodes", "Nodes bought for the namespace's gangs and not yet used "
-                              "or given back", ["namespace"], registry=r)
-        self.ns_dollars = Gauge("gangscale_namespace_dollars_per_hour", "Hourly price of those nodes",
-                                ["namespace"], registry=r)
-        self.ns_max_nodes = Gauge("gangscale_namespace_max_nodes", "The namespace's cap on nodes (unset: none)",
-                                  ["namespace"], registry=r)
-        self.ns_max_dollars = Gauge("gangscale_namespace_max_dollars_per_hour",
-                                    "The namespace's cap on dollars per hour (unset: none)", ["namespace"], registry=r)
+        self.ns_nodes = Gauge(
+            "gangscale_namespace_nodes",
+            "Nodes bought for the namespace's gangs and not yet used or given back",
+            ["namespace"],
+            registry=r,
+        )
+        self.ns_dollars = Gauge(
+            "gangscale_namespace_dollars_per_hour",
+            "Hourly price of those nodes",
+            ["namespace"],
+            registry=r,
+        )
+        self.ns_max_nodes = Gauge(
+            "gangscale_namespace_max_nodes",
+            "The namespace's cap on nodes (unset: none)",
+            ["namespace"],
+            registry=r,
+        )
+        self.ns_max_dollars = Gauge(
+            "gangscale_namespace_max_dollars_per_hour",
+            "The namespace's cap on dollars per hour (unset: none)",
+            ["namespace"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -108,8 +189,14 @@ class HealthServer:
     the probes only, `probes` False: /metrics only (controller-runtime's split of `--metrics-bind-address` and
     `--health-probe-bind-address`, pkg/manager/manager.go), so /metrics can listen on loopback alone."""
 
-    def __init__(self, address: str, metrics: Metrics | None, alive: Callable[[], bool], ready: Callable[[], bool],
-                 probes: bool = True) -> None:
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics | None,
+        alive: Callable[[], bool],
+        ready: Callable[[], bool],
+        probes: bool = True,
+    ) -> None:
         host, _, port = address.rpartition(":")
         metrics_ref, alive_ref, ready_ref = metrics, alive, ready
 
@@ -128,7 +215,9 @@ class HealthServer:
                 else:
                     self._send(404, b"not found\n")
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            def _send(
+                self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8"
+            ) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -140,7 +229,9 @@ class HealthServer:
 
         self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="health", daemon=True
+        )
 
     def start(self) -> HealthServer:
         self._thread.start()
@@ -176,7 +267,9 @@ def observe_events(m: Metrics, events: Iterable[object]) -> None:
             m.queue_latency.labels(e.stage).observe(e.seconds)
 
 
-def observe_pass(m: Metrics, plan: Plan, records: Iterable[Record], dollars_per_hour: float) -> None:
+def observe_pass(
+    m: Metrics, plan: Plan, records: Iterable[Record], dollars_per_hour: float
+) -> None:
     """The solver's time and gap, gangs per state, and what is on its way, after each pass."""
     m.plan_seconds.observe(plan.solver.seconds)
     m.solver_gap.set(plan.solver.gap)
@@ -192,7 +285,14 @@ def observe_node_groups(m: Metrics, sizes: Iterable[GroupSizes]) -> None:
     if sizes == m.groups_shown:
         return
     m.groups_shown = sizes
-    for g in (m.group_target, m.group_ready, m.group_upcoming, m.group_min, m.group_max, m.group_backed_off):
+    for g in (
+        m.group_target,
+        m.group_ready,
+        m.group_upcoming,
+        m.group_min,
+        m.group_max,
+        m.group_backed_off,
+    ):
         g.clear()
     for s in sizes:
         m.group_target.labels(s.name).set(s.target)
@@ -203,7 +303,9 @@ def observe_node_groups(m: Metrics, sizes: Iterable[GroupSizes]) -> None:
         m.group_backed_off.labels(s.name).set(1 if s.backoff_until else 0)
 
 
-def observe_namespaces(m: Metrics, nodes: dict[str, int], dollars: dict[str, float], cfg: ControllerConfig) -> None:
+def observe_namespaces(
+    m: Metrics, nodes: dict[str, int], dollars: dict[str, float], cfg: ControllerConfig
+) -> None:
     """Usage and cap of every namespace holding capacity or named in namespaceCaps."""
     for g in (m.ns_nodes, m.ns_dollars, m.ns_max_nodes, m.ns_max_dollars):
         g.clear()

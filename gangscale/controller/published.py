@@ -50,8 +50,9 @@ class GroupSizes:
         return max(0, self.target - self.registered)
 
 
-def group_sizes(groups: Mapping[str, NodeGroup], nodes: Iterable[Node], backoff: Mapping[str, float],
-                now: float) -> list[GroupSizes]:
+def group_sizes(
+    groups: Mapping[str, NodeGroup], nodes: Iterable[Node], backoff: Mapping[str, float], now: float
+) -> list[GroupSizes]:
     """Every discovered group by name, with its registered and Ready Nodes and its backoff if still running."""
     registered: dict[str, int] = {}
     ready: dict[str, int] = {}
@@ -59,33 +60,72 @@ def group_sizes(groups: Mapping[str, NodeGroup], nodes: Iterable[Node], backoff:
         if n.node_group:
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
             ready[n.node_group] = ready.get(n.node_group, 0) + (1 if n.ready else 0)
-    return [GroupSizes(g.name, g.current_size, registered.get(g.name, 0), ready.get(g.name, 0), g.min_size,
-                       g.max_size, until if (until := backoff.get(g.name, 0.0)) > now else 0.0)
-            for g in sorted(groups.values(), key=lambda g: g.name)]
+    return [
+        GroupSizes(
+            g.name,
+            g.current_size,
+            registered.get(g.name, 0),
+            ready.get(g.name, 0),
+            g.min_size,
+            g.max_size,
+            until if (until := backoff.get(g.name, 0.0)) > now else 0.0,
+        )
+        for g in sorted(groups.values(), key=lambda g: g.name)
+    ]
 
 
 def gang_rows(plan: Plan) -> tuple[list[dict[str, Any]], int]:
     """The plan's gangs as status rows (at most MAX_GANGS) and how many were left out."""
-    rows = [{"namespace": r.namespace, "name": r.name, "api": r.api, "decision": r.decision, "reason": r.reason,
-             "minCount": r.min_count, "pending": r.pending, "placed": r.placed, "bound": r.bound,
-             "priority": r.priority} for r in plan.gangs[:MAX_GANGS]]
+    rows = [
+        {
+            "namespace": r.namespace,
+            "name": r.name,
+            "api": r.api,
+            "decision": r.decision,
+            "reason": r.reason,
+            "minCount": r.min_count,
+            "pending": r.pending,
+            "placed": r.placed,
+            "bound": r.bound,
+            "priority": r.priority,
+        }
+        for r in plan.gangs[:MAX_GANGS]
+    ]
     return rows, max(0, len(plan.gangs) - MAX_GANGS)
 
 
 def group_rows(sizes: Iterable[GroupSizes]) -> list[dict[str, Any]]:
-    return [{"name": s.name, "target": s.target, "ready": s.ready, "registered": s.registered,
-             "upcoming": s.upcoming, "minSize": s.min_size, "maxSize": s.max_size,
-             "backoffUntil": format_time(s.backoff_until) if s.backoff_until else None} for s in sizes]
+    return [
+        {
+            "name": s.name,
+            "target": s.target,
+            "ready": s.ready,
+            "registered": s.registered,
+            "upcoming": s.upcoming,
+            "minSize": s.min_size,
+            "maxSize": s.max_size,
+            "backoffUntil": format_time(s.backoff_until) if s.backoff_until else None,
+        }
+        for s in sizes
+    ]
 
 
-def status_data(plan: Plan, sizes: Iterable[GroupSizes], identity: str, mode: str) -> dict[str, str]:
+def status_data(
+    plan: Plan, sizes: Iterable[GroupSizes], identity: str, mode: str
+) -> dict[str, str]:
     """The ConfigMap's data (without its `updated` time): gangs.json, nodegroups.json, pass.json."""
     gangs, omitted = gang_rows(plan)
     return {
         "gangs.json": orjson.dumps(gangs).decode(),
         "nodegroups.json": orjson.dumps(group_rows(sizes)).decode(),
-        "pass.json": orjson.dumps({"leader": identity, "mode": mode, "gangsOmitted": omitted,
-                                   "planStatus": plan.solver.status}).decode(),
+        "pass.json": orjson.dumps(
+            {
+                "leader": identity,
+                "mode": mode,
+                "gangsOmitted": omitted,
+                "planStatus": plan.solver.status,
+            }
+        ).decode(),
     }
 
 
@@ -102,10 +142,16 @@ class StatusPublisher:
 
     def publish(self, data: Mapping[str, str], now: float) -> str | None:
         """Write `data` with its `updated` time; None when written, else why not (one sentence, never raised)."""
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/name": "gangscale"}},
-                "data": {**data, "updated": format_time(now)}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/name": "gangscale"},
+            },
+            "data": {**data, "updated": format_time(now)},
+        }
         try:
             try:
                 self.client.put(CONFIGMAPS.path(self.namespace, self.name), body)

@@ -42,15 +42,28 @@ __all__ = ["ControllerState", "Record", "StateConflict", "StateStore", "read_lay
 log = logging.getLogger("gangscale.controller")
 AUDIT_SECONDS = 24 * 3600  # terminal records are kept this long for audit, then dropped
 MAX_RECORDS = 1000  # records kept beyond those holding capacity (which are all kept), the oldest dropped first
-KEPT_WITHOUT_CAPACITY = (GangState.TIMED_OUT, GangState.CANCELLED)  # for audit, even when holding nothing
+KEPT_WITHOUT_CAPACITY = (
+    GangState.TIMED_OUT,
+    GangState.CANCELLED,
+)  # for audit, even when holding nothing
 RECORD_KEY = "record.json"  # a record ConfigMap's one data key
 BACKOFF_KEY = "backoff.json"  # in the `<state>` ConfigMap
-LEGACY_KEY = "records.json"  # every record, in the `<state>` ConfigMap (the single-ConfigMap layout)
+LEGACY_KEY = (
+    "records.json"  # every record, in the `<state>` ConfigMap (the single-ConfigMap layout)
+)
 STORE_LABEL = "gangscale.io/records-of"  # value: the state ConfigMap's name (its digest when over 63 characters)
-NAMESPACE_LABEL = "gangscale.io/gang-namespace"  # the gang's namespace: `kubectl get cm -l` per tenant
-GANG_ANNOTATION = "gangscale.io/gang"  # the gang's "namespace/name/api" (too long for a label value)
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")  # a label value (63 at most)
-UNREADABLE = "?"  # the store's key of an unreadable record ConfigMap: "?" + its name (never a gang's key)
+NAMESPACE_LABEL = (
+    "gangscale.io/gang-namespace"  # the gang's namespace: `kubectl get cm -l` per tenant
+)
+GANG_ANNOTATION = (
+    "gangscale.io/gang"  # the gang's "namespace/name/api" (too long for a label value)
+)
+_LABEL_VALUE = re.compile(
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)  # a label value (63 at most)
+UNREADABLE = (
+    "?"  # the store's key of an unreadable record ConfigMap: "?" + its name (never a gang's key)
+)
 _PARSE_ERRORS = (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError)
 
 
@@ -59,14 +72,21 @@ class ControllerState:
     """The leader's memory between passes: records by gang, backoffs by group (held by the reconciler)."""
 
     records: dict[GangKey, Record] = field(default_factory=dict)
-    backoff: dict[str, float] = field(default_factory=dict)  # node group -> backed off until (epoch)
+    backoff: dict[str, float] = field(
+        default_factory=dict
+    )  # node group -> backed off until (epoch)
 
     def prune(self, now: float) -> None:
         for key, r in list(self.records.items()):
             if r.state in TERMINAL and now - r.since > AUDIT_SECONDS:
                 del self.records[key]
-        if len(self.records) > MAX_RECORDS:  # the oldest of those holding nothing: a booking is never forgotten
-            idle = sorted((k for k, r in self.records.items() if not r.requested), key=lambda k: self.records[k].since)
+        if (
+            len(self.records) > MAX_RECORDS
+        ):  # the oldest of those holding nothing: a booking is never forgotten
+            idle = sorted(
+                (k for k, r in self.records.items() if not r.requested),
+                key=lambda k: self.records[k].since,
+            )
             for key in idle[: len(self.records) - MAX_RECORDS]:
                 del self.records[key]
         self.backoff = {g: t for g, t in self.backoff.items() if t > now}
@@ -81,8 +101,11 @@ def kept(state: ControllerState) -> list[Record]:
     the unit), and timed-out or cancelled ones kept for audit.
 
     Gangs that bought nothing are re-derived from the cluster on the next pass."""
-    return [r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY
-            or (r.shared and r.state not in TERMINAL)]
+    return [
+        r
+        for r in state.records.values()
+        if r.requested or r.state in KEPT_WITHOUT_CAPACITY or (r.shared and r.state not in TERMINAL)
+    ]
 
 
 def record_name(store: str, gang: str) -> str:
@@ -115,8 +138,12 @@ class Layout:
     index: dict[str, Any] | None  # the `<state>` ConfigMap; None: absent
     objects: dict[str, Stored] = field(default_factory=dict)  # record ConfigMaps by gang
     records: dict[str, Record] = field(default_factory=dict)  # their records by gang
-    unreadable: list[Stored] = field(default_factory=list)  # record ConfigMaps that hold no readable record
-    legacy: dict[str, Record] | None = None  # the single-ConfigMap layout's records.json; None: not there
+    unreadable: list[Stored] = field(
+        default_factory=list
+    )  # record ConfigMaps that hold no readable record
+    legacy: dict[str, Record] | None = (
+        None  # the single-ConfigMap layout's records.json; None: not there
+    )
     legacy_error: str = ""  # why records.json could not be read
 
     @property
@@ -144,12 +171,14 @@ def read_layout(client: KubeClient, namespace: str, name: str) -> Layout:
         if exc.status != 404:
             raise
         layout = Layout(None)
-    listed = list_all(client, CONFIGMAPS, namespace, label_selector=f"{STORE_LABEL}={store_label(name)}")
+    listed = list_all(
+        client, CONFIGMAPS, namespace, label_selector=f"{STORE_LABEL}={store_label(name)}"
+    )
     for obj in listed.items:
         meta = obj.get("metadata") or {}
         name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
         try:
-            rec = Record.from_json(orjson.loads(((obj.get("data") or {}))[RECORD_KEY]))
+            rec = Record.from_json(orjson.loads((obj.get("data") or {})[RECORD_KEY]))
         except _PARSE_ERRORS:
             layout.unreadable.append(Stored(name, rv, ""))
             continue
@@ -171,8 +200,13 @@ class StateStore:
     """The ControllerState in one ConfigMap per record (and one for the backoffs); a write that finds the object
     changed since this replica read or wrote it raises `StateConflict` (409)."""
 
-    def __init__(self, client: KubeClient, namespace: str, name: str,
-                 fence: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        fence: Callable[[str], None] | None = None,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -180,19 +214,28 @@ class StateStore:
         self._objects: dict[str, Stored] = {}
         self._index_rv = ""  # "" while the `<state>` ConfigMap does not exist
         self._backoff_text: str | None = None
-        self.writes = 0  # ConfigMap writes (create, update, delete) made: a save writes only what changed
+        self.writes = (
+            0  # ConfigMap writes (create, update, delete) made: a save writes only what changed
+        )
 
     def load(self) -> ControllerState:
         """The saved state, the single-ConfigMap layout migrated first; an unreadable record is skipped (the cloud
         and the cluster show what it held), an API error raised."""
         layout = read_layout(self.client, self.namespace, self.name)
-        for bad in layout.unreadable:  # replaced by its gang's next record, or deleted by the next save
-            log.warning("a record ConfigMap holds no readable record: skipped", extra={"configmap": bad.name})
+        for (
+            bad
+        ) in layout.unreadable:  # replaced by its gang's next record, or deleted by the next save
+            log.warning(
+                "a record ConfigMap holds no readable record: skipped",
+                extra={"configmap": bad.name},
+            )
             layout.objects[UNREADABLE + bad.name] = bad
         if layout.legacy is not None or layout.legacy_error:
             self._migrate(layout)
         self._objects = layout.objects
-        self._index_rv = str(((layout.index or {}).get("metadata") or {}).get("resourceVersion") or "")
+        self._index_rv = str(
+            ((layout.index or {}).get("metadata") or {}).get("resourceVersion") or ""
+        )
         backoff, self._backoff_text = _backoff(layout.index)
         if layout.index is None:
             self._backoff_text = None
@@ -227,10 +270,17 @@ class StateStore:
         labels = {"app.kubernetes.io/name": "gangscale", STORE_LABEL: store_label(self.name)}
         if _LABEL_VALUE.fullmatch(rec.namespace):
             labels[NAMESPACE_LABEL] = rec.namespace
-        return {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
-                             "annotations": {GANG_ANNOTATION: rec.gang}},
-                "data": {RECORD_KEY: text}}
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "annotations": {GANG_ANNOTATION: rec.gang},
+            },
+            "data": {RECORD_KEY: text},
+        }
 
     def _write(self, call: Callable[[], dict[str, Any]]) -> str:
         """One write; its new resourceVersion. A 409 is a `StateConflict`."""
@@ -245,20 +295,28 @@ class StateStore:
 
     def _create(self, rec: Record, text: str) -> Stored:
         name = record_name(self.name, rec.gang)
-        rv = self._write(lambda: self.client.post(CONFIGMAPS.path(self.namespace), self._body(rec, name, text)))
+        rv = self._write(
+            lambda: self.client.post(CONFIGMAPS.path(self.namespace), self._body(rec, name, text))
+        )
         return Stored(name, rv, text)
 
     def _update(self, rec: Record, stored: Stored, text: str) -> Stored:
         body = self._body(rec, stored.name, text)
         body["metadata"]["resourceVersion"] = stored.rv
-        rv = self._write(lambda: self.client.put(CONFIGMAPS.path(self.namespace, stored.name), body))
+        rv = self._write(
+            lambda: self.client.put(CONFIGMAPS.path(self.namespace, stored.name), body)
+        )
         return Stored(stored.name, rv, text)
 
     def _delete(self, stored: Stored) -> None:
         """The record's ConfigMap deleted, unless it changed since (409); already gone is fine."""
         try:
-            self._write(lambda: self.client.delete(CONFIGMAPS.path(self.namespace, stored.name),
-                                                   body={"preconditions": {"resourceVersion": stored.rv}}))
+            self._write(
+                lambda: self.client.delete(
+                    CONFIGMAPS.path(self.namespace, stored.name),
+                    body={"preconditions": {"resourceVersion": stored.rv}},
+                )
+            )
         except StateConflict:
             raise
         except KubeError as exc:
@@ -268,16 +326,28 @@ class StateStore:
     def _write_index(self, backoff_text: str, data: dict[str, str] | None = None) -> None:
         """The `<state>` ConfigMap: the backoffs, and where the records are (for a reader who opens it)."""
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.name, "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/name": "gangscale"}},
-            "data": {**(data or {}), BACKOFF_KEY: backoff_text,
-                     "records": f"one ConfigMap per gang, labelled {STORE_LABEL}={store_label(self.name)}"}}
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/name": "gangscale"},
+            },
+            "data": {
+                **(data or {}),
+                BACKOFF_KEY: backoff_text,
+                "records": f"one ConfigMap per gang, labelled {STORE_LABEL}={store_label(self.name)}",
+            },
+        }
         if self._index_rv:
             body["metadata"]["resourceVersion"] = self._index_rv
-            self._index_rv = self._write(lambda: self.client.put(CONFIGMAPS.path(self.namespace, self.name), body))
+            self._index_rv = self._write(
+                lambda: self.client.put(CONFIGMAPS.path(self.namespace, self.name), body)
+            )
         else:
-            self._index_rv = self._write(lambda: self.client.post(CONFIGMAPS.path(self.namespace), body))
+            self._index_rv = self._write(
+                lambda: self.client.post(CONFIGMAPS.path(self.namespace), body)
+            )
         self._backoff_text = backoff_text
 
     # --------------------------------------------------------------- migration
@@ -292,8 +362,11 @@ class StateStore:
             self.fence("migrate the records")
         old = layout.legacy
         if old is None:
-            log.warning("records.json of the state ConfigMap is unreadable: dropped, the cloud and cluster show "
-                        "what it held", extra={"configmap": self.name, "error": layout.legacy_error})
+            log.warning(
+                "records.json of the state ConfigMap is unreadable: dropped, the cloud and cluster show "
+                "what it held",
+                extra={"configmap": self.name, "error": layout.legacy_error},
+            )
         for gang, rec in sorted((old or {}).items()):
             text, stored = record_text(rec), self._stored(layout.objects, gang)
             if stored is None:
@@ -308,7 +381,12 @@ class StateStore:
         self._index_rv = str((index.get("metadata") or {}).get("resourceVersion") or "")
         data = {k: v for k, v in (index.get("data") or {}).items() if k != LEGACY_KEY}
         self._write_index(str(data.pop(BACKOFF_KEY, "{}")), data)
-        layout.index = {**index, "data": {**data, BACKOFF_KEY: self._backoff_text},
-                        "metadata": {**(index.get("metadata") or {}), "resourceVersion": self._index_rv}}
-        log.info("records moved to one ConfigMap per gang", extra={"records": len(old or {}),
-                                                                   "configmap": self.name})
+        layout.index = {
+            **index,
+            "data": {**data, BACKOFF_KEY: self._backoff_text},
+            "metadata": {**(index.get("metadata") or {}), "resourceVersion": self._index_rv},
+        }
+        log.info(
+            "records moved to one ConfigMap per gang",
+            extra={"records": len(old or {}), "configmap": self.name},
+        )

@@ -29,7 +29,9 @@ from .lifecycle import GangState, Record, holds
 from .shares import by_gang, unit_key, units
 
 LATE_API = "gangscale.io/late-launch"  # the api of `late_key`: no gang API is named so
-FREE = frozenset({GangState.CANCELLED, GangState.RUNNING})  # states whose held nodes no gang has reserved
+FREE = frozenset(
+    {GangState.CANCELLED, GangState.RUNNING}
+)  # states whose held nodes no gang has reserved
 # the reservation as a taint the scheduler model keeps (it drops the planner's `gangscale.io/reserved-for`)
 HELD_TAINT = "gangscale.io/held-for"
 
@@ -37,7 +39,9 @@ HELD_TAINT = "gangscale.io/held-for"
 def _reserving(records: Iterable[Record]) -> list[Record]:
     """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back, and
     a running gang's spares, `lifecycle._spare`, are free for any gang until its deadline)."""
-    return sorted((r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at)
+    return sorted(
+        (r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at
+    )
 
 
 def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> list[Record]:
@@ -65,16 +69,26 @@ def reserved_upcoming(records: Iterable[Record]) -> dict[str, tuple[GangKey, ...
     for rec in _reserving(records):
         for group, n in rec.requested.items():
             late = rec.late(group)
-            out[group].extend([late_key(rec.key)] * late + [reservation_key(rec)] * (n - rec.arrived(group) - late))
+            out[group].extend(
+                [late_key(rec.key)] * late
+                + [reservation_key(rec)] * (n - rec.arrived(group) - late)
+            )
     return {g: tuple(keys) for g, keys in out.items() if keys}
 
 
 def reserved_registered(records: Iterable[Record]) -> dict[str, GangKey]:
     """Registered node name -> the gang it arrived for, while that gang waits for it."""
-    return {name: reservation_key(rec) for rec in _reserving(records) for names in rec.nodes.values() for name in names}
+    return {
+        name: reservation_key(rec)
+        for rec in _reserving(records)
+        for names in rec.nodes.values()
+        for name in names
+    }
 
 
-def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
+def expired_spares(
+    records: Iterable[Record], now: float
+) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
     """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
     per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
     them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
@@ -90,7 +104,9 @@ def expired_spares(records: Iterable[Record], now: float) -> tuple[dict[str, tup
     return {g: tuple(keys) for g, keys in upcoming.items() if keys}, nodes
 
 
-def owned_in_flight(records: Mapping[GangKey, Record], gangs: Iterable[Gang]) -> dict[GangKey, dict[str, int]]:
+def owned_in_flight(
+    records: Mapping[GangKey, Record], gangs: Iterable[Gang]
+) -> dict[GangKey, dict[str, int]]:
     """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
     out = {}
     for g in gangs:
@@ -108,13 +124,21 @@ def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
 
 def planned_upcoming(plan: Plan, snap: ClusterSnapshot) -> dict[str, int]:
     """Per group, the nodes on their way that no gang has reserved and the plan puts pods on."""
-    free = {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group and v.reserved_for is None}
-    return dict(Counter(free[name] for name, pods in plan.existing_nodes.items() if name in free and pods))
+    free = {
+        v.name: v.node_group
+        for v in snap.nodes
+        if v.upcoming and v.node_group and v.reserved_for is None
+    }
+    return dict(
+        Counter(free[name] for name, pods in plan.existing_nodes.items() if name in free and pods)
+    )
 
 
 def pods_on_upcoming(plan: Plan, snap: ClusterSnapshot) -> frozenset[str]:
     upcoming = upcoming_nodes(snap)
-    return frozenset(p for name, pods in plan.existing_nodes.items() if name in upcoming for p in pods)
+    return frozenset(
+        p for name, pods in plan.existing_nodes.items() if name in upcoming for p in pods
+    )
 
 
 def attribute_new_nodes(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, dict[str, int]]:
@@ -135,10 +159,16 @@ def reservation_key(rec: Record) -> GangKey:
     return unit_key(rec.shared) if rec.shared else rec.key
 
 
-def shared_reservations(records: Iterable[Record], listed: Collection[GangKey]) -> dict[GangKey, GangKey]:
+def shared_reservations(
+    records: Iterable[Record], listed: Collection[GangKey]
+) -> dict[GangKey, GangKey]:
     """Listed gang -> the unit key it may use besides its own (the nodes bought for its unit, whichever of the
     unit's records holds them)."""
-    return {r.key: unit_key(r.shared) for r in records if r.shared and r.key in listed and r.state not in FREE}
+    return {
+        r.key: unit_key(r.shared)
+        for r in records
+        if r.shared and r.key in listed and r.state not in FREE
+    }
 
 
 def _fits_alone(g: Gang, views: list[NodeView]) -> bool:
@@ -151,14 +181,22 @@ def _fit_together(gangs: list[Gang], views: list[NodeView]) -> bool:
     per-node rules, and one domain of each gang's topology keys."""
     if not gangs or any(p.rules for g in gangs for p in g.pending):
         return False
-    if any(g.topology_keys and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1
-           for g in gangs):
+    if any(
+        g.topology_keys
+        and len({tuple(v.labels.get(k) for k in g.topology_keys) for v in views}) > 1
+        for g in gangs
+    ):
         return False
     free = [dict(v.free) for v in views]
-    for p in sorted((p for g in gangs for p in g.pending), key=lambda p: sorted(p.requests.values(), reverse=True),
-                    reverse=True):
+    for p in sorted(
+        (p for g in gangs for p in g.pending),
+        key=lambda p: sorted(p.requests.values(), reverse=True),
+        reverse=True,
+    ):
         for v, room in zip(views, free):
-            if placement_allows(p.placement, v.labels, v.taints) and all(room.get(r, 0) >= n for r, n in p.requests.items()):
+            if placement_allows(p.placement, v.labels, v.taints) and all(
+                room.get(r, 0) >= n for r, n in p.requests.items()
+            ):
                 for r, n in p.requests.items():
                     room[r] = room.get(r, 0) - n
                 break
@@ -189,13 +227,24 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
         return snap
     by_name = {str(k): k for k in owned}
     units = {g.key: _tolerated_units(g, by_name) for g in snap.gangs}
-    pinned = {g.key: g.key for g in snap.gangs if g.key in owned and not units[g.key]
-              and _fits_alone(g, owned[g.key])}
+    pinned = {
+        g.key: g.key
+        for g in snap.gangs
+        if g.key in owned and not units[g.key] and _fits_alone(g, owned[g.key])
+    }
     pinned.update(_pinned_units(snap.gangs, units, owned))
-    nodes = [v if v.reserved_for is None else replace(
-        v, taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
-        labels={**v.labels, HELD_TAINT: str(v.reserved_for)} if v.reserved_for in pinned.values() else v.labels)
-        for v in snap.nodes]
+    nodes = [
+        v
+        if v.reserved_for is None
+        else replace(
+            v,
+            taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
+            labels={**v.labels, HELD_TAINT: str(v.reserved_for)}
+            if v.reserved_for in pinned.values()
+            else v.labels,
+        )
+        for v in snap.nodes
+    ]
     gangs = []
     for g in snap.gangs:
         key = g.key
@@ -204,22 +253,41 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
         if mine:
             tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
             pin = ((HELD_TAINT, str(pinned[key])),) if key in pinned else ()
-            g = replace(g, pending=tuple(replace(p, placement=replace(
-                p.placement, tolerations=p.placement.tolerations + tols,
-                node_selector=p.placement.node_selector + pin)) for p in g.pending))
+            g = replace(
+                g,
+                pending=tuple(
+                    replace(
+                        p,
+                        placement=replace(
+                            p.placement,
+                            tolerations=p.placement.tolerations + tols,
+                            node_selector=p.placement.node_selector + pin,
+                        ),
+                    )
+                    for p in g.pending
+                ),
+            )
         gangs.append(g)
     return replace(snap, nodes=nodes, gangs=gangs)
 
 
-def _pinned_units(gangs: list[Gang], units: Mapping[GangKey, list[GangKey]],
-                  owned: Mapping[GangKey, list[NodeView]]) -> dict[GangKey, GangKey]:
+def _pinned_units(
+    gangs: list[Gang],
+    units: Mapping[GangKey, list[GangKey]],
+    owned: Mapping[GangKey, list[NodeView]],
+) -> dict[GangKey, GangKey]:
     """Gang -> the shared unit it is pinned to: the gangs of a unit, none with nodes of its own or of a second unit,
     that fit on the unit's nodes all together (they bind there first, as a lone gang does on its own nodes)."""
     members: dict[GangKey, list[Gang]] = defaultdict(list)
     for g in gangs:
         if len(units[g.key]) == 1 and g.key not in owned:
             members[units[g.key][0]].append(g)
-    return {g.key: unit for unit, mine in members.items() if _fit_together(mine, owned[unit]) for g in mine}
+    return {
+        g.key: unit
+        for unit, mine in members.items()
+        if _fit_together(mine, owned[unit])
+        for g in mine
+    }
 
 
 def _tolerated_units(g: Gang, by_name: Mapping[str, GangKey]) -> list[GangKey]:
@@ -227,4 +295,6 @@ def _tolerated_units(g: Gang, by_name: Mapping[str, GangKey]) -> list[GangKey]:
     if not g.pending:
         return []
     found = {t.value for t in g.pending[0].placement.tolerations if t.key == RESERVED_TAINT}
-    return [by_name[v] for v in sorted(found) if v in by_name and by_name[v].api == unit_key("").api]
+    return [
+        by_name[v] for v in sorted(found) if v in by_name and by_name[v].api == unit_key("").api
+    ]

@@ -25,10 +25,10 @@ from ..kube.client import KubeClient, connect
 from ..kube.discovery import choose_gang_apis, discover
 from ..kube.errors import KubeError
 from ..kube.informer import ClusterCache
+from ..kube.live import daemonsets_unread
 from ..kube.nodetaints import NodeTainter
 from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
-from ..kube.live import daemonsets_unread
 from ..kube.refs import DAEMONSETS, NAMESPACES, ResourceRef
 from ..loader import InputError
 from ..providers import open_provider
@@ -46,31 +46,59 @@ log = logging.getLogger("gangscale.controller")
 
 
 class Controller:
-    def __init__(self, cfg: ControllerConfig, client: KubeClient, provider, identity: str,
-                 gang_refs: list[ResourceRef]) -> None:
+    def __init__(
+        self,
+        cfg: ControllerConfig,
+        client: KubeClient,
+        provider,
+        identity: str,
+        gang_refs: list[ResourceRef],
+    ) -> None:
         self.cfg = cfg
         self.metrics = Metrics()
-        self.elector = LeaderElector(client, cfg.state_namespace, cfg.lease_name, identity,
-                                     duration=cfg.lease_duration_seconds)
+        self.elector = LeaderElector(
+            client,
+            cfg.state_namespace,
+            cfg.lease_name,
+            identity,
+            duration=cfg.lease_duration_seconds,
+        )
         provider = CountedProvider(provider, self.metrics.cloud_errors)
-        store = StateStore(client, cfg.state_namespace, cfg.state_configmap, fence=self.elector.check)
-        self.reconciler = Reconciler(cfg, provider, store=store,
-                                     events=EventSink(client, cfg.event_refresh_seconds, cfg.pod_events_per_gang,
-                                                      fence=self.elector.check),
-                                     metrics=self.metrics, identity=identity, fence=self.elector.check,
-                                     pod_gates=PodGateLifter(client), node_taints=NodeTainter(client),
-                                     status=StatusPublisher(client, cfg.state_namespace),
-                                     conditions=ConditionWriter(client) if cfg.podgroup_conditions else None)
+        store = StateStore(
+            client, cfg.state_namespace, cfg.state_configmap, fence=self.elector.check
+        )
+        self.reconciler = Reconciler(
+            cfg,
+            provider,
+            store=store,
+            events=EventSink(
+                client, cfg.event_refresh_seconds, cfg.pod_events_per_gang, fence=self.elector.check
+            ),
+            metrics=self.metrics,
+            identity=identity,
+            fence=self.elector.check,
+            pod_gates=PodGateLifter(client),
+            node_taints=NodeTainter(client),
+            status=StatusPublisher(client, cfg.state_namespace),
+            conditions=ConditionWriter(client) if cfg.podgroup_conditions else None,
+        )
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
         refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])
-        self.cache = ClusterCache(client, refs, namespace=cfg.watch_namespace, on_change=self._changed,
-                                  optional_refs=(DAEMONSETS,))
+        self.cache = ClusterCache(
+            client,
+            refs,
+            namespace=cfg.watch_namespace,
+            on_change=self._changed,
+            optional_refs=(DAEMONSETS,),
+        )
         self._lock = threading.Lock()
         self._first_change = 0.0
         self._last_change = 0.0
         self._wake = threading.Event()
         self.last_pass = 0.0
-        self.next_timer: float | None = None  # when the last pass's timers next fall due (None: none)
+        self.next_timer: float | None = (
+            None  # when the last pass's timers next fall due (None: none)
+        )
         self.heartbeat = time.time()
         self.term = 0  # the leadership term whose records are loaded (0: none; -1: reload them)
         self._load_again = 0.0  # a failed load is tried again from then on
@@ -86,7 +114,10 @@ class Controller:
     def _due(self, now: float) -> bool:
         with self._lock:
             first, last = self._first_change, self._last_change
-        if first and (now - last >= self.cfg.batch_window_seconds or now - first >= self.cfg.max_batch_delay_seconds):
+        if first and (
+            now - last >= self.cfg.batch_window_seconds
+            or now - first >= self.cfg.max_batch_delay_seconds
+        ):
             return True
         if self.next_timer is not None and now >= self.next_timer:
             return True
@@ -94,8 +125,15 @@ class Controller:
 
     def run(self, stop: threading.Event) -> None:
         servers = self._servers()
-        log.info("starting", extra={"mode": self.cfg.mode, "metrics_port": servers[0].port,
-                                    "health_port": servers[-1].port, "identity": self.elector.identity})
+        log.info(
+            "starting",
+            extra={
+                "mode": self.cfg.mode,
+                "metrics_port": servers[0].port,
+                "health_port": servers[-1].port,
+                "identity": self.elector.identity,
+            },
+        )
         self.cache.start()
         keeper = LeaseKeeper(self.elector, self.cfg.lease_renew_seconds).start()
         try:
@@ -106,7 +144,12 @@ class Controller:
                 self.metrics.leader.set(1 if leader else 0)
                 if leader and self.elector.terms != self.term and now >= self._load_again:
                     self._load(now)  # the previous leader's records, from the cluster
-                if leader and self.term == self.elector.terms and self.cache.synced and self._due(now):
+                if (
+                    leader
+                    and self.term == self.elector.terms
+                    and self.cache.synced
+                    and self._due(now)
+                ):
                     with self._lock:
                         self._first_change = self._last_change = 0.0
                     self._pass()
@@ -122,6 +165,7 @@ class Controller:
 
     def _servers(self) -> list[HealthServer]:
         """/metrics, /healthz and /readyz on metricsAddress; with healthAddress the probes go there (metrics first)."""
+
         def alive() -> bool:
             return time.time() - self.heartbeat < max(60.0, 4 * self.cfg.resync_seconds)
 
@@ -129,7 +173,11 @@ class Controller:
             return self.cache.synced
 
         split = self.cfg.health_address is not None
-        servers = [HealthServer(self.cfg.metrics_address, self.metrics, alive, ready, probes=not split).start()]
+        servers = [
+            HealthServer(
+                self.cfg.metrics_address, self.metrics, alive, ready, probes=not split
+            ).start()
+        ]
         if self.cfg.health_address is not None:
             servers.append(HealthServer(self.cfg.health_address, None, alive, ready).start())
         return servers
@@ -141,7 +189,9 @@ class Controller:
         try:
             self.reconciler.load_state()
         except (LostLeadership, KubeError) as exc:
-            log.warning("cannot read the records: no pass until they are read", extra={"error": str(exc)})
+            log.warning(
+                "cannot read the records: no pass until they are read", extra={"error": str(exc)}
+            )
             self._load_again = now + 1.0
             return
         self.term = terms
@@ -153,8 +203,13 @@ class Controller:
             unread = [daemonsets_unread(why) for why in self.cache.unreadable().values()]
             self.reconciler.reconcile(self.cache.snapshot(), leader=True, warnings=unread)
             self.metrics.reconciles.labels("ok").inc()
-        except StateConflict as exc:  # another writer changed a record: read them all again before acting
-            log.warning("the records changed under this leader: reading them again", extra={"error": str(exc)})
+        except (
+            StateConflict
+        ) as exc:  # another writer changed a record: read them all again before acting
+            log.warning(
+                "the records changed under this leader: reading them again",
+                extra={"error": str(exc)},
+            )
             self.metrics.reconciles.labels("error").inc()
             self.term = -1
         except LostLeadership as exc:
@@ -171,27 +226,52 @@ class Controller:
 def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     cfg = load_config(args.config)
-    overrides = {k: v for k, v in {
-        "mode": args.mode, "provider": args.provider, "nodegroups": args.nodegroups, "region": args.region,
-        "cluster_name": args.cluster_name, "aws_endpoint_url": args.aws_endpoint_url,
-        "metrics_address": args.metrics_address, "health_address": getattr(args, "health_address", None),
-        "node_group_auto_discovery": getattr(args, "node_group_auto_discovery", None)}.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "mode": args.mode,
+            "provider": args.provider,
+            "nodegroups": args.nodegroups,
+            "region": args.region,
+            "cluster_name": args.cluster_name,
+            "aws_endpoint_url": args.aws_endpoint_url,
+            "metrics_address": args.metrics_address,
+            "health_address": getattr(args, "health_address", None),
+            "node_group_auto_discovery": getattr(args, "node_group_auto_discovery", None),
+        }.items()
+        if v is not None
+    }
     cfg = cfg.model_copy(update=overrides)
-    identity = args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    identity = (
+        args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    )
     client = connect(args.kubeconfig, args.context)
     try:
-        provider, warnings = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
-                                           endpoint_url=cfg.aws_endpoint_url, catalog=cfg.nodegroups,
-                                           simulated_state=args.simulated_state,
-                                           auto_discovery=tuple(cfg.node_group_auto_discovery))
+        provider, warnings = open_provider(
+            cfg.provider,
+            cluster_name=cfg.cluster_name,
+            region=cfg.region,
+            endpoint_url=cfg.aws_endpoint_url,
+            catalog=cfg.nodegroups,
+            simulated_state=args.simulated_state,
+            auto_discovery=tuple(cfg.node_group_auto_discovery),
+        )
     except ValueError as exc:  # a bad catalog or --simulated-state: one line, exit 2
         raise InputError(str(exc)) from None
     for w in warnings:
         log.warning(w)
     apis = choose_gang_apis(discover(client))
-    log.info("gang APIs", extra={"read": [r.label for r in apis.refs], "unread": apis.unread,
-                                 "inputs": [r.label for r in apis.inputs]})
-    controller = Controller(cfg, client, provider, identity, [*apis.refs, *apis.inputs])  # DRA, Kueue too
+    log.info(
+        "gang APIs",
+        extra={
+            "read": [r.label for r in apis.refs],
+            "unread": apis.unread,
+            "inputs": [r.label for r in apis.inputs],
+        },
+    )
+    controller = Controller(
+        cfg, client, provider, identity, [*apis.refs, *apis.inputs]
+    )  # DRA, Kueue too
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -48,9 +48,15 @@ def busy_nodes(cluster: Cluster) -> set[str]:
     return {p.node_name for p in cluster.bound if p.node_name and "DaemonSet" not in p.owner_kinds}
 
 
-def due_for_scale_down(empty_since: Mapping[str, float], cluster: Cluster, busy: set[str],
-                       groups: Mapping[str, NodeGroup], now: float, grace: float,
-                       spare_until: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[EmptyNode]]:
+def due_for_scale_down(
+    empty_since: Mapping[str, float],
+    cluster: Cluster,
+    busy: set[str],
+    groups: Mapping[str, NodeGroup],
+    now: float,
+    grace: float,
+    spare_until: Mapping[str, float] | None = None,
+) -> tuple[dict[str, float], list[EmptyNode]]:
     """The empty-since times carried to the next pass, and the nodes due to go back now: empty for the grace, or a
     node bought for a gang that started without it, empty at its purchase's deadline (`spare_until`): it was
     bought for a gang that no longer needs it, and waiting the grace on top would bill it past that deadline."""
@@ -142,8 +148,9 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
     if not isinstance(meta, Mapping):
         return True
     owners = meta.get("ownerReferences")
-    if isinstance(owners, list) and any(isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node")
-                                        for r in owners):
+    if isinstance(owners, list) and any(
+        isinstance(r, Mapping) and r.get("kind") in ("DaemonSet", "Node") for r in owners
+    ):
         return False
     notes = meta.get("annotations")
     return not (isinstance(notes, Mapping) and notes.get("kubernetes.io/config.mirror"))

@@ -59,7 +59,9 @@ def split(total: int, weights: Mapping[GangKey, int]) -> dict[GangKey, int]:
     if not keys:
         return {}
     if whole == 0:  # nothing measurable: by count, in key order
-        return {k: total // len(keys) + (1 if i < total % len(keys) else 0) for i, k in enumerate(keys)}
+        return {
+            k: total // len(keys) + (1 if i < total % len(keys) else 0) for i, k in enumerate(keys)
+        }
     out = {k: total * max(0, weights[k]) // whole for k in keys}
     rest = total - sum(out.values())
     by_remainder = sorted(keys, key=lambda k: (-(total * max(0, weights[k]) % whole), str(k)))
@@ -105,5 +107,8 @@ def charged(plan: Plan, snap: ClusterSnapshot) -> dict[GangKey, tuple[int, float
     out = {}
     for u in units(plan, snap.gangs):
         for key, share in u.shares.items():
-            out[key] = (sum(share.values()), sum(n * u.prices.get(g, 0.0) for g, n in share.items()))
+            out[key] = (
+                sum(share.values()),
+                sum(n * u.prices.get(g, 0.0) for g, n in share.items()),
+            )
     return out

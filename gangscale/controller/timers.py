@@ -18,8 +18,13 @@ from .lifecycle import GangState, Record
 TICK = 0.001  # how long after a strict deadline a pass acts on it
 
 
-def next_due(records: Iterable[Record], backoff: Mapping[str, float], empty_since: Mapping[str, float],
-             cfg: ControllerConfig, after: float) -> float | None:
+def next_due(
+    records: Iterable[Record],
+    backoff: Mapping[str, float],
+    empty_since: Mapping[str, float],
+    cfg: ControllerConfig,
+    after: float,
+) -> float | None:
     """The earliest time after `after` (the last pass) at which one of the timers falls due; None: none will.
 
     A record's timers are all listed whatever its state (a timer that does not apply only costs a pass);
@@ -42,7 +47,9 @@ def next_due(records: Iterable[Record], backoff: Mapping[str, float], empty_sinc
     return soonest
 
 
-def overdue_empty(empty_since: Mapping[str, float], cfg: ControllerConfig, last_pass: float) -> bool:
+def overdue_empty(
+    empty_since: Mapping[str, float], cfg: ControllerConfig, last_pass: float
+) -> bool:
     """An empty node was past its grace at the last pass and outlived it (its removal failed, or its group is at
     minSize): no timer of its own is left, so only a resync tries it again."""
     grace = cfg.empty_node_grace_seconds

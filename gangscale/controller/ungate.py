@@ -36,20 +36,28 @@ class UngateReport:
 
     lifted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    stopped: str | None = None  # why the fence stopped the lift before every pod was done (None: it was not)
+    stopped: str | None = (
+        None  # why the fence stopped the lift before every pod was done (None: it was not)
+    )
 
 
-Fence = Callable[[], "str | None"]  # None: go on; a sentence: stop before the next pod write, saying why
+Fence = Callable[
+    [], "str | None"
+]  # None: go on; a sentence: stop before the next pod write, saying why
 
 
 def gate_names(pod: dict[str, Any]) -> list[str]:
     """The names in the pod's spec.schedulingGates (a malformed entry is skipped)."""
     spec = pod.get("spec")
     gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
-    return [g["name"] for g in gates or () if isinstance(g, dict) and isinstance(g.get("name"), str)]
+    return [
+        g["name"] for g in gates or () if isinstance(g, dict) and isinstance(g.get("name"), str)
+    ]
 
 
-def gated(pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE) -> list[tuple[str, str, list[str]]]:
+def gated(
+    pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE
+) -> list[tuple[str, str, list[str]]]:
     """(namespace, name, gate names) of every pod carrying `gate`, sorted."""
     out = []
     for p in pods:
@@ -60,8 +68,15 @@ def gated(pods: Iterable[dict[str, Any]], gate: str = CAPACITY_GATE) -> list[tup
     return sorted(out)
 
 
-def ungate(client: KubeClient, namespace: str | None = None, *, dry_run: bool = False,
-           gate: str = CAPACITY_GATE, fence: Fence | None = None, batch: int = 10) -> UngateReport:
+def ungate(
+    client: KubeClient,
+    namespace: str | None = None,
+    *,
+    dry_run: bool = False,
+    gate: str = CAPACITY_GATE,
+    fence: Fence | None = None,
+    batch: int = 10,
+) -> UngateReport:
     """Remove `gate` from every pod of `namespace` (None: all namespaces) that carries it; never raises for one
     pod (its failure is reported), a failed list raises KubeError.
 
@@ -105,7 +120,11 @@ def stop_gating(client: KubeClient, name: str | None, dry_run: bool) -> str | No
         if not dry_run:
             client.delete(f"{MUTATING_WEBHOOKS}/{name}")
     except KubeError as exc:
-        return None if exc.status == 404 else f"cannot delete MutatingWebhookConfiguration {name}: {exc}"
+        return (
+            None
+            if exc.status == 404
+            else f"cannot delete MutatingWebhookConfiguration {name}: {exc}"
+        )
     print(f"{'would delete' if dry_run else 'deleted'} MutatingWebhookConfiguration {name}")
     return None
 
@@ -122,7 +141,9 @@ def cmd_ungate(args: argparse.Namespace) -> int:
     where = f"namespace {args.namespace}" if args.namespace else "all namespaces"
     try:
         with client:
-            still_gating = stop_gating(client, getattr(args, "delete_mutating_webhook", None), args.dry_run)
+            still_gating = stop_gating(
+                client, getattr(args, "delete_mutating_webhook", None), args.dry_run
+            )
             report = ungate(client, args.namespace, dry_run=args.dry_run)
     except KubeError as exc:
         raise InputError(f"cannot list the pods of {where}: {exc}") from None
@@ -131,8 +152,10 @@ def cmd_ungate(args: argparse.Namespace) -> int:
         print(f"{verb} {CAPACITY_GATE} from pod {key}")
     for key, err in report.failed.items():
         print(f"gangscale: cannot lift {CAPACITY_GATE} from pod {key}: {err}", file=sys.stderr)
-    print(f"{len(report.lifted)} pod(s) {verb} in {where}" + (f", {len(report.failed)} failed" if report.failed
-                                                              else ""))
+    print(
+        f"{len(report.lifted)} pod(s) {verb} in {where}"
+        + (f", {len(report.failed)} failed" if report.failed else "")
+    )
     if still_gating:
         print(f"gangscale: {still_gating}", file=sys.stderr)
     return EXIT_SOME_FAILED if report.failed or still_gating else 0

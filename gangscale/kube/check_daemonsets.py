@@ -33,7 +33,9 @@ def read_daemonsets(objects: Sequence[dict[str, Any]]) -> tuple[list[DaemonSet],
         except (ObjectError, KeyError, TypeError, ValueError) as exc:
             raw = obj.get("metadata")
             meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            bad.append(f"DaemonSet {meta.get('namespace', '?')}/{meta.get('name', '?')} cannot be read: {exc}")
+            bad.append(
+                f"DaemonSet {meta.get('namespace', '?')}/{meta.get('name', '?')} cannot be read: {exc}"
+            )
     return out, bad
 
 
@@ -43,34 +45,61 @@ def misfits(daemonsets: Sequence[DaemonSet], groups: Sequence[NodeGroup]) -> lis
     for g in groups:
         d = daemons_on(daemonsets, g.labels, g.taints, g.allocatable)
         for ds in daemonsets:
-            if ds.key not in d.unfit:  # `daemons_on` lists only the DaemonSets that run on the group's nodes
+            if (
+                ds.key not in d.unfit
+            ):  # `daemons_on` lists only the DaemonSets that run on the group's nodes
                 continue
             if not fits(ds.pod.requests, g.allocatable):
-                lines.append(f"DaemonSet {ds.key} requests {describe(ds.pod.requests)}, more than node group "
-                             f"{g.name}'s allocatable ({describe(g.allocatable)}): its pod would stay Pending on "
-                             "every node of the group")
+                lines.append(
+                    f"DaemonSet {ds.key} requests {describe(ds.pod.requests)}, more than node group "
+                    f"{g.name}'s allocatable ({describe(g.allocatable)}): its pod would stay Pending on "
+                    "every node of the group"
+                )
             else:
-                lines.append(f"DaemonSet {ds.key} ({describe(ds.pod.requests)}) does not fit beside the other "
-                             f"daemon pods of node group {g.name} ({describe(d.load)} of {describe(g.allocatable)}): "
-                             "its pod would stay Pending there")
+                lines.append(
+                    f"DaemonSet {ds.key} ({describe(ds.pod.requests)}) does not fit beside the other "
+                    f"daemon pods of node group {g.name} ({describe(d.load)} of {describe(g.allocatable)}): "
+                    "its pod would stay Pending there"
+                )
     return lines
 
 
-def check_daemonsets(client: KubeClient, groups: Sequence[NodeGroup] | None) -> tuple[str, str, list[str]]:
+def check_daemonsets(
+    client: KubeClient, groups: Sequence[NodeGroup] | None
+) -> tuple[str, str, list[str]]:
     """(verdict, summary, detail) of the DaemonSets against the catalog's node groups (`--nodegroups`)."""
     try:
         listed = list_all(client, DAEMONSETS).items
     except KubeError as exc:
         if exc.status == 0:
             raise
-        return WARN, f"cannot list {DAEMONSETS.label}: {exc}", [
-            "plans assume no DaemonSet pod runs on the nodes they buy, so those nodes may hold less than planned",
-            "fix: grant get/list/watch on daemonsets.apps (config/deploy/rbac.yaml)"]
+        return (
+            WARN,
+            f"cannot list {DAEMONSETS.label}: {exc}",
+            [
+                "plans assume no DaemonSet pod runs on the nodes they buy, so those nodes may hold less than planned",
+                "fix: grant get/list/watch on daemonsets.apps (config/deploy/rbac.yaml)",
+            ],
+        )
     daemonsets, bad = read_daemonsets(listed)
     if groups is None:
-        return INFO, f"{len(daemonsets)} DaemonSets read; give --nodegroups to check them against the node groups", bad
+        return (
+            INFO,
+            f"{len(daemonsets)} DaemonSets read; give --nodegroups to check them against the node groups",
+            bad,
+        )
     lines = misfits(daemonsets, groups)
     if lines:
-        return WARN, f"{len(lines)} DaemonSet pod(s) would not fit the new nodes of their node group", [*lines, *bad]
-    return OK, (f"every pod of the {len(daemonsets)} DaemonSets fits the new nodes of the {len(groups)} node groups "
-                "it runs on; plans take their requests off those nodes"), bad
+        return (
+            WARN,
+            f"{len(lines)} DaemonSet pod(s) would not fit the new nodes of their node group",
+            [*lines, *bad],
+        )
+    return (
+        OK,
+        (
+            f"every pod of the {len(daemonsets)} DaemonSets fits the new nodes of the {len(groups)} node groups "
+            "it runs on; plans take their requests off those nodes"
+        ),
+        bad,
+    )

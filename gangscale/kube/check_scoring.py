@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from cloud_adapters.base import SchedulerScoring
 from cloud_adapters.types import NodeGroup
@@ -23,7 +24,10 @@ from .check import INFO, OK, WARN, CheckResult
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_WEIGHT = 5  # the weight of docs/scheduling.md's recommended profile
-DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # upstream's NodeResourcesFit resources when none are named
+DEFAULT_RESOURCES = (
+    ("cpu", 1),
+    ("memory", 1),
+)  # upstream's NodeResourcesFit resources when none are named
 PROFILE_DOC = "docs/scheduling.md#recommended-profile-for-gpu-batch-clusters"
 NAME = "scheduler-scoring"
 
@@ -41,8 +45,11 @@ def _name(o: dict[str, Any]) -> str:
     return f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '?')}"
 
 
-def gpu_users(groups: Sequence[NodeGroup], nodes: Iterable[dict[str, Any]] = (),
-              pods: Iterable[dict[str, Any]] = ()) -> dict[str, list[str]]:
+def gpu_users(
+    groups: Sequence[NodeGroup],
+    nodes: Iterable[dict[str, Any]] = (),
+    pods: Iterable[dict[str, Any]] = (),
+) -> dict[str, list[str]]:
     """GPU resource name -> what uses it (node groups, Nodes, pods), for the report; empty: no GPUs anywhere.
 
     Nodes and pods come apart: items of a Kubernetes list carry no `kind`."""
@@ -72,8 +79,14 @@ def recommended(scoring: SchedulerScoring, gpus: Iterable[str]) -> tuple[tuple[s
 
 def update_command(cluster: str, region: str, resources: Sequence[tuple[str, int]]) -> str:
     """The `aws eks update-cluster-config` call that sets MostAllocated with these weights."""
-    arg = {"nodeResourcesFit": {"scoringStrategy": {
-        "type": "MostAllocated", "resources": [{"name": n, "weight": w} for n, w in resources]}}}
+    arg = {
+        "nodeResourcesFit": {
+            "scoringStrategy": {
+                "type": "MostAllocated",
+                "resources": [{"name": n, "weight": w} for n, w in resources],
+            }
+        }
+    }
     parts = ["aws", "eks", "update-cluster-config", "--name", cluster]
     if region:
         parts += ["--region", region]
@@ -91,28 +104,42 @@ def _described(scoring: SchedulerScoring) -> str:
     return f"{scoring.strategy} ({res})"
 
 
-def check_scheduler_scoring(scoring: SchedulerScoring | None, cluster: str, region: str,
-                            gpus: dict[str, list[str]]) -> CheckResult | None:
+def check_scheduler_scoring(
+    scoring: SchedulerScoring | None, cluster: str, region: str, gpus: dict[str, list[str]]
+) -> CheckResult | None:
     """The cluster's scoring strategy, and the change GPU gangs need (None: the provider cannot know it)."""
     if scoring is None:
         return None
     if scoring.unknown:
-        return CheckResult(NAME, WARN, f"cannot read the cluster's kube-scheduler scoring strategy: {scoring.unknown}",
-                           ["gangscale plans assume upstream defaults (LeastAllocated on cpu and memory) until it "
-                            "can: allow eks:DescribeCluster on the cluster (config/iam/aws-eks.json), or pass the "
-                            "profile with --scheduler-config FILE (controller: schedulerConfigFile)"])
+        return CheckResult(
+            NAME,
+            WARN,
+            f"cannot read the cluster's kube-scheduler scoring strategy: {scoring.unknown}",
+            [
+                "gangscale plans assume upstream defaults (LeastAllocated on cpu and memory) until it "
+                "can: allow eks:DescribeCluster on the cluster (config/iam/aws-eks.json), or pass the "
+                "profile with --scheduler-config FILE (controller: schedulerConfigFile)"
+            ],
+        )
     summary = f"{scoring.source or cluster} scores nodes with {_described(scoring)}"
     weighted = {n for n, _ in scoring.resources}
     if not gpus or (scoring.strategy == "MostAllocated" and set(gpus) <= weighted):
-        return CheckResult(NAME, OK, summary, [] if gpus else ["no GPU node group, Node or pod found"])
+        return CheckResult(
+            NAME, OK, summary, [] if gpus else ["no GPU node group, Node or pod found"]
+        )
     facts = ["GPUs in use: " + "; ".join(f"{r} by {_some(w)}" for r, w in sorted(gpus.items()))]
     res = recommended(scoring, gpus)
-    why = ("LeastAllocated sends a small GPU pod to the emptiest node it fits, often the large one bought for a "
-           "gang, which then does not fit and leaves the small node empty" if scoring.strategy != "MostAllocated"
-           else "without a GPU weight, GPU nodes of the same cpu and memory size score alike")
-    fix = [f"recommended: MostAllocated with a GPU weight ({', '.join(f'{n} {w}' for n, w in res)}): {why}",
-           f"run: {update_command(cluster, region, res)}",
-           "self-managed kube-scheduler: set the same scoringStrategy in its KubeSchedulerConfiguration "
-           f"({PROFILE_DOC}) and give gangscale the file with --scheduler-config"]
+    why = (
+        "LeastAllocated sends a small GPU pod to the emptiest node it fits, often the large one bought for a "
+        "gang, which then does not fit and leaves the small node empty"
+        if scoring.strategy != "MostAllocated"
+        else "without a GPU weight, GPU nodes of the same cpu and memory size score alike"
+    )
+    fix = [
+        f"recommended: MostAllocated with a GPU weight ({', '.join(f'{n} {w}' for n, w in res)}): {why}",
+        f"run: {update_command(cluster, region, res)}",
+        "self-managed kube-scheduler: set the same scoringStrategy in its KubeSchedulerConfiguration "
+        f"({PROFILE_DOC}) and give gangscale the file with --scheduler-config",
+    ]
     verdict = WARN if scoring.strategy != "MostAllocated" else INFO
     return CheckResult(NAME, verdict, summary, facts + fix)

@@ -15,8 +15,9 @@ import os
 import ssl
 import subprocess
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import orjson
 import urllib3
@@ -57,8 +58,12 @@ class WatchStream:
     waiting for the next event, which is how an informer stops promptly.
     """
 
-    def __init__(self, resp: urllib3.BaseHTTPResponse, where: str,
-                 on_malformed: Callable[[bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        resp: urllib3.BaseHTTPResponse,
+        where: str,
+        on_malformed: Callable[[bytes], None] | None = None,
+    ) -> None:
         self._resp = resp
         self._where = where
         self._closed = False
@@ -117,7 +122,9 @@ class WatchStream:
 class KubeClient:
     """GET/POST raw JSON, and watch streams, with the official client's auth."""
 
-    def __init__(self, api_client: ApiClient, *, context: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: ApiClient, *, context: str | None = None, timeout: float = 30.0
+    ) -> None:
         self._api = api_client
         self.context = context
         self.timeout = timeout
@@ -144,25 +151,42 @@ class KubeClient:
 
     # ------------------------------------------------------------------ calls
 
-    def _request(self, method: str, path: str, query: Query | None, body: Any,
-                 timeout: float | tuple[float, float] | None,
-                 content_type: str = "application/json") -> urllib3.BaseHTTPResponse:
-        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
+    def _request(
+        self,
+        method: str,
+        path: str,
+        query: Query | None,
+        body: Any,
+        timeout: float | tuple[float, float] | None,
+        content_type: str = "application/json",
+    ) -> urllib3.BaseHTTPResponse:
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": content_type,
+            "User-Agent": USER_AGENT,
+        }
         params = list((query or {}).items())
         try:
             # call_api() would do the same, but it crashes on TLS errors (it
             # decodes a body that is None); doing its two steps here avoids that.
             self._api.update_params_for_auth(headers, params, ["BearerToken"])
             return self._api.request(
-                method, self.host + path, query_params=params, headers=headers, body=body,
-                _preload_content=False, _request_timeout=timeout if timeout is not None else self.timeout,
+                method,
+                self.host + path,
+                query_params=params,
+                headers=headers,
+                body=body,
+                _preload_content=False,
+                _request_timeout=timeout if timeout is not None else self.timeout,
             )
         except ApiException as exc:
             message, reason = _status_message(exc.body)
             if exc.status == 410:
                 raise GoneError(message or "resource version too old") from None
             text = f"{method} {path}: {exc.status} {reason or exc.reason}"
-            raise KubeError(f"{text}: {message}" if message else text, int(exc.status or 0), reason) from None
+            raise KubeError(
+                f"{text}: {message}" if message else text, int(exc.status or 0), reason
+            ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(f"cannot reach the API server at {self.display_host}: {exc}") from None
         except ConfigException as exc:  # an exec/token refresh failed
@@ -183,41 +207,71 @@ class KubeClient:
             raise KubeError(f"{what}: expected a JSON object, got {type(doc).__name__}")
         return doc
 
-    def _call(self, method: str, path: str, query: Query | None, body: Mapping[str, Any] | None = None, *,
-              timeout: float | None = None, content_type: str = "application/json") -> dict[str, Any]:
-        resp = self._request(method, path, query, None if body is None else dict(body), timeout, content_type)
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Query | None,
+        body: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        resp = self._request(
+            method, path, query, None if body is None else dict(body), timeout, content_type
+        )
         return self._json(resp, f"{method} {path}")
 
-    def get(self, path: str, query: Query | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+    def get(
+        self, path: str, query: Query | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         return self._call("GET", path, query, timeout=timeout)
 
-    def post(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
+    def post(
+        self, path: str, body: Mapping[str, Any], query: Query | None = None
+    ) -> dict[str, Any]:
         return self._call("POST", path, query, body)
 
     def put(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
         """Replace; 409 (a KubeError with status 409) when body's resourceVersion is stale."""
         return self._call("PUT", path, query, body)
 
-    def patch(self, path: str, body: Mapping[str, Any], query: Query | None = None) -> dict[str, Any]:
+    def patch(
+        self, path: str, body: Mapping[str, Any], query: Query | None = None
+    ) -> dict[str, Any]:
         """JSON merge patch (RFC 7386): works for CRDs too, unlike strategic merge."""
         return self._call("PATCH", path, query, body, content_type="application/merge-patch+json")
 
-    def json_patch(self, path: str, ops: Sequence[Mapping[str, Any]], query: Query | None = None) -> dict[str, Any]:
+    def json_patch(
+        self, path: str, ops: Sequence[Mapping[str, Any]], query: Query | None = None
+    ) -> dict[str, Any]:
         """JSON patch (RFC 6902): the only way to remove one entry of a list such as spec.schedulingGates."""
-        resp = self._request("PATCH", path, query, [dict(o) for o in ops], None, "application/json-patch+json")
+        resp = self._request(
+            "PATCH", path, query, [dict(o) for o in ops], None, "application/json-patch+json"
+        )
         return self._json(resp, f"PATCH {path}")
 
-    def apply(self, path: str, body: Mapping[str, Any], *, field_manager: str, force: bool = False) -> dict[str, Any]:
+    def apply(
+        self, path: str, body: Mapping[str, Any], *, field_manager: str, force: bool = False
+    ) -> dict[str, Any]:
         """Server-side apply: `body` is the whole intent of `field_manager`, which then owns exactly its fields."""
         query = {"fieldManager": field_manager, **({"force": "true"} if force else {})}
         return self._call("PATCH", path, query, body, content_type="application/apply-patch+yaml")
 
-    def delete(self, path: str, query: Query | None = None, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def delete(
+        self, path: str, query: Query | None = None, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """DELETE; `body` is DeleteOptions (e.g. preconditions.uid: 409 when the object was replaced)."""
         return self._call("DELETE", path, query, body)
 
-    def watch(self, path: str, query: Query, *, read_timeout: float,
-              on_malformed: Callable[[bytes], None] | None = None) -> WatchStream:
+    def watch(
+        self,
+        path: str,
+        query: Query,
+        *,
+        read_timeout: float,
+        on_malformed: Callable[[bytes], None] | None = None,
+    ) -> WatchStream:
         resp = self._request("GET", path, query, None, (min(self.timeout, 30.0), read_timeout))
         return WatchStream(resp, path, on_malformed)
 
@@ -226,8 +280,14 @@ class KubeClient:
 
 # urllib3's retry warnings quote the request URL, and the client logs an exec
 # plugin's failure (its stderr) on the root logger: redact both at the source.
-install_log_redaction("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.util.retry", "urllib3.connection",
-                      "kubernetes.client.rest", "")
+install_log_redaction(
+    "urllib3.connectionpool",
+    "urllib3.poolmanager",
+    "urllib3.util.retry",
+    "urllib3.connection",
+    "kubernetes.client.rest",
+    "",
+)
 
 _exec_failures = threading.local()
 
@@ -249,28 +309,48 @@ class QuietExecProvider(ExecProvider):
         if self.cluster:
             spec["cluster"] = self.cluster.value
         self.env["KUBERNETES_EXEC_INFO"] = orjson.dumps(
-            {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}).decode()
+            {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
+        ).decode()
         try:
-            proc = subprocess.run(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  stdin=subprocess.DEVNULL, cwd=self.cwd, env=self.env, text=True,
-                                  shell=self.shell, check=False)
+            proc = subprocess.run(
+                self.args,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                env=self.env,
+                text=True,
+                shell=self.shell,
+                check=False,
+            )
         except OSError as exc:  # not found, not executable
-            raise self._failed(f"exec credential plugin {command!r} could not run: "
-                               f"{exc.strerror or type(exc).__name__}") from None
+            raise self._failed(
+                f"exec credential plugin {command!r} could not run: "
+                f"{exc.strerror or type(exc).__name__}"
+            ) from None
         if proc.returncode != 0:
-            raise self._failed(f"exec credential plugin {command!r} exited with status {proc.returncode} "
-                               "(its stderr is not shown, it may hold secrets: run the command by hand to see it)")
+            raise self._failed(
+                f"exec credential plugin {command!r} exited with status {proc.returncode} "
+                "(its stderr is not shown, it may hold secrets: run the command by hand to see it)"
+            )
         try:
             data = orjson.loads(proc.stdout)
         except orjson.JSONDecodeError:
-            raise self._failed(f"exec credential plugin {command!r} did not print an ExecCredential "
-                               "JSON object") from None
-        if not isinstance(data, dict) or not all(k in data for k in ("apiVersion", "kind", "status")):
-            raise self._failed(f"exec credential plugin {command!r}: its ExecCredential lacks apiVersion, "
-                               "kind or status")
+            raise self._failed(
+                f"exec credential plugin {command!r} did not print an ExecCredential JSON object"
+            ) from None
+        if not isinstance(data, dict) or not all(
+            k in data for k in ("apiVersion", "kind", "status")
+        ):
+            raise self._failed(
+                f"exec credential plugin {command!r}: its ExecCredential lacks apiVersion, "
+                "kind or status"
+            )
         if data["apiVersion"] != self.api_version:
-            raise self._failed(f"exec credential plugin {command!r}: answered {data['apiVersion']}, "
-                               f"asked for {self.api_version}")
+            raise self._failed(
+                f"exec credential plugin {command!r}: answered {data['apiVersion']}, "
+                f"asked for {self.api_version}"
+            )
         return data["status"]
 
     @staticmethod
@@ -343,7 +423,9 @@ def _default_kubeconfig_present() -> bool:
     return Path("~/.kube/config").expanduser().is_file()
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0) -> KubeClient:
+def connect(
+    kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0
+) -> KubeClient:
     """A client from --kubeconfig/--context, $KUBECONFIG, ~/.kube/config or the pod's service account."""
     cfg = Configuration()
     active: str | None = context
@@ -356,11 +438,17 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
             if kubeconfig and not Path(kubeconfig).expanduser().is_file():
                 raise KubeConfigError(f"{kubeconfig}: no such kubeconfig file")
             _check_kubeconfig_files(kubeconfig)
-            kconfig.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
-                                     persist_config=False)
+            kconfig.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=cfg,
+                persist_config=False,
+            )
             if active is None:
                 try:
-                    active = kconfig.list_kube_config_contexts(config_file=kubeconfig)[1].get("name")
+                    active = kconfig.list_kube_config_contexts(config_file=kubeconfig)[1].get(
+                        "name"
+                    )
                 except (ConfigException, IndexError, AttributeError, TypeError):
                     active = None
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):

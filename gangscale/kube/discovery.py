@@ -13,7 +13,16 @@ from typing import Any
 
 from .client import KubeClient
 from .errors import KubeError
-from .refs import COSCHEDULING_GROUP, DRA_GROUP, GANG_GROUPS, INPUT_GROUPS, KUEUE_GROUP, NATIVE_GROUP, VOLCANO_GROUP, ResourceRef
+from .refs import (
+    COSCHEDULING_GROUP,
+    DRA_GROUP,
+    GANG_GROUPS,
+    INPUT_GROUPS,
+    KUEUE_GROUP,
+    NATIVE_GROUP,
+    VOLCANO_GROUP,
+    ResourceRef,
+)
 
 # Native versions the planner's ingest understands, best first.
 NATIVE_PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
@@ -30,8 +39,12 @@ class ServerInfo:
     git_version: str
     major: int | None
     minor: int | None
-    groups: dict[str, list[str]] = field(default_factory=dict)  # group -> served versions, preferred first
-    resources: dict[str, dict[str, ResourceRef]] = field(default_factory=dict)  # "g/v" -> plural -> ref
+    groups: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # group -> served versions, preferred first
+    resources: dict[str, dict[str, ResourceRef]] = field(
+        default_factory=dict
+    )  # "g/v" -> plural -> ref
     warnings: list[str] = field(default_factory=list)
 
     def ref(self, group: str, version: str, plural: str) -> ResourceRef | None:
@@ -55,12 +68,20 @@ class GangApis:
     workload: ResourceRef | None = None  # Workload v1alpha1 (1.35)
     coscheduling: ResourceRef | None = None
     volcano: ResourceRef | None = None
-    unread: list[str] = field(default_factory=list)  # served gang resources the planner does not read
-    inputs: list[ResourceRef] = field(default_factory=list)  # DRA and Kueue resources read beside the gangs
+    unread: list[str] = field(
+        default_factory=list
+    )  # served gang resources the planner does not read
+    inputs: list[ResourceRef] = field(
+        default_factory=list
+    )  # DRA and Kueue resources read beside the gangs
 
     @property
     def refs(self) -> list[ResourceRef]:
-        return [r for r in (self.native, self.workload, self.coscheduling, self.volcano) if r is not None]
+        return [
+            r
+            for r in (self.native, self.workload, self.coscheduling, self.volcano)
+            if r is not None
+        ]
 
     @property
     def native_ref(self) -> ResourceRef | None:
@@ -99,12 +120,19 @@ def _resource_list(doc: dict[str, Any], group: str, version: str) -> dict[str, R
         verbs = r.get("verbs") or []
         if "list" not in verbs:
             continue
-        out[str(r["name"])] = ResourceRef(group, version, str(r["name"]), str(r.get("kind") or ""),
-                                          bool(r.get("namespaced", True)))
+        out[str(r["name"])] = ResourceRef(
+            group,
+            version,
+            str(r["name"]),
+            str(r.get("kind") or ""),
+            bool(r.get("namespaced", True)),
+        )
     return out
 
 
-def discover(client: KubeClient, groups: tuple[str, ...] = (*GANG_GROUPS, *INPUT_GROUPS, "apps")) -> ServerInfo:
+def discover(
+    client: KubeClient, groups: tuple[str, ...] = (*GANG_GROUPS, *INPUT_GROUPS, "apps")
+) -> ServerInfo:
     """Server version, served versions of `groups`, and their resources."""
     git, major, minor = parse_version(client.get("/version"))
     info = ServerInfo(git, major, minor)
@@ -141,8 +169,11 @@ def choose_gang_apis(info: ServerInfo) -> GangApis:
     apis.coscheduling = info.ref(COSCHEDULING_GROUP, "v1alpha1", "podgroups")
     apis.volcano = info.ref(VOLCANO_GROUP, "v1beta1", "podgroups")
     apis.inputs = choose_input_apis(info)
-    for chosen, group in ((apis.native, NATIVE_GROUP), (apis.coscheduling, COSCHEDULING_GROUP),
-                          (apis.volcano, VOLCANO_GROUP)):
+    for chosen, group in (
+        (apis.native, NATIVE_GROUP),
+        (apis.coscheduling, COSCHEDULING_GROUP),
+        (apis.volcano, VOLCANO_GROUP),
+    ):
         if chosen is None:
             apis.unread += [f"{r.plural}.{r.api_version}" for r in info.served(group, "podgroups")]
     return apis
@@ -151,7 +182,10 @@ def choose_gang_apis(info: ServerInfo) -> GangApis:
 def choose_input_apis(info: ServerInfo) -> list[ResourceRef]:
     """One served version each of the DRA resources and of Kueue's Workload, best first."""
     out = []
-    for group, versions, plurals in ((DRA_GROUP, DRA_VERSIONS, DRA_PLURALS), (KUEUE_GROUP, KUEUE_VERSIONS, ("workloads",))):
+    for group, versions, plurals in (
+        (DRA_GROUP, DRA_VERSIONS, DRA_PLURALS),
+        (KUEUE_GROUP, KUEUE_VERSIONS, ("workloads",)),
+    ):
         for plural in plurals:
             ref = next((r for v in versions if (r := info.ref(group, v, plural)) is not None), None)
             if ref is not None:

@@ -12,14 +12,26 @@ objects as the server returned them.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..ingest import VOLCANO_ANNOTATIONS
 from ..output import render
 from .live import LiveCluster
 
-_CONTAINER_DROP = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "livenessProbe",
-                   "readinessProbe", "startupProbe", "lifecycle", "workingDir")
+_CONTAINER_DROP = (
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "volumeMounts",
+    "volumeDevices",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "workingDir",
+)
 _SPEC_DROP = ("volumes", "imagePullSecrets", "hostAliases")
 REDACTED_ANNOTATION = "gangscale.io/redacted"
 # The annotations ingest() reads: Volcano's gang link. gangscale.io/* (the controller's
@@ -29,7 +41,9 @@ KEPT_ANNOTATION_PREFIXES = ("gangscale.io/",)
 
 
 def _kept_annotation(key: object) -> bool:
-    return isinstance(key, str) and (key in KEPT_ANNOTATIONS or key.startswith(KEPT_ANNOTATION_PREFIXES))
+    return isinstance(key, str) and (
+        key in KEPT_ANNOTATIONS or key.startswith(KEPT_ANNOTATION_PREFIXES)
+    )
 
 
 def redact(obj: dict[str, Any]) -> dict[str, Any]:
@@ -48,8 +62,12 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
             template = dict(template)
             tmeta = template.get("metadata")
             if isinstance(tmeta, dict) and isinstance(tmeta.get("annotations"), dict):
-                template["metadata"] = {**tmeta, "annotations": {
-                    k: v for k, v in tmeta["annotations"].items() if _kept_annotation(k)}}
+                template["metadata"] = {
+                    **tmeta,
+                    "annotations": {
+                        k: v for k, v in tmeta["annotations"].items() if _kept_annotation(k)
+                    },
+                }
             if isinstance(template.get("spec"), dict):
                 template["spec"] = _redact_pod_spec(template["spec"])
             out["spec"] = {**out["spec"], "template": template}
@@ -68,7 +86,9 @@ def _redact_pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
     for key in ("containers", "initContainers", "ephemeralContainers"):
         if isinstance(spec.get(key), list):
             spec[key] = [
-                {k: v for k, v in c.items() if k not in _CONTAINER_DROP} if isinstance(c, dict) else c
+                {k: v for k, v in c.items() if k not in _CONTAINER_DROP}
+                if isinstance(c, dict)
+                else c
                 for c in spec[key]
             ]
     return spec

@@ -18,12 +18,20 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from .client import KubeClient, WatchStream
 from .errors import GoneError, KubeError
-from .lister import DEFAULT_MAX_ITEMS, DEFAULT_MAX_PAGES, DEFAULT_PAGE_SIZE, Transform, list_all, strip_managed_fields
+from .lister import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_PAGE_SIZE,
+    Transform,
+    list_all,
+    strip_managed_fields,
+)
 from .refs import NODES, PODS, ResourceRef, object_key, resource_version
 from .scope import in_scope
 
@@ -45,7 +53,9 @@ class Backoff:
     _current: float = field(default=0.0, init=False)
 
     def next(self) -> float:
-        self._current = self.initial if self._current <= 0 else min(self.maximum, self._current * self.factor)
+        self._current = (
+            self.initial if self._current <= 0 else min(self.maximum, self._current * self.factor)
+        )
         return self._current * (1.0 + random.uniform(0.0, self.jitter))
 
     def reset(self) -> None:
@@ -88,7 +98,9 @@ class Informer:
         # tried again with backoff (RBAC may be granted later); a required informer stays unsynced until it lists
         self.optional = optional
         self.unreadable = ""
-        self.max_items = max_items  # bounds of each (re-)list: a looping server costs a backoff, not memory
+        self.max_items = (
+            max_items  # bounds of each (re-)list: a looping server costs a backoff, not memory
+        )
         self.max_pages = max_pages
         self.ref = ref
         self.namespace = namespace if ref.namespaced else None
@@ -112,7 +124,9 @@ class Informer:
 
     def start(self) -> Informer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"informer-{self.ref.label}", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name=f"informer-{self.ref.label}", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -172,7 +186,9 @@ class Informer:
                 self._watch()
             except GoneError as exc:
                 self.stats.gone += 1
-                gone_streak = 0 if self.stats.events + self.stats.bookmarks > seen else gone_streak + 1
+                gone_streak = (
+                    0 if self.stats.events + self.stats.bookmarks > seen else gone_streak + 1
+                )
                 need_list = True
                 if gone_streak <= 1:  # the usual case: the watch fell behind; re-list at once
                     log.info("%s: %s; listing again", self.ref.label, exc)
@@ -206,8 +222,15 @@ class Informer:
         self._stopping.wait(delay)
 
     def _relist(self) -> None:
-        result = list_all(self.client, self.ref, self.namespace, page_size=self.page_size, transform=self.transform,
-                          max_items=self.max_items, max_pages=self.max_pages)
+        result = list_all(
+            self.client,
+            self.ref,
+            self.namespace,
+            page_size=self.page_size,
+            transform=self.transform,
+            max_items=self.max_items,
+            max_pages=self.max_pages,
+        )
         self.stats.lists += 1
         for message in result.skipped:
             self._skip(message)
@@ -225,8 +248,9 @@ class Informer:
         self.backoff.reset()
         self._emit_diff(old, fresh)
 
-    def _emit_diff(self, old: dict[tuple[str, str], dict[str, Any]],
-                   new: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def _emit_diff(
+        self, old: dict[tuple[str, str], dict[str, Any]], new: dict[tuple[str, str], dict[str, Any]]
+    ) -> None:
         """A re-list replaces the cache; tell the handler what that changed."""
         if self.on_change is None:
             return
@@ -242,15 +266,21 @@ class Informer:
         self._notify(SYNCED, None)
 
     def _watch(self) -> None:
-        timeout = self.watch_timeout * random.uniform(1.0, 2.0)  # spread reconnects, as client-go does
+        timeout = self.watch_timeout * random.uniform(
+            1.0, 2.0
+        )  # spread reconnects, as client-go does
         query = {
             "watch": "true",
             "resourceVersion": self._rv,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(max(1, int(timeout))),
         }
-        stream = self.client.watch(self.ref.path(self.namespace), query, read_timeout=timeout + self.read_grace,
-                                   on_malformed=self._malformed_line)
+        stream = self.client.watch(
+            self.ref.path(self.namespace),
+            query,
+            read_timeout=timeout + self.read_grace,
+            on_malformed=self._malformed_line,
+        )
         with self._stream_lock:
             if self._stopping.is_set():
                 stream.close()
@@ -286,7 +316,9 @@ class Informer:
             message = str(obj.get("message") or obj.get("reason") or "watch error")
             if code == 410 or obj.get("reason") in ("Expired", "Gone"):
                 raise GoneError(message)
-            raise KubeError(f"watch {self.ref.label}: {message}", int(code) if isinstance(code, int) else 0)
+            raise KubeError(
+                f"watch {self.ref.label}: {message}", int(code) if isinstance(code, int) else 0
+            )
         rv = resource_version(obj)
         if kind == "BOOKMARK":
             self.stats.bookmarks += 1
@@ -296,7 +328,10 @@ class Informer:
             return
         key = object_key(obj)
         if kind not in (ADDED, MODIFIED, DELETED) or key is None:
-            self._skip(f"a {kind!r:.20} watch event" + ("" if key else " whose object has no metadata.name"))
+            self._skip(
+                f"a {kind!r:.20} watch event"
+                + ("" if key else " whose object has no metadata.name")
+            )
             return
         obj = self.ref.typed(obj)
         if self.transform is not None:
@@ -346,8 +381,12 @@ class ClusterCache:
         refs: list[tuple[ResourceRef, str | None]] = [(NODES, None), (PODS, pods_ns)]
         refs += [(r, namespace) for r in gang_refs if r not in (NODES, PODS)]
         self.informers = [
-            Informer(client, ref, namespace=ns, on_change=on_change, **informer_options) for ref, ns in refs
-        ] + [Informer(client, ref, on_change=on_change, optional=True, **informer_options) for ref in optional_refs]
+            Informer(client, ref, namespace=ns, on_change=on_change, **informer_options)
+            for ref, ns in refs
+        ] + [
+            Informer(client, ref, on_change=on_change, optional=True, **informer_options)
+            for ref in optional_refs
+        ]
 
     def start(self) -> ClusterCache:
         for inf in self.informers:
@@ -383,7 +422,9 @@ class ClusterCache:
         with contextlib.ExitStack() as stack:
             for inf in self.informers:  # always in the same order: no lock-order deadlock
                 stack.enter_context(inf.lock)
-            objs: Iterable[dict[str, Any]] = [o for inf in self.informers for o in inf._snapshot_locked()]
+            objs: Iterable[dict[str, Any]] = [
+                o for inf in self.informers for o in inf._snapshot_locked()
+            ]
         return [o for o in objs if in_scope(o, self.namespace)]
 
     def unreadable(self) -> dict[ResourceRef, str]:

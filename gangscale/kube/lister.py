@@ -7,15 +7,18 @@ pages, whatever the server answers (a server that always returns a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .client import KubeClient
 from .errors import GoneError, KubeError
 from .refs import ResourceRef
 
 DEFAULT_PAGE_SIZE = 500  # kubectl's chunk size
-DEFAULT_MAX_ITEMS = 200_000  # per resource; above the 150k pods Kubernetes' scalability limits allow
+DEFAULT_MAX_ITEMS = (
+    200_000  # per resource; above the 150k pods Kubernetes' scalability limits allow
+)
 DEFAULT_MAX_PAGES = 10_000  # 5M items at the default page size: only a looping server gets there
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -36,10 +39,17 @@ class ListResult:
     skipped: list[str] = field(default_factory=list)  # entries that were not objects
 
 
-def list_all(client: KubeClient, ref: ResourceRef, namespace: str | None = None, *,
-             page_size: int = DEFAULT_PAGE_SIZE, transform: Transform | None = strip_managed_fields,
-             label_selector: str | None = None, max_items: int = DEFAULT_MAX_ITEMS,
-             max_pages: int = DEFAULT_MAX_PAGES) -> ListResult:
+def list_all(
+    client: KubeClient,
+    ref: ResourceRef,
+    namespace: str | None = None,
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    transform: Transform | None = strip_managed_fields,
+    label_selector: str | None = None,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    max_pages: int = DEFAULT_MAX_PAGES,
+) -> ListResult:
     """Every object of `ref`, page by page (`limit`/`continue`), from one consistent snapshot.
 
     A continue token that expired (410) restarts the list once from the top,
@@ -78,7 +88,9 @@ def list_all(client: KubeClient, ref: ResourceRef, namespace: str | None = None,
             result.resource_version = str(meta.get("resourceVersion") or "")
         for i, obj in enumerate(items or []):
             if not isinstance(obj, dict):
-                result.skipped.append(f"{ref.label}: item {i} of page {result.pages} is not an object")
+                result.skipped.append(
+                    f"{ref.label}: item {i} of page {result.pages} is not an object"
+                )
                 continue
             obj = ref.typed(obj)
             result.items.append(transform(obj) if transform else obj)

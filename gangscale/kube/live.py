@@ -25,8 +25,13 @@ class LiveCluster:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_cluster(client: KubeClient, namespace: str | None = None, *,
-                 page_size: int = DEFAULT_PAGE_SIZE, max_items: int = DEFAULT_MAX_ITEMS) -> LiveCluster:
+def read_cluster(
+    client: KubeClient,
+    namespace: str | None = None,
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> LiveCluster:
     """Nodes, all pods (once, for the whole cluster) and every served gang API, each list bounded by `max_items`."""
     info = discover(client)
     apis = choose_gang_apis(info)
@@ -37,7 +42,9 @@ def read_cluster(client: KubeClient, namespace: str | None = None, *,
             "PodGroup): every pending pod is planned as its own group; run `gangscale check`"
         )
     for name in apis.unread:
-        live.warnings.append(f"{name} is served but gangscale reads only {describe(apis)}: its gangs are not planned")
+        live.warnings.append(
+            f"{name} is served but gangscale reads only {describe(apis)}: its gangs are not planned"
+        )
 
     nodes = list_all(client, NODES, page_size=page_size, max_items=max_items)
     live.objects += nodes.items
@@ -86,5 +93,7 @@ def _read_daemonsets(client: KubeClient, live: LiveCluster, page_size: int, max_
 
 def daemonsets_unread(why: str) -> str:
     """The warning when DaemonSets cannot be listed (RBAC forbids it, or the server does not serve apps/v1)."""
-    return (f"cannot list {DAEMONSETS.label}: {why}; the plan assumes no DaemonSet pod runs on the new nodes it buys, "
-            "so they may hold less than planned")
+    return (
+        f"cannot list {DAEMONSETS.label}: {why}; the plan assumes no DaemonSet pod runs on the new nodes it buys, "
+        "so they may hold less than planned"
+    )

@@ -36,8 +36,14 @@ class NodeTainter:
             want = kept + [dict(taint)] if present else kept
             if want == taints:
                 return None
-            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
-                   {"op": "add", "path": "/spec/taints", "value": want}]
+            ops = [
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": obj["metadata"]["resourceVersion"],
+                },
+                {"op": "add", "path": "/spec/taints", "value": want},
+            ]
             try:
                 self.client.json_patch(NODES.path(name=node), ops)
                 return None

@@ -34,8 +34,10 @@ class PodGateLifter:
     def delete(self, namespace: str, name: str, uid: str) -> str | None:
         """Delete the pod if it is still the one read (`uid` precondition); None when done or already gone."""
         try:
-            self.client.delete(PODS.path(namespace, name), body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                 "preconditions": {"uid": uid}})
+            self.client.delete(
+                PODS.path(namespace, name),
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+            )
         except KubeError as exc:
             if exc.status in (404, 409):
                 return None  # gone, or replaced by a new pod of the same name: nothing of ours to delete

@@ -39,8 +39,10 @@ def entry_patch(obj: Mapping[str, Any], cond: Mapping[str, Any]) -> list[dict[st
         return [{"op": "add", "path": "/status/conditions", "value": [dict(cond)]}]
     for i, c in enumerate(conditions):
         if isinstance(c, Mapping) and c.get("type") == cond["type"]:
-            return [{"op": "test", "path": f"/status/conditions/{i}/type", "value": cond["type"]},
-                    {"op": "replace", "path": f"/status/conditions/{i}", "value": dict(cond)}]
+            return [
+                {"op": "test", "path": f"/status/conditions/{i}/type", "value": cond["type"]},
+                {"op": "replace", "path": f"/status/conditions/{i}", "value": dict(cond)},
+            ]
     return [{"op": "add", "path": "/status/conditions/-", "value": dict(cond)}]
 
 
@@ -55,15 +57,22 @@ class ConditionWriter:
         """Write `cond` on `obj` ("apply" or "patch", see the module doc); None when done, else why not."""
         meta = obj.get("metadata") or {}
         api, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
-        path = status_path(api, "podgroups", str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        path = status_path(
+            api, "podgroups", str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        )
         try:
             if mode == "apply":
-                body = {"apiVersion": api, "kind": kind,
-                        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-                        "status": {"conditions": [dict(cond)]}}
+                body = {
+                    "apiVersion": api,
+                    "kind": kind,
+                    "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+                    "status": {"conditions": [dict(cond)]},
+                }
                 self.client.apply(path, body, field_manager=FIELD_MANAGER, force=True)
             else:
-                self.client.json_patch(path, entry_patch(obj, cond), {"fieldManager": FIELD_MANAGER})
+                self.client.json_patch(
+                    path, entry_patch(obj, cond), {"fieldManager": FIELD_MANAGER}
+                )
         except KubeError as exc:
             return str(exc)
         self.written += 1

@@ -46,14 +46,18 @@ NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod")
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment")
-DAEMONSETS = ResourceRef("apps", "v1", "daemonsets", "DaemonSet")  # what new nodes run first (gangscale.daemonsets)
+DAEMONSETS = ResourceRef(
+    "apps", "v1", "daemonsets", "DaemonSet"
+)  # what new nodes run first (gangscale.daemonsets)
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 
 NATIVE_GROUP = "scheduling.k8s.io"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 VOLCANO_GROUP = "scheduling.volcano.sh"
 GANG_GROUPS = (NATIVE_GROUP, COSCHEDULING_GROUP, VOLCANO_GROUP)
-DRA_GROUP = "resource.k8s.io"  # ResourceClaims, templates, DeviceClasses, ResourceSlices (ingest_dra)
+DRA_GROUP = (
+    "resource.k8s.io"  # ResourceClaims, templates, DeviceClasses, ResourceSlices (ingest_dra)
+)
 KUEUE_GROUP = "kueue.x-k8s.io"  # Kueue Workloads (ingest_kueue)
 INPUT_GROUPS = (DRA_GROUP, KUEUE_GROUP)
 

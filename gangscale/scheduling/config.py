@@ -24,9 +24,10 @@ spreading and image locality are not modelled and score every node alike.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,8 +37,13 @@ from .queue import COSCHEDULING, PRIORITY_SORT
 DEFAULT_SCHEDULER = "default-scheduler"
 STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 DEFAULT_SCORE_WEIGHTS: Mapping[str, int] = {
-    "TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2,
-    "NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1,
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "NodeResourcesFit": 1,
+    "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
 }
 MODELLED_FILTERS = ("NodeUnschedulable", "NodeResourcesFit", "NodeAffinity", "TaintToleration")
 DEFAULT_SHAPE = ((0, 0), (100, 100))  # {0: 0, 100: 10}, scores scaled by MaxNodeScore / 10
@@ -69,8 +75,10 @@ class Profile:
         res = ", ".join(f"{n} {w}" for n, w in self.resources)
         parts = [f"NodeResourcesFit {self.strategy} ({res}) x{self.weight('NodeResourcesFit')}"]
         if self.weight("NodeResourcesBalancedAllocation"):
-            parts.append(f"BalancedAllocation ({', '.join(self.balanced_resources)}) "
-                         f"x{self.weight('NodeResourcesBalancedAllocation')}")
+            parts.append(
+                f"BalancedAllocation ({', '.join(self.balanced_resources)}) "
+                f"x{self.weight('NodeResourcesBalancedAllocation')}"
+            )
         if self.weight("TaintToleration"):
             parts.append(f"TaintToleration x{self.weight('TaintToleration')}")
         return f"{self.scheduler_name}: " + ", ".join(parts)
@@ -98,13 +106,17 @@ def default_config() -> SchedulerConfig:
     return SchedulerConfig()
 
 
-def strategy_config(strategy: str, resources: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
-                    ) -> SchedulerConfig:
+def strategy_config(
+    strategy: str, resources: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
+) -> SchedulerConfig:
     """The default profile with another scoring strategy (benchmarks, tests, EKS's setting)."""
-    return SchedulerConfig((Profile(strategy=strategy, resources=resources),), f"{strategy} profile")
+    return SchedulerConfig(
+        (Profile(strategy=strategy, resources=resources),), f"{strategy} profile"
+    )
 
 
 # ------------------------------------------------------------------ the file, pydantic at the edge
+
 
 class _M(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
@@ -127,7 +139,9 @@ class _RTCR(_M):
 class _Strategy(_M):
     type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
     resources: list[_Res] | None = None
-    requested_to_capacity_ratio: _RTCR | None = Field(default=None, alias="requestedToCapacityRatio")
+    requested_to_capacity_ratio: _RTCR | None = Field(
+        default=None, alias="requestedToCapacityRatio"
+    )
 
 
 class _FitArgs(_M):
@@ -164,14 +178,18 @@ class _Profile(_M):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER, alias="schedulerName", min_length=1)
     plugins: _Plugins | None = None
     plugin_config: list[_PluginConfig] = Field(default_factory=list, alias="pluginConfig")
-    percentage_of_nodes_to_score: int | None = Field(default=None, alias="percentageOfNodesToScore", ge=0, le=100)
+    percentage_of_nodes_to_score: int | None = Field(
+        default=None, alias="percentageOfNodesToScore", ge=0, le=100
+    )
 
 
 class _File(_M):
     api_version: Literal["kubescheduler.config.k8s.io/v1"] = Field(alias="apiVersion")
     kind: Literal["KubeSchedulerConfiguration"]
     profiles: list[_Profile] | None = None
-    percentage_of_nodes_to_score: int | None = Field(default=None, alias="percentageOfNodesToScore", ge=0, le=100)
+    percentage_of_nodes_to_score: int | None = Field(
+        default=None, alias="percentageOfNodesToScore", ge=0, le=100
+    )
 
 
 def _where(loc: tuple) -> str:
@@ -226,10 +244,15 @@ def _queue_sort(plugins: _Plugins | None) -> str:
 
 
 def _profile(i: int, p: _Profile, top_pct: int | None) -> Profile:
-    base = Profile(scheduler_name=p.scheduler_name, weights=_weights(p.plugins), filters=_filters(p.plugins),
-                   queue_sort=_queue_sort(p.plugins),
-                   percentage_of_nodes_to_score=p.percentage_of_nodes_to_score
-                   if p.percentage_of_nodes_to_score is not None else (top_pct or 0))
+    base = Profile(
+        scheduler_name=p.scheduler_name,
+        weights=_weights(p.plugins),
+        filters=_filters(p.plugins),
+        queue_sort=_queue_sort(p.plugins),
+        percentage_of_nodes_to_score=p.percentage_of_nodes_to_score
+        if p.percentage_of_nodes_to_score is not None
+        else (top_pct or 0),
+    )
     kw: dict[str, Any] = {}
     for j, pc in enumerate(p.plugin_config):
         where = f"profiles[{i}].pluginConfig[{j}].args"
@@ -241,10 +264,15 @@ def _profile(i: int, p: _Profile, top_pct: int | None) -> Profile:
                     if st.resources is not None:
                         kw["resources"] = tuple((r.name, r.weight) for r in st.resources)
                     if st.requested_to_capacity_ratio is not None:
-                        pts = [(s.utilization, s.score * 10) for s in st.requested_to_capacity_ratio.shape]
+                        pts = [
+                            (s.utilization, s.score * 10)
+                            for s in st.requested_to_capacity_ratio.shape
+                        ]
                         if any(b[0] <= a[0] for a, b in zip(pts, pts[1:])):
-                            raise SchedulerConfigError(f"{where}.scoringStrategy.requestedToCapacityRatio.shape: "
-                                                       "utilization must increase from point to point")
+                            raise SchedulerConfigError(
+                                f"{where}.scoringStrategy.requestedToCapacityRatio.shape: "
+                                "utilization must increase from point to point"
+                            )
                         kw["shape"] = tuple(pts)
             elif pc.name == "NodeResourcesBalancedAllocation":
                 res = _BalancedArgs.model_validate(pc.args).resources
@@ -270,13 +298,17 @@ def parse_scheduler_config(doc: Any, name: str = "the scheduler configuration") 
     if dup:
         raise SchedulerConfigError(f"{name}: profiles[].schedulerName {dup!r} appears twice")
     try:
-        built = tuple(_profile(i, p, f.percentage_of_nodes_to_score) for i, p in enumerate(profiles))
+        built = tuple(
+            _profile(i, p, f.percentage_of_nodes_to_score) for i, p in enumerate(profiles)
+        )
     except SchedulerConfigError as exc:
         raise SchedulerConfigError(f"{name}: {exc}") from None
     sorts = sorted({p.queue_sort for p in built})
     if len(sorts) > 1:
-        raise SchedulerConfigError(f"{name}: profiles[].plugins.queueSort: every profile must use the same QueueSort "
-                                   f"plugin, found {' and '.join(sorts)}")
+        raise SchedulerConfigError(
+            f"{name}: profiles[].plugins.queueSort: every profile must use the same QueueSort "
+            f"plugin, found {' and '.join(sorts)}"
+        )
     return SchedulerConfig(built, name)
 
 
@@ -284,16 +316,23 @@ def load_scheduler_config(path: str | Path) -> SchedulerConfig:
     """Read a KubeSchedulerConfiguration file (YAML or JSON, one document)."""
     docs = [d for d in read_documents(path) if d is not None]
     if len(docs) != 1:
-        raise SchedulerConfigError(f"{path}: expected one KubeSchedulerConfiguration document, found {len(docs)}")
+        raise SchedulerConfigError(
+            f"{path}: expected one KubeSchedulerConfiguration document, found {len(docs)}"
+        )
     return parse_scheduler_config(docs[0], str(path))
 
 
 # ---------------------------------------------------------------------------------- the CLI's part
 
+
 def add_scheduler_config_argument(parser: argparse.ArgumentParser) -> None:
     """`--scheduler-config FILE` for `gangscale plan` (the CLI wires it; reading stays here)."""
-    parser.add_argument("--scheduler-config", metavar="FILE", default=None,
-                        help="the cluster's KubeSchedulerConfiguration (default: upstream kube-scheduler defaults)")
+    parser.add_argument(
+        "--scheduler-config",
+        metavar="FILE",
+        default=None,
+        help="the cluster's KubeSchedulerConfiguration (default: upstream kube-scheduler defaults)",
+    )
 
 
 def scheduler_config_from_args(args: argparse.Namespace) -> SchedulerConfig:

@@ -18,17 +18,22 @@ Invariant: domains are listed in sorted label-value order, and scores are intege
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .config import Profile
 from .scores import MAX_NODE_SCORE, is_scalar
 
-PLACEMENT_WEIGHTS = (("NodeResourcesFit", 1), ("PodGroupPodsCount", 1))  # the placementScore defaults
+PLACEMENT_WEIGHTS = (
+    ("NodeResourcesFit", 1),
+    ("PodGroupPodsCount", 1),
+)  # the placementScore defaults
 
 
-def domains(labels: Sequence[dict[str, str]], keys: tuple[str, ...]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+def domains(
+    labels: Sequence[dict[str, str]], keys: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], np.ndarray]]:
     """TopologyPlacement: one (domain value, node mask) per distinct value of `keys` over the nodes that have them
     all, in sorted value order."""
     by_value: dict[tuple[str, ...], list[int]] = {}
@@ -44,8 +49,16 @@ def domains(labels: Sequence[dict[str, str]], keys: tuple[str, ...]) -> list[tup
     return out
 
 
-def placement_score(alloc: np.ndarray, used: np.ndarray, mask: np.ndarray, res_index: dict[str, int],
-                    requested: np.ndarray, prof: Profile, placed: int, total: int) -> int:
+def placement_score(
+    alloc: np.ndarray,
+    used: np.ndarray,
+    mask: np.ndarray,
+    res_index: dict[str, int],
+    requested: np.ndarray,
+    prof: Profile,
+    placed: int,
+    total: int,
+) -> int:
     """`NodeResourcesFit` (MostAllocated: requested / allocatable summed over the placement's nodes, per resource,
     weighted by the profile's resources; a scalar resource the group does not request is not scored) plus
     `PodGroupPodsCount` (the share of the group's pods placed), each on 0..MaxNodeScore, weight 1 each."""

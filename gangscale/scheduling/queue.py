@@ -61,9 +61,19 @@ def group_key(gang: Gang, queue_sort: str = PRIORITY_SORT) -> QueueKey:
     """A 1.36+ PodGroup's cycle as one queue entry: its first member under the queue sort (KEP-4671's PodGroup cycle
     starts when any member is popped), at the group's scheduler priority."""
     if not gang.pending:
-        return QueueKey(-gang.scheduler_priority, not gang.created, gang.created, f"{gang.namespace}/{gang.name}")
-    first = min(coscheduling_key(p, None) if queue_sort == COSCHEDULING else pod_key(p) for p in gang.pending)
-    return QueueKey(-gang.scheduler_priority, first.unstamped, first.timestamp, first.name, first.member)
+        return QueueKey(
+            -gang.scheduler_priority,
+            not gang.created,
+            gang.created,
+            f"{gang.namespace}/{gang.name}",
+        )
+    first = min(
+        coscheduling_key(p, None) if queue_sort == COSCHEDULING else pod_key(p)
+        for p in gang.pending
+    )
+    return QueueKey(
+        -gang.scheduler_priority, first.unstamped, first.timestamp, first.name, first.member
+    )
 
 
 def job_key(gang: Gang) -> QueueKey:

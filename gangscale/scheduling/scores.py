@@ -22,7 +22,7 @@ Sources (kubernetes/kubernetes, pkg/scheduler/framework/plugins/noderesources/):
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..resources import CPU, MEMORY
 
@@ -67,7 +67,9 @@ def broken_linear(shape: Sequence[tuple[int, int]], x: int) -> int:
                 return py
             qx, qy = shape[i - 1]
             num, den = (py - qy) * (x - qx), px - qx
-            return qy + (abs(num) // den) * (1 if num >= 0 else -1)  # Go's division truncates toward zero
+            return qy + (abs(num) // den) * (
+                1 if num >= 0 else -1
+            )  # Go's division truncates toward zero
     return shape[-1][1]
 
 
@@ -78,7 +80,9 @@ def rtcr_resource(shape: Sequence[tuple[int, int]], requested: int, capacity: in
     return broken_linear(shape, min(requested, capacity) * 100 // capacity if requested > 0 else 0)
 
 
-def weighted(strategy: str, rows: Sequence[tuple[int, int, int]], shape: Sequence[tuple[int, int]] = ()) -> int:
+def weighted(
+    strategy: str, rows: Sequence[tuple[int, int, int]], shape: Sequence[tuple[int, int]] = ()
+) -> int:
     """NodeResourcesFit's score from (requested incl. the pod, allocatable, weight) per scored resource."""
     total = weights = 0
     for requested, allocatable, weight in rows:
@@ -99,8 +103,13 @@ def weighted(strategy: str, rows: Sequence[tuple[int, int, int]], shape: Sequenc
     return total // weights
 
 
-def fit_rows(resources: Sequence[tuple[str, int]], pod: Mapping[str, int], node_requested: Mapping[str, int],
-             node_nonzero: Mapping[str, int], allocatable: Mapping[str, int]) -> list[tuple[int, int, int]]:
+def fit_rows(
+    resources: Sequence[tuple[str, int]],
+    pod: Mapping[str, int],
+    node_requested: Mapping[str, int],
+    node_nonzero: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> list[tuple[int, int, int]]:
     """(requested, allocatable, weight) rows NodeResourcesFit scores, with upstream's skips."""
     rows = []
     for name, weight in resources:
@@ -129,8 +138,12 @@ def balanced(fractions: Sequence[float]) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def balanced_fractions(resources: Sequence[str], pod: Mapping[str, int], node_requested: Mapping[str, int],
-                       allocatable: Mapping[str, int]) -> list[float] | None:
+def balanced_fractions(
+    resources: Sequence[str],
+    pod: Mapping[str, int],
+    node_requested: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> list[float] | None:
     """The fractions BalancedAllocation averages; None for a best-effort pod (the plugin skips it)."""
     if all(pod.get(r, 0) == 0 for r in resources):
         return None

@@ -44,22 +44,38 @@ import copy
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..fit import label_keys, labels_match, term_matches, tolerates, tolerates_all
-from ..model import (API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, NO_RULES, Gang,
-                     GangKey, NodeGroup, Placement, Pod, Taint)
+from ..model import (
+    API_COSCHEDULING,
+    API_PODGROUP_V1ALPHA2,
+    API_PODGROUP_V1BETA1,
+    API_VOLCANO,
+    NO_RULES,
+    Gang,
+    GangKey,
+    NodeGroup,
+    Placement,
+    Pod,
+    Taint,
+)
 from ..resources import CPU, GPU, MEMORY
 from ..snapshot import RESERVED_TAINT, NodeView
 from .config import Profile, SchedulerConfig, default_config
 from .placement import domains, placement_score
 from .queue import COSCHEDULING, Entry, coscheduling_key, group_key, job_key, pod_key
+from .scores import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    MAX_NODE_SCORE,
+    broken_linear,
+    is_scalar,
+)
 from .topology import domain_spread_ok, keep_placed
-from .scores import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MAX_NODE_SCORE, broken_linear, is_scalar
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 MIN_FEASIBLE_NODES = 100  # schedule_one.go minFeasibleNodesToFind
@@ -133,30 +149,53 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
             for p in v.daemon_pods:
                 for k, x in p.requests.items():
                     u[k] = u.get(k, 0) + x
-        if u is None:  # no bound pod: the free capacity itself (the same keys and values as the general case)
+        if (
+            u is None
+        ):  # no bound pod: the free capacity itself (the same keys and values as the general case)
             alloc = {k: x if x > 0 else 0 for k, x in v.free.items()}
         else:
             alloc = {k: max(0, v.free.get(k, 0)) + u.get(k, 0) for k in set(v.free) | set(u)}
-        taints = v.taints if not any(t.key == RESERVED_TAINT for t in v.taints) else \
-            tuple(t for t in v.taints if t.key != RESERVED_TAINT)
-        out.append(SimNode(v.name, dict(v.labels), tuple(taints), alloc, v.node_group,
-                           "upcoming" if v.upcoming else "existing", daemon_pods=v.daemon_pods))
+        taints = (
+            v.taints
+            if not any(t.key == RESERVED_TAINT for t in v.taints)
+            else tuple(t for t in v.taints if t.key != RESERVED_TAINT)
+        )
+        out.append(
+            SimNode(
+                v.name,
+                dict(v.labels),
+                tuple(taints),
+                alloc,
+                v.node_group,
+                "upcoming" if v.upcoming else "existing",
+                daemon_pods=v.daemon_pods,
+            )
+        )
     return out
 
 
-def planned_nodes(groups: Sequence[NodeGroup], names: Sequence[str],
-                  daemons: Mapping[str, Sequence[Pod]] | None = None) -> list[SimNode]:
+def planned_nodes(
+    groups: Sequence[NodeGroup],
+    names: Sequence[str],
+    daemons: Mapping[str, Sequence[Pod]] | None = None,
+) -> list[SimNode]:
     """One new node per entry of `names` (node-group names, e.g. a plan's `newNodes[].nodeGroup`). `daemons`: per
     group, the DaemonSet pods its new nodes run, when `groups` carry allocatable net of them (a snapshot's): the
     node gets them back, bound (None: `groups` as they are, no daemon pods)."""
     by_name = {g.name: g for g in groups}
     out = []
     for i, gname in enumerate(names):
-        out.append(arriving_node(by_name[gname], f"{gname}/new-{i + 1}", tuple((daemons or {}).get(gname, ()))))
+        out.append(
+            arriving_node(
+                by_name[gname], f"{gname}/new-{i + 1}", tuple((daemons or {}).get(gname, ()))
+            )
+        )
     return out
 
 
-def arriving_node(g: NodeGroup, name: str, daemon_pods: tuple[Pod, ...] = (), net: bool = True) -> SimNode:
+def arriving_node(
+    g: NodeGroup, name: str, daemon_pods: tuple[Pod, ...] = (), net: bool = True
+) -> SimNode:
     """A new node `name` of group `g` with its DaemonSet pods bound. `net`: `g.allocatable` is already less the daemon
     pods' requests (a snapshot's groups), so they are added back to make the node's allocatable."""
     labels = {**g.labels, "kubernetes.io/hostname": name, "metadata.name": name}
@@ -174,7 +213,9 @@ class GangOutcome:
     started: bool
     placed: int  # members the scheduler binds
     need: int  # members still needed for quorum (minCount - bound); 1 for basic groups
-    why: str | Callable[[], str] = ""  # the reason, or how to word it (worded on first read: most are never read)
+    why: str | Callable[[], str] = (
+        ""  # the reason, or how to word it (worded on first read: most are never read)
+    )
 
     @property
     def reason(self) -> str:
@@ -184,8 +225,13 @@ class GangOutcome:
         return self.why
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, GangOutcome) and (self.key, self.started, self.placed, self.need, self.reason) == (
-            other.key, other.started, other.placed, other.need, other.reason)
+        return isinstance(other, GangOutcome) and (
+            self.key,
+            self.started,
+            self.placed,
+            self.need,
+            self.reason,
+        ) == (other.key, other.started, other.placed, other.need, other.reason)
 
 
 class _NodePods(Mapping[str, list[str]]):
@@ -252,27 +298,35 @@ class _Cluster:
         self.res = _columns(self.nodes, self.pod_res)
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
-        self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]  # filled as rows, then one array
+        self.alloc_rows: list[list[int]] = [
+            [0] * R for _ in self.nodes
+        ]  # filled as rows, then one array
         for row, n in zip(self.alloc_rows, self.nodes):
             for r, v in n.allocatable.items():
                 row[self.ri[r]] = v
         self.alloc = np.array(self.alloc_rows, dtype=np.int64).reshape(N, R)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.all = np.arange(N)
-        self._compat: dict[Placement, np.ndarray] = {}  # these three depend on the nodes only: shared by fresh()
+        self._compat: dict[
+            Placement, np.ndarray
+        ] = {}  # these three depend on the nodes only: shared by fresh()
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
-        self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}  # `_classes`: nodes only, shared by fresh()
+        self._class_of: dict[
+            tuple, tuple[np.ndarray, list[int]]
+        ] = {}  # `_classes`: nodes only, shared by fresh()
         # id(pod) -> `_vecs_of(pod)` (`place`, `remove`), shared by fresh()
         self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], int, int, bool, bool]] = {}
         # id(pod) -> (pod, a number per (placement, requests)): `_Engine._select_fast`'s shape key without hashing the
         # placement again in every seed's run (pods only: shared by fresh() and subset())
         self._shape_ids: dict[int, tuple[Pod, int]] = {}
         self._shape_nums: dict[tuple, int] = {}
-        self._start = self._bound_state([(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
-                                        + [(j, p) for j, n in enumerate(self.nodes) for p in n.daemon_pods])
+        self._start = self._bound_state(
+            [(j, p) for p in bound if (j := self.index.get(p.node_name or "")) is not None]
+            + [(j, p) for j, n in enumerate(self.nodes) for p in n.daemon_pods]
+        )
         self._reset()
 
     def _bound_state(self, bound: list[tuple[int, Pod]]) -> tuple:
@@ -285,7 +339,9 @@ class _Cluster:
         pods_on: list[list[Pod]] = [[] for _ in self.nodes]
         anti: Counter[int] = Counter()
         spread: list[tuple[Pod, int]] = []
-        alike: dict[tuple, tuple[Pod, list[int]]] = {}  # pods by request set: one vector sum per set
+        alike: dict[
+            tuple, tuple[Pod, list[int]]
+        ] = {}  # pods by request set: one vector sum per set
         for j, p in bound:
             key = tuple(p.requests.items())
             hit = alike.get(key)
@@ -314,11 +370,21 @@ class _Cluster:
         self._stale: set[int] = set()
         self.pods_on: list[list[Pod]] = list(pods_on)
         self._owned: set[int] = set()  # nodes whose rows and pod list this run has copied (`_own`)
-        self.anti_nodes: Counter[int] = Counter(anti)  # nodes holding pods with required anti-affinity (symmetry)
-        self.spread_pods: list[tuple[Pod, int]] = list(spread)  # placed pods with DoNotSchedule spread, and their node
-        self.log: list[int] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
-        self.removals = 0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
-        self.rlog: list[int] = []  # the node of every removal, in order (`_sync`: which nodes may fit a shape again)
+        self.anti_nodes: Counter[int] = Counter(
+            anti
+        )  # nodes holding pods with required anti-affinity (symmetry)
+        self.spread_pods: list[tuple[Pod, int]] = list(
+            spread
+        )  # placed pods with DoNotSchedule spread, and their node
+        self.log: list[
+            int
+        ] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
+        self.removals = (
+            0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        )
+        self.rlog: list[
+            int
+        ] = []  # the node of every removal, in order (`_sync`: which nodes may fit a shape again)
 
     @property
     def used(self) -> np.ndarray:
@@ -361,9 +427,15 @@ class _Cluster:
         other._prefer, other._domains, other._no_prefer, other._class_of = {}, {}, None, {}
         used, nz, pods_on, anti, spread, urows, nzrows = self._start
         pos = {old: new for new, old in enumerate(keep)}
-        other._start = (used[sel], nz[sel], [pods_on[j] for j in keep],
-                        Counter({pos[j]: x for j, x in anti.items() if j in pos}),
-                        [(p, pos[j]) for p, j in spread if j in pos], [urows[j] for j in keep], [nzrows[j] for j in keep])
+        other._start = (
+            used[sel],
+            nz[sel],
+            [pods_on[j] for j in keep],
+            Counter({pos[j]: x for j, x in anti.items() if j in pos}),
+            [(p, pos[j]) for p, j in spread if j in pos],
+            [urows[j] for j in keep],
+            [nzrows[j] for j in keep],
+        )
         other._reset()
         return other
 
@@ -404,10 +476,17 @@ class _Cluster:
         """The pod's non-zero requests as (column, amount), `nonzero(pod)`, and whether it has DoNotSchedule spread /
         required anti-affinity (memoised per pod: `place`, `remove`)."""
         hit = self._pod_vecs.get(id(pod))
-        if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
+        if (
+            hit is None or hit[0] is not pod
+        ):  # the entry holds the pod: its id is never reused while memoised
             req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
-            hit = self._pod_vecs[id(pod)] = (pod, req, *self.nonzero(pod), bool(pod.rules.spread
-                                             or pod.rules.domain_spread), bool(pod.rules.anti_affinity))
+            hit = self._pod_vecs[id(pod)] = (
+                pod,
+                req,
+                *self.nonzero(pod),
+                bool(pod.rules.spread or pod.rules.domain_spread),
+                bool(pod.rules.anti_affinity),
+            )
         return hit
 
     def _own(self, j: int) -> None:
@@ -461,7 +540,9 @@ class _Cluster:
     def shape_id(self, pod: Pod) -> int:
         """The number of the pod's (placement, requests) class, the same for every seed's run on these pods."""
         hit = self._shape_ids.get(id(pod))
-        if hit is None or hit[0] is not pod:  # the entry holds the pod: its id is never reused while memoised
+        if (
+            hit is None or hit[0] is not pod
+        ):  # the entry holds the pod: its id is never reused while memoised
             key = (pod.placement, tuple(pod.requests.items()))
             num = self._shape_nums.setdefault(key, len(self._shape_nums))
             hit = self._shape_ids[id(pod)] = (pod, num)
@@ -484,8 +565,11 @@ class _Cluster:
             first: list[int] = []
             of = np.empty(len(self.nodes), dtype=np.intp)
             for j, n in enumerate(self.nodes):
-                sig = (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable) if taints else \
-                    tuple(n.labels.get(k) for k in keys)
+                sig = (
+                    (tuple(n.labels.get(k) for k in keys), n.taints, n.unschedulable)
+                    if taints
+                    else tuple(n.labels.get(k) for k in keys)
+                )
                 c = ids.get(sig)
                 if c is None:
                     c = ids[sig] = len(first)
@@ -494,8 +578,14 @@ class _Cluster:
             hit = self._class_of[key] = (of, first)
         return hit
 
-    def _per_class(self, pl: Placement, keys: tuple[str, ...], taints: bool, test: Callable[[SimNode], int],
-                   dtype: type) -> np.ndarray:
+    def _per_class(
+        self,
+        pl: Placement,
+        keys: tuple[str, ...],
+        taints: bool,
+        test: Callable[[SimNode], int],
+        dtype: type,
+    ) -> np.ndarray:
         """`test` of every node the placement's filters look at (`rows`), evaluated once per class of alike nodes."""
         names = pinned_names(pl)
         if names is not None:  # a few named nodes: each on its own
@@ -510,15 +600,27 @@ class _Cluster:
         """NodeUnschedulable, NodeAffinity/nodeSelector and TaintToleration filters (resources aside)."""
         hit = self._compat.get(pl)
         if hit is None:
+
             def ok(n: SimNode) -> bool:
-                if "NodeUnschedulable" in profile.filters and n.unschedulable and not any(
-                        tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in pl.tolerations):
+                if (
+                    "NodeUnschedulable" in profile.filters
+                    and n.unschedulable
+                    and not any(
+                        tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"))
+                        for t in pl.tolerations
+                    )
+                ):
                     return False
                 if "NodeAffinity" in profile.filters and not labels_match(pl, n.labels):
                     return False
-                return "TaintToleration" not in profile.filters or tolerates_all(pl.tolerations, n.taints)
+                return "TaintToleration" not in profile.filters or tolerates_all(
+                    pl.tolerations, n.taints
+                )
+
             # nodes alike on the labels the placement reads, taints and cordon are alike to the filters
-            hit = self._compat[pl] = self._per_class(pl, tuple(sorted(label_keys(pl))), True, ok, bool)
+            hit = self._compat[pl] = self._per_class(
+                pl, tuple(sorted(label_keys(pl))), True, ok, bool
+            )
         return hit
 
     def affinity_nodes(self, pl: Placement) -> np.ndarray:
@@ -526,7 +628,9 @@ class _Cluster:
         key = ("affinity", pl)
         hit = self._compat.get(key)  # type: ignore[call-overload]
         if hit is None:
-            hit = self._per_class(pl, tuple(sorted(label_keys(pl))), False, lambda n: labels_match(pl, n.labels), bool)
+            hit = self._per_class(
+                pl, tuple(sorted(label_keys(pl))), False, lambda n: labels_match(pl, n.labels), bool
+            )
             self._compat[key] = hit  # type: ignore[index]
         return hit
 
@@ -534,9 +638,19 @@ class _Cluster:
         """TaintToleration score input: PreferNoSchedule taints the pod does not tolerate, per node."""
         hit = self._prefer.get(pl)
         if hit is None:
+
             def count(n: SimNode) -> int:  # a node the pod cannot go to never reaches the score
-                return sum(1 for t in n.taints if t.effect == "PreferNoSchedule" and not any(
-                    tolerates(x, t) for x in pl.tolerations if x.effect in (None, "PreferNoSchedule")))
+                return sum(
+                    1
+                    for t in n.taints
+                    if t.effect == "PreferNoSchedule"
+                    and not any(
+                        tolerates(x, t)
+                        for x in pl.tolerations
+                        if x.effect in (None, "PreferNoSchedule")
+                    )
+                )
+
             hit = self._per_class(pl, (), True, count, np.int64)
             if not hit.any():  # the common case: one shared array of zeros, not one per placement
                 if self._no_prefer is None:
@@ -567,26 +681,38 @@ def _pod_rules_ok(c: _Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray)
     podtopologyspread}/filtering.go."""
     ok = np.ones(len(c.nodes), dtype=bool)
     rules = pod.rules
-    check = set(np.flatnonzero(mask).tolist()) if (rules.anti_affinity or rules.host_ports) else set()
+    check = (
+        set(np.flatnonzero(mask).tolist()) if (rules.anti_affinity or rules.host_ports) else set()
+    )
     check |= {j for j in c.anti_nodes if mask[j]}
     for j in check:
         others = c.pods_on[j]
-        if rules.host_ports and any(set(q.rules.host_ports) & set(rules.host_ports) for q in others):
+        if rules.host_ports and any(
+            set(q.rules.host_ports) & set(rules.host_ports) for q in others
+        ):
             ok[j] = False
         elif any(term_matches(t, q) for t in rules.anti_affinity for q in others):
             ok[j] = False
         elif any(term_matches(t, pod) for q in others for t in q.rules.anti_affinity):
             ok[j] = False
     for term, skew in rules.spread:
-        counts = np.array([sum(1 for q in c.pods_on[j] if term_matches(term, q)) if eligible[j] else 0
-                           for j in range(len(c.nodes))], dtype=np.int64)
+        counts = np.array(
+            [
+                sum(1 for q in c.pods_on[j] if term_matches(term, q)) if eligible[j] else 0
+                for j in range(len(c.nodes))
+            ],
+            dtype=np.int64,
+        )
         if not eligible.any():
             break
         low = int(counts[eligible].min())
         ok &= counts + int(term_matches(term, pod)) - low <= skew
     if rules.domain_spread:  # zones and other keys (topology.py)
         ok &= domain_spread_ok(c.nodes, c.pods_on, pod)
-    for q, jq in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
+    for (
+        q,
+        jq,
+    ) in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
         if q.rules.domain_spread:
             keep_placed(c.nodes, c.pods_on, q, jq, pod, ok)
         if ok[jq] and mask[jq] and _breaks_spread(c, q, jq, pod):
@@ -600,8 +726,13 @@ def _breaks_spread(c: _Cluster, q: Pod, jq: int, pod: Pod) -> bool:
         if not term_matches(term, pod):
             continue
         elig = c.affinity_nodes(q.placement)
-        counts = np.array([sum(1 for x in c.pods_on[j] if term_matches(term, x)) if elig[j] else 0
-                           for j in range(len(c.nodes))], dtype=np.int64)
+        counts = np.array(
+            [
+                sum(1 for x in c.pods_on[j] if term_matches(term, x)) if elig[j] else 0
+                for j in range(len(c.nodes))
+            ],
+            dtype=np.int64,
+        )
         counts[jq] += 1
         if elig.any() and counts[jq] - int(counts[elig].min()) > skew:
             return True
@@ -610,7 +741,10 @@ def _breaks_spread(c: _Cluster, q: Pod, jq: int, pod: Pod) -> bool:
 
 # ------------------------------------------------------------------------------------------ scores
 
-def _fit_scores(c: _Cluster, cand: np.ndarray, pod: Pod, req: np.ndarray, prof: Profile) -> np.ndarray:
+
+def _fit_scores(
+    c: _Cluster, cand: np.ndarray, pod: Pod, req: np.ndarray, prof: Profile
+) -> np.ndarray:
     total = np.zeros(len(cand), dtype=np.int64)
     wsum = np.zeros(len(cand), dtype=np.int64)
     nzc, nzm = c.nonzero(pod)
@@ -694,7 +828,9 @@ def _base_scores(c: _Cluster, cand: np.ndarray, pod: Pod, prof: Profile) -> np.n
     if prof.weight("NodeResourcesFit"):
         total += prof.weight("NodeResourcesFit") * _fit_scores(c, cand, pod, req, prof)
     if prof.weight("NodeResourcesBalancedAllocation"):
-        total += prof.weight("NodeResourcesBalancedAllocation") * _balanced_scores(c, cand, req, prof)
+        total += prof.weight("NodeResourcesBalancedAllocation") * _balanced_scores(
+            c, cand, req, prof
+        )
     return total
 
 
@@ -713,7 +849,9 @@ FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the 
 # a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount
 _NO_SCORE = np.iinfo(np.int64).min  # below any base score: `_best` sets the infeasible nodes to it
 MANY_CHANGES = 400  # log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
-FEW_NODES = 8  # a shape the filters allow on this few nodes is computed node by node, never over every node
+FEW_NODES = (
+    8  # a shape the filters allow on this few nodes is computed node by node, never over every node
+)
 
 
 @dataclass(slots=True)
@@ -730,24 +868,40 @@ class _Shape:
     feas: np.ndarray  # bool per node: the filters pass
     base: np.ndarray  # int64 per node: `_base_scores` (valid where feas)
     compat: np.ndarray
-    crows: np.ndarray  # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
+    crows: (
+        np.ndarray
+    )  # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
     need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
-    fit: list[tuple[int, int, int, int]]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
+    fit: list[
+        tuple[int, int, int, int]
+    ]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
     bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
     wfit: int
     wbal: int
     cursor: int
-    failed_at: int = -1  # the cluster's `removals` when no node passed the filters (monotone until a removal)
-    prefer: np.ndarray | None = None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
+    failed_at: int = (
+        -1
+    )  # the cluster's `removals` when no node passed the filters (monotone until a removal)
+    prefer: np.ndarray | None = (
+        None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
+    )
     wtaint: int = 0
     score: Scorer | None = None  # `_scorer(self)`
-    rows: list[int] | None = None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
+    rows: list[int] | None = (
+        None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
+    )
     # the feasible nodes in node order, as a Python list (the window's bisections and reads are list operations, not
     # numpy calls): `_recheck` inserts and deletes the nodes whose verdict flips; None after a numpy refresh flipped any
     idx: list[int] | None = None
-    idx_a: np.ndarray | None = None  # `idx` as an array (a window that is scored), dropped whenever `idx` changes
-    compat_l: list[bool] = field(default_factory=list)  # `compat` and `feas` as Python lists: `_recheck` reads them
-    feas_l: list[bool] = field(default_factory=list)  # node by node, and a list item is cheaper than a numpy one
+    idx_a: np.ndarray | None = (
+        None  # `idx` as an array (a window that is scored), dropped whenever `idx` changes
+    )
+    compat_l: list[bool] = field(
+        default_factory=list
+    )  # `compat` and `feas` as Python lists: `_recheck` reads them
+    feas_l: list[bool] = field(
+        default_factory=list
+    )  # node by node, and a list item is cheaper than a numpy one
     # the best base score over the feasible nodes and the nodes that have it, in node order (`tops_ok`: current;
     # `_recheck` keeps them so node by node, a numpy refresh leaves them to `_best` to recompute)
     top: int = 0
@@ -767,15 +921,29 @@ def _new_shape(c: _Cluster, pod: Pod, prof: Profile) -> _Shape:
             continue
         src = 0 if name == CPU else 1 if name == MEMORY else 2
         fit.append((i, weight, src, nzc if src == 0 else nzm if src == 1 else int(req[i])))
-    bal = [(i, int(req[i])) for name in prof.balanced_resources
-           if (i := c.ri.get(name)) is not None and not (is_scalar(name) and req[i] == 0)]
+    bal = [
+        (i, int(req[i]))
+        for name in prof.balanced_resources
+        if (i := c.ri.get(name)) is not None and not (is_scalar(name) and req[i] == 0)
+    ]
     if all(r == 0 for _, r in bal):
         bal = []  # best-effort pod (or nothing to balance): the plugin scores 0
     check = "NodeResourcesFit" in prof.filters
     compat = c.compat(pod.placement, prof)
-    st = _Shape(pod, prof, np.empty(0, dtype=bool), np.empty(0, dtype=np.int64), compat, compat.nonzero()[0],
-                [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [], fit, bal,
-                prof.weight("NodeResourcesFit"), prof.weight("NodeResourcesBalancedAllocation"), 0)
+    st = _Shape(
+        pod,
+        prof,
+        np.empty(0, dtype=bool),
+        np.empty(0, dtype=np.int64),
+        compat,
+        compat.nonzero()[0],
+        [(i, int(r)) for i, r in enumerate(req.tolist()) if r > 0] if check else [],
+        fit,
+        bal,
+        prof.weight("NodeResourcesFit"),
+        prof.weight("NodeResourcesBalancedAllocation"),
+        0,
+    )
     st.score = _scorer(st)
     st.cols = _cols(c, st)
     st.compat_l = st.compat.tolist()
@@ -810,7 +978,9 @@ def _rows_state(c: _Cluster, st: _Shape, rows: np.ndarray) -> tuple[np.ndarray, 
         feas = ((c.alloc[np.ix_(rows, cols)] - c.used[np.ix_(rows, cols)]) >= req[cols]).all(axis=1)
     else:
         feas = np.ones(len(rows), dtype=bool)
-    if len(st.bal) == 2 and st.wbal:  # the default (cpu, memory): the two-resource formula without NaN reductions
+    if (
+        len(st.bal) == 2 and st.wbal
+    ):  # the default (cpu, memory): the two-resource formula without NaN reductions
         base = _fit_scores(c, rows, st.pod, req, st.prof) * st.wfit if st.wfit else 0
         return feas, base + st.wbal * _balanced_pair(c, st.bal, rows)
     return feas, _base_scores(c, rows, st.pod, st.prof)
@@ -822,9 +992,13 @@ class _Cols:
     resource columns, requests and weights of `_Shape.need` / `fit` / `bal`, so a refresh gathers each source once
     and works on (nodes x resources) arrays, a few numpy calls whatever the number of resources."""
 
-    need: np.ndarray | None  # per resource column: the request NodeResourcesFit checks, _ANY where it checks none
+    need: (
+        np.ndarray | None
+    )  # per resource column: the request NodeResourcesFit checks, _ANY where it checks none
     fcols: np.ndarray  # `fit`'s resource columns
-    qcols: np.ndarray  # where `fit`'s requested amount comes from: nz columns 0-1, then `used` columns from 2 on
+    qcols: (
+        np.ndarray
+    )  # where `fit`'s requested amount comes from: nz columns 0-1, then `used` columns from 2 on
     adds: np.ndarray
     weights: np.ndarray
     from_used: bool  # some `fit` column reads `used` (a scalar resource): the source is nz and used side by side
@@ -844,14 +1018,22 @@ def _cols(c: _Cluster, st: _Shape) -> _Cols | None:
     need = np.full(len(c.res), _ANY, dtype=np.int64)
     for i, r in st.need:
         need[i] = r
-    return _Cols(need if st.need else None, np.array([f[0] for f in st.fit], dtype=np.intp),
-                 np.array([src if src < 2 else 2 + i for i, _, src, _ in st.fit], dtype=np.intp),
-                 np.array([f[3] for f in st.fit], dtype=np.int64), np.array([f[1] for f in st.fit], dtype=np.int64),
-                 any(f[2] == 2 for f in st.fit), np.array([i for i, _ in st.bal], dtype=np.intp),
-                 np.array([r for _, r in st.bal], dtype=np.int64), st.prof.strategy == "LeastAllocated")
+    return _Cols(
+        need if st.need else None,
+        np.array([f[0] for f in st.fit], dtype=np.intp),
+        np.array([src if src < 2 else 2 + i for i, _, src, _ in st.fit], dtype=np.intp),
+        np.array([f[3] for f in st.fit], dtype=np.int64),
+        np.array([f[1] for f in st.fit], dtype=np.int64),
+        any(f[2] == 2 for f in st.fit),
+        np.array([i for i, _ in st.bal], dtype=np.intp),
+        np.array([r for _, r in st.bal], dtype=np.int64),
+        st.prof.strategy == "LeastAllocated",
+    )
 
 
-def _rows_state_cols(c: _Cluster, st: _Shape, k: _Cols, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rows_state_cols(
+    c: _Cluster, st: _Shape, k: _Cols, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """`_rows_state` for a `_Cols` shape: the same integer and float operations as `_fit_scores` and
     `_balanced_pair` (so the same numbers), per (node, resource) element instead of per resource."""
     a = c.alloc[rows]
@@ -864,8 +1046,11 @@ def _rows_state_cols(c: _Cluster, st: _Shape, k: _Cols, rows: np.ndarray) -> tup
         q = (np.concatenate((nz, u), axis=1) if k.from_used else nz)[:, k.qcols] + k.adds
         have = cap > 0
         safe = np.where(have, cap, 1)
-        s = np.where(q > cap, 0, (safe - q) * MAX_NODE_SCORE // safe) if k.least else \
-            np.minimum(q, cap) * MAX_NODE_SCORE // safe
+        s = (
+            np.where(q > cap, 0, (safe - q) * MAX_NODE_SCORE // safe)
+            if k.least
+            else np.minimum(q, cap) * MAX_NODE_SCORE // safe
+        )
         total = (np.where(have, s, 0) * k.weights).sum(axis=1)
         wsum = (have * k.weights).sum(axis=1)
         base = st.wfit * np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
@@ -880,7 +1065,9 @@ def _rows_state_cols(c: _Cluster, st: _Shape, k: _Cols, rows: np.ndarray) -> tup
     return feas, base
 
 
-def _balanced_pair(c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | None = None) -> np.ndarray:
+def _balanced_pair(
+    c: _Cluster, bal: list[tuple[int, int]], rows: np.ndarray | None = None
+) -> np.ndarray:
     """`_balanced_scores` over every node (or these rows) for two balanced resources: |f1 - f2| / 2 where the node
     has both."""
     (i0, r0), (i1, r1) = bal
@@ -901,19 +1088,25 @@ def _sync(c: _Cluster, st: _Shape) -> None:
     n = len(c.log)
     if st.cursor == n or st.rows is not None:
         return
-    freed = set(c.rlog[st.rcursor:]) if st.rcursor < len(c.rlog) else None  # nodes a pod left since the last sync
-    if n - st.cursor == 1:  # the common case: one placement since the shape's last pod (a gang's next member)
+    freed = (
+        set(c.rlog[st.rcursor :]) if st.rcursor < len(c.rlog) else None
+    )  # nodes a pod left since the last sync
+    if (
+        n - st.cursor == 1
+    ):  # the common case: one placement since the shape's last pod (a gang's next member)
         _recheck(c, st, (c.log[-1],), freed)
     elif n - st.cursor > len(c.nodes):
         if st.idx_a is None:
             st.idx_a = np.flatnonzero(st.feas)
         _refresh_rows(c, st, _with_freed(st, st.idx_a, freed))
-    elif n - st.cursor > MANY_CHANGES:  # the changed nodes as a mask: cheaper than a set of that many
+    elif (
+        n - st.cursor > MANY_CHANGES
+    ):  # the changed nodes as a mask: cheaper than a set of that many
         changed = np.zeros(len(c.nodes), dtype=bool)
-        changed[c.log[st.cursor:]] = True
+        changed[c.log[st.cursor :]] = True
         _catch_up(c, st, _with_freed(st, np.flatnonzero(changed & st.feas), freed), freed)
     else:
-        dirty = set(c.log[st.cursor:])
+        dirty = set(c.log[st.cursor :])
         if len(dirty) > FULL_REFRESH:
             rows = np.fromiter(dirty, dtype=np.intp, count=len(dirty))
             _catch_up(c, st, _with_freed(st, rows[st.feas[rows]], freed), freed)
@@ -955,11 +1148,13 @@ def _window_ties(st: _Shape, ia: np.ndarray, start: int, m: int, k: int, p: int)
     """The best-scored nodes of the window (`ia`: the `m` feasible nodes, the window the `k` from position `p`, round
     the ring; all of them when m <= k) in scan order from `start`, scored from the shape's kept base scores."""
     if m > k:
-        win = ia[p:p + k] if p + k <= m else np.concatenate((ia[p:], ia[:k - (m - p)]))
+        win = ia[p : p + k] if p + k <= m else np.concatenate((ia[p:], ia[: k - (m - p)]))
     else:
         win = ia  # in node order; the ties are rotated to start at `start` below, as the scan meets them
     scores = st.base[win]
-    if st.prefer is not None:  # TaintToleration, normalised over the window (the same for every node without)
+    if (
+        st.prefer is not None
+    ):  # TaintToleration, normalised over the window (the same for every node without)
         counts = st.prefer[win]
         top = int(counts.max())
         if top:
@@ -992,8 +1187,15 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int], freed: set[int] | No
     """The shape's feasibility and base score on these nodes, one by one (the scalar form of `_refresh_all`).
     Of the nodes the shape does not fit, only those in `freed` (a pod left them since the last sync) are
     re-checked (see `_sync`)."""
-    compat, feas, feas_l, base, need, alloc, score = st.compat_l, st.feas, st.feas_l, st.base, st.need, c.alloc_rows, \
-        st.score
+    compat, feas, feas_l, base, need, alloc, score = (
+        st.compat_l,
+        st.feas,
+        st.feas_l,
+        st.base,
+        st.need,
+        c.alloc_rows,
+        st.score,
+    )
     urows, nzrows = c._urows, c._nzrows  # `_Cluster.lists`, read in place
     tops = st.tops if st.tops_ok else None
     top = st.top
@@ -1011,14 +1213,18 @@ def _recheck(c: _Cluster, st: _Shape, dirty: Iterable[int], freed: set[int] | No
         if ok != feas_l[j]:
             feas_l[j] = feas[j] = ok
             st.idx_a = None
-            if idx is not None:  # the node joins or leaves the feasible list at its place in node order
+            if (
+                idx is not None
+            ):  # the node joins or leaves the feasible list at its place in node order
                 if ok:
                     idx.insert(bisect.bisect_left(idx, j), j)
                 else:
                     del idx[bisect.bisect_left(idx, j)]
         if ok:
             base[j] = s = score(a, u, nzrows[j])
-        if tops is not None:  # the node leaves the best set, then rejoins it, or starts a new one, by its score
+        if (
+            tops is not None
+        ):  # the node leaves the best set, then rejoins it, or starts a new one, by its score
             k = bisect.bisect_left(tops, j)
             if k < len(tops) and tops[k] == j:
                 del tops[k]
@@ -1054,8 +1260,11 @@ def _scorer(st: _Shape) -> Scorer:
                 cap = a[i]
                 if cap > 0:
                     q = (nz[src] if src < 2 else u[i]) + add
-                    t += weight * ((0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap) if least
-                                   else (q if q < cap else cap) * MAX_NODE_SCORE // cap)
+                    t += weight * (
+                        (0 if q > cap else (cap - q) * MAX_NODE_SCORE // cap)
+                        if least
+                        else (q if q < cap else cap) * MAX_NODE_SCORE // cap
+                    )
                     w += weight
             if w:
                 total = wfit * (t // w)
@@ -1063,15 +1272,20 @@ def _scorer(st: _Shape) -> Scorer:
             a0, a1 = a[i0], a[i1]
             if a0 > 0 and a1 > 0:
                 f0, f1 = (u[i0] + r0) / a0, (u[i1] + r1) / a1
-                total += wbal * int((1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+                total += wbal * int(
+                    (1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2)
+                    * MAX_NODE_SCORE
+                )
             else:
                 total += wbal * MAX_NODE_SCORE  # fewer than two fractions: std 0
         return total
+
     return score
 
 
-def _least_pair(fit: list[tuple[int, int, int, int]], wfit: int, wbal: int, i0: int, r0: int, i1: int,
-                r1: int) -> Scorer:
+def _least_pair(
+    fit: list[tuple[int, int, int, int]], wfit: int, wbal: int, i0: int, r0: int, i1: int, r1: int
+) -> Scorer:
     """`_scorer`'s closure for LeastAllocated on cpu and memory (the default profile): the fit loop written out for
     its two resources (the non-zero requested cpu and memory columns), the same operations in the same order."""
     (fc, wc, _, addc), (fm, wm, _, addm) = fit
@@ -1094,10 +1308,14 @@ def _least_pair(fit: list[tuple[int, int, int, int]], wfit: int, wbal: int, i0: 
             a0, a1 = a[i0], a[i1]
             if a0 > 0 and a1 > 0:
                 f0, f1 = (u[i0] + r0) / a0, (u[i1] + r1) / a1
-                total += wbal * int((1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+                total += wbal * int(
+                    (1 - abs((f0 if f0 < 1.0 else 1.0) - (f1 if f1 < 1.0 else 1.0)) / 2)
+                    * MAX_NODE_SCORE
+                )
             else:
                 total += wbal * MAX_NODE_SCORE  # fewer than two fractions: std 0
         return total
+
     return score
 
 
@@ -1132,7 +1350,9 @@ def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
         elif strategy == "MostAllocated":
             s = min(q, cap) * MAX_NODE_SCORE // cap
         else:
-            s = broken_linear(st.prof.shape, 100 if q >= cap else min(q, cap) * 100 // cap if q > 0 else 0)
+            s = broken_linear(
+                st.prof.shape, 100 if q >= cap else min(q, cap) * 100 // cap if q > 0 else 0
+            )
             if s <= 0:
                 continue
         total += s * weight
@@ -1146,9 +1366,16 @@ def _fit_one(st: _Shape, a: list[int], u: list[int], nz: list[int]) -> int:
 
 # ------------------------------------------------------------------------------------- the engine
 
+
 class _Engine:
-    def __init__(self, cluster: _Cluster, config: SchedulerConfig, seed: int, fast: bool = True,
-                 stable_ties: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: _Cluster,
+        config: SchedulerConfig,
+        seed: int,
+        fast: bool = True,
+        stable_ties: bool = False,
+    ) -> None:
         self.c = cluster
         self.stable_ties = stable_ties
         self.config = config
@@ -1160,14 +1387,18 @@ class _Engine:
         self.shapes: dict[tuple, _Shape] = {}
         self.pod_shape: dict[int, _Shape] = {}  # id(pod) -> its shape (the gangs outlive the run)
         self._profiles: dict[str, Profile] = {}
-        self.allowed: np.ndarray | None = None  # a topology placement's nodes (placement.py): the only ones seen
+        self.allowed: np.ndarray | None = (
+            None  # a topology placement's nodes (placement.py): the only ones seen
+        )
         self.allowed_n = 0
         self._ks: dict[tuple[int, int], int] = {}
 
     def profile(self, pod: Pod) -> Profile:
         prof = self._profiles.get(pod.scheduler_name)
         if prof is None:
-            prof = self._profiles[pod.scheduler_name] = self.config.profile(pod.scheduler_name) or self.config.default
+            prof = self._profiles[pod.scheduler_name] = (
+                self.config.profile(pod.scheduler_name) or self.config.default
+            )
         self.used_profiles[prof.scheduler_name] = prof
         return prof
 
@@ -1185,7 +1416,11 @@ class _Engine:
         Pods without pod-to-pod rules, on a cluster where no placed pod has any, take the incremental path;
         the rest (and `fast=False`, the reference the tests compare against) filter and score every node."""
         prof = self.profile(pod)
-        if self.fast and (pod.rules is NO_RULES or not pod.rules) and not (self.c.anti_nodes or self.c.spread_pods):
+        if (
+            self.fast
+            and (pod.rules is NO_RULES or not pod.rules)
+            and not (self.c.anti_nodes or self.c.spread_pods)
+        ):
             return self._select_fast(pod, prof)
         mask = self.feasible(pod, prof)
         if self.allowed is not None:
@@ -1196,7 +1431,9 @@ class _Engine:
         start = self.next_start % n
         order = np.roll(np.arange(n), -start)
         feas = order[mask[order]]
-        k = num_feasible_to_find(self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score)
+        k = num_feasible_to_find(
+            self.allowed_n if self.allowed is not None else n, prof.percentage_of_nodes_to_score
+        )
         if len(feas) > k:
             last = feas[k - 1]
             processed = int((last - start) % n) + 1
@@ -1227,8 +1464,12 @@ class _Engine:
             return self._select_few(st)
         allowed = self.allowed
         ia: np.ndarray | None = None
-        seq: Sequence[int]  # the feasible nodes in node order: `idx`, or `ia` in a topology placement (an array there:
-        if allowed is None:  # a placement's nodes change with each domain, so no list is kept for it)
+        seq: Sequence[
+            int
+        ]  # the feasible nodes in node order: `idx`, or `ia` in a topology placement (an array there:
+        if (
+            allowed is None
+        ):  # a placement's nodes change with each domain, so no list is kept for it)
             idx = seq = st.idx if st.idx is not None else _set_idx(st)
         else:
             idx, ia = [], np.flatnonzero(st.feas & allowed)
@@ -1261,7 +1502,9 @@ class _Engine:
             ia = st.idx_a
         return self._pick(_window_ties(st, ia, start, m, k, p))
 
-    def _best_in_window(self, st: _Shape, idx: list[int], start: int, m: int, k: int, p: int) -> list[int] | None:
+    def _best_in_window(
+        self, st: _Shape, idx: list[int], start: int, m: int, k: int, p: int
+    ) -> list[int] | None:
         """The window's ties in scan order when the window holds a node with the best score over every feasible
         node (then its best nodes are exactly the best set's members inside it), from the shape's kept best set
         (`_best`) by bisection, without scoring the window. None: it holds none (the caller scores it)."""
@@ -1270,9 +1513,13 @@ class _Engine:
             q = bisect.bisect_left(tops, start)
             return tops[q:] + tops[:q] if 0 < q < len(tops) else tops
         if p + k <= m:
-            return tops[bisect.bisect_left(tops, idx[p]):bisect.bisect_right(tops, idx[p + k - 1])]
-        first = tops[bisect.bisect_left(tops, idx[p]):]  # the window wraps: idx[p:] then idx[:k - (m - p)]
-        return first + tops[:bisect.bisect_right(tops, idx[k - (m - p) - 1])]
+            return tops[
+                bisect.bisect_left(tops, idx[p]) : bisect.bisect_right(tops, idx[p + k - 1])
+            ]
+        first = tops[
+            bisect.bisect_left(tops, idx[p]) :
+        ]  # the window wraps: idx[p:] then idx[:k - (m - p)]
+        return first + tops[: bisect.bisect_right(tops, idx[k - (m - p) - 1])]
 
     def _k(self, n: int, percentage: int) -> int:
         """`num_feasible_to_find`, memoised per engine (asked once per pod)."""
@@ -1286,10 +1533,16 @@ class _Engine:
         one by one. They all fit in the window (num_feasible_to_find is at least min(n, 100)), so the scan covers
         every node and the rotating start stays where it is; the candidates are taken from it, as upstream does."""
         c = self.c
-        feas = [j for j in st.rows or () if (self.allowed is None or self.allowed[j])
-                and all(c.alloc_rows[j][i] - c.lists(j)[0][i] >= r for i, r in st.need)]
+        feas = [
+            j
+            for j in st.rows or ()
+            if (self.allowed is None or self.allowed[j])
+            and all(c.alloc_rows[j][i] - c.lists(j)[0][i] >= r for i, r in st.need)
+        ]
         if not feas:
-            if self.allowed is None:  # a topology placement's miss says nothing of the other placements
+            if (
+                self.allowed is None
+            ):  # a topology placement's miss says nothing of the other placements
                 st.failed_at = c.removals
             return None
         start = self.next_start % len(c.nodes)
@@ -1303,7 +1556,10 @@ class _Engine:
             counts = [int(st.prefer[j]) for j in win]
             top = max(counts)
             if top:
-                scores = [s + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * n // top) for s, n in zip(scores, counts)]
+                scores = [
+                    s + st.wtaint * (MAX_NODE_SCORE - MAX_NODE_SCORE * n // top)
+                    for s, n in zip(scores, counts)
+                ]
         best = max(scores)
         return self._pick(np.array([j for j, s in zip(win, scores) if s == best]))
 
@@ -1356,38 +1612,85 @@ class _Run:
     cluster: _Cluster
     eng: _Engine
     where: dict[str, int] = field(default_factory=dict)  # committed pod key -> node index
-    placed: set[int] = field(default_factory=set)  # id() of the pods in `where` (the gangs hold them: ids stay theirs)
+    placed: set[int] = field(
+        default_factory=set
+    )  # id() of the pods in `where` (the gangs hold them: ids stay theirs)
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
-    members: dict[int, list[Pod]] = field(default_factory=dict)  # a group entry's pods in queue order (`_queue`'s memo)
+    members: dict[int, list[Pod]] = field(
+        default_factory=dict
+    )  # a group entry's pods in queue order (`_queue`'s memo)
 
     def need(self, gi: int) -> int:
         g = self.gangs[gi]
         return max(0, g.min_count - g.bound) if g.policy == "gang" else 1
 
 
-def simulate(nodes: Sequence[SimNode], gangs: Sequence[Gang], *, bound: Iterable[Pod] = (),
-             config: SchedulerConfig | None = None, seed: int = 0, max_passes: int = 4, fast: bool = True,
-             stable_ties: bool = False) -> SimResult:
+def simulate(
+    nodes: Sequence[SimNode],
+    gangs: Sequence[Gang],
+    *,
+    bound: Iterable[Pod] = (),
+    config: SchedulerConfig | None = None,
+    seed: int = 0,
+    max_passes: int = 4,
+    fast: bool = True,
+    stable_ties: bool = False,
+) -> SimResult:
     """Place `gangs`' pending pods on `nodes` as kube-scheduler would; see the module docstring.
 
     `fast=False` filters and scores every node for every pod (the reference the fast path is tested against)."""
-    return simulate_seeds(nodes, gangs, (seed,), bound=bound, config=config, max_passes=max_passes, fast=fast,
-                          stable_ties=stable_ties)[0]
+    return simulate_seeds(
+        nodes,
+        gangs,
+        (seed,),
+        bound=bound,
+        config=config,
+        max_passes=max_passes,
+        fast=fast,
+        stable_ties=stable_ties,
+    )[0]
 
 
-def simulate_seeds(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
-                   bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                   fast: bool = True, stable_ties: bool = False) -> list[SimResult]:
+def simulate_seeds(
+    nodes: Sequence[SimNode],
+    gangs: Sequence[Gang],
+    seeds: Sequence[int],
+    *,
+    bound: Iterable[Pod] = (),
+    config: SchedulerConfig | None = None,
+    max_passes: int = 4,
+    fast: bool = True,
+    stable_ties: bool = False,
+) -> list[SimResult]:
     """`simulate` under each seed, in order; what depends on the nodes and gangs only is built once."""
-    return list(simulate_iter(nodes, gangs, seeds, bound=bound, config=config, max_passes=max_passes, fast=fast,
-                              stable_ties=stable_ties))
+    return list(
+        simulate_iter(
+            nodes,
+            gangs,
+            seeds,
+            bound=bound,
+            config=config,
+            max_passes=max_passes,
+            fast=fast,
+            stable_ties=stable_ties,
+        )
+    )
 
 
-def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequence[int], *,
-                  bound: Iterable[Pod] = (), config: SchedulerConfig | None = None, max_passes: int = 4,
-                  fast: bool = True, stable_ties: bool = False, memo: dict | None = None) -> Iterator[SimResult]:
+def simulate_iter(
+    nodes: Sequence[SimNode],
+    gangs: Sequence[Gang],
+    seeds: Sequence[int],
+    *,
+    bound: Iterable[Pod] = (),
+    config: SchedulerConfig | None = None,
+    max_passes: int = 4,
+    fast: bool = True,
+    stable_ties: bool = False,
+    memo: dict | None = None,
+) -> Iterator[SimResult]:
     """`simulate_seeds` one seed at a time, so a caller can stop once a seed has answered its question.
 
     `memo`: the caller's, for calls with the same gangs (the same objects) and the same `bound` object (observe
@@ -1417,17 +1720,28 @@ def simulate_iter(nodes: Sequence[SimNode], gangs: Sequence[Gang], seeds: Sequen
 def _same_run(res: SimResult) -> SimResult:
     """Another seed's result of a run no seed decided: equal to `res`, its containers its own (`node_pods` is
     read-only)."""
-    return SimResult(dict(res.placement), dict(res.outcomes), list(res.empty_nodes), res.node_pods, list(res.profiles))
+    return SimResult(
+        dict(res.placement),
+        dict(res.outcomes),
+        list(res.empty_nodes),
+        res.node_pods,
+        list(res.profiles),
+    )
 
 
-def _queue(gangs: list[Gang], memo: dict | None, queue_sort: str
-           ) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
+def _queue(
+    gangs: list[Gang], memo: dict | None, queue_sort: str
+) -> tuple[dict[int, str], list[Entry], dict[int, list[Pod]]]:
     """The gangs the scheduler skips (and why), the queue's entries and the group entries' pods in queue order (filled
     by the runs as they meet them: it depends on the gangs and the queue sort only), from `memo` when it holds
     these gangs under this queue sort."""
     hit = memo.get("queue") if memo is not None else None
-    if hit is not None and hit[4] == queue_sort and len(hit[0]) == len(gangs) and all(
-            a is b for a, b in zip(hit[0], gangs)):
+    if (
+        hit is not None
+        and hit[4] == queue_sort
+        and len(hit[0]) == len(gangs)
+        and all(a is b for a, b in zip(hit[0], gangs))
+    ):
         return hit[1], hit[2], hit[3]
     skipped = {gi: r for gi, g in enumerate(gangs) if (r := _skip_reason(g))}
     entries = [e for e in _entries(gangs, queue_sort) if e.gang_index not in skipped]
@@ -1437,8 +1751,13 @@ def _queue(gangs: list[Gang], memo: dict | None, queue_sort: str
     return skipped, entries, members
 
 
-def _cluster_for(nodes: Sequence[SimNode], gangs: list[Gang], skipped: dict[int, str], bound: Iterable[Pod],
-                 memo: dict | None) -> _Cluster:
+def _cluster_for(
+    nodes: Sequence[SimNode],
+    gangs: list[Gang],
+    skipped: dict[int, str],
+    bound: Iterable[Pod],
+    memo: dict | None,
+) -> _Cluster:
     """The cluster over `nodes`: cut from the memo's last one when `nodes` are a subsequence of its nodes (and
     the bound pods the same object, the resource columns the same), else built."""
     hit = memo.get("cluster") if memo is not None else None
@@ -1469,24 +1788,37 @@ def _subsequence(whole: Sequence[SimNode], part: Sequence[SimNode]) -> list[int]
     return keep
 
 
-def _run(cluster: _Cluster, eng: _Engine, gangs: list[Gang], skipped: dict[int, str], entries: list[Entry],
-         max_passes: int, members: dict[int, list[Pod]]) -> SimResult:
+def _run(
+    cluster: _Cluster,
+    eng: _Engine,
+    gangs: list[Gang],
+    skipped: dict[int, str],
+    entries: list[Entry],
+    max_passes: int,
+    members: dict[int, list[Pod]],
+) -> SimResult:
     """One seed's queue passes: schedule every entry, time out Permit waits, re-queue the failures."""
     run = _Run(gangs, cluster, eng, committed=[0] * len(gangs), members=members)
     for _ in range(max_passes):
         before = len(run.where)
         assumed: dict[int, list[tuple[Pod, int]]] = {}
-        retry: list[Entry] = []  # re-queued in the order they failed (the queue timestamp is the re-queue time)
+        retry: list[
+            Entry
+        ] = []  # re-queued in the order they failed (the queue timestamp is the re-queue time)
         for e in entries:
             _schedule_entry(run, e, assumed, retry)
         rolled = _permit_timeout(run, assumed, entries, retry)
         if len(run.where) == before and not rolled:
             break
         entries = _requeue(run, retry)
-    return _result(cluster, eng, gangs, run.where, run.started, run.failed, skipped, run.committed, run.need)
+    return _result(
+        cluster, eng, gangs, run.where, run.started, run.failed, skipped, run.committed, run.need
+    )
 
 
-def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]]], retry: list[Entry]) -> None:
+def _schedule_entry(
+    run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]]], retry: list[Entry]
+) -> None:
     """One queue entry (a pod, or a whole gang): select nodes, then commit, hold (Permit) or undo."""
     gi, g = e.gang_index, run.gangs[e.gang_index]
     if e.pod is not None:
@@ -1497,7 +1829,12 @@ def _schedule_entry(run: _Run, e: Entry, assumed: dict[int, list[tuple[Pod, int]
         got = _place_in_domain(run, gi, pods)
     else:
         got = _select_all(run, gi, pods)
-    if e.pod is not None and not got or e.pod is None and len(got) + run.committed[gi] < len(g.pending):
+    if (
+        e.pod is not None
+        and not got
+        or e.pod is None
+        and len(got) + run.committed[gi] < len(g.pending)
+    ):
         retry.append(e)
     if not got:
         return
@@ -1553,7 +1890,12 @@ def _place_in_domain(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod,
             eng.allowed = None
         if run.committed[gi] + len(got) >= run.need(gi):
             placed = run.committed[gi] + len(got)
-            feasible.append((placement_score(c.alloc, c.used, mask, c.ri, req, prof, placed, len(g.pending)), got))
+            feasible.append(
+                (
+                    placement_score(c.alloc, c.used, mask, c.ri, req, prof, placed, len(g.pending)),
+                    got,
+                )
+            )
         for p, j in reversed(got):
             c.remove(j, p)
     if not feasible:
@@ -1570,8 +1912,9 @@ def _place_in_domain(run: _Run, gi: int, pods: Sequence[Pod]) -> list[tuple[Pod,
     return got
 
 
-def _permit_timeout(run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entries: list[Entry],
-                    retry: list[Entry]) -> bool:
+def _permit_timeout(
+    run: _Run, assumed: dict[int, list[tuple[Pod, int]]], entries: list[Entry], retry: list[Entry]
+) -> bool:
     """Gangs still held at Permit never reached quorum: release their pods and re-queue them."""
     rolled = False
     entry_of = {id(e.pod): e for e in entries if e.pod is not None} if assumed else {}
@@ -1588,7 +1931,9 @@ def _requeue(run: _Run, retry: list[Entry]) -> list[Entry]:
     """The next pass's queue: each failed entry once, priority first, then re-queue order (stable sort)."""
     seen: set[int] = set()
     entries = []
-    for e in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
+    for (
+        e
+    ) in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
         if id(e) not in seen and (e.pod is None or e.pod.key not in run.where):
             seen.add(id(e))
             entries.append(e)
@@ -1598,8 +1943,11 @@ def _requeue(run: _Run, retry: list[Entry]) -> list[Entry]:
 
 # --------------------------------------------------------------------------------------- reasons
 
+
 def _shape(pod: Pod) -> str:
-    scalars = [(r, v) for r, v in sorted(pod.requests.items()) if is_scalar(r) and v and r != "pods"]
+    scalars = [
+        (r, v) for r, v in sorted(pod.requests.items()) if is_scalar(r) and v and r != "pods"
+    ]
     if scalars:
         r, v = scalars[0]
         return f"{v}-GPU" if r == GPU else f"{v} {r}"
@@ -1611,14 +1959,23 @@ def _groups_of(c: _Cluster, idx: Iterable[int]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, placed: int, need: int,
-         empty: set[int], owner_on: Sequence[Sequence[int]]) -> str:
+def _why(
+    c: _Cluster,
+    eng: _Engine,
+    gangs: Sequence[Gang],
+    gi: int,
+    pod: Pod,
+    placed: int,
+    need: int,
+    empty: set[int],
+    owner_on: Sequence[Sequence[int]],
+) -> str:
     """Why gang `gi` did not start; `owner_on[j]`: the gang index of each pod on node j (-1: not committed)."""
     g = gangs[gi]
     prof = eng.profile(pod)
     req = c.vec(pod)
     compat = c.compat(pod.placement, prof)
-    big = ((c.alloc[:, req > 0] >= req[req > 0]).all(axis=1))
+    big = (c.alloc[:, req > 0] >= req[req > 0]).all(axis=1)
     if not compat.any():
         return f"no node passes the scheduler's filters for pod {pod.key} (nodeSelector, affinity, taints)"
     cand = np.flatnonzero(compat & big)
@@ -1629,7 +1986,9 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
         for t in owner_on[j]:
             if t >= 0 and t != gi:
                 takers[t] += 1
-    have = f"only {placed} of {need} members needed fit" if g.policy == "gang" else "it does not fit"
+    have = (
+        f"only {placed} of {need} members needed fit" if g.policy == "gang" else "it does not fit"
+    )
     if not takers:
         return f"{have}: the {len(cand)} nodes ({_groups_of(c, cand)}) it fits on are full"
     t, _ = takers.most_common(1)[0]
@@ -1639,23 +1998,48 @@ def _why(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], gi: int, pod: Pod, pl
     tok = c.compat(tpod.placement, tprof) & c.fits(c.vec(tpod))
     spare = [j for j in empty if tok[j]]
     if spare:
-        res = next((r for r, v in sorted(tpod.requests.items()) if is_scalar(r) and v and r != "pods"), None)
+        res = next(
+            (r for r, v in sorted(tpod.requests.items()) if is_scalar(r) and v and r != "pods"),
+            None,
+        )
         hint = ""
         if tprof.strategy == "LeastAllocated":
-            hint = f"; MostAllocated with a {'GPU' if res == GPU else res} weight avoids it" if res else \
-                "; MostAllocated avoids it"
-        return (f"{have}: the scheduler would place {tg.namespace}'s {_shape(tpod)} pods ({tg.name}) on the "
-                f"{_groups_of(c, cand)} nodes this gang needs, while {len(spare)} "
-                f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}")
+            hint = (
+                f"; MostAllocated with a {'GPU' if res == GPU else res} weight avoids it"
+                if res
+                else "; MostAllocated avoids it"
+            )
+        return (
+            f"{have}: the scheduler would place {tg.namespace}'s {_shape(tpod)} pods ({tg.name}) on the "
+            f"{_groups_of(c, cand)} nodes this gang needs, while {len(spare)} "
+            f"{_groups_of(c, spare)} node(s) they fit stay empty{hint}"
+        )
     older = tg.created and g.created and tg.created < g.created
-    who = ("higher-priority" if tg.scheduler_priority > g.scheduler_priority else "older" if older else "earlier-queued")
+    who = (
+        "higher-priority"
+        if tg.scheduler_priority > g.scheduler_priority
+        else "older"
+        if older
+        else "earlier-queued"
+    )
     return f"{have}: {who} gang {tg.key} takes this capacity first ({_groups_of(c, cand)})"
 
 
-def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, int], started: set[int],
-            failed: dict[int, Pod], skipped: dict[int, str], committed: list[int], need) -> SimResult:
+def _result(
+    c: _Cluster,
+    eng: _Engine,
+    gangs: Sequence[Gang],
+    where: dict[str, int],
+    started: set[int],
+    failed: dict[int, Pod],
+    skipped: dict[int, str],
+    committed: list[int],
+    need,
+) -> SimResult:
     empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and _holds_none(c, j)}
-    owners: list[list[list[int]]] = []  # built on the first reason asked for; the run's state no longer changes
+    owners: list[
+        list[list[int]]
+    ] = []  # built on the first reason asked for; the run's state no longer changes
 
     def why(gi: int, pod: Pod) -> Callable[[], str]:
         def word() -> str:
@@ -1667,6 +2051,7 @@ def _result(c: _Cluster, eng: _Engine, gangs: Sequence[Gang], where: dict[str, i
                 keys = "/".join(gangs[gi].topology_keys)
                 why = f"no single {keys} domain holds {need(gi)} members (the scheduler places it in one: KEP-5732); {why}"
             return why
+
         return word
 
     outcomes = {}

@@ -41,8 +41,9 @@ def spread_keys(pod: Pod) -> set[str]:
     return {s.key for s in pod.rules.domain_spread}
 
 
-def tally(nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], s: DomainSpread, owner: Pod
-          ) -> tuple[dict[str, int], int, list[bool]]:
+def tally(
+    nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], s: DomainSpread, owner: Pod
+) -> tuple[dict[str, int], int, list[bool]]:
     """Matching pods per domain over the counted nodes, the global minimum, and which nodes are counted."""
     keys = spread_keys(owner)
     counts: dict[str, int] = {}
@@ -52,13 +53,16 @@ def tally(nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], s: DomainSpr
         counted.append(ok)
         if ok:
             d = n.labels[s.key]
-            counts[d] = counts.get(d, 0) + sum(1 for q in pods if q.namespace == owner.namespace
-                                               and term_matches(s.term, q))
+            counts[d] = counts.get(d, 0) + sum(
+                1 for q in pods if q.namespace == owner.namespace and term_matches(s.term, q)
+            )
     low = min(counts.values()) if counts and len(counts) >= s.min_domains else 0
     return counts, low, counted
 
 
-def domain_spread_ok(nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], pod: Pod) -> np.ndarray:
+def domain_spread_ok(
+    nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], pod: Pod
+) -> np.ndarray:
     """Per node, whether the pod's own DoNotSchedule constraints on non-hostname keys let it go there."""
     ok = np.ones(len(nodes), dtype=bool)
     for s in pod.rules.domain_spread:
@@ -71,8 +75,14 @@ def domain_spread_ok(nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], p
     return ok
 
 
-def keep_placed(nodes: Sequence[_Node], pods_on: Sequence[Sequence[Pod]], q: Pod, jq: int, pod: Pod,
-                ok: np.ndarray) -> None:
+def keep_placed(
+    nodes: Sequence[_Node],
+    pods_on: Sequence[Sequence[Pod]],
+    q: Pod,
+    jq: int,
+    pod: Pod,
+    ok: np.ndarray,
+) -> None:
     """Clear `ok` on the nodes where `pod` would put placed pod q's domain (on node jq) over q's skew."""
     for s in q.rules.domain_spread:
         d = nodes[jq].labels.get(s.key)

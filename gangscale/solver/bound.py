@@ -31,7 +31,9 @@ from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
 
-if TYPE_CHECKING:  # CP-SAT loads (with the pandas it imports) only when the aggregate relaxation is solved
+if (
+    TYPE_CHECKING
+):  # CP-SAT loads (with the pandas it imports) only when the aggregate relaxation is solved
     from ortools.sat.python import cp_model
 
 
@@ -65,14 +67,21 @@ def fluid_bound(prob: Problem, placed_per_shape: dict[int, int]) -> int:
         cost = np.array([prob.kinds[k].cost for k in new], dtype=float)
         req = np.array(prob.shapes[s].req, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            unit = np.where(caps > 0, cost[:, None] / caps, np.inf).min(axis=0)  # cheapest price per unit
+            unit = np.where(caps > 0, cost[:, None] / caps, np.inf).min(
+                axis=0
+            )  # cheapest price per unit
             total += over * np.where(req > 0, req * unit, 0.0)
     best = float(total.max()) if R else 0.0
     return max(0, math.floor(best * (1 - 1e-9)) - 1) if math.isfinite(best) else 0
 
 
-def lower_bound(prob: Problem, placed_per_shape: dict[int, int], opts: SolveOptions, seconds: float,
-                known: int = 0) -> tuple[int, bool]:
+def lower_bound(
+    prob: Problem,
+    placed_per_shape: dict[int, int],
+    opts: SolveOptions,
+    seconds: float,
+    known: int = 0,
+) -> tuple[int, bool]:
     """(bound in micro-dollars per hour, the aggregate relaxation was solved to optimality).
 
     The fluid bound always; the LP relaxation unless the caller passes its value as `known` (`lp_cost_prices`);
@@ -100,8 +109,9 @@ def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int
     return lp_cost_prices(prob, demand, deadline)[0]
 
 
-def lp_cost_prices(prob: Problem, demand: dict[int, int], deadline: float | None,
-                   parts: LPParts | None = None) -> tuple[int, dict[int, float]]:
+def lp_cost_prices(
+    prob: Problem, demand: dict[int, int], deadline: float | None, parts: LPParts | None = None
+) -> tuple[int, dict[int, float]]:
     """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
     `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another
     LP's pools (`GangLP.parts`), reused when it was built over the same shapes. Its build stops at `deadline` too."""
@@ -143,15 +153,26 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.perf_counter() >= deadline
 
 
-def _scaled_requests(prob: Problem, cover: dict, scale: np.ndarray) -> list[list[tuple[int, float]]]:
+def _scaled_requests(
+    prob: Problem, cover: dict, scale: np.ndarray
+) -> list[list[tuple[int, float]]]:
     """Per shape of `cover` (in its order), its nonzero requests as (resource, request / scale): the capacity rows'
     coefficients, the same in every pool, so an LP computes them once, not once per pool."""
     scales = scale.tolist()
     return [[(r, q / scales[r]) for r, q in enumerate(prob.shapes[sh].req) if q] for sh in cover]
 
 
-def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale: np.ndarray, weights: dict[int, dict],
-             scaled: list[list[tuple[int, float]]], uses: dict | None = None):
+def _lp_pool(
+    s,
+    prob: Problem,
+    kids: list[int],
+    cover: dict,
+    view: _View,
+    scale: np.ndarray,
+    weights: dict[int, dict],
+    scaled: list[list[tuple[int, float]]],
+    uses: dict | None = None,
+):
     """One pool's columns in an LP relaxation: pods of each shape it takes (`u`, added to the shape's `cover` row)
     within its capacity (scaled per resource) and its dual-feasible rows (`weights`: `_pool_dff`); a node group's
     count `n` is returned (None for existing nodes). `scaled`: `_scaled_requests` of `cover`, made once per LP."""
@@ -161,7 +182,9 @@ def _lp_pool(s, prob: Problem, kids: list[int], cover: dict, view: _View, scale:
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=np.int64)
     cap = view.usable[kids[0]] if new else (view.usable[kids] * mult[:, None]).sum(axis=0)
     # as Python numbers once (the same float64 values the per-element numpy reads gave): the loop below is per shape
-    slots_of = (mult @ view.count[kids]).tolist()  # per shape: pods of it the pool's nodes take one at a time
+    slots_of = (
+        mult @ view.count[kids]
+    ).tolist()  # per shape: pods of it the pool's nodes take one at a time
     per_node = view.count[kids[0]].tolist()
     room, nodes = (cap / scale).tolist(), float(mult.sum())
     rows: dict = {}
@@ -208,7 +231,11 @@ class LPParts:
 
 def _lp_parts(prob: Problem, shapes: list[int], known: LPParts | None = None) -> LPParts:
     """`LPParts` for `shapes` (in this order): `known`'s, its columns reordered, when it covers the same shapes."""
-    if known is not None and len(known.view.shapes) == len(shapes) and set(known.view.shapes) == set(shapes):
+    if (
+        known is not None
+        and len(known.view.shapes) == len(shapes)
+        and set(known.view.shapes) == set(shapes)
+    ):
         v = known.view
         at = {sh: i for i, sh in enumerate(v.shapes)}
         idx = np.array([at[sh] for sh in shapes], dtype=np.int64)
@@ -239,15 +266,21 @@ def _pool_dff(prob: Problem, view: _View, pools: list[list[int]]) -> list[dict[i
     fits = view.fits[order]
     safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
     allowed = fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0)
-    share = q[None] / np.maximum(np.maximum.reduceat(cap, starts, axis=0), 1)[:, None, :]  # pools x 1 x resources:
+    share = (
+        q[None] / np.maximum(np.maximum.reduceat(cap, starts, axis=0), 1)[:, None, :]
+    )  # pools x 1 x resources:
     # the weight the capacity row gives, on the pool's largest node
     out: list[dict[int, dict]] = [{} for _ in pools]
     for k in DFF_ORDERS:
         whole, rest = np.divmod((k + 1) * q[None], safe)  # kinds x shapes x resources
-        f = np.where(allowed, np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0), np.inf)
+        f = np.where(
+            allowed, np.where(whole > 0, np.where(rest > 0, whole / k, q[None] / safe), 0.0), np.inf
+        )
         least = np.minimum.reduceat(f, starts, axis=0)  # pools x shapes x resources
         w = np.where(np.isfinite(least), least, 0.0)
-        useful = (w > share + 1e-12).any(axis=1)  # pools x resources; other rows add nothing: left out
+        useful = (w > share + 1e-12).any(
+            axis=1
+        )  # pools x resources; other rows add nothing: left out
         for pi, r in zip(*(a.tolist() for a in np.nonzero(useful))):
             weights = out[pi]
             for i in np.flatnonzero(w[pi, :, r] > 0).tolist():
@@ -255,7 +288,9 @@ def _pool_dff(prob: Problem, view: _View, pools: list[list[int]]) -> list[dict[i
     return out
 
 
-def _aggregate_bound(prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float) -> tuple[int, bool]:
+def _aggregate_bound(
+    prob: Problem, demand: dict[int, int], opts: SolveOptions, deadline: float
+) -> tuple[int, bool]:
     """Cheapest nodes for `demand` (pods per shape) with existing nodes pooled by what decides compatibility:
     a relaxation, so its optimum (or proven bound) is a lower bound on any plan's cost."""
     from ortools.sat.python import cp_model
@@ -285,7 +320,9 @@ def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
     bucket = dict(zip(existing, _ratio_buckets(prob, view.usable[existing])))
     for k in prob.kinds:
         if not k.new:
-            pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(k.kid)
+            pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(
+                k.kid
+            )
         elif groups:
             pools[("new", k.kid)] = [k.kid]
     return list(pools.values())
@@ -312,7 +349,9 @@ class _View:
 
     shapes: list[int]
     req: np.ndarray  # shapes x resources (int64)
-    count: np.ndarray  # kinds x shapes: pods of the shape one node of the kind takes (`fit_count`, 0: none)
+    count: (
+        np.ndarray
+    )  # kinds x shapes: pods of the shape one node of the kind takes (`fit_count`, 0: none)
     fits: np.ndarray  # count > 0
     usable: np.ndarray  # kinds x resources
 
@@ -355,7 +394,9 @@ def usable_per_node(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.n
     K, R = cap.shape
     rho = np.zeros((K, R, R))  # kinds x r x t
     istep = np.zeros((K, R), dtype=np.int64)
-    for i in range(len(ireq)):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
+    for i in range(
+        len(ireq)
+    ):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
         on = fits[:, i]
         rho[on] = np.maximum(rho[on], ratio[i])
         istep[on] = np.gcd(istep[on], ireq[i])
@@ -363,7 +404,9 @@ def usable_per_node(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.n
     usable = cap
     for _ in range(CLAMP_ROUNDS):  # each round's bound on load_t is a valid C_t for the next
         with np.errstate(invalid="ignore"):
-            via = np.where(np.isinf(rho), np.inf, rho * usable[:, None, :]).min(axis=2)  # min_t rho_rt C_t
+            via = np.where(np.isinf(rho), np.inf, rho * usable[:, None, :]).min(
+                axis=2
+            )  # min_t rho_rt C_t
         usable = np.minimum(usable, via * (1 + USABLE_MARGIN) + 1)
         usable = np.where(step > 0, np.floor(usable / np.maximum(step, 1.0)) * step, usable)
     usable[~fits.any(axis=1)] = 0.0
@@ -377,8 +420,14 @@ def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
             load[r].append(q * u)
 
 
-def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[int, int], use: dict[int, list],
-              view: _View) -> None:
+def _add_pool(
+    m: cp_model.CpModel,
+    prob: Problem,
+    kids: list[int],
+    demand: dict[int, int],
+    use: dict[int, list],
+    view: _View,
+) -> None:
     """Pods of each shape placed on one pool of existing nodes, within its summed capacity."""
     R = len(prob.resources)
     mult = np.array([prob.kinds[k].max_count for k in kids], dtype=float)
@@ -396,8 +445,9 @@ def _add_pool(m: cp_model.CpModel, prob: Problem, kids: list[int], demand: dict[
             m.add(sum(load[r]) <= cap[r])
 
 
-def _add_group_kind(m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list],
-                    view: _View):
+def _add_group_kind(
+    m: cp_model.CpModel, prob: Problem, k, demand: dict[int, int], use: dict[int, list], view: _View
+):
     """New nodes of one node group and the pods of each shape they take; returns the group's cost term."""
     R = len(prob.resources)
     n_k = m.new_int_var(0, k.max_count, "")
@@ -435,8 +485,12 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 
 # ------------------------------------------------------------- gangs (first objective)
 
-LP_BUILD_SECONDS = 1e-5  # ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
-LP_GROUP_SECONDS = 2e-4  # 0.25-0.8 ms per node group (each its own pool, rows per resource) on a busy machine
+LP_BUILD_SECONDS = (
+    1e-5  # ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
+)
+LP_GROUP_SECONDS = (
+    2e-4  # 0.25-0.8 ms per node group (each its own pool, rows per resource) on a busy machine
+)
 
 
 def lp_size(prob: Problem) -> int:
@@ -449,8 +503,12 @@ def lp_seconds(prob: Problem) -> float:
 
 
 GUIDE_COST_WEIGHT = 0.5  # gangs: the guide's cost term at its largest (every node group full)
-GUIDE_SLACK = 1e-6  # nodes: a node group the guide's LP uses within this of its headroom is full (tolerance)
-LP_SLACK = 1e-4  # an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
+GUIDE_SLACK = (
+    1e-6  # nodes: a node group the guide's LP uses within this of its headroom is full (tolerance)
+)
+LP_SLACK = (
+    1e-4  # an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
+)
 
 
 @dataclass(slots=True)
@@ -487,8 +545,9 @@ def gang_lp(prob: Problem, deadline: float | None = None) -> GangLP | None:
         return None
 
 
-def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | None = None,
-                      lp: GangLP | None = None) -> list[TierBound]:
+def gangs_upper_bound(
+    prob: Problem, tiers: list[TierBound], deadline: float | None = None, lp: GangLP | None = None
+) -> list[TierBound]:
     """Fill in `gangs_bound` / `pods_bound` per priority level from an aggregate-capacity LP relaxation.
 
     Soundness. The planner's aim is lexicographic by priority level L1 > L2 > ...:
@@ -525,14 +584,16 @@ def gangs_upper_bound(prob: Problem, tiers: list[TierBound], deadline: float | N
             held.append((t.priority, t))
         else:
             break  # below an open level no plan count can be held: the remaining bounds ignore the plan
-    for t in tiers[len(held) + 1:]:
+    for t in tiers[len(held) + 1 :]:
         ub = lp.maximize(gangs_of=t.priority, held=held, floor_gangs=None)
         if ub is not None:
             t.gangs_bound = max(t.gangs, min(t.gangs_bound, ub))
     return tiers
 
 
-def _memo_key(held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None, pods_of: int | None) -> tuple:
+def _memo_key(
+    held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None, pods_of: int | None
+) -> tuple:
     return gangs_of, pods_of, floor_gangs, tuple((lvl, t.gangs, t.pods) for lvl, t in held)
 
 
@@ -549,11 +610,15 @@ class GangLP:
             raise RuntimeError("GLOP unavailable")
         R = len(prob.resources)
         caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
-        scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)  # per resource, for numerics
+        scale = (
+            np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
+        )  # per resource, for numerics
         inf = s.infinity()
         self.x = {g.gid: s.NumVar(0, 1, "") for g in prob.gangs if g.is_gang}
         self.y = [s.NumVar(0, c.count, "") for c in prob.classes]
-        for g in prob.gangs:  # (raw constraints: pywraplp's expression sums cost ~10x more to build)
+        for (
+            g
+        ) in prob.gangs:  # (raw constraints: pywraplp's expression sums cost ~10x more to build)
             if g.is_gang:
                 x = self.x[g.gid]
                 quorum = s.Constraint(0, inf)  # sum y_c - need x >= 0
@@ -570,7 +635,9 @@ class GangLP:
             cover[c.shape].SetCoefficient(self.y[c.cid], -1)
         self.parts = _lp_parts(prob, list(cover))  # (`lp_cost_prices` reuses them)
         self.n: dict[int, object] = {}  # per node group kind: its node count
-        self.uses: dict[tuple[int, int], object] = {}  # (shape, first kind of a pool) -> pods of the shape there
+        self.uses: dict[
+            tuple[int, int], object
+        ] = {}  # (shape, first kind of a pool) -> pods of the shape there
         scaled = _scaled_requests(prob, cover, scale)
         for kids, weights in zip(self.parts.pools, self.parts.weights):
             n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, scaled, self.uses)
@@ -585,16 +652,27 @@ class GangLP:
     def _pods(self, lvl: int):
         return [self.y[c] for g in self.prob.gangs if g.priority == lvl for c in g.classes]
 
-    def maximize(self, *, held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None = None,
-                 pods_of: int | None = None) -> int | None:
+    def maximize(
+        self,
+        *,
+        held: list,
+        floor_gangs: tuple[int, int] | None,
+        gangs_of: int | None = None,
+        pods_of: int | None = None,
+    ) -> int | None:
         """Floor of the LP optimum of one level's gangs (or pods), the held levels' counts at least the plan's."""
         key = _memo_key(held, floor_gangs, gangs_of, pods_of)
         if self.memo.get(key) is None:  # (a solve cut by its deadline may be tried again)
             self.memo[key] = self._solve(held, floor_gangs, gangs_of, pods_of)
         return self.memo[key]
 
-    def _solve(self, held: list, floor_gangs: tuple[int, int] | None, gangs_of: int | None,
-               pods_of: int | None) -> int | None:
+    def _solve(
+        self,
+        held: list,
+        floor_gangs: tuple[int, int] | None,
+        gangs_of: int | None,
+        pods_of: int | None,
+    ) -> int | None:
         from ortools.linear_solver import pywraplp
 
         s = self.solver
@@ -654,11 +732,19 @@ class GangLP:
         spend = sum(prob.kinds[kid].cost * prob.kinds[kid].max_count for kid in self.n)
         obj = s.Objective()
         for kid, n in self.n.items():
-            obj.SetCoefficient(n, -GUIDE_COST_WEIGHT * prob.kinds[kid].cost / spend if spend else 0.0)
+            obj.SetCoefficient(
+                n, -GUIDE_COST_WEIGHT * prob.kinds[kid].cost / spend if spend else 0.0
+            )
         if s.Solve() != pywraplp.Solver.OPTIMAL:
             return None
-        started = _oldest_first(prob, {g.gid: self.x[g.gid].solution_value() for g in prob.gangs
-                                         if g.is_gang and g.priority == lvl})
+        started = _oldest_first(
+            prob,
+            {
+                g.gid: self.x[g.gid].solution_value()
+                for g in prob.gangs
+                if g.is_gang and g.priority == lvl
+            },
+        )
         allot = np.zeros((len(prob.shapes), len(prob.kinds)))
         for (sh, kid), u in self.uses.items():
             if kid in self.n:
@@ -666,7 +752,9 @@ class GangLP:
         full = np.zeros(len(prob.kinds), dtype=bool)
         for kid, n in self.n.items():
             full[kid] = n.solution_value() >= prob.kinds[kid].max_count - GUIDE_SLACK
-        most = self.maximize(gangs_of=lvl, held=[], floor_gangs=None)  # the bound's first solve, remembered
+        most = self.maximize(
+            gangs_of=lvl, held=[], floor_gangs=None
+        )  # the bound's first solve, remembered
         if most is None or most >= len(started):
             return None
         return Guide(started, allot, full)
@@ -680,14 +768,24 @@ def _oldest_first(prob: Problem, started: dict[int, float]) -> dict[int, float]:
     alike: dict[tuple, list[int]] = {}
     for gid in started:
         g = prob.gangs[gid]
-        key = (g.need, g.pending, g.gang.topology_keys,
-               tuple(sorted((prob.classes[c].shape, prob.classes[c].count) for c in g.classes)))
+        key = (
+            g.need,
+            g.pending,
+            g.gang.topology_keys,
+            tuple(sorted((prob.classes[c].shape, prob.classes[c].count) for c in g.classes)),
+        )
         alike.setdefault(key, []).append(gid)
     out = dict(started)
     for gids in alike.values():
         if len(gids) > 1:
             shares = sorted((started[g] for g in gids), reverse=True)
-            by_age = sorted(gids, key=lambda g: (prob.gangs[g].gang.created, prob.gangs[g].gang.namespace,
-                                                 prob.gangs[g].gang.name))
+            by_age = sorted(
+                gids,
+                key=lambda g: (
+                    prob.gangs[g].gang.created,
+                    prob.gangs[g].gang.namespace,
+                    prob.gangs[g].gang.name,
+                ),
+            )
             out.update(zip(by_age, shares))
     return out

@@ -23,22 +23,34 @@ import time
 from dataclasses import dataclass
 
 AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
-AUTO_GAP_FACTOR = 4.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
-AUTO_GAP_MAX_PODS = 5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
+AUTO_GAP_FACTOR = (
+    4.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
+)
+AUTO_GAP_MAX_PODS = (
+    5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
+)
 AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
 AUTO_HARD_FACTOR = 4.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
 # 0.15: a backlog of 5k-10k pods, whose LP is estimated at ~0.2 s, still gets it at --time-limit 2)
-AUTO_GUIDE_SHARE = 0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
+AUTO_GUIDE_SHARE = (
+    0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
+)
 # gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
 FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan
 FINISH_PER_POD = 1e-5
 PLANNER_FLOOR = 0.25  # of an explicit limit, at least, for the planner from its own start: when reading the input
 # took more than the rest (a 100k-pod backlog takes seconds), the plan still tries its gangs rather than none
 MIN_SEARCH = 0.1  # seconds of CP-SAT search, at least, or CP-SAT is not started
-MODEL_SECONDS_PER_VARIABLE = 15e-6  # measured: building the CP-SAT model costs ~15 us per pattern or domain variable
-CP_SAT_IMPORT_SECONDS = 0.3  # OR-Tools' cp_model and the pandas it imports, the first time a model is solved
-BOUND_RESERVE_FACTOR = 2.0  # the final bound gets this many times what the plan's first LP bound took
+MODEL_SECONDS_PER_VARIABLE = (
+    15e-6  # measured: building the CP-SAT model costs ~15 us per pattern or domain variable
+)
+CP_SAT_IMPORT_SECONDS = (
+    0.3  # OR-Tools' cp_model and the pandas it imports, the first time a model is solved
+)
+BOUND_RESERVE_FACTOR = (
+    2.0  # the final bound gets this many times what the plan's first LP bound took
+)
 BOUND_RESERVE_MIN = 0.02  # seconds, at least
 
 
@@ -54,16 +66,31 @@ class PhaseRecord:
 class Clock:
     """Deadlines for one plan (`time.perf_counter()` values) and the record of its phases."""
 
-    def __init__(self, start: float, limit: float, timed: bool, pending_pods: int,
-                 finish_seconds: float = FINISH_SECONDS, planner_start: float | None = None) -> None:
+    def __init__(
+        self,
+        start: float,
+        limit: float,
+        timed: bool,
+        pending_pods: int,
+        finish_seconds: float = FINISH_SECONDS,
+        planner_start: float | None = None,
+    ) -> None:
         self.start, self.limit, self.timed = start, limit, timed
         self.finish = finish_seconds + FINISH_PER_POD * pending_pods
-        self.deadline = start + limit  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
-        if planner_start is not None:  # reading the input took more than its share: the planner keeps a floor
+        self.deadline = (
+            start + limit
+        )  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
+        if (
+            planner_start is not None
+        ):  # reading the input took more than its share: the planner keeps a floor
             self.deadline = max(self.deadline, planner_start + PLANNER_FLOOR * limit)
-        self.hard = self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
+        self.hard = (
+            self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
+        )
         self.pods = pending_pods
-        self.lp_seconds = 0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
+        self.lp_seconds = (
+            0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
+        )
         self.phases: list[PhaseRecord] = []
 
     @property
@@ -83,7 +110,9 @@ class Clock:
         `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` times itself (never past its hard cap)."""
         if not self.timed:
             grown = AUTO_GAP_FACTOR * self.limit if self.pods <= AUTO_GAP_MAX_PODS else self.limit
-            self.deadline = min(max(self.deadline, self.start + max(AUTO_GAP_FLOOR, grown)), self.hard)
+            self.deadline = min(
+                max(self.deadline, self.start + max(AUTO_GAP_FLOOR, grown)), self.hard
+            )
 
     def bound_reserve(self) -> float:
         """Seconds kept for the final plan's bound: what the plan's first LP bound took, doubled."""

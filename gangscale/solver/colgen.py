@@ -38,7 +38,9 @@ class _Group:
     cost: int  # micro-dollars per hour per node
     items: list[int]  # indices of the items (keys or shapes) it may carry, ascending
     headroom: int
-    shares: np.ndarray | None = None  # per item, its weights in the pricing orders (set on first pricing)
+    shares: np.ndarray | None = (
+        None  # per item, its weights in the pricing orders (set on first pricing)
+    )
     nonzero: dict = field(default_factory=dict)  # per item, its nonzero (resource, request) pairs
 
 
@@ -51,7 +53,9 @@ class _Rmp:
 
         self.pywraplp = pywraplp
         s = self.s = pywraplp.Solver.CreateSolver("GLOP")
-        if s is None:  # pragma: no cover - OR-Tools without GLOP: the caller's greedy places everything
+        if (
+            s is None
+        ):  # pragma: no cover - OR-Tools without GLOP: the caller's greedy places everything
             raise RuntimeError("GLOP unavailable")
         inf = s.infinity()
         self.groups = groups
@@ -104,8 +108,12 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
         still = still + 1 if value > best * (1 - STALL_GAP) else 0
         best = min(best, value)
         pi, mu = rmp.duals()
-        found = [(gi, pat) for gi, g in enumerate(rmp.groups) if (pat := _price(g, req, demand, pi)) is not None
-                 and float(pi @ pat) - g.cost / MICRO - mu[gi] > 1e-9 * max(g.cost / MICRO, 1.0)]
+        found = [
+            (gi, pat)
+            for gi, g in enumerate(rmp.groups)
+            if (pat := _price(g, req, demand, pi)) is not None
+            and float(pi @ pat) - g.cost / MICRO - mu[gi] > 1e-9 * max(g.cost / MICRO, 1.0)
+        ]
         if not found or still >= STALL:
             return True
         if deadline is not None and time.perf_counter() > deadline:
@@ -139,7 +147,9 @@ def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
             continue
         items = [i for i in range(n_items) if allowed(i, k.kid)]
         if items:
-            g = pools.setdefault((k.cap, k.cost, tuple(items)), _Group([], list(k.cap), k.cost, items, 0))
+            g = pools.setdefault(
+                (k.cap, k.cost, tuple(items)), _Group([], list(k.cap), k.cost, items, 0)
+            )
             g.kids.append(k.kid)
             g.headroom += k.max_count
     return list(pools.values())
@@ -148,7 +158,9 @@ def _groups(prob: Problem, n_items: int, allowed) -> list[_Group]:
 # ------------------------------------------------------------------ the plan: new nodes for the pods left
 
 
-def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[tuple[int, dict[Key, int]]]:
+def pattern_new_nodes(
+    prob: Problem, left: dict[Key, int], deadline: float | None
+) -> list[tuple[int, dict[Key, int]]]:
     """(node group, pods per key) per new node for `left` (changed in place: what the nodes take is removed):
     the pattern LP's node counts rounded down (`pattern_candidates`); nothing when it did not converge in time."""
     candidates = pattern_candidates(prob, left, deadline)
@@ -159,17 +171,23 @@ def pattern_new_nodes(prob: Problem, left: dict[Key, int], deadline: float | Non
     return nodes
 
 
-Candidate = tuple[list[tuple[int, dict[Key, int]]], dict[Key, int]]  # new nodes, and the pods they leave
+Candidate = tuple[
+    list[tuple[int, dict[Key, int]]], dict[Key, int]
+]  # new nodes, and the pods they leave
 
 
-def pattern_candidates(prob: Problem, left: dict[Key, int], deadline: float | None) -> list[Candidate]:
+def pattern_candidates(
+    prob: Problem, left: dict[Key, int], deadline: float | None
+) -> list[Candidate]:
     """New nodes for `left` (unchanged) from the pattern LP's converged solution, rounded down, with the pods they
     leave; nothing when the LP did not converge by `deadline` (a cut-short LP's columns cover the pods in fractions
     whose rounding leaves the greedy more than it started with)."""
     keys = [k for k, n in left.items() if n > 0]
     if not keys or _past(deadline):
         return []
-    req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(len(keys), len(prob.resources))
+    req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(
+        len(keys), len(prob.resources)
+    )
     demand = np.array([left[k] for k in keys], dtype=np.int64)
     groups = _groups(prob, len(keys), lambda i, kid: _allowed(prob, keys[i], kid))
     try:
@@ -190,8 +208,14 @@ def _allowed(prob: Problem, key: Key, kid: int) -> bool:
     return (s, kid) in prob.fit_count and (dom is None or prob.domain(s, kid) == dom)
 
 
-def _take(groups: list[_Group], nodes: list[tuple[int, np.ndarray, int]], demand: np.ndarray,
-          headroom: dict[int, int], keys: list[Key], out: list[tuple[int, dict[Key, int]]]) -> None:
+def _take(
+    groups: list[_Group],
+    nodes: list[tuple[int, np.ndarray, int]],
+    demand: np.ndarray,
+    headroom: dict[int, int],
+    keys: list[Key],
+    out: list[tuple[int, dict[Key, int]]],
+) -> None:
     """Open `nodes` ((group, pattern, how many)) with the pods still wanted, in kinds of the group with headroom
     left: whole copies of a pattern at once while the demand covers them, then node by node."""
     for gi, pat, count in nodes:
@@ -212,7 +236,11 @@ def _take(groups: list[_Group], nodes: list[tuple[int, np.ndarray, int]], demand
 
 def _round(cols: list[tuple[int, np.ndarray, float]]) -> list[tuple[int, np.ndarray, int]]:
     """Nodes from an LP solution, as (group, pattern, count): every column's whole count, most used first."""
-    return [(gi, pat, int(x + 1e-6)) for gi, pat, x in sorted(cols, key=lambda c: -c[2]) if x + 1e-6 >= 1]
+    return [
+        (gi, pat, int(x + 1e-6))
+        for gi, pat, x in sorted(cols, key=lambda c: -c[2])
+        if x + 1e-6 >= 1
+    ]
 
 
 # ------------------------------------------------------------------ pricing
@@ -230,8 +258,10 @@ def _price(g: _Group, req: np.ndarray, demand: np.ndarray, pi: np.ndarray) -> np
         return None
     if g.shares is None:  # per group, fixed: each item's share orders and its nonzero requests
         share = req[g.items] / np.maximum(np.array(g.cap, dtype=float), 1.0)
-        g.shares = np.column_stack([share.max(axis=1), share.sum(axis=1)]
-                                   + [share[:, r] + 1e-9 for r in range(share.shape[1]) if share[:, r].any()])
+        g.shares = np.column_stack(
+            [share.max(axis=1), share.sum(axis=1)]
+            + [share[:, r] + 1e-9 for r in range(share.shape[1]) if share[:, r].any()]
+        )
         g.nonzero = {i: [(r, q) for r, q in enumerate(req[i].tolist()) if q > 0] for i in g.items}
     rows = np.searchsorted(g.items, idx)
     value = pi[idx][:, None] / g.shares[rows]  # items x orders
@@ -262,4 +292,3 @@ def _fill(cap: list[int], items: list[tuple[int, list[tuple[int, int]], int]]) -
             for r, q in rq:
                 free[r] -= n * q
     return pat
-

@@ -17,7 +17,7 @@ one deadline; a stage with no time left is skipped.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
@@ -73,7 +73,9 @@ class _Model:
         self.pats = patterns
         self.m = cp_model.CpModel()
         self.z: list[list[cp_model.IntVar]] = [self._pattern_vars(k) for k in prob.kinds]
-        self.domains: list[list[tuple[str, ...] | None]] = [prob.gang_domains(g.gid) for g in prob.gangs]
+        self.domains: list[list[tuple[str, ...] | None]] = [
+            prob.gang_domains(g.gid) for g in prob.gangs
+        ]
         self.y: list[cp_model.IntVar] = []
         self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
         self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
@@ -92,7 +94,10 @@ class _Model:
 
     def _pattern_vars(self, k) -> list[cp_model.IntVar]:
         """Bins of kind `k` filled with each of its patterns, together within its count."""
-        zs = [self.m.new_int_var(0, k.max_count, f"z{k.kid}_{i}") for i in range(len(self.pats.by_kind[k.kid]))]
+        zs = [
+            self.m.new_int_var(0, k.max_count, f"z{k.kid}_{i}")
+            for i in range(len(self.pats.by_kind[k.kid]))
+        ]
         if len(zs) > 1:
             self.m.add(sum(zs) <= k.max_count)
         return zs
@@ -195,8 +200,14 @@ class _Model:
         return assign_pods(prob, self.pats, zvals, y, domain, satisfied)
 
 
-def assign_pods(prob: Problem, pats: PatternSet, zvals: list[list[int]], y: list[int],
-                domain: list[tuple[str, ...] | None], satisfied: list[bool]) -> Assignment:
+def assign_pods(
+    prob: Problem,
+    pats: PatternSet,
+    zvals: list[list[int]],
+    y: list[int],
+    domain: list[tuple[str, ...] | None],
+    satisfied: list[bool],
+) -> Assignment:
     """Turn pattern counts into concrete bins and put the placed pods in their slots.
 
     A bin exists only once a pod is put in it, so the work follows the placed
@@ -210,7 +221,9 @@ def assign_pods(prob: Problem, pats: PatternSet, zvals: list[list[int]], y: list
             n = zvals[k.kid][i]
             if n:
                 for s, cnt in pat:
-                    slots.setdefault((s, prob.domain(s, k.kid)), []).append([k.kid, first, n, cnt, 0, 0])
+                    slots.setdefault((s, prob.domain(s, k.kid)), []).append(
+                        [k.kid, first, n, cnt, 0, 0]
+                    )
             first += n
     opened: dict[tuple[int, int], dict[int, int]] = {}  # (kind, instance) -> {class: pods}
     for c in prob.classes:
@@ -261,8 +274,15 @@ BoundFn = Callable[[Assignment, float], int]
 MIN_STAGE_SECONDS = 0.05  # below this CP-SAT cannot even load the model: skip the stage
 
 
-def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: SolveOptions, budget: float,
-                bound_fn: BoundFn | None = None, placement_proven: bool = False) -> SolveOutcome:
+def solve_model(
+    prob: Problem,
+    patterns: PatternSet,
+    hint: Assignment,
+    opts: SolveOptions,
+    budget: float,
+    bound_fn: BoundFn | None = None,
+    placement_proven: bool = False,
+) -> SolveOutcome:
     """Lexicographic solve within `budget` seconds; `bound_fn(assignment, seconds)` lets the cost stage stop near
     a proven bound. `placement_proven`: the hint's gangs and pods already meet their bounds (the gang LP), so
     the placement stages are skipped and their values held."""
@@ -281,14 +301,18 @@ def solve_model(prob: Problem, patterns: PatternSet, hint: Assignment, opts: Sol
     placement_optimal = optimal or placement_proven
     best, cost_optimal = _cost_stage(model, best, opts, deadline, bound_fn)
     optimal &= cost_optimal
-    return SolveOutcome(best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start)
+    return SolveOutcome(
+        best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start
+    )
 
 
 def _tier_expr(model: _Model, best: Assignment, tier: tuple[dict, dict]) -> tuple:
     """(the tier's placement objective, its value in `best`)."""
     gw, cw = tier
     expr = sum(w * model.s[g] for g, w in gw.items()) + sum(w * model.y[c] for c, w in cw.items())
-    value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(w * best.y[c] for c, w in cw.items())
+    value = sum(w for g, w in gw.items() if best.satisfied[g]) + sum(
+        w * best.y[c] for c, w in cw.items()
+    )
     return expr, value
 
 
@@ -298,8 +322,14 @@ def _hold(model: _Model, best: Assignment, tier: tuple[dict, dict]) -> None:
     model.m.add(expr >= value)
 
 
-def _placement_stage(model: _Model, best: Assignment, tier: tuple[dict, dict], opts: SolveOptions, deadline: float,
-                     stages_left: int) -> tuple[Assignment, bool]:
+def _placement_stage(
+    model: _Model,
+    best: Assignment,
+    tier: tuple[dict, dict],
+    opts: SolveOptions,
+    deadline: float,
+    stages_left: int,
+) -> tuple[Assignment, bool]:
     """Maximise one priority tier's gangs and pods (its share of the time left), then hold the value reached;
     (the plan in hand, proven optimal)."""
     m, prob = model.m, model.prob
@@ -323,8 +353,9 @@ def _placement_stage(model: _Model, best: Assignment, tier: tuple[dict, dict], o
     return best, optimal
 
 
-def _cost_stage(model: _Model, best: Assignment, opts: SolveOptions, deadline: float,
-                bound_fn: BoundFn | None) -> tuple[Assignment, bool]:
+def _cost_stage(
+    model: _Model, best: Assignment, opts: SolveOptions, deadline: float, bound_fn: BoundFn | None
+) -> tuple[Assignment, bool]:
     """Cheapest (then fewest) new nodes with the placement held; stops near `bound_fn`'s bound when given."""
     m, prob = model.m, model.prob
     left = deadline - time.perf_counter()

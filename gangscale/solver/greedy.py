@@ -47,7 +47,9 @@ class Guide:
     another gang's pods can only use (flexible 8-GPU pods on p4de leave p4de-only gangs out while p5 nodes stay
     idle)."""
 
-    started: dict[int, float]  # per gang of that level: the share of it the LP starts (order: most first)
+    started: dict[
+        int, float
+    ]  # per gang of that level: the share of it the LP starts (order: most first)
     allot: np.ndarray  # shapes x kinds: pods of the shape the LP puts on a node group's new nodes
     full: np.ndarray  # per kind: a node group the LP uses to its headroom (whose nodes it gives to some shapes only)
 
@@ -60,10 +62,14 @@ class Assignment:
     satisfied: list[bool]  # per gang: quorum reached (gang) / something placed (basic)
     domain: list[tuple[str, ...] | None]  # chosen topology domain per gang
     bins: list[tuple[int, dict[int, int]]]  # (kind, {class: count}) per used bin, existing first
-    bin_nodes: list[str | None] = field(default_factory=list)  # existing node name per bin (None: new)
+    bin_nodes: list[str | None] = field(
+        default_factory=list
+    )  # existing node name per bin (None: new)
     stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
     order: list[int] = field(default_factory=list)  # the greedy's gang order ([]: not the greedy's)
-    skew_cut: dict[GangKey, str] = field(default_factory=dict)  # gangs topology spread took pods from (skew.py)
+    skew_cut: dict[GangKey, str] = field(
+        default_factory=dict
+    )  # gangs topology spread took pods from (skew.py)
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)
@@ -73,21 +79,36 @@ def gang_order(prob: Problem) -> list[int]:
     """Who goes first when not everyone fits: priority, then age, then name."""
     return sorted(
         range(len(prob.gangs)),
-        key=lambda g: (-prob.gangs[g].priority, not prob.gangs[g].is_gang, prob.gangs[g].gang.created,
-                       prob.gangs[g].gang.namespace, prob.gangs[g].gang.name),
+        key=lambda g: (
+            -prob.gangs[g].priority,
+            not prob.gangs[g].is_gang,
+            prob.gangs[g].gang.created,
+            prob.gangs[g].gang.namespace,
+            prob.gangs[g].gang.name,
+        ),
     )
 
 
 class _State:
     """Bins as numpy rows so "how many fit where" is one vector operation."""
 
-    def __init__(self, prob: Problem, gangs: list[int], masks: dict | None = None, guide: Guide | None = None,
-                 spare_running: bool = False) -> None:
+    def __init__(
+        self,
+        prob: Problem,
+        gangs: list[int],
+        masks: dict | None = None,
+        guide: Guide | None = None,
+        spare_running: bool = False,
+    ) -> None:
         self.prob = prob
-        base = prob.arrays  # the arrays every state of this problem starts from (built once, read-only)
+        base = (
+            prob.arrays
+        )  # the arrays every state of this problem starts from (built once, read-only)
         self.req = base.req
         existing = len(base.names)
-        size = existing + max(16, min(sum(prob.gangs[g].pending for g in gangs), 1024))  # grows as bins open
+        size = existing + max(
+            16, min(sum(prob.gangs[g].pending for g in gangs), 1024)
+        )  # grows as bins open
         self.free = np.zeros((size, len(prob.resources)), dtype=np.int64)
         self.kind = np.full(size, -1, dtype=np.int64)
         self.free[:existing] = base.free
@@ -145,7 +166,9 @@ class _State:
         return b
 
     def undo(self, mark: int) -> None:
-        if len(self.log) > mark:  # undone bins regain room (or disappear): cursors must not skip them
+        if (
+            len(self.log) > mark
+        ):  # undone bins regain room (or disappear): cursors must not skip them
             np.minimum(self.start, min(b for b, _, _ in self.log[mark:]), out=self.start)
         while len(self.log) > mark:
             b, cid, count = self.log.pop()
@@ -175,7 +198,9 @@ class _State:
             return
         idx = np.array(bins, dtype=np.int64)
         np.add.at(self.version, self.kind[idx], 1)
-        self.free[idx] -= np.array(counts, dtype=np.int64)[:, None] * self.req[self.prob.classes[cid].shape]
+        self.free[idx] -= (
+            np.array(counts, dtype=np.int64)[:, None] * self.req[self.prob.classes[cid].shape]
+        )
         for b, count in zip(bins, counts):
             self.contents[b][cid] = self.contents[b].get(cid, 0) + count
             self.log.append((b, cid, count))
@@ -198,7 +223,9 @@ class _State:
             out[out] = self.left[shape, g[out]] <= GUIDE_EPS
         return out
 
-    def fits(self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int) -> tuple[int, np.ndarray]:
+    def fits(
+        self, shape: int, domain_kinds: np.ndarray | None, lo: int, hi: int
+    ) -> tuple[int, np.ndarray]:
         """(lo', pods of `shape` that still fit on each open bin in [lo', hi), 0 where incompatible): no bin
         in [lo, lo') can take one. Scanned from the shape's cursor, a window with no room moves the cursor."""
         at_cursor = lo == int(self.start[shape])
@@ -206,7 +233,11 @@ class _State:
         pos = self.pos[shape]
         kinds = self.kind[lo:hi]
         ok = self.compat_mask[shape, kinds]
-        counts = (self.free[lo:hi][:, pos] // req[pos]).min(axis=1) if len(pos) else np.zeros(hi - lo, dtype=np.int64)
+        counts = (
+            (self.free[lo:hi][:, pos] // req[pos]).min(axis=1)
+            if len(pos)
+            else np.zeros(hi - lo, dtype=np.int64)
+        )
         ok &= counts > 0
         first = int(np.argmax(ok)) if ok.any() else hi - lo
         if at_cursor:  # bins only lose room until an undo (which moves the cursor back): skip this prefix next time
@@ -220,7 +251,9 @@ GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP to
 FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
 
 
-def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False) -> int:
+def _first_fit(
+    st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False
+) -> int:
     """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
     as one scan of all of them, without computing the room of bins after the last one used); returns what is
     left. `spare`: leave out the existing nodes the guide holds for other shapes (`_State.spared`)."""
@@ -242,7 +275,9 @@ def _first_fit(st: _State, shape: int, cid: int, dk: np.ndarray | None, left: in
     return left
 
 
-def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None, memo: dict) -> np.ndarray | None:
+def _domain_kinds(
+    prob: Problem, shape: int, domain: tuple[str, ...] | None, memo: dict
+) -> np.ndarray | None:
     """The kinds in `domain` for the shape's topology keys (None: no domain), memoised in the caller's `memo`."""
     if domain is None:
         return None
@@ -254,8 +289,14 @@ def _domain_kinds(prob: Problem, shape: int, domain: tuple[str, ...] | None, mem
     return mask
 
 
-def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | None, limit: int | None = None,
-                target: list[int] | None = None) -> int:
+def _place_gang(
+    st: _State,
+    prob: Problem,
+    gid: int,
+    domain: tuple[str, ...] | None,
+    limit: int | None = None,
+    target: list[int] | None = None,
+) -> int:
     """Place more of the gang's pods -- up to `limit` more, each class up to `target` (default: all of it)
     counting what it already has -- as far as they fit; returns how many were added."""
     info = prob.gangs[gid]
@@ -282,8 +323,15 @@ def _place_gang(st: _State, prob: Problem, gid: int, domain: tuple[str, ...] | N
     return placed
 
 
-def _open_new(st: _State, prob: Problem, shape: int, cid: int, dk: np.ndarray | None, left: int,
-              last_resort: bool) -> int:
+def _open_new(
+    st: _State,
+    prob: Problem,
+    shape: int,
+    cid: int,
+    dk: np.ndarray | None,
+    left: int,
+    last_resort: bool,
+) -> int:
     """Put up to `left` pods of class `cid` on new nodes, the lowest price per pod first and the guide's held
     groups (`_State.avoid`) last, or not at all unless `last_resort`; returns what is left."""
     while left:
@@ -315,13 +363,18 @@ def candidate_domains(prob: Problem, gid: int) -> list[tuple[str, ...] | None]:
 def _signature(prob: Problem, gid: int) -> tuple:
     """What a trial placement of a gang depends on besides the state: its shapes, counts and quorum."""
     info = prob.gangs[gid]
-    return info.need, tuple(sorted((prob.classes[c].shape, prob.classes[c].count) for c in info.classes))
+    return info.need, tuple(
+        sorted((prob.classes[c].shape, prob.classes[c].count) for c in info.classes)
+    )
 
 
 def _fresh_key(prob: Problem, shapes: list[int], mask: np.ndarray) -> tuple:
     """Two untouched domains whose kinds look alike to these shapes give the same trial result."""
     kids = np.flatnonzero(mask)
-    look = tuple((k.cap, k.cost, k.max_count, k.new, len(k.nodes)) for k in (prob.kinds[i] for i in kids.tolist()))
+    look = tuple(
+        (k.cap, k.cost, k.max_count, k.new, len(k.nodes))
+        for k in (prob.kinds[i] for i in kids.tolist())
+    )
     return look, prob.arrays.compat_mask[np.ix_(shapes, kids)].tobytes()
 
 
@@ -350,20 +403,30 @@ def _trials(prob: Problem, gid: int, shapes: list[int], cache: dict, memo: dict)
     shared = cache.get(key)
     if shared is None:
         domains = candidate_domains(prob, gid)
-        masks = np.array([_domain_kinds(prob, shapes[0], d, memo) for d in domains], dtype=np.int64).reshape(len(domains), len(prob.kinds))
+        masks = np.array(
+            [_domain_kinds(prob, shapes[0], d, memo) for d in domains], dtype=np.int64
+        ).reshape(len(domains), len(prob.kinds))
         shared = cache[key] = (domains, masks)
     domains, masks = shared
     n = len(domains)
-    return _Trials(domains, masks, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
-                   np.zeros(n, dtype=np.int64))
+    return _Trials(
+        domains,
+        masks,
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
 
 
-def _try(st: _State, prob: Problem, gid: int, d: tuple[str, ...] | None,
-         limit: int | None = None) -> tuple[int, int] | None:
+def _try(
+    st: _State, prob: Problem, gid: int, d: tuple[str, ...] | None, limit: int | None = None
+) -> tuple[int, int] | None:
     """(pods placed, added cost) of placing the gang (up to `limit` pods) in domain `d`, then undone; None below
     quorum."""
     mark, cost0 = len(st.log), st.cost
-    placed = _place_gang(st, prob, gid, d, limit) if limit is not None else _place_gang(st, prob, gid, d)
+    placed = (
+        _place_gang(st, prob, gid, d, limit) if limit is not None else _place_gang(st, prob, gid, d)
+    )
     cost = st.cost - cost0
     st.undo(mark)
     return (placed, cost) if placed >= max(prob.gangs[gid].need, 1) else None
@@ -391,7 +454,9 @@ def scarcity(prob: Problem) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         per = np.where(S > 0, pods[:, None] * req / S, 0.0)  # shapes x R: demand over pool
         U = M.T @ per  # kinds x R: utilisation of each kind
-        price = np.where(S > 0, (M @ (K * U)) / S, 0.0)  # shapes x R: utilisation of the shape's pool
+        price = np.where(
+            S > 0, (M @ (K * U)) / S, 0.0
+        )  # shapes x R: utilisation of the shape's pool
         w = np.where(S > 0, price * req / S, 0.0).sum(axis=1)
     return np.nan_to_num(w)
 
@@ -406,7 +471,9 @@ def quorum_order(prob: Problem, guide: Guide | None = None) -> list[int]:
     def weight(g: int) -> float:
         info = prob.gangs[g]
         left, total = info.need, 0.0
-        for cid in sorted(info.classes, key=lambda c: -size[prob.classes[c].shape]):  # the order they are placed
+        for cid in sorted(
+            info.classes, key=lambda c: -size[prob.classes[c].shape]
+        ):  # the order they are placed
             take = min(left, prob.classes[cid].count)
             total += take * float(w[prob.classes[cid].shape])
             left -= take
@@ -414,9 +481,15 @@ def quorum_order(prob: Problem, guide: Guide | None = None) -> list[int]:
 
     return sorted(
         range(len(prob.gangs)),
-        key=lambda g: (-prob.gangs[g].priority, not prob.gangs[g].is_gang, -round(share.get(g, 1.0), 6),
-                       weight(g) if prob.gangs[g].is_gang else 0.0,
-                       prob.gangs[g].gang.created, prob.gangs[g].gang.namespace, prob.gangs[g].gang.name),
+        key=lambda g: (
+            -prob.gangs[g].priority,
+            not prob.gangs[g].is_gang,
+            -round(share.get(g, 1.0), 6),
+            weight(g) if prob.gangs[g].is_gang else 0.0,
+            prob.gangs[g].gang.created,
+            prob.gangs[g].gang.namespace,
+            prob.gangs[g].gang.name,
+        ),
     )
 
 
@@ -424,18 +497,29 @@ def quorum_order(prob: Problem, guide: Guide | None = None) -> list[int]:
 class _Chooser:
     """Picks a gang's topology domain by trial placements, re-trying a domain only when it changed."""
 
-    by_make: dict = field(default_factory=dict)  # (gang signature, limit mode) -> its trials per domain
-    domain_sets: dict = field(default_factory=dict)  # (topology keys, shapes) -> (candidate domains, kind masks)
+    by_make: dict = field(
+        default_factory=dict
+    )  # (gang signature, limit mode) -> its trials per domain
+    domain_sets: dict = field(
+        default_factory=dict
+    )  # (topology keys, shapes) -> (candidate domains, kind masks)
     fresh: dict = field(default_factory=dict)  # (signature, look of an untouched domain) -> trial
 
-    def place(self, st: _State, prob: Problem, gid: int, limit: int | None,
-              deadline: float | None) -> tuple[bool, tuple[str, ...] | None]:
+    def place(
+        self, st: _State, prob: Problem, gid: int, limit: int | None, deadline: float | None
+    ) -> tuple[bool, tuple[str, ...] | None]:
         """Place the gang (up to `limit` pods) in its best domain; (quorum reached, domain)."""
         info = prob.gangs[gid]
         shapes = sorted({prob.classes[c].shape for c in info.classes})
-        if not any(prob.shapes[s].topology_keys for s in shapes):  # one place to try: keep it if it reaches quorum
+        if not any(
+            prob.shapes[s].topology_keys for s in shapes
+        ):  # one place to try: keep it if it reaches quorum
             mark = len(st.log)
-            placed = _place_gang(st, prob, gid, None, limit) if limit is not None else _place_gang(st, prob, gid, None)
+            placed = (
+                _place_gang(st, prob, gid, None, limit)
+                if limit is not None
+                else _place_gang(st, prob, gid, None)
+            )
             if placed < max(info.need, 1):
                 st.undo(mark)
                 return False, None
@@ -445,7 +529,9 @@ class _Chooser:
         if tr is None:
             tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
         now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
-        versions = st.version.copy()  # trials are undone: their bumps must not make domains look changed
+        versions = (
+            st.version.copy()
+        )  # trials are undone: their bumps must not make domains look changed
         for i in np.flatnonzero(now != tr.stamp).tolist():
             fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
             if fkey is not None and fkey in self.fresh:
@@ -481,8 +567,9 @@ def _levels(prob: Problem, order: list[int]) -> list[list[int]]:
     return out
 
 
-def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfied: list[bool],
-            masks: dict) -> _State | None:
+def _repack(
+    prob: Problem, order: list[int], y: list[int], domain: list, satisfied: list[bool], masks: dict
+) -> _State | None:
     """The same pods per class and domains, placed whole gang by whole gang; None unless every pod finds room."""
     st = _State(prob, order, masks)
     for gid in order:
@@ -491,22 +578,34 @@ def _repack(prob: Problem, order: list[int], y: list[int], domain: list, satisfi
     return st if st.y == y else None
 
 
-def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None = None,
-           quorum_first: bool = True, guide: Guide | None = None, repack: bool = True,
-           spare_running: bool = False) -> Assignment:
+def greedy(
+    prob: Problem,
+    order: list[int] | None = None,
+    deadline: float | None = None,
+    quorum_first: bool = True,
+    guide: Guide | None = None,
+    repack: bool = True,
+    spare_running: bool = False,
+) -> Assignment:
     """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
     the rest stay unplaced, but the first gang is always tried (a plan is never empty only for a slow clock).
     With the gang LP's `guide`, its gangs go first and the node groups it fills go to the shapes it gives them.
     `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that repairs by LP prices
     first and needs it only when that misses. `spare_running`: the guide's filled groups keep their running
     nodes' free room too (`_State.spared`)."""
-    order = order if order is not None else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
+    order = (
+        order
+        if order is not None
+        else (quorum_order(prob, guide) if quorum_first else gang_order(prob))
+    )
     st = _State(prob, order, guide=guide, spare_running=spare_running)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     chooser = _Chooser()
     stopped = False
-    tried = False  # the first gang is tried whatever the clock says: a loaded machine still gets a plan
+    tried = (
+        False  # the first gang is tried whatever the clock says: a loaded machine still gets a plan
+    )
 
     def late() -> bool:
         return tried and deadline is not None and time.perf_counter() > deadline
@@ -520,15 +619,22 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
                 if late():
                     stopped = True
                     break
-                satisfied[gid], domain[gid] = chooser.place(st, prob, gid, prob.gangs[gid].need, deadline)
+                satisfied[gid], domain[gid] = chooser.place(
+                    st, prob, gid, prob.gangs[gid].need, deadline
+                )
                 tried = True
         if stopped:
             break
-        for i, gid in enumerate(level):  # then extra members and basic groups (whole-gang-first: everything)
+        for i, gid in enumerate(
+            level
+        ):  # then extra members and basic groups (whole-gang-first: everything)
             if late():
                 # only extra members are cut when every gang left here had its quorum tried and no level follows
-                stopped = li + 1 < len(levels) or not quorum_first or any(
-                    not prob.gangs[g].is_gang for g in level[i:])
+                stopped = (
+                    li + 1 < len(levels)
+                    or not quorum_first
+                    or any(not prob.gangs[g].is_gang for g in level[i:])
+                )
                 break
             if satisfied[gid]:
                 _place_gang(st, prob, gid, domain[gid])
@@ -538,7 +644,9 @@ def greedy(prob: Problem, order: list[int] | None = None, deadline: float | None
         if stopped:
             break
 
-    if quorum_first and repack and not late():  # cost repair: the same pods packed whole gang by whole gang
+    if (
+        quorum_first and repack and not late()
+    ):  # cost repair: the same pods packed whole gang by whole gang
         again = _repack(prob, order, st.y, domain, satisfied, st.masks)
         if again is not None and again.cost < st.cost:
             st = again
@@ -549,12 +657,16 @@ def repacked(prob: Problem, a: Assignment) -> Assignment | None:
     """The greedy's whole-gang cost repair of its plan `a` (made with `repack=False`): the same pods per class and
     domains packed whole gang by whole gang in its order; None unless that places every pod for less."""
     st = _repack(prob, a.order, a.y, a.domain, a.satisfied, {})
-    return _assignment(prob, st, a.satisfied, a.domain, a.stopped_early, a.order) \
-        if st is not None and st.cost < a.cost(prob) else None
+    return (
+        _assignment(prob, st, a.satisfied, a.domain, a.stopped_early, a.order)
+        if st is not None and st.cost < a.cost(prob)
+        else None
+    )
 
 
-def _assignment(prob: Problem, st: _State, satisfied: list[bool], domain: list, stopped: bool,
-                order: list[int]) -> Assignment:
+def _assignment(
+    prob: Problem, st: _State, satisfied: list[bool], domain: list, stopped: bool, order: list[int]
+) -> Assignment:
     bins, names = [], []
     for b in range(st.n):
         if st.contents[b]:  # an existing node the plan leaves empty is not a bin of it

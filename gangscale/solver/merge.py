@@ -39,7 +39,9 @@ def fewer_nodes(prob: Problem, a: Assignment) -> Assignment:
     for (k, _), n in new.items():
         used[k] += n
     pairs = _Pairs(prob)
-    order = sorted(new, key=pairs.rank)  # the signatures, emptiest first (kept sorted as merges change them)
+    order = sorted(
+        new, key=pairs.rank
+    )  # the signatures, emptiest first (kept sorted as merges change them)
     merged = False
     while (step := pairs.best(order, new, used)) is not None:
         x, y, kind, times = step
@@ -64,7 +66,15 @@ def fewer_nodes(prob: Problem, a: Assignment) -> Assignment:
     for (kind, contents), n in sorted(new.items()):
         bins += [(kind, dict(contents)) for _ in range(n)]
         bin_nodes += [None] * n
-    return Assignment(list(a.y), list(a.satisfied), list(a.domain), bins, bin_nodes, a.stopped_early, list(a.order))
+    return Assignment(
+        list(a.y),
+        list(a.satisfied),
+        list(a.domain),
+        bins,
+        bin_nodes,
+        a.stopped_early,
+        list(a.order),
+    )
 
 
 def _signature(kind: int, contents: dict[int, int]) -> Signature:
@@ -79,10 +89,18 @@ class _Pairs:
         self.prob = prob
         new = [k for k in prob.kinds if k.new]
         self.caps = {k.kid: np.asarray(k.cap, dtype=np.int64) for k in new}
-        self.kids = np.array([k.kid for k in new], dtype=np.int64)  # new kinds, cheapest first (then by id)
+        self.kids = np.array(
+            [k.kid for k in new], dtype=np.int64
+        )  # new kinds, cheapest first (then by id)
         if new:
-            self.kids = self.kids[np.lexsort((self.kids, np.array([k.cost for k in new], dtype=np.int64)))]
-        self.cap_rows = np.stack([self.caps[int(k)] for k in self.kids]) if new else np.zeros((0, 0), dtype=np.int64)
+            self.kids = self.kids[
+                np.lexsort((self.kids, np.array([k.cost for k in new], dtype=np.int64)))
+            ]
+        self.cap_rows = (
+            np.stack([self.caps[int(k)] for k in self.kids])
+            if new
+            else np.zeros((0, 0), dtype=np.int64)
+        )
         self.costs = np.array([prob.kinds[int(k)].cost for k in self.kids], dtype=np.int64)
         self.top = self.cap_rows.max(axis=0) if new else None  # no host holds more
         self.loads: dict[Signature, np.ndarray] = {}
@@ -115,7 +133,9 @@ class _Pairs:
     def rank(self, s: Signature) -> tuple[float, Signature]:
         return self.fill(s), s
 
-    def best(self, order: list[Signature], new: Counter, used: Counter) -> tuple[Signature, Signature, int, int] | None:
+    def best(
+        self, order: list[Signature], new: Counter, used: Counter
+    ) -> tuple[Signature, Signature, int, int] | None:
         """The first pair of `order` (the signatures in `new`, emptiest first) with a host that has headroom for it,
         the host, and how many such pairs to merge at once; None when no pair merges."""
         while True:
@@ -132,7 +152,11 @@ class _Pairs:
                     for kind in hosts if pairs >= 1 else ():
                         # each merge frees one bin of x's kind and one of y's, and takes one of `kind`
                         back = (x[0] == kind) + (y[0] == kind)
-                        times = pairs if back else min(pairs, self.prob.kinds[kind].max_count - used[kind])
+                        times = (
+                            pairs
+                            if back
+                            else min(pairs, self.prob.kinds[kind].max_count - used[kind])
+                        )
                         if times >= 1:
                             return x, y, kind, times
             if not lonely or len(sigs) < MAX_SIGNATURES:
@@ -170,6 +194,7 @@ class _Pairs:
         if hit is None:
             prob = self.prob
             shapes = {prob.classes[c].shape for c, _ in s[1]}
-            hit = self.domains[s] = frozenset((sh, prob.domain(sh, s[0])) for sh in shapes
-                                              if prob.shapes[sh].topology_keys)
+            hit = self.domains[s] = frozenset(
+                (sh, prob.domain(sh, s[0])) for sh in shapes if prob.shapes[sh].topology_keys
+            )
         return hit

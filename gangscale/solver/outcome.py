@@ -15,7 +15,9 @@ from .problem import Problem
 @dataclass(slots=True)
 class SolveOutcome:
     assignment: Assignment
-    placement_optimal: bool  # gangs and pods proved maximal (every maximal pattern was in the model)
+    placement_optimal: (
+        bool  # gangs and pods proved maximal (every maximal pattern was in the model)
+    )
     cost_optimal: bool  # the cost stage proved optimal too
     used_hint_only: bool  # the solver returned nothing better than the greedy plan
     stages: int

@@ -19,7 +19,9 @@ AUTO_SECONDS_PER_POD = 4e-5
 
 @dataclass(slots=True)
 class SolveOptions:
-    time_limit: float | None = None  # seconds for the whole plan (every phase); None: `auto_seconds`
+    time_limit: float | None = (
+        None  # seconds for the whole plan (every phase); None: `auto_seconds`
+    )
     workers: int = 0  # 0: one per core
     relative_gap: float = 1e-3  # stop once the plan is this close to a proven bound
     patterns_per_kind: int = 64
@@ -45,7 +47,9 @@ class SolveOptions:
 
 
 def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
-    from ortools.sat.python import cp_model  # here, so that `SolveOptions` (the CLI's defaults) costs no OR-Tools import
+    from ortools.sat.python import (
+        cp_model,
+    )  # here, so that `SolveOptions` (the CLI's defaults) costs no OR-Tools import
 
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -57,5 +61,9 @@ def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
         # CP-SAT's default portfolio for few workers has no LP-based worker, and
         # without one it cannot prove packing bounds (the bundled example runs
         # into its 10 s limit with 2 default workers, and takes 0.06 s with these).
-        p.subsolvers.extend(["default_lp", "max_lp", "quick_restart", "reduced_costs", "pseudo_costs", "core"][: p.num_workers])
+        p.subsolvers.extend(
+            ["default_lp", "max_lp", "quick_restart", "reduced_costs", "pseudo_costs", "core"][
+                : p.num_workers
+            ]
+        )
     return solver

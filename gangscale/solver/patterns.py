@@ -39,7 +39,9 @@ def _max_take(req: tuple[int, ...], free: list[int]) -> int:
     return max(0, n or 0)
 
 
-def enumerate_maximal(cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, ...]]], budget: int) -> tuple[list[Pattern], bool]:
+def enumerate_maximal(
+    cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, ...]]], budget: int
+) -> tuple[list[Pattern], bool]:
     """All maximal patterns of `shapes` in a bin of capacity `cap`, up to `budget`.
 
     Returns the patterns and whether the enumeration finished. Depth-first,
@@ -51,7 +53,9 @@ def enumerate_maximal(cap: tuple[int, ...], shapes: list[tuple[int, tuple[int, .
 
 
 @lru_cache(maxsize=ENUMERATIONS_KEPT)
-def _enumerate(cap: tuple[int, ...], reqs: tuple[tuple[int, ...], ...], budget: int) -> tuple[tuple[Pattern, ...], bool]:
+def _enumerate(
+    cap: tuple[int, ...], reqs: tuple[tuple[int, ...], ...], budget: int
+) -> tuple[tuple[Pattern, ...], bool]:
     """`enumerate_maximal` over shape positions (a pure function of requests and capacity, kept for the next plan:
     a controller's passes enumerate the same node groups for the same pending shapes again and again)."""
     out: list[Pattern] = []
@@ -83,8 +87,12 @@ def _enumerate(cap: tuple[int, ...], reqs: tuple[tuple[int, ...], ...], budget: 
     return tuple(out), finished
 
 
-def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budget_per_kind: int = 64,
-                   deadline: float | None = None) -> PatternSet:
+def build_patterns(
+    prob: Problem,
+    seeds: list[tuple[int, dict[int, int]]],
+    budget_per_kind: int = 64,
+    deadline: float | None = None,
+) -> PatternSet:
     """Patterns per kind: single-shape fills, the seeds' bins, then enumeration.
 
     Enumeration visits node groups first, then existing nodes; past `deadline`
@@ -105,7 +113,9 @@ def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budge
         by_kind[kid][tuple(sorted(counts.items()))] = None
 
     complete = True
-    for kind in sorted(prob.kinds, key=lambda k: not k.new):  # node groups first: they carry the cost
+    for kind in sorted(
+        prob.kinds, key=lambda k: not k.new
+    ):  # node groups first: they carry the cost
         shapes = shapes_of_kind[kind.kid]
         if not shapes:
             continue
@@ -116,8 +126,13 @@ def build_patterns(prob: Problem, seeds: list[tuple[int, dict[int, int]]], budge
         if deadline is not None and time.perf_counter() > deadline:
             complete = False
             continue
-        ordered = sorted(shapes, key=lambda s: -sum(r / c if c else 0 for r, c in zip(prob.shapes[s].req, kind.cap)))
-        pats, done = enumerate_maximal(kind.cap, [(s, prob.shapes[s].req) for s in ordered], budget_per_kind)
+        ordered = sorted(
+            shapes,
+            key=lambda s: -sum(r / c if c else 0 for r, c in zip(prob.shapes[s].req, kind.cap)),
+        )
+        pats, done = enumerate_maximal(
+            kind.cap, [(s, prob.shapes[s].req) for s in ordered], budget_per_kind
+        )
         complete &= done
         for p in pats:
             by_kind[kind.kid][tuple(sorted(p))] = None

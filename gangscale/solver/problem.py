@@ -20,6 +20,7 @@ least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
 import numpy as np
 
 from ..fit import NodeLimits, label_keys, node_limits, placement_allows
@@ -104,7 +105,9 @@ class Arrays:
     new_compat: tuple[tuple[int, ...], ...]  # per shape: compatible kinds that are node groups
     # per topology-key tuple: (domain -> id, per kind the id of its domain, -1 where it lacks a key)
     domain_ids: dict[tuple[str, ...], tuple[dict[tuple[str, ...], int], np.ndarray]]
-    shape_domains: tuple[frozenset[tuple[str, ...]], ...]  # per shape: topology domains of its compatible kinds
+    shape_domains: tuple[
+        frozenset[tuple[str, ...]], ...
+    ]  # per shape: topology domains of its compatible kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +122,9 @@ class Problem:
     compat: tuple[tuple[int, ...], ...]  # shape -> compatible kind ids
     fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
     arrays: Arrays
-    spread: SpreadBook | None = None  # zone (non-hostname) topology spread: the deal `spread.pin_gangs` made
+    spread: SpreadBook | None = (
+        None  # zone (non-hostname) topology spread: the deal `spread.pin_gangs` made
+    )
 
     def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
         return _domain(self.shapes[shape], self.kinds[kind])
@@ -141,10 +146,14 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 
 
 def build_problem(snap: ClusterSnapshot) -> Problem:
-    gangs_in, book = pin_gangs(snap)  # carriers of zone spread pinned to their dealt domains (spread.py)
+    gangs_in, book = pin_gangs(
+        snap
+    )  # carriers of zone spread pinned to their dealt domains (spread.py)
     # per-node pod rules (anti-affinity, spread, hostPort) as pseudo-resources: see fit.node_limits
     limits = node_limits((p for g in gangs_in for p in g.pending), snap.bound)
-    resources = sorted({PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps))
+    resources = sorted(
+        {PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps)
+    )
     vec = vectorizer(resources)
 
     shapes: list[Shape] = []
@@ -155,7 +164,11 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
         by_shape: dict[int, list[Pod]] = {}
         for pod in sorted(g.pending, key=lambda p: (-p.priority, p.created, p.name)):
             extra = limits.requests(pod)  # (none without per-node rules: no merged copy per pod)
-            key = (vec({**pod.requests, **extra} if extra else pod.requests), pod.placement, g.topology_keys)
+            key = (
+                vec({**pod.requests, **extra} if extra else pod.requests),
+                pod.placement,
+                g.topology_keys,
+            )
             sid = shape_ids.get(key)
             if sid is None:
                 sid = shape_ids[key] = len(shapes)
@@ -166,44 +179,80 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
             cids.append(len(classes))
             classes.append(PodClass(len(classes), gi, sid, pods))
         need = max(0, g.min_count - g.bound) if g.policy == "gang" else 0
-        gangs.append(GangInfo(gi, g, cids, need, g.policy == "gang" and need > 0, g.effective_priority, len(g.pending)))
+        gangs.append(
+            GangInfo(
+                gi,
+                g,
+                cids,
+                need,
+                g.policy == "gang" and need > 0,
+                g.effective_priority,
+                len(g.pending),
+            )
+        )
 
     kinds = _bin_kinds(snap, shapes, vec, limits)
     compat, fit_count = _compat(shapes, kinds, len(resources))
     kinds = _cap_headroom(kinds, compat, classes)
     compat_t = tuple(tuple(ks) for ks in compat)
-    return Problem(tuple(resources), tuple(shapes), tuple(classes), tuple(gangs), tuple(kinds), compat_t, fit_count,
-                   _arrays(resources, shapes, kinds, compat_t), book)
+    return Problem(
+        tuple(resources),
+        tuple(shapes),
+        tuple(classes),
+        tuple(gangs),
+        tuple(kinds),
+        compat_t,
+        fit_count,
+        _arrays(resources, shapes, kinds, compat_t),
+        book,
+    )
 
 
-def _compat(shapes: list[Shape], kinds: list[BinKind], R: int) -> tuple[list[list[int]], dict[tuple[int, int], int]]:
+def _compat(
+    shapes: list[Shape], kinds: list[BinKind], R: int
+) -> tuple[list[list[int]], dict[tuple[int, int], int]]:
     """Per shape, the kinds it fits (requests, selectors and affinity, taints, topology keys present) and how many
     of its pods one empty bin of each holds. Kinds that look alike to placement (labels and taints) are judged
     once: a vector per shape over kinds, not a Python step per (shape, kind)."""
     caps = np.array([k.cap for k in kinds], dtype=np.int64).reshape(len(kinds), R)
     looks: dict[tuple, int] = {}
-    look_of = np.array([looks.setdefault((tuple(sorted(k.labels.items())), k.taints), len(looks)) for k in kinds],
-                       dtype=np.int64)
+    look_of = np.array(
+        [looks.setdefault((tuple(sorted(k.labels.items())), k.taints), len(looks)) for k in kinds],
+        dtype=np.int64,
+    )
     first = {v: i for i, v in reversed(list(enumerate(look_of.tolist())))}  # a kind of each look
     compat: list[list[int]] = []
     fit_count: dict[tuple[int, int], int] = {}
     for s in shapes:
         req = np.array(s.req, dtype=np.int64)
         pos = req > 0  # pods of the shape that fit each empty bin (none, if it requests nothing)
-        fits = (caps[:, pos] // req[pos]).min(axis=1) if pos.any() else np.zeros(len(kinds), dtype=np.int64)
+        fits = (
+            (caps[:, pos] // req[pos]).min(axis=1)
+            if pos.any()
+            else np.zeros(len(kinds), dtype=np.int64)
+        )
         allow = np.zeros(len(looks), dtype=bool)
         for look, i in first.items():
             k = kinds[i]
             allow[look] = all(key in k.labels for key in s.topology_keys) and placement_allows(
-                s.placement, k.labels, k.taints)
-        kids = np.flatnonzero((fits > 0) & allow[look_of]) if len(kinds) else np.zeros(0, dtype=np.int64)
+                s.placement, k.labels, k.taints
+            )
+        kids = (
+            np.flatnonzero((fits > 0) & allow[look_of])
+            if len(kinds)
+            else np.zeros(0, dtype=np.int64)
+        )
         compat.append(kids.tolist())
         fit_count.update(zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist()))
     return compat, fit_count
 
 
-def _arrays(resources: list[str], shapes: list[Shape], kinds: list[BinKind],
-            compat: tuple[tuple[int, ...], ...]) -> Arrays:
+def _arrays(
+    resources: list[str],
+    shapes: list[Shape],
+    kinds: list[BinKind],
+    compat: tuple[tuple[int, ...], ...],
+) -> Arrays:
     R, nk = len(resources), len(kinds)
     req = np.array([s.req for s in shapes], dtype=np.int64).reshape(len(shapes), R)
     existing = [(k.kid, name) for k in kinds if not k.new for name in k.nodes]
@@ -214,11 +263,27 @@ def _arrays(resources: list[str], shapes: list[Shape], kinds: list[BinKind],
     for s, ks in enumerate(compat):
         compat_mask[s, list(ks)] = True
     new_compat = tuple(tuple(kid for kid in ks if kinds[kid].new) for ks in compat)
-    domain_ids = {keys: _domain_ids(kinds, keys) for keys in {s.topology_keys for s in shapes if s.topology_keys}}
-    shape_domains = tuple(frozenset(_domain(s, kinds[kid]) for kid in compat[s.sid]) if s.topology_keys else frozenset()
-                          for s in shapes)
-    return Arrays(_readonly(req), _readonly(free), _readonly(kind), tuple(name for _, name in existing),
-                  _readonly(compat_mask), _readonly(_sizes(req, caps, compat)), new_compat, domain_ids, shape_domains)
+    domain_ids = {
+        keys: _domain_ids(kinds, keys)
+        for keys in {s.topology_keys for s in shapes if s.topology_keys}
+    }
+    shape_domains = tuple(
+        frozenset(_domain(s, kinds[kid]) for kid in compat[s.sid])
+        if s.topology_keys
+        else frozenset()
+        for s in shapes
+    )
+    return Arrays(
+        _readonly(req),
+        _readonly(free),
+        _readonly(kind),
+        tuple(name for _, name in existing),
+        _readonly(compat_mask),
+        _readonly(_sizes(req, caps, compat)),
+        new_compat,
+        domain_ids,
+        shape_domains,
+    )
 
 
 def _sizes(req: np.ndarray, caps: np.ndarray, compat: tuple[tuple[int, ...], ...]) -> np.ndarray:
@@ -238,15 +303,23 @@ def _domain(shape: Shape, kind: BinKind) -> tuple[str, ...] | None:
     return tuple(kind.labels[k] for k in keys) if keys else None
 
 
-def _domain_ids(kinds: list[BinKind], keys: tuple[str, ...]) -> tuple[dict[tuple[str, ...], int], np.ndarray]:
+def _domain_ids(
+    kinds: list[BinKind], keys: tuple[str, ...]
+) -> tuple[dict[tuple[str, ...], int], np.ndarray]:
     """Per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds."""
     seen: dict[tuple[str, ...], int] = {}
-    ids = [seen.setdefault(d, len(seen)) if None not in (d := tuple(k.labels.get(key) for key in keys)) else -1
-           for k in kinds]
+    ids = [
+        seen.setdefault(d, len(seen))
+        if None not in (d := tuple(k.labels.get(key) for key in keys))
+        else -1
+        for k in kinds
+    ]
     return seen, _readonly(np.array(ids, dtype=np.int64))
 
 
-def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]) -> list[BinKind]:
+def _cap_headroom(
+    kinds: list[BinKind], compat: list[list[int]], classes: list[PodClass]
+) -> list[BinKind]:
     """The kinds with a node group's headroom cut to the pending pods that fit it (it never needs more)."""
     pods_of_shape: dict[int, int] = {}
     for c in classes:
@@ -255,21 +328,34 @@ def _cap_headroom(kinds: list[BinKind], compat: list[list[int]], classes: list[P
     for sid, kids in enumerate(compat):
         for kid in kids:
             could_use[kid] += pods_of_shape.get(sid, 0)
-    return [replace(k, max_count=could_use[k.kid]) if k.new and could_use[k.kid] < k.max_count else k for k in kinds]
+    return [
+        replace(k, max_count=could_use[k.kid]) if k.new and could_use[k.kid] < k.max_count else k
+        for k in kinds
+    ]
 
 
-def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits) -> list[BinKind]:
+def _bin_kinds(
+    snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimits
+) -> list[BinKind]:
     relevant = _referenced_label_keys(shapes)
     kinds: list[BinKind] = []
     min_req = np.min(np.array([s.req for s in shapes]), axis=0) if shapes else None
 
-    by_sig: dict[tuple, list[str]] = {}  # existing nodes alike to the solver: one kind, built once they are all seen
+    by_sig: dict[
+        tuple, list[str]
+    ] = {}  # existing nodes alike to the solver: one kind, built once they are all seen
     first: dict[tuple, tuple[NodeView, dict[str, str]]] = {}
-    least = min_req.tolist() if min_req is not None else None  # Python ints: the per-node check below is per element
+    least = (
+        min_req.tolist() if min_req is not None else None
+    )  # Python ints: the per-node check below is per element
     for n in snap.nodes:
         if limits.limits:
-            free = vec({**{k: max(0, v) for k, v in n.free.items()},
-                        **_less_daemons(limits.free_on(n.name), limits, n.daemon_pods)})
+            free = vec(
+                {
+                    **{k: max(0, v) for k, v in n.free.items()},
+                    **_less_daemons(limits.free_on(n.name), limits, n.daemon_pods),
+                }
+            )
         else:  # no per-node rule: the same tuple, each entry clamped at 0 after the vector is taken
             free = tuple([x if x > 0 else 0 for x in vec(n.free)])
         if least is not None and not all(f >= m for f, m in zip(free, least)):
@@ -281,21 +367,33 @@ def _bin_kinds(snap: ClusterSnapshot, shapes: list[Shape], vec, limits: NodeLimi
         by_sig[sig].append(n.name)
     for kid, (sig, names) in enumerate(by_sig.items()):
         n, labels = first[sig]
-        kinds.append(BinKind(kid, sig[0], 0, len(names), labels, False, n.node_group, n.taints, names))
+        kinds.append(
+            BinKind(kid, sig[0], 0, len(names), labels, False, n.node_group, n.taints, names)
+        )
     for g in snap.groups:
         if g.headroom <= 0:
             continue
         kid = len(kinds)
         daemons = snap.daemons[g.name].pods if g.name in snap.daemons else ()
         kinds.append(
-            BinKind(kid, vec({**g.allocatable, **_less_daemons(limits.caps, limits, daemons)}),
-                    round(g.price_per_hour * MICRO), g.headroom, dict(g.labels), True, g.name, g.taints,
-                    price=g.price_per_hour)
+            BinKind(
+                kid,
+                vec({**g.allocatable, **_less_daemons(limits.caps, limits, daemons)}),
+                round(g.price_per_hour * MICRO),
+                g.headroom,
+                dict(g.labels),
+                True,
+                g.name,
+                g.taints,
+                price=g.price_per_hour,
+            )
         )
     return kinds
 
 
-def _less_daemons(caps: dict[str, int], limits: NodeLimits, daemon_pods: tuple[Pod, ...]) -> dict[str, int]:
+def _less_daemons(
+    caps: dict[str, int], limits: NodeLimits, daemon_pods: tuple[Pod, ...]
+) -> dict[str, int]:
     """A new or upcoming node's per-node limits less its DaemonSet pods' share: a daemon pod using a hostPort (or
     matched by an anti-affinity or spread term) takes its slot before any planned pod (gangscale.daemonsets)."""
     if not daemon_pods:

@@ -17,7 +17,7 @@ the greedy's own new-node rule, gangs with the largest pods first.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -28,11 +28,21 @@ from .problem import MICRO, Problem, memory_per_cpu_octaves
 Key = tuple[int, object]  # (shape, topology domain or None)
 
 
-FILLS = ("nearest", "tightest", "first")  # the existing-node fills `repack` tries, in turn (`_fill_existing`)
+FILLS = (
+    "nearest",
+    "tightest",
+    "first",
+)  # the existing-node fills `repack` tries, in turn (`_fill_existing`)
 
 
-def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None = None,
-           good: int | None = None, colgen_by: float | None = None) -> Assignment | None:
+def repack(
+    prob: Problem,
+    a: Assignment,
+    prices: dict[int, float],
+    deadline: float | None = None,
+    good: int | None = None,
+    colgen_by: float | None = None,
+) -> Assignment | None:
     """The plan's pods packed again: existing nodes take the pods of the highest `prices` (per shape, $/h per pod)
     first, each key onto the nodes of the most alike memory per cpu (`_fill_existing`); new nodes follow the
     pattern LP of what is left (`colgen.pattern_candidates`: whole nodes, rounded down, then one at a time, solved
@@ -44,7 +54,9 @@ def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: flo
     best = None
     memo: dict[tuple, list[Candidate]] = {}
     for fill in FILLS:
-        again = _repack(prob, a, prices, deadline, fill, memo, colgen_by if colgen_by is not None else deadline)
+        again = _repack(
+            prob, a, prices, deadline, fill, memo, colgen_by if colgen_by is not None else deadline
+        )
         if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
             best = again
         if best is not None and (good is None or best.cost(prob) <= good):
@@ -52,8 +64,15 @@ def repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: flo
     return best
 
 
-def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: float | None, fill: str,
-            memo: dict[tuple, list[Candidate]], colgen_by: float | None) -> Assignment | None:
+def _repack(
+    prob: Problem,
+    a: Assignment,
+    prices: dict[int, float],
+    deadline: float | None,
+    fill: str,
+    memo: dict[tuple, list[Candidate]],
+    colgen_by: float | None,
+) -> Assignment | None:
     """One fill of the existing nodes, then each of `new_nodes_for`'s candidates for the rest; the cheapest that
     places every pod (None: none does, or `deadline` passed)."""
     demand = _demand(prob, a)
@@ -75,11 +94,15 @@ def _repack(prob: Problem, a: Assignment, prices: dict[int, float], deadline: fl
     return best
 
 
-def _place_rest(prob: Problem, a: Assignment, st: _State, deadline: float | None) -> Assignment | None:
+def _place_rest(
+    prob: Problem, a: Assignment, st: _State, deadline: float | None
+) -> Assignment | None:
     """The pods `st` lacks of `a`'s by the greedy's own rule, gangs with the largest pods first."""
     size = prob.arrays.size
-    order = sorted((g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
-                   key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes))
+    order = sorted(
+        (g.gid for g in prob.gangs if any(st.y[c] < a.y[c] for c in g.classes)),
+        key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes),
+    )
     for gid in order:
         if deadline is not None and time.perf_counter() > deadline:
             return None
@@ -89,12 +112,15 @@ def _place_rest(prob: Problem, a: Assignment, st: _State, deadline: float | None
     return _assignment(prob, st, list(a.satisfied), list(a.domain), a.stopped_early, a.order)
 
 
-GREEDY_CANDIDATE_PODS = 2000  # pods left for new nodes, at most, for the greedy's own rule to be tried beside
+GREEDY_CANDIDATE_PODS = (
+    2000  # pods left for new nodes, at most, for the greedy's own rule to be tried beside
+)
 # the pattern LP's converged nodes (it is the only candidate when the LP did not converge in time)
 
 
-def new_nodes_for(prob: Problem, left: dict[Key, int], deadline: float | None,
-                  memo: dict[tuple, list[Candidate]]) -> Iterator[Candidate]:
+def new_nodes_for(
+    prob: Problem, left: dict[Key, int], deadline: float | None, memo: dict[tuple, list[Candidate]]
+) -> Iterator[Candidate]:
     """The new nodes to try for the pods `left` after the existing nodes, in turn: none at all (every pod then
     goes by the greedy's own rule, gangs with the largest pods first: on 300 distinct shapes over 60 groups 1%
     cheaper than the pattern LP's rounding; tried first, while it is cheap, so a cut-short LP never costs it), then
@@ -117,8 +143,11 @@ def unit_prices(prob: Problem, placed_per_shape: dict[int, int]) -> dict[int, fl
     `repack` orders pods by when the cost LP gave none in its time."""
     out: dict[int, float] = {}
     for s in placed_per_shape:
-        per_pod = [prob.kinds[k].cost / prob.fit_count[(s, k)] for k in prob.compat[s]
-                   if prob.kinds[k].new and prob.fit_count.get((s, k), 0) > 0]
+        per_pod = [
+            prob.kinds[k].cost / prob.fit_count[(s, k)]
+            for k in prob.compat[s]
+            if prob.kinds[k].new and prob.fit_count.get((s, k), 0) > 0
+        ]
         out[s] = min(per_pod) / MICRO if per_pod else 0.0
     return out
 
@@ -159,8 +188,9 @@ def _demand(prob: Problem, a: Assignment) -> dict[Key, int]:
 RATIO_STEP = 0.1  # octaves of memory per cpu within which "tightest" counts existing nodes as alike
 
 
-def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float], fill: str = FILLS[0]
-                   ) -> list[dict[Key, int]]:
+def _fill_existing(
+    prob: Problem, left: dict[Key, int], prices: dict[int, float], fill: str = FILLS[0]
+) -> list[dict[Key, int]]:
     """Per existing node, the pods it takes: keys by price (then size) descending, each over the nodes (one vector
     operation per key); `left` loses what is placed. The nodes a key visits first: "nearest", those whose free
     memory per free cpu is nearest its own; "tightest", the same in steps of `RATIO_STEP` octaves, among them
@@ -185,8 +215,11 @@ def _fill_existing(prob: Problem, left: dict[Key, int], prices: dict[int, float]
         nodes = np.flatnonzero(counts)
         if fill != "first" and len(nodes) > 1:
             far = _ratio_distance(prob, r, free[nodes])
-            nodes = nodes[np.argsort(far, kind="stable") if fill == "nearest" else
-                          np.lexsort((counts[nodes], np.floor(far / RATIO_STEP)))]
+            nodes = nodes[
+                np.argsort(far, kind="stable")
+                if fill == "nearest"
+                else np.lexsort((counts[nodes], np.floor(far / RATIO_STEP)))
+            ]
         for b in nodes.tolist():
             n = min(int(counts[b]), left[key])
             fills[b][key] = n

@@ -37,12 +37,14 @@ def _placed(prob: Problem, a: Assignment) -> list[list[tuple[int, Pod]]]:
         for cid, n in sorted(contents.items()):
             start = cursor.get(cid, 0)
             cursor[cid] = start + n
-            here.extend((cid, p) for p in prob.classes[cid].pods[start:start + n])
+            here.extend((cid, p) for p in prob.classes[cid].pods[start : start + n])
         out.append(here)
     return out
 
 
-def _tally(sp: Spread, where: list[_Where], placed: list[list[tuple[int, Pod]]]) -> tuple[dict[str, int], int]:
+def _tally(
+    sp: Spread, where: list[_Where], placed: list[list[tuple[int, Pod]]]
+) -> tuple[dict[str, int], int]:
     """Matching pods per eligible domain on the final state, and the global minimum the filter compares with."""
     s = sp.spread
     counts = dict(sp.bound)
@@ -56,8 +58,9 @@ def _tally(sp: Spread, where: list[_Where], placed: list[list[tuple[int, Pod]]])
     return counts, sp.low(counts, frozenset(present))
 
 
-def _first_violation(book: SpreadBook, where: list[_Where], placed: list[list[tuple[int, Pod]]]
-                     ) -> tuple[Spread, str] | None:
+def _first_violation(
+    book: SpreadBook, where: list[_Where], placed: list[list[tuple[int, Pod]]]
+) -> tuple[Spread, str] | None:
     """A placed carrier's constraint and its domain, where matching pods exceed the minimum plus maxSkew."""
     tallies: dict[int, tuple[dict[str, int], int]] = {}  # by id: a Spread holds a dict
     for b, pods in enumerate(placed):
@@ -74,8 +77,14 @@ def _first_violation(book: SpreadBook, where: list[_Where], placed: list[list[tu
     return None
 
 
-def _take_one(prob: Problem, a: Assignment, sp: Spread, d: str, where: list[_Where],
-              placed: list[list[tuple[int, Pod]]]) -> int:
+def _take_one(
+    prob: Problem,
+    a: Assignment,
+    sp: Spread,
+    d: str,
+    where: list[_Where],
+    placed: list[list[tuple[int, Pod]]],
+) -> int:
     """Take one pod out of a bin in domain `d`: a carrier of `sp` first (one that does not match its own selector
     is over the skew by the bound pods alone), else a matching pod, from the last bin first; its gang's index."""
     best: tuple[tuple, int, int] | None = None
@@ -119,16 +128,27 @@ def within_skew(prob: Problem, a: Assignment) -> Assignment:
     book = prob.spread
     if book is None or not book.carriers:
         return a
-    out = Assignment(list(a.y), list(a.satisfied), list(a.domain), [(k, dict(c)) for k, c in a.bins],
-                     list(a.bin_nodes), a.stopped_early, list(a.order), dict(a.skew_cut))
+    out = Assignment(
+        list(a.y),
+        list(a.satisfied),
+        list(a.domain),
+        [(k, dict(c)) for k, c in a.bins],
+        list(a.bin_nodes),
+        a.stopped_early,
+        list(a.order),
+        dict(a.skew_cut),
+    )
     where = _where(prob, out)
     cut = False
     while (hit := _first_violation(book, where, _placed(prob, out))) is not None:
         sp, d = hit
         gid = _take_one(prob, out, sp, d, where, _placed(prob, out))
         _settle_gang(prob, out, gid)
-        out.skew_cut.setdefault(prob.gangs[gid].gang.key, f"{sp.spread.what}: the plan's final state would put "
-                                f"domain {d} over the skew, so pods were taken out of it")
+        out.skew_cut.setdefault(
+            prob.gangs[gid].gang.key,
+            f"{sp.spread.what}: the plan's final state would put "
+            f"domain {d} over the skew, so pods were taken out of it",
+        )
         cut = True
     if not cut:
         return a

@@ -37,8 +37,10 @@ def parse_review(body: bytes) -> tuple[str, Mapping[str, Any]]:
     if not isinstance(review, Mapping):
         raise BadReview("body is not a JSON object")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
-        raise BadReview(f"expected apiVersion {API_VERSION} kind AdmissionReview, got "
-                        f"{str(review.get('apiVersion'))[:60]} {str(review.get('kind'))[:60]}")
+        raise BadReview(
+            f"expected apiVersion {API_VERSION} kind AdmissionReview, got "
+            f"{str(review.get('apiVersion'))[:60]} {str(review.get('kind'))[:60]}"
+        )
     request = review.get("request")
     if not isinstance(request, Mapping):
         raise BadReview("request is missing")
@@ -48,8 +50,14 @@ def parse_review(body: bytes) -> tuple[str, Mapping[str, Any]]:
     return uid, request
 
 
-def response(uid: str, allowed: bool = True, *, message: str = "", warnings: list[str] | None = None,
-             patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def response(
+    uid: str,
+    allowed: bool = True,
+    *,
+    message: str = "",
+    warnings: list[str] | None = None,
+    patch: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if not allowed:
         out["status"] = {"code": 403, "reason": "Forbidden", "message": message}
@@ -87,8 +95,13 @@ def findings_for(request: Mapping[str, Any], policy: Policy) -> list[Finding]:
         if kind in GROUP_KINDS:
             return review_group(obj, ns, policy)
     except Exception as exc:  # noqa: BLE001 - a shape no rule foresaw: judged, never a crash
-        return [Finding(RULE_UNREADABLE, f"{kind} {ns}/{obj['metadata']['name']} cannot be read "
-                                         f"({type(exc).__name__}: {str(exc)[:200]})")]
+        return [
+            Finding(
+                RULE_UNREADABLE,
+                f"{kind} {ns}/{obj['metadata']['name']} cannot be read "
+                f"({type(exc).__name__}: {str(exc)[:200]})",
+            )
+        ]
     return []
 
 
@@ -129,7 +142,9 @@ def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, A
     if str(notes.get(GATE_MODE_KEY, "")).strip().lower() == "false":
         return None  # the pod opts out of gate mode: the controller would lift the gate at once
     gates = spec.get("schedulingGates")
-    names = [g.get("name") for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
+    names = (
+        [g.get("name") for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
+    )
     if cfg.gate in names:
         return None  # idempotent: reinvocation or a re-sent review adds nothing
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
@@ -144,8 +159,16 @@ def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, A
 
 def mutate(request: Mapping[str, Any], uid: str, cfg: AdmissionConfig) -> dict[str, Any]:
     obj = request.get("object")
-    kind = (request.get("kind") or {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
-    if request.get("operation") != "CREATE" or not isinstance(obj, Mapping) or (obj.get("kind") or kind) != "Pod":
+    kind = (
+        (request.get("kind") or {}).get("kind")
+        if isinstance(request.get("kind"), Mapping)
+        else None
+    )
+    if (
+        request.get("operation") != "CREATE"
+        or not isinstance(obj, Mapping)
+        or (obj.get("kind") or kind) != "Pod"
+    ):
         return response(uid)  # gates can only be added when the pod is created
     try:
         patch = gate_patch(obj, cfg)

@@ -16,8 +16,10 @@ import os
 from typing import Any
 
 VALID_DAYS = 365
-CONFIG_PATHS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations")
+CONFIG_PATHS = (
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+)
 
 
 def dns_names(service: str) -> list[str]:
@@ -39,20 +41,36 @@ def make_pair(names: list[str], ip: str | None = None) -> tuple[bytes, bytes, by
     now = dt.datetime.now(dt.timezone.utc)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gangscale-webhook-ca")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-          .not_valid_after(now + dt.timedelta(days=VALID_DAYS))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    alt: list[Any] = [x509.DNSName(n) for n in names] + ([x509.IPAddress(ipaddress.ip_address(ip))] if ip else [])
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=VALID_DAYS))
-            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=VALID_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    alt: list[Any] = [x509.DNSName(n) for n in names] + (
+        [x509.IPAddress(ipaddress.ip_address(ip))] if ip else []
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=VALID_DAYS))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
 
 
@@ -79,18 +97,25 @@ def patch_ca_bundle(client: Any, name: str, ca_pem: bytes, admission: Any = None
             hook.setdefault("clientConfig", {})["caBundle"] = bundle
             if admission is not None:
                 hook["timeoutSeconds"] = admission.timeout_seconds
-                hook["failurePolicy"] = admission.failure_policy if "validating" in base else "Ignore"
-        client.put(f"{base}/{name}", obj)  # carries resourceVersion: a concurrent edit gets 409, not lost
+                hook["failurePolicy"] = (
+                    admission.failure_policy if "validating" in base else "Ignore"
+                )
+        client.put(
+            f"{base}/{name}", obj
+        )  # carries resourceVersion: a concurrent edit gets 409, not lost
         done.append(f"{base.rsplit('/', 1)[1]}/{name}")
     return done
 
 
-def bootstrap(args: argparse.Namespace, cert_path: str, key_path: str, admission: Any = None) -> None:
+def bootstrap(
+    args: argparse.Namespace, cert_path: str, key_path: str, admission: Any = None
+) -> None:
     from ..kube.commands import _connect
 
     ca_pem, cert_pem, key_pem = make_pair(dns_names(args.service))
     write_pair(cert_path, key_path, cert_pem, key_pem)
     with _connect(args) as client:
         done = patch_ca_bundle(client, args.webhook_configuration, ca_pem, admission)
-    logging.getLogger("gangscale.webhook").info("self-signed certificate made, caBundle patched",
-                                                extra={"patched": done})
+    logging.getLogger("gangscale.webhook").info(
+        "self-signed certificate made, caBundle patched", extra={"patched": done}
+    )

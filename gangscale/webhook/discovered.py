@@ -25,7 +25,9 @@ log = logging.getLogger("gangscale.webhook")  # the controller's JSON lines (con
 class DiscoveredGroups:
     """`current()`: the groups of the last successful discovery (the same tuple until one differs)."""
 
-    def __init__(self, discover: Callable[[], list[NodeGroup]], refresh_seconds: float = REFRESH_SECONDS) -> None:
+    def __init__(
+        self, discover: Callable[[], list[NodeGroup]], refresh_seconds: float = REFRESH_SECONDS
+    ) -> None:
         self._discover = discover
         self._refresh = refresh_seconds
         self._groups: tuple[NodeGroup, ...] = ()
@@ -40,7 +42,9 @@ class DiscoveredGroups:
         try:
             found = tuple(self._discover())
         except Exception as exc:  # noqa: BLE001 - any cloud failure: keep serving with what was known
-            log.warning("node-group discovery failed: the last groups are kept", extra={"error": str(exc)})
+            log.warning(
+                "node-group discovery failed: the last groups are kept", extra={"error": str(exc)}
+            )
             return False
         if found != self._groups:
             self._groups = found
@@ -70,10 +74,16 @@ def cloud_groups(cfg: ControllerConfig) -> DiscoveredGroups | None:
     if cfg.provider == "simulated":
         return None
     try:
-        provider, _ = open_provider(cfg.provider, cluster_name=cfg.cluster_name, region=cfg.region,
-                                    endpoint_url=cfg.aws_endpoint_url,
-                                    auto_discovery=tuple(cfg.node_group_auto_discovery))
+        provider, _ = open_provider(
+            cfg.provider,
+            cluster_name=cfg.cluster_name,
+            region=cfg.region,
+            endpoint_url=cfg.aws_endpoint_url,
+            auto_discovery=tuple(cfg.node_group_auto_discovery),
+        )
     except Exception as exc:  # noqa: BLE001 - a provider that cannot be opened: admission without capacity rules
-        log.warning("no node-group discovery: the capacity rules stay silent", extra={"error": str(exc)})
+        log.warning(
+            "no node-group discovery: the capacity rules stay silent", extra={"error": str(exc)}
+        )
         return None
     return DiscoveredGroups(lambda: provider.discover().groups).start()

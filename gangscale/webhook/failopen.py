@@ -106,34 +106,68 @@ class FailOpenMetrics:
     """The loop's metrics; registered in the webhook's registry (metrics.py `PROCESS_COLLECTORS`)."""
 
     def __init__(self, after: float) -> None:
-        self.lease_stale = Gauge("gangscale_webhook_leader_lease_stale_seconds",
-                                 "How long the controller's lease has been stale, as this webhook saw it", registry=None)
-        self.fail_open = Gauge("gangscale_webhook_fail_open_seconds", "The configured fail-open time",
-                               registry=None)
+        self.lease_stale = Gauge(
+            "gangscale_webhook_leader_lease_stale_seconds",
+            "How long the controller's lease has been stale, as this webhook saw it",
+            registry=None,
+        )
+        self.fail_open = Gauge(
+            "gangscale_webhook_fail_open_seconds", "The configured fail-open time", registry=None
+        )
         self.fail_open.set(after)
-        self.oldest = Gauge("gangscale_oldest_gate_age_seconds", "Age of the oldest pod behind the "
-                            "gangscale.io/capacity gate (0: none)", registry=None)
-        self.overdue = Gauge("gangscale_gates_older_than_fail_open", "Pods behind the gangscale.io/capacity gate for "
-                             "longer than the fail-open time", registry=None)
-        self.lifted = Counter("gangscale_webhook_fail_open_gates_lifted_total", "Capacity gates the webhook lifted "
-                              "because the controller's lease was stale", registry=None)
-        self.lifts = Counter("gangscale_webhook_fail_open_lifts_total", "Fail-open lifts, by result: done, fenced "
-                             "(a controller came back) or failed (some pod could not be patched)", ["result"],
-                             registry=None)
+        self.oldest = Gauge(
+            "gangscale_oldest_gate_age_seconds",
+            "Age of the oldest pod behind the gangscale.io/capacity gate (0: none)",
+            registry=None,
+        )
+        self.overdue = Gauge(
+            "gangscale_gates_older_than_fail_open",
+            "Pods behind the gangscale.io/capacity gate for longer than the fail-open time",
+            registry=None,
+        )
+        self.lifted = Counter(
+            "gangscale_webhook_fail_open_gates_lifted_total",
+            "Capacity gates the webhook lifted because the controller's lease was stale",
+            registry=None,
+        )
+        self.lifts = Counter(
+            "gangscale_webhook_fail_open_lifts_total",
+            "Fail-open lifts, by result: done, fenced "
+            "(a controller came back) or failed (some pod could not be patched)",
+            ["result"],
+            registry=None,
+        )
 
     def collectors(self) -> list[Any]:
-        return [self.lease_stale, self.fail_open, self.oldest, self.overdue, self.lifted, self.lifts]
+        return [
+            self.lease_stale,
+            self.fail_open,
+            self.oldest,
+            self.overdue,
+            self.lifted,
+            self.lifts,
+        ]
 
 
-log = logging.getLogger("gangscale.webhook")  # JSON lines through the controller's logger (controller/logs.py)
+log = logging.getLogger(
+    "gangscale.webhook"
+)  # JSON lines through the controller's logger (controller/logs.py)
 
 
 class FailOpen:
     """The loop (module doc). `round()` is one pass; `start()` runs it every `interval` on a daemon thread."""
 
-    def __init__(self, client: KubeClient, namespace: str, lease: str, after: float, *,
-                 interval: float | None = None, batch: int = DEFAULT_BATCH,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        lease: str,
+        after: float,
+        *,
+        interval: float | None = None,
+        batch: int = DEFAULT_BATCH,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.client, self.namespace, self.lease, self.after = client, namespace, lease, after
         self.interval = interval if interval is not None else min(30.0, max(0.1, after / 10))
         self.batch, self.clock = batch, clock
@@ -167,18 +201,36 @@ class FailOpen:
         self.metrics.overdue.set(sum(1 for a in ages if a > self.after))
 
     def _lift(self, judged: LeaseView, stale: float) -> UngateReport:
-        why = (f"the controller's lease {self.namespace}/{self.lease} has not been renewed for {int(stale)} s "
-               f"(fail-open after {int(self.after)} s)")
+        why = (
+            f"the controller's lease {self.namespace}/{self.lease} has not been renewed for {int(stale)} s "
+            f"(fail-open after {int(self.after)} s)"
+        )
         report = ungate(self.client, fence=lambda: self._fence(judged), batch=self.batch)
         self.metrics.lifted.inc(len(report.lifted))
         result = "fenced" if report.stopped else "failed" if report.failed else "done"
         self.metrics.lifts.labels(result).inc()
-        log.warning("fail-open: capacity gates lifted", extra={"why": why, "lifted": len(report.lifted),
-                                                              "failed": report.failed, "stopped": report.stopped})
+        log.warning(
+            "fail-open: capacity gates lifted",
+            extra={
+                "why": why,
+                "lifted": len(report.lifted),
+                "failed": report.failed,
+                "stopped": report.stopped,
+            },
+        )
         if report.lifted:
             text = f"lifted {CAPACITY_GATE} from {len(report.lifted)} pod(s): {why}"
-            self.events.emit_on({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "namespace": self.namespace,
-                                 "name": self.lease}, "GatesFailedOpen", text, warning=True)
+            self.events.emit_on(
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "namespace": self.namespace,
+                    "name": self.lease,
+                },
+                "GatesFailedOpen",
+                text,
+                warning=True,
+            )
         return report
 
     def _fence(self, judged: LeaseView) -> str | None:
@@ -188,8 +240,10 @@ class FailOpen:
         except KubeError as exc:
             return f"cannot read the controller's lease again: {exc}"
         if now.resource_version != judged.resource_version:
-            return (f"the controller's lease was written again (resourceVersion {judged.resource_version or 'none'} "
-                    f"-> {now.resource_version or 'none'})")
+            return (
+                f"the controller's lease was written again (resourceVersion {judged.resource_version or 'none'} "
+                f"-> {now.resource_version or 'none'})"
+            )
         return None
 
     def start(self) -> FailOpen:
@@ -201,7 +255,9 @@ class FailOpen:
             try:
                 self.round()
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything; it tries again next round
-                log.warning("fail-open round failed", extra={"error": str(exc), "kind": type(exc).__name__})
+                log.warning(
+                    "fail-open round failed", extra={"error": str(exc), "kind": type(exc).__name__}
+                )
             self._stop.wait(self.interval)
 
     def stop(self) -> None:

@@ -16,12 +16,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..model import API_COSCHEDULING, API_VOLCANO, API_WORKLOAD
-from ..parse import FAMILY_COSCHED, FAMILY_NATIVE, FAMILY_VOLCANO, FAMILY_WORKLOAD, NATIVE_PODGROUP_APIS
+from ..parse import (
+    FAMILY_COSCHED,
+    FAMILY_NATIVE,
+    FAMILY_VOLCANO,
+    FAMILY_WORKLOAD,
+    NATIVE_PODGROUP_APIS,
+)
 
 TTL_SECONDS = 10.0
 MAX_ENTRIES = 10_000
 LOOKUP_TIMEOUT_SECONDS = 1.0
-NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a DNS subdomain: a pod's reference is put in a URL path
+NAME = re.compile(
+    r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+)  # a DNS subdomain: a pod's reference is put in a URL path
 
 # family -> (apiVersion, plural) to try, in order
 SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -43,8 +51,12 @@ class GroupRef(NamedTuple):
 class GroupLookup:
     """`(family, namespace, name) -> group object or None`, through `get(path)` (a KubeClient's, or a test's)."""
 
-    def __init__(self, get: Callable[[str], Mapping[str, Any]], served: frozenset[str] | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        get: Callable[[str], Mapping[str, Any]],
+        served: frozenset[str] | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._get, self._served, self._clock = get, served, clock
         self._lock = threading.Lock()
         self._cache: dict[GroupRef, tuple[float, Mapping[str, Any] | None]] = {}
@@ -75,7 +87,11 @@ class GroupLookup:
                 continue
             if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
                 kind = "Workload" if plural == "workloads" else "PodGroup"
-                return {**obj, "apiVersion": obj.get("apiVersion") or api, "kind": obj.get("kind") or kind}
+                return {
+                    **obj,
+                    "apiVersion": obj.get("apiVersion") or api,
+                    "kind": obj.get("kind") or kind,
+                }
         return None
 
 

@@ -46,12 +46,25 @@ class WebhookMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         ProcessCollector(registry=r)
-        Gauge("gangscale_build_info", "Always 1, labelled with the running gangscale and Python versions",
-              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
-        self.requests = Counter("gangscale_webhook_requests_total", "Admission requests answered, by webhook and "
-                                "result", ["webhook", "result"], registry=r)
-        self.latency = Histogram("gangscale_webhook_request_duration_seconds", "Time to answer an admission "
-                                 "request", ["webhook"], buckets=BUCKETS, registry=r)
+        Gauge(
+            "gangscale_build_info",
+            "Always 1, labelled with the running gangscale and Python versions",
+            ["version", "python"],
+            registry=r,
+        ).labels(__version__, platform.python_version()).set(1)
+        self.requests = Counter(
+            "gangscale_webhook_requests_total",
+            "Admission requests answered, by webhook and result",
+            ["webhook", "result"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "gangscale_webhook_request_duration_seconds",
+            "Time to answer an admission request",
+            ["webhook"],
+            buckets=BUCKETS,
+            registry=r,
+        )
         for collector in PROCESS_COLLECTORS:
             r.register(collector)
 

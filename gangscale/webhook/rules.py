@@ -18,7 +18,15 @@ from typing import Any
 from ..controller.config import ControllerConfig
 from ..explain import group_misfit
 from ..fit import labels_match, tolerates_all
-from ..model import API_COSCHEDULING, API_VOLCANO, API_WORKLOAD, NodeGroup, Placement, Pod, Toleration
+from ..model import (
+    API_COSCHEDULING,
+    API_VOLCANO,
+    API_WORKLOAD,
+    NodeGroup,
+    Placement,
+    Pod,
+    Toleration,
+)
 from ..parse import (
     COSCHEDULING_LABEL,
     FAMILY_COSCHED,
@@ -39,7 +47,9 @@ RULE_CROSS_NS, RULE_MIN_COUNT, RULE_CAPS = "crossNamespaceGroup", "minCount", "n
 RULE_NO_GROUP, RULE_FEATURE, RULE_UNREADABLE = "noNodeGroupFits", "gangFeatureOff", "unreadable"
 GROUP_KINDS = ("PodGroup", "Workload")
 SHOWN_REASONS = 4
-ANY_PLACEMENT = Placement(tolerations=(Toleration(None, "Exists", "", None),))  # as explain.pod_misfit: the first few groups, then a count
+ANY_PLACEMENT = Placement(
+    tolerations=(Toleration(None, "Exists", "", None),)
+)  # as explain.pod_misfit: the first few groups, then a count
 
 # family -> (apiVersions that serve it, the pod field that links to it)
 FAMILY_APIS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -73,10 +83,16 @@ def group_classes(groups: tuple[NodeGroup, ...], labels: bool = True) -> tuple[G
     """Groups alike for a fit test; `labels=False`: alike for a pod without selectors or affinity (labels unread)."""
     by: dict[tuple, list[NodeGroup]] = {}
     for g in groups:
-        key = (tuple(sorted(g.allocatable.items())), tuple(sorted(g.labels.items())) if labels else (), g.taints)
+        key = (
+            tuple(sorted(g.allocatable.items())),
+            tuple(sorted(g.labels.items())) if labels else (),
+            g.taints,
+        )
         by.setdefault(key, []).append(g)
-    return tuple(GroupClass(tuple(gs), sum(g.max_size for g in gs), min(g.price_per_hour for g in gs))
-                 for gs in by.values())
+    return tuple(
+        GroupClass(tuple(gs), sum(g.max_size for g in gs), min(g.price_per_hour for g in gs))
+        for gs in by.values()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +101,18 @@ class Policy:
 
     config: ControllerConfig
     groups: tuple[NodeGroup, ...] = ()
-    served: frozenset[str] | None = None  # apiVersions; None: unknown, the feature rule stays silent
+    served: frozenset[str] | None = (
+        None  # apiVersions; None: unknown, the feature rule stays silent
+    )
     # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
-    lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(default=None, compare=False)
+    lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(
+        default=None, compare=False
+    )
     # no catalog: the groups the cloud reports (discovered.py), read when a capacity rule asks; None: none known
     discovered: Callable[[], tuple[NodeGroup, ...]] | None = field(default=None, compare=False)
-    classes: tuple[GroupClass, ...] = field(default=(), init=False)  # built once: reviews cost O(classes)
+    classes: tuple[GroupClass, ...] = field(
+        default=(), init=False
+    )  # built once: reviews cost O(classes)
     shapes: tuple[GroupClass, ...] = field(default=(), init=False)  # the same with labels ignored
     _derived: dict[int, Policy] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -124,8 +146,11 @@ def _min_counts(obj: Mapping[str, Any], kind: str, api: str) -> list[tuple[str, 
     if kind == "PodGroup":
         policies = [("spec.schedulingPolicy", spec.get("schedulingPolicy"))]
     elif kind == "Workload" and isinstance(spec.get("podGroups"), list):
-        policies = [(f"spec.podGroups[{i}].policy", pg.get("policy"))
-                    for i, pg in enumerate(spec["podGroups"]) if isinstance(pg, Mapping)]
+        policies = [
+            (f"spec.podGroups[{i}].policy", pg.get("policy"))
+            for i, pg in enumerate(spec["podGroups"])
+            if isinstance(pg, Mapping)
+        ]
     out = []
     for where, policy in policies:
         gang = policy.get("gang") if isinstance(policy, Mapping) else None
@@ -134,17 +159,26 @@ def _min_counts(obj: Mapping[str, Any], kind: str, api: str) -> list[tuple[str, 
     return out
 
 
-def check_min_counts(obj: Mapping[str, Any], kind: str, api: str, ns: str, cfg: ControllerConfig) -> list[Finding]:
+def check_min_counts(
+    obj: Mapping[str, Any], kind: str, api: str, ns: str, cfg: ControllerConfig
+) -> list[Finding]:
     cap = cfg.gang_size_cap(ns)
     out = []
     for where, value in _min_counts(obj, kind, api):
         if not isinstance(value, int) or isinstance(value, bool):
             continue  # not a number: the unreadable rule names it
         if value < 1:
-            out.append(Finding(RULE_MIN_COUNT, f"{where} is {value}: a gang needs at least 1 member"))
+            out.append(
+                Finding(RULE_MIN_COUNT, f"{where} is {value}: a gang needs at least 1 member")
+            )
         elif value > cap:
-            out.append(Finding(RULE_MIN_COUNT, f"{where} is {value}, above the gang size cap {cap} of "
-                                               f"namespace {ns} (maxGangPods)"))
+            out.append(
+                Finding(
+                    RULE_MIN_COUNT,
+                    f"{where} is {value}, above the gang size cap {cap} of "
+                    f"namespace {ns} (maxGangPods)",
+                )
+            )
     return out
 
 
@@ -156,7 +190,9 @@ def _group_shape(obj: Mapping[str, Any], api: str, ns: str, name: str, count: in
     total = _resources(spec["minResources"], "spec.minResources")
     per_pod = {r: -(-v // count) for r, v in total.items() if v > 0}
     per_pod[PODS] = 1
-    return Pod(ns, f"{name} (member)", "", per_pod, ANY_PLACEMENT)  # placement unknown: only size can refuse
+    return Pod(
+        ns, f"{name} (member)", "", per_pod, ANY_PLACEMENT
+    )  # placement unknown: only size can refuse
 
 
 def review_group(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]:
@@ -186,7 +222,9 @@ def review_group(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Findin
 # -------------------------------------------------------------------- pods
 
 
-def _raw_reference(meta: Mapping[str, Any], spec: Mapping[str, Any], family: str) -> tuple[str, Any, Any]:
+def _raw_reference(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], family: str
+) -> tuple[str, Any, Any]:
     """(field, referenced name, referenced namespace if the reference carries one)."""
     if family == FAMILY_NATIVE:
         sg = spec.get("schedulingGroup") or {}
@@ -195,20 +233,31 @@ def _raw_reference(meta: Mapping[str, Any], spec: Mapping[str, Any], family: str
         wr = spec.get("workloadRef") or {}
         return "spec.workloadRef", wr.get("name"), wr.get("namespace")
     if family == FAMILY_COSCHED:
-        return f"metadata.labels[{COSCHEDULING_LABEL}]", (meta.get("labels") or {}).get(COSCHEDULING_LABEL), None
+        return (
+            f"metadata.labels[{COSCHEDULING_LABEL}]",
+            (meta.get("labels") or {}).get(COSCHEDULING_LABEL),
+            None,
+        )
     notes = meta.get("annotations") or {}
     key = next((k for k in VOLCANO_ANNOTATIONS if notes.get(k)), VOLCANO_ANNOTATIONS[0])
     return f"metadata.annotations[{key}]", notes.get(key), None
 
 
-def check_cross_namespace(meta: Mapping[str, Any], spec: Mapping[str, Any], family: str, ns: str) -> list[Finding]:
+def check_cross_namespace(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], family: str, ns: str
+) -> list[Finding]:
     """Group references are namespace-local in every API: one naming another namespace never resolves."""
     where, name, other = _raw_reference(meta, spec, family)
     if other is None and isinstance(name, str) and name.count("/") == 1:
         other = name.split("/")[0]  # `namespace/name`
     if other is not None and other != ns:
-        return [Finding(RULE_CROSS_NS, f"{where} points at group {name!r} in namespace {other!r}, but the pod is "
-                                       f"in {ns!r}: a pod's group must be in its own namespace")]
+        return [
+            Finding(
+                RULE_CROSS_NS,
+                f"{where} points at group {name!r} in namespace {other!r}, but the pod is "
+                f"in {ns!r}: a pod's group must be in its own namespace",
+            )
+        ]
     return []
 
 
@@ -218,9 +267,14 @@ def check_feature(family: str, served: frozenset[str] | None) -> list[Finding]:
     apis, where = FAMILY_APIS[family]
     if any(a in served for a in apis):
         return []
-    return [Finding(RULE_FEATURE, f"{where} links the pod to a gang, but the API server serves none of "
-                                  f"{', '.join(apis)} (the feature gate or the scheduler plugin is off): "
-                                  "the pod would be scheduled alone, not as a gang")]
+    return [
+        Finding(
+            RULE_FEATURE,
+            f"{where} links the pod to a gang, but the API server serves none of "
+            f"{', '.join(apis)} (the feature gate or the scheduler plugin is off): "
+            "the pod would be scheduled alone, not as a gang",
+        )
+    ]
 
 
 def review_pod(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]:
@@ -245,8 +299,9 @@ def review_pod(obj: Mapping[str, Any], ns: str, policy: Policy) -> list[Finding]
     gang = group_min_count(family, link[1], ns, policy)
     if gang is not None and gang[0] > 1:
         count, name = gang
-        return findings + check_capacity(pod, count, f"gang {name} ({count} pods like pod {pod.key}, its minCount)",
-                                         policy)
+        return findings + check_capacity(
+            pod, count, f"gang {name} ({count} pods like pod {pod.key}, its minCount)", policy
+        )
     return findings + check_capacity(pod, 1, f"pod {pod.key}", policy)
 
 
@@ -257,7 +312,9 @@ def group_min_count(family: str, name: str, ns: str, policy: Policy) -> tuple[in
     under review (a group's members come from one template)."""
     if policy.lookup is None:
         return None
-    base = "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name  # <workload>/<podGroup>[/<replica>]
+    base = (
+        "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name
+    )  # <workload>/<podGroup>[/<replica>]
     obj = policy.lookup(family, ns, base.split("/")[0] if family == FAMILY_WORKLOAD else base)
     if not isinstance(obj, Mapping):
         return None
@@ -291,7 +348,9 @@ def _usable(member: Pod, group: NodeGroup) -> int:
     return per_node(member, group)
 
 
-def _misfit_reasons(member: Pod, count: int, policy: Policy, fits: list[tuple[GroupClass, int]]) -> str:
+def _misfit_reasons(
+    member: Pod, count: int, policy: Policy, fits: list[tuple[GroupClass, int]]
+) -> str:
     """The denial's words, as plan's: the first few groups and why, then a count (only built when denying)."""
     reasons: list[str] = []
     fitting = {id(g) for c, _ in fits for g in c.groups}
@@ -299,12 +358,18 @@ def _misfit_reasons(member: Pod, count: int, policy: Policy, fits: list[tuple[Gr
         if len(reasons) >= SHOWN_REASONS:
             break
         if id(g) not in fitting:
-            why = group_misfit(member, replace(g, current_size=0))  # maxSize, not today's size, is the limit
+            why = group_misfit(
+                member, replace(g, current_size=0)
+            )  # maxSize, not today's size, is the limit
             reasons.append(f"{g.name}: {why or 'a node holds none'}")
     for c, n in fits:
-        for g in c.groups[:max(0, SHOWN_REASONS - len(reasons))]:
+        for g in c.groups[: max(0, SHOWN_REASONS - len(reasons))]:
             reasons.append(f"{g.name}: maxSize {g.max_size} holds {g.max_size * n} of {count} pods")
-    more = f"; and {len(policy.groups) - len(reasons)} more" if len(policy.groups) > len(reasons) else ""
+    more = (
+        f"; and {len(policy.groups) - len(reasons)} more"
+        if len(policy.groups) > len(reasons)
+        else ""
+    )
     return "; ".join(reasons) + more
 
 
@@ -313,44 +378,80 @@ def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[
     policy = policy.for_capacity()
     if not policy.groups:
         return []  # no catalog and no group discovered: nothing is known about capacity
-    selective = member.placement.node_selector or member.placement.affinity  # as _usable: else labels are unread
-    fits = [(c, n) for c in (policy.classes if selective else policy.shapes) if (n := _usable(member, c.node)) > 0]
+    selective = (
+        member.placement.node_selector or member.placement.affinity
+    )  # as _usable: else labels are unread
+    fits = [
+        (c, n)
+        for c in (policy.classes if selective else policy.shapes)
+        if (n := _usable(member, c.node)) > 0
+    ]
     if sum(c.max_nodes * n for c, n in fits) < count:
         why = _misfit_reasons(member, count, policy, fits)
         return [Finding(RULE_NO_GROUP, f"no node group can ever hold {label} ({why})")]
     return check_caps(member, count, label, fits, policy.config)
 
 
-def check_caps(member: Pod, count: int, label: str, fits: list[tuple[GroupClass, int]],
-               cfg: ControllerConfig) -> list[Finding]:
+def check_caps(
+    member: Pod, count: int, label: str, fits: list[tuple[GroupClass, int]], cfg: ControllerConfig
+) -> list[Finding]:
     """Lower bounds (densest group for nodes, cheapest per pod for $/h) against the namespace's caps."""
     ns = member.namespace
     cap = cfg.cap_for(ns)
     out = []
     gpus = member.requests.get(GPU, 0) * count
     if cap.max_gpus is not None and gpus > cap.max_gpus:
-        out.append(Finding(RULE_CAPS, f"{label} needs {gpus} {GPU}, namespace {ns} cap maxGPUs is {cap.max_gpus}"))
+        out.append(
+            Finding(
+                RULE_CAPS,
+                f"{label} needs {gpus} {GPU}, namespace {ns} cap maxGPUs is {cap.max_gpus}",
+            )
+        )
     if gpus > cfg.max_gang_gpus:
-        out.append(Finding(RULE_CAPS, f"{label} needs {gpus} {GPU}, above maxGangGPUs {cfg.max_gang_gpus}"))
+        out.append(
+            Finding(RULE_CAPS, f"{label} needs {gpus} {GPU}, above maxGangGPUs {cfg.max_gang_gpus}")
+        )
     nodes = -(-count // max(n for _, n in fits))
     if cap.max_nodes is not None and nodes > cap.max_nodes:
-        out.append(Finding(RULE_CAPS, f"{label} needs at least {nodes} nodes, namespace {ns} cap maxNodes is "
-                                      f"{cap.max_nodes}"))
+        out.append(
+            Finding(
+                RULE_CAPS,
+                f"{label} needs at least {nodes} nodes, namespace {ns} cap maxNodes is "
+                f"{cap.max_nodes}",
+            )
+        )
     dollars = count * min(c.cheapest / n for c, n in fits)
     if cap.max_dollars_per_hour is not None and dollars > cap.max_dollars_per_hour + 1e-9:
-        out.append(Finding(RULE_CAPS, f"{label} costs at least ${dollars:.2f}/h, namespace {ns} cap "
-                                      f"maxDollarsPerHour is {cap.max_dollars_per_hour:g}"))
+        out.append(
+            Finding(
+                RULE_CAPS,
+                f"{label} costs at least ${dollars:.2f}/h, namespace {ns} cap "
+                f"maxDollarsPerHour is {cap.max_dollars_per_hour:g}",
+            )
+        )
     return out + check_ceiling(label, nodes, gpus, dollars, cfg)
 
 
-def check_ceiling(label: str, nodes: int, gpus: int, dollars: float, cfg: ControllerConfig) -> list[Finding]:
+def check_ceiling(
+    label: str, nodes: int, gpus: int, dollars: float, cfg: ControllerConfig
+) -> list[Finding]:
     """Lower bounds against the cluster-wide ceiling (`clusterCeiling`): a gang above it never gets its nodes."""
     c, out = cfg.cluster_ceiling, []
     for what, need, limit in (("nodes", nodes, c.max_nodes), (GPU, gpus, c.max_gpus)):
         if limit is not None and need > limit:
-            out.append(Finding(RULE_CAPS, f"{label} needs at least {need} {what}, above the cluster ceiling "
-                                          f"(clusterCeiling.max{'Nodes' if what == 'nodes' else 'GPUs'} {limit})"))
+            out.append(
+                Finding(
+                    RULE_CAPS,
+                    f"{label} needs at least {need} {what}, above the cluster ceiling "
+                    f"(clusterCeiling.max{'Nodes' if what == 'nodes' else 'GPUs'} {limit})",
+                )
+            )
     if c.max_dollars_per_hour is not None and dollars > c.max_dollars_per_hour + 1e-9:
-        out.append(Finding(RULE_CAPS, f"{label} costs at least ${dollars:.2f}/h, above the cluster ceiling "
-                                      f"(clusterCeiling.maxDollarsPerHour {c.max_dollars_per_hour:g})"))
+        out.append(
+            Finding(
+                RULE_CAPS,
+                f"{label} costs at least ${dollars:.2f}/h, above the cluster ceiling "
+                f"(clusterCeiling.maxDollarsPerHour {c.max_dollars_per_hour:g})",
+            )
+        )
     return out

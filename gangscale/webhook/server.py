@@ -42,7 +42,12 @@ IDLE_TIMEOUT_SECONDS = 10.0  # per read, while a kept-alive connection waits for
 # timeoutSeconds (at most 30; the shipped hooks say 5), so a request still arriving after twice that is no review
 REQUEST_DEADLINE_SECONDS = 10.0
 LINGER_SECONDS, LINGER_CHUNKS = 1.0, 64  # after a 413: at most 4 MiB or 1 s per read
-_GONE = (ConnectionError, ssl.SSLError, TimeoutError, OSError)  # a client that reset, closed or stalled
+_GONE = (
+    ConnectionError,
+    ssl.SSLError,
+    TimeoutError,
+    OSError,
+)  # a client that reset, closed or stalled
 
 
 class DeadlinePassed(Exception):  # noqa: N818 - not a TimeoutError: http.server would swallow that silently
@@ -85,17 +90,29 @@ class _DeadlineReader(io.RawIOBase):
 
 
 def _client(address: Any) -> str:
-    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+    return (
+        f"{address[0]}:{address[1]}"
+        if isinstance(address, tuple) and len(address) >= 2
+        else str(address)
+    )
 
 
 def _gone(client: Any, stage: str, exc: BaseException) -> None:
-    log.info("client disconnected", extra={"client": _client(client), "stage": stage,
-                                           "error": f"{type(exc).__name__}: {exc}"[:200]})
+    log.info(
+        "client disconnected",
+        extra={
+            "client": _client(client),
+            "stage": stage,
+            "error": f"{type(exc).__name__}: {exc}"[:200],
+        },
+    )
 
 
 def _late(client: Any, stage: str, deadline: float) -> None:
-    log.warning("request deadline passed: connection closed",
-                extra={"client": _client(client), "stage": stage, "deadlineSeconds": deadline})
+    log.warning(
+        "request deadline passed: connection closed",
+        extra={"client": _client(client), "stage": stage, "deadlineSeconds": deadline},
+    )
 
 
 class CertStore:
@@ -123,7 +140,10 @@ class CertStore:
                 try:
                     if (os.stat(self.cert).st_mtime, os.stat(self.key).st_mtime) != self._stamp:
                         self._context = self._load()
-                except (OSError, ssl.SSLError) as exc:  # half-written rotation: keep serving the old pair
+                except (
+                    OSError,
+                    ssl.SSLError,
+                ) as exc:  # half-written rotation: keep serving the old pair
                     log.warning("certificate reload failed", extra={"error": str(exc)})
             return self._context
 
@@ -131,8 +151,13 @@ class CertStore:
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], policy: Policy, certs: CertStore,
-                 deadline: float = REQUEST_DEADLINE_SECONDS) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        policy: Policy,
+        certs: CertStore,
+        deadline: float = REQUEST_DEADLINE_SECONDS,
+    ) -> None:
         self.policy, self.certs, self.deadline = policy, certs, deadline
         self.metrics = WebhookMetrics()  # served at GET /metrics (metrics.py)
         super().__init__(address, _Handler)
@@ -140,14 +165,18 @@ class WebhookServer(ThreadingHTTPServer):
     def finish_request(self, request: Any, client_address: Any) -> None:
         # the handshake's timeout bounds it whole (CPython's SSLSocket.do_handshake keeps one deadline across reads)
         request.settimeout(self.deadline)
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle wait
+        request.setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+        )  # headers and body are two writes: no Nagle wait
         try:
             tls = self.certs.context().wrap_socket(request, server_side=True)
         except TimeoutError:
             _late(client_address, "handshake", self.deadline)
             return
         except _GONE as exc:
-            _gone(client_address, "handshake", exc)  # plain HTTP, a reset or a stalled handshake: no answer
+            _gone(
+                client_address, "handshake", exc
+            )  # plain HTTP, a reset or a stalled handshake: no answer
             return
         try:
             self.RequestHandlerClass(tls, client_address, self)
@@ -161,7 +190,9 @@ class WebhookServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Last resort for what `finish_request` did not foresee: one JSON line (with the exception), no stderr dump."""
-        log.error("connection failed", extra={"client": _client(client_address)}, exc_info=sys.exc_info())
+        log.error(
+            "connection failed", extra={"client": _client(client_address)}, exc_info=sys.exc_info()
+        )
 
     def shutdown_request(self, request: Any) -> None:
         try:
@@ -200,9 +231,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, doc: dict[str, Any]) -> None:
         if self.command == "POST":
-            self.server.metrics.observe(self.path.split("?")[0], code, doc, time.monotonic() - self._started)
+            self.server.metrics.observe(
+                self.path.split("?")[0], code, doc, time.monotonic() - self._started
+            )
         body = orjson.dumps(doc)
-        self.connection.settimeout(self.reader.left())  # the answer too: a client that reads nothing is cut off
+        self.connection.settimeout(
+            self.reader.left()
+        )  # the answer too: a client that reads nothing is cut off
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -242,8 +277,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(411, {"error": "Content-Length is required"})
             return
         if int(length) > self.server.policy.config.admission.max_body_bytes:
-            self._send(413, {"error": f"body of {length} bytes is over the limit of "
-                                      f"{self.server.policy.config.admission.max_body_bytes}"})
+            self._send(
+                413,
+                {
+                    "error": f"body of {length} bytes is over the limit of "
+                    f"{self.server.policy.config.admission.max_body_bytes}"
+                },
+            )
             self._linger()
             return
         body = self.rfile.read(int(length))
@@ -258,21 +298,37 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
 
-def start(policy: Policy, cert: str, key: str, host: str = "127.0.0.1", port: int = 0,
-          deadline: float = REQUEST_DEADLINE_SECONDS) -> WebhookServer:
+def start(
+    policy: Policy,
+    cert: str,
+    key: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    deadline: float = REQUEST_DEADLINE_SECONDS,
+) -> WebhookServer:
     """A running server on its own thread (tests, benchmarks); `serve` for the command."""
     server = WebhookServer((host, port), policy, CertStore(cert, key), deadline)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    ).start()
     return server
 
 
-def serve(policy: Policy, cert: str, key: str, address: str, deadline: float = REQUEST_DEADLINE_SECONDS) -> int:
+def serve(
+    policy: Policy, cert: str, key: str, address: str, deadline: float = REQUEST_DEADLINE_SECONDS
+) -> int:
     host, _, port = address.rpartition(":")
     server = WebhookServer((host or "0.0.0.0", int(port)), policy, CertStore(cert, key), deadline)
     server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    log.info("webhook serving", extra={"address": address, "groups": len(policy.groups), "requestDeadlineSeconds":
-                                       deadline, "servedGangAPIs": sorted(policy.served)
-                                       if policy.served is not None else None})
+    log.info(
+        "webhook serving",
+        extra={
+            "address": address,
+            "groups": len(policy.groups),
+            "requestDeadlineSeconds": deadline,
+            "servedGangAPIs": sorted(policy.served) if policy.served is not None else None,
+        },
+    )
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
