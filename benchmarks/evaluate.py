@@ -90,7 +90,7 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
         if not (load <= free).all():
             over = [w.resources[r] for r in range(R) if load[r] > free[r]]
             violations.append(f"{label}: over capacity in {', '.join(over)}")
-        bad = [w.pods[p].key for p, s in zip(pods, shapes) if not w.compat[s, sig]]
+        bad = [w.pods[p].key for p, s in zip(pods, shapes, strict=True) if not w.compat[s, sig]]
         if bad:
             violations.append(
                 f"{label}: {len(bad)} pods not allowed by selectors/taints (e.g. {bad[0]})"
@@ -154,7 +154,7 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
     useful_pods = sum(len(placed_by_gang.get(gi, [])) for gi, u in enumerate(useful_gang) if u)
     cost = stranded_cost = 0.0
     stranded = 0
-    for pods, g in zip(new_pods, new_group):
+    for pods, g in zip(new_pods, new_group, strict=True):
         price = float(w.group_price[g]) if g >= 0 else 0.0
         cost += price
         if not any(useful_gang[int(w.pod_gang[p])] for p in pods):

@@ -179,7 +179,7 @@ def _narrowed(decision: GateDecision) -> list[Gang]:
     """The released gangs as the scheduler gets them: each pod ungated and narrowed to its node."""
     out = []
     for lift in decision.lifts:
-        on = dict(zip((p.key for p in lift.pods), lift.nodes))
+        on = dict(zip((p.key for p in lift.pods), lift.nodes, strict=False))
         out.append(
             replace(
                 lift.gang,

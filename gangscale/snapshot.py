@@ -29,7 +29,8 @@ from .rfc3339 import parse_time
 from .warnlog import summarise
 
 _NOTHING: dict[str, int] = {}  # a node's usage with no pod bound (never written to)
-RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on a node reserved for one gang (on its way or arrived)
+# planner-only taint on a node reserved for one gang (on its way or arrived)
+RESERVED_TAINT = "gangscale.io/reserved-for"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,8 @@ def pre_decide(g: Gang) -> PreDecision | None:
     if not g.exists:
         return PreDecision(
             "waiting-for-podgroup",
-            f"pods point at {g.api} {g.namespace}/{g.name}, which does not exist; they stay Pending until it is created",
+            f"pods point at {g.api} {g.namespace}/{g.name}, which does not exist; "
+            "they stay Pending until it is created",
         )
     present = len(g.pending) + g.bound
     if g.policy == "gang" and present < g.min_count:

@@ -160,8 +160,8 @@ def over_caps(
     """Gangs to hold back so every namespace stays within its caps.
 
     In each capped namespace the gangs the plan buys for are kept in the documented order
-    (highest priority, then the scheduler's queue order: `_cap_order`) while they fit; one that could never fit the cap alone is
-    `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
+    (highest priority, then the scheduler's queue order: `_cap_order`) while they fit; one that could never fit the
+    cap alone is `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
     every other gang of it that the plan could not serve is deferred too, so the next plan cannot
     hand the room freed by the deferred gangs to them.
     """

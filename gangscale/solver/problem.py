@@ -243,7 +243,9 @@ def _compat(
             else np.zeros(0, dtype=np.int64)
         )
         compat.append(kids.tolist())
-        fit_count.update(zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist()))
+        fit_count.update(
+            zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist(), strict=True)
+        )
     return compat, fit_count
 
 
@@ -358,7 +360,7 @@ def _bin_kinds(
             )
         else:  # no per-node rule: the same tuple, each entry clamped at 0 after the vector is taken
             free = tuple([x if x > 0 else 0 for x in vec(n.free)])
-        if least is not None and not all(f >= m for f, m in zip(free, least)):
+        if least is not None and not all(f >= m for f, m in zip(free, least, strict=False)):
             continue  # not even the smallest pod fits: skip the node entirely
         labels = {k: v for k, v in n.labels.items() if k in relevant}
         sig = (free, tuple(sorted(labels.items())), n.taints, n.node_group)
