@@ -174,8 +174,8 @@ def _gate_rows(case: str, metrics: dict) -> list[dict]:
 def _same_selection_rows(case: str, metrics: dict) -> list[dict]:
     """The cost bound at the same selection: where observe mode (the default profile's plan) or gate mode (per
     profile, the nodes later passes buy included) satisfies exactly the gangs the solver's own plan satisfies, it
-    costs at most SAME_SELECTION_SLACK more than that plan. Observe mode is compared only where the solver's plan is what
-    happens, i.e. its gangs all start in the model under the default profile: where they do not (q-mixed), that
+    costs at most SAME_SELECTION_SLACK more than that plan. Observe mode is compared only where the solver's plan is
+    what happens, i.e. its gangs all start in the model under the default profile: where they do not (q-mixed), that
     cheaper plan starts fewer gangs, and observe mode's extra nodes are what it takes to start them unpinned."""
     off = metrics.get("gangscale-off")
     if off is None:
