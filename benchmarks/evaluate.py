@@ -138,17 +138,17 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
     useful_gang = [False] * len(w.gangs)
     satisfied = []
     n_gangs = 0
-    for gi, g in enumerate(w.gangs):
+    for gi, ref in enumerate(w.gangs):
         mine = placed_by_gang.get(gi, [])
-        if g.policy != "gang":
+        if ref.policy != "gang":
             useful_gang[gi] = bool(mine)
             continue
         n_gangs += 1
-        if g.topology_keys and mine:
-            best = max(Counter(domain(p, g.topology_keys) for p in mine).values())
+        if ref.topology_keys and mine:
+            best = max(Counter(domain(p, ref.topology_keys) for p in mine).values())
         else:
             best = len(mine)
-        if mine and best + g.gang.bound >= g.gang.min_count and best >= g.need:
+        if mine and best + ref.gang.bound >= ref.gang.min_count and best >= ref.need:
             useful_gang[gi] = True
             satisfied.append(gi)
     useful_pods = sum(len(placed_by_gang.get(gi, [])) for gi, u in enumerate(useful_gang) if u)

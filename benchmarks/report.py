@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 POLICY_ORDER = (
     "gangscale",
@@ -223,7 +224,7 @@ def _fmt_money(x) -> str:
 
 def headline_table(doc: dict) -> str:
     """Per policy, over the whole suite: gangs, useful pods, stranded nodes, cost ratio."""
-    agg = {
+    agg: dict[str, dict[str, Any]] = {
         p: {
             "gangs": 0,
             "sat": 0,

@@ -77,8 +77,10 @@ class _Model:
             prob.gang_domains(g.gid) for g in prob.gangs
         ]
         self.y: list[cp_model.IntVar] = []
-        self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
-        self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
+        # keyed by (class or gang, domain); domains are never None here: a gang with a topology
+        # constraint picks among its real domains, one without gets no per-domain variables
+        self.yd: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
+        self.sel: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
         self.s: dict[int, cp_model.IntVar] = {}
         for g in prob.gangs:
             self._domain_choice(g.gid)
@@ -193,9 +195,9 @@ class _Model:
             if solver.value(v):
                 domain[g] = d
         satisfied = []
-        for g in prob.gangs:
-            placed = sum(y[c] for c in g.classes)
-            satisfied.append(placed >= max(g.need, 1))
+        for gang in prob.gangs:
+            placed = sum(y[c] for c in gang.classes)
+            satisfied.append(placed >= max(gang.need, 1))
         zvals = [[int(solver.value(z)) for z in zs] for zs in self.z]
         return assign_pods(prob, self.pats, zvals, y, domain, satisfied)
 

@@ -134,7 +134,7 @@ class Problem:
         shapes = {self.classes[c].shape for c in self.gangs[gid].classes}
         if not any(self.shapes[s].topology_keys for s in shapes):
             return [None]
-        return sorted(frozenset().union(*(self.arrays.shape_domains[s] for s in shapes)))
+        return [*sorted(frozenset().union(*(self.arrays.shape_domains[s] for s in shapes)))]
 
 
 def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
@@ -270,7 +270,7 @@ def _arrays(
         for keys in {s.topology_keys for s in shapes if s.topology_keys}
     }
     shape_domains = tuple(
-        frozenset(_domain(s, kinds[kid]) for kid in compat[s.sid])
+        frozenset(_labels_at(kinds[kid], s.topology_keys) for kid in compat[s.sid])
         if s.topology_keys
         else frozenset()
         for s in shapes
@@ -302,7 +302,12 @@ def _sizes(req: np.ndarray, caps: np.ndarray, compat: tuple[tuple[int, ...], ...
 
 def _domain(shape: Shape, kind: BinKind) -> tuple[str, ...] | None:
     keys = shape.topology_keys
-    return tuple(kind.labels[k] for k in keys) if keys else None
+    return _labels_at(kind, keys) if keys else None
+
+
+def _labels_at(kind: BinKind, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The kind's values of these label keys: its topology domain (a compatible kind has every key)."""
+    return tuple(kind.labels[k] for k in keys)
 
 
 def _domain_ids(
@@ -311,8 +316,8 @@ def _domain_ids(
     """Per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds."""
     seen: dict[tuple[str, ...], int] = {}
     ids = [
-        seen.setdefault(d, len(seen))
-        if None not in (d := tuple(k.labels.get(key) for key in keys))
+        seen.setdefault(_labels_at(k, keys), len(seen))
+        if all(key in k.labels for key in keys)
         else -1
         for k in kinds
     ]
