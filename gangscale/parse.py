@@ -39,6 +39,7 @@ from .model import (
     Pod,
     PodRules,
     PodTerm,
+    Policy,
     Requirement,
     Taint,
     Toleration,
@@ -115,6 +116,11 @@ def _map(raw: Any, where: str) -> Mapping[str, Any]:
     return raw
 
 
+def _mapping_or_empty(raw: Any) -> Mapping[str, Any]:
+    """`raw` where it is an object, else an empty one: for reading what is left of a bad object."""
+    return raw if isinstance(raw, Mapping) else {}
+
+
 def _entry(raw: Any, where: str) -> Mapping[str, Any]:
     """A list entry: the API server decodes `null` there to an empty struct and rejects it, so must we."""
     if not isinstance(raw, Mapping):
@@ -173,7 +179,7 @@ class ParseCache:
     # with `frozen_objects`: a Pod's whole read by `ingest` (identities, parse, whether its claims need noting), so a
     # re-read of an unchanged pod is one lookup (`ingest`)
     pod_reads: dict[
-        int, tuple[tuple[tuple[str, ...], ...], tuple[Pod, tuple[str, str, str], None], bool]
+        int, tuple[Sequence[tuple[str, ...]], tuple[Pod, tuple[str, str, str], None], bool]
     ] = field(default_factory=dict)
 
     def forget_objects(self) -> None:
@@ -265,7 +271,8 @@ def _resources(raw: Any, where: str, cache: ParseCache | None = None) -> dict[st
     # str keys too: 1 == True == 1.0 would make {1: ...} and {True: ...} share an entry
     if type(raw) is dict and all(type(k) is str and type(v) is str for k, v in raw.items()):
         key = tuple(raw.items())
-    return dict(cache.memo(cache.resources, key, lambda: _parse_resources(raw, where)))
+    parsed = cache.memo(cache.resources, key, lambda: _parse_resources(raw, where))
+    return dict(parsed)
 
 
 def _parse_resources(raw: Any, where: str) -> dict[str, int]:
@@ -685,9 +692,9 @@ _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str, int]:
     key = _spec_key(spec, _REQUEST_FIELDS)
     hit = cache.requests.get(key) if key is not None else None  # a hit without building `make`
-    return dict(
-        hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec))
-    )
+    if hit is None:
+        hit = cache.memo(cache.requests, key, lambda: pod_requests(spec))
+    return dict(hit)
 
 
 _NO_PLACEMENT = (
@@ -751,7 +758,7 @@ def _group_link(
 @dataclass(slots=True)
 class _GroupDef:
     api: str
-    policy: str = "gang"
+    policy: Policy = "gang"
     min_count: int = 1
     priority: int | None = None
     topology_keys: tuple[str, ...] = ()
@@ -761,7 +768,7 @@ class _GroupDef:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
+def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[Policy, int]:
     has_gang, has_basic = "gang" in policy, "basic" in policy
     if has_gang == has_basic:
         raise ObjectError(
@@ -808,7 +815,7 @@ def _parse_min_member(obj: Mapping[str, Any], api: str) -> _GroupDef:
 def _obj_label(obj: Any) -> str:
     if not isinstance(obj, Mapping):
         return f"<{type(obj).__name__}>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = _mapping_or_empty(obj.get("metadata"))
     ns = meta.get("namespace")
     ns = ns if isinstance(ns, str) else _short(ns) if ns is not None else ""
     name = meta.get("name", "?")
@@ -971,7 +978,7 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
                 d.policy,
                 d.min_count,
                 d.priority,
-                invalid=d.invalid,  # type: ignore[arg-type]
+                invalid=d.invalid,
                 created=d.created,
                 uid=f"{d.uid}/{replica}" if replica else d.uid,
                 annotations=d.annotations,
@@ -1068,7 +1075,7 @@ def _phase(status: Mapping[str, Any]) -> str:
 def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str, str], str]:
     """A pod we cannot read still marks its gang invalid, so the problem is visible."""
     meta = obj["metadata"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = _mapping_or_empty(obj.get("spec"))
     raw_ns = meta.get("namespace")
     ns = (
         raw_ns

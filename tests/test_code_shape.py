@@ -30,7 +30,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/fit.py node_limits",
-    "gangscale/ingest.py ingest",
     "gangscale/kube/flags.py add_kube_commands",
     "gangscale/kube/lister.py list_all",
     "gangscale/loader.py _check_graph",
