@@ -24,7 +24,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/cli.py build_parser",
     "gangscale/controller/lifecycle.py _launches_failed",
     "gangscale/controller/lifecycle.py _registered",
-    "gangscale/controller/metrics.py __init__",
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/fit.py node_limits",
