@@ -995,9 +995,7 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
 def _ingest_pod(
     obj: Mapping[str, Any], cache: ParseCache | None = None
 ) -> tuple[Pod, tuple[str, str, str], None]:
-    cache = (
-        ParseCache() if cache is None else cache
-    )  # a synthesised pod (Kueue templates) parses on its own
+    cache = ParseCache() if cache is None else cache  # a synthesised pod (Kueue templates): its own
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
@@ -1015,32 +1013,12 @@ def _ingest_pod(
     phase = _phase(status)
     created = _timestamp(meta.get("creationTimestamp"))
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
-    owners, gates_raw = meta.get("ownerReferences"), spec.get("schedulingGates")
-    owner_kinds = (
-        ()
-        if owners is None
-        else tuple(
-            str(o.get("kind"))
-            for o in _list(owners, "metadata.ownerReferences")
-            if isinstance(o, Mapping)
-        )
-    )
+    owner_kinds = _entry_fields(meta.get("ownerReferences"), "metadata.ownerReferences", "kind")
     scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-    gates = (
-        ()
-        if gates_raw is None
-        else tuple(
-            str(g.get("name"))
-            for g in _list(gates_raw, "spec.schedulingGates")
-            if isinstance(g, Mapping)
-        )
-    )
+    gates = _entry_fields(spec.get("schedulingGates"), "spec.schedulingGates", "name")
     labels = _str_map(meta.get("labels"), "metadata.labels")
     rules = pod_rules(spec, ns, labels, strict=node_name is None, cache=cache)
-    if meta.get("deletionTimestamp") and not node_name:
-        phase = "Terminating"  # going away: never scale for it
-    if gates and not node_name and gates != (CAPACITY_GATE,):
-        phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
+    phase = _held_phase(phase, meta, node_name, gates)
     family, gname = link if link else (FAMILY_NONE, name)
     pod = new_pod(
         ns,
@@ -1062,6 +1040,25 @@ def _ingest_pod(
         scheduler_name,
     )  # = Pod(...), the fields in order
     return pod, (ns, family, gname), None
+
+
+def _entry_fields(raw: Any, where: str, key: str) -> tuple[str, ...]:
+    """`key` of each object in the list `raw` (entries that are not objects skipped; None: no list)."""
+    if raw is None:
+        return ()
+    return tuple(str(e.get(key)) for e in _list(raw, where) if isinstance(e, Mapping))
+
+
+def _held_phase(
+    phase: str, meta: Mapping[str, Any], node_name: str | None, gates: tuple[str, ...]
+) -> str:
+    """The phase the planner reads: a pending pod going away is `Terminating` (never scale for it); one held
+    by another gate than gangscale's (e.g. Kueue's) is `SchedulingGated`, not ours to plan for yet."""
+    if meta.get("deletionTimestamp") and not node_name:
+        phase = "Terminating"
+    if gates and not node_name and gates != (CAPACITY_GATE,):
+        phase = "SchedulingGated"
+    return phase
 
 
 def _phase(status: Mapping[str, Any]) -> str:

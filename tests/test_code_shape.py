@@ -26,7 +26,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/lifecycle.py _registered",
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
-    "gangscale/parse.py _ingest_pod",
     "gangscale/planner.py solve_plan",
     "gangscale/realize.py _settle",
     "gangscale/scheduling/simulate.py _why",
