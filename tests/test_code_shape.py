@@ -27,7 +27,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/planner.py solve_plan",
-    "gangscale/realize.py _settle",
     "gangscale/scheduling/simulate.py _why",
     "gangscale/snapshot.py build_snapshot",
     "gangscale/solver/greedy.py greedy",
