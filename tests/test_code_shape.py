@@ -28,7 +28,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/planner.py solve_plan",
     "gangscale/scheduling/simulate.py _why",
-    "gangscale/snapshot.py build_snapshot",
     "gangscale/solver/greedy.py greedy",
     "gangscale/solver/problem.py build_problem",
     "gangscale/webhook/command.py add_webhook_command",
