@@ -29,7 +29,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/planner.py solve_plan",
     "gangscale/scheduling/simulate.py _why",
     "gangscale/solver/greedy.py greedy",
-    "gangscale/solver/problem.py build_problem",
     "gangscale/webhook/command.py add_webhook_command",
 }
 

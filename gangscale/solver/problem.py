@@ -19,6 +19,7 @@ least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -146,16 +147,38 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 
 
 def build_problem(snap: ClusterSnapshot) -> Problem:
-    gangs_in, book = pin_gangs(
-        snap
-    )  # carriers of zone spread pinned to their dealt domains (spread.py)
+    """The snapshot as the solvers' problem: pods aggregated into shapes and per-gang classes, bins by kind."""
+    # carriers of zone spread pinned to their dealt domains (spread.py)
+    gangs_in, book = pin_gangs(snap)
     # per-node pod rules (anti-affinity, spread, hostPort) as pseudo-resources: see fit.node_limits
     limits = node_limits((p for g in gangs_in for p in g.pending), snap.bound)
     resources = sorted(
         {PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps)
     )
     vec = vectorizer(resources)
+    shapes, classes, gangs = _aggregate(gangs_in, vec, limits)
+    kinds = _bin_kinds(snap, shapes, vec, limits)
+    compat, fit_count = _compat(shapes, kinds, len(resources))
+    kinds = _cap_headroom(kinds, compat, classes)
+    compat_t = tuple(tuple(ks) for ks in compat)
+    return Problem(
+        tuple(resources),
+        tuple(shapes),
+        tuple(classes),
+        tuple(gangs),
+        tuple(kinds),
+        compat_t,
+        fit_count,
+        _arrays(resources, shapes, kinds, compat_t),
+        book,
+    )
 
+
+def _aggregate(
+    gangs_in: list[Gang], vec: Callable[[Mapping[str, int]], tuple[int, ...]], limits: NodeLimits
+) -> tuple[list[Shape], list[PodClass], list[GangInfo]]:
+    """Pending pods grouped into shapes (requests with per-node limits, placement, topology keys), each gang's
+    pods of one shape into a class (highest priority, then oldest, first), and each gang's quorum need."""
     shapes: list[Shape] = []
     shape_ids: dict[tuple, int] = {}
     classes: list[PodClass] = []
@@ -190,22 +213,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
                 len(g.pending),
             )
         )
-
-    kinds = _bin_kinds(snap, shapes, vec, limits)
-    compat, fit_count = _compat(shapes, kinds, len(resources))
-    kinds = _cap_headroom(kinds, compat, classes)
-    compat_t = tuple(tuple(ks) for ks in compat)
-    return Problem(
-        tuple(resources),
-        tuple(shapes),
-        tuple(classes),
-        tuple(gangs),
-        tuple(kinds),
-        compat_t,
-        fit_count,
-        _arrays(resources, shapes, kinds, compat_t),
-        book,
-    )
+    return shapes, classes, gangs
 
 
 def _compat(
