@@ -9,18 +9,20 @@ from __future__ import annotations
 import sys
 from enum import Enum
 
+
+class StrEnumBefore311(str, Enum):
+    """A str-valued enum whose `str()` and `format()` are its value: 3.10's stand-in for `enum.StrEnum`."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:
+    StrEnum = StrEnumBefore311
 
-    class StrEnum(str, Enum):
-        """A str-valued enum whose `str()` and `format()` are its value (3.10's stand-in)."""
-
-        def __str__(self) -> str:
-            return str(self.value)
-
-        def __format__(self, spec: str) -> str:
-            return format(str(self.value), spec)
-
-
-__all__ = ["StrEnum"]
+__all__ = ["StrEnum", "StrEnumBefore311"]
