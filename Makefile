@@ -4,7 +4,7 @@ TAG ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 PUSH ?= 0
 PLATFORMS ?=
 
-.PHONY: image lock base-image chart-values
+.PHONY: image lock base-image chart-values lint
 
 image:  ## build the image (PUSH=1 also pushes it and prints its digest)
 	IMAGE=$(IMAGE) TAG=$(TAG) PUSH=$(PUSH) PLATFORMS=$(PLATFORMS) scripts/build-image.sh
@@ -17,3 +17,8 @@ base-image:  ## pin the Dockerfile's BASE_IMAGE to the current digest of python:
 
 chart-values:  ## regenerate the chart README's values table
 	python scripts/chart-values-table.py
+
+lint:  ## ruff check, ruff format --check and mypy over the package, the adapters and the benchmarks (as .ci/run)
+	ruff check gangscale cloud_adapters benchmarks
+	ruff format --check gangscale cloud_adapters benchmarks
+	mypy gangscale cloud_adapters benchmarks

@@ -90,7 +90,7 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
         if not (load <= free).all():
             over = [w.resources[r] for r in range(R) if load[r] > free[r]]
             violations.append(f"{label}: over capacity in {', '.join(over)}")
-        bad = [w.pods[p].key for p, s in zip(pods, shapes) if not w.compat[s, sig]]
+        bad = [w.pods[p].key for p, s in zip(pods, shapes, strict=True) if not w.compat[s, sig]]
         if bad:
             violations.append(
                 f"{label}: {len(bad)} pods not allowed by selectors/taints (e.g. {bad[0]})"
@@ -138,23 +138,23 @@ def evaluate(world: World, placed: Placed, policy: str) -> Metrics:
     useful_gang = [False] * len(w.gangs)
     satisfied = []
     n_gangs = 0
-    for gi, g in enumerate(w.gangs):
+    for gi, ref in enumerate(w.gangs):
         mine = placed_by_gang.get(gi, [])
-        if g.policy != "gang":
+        if ref.policy != "gang":
             useful_gang[gi] = bool(mine)
             continue
         n_gangs += 1
-        if g.topology_keys and mine:
-            best = max(Counter(domain(p, g.topology_keys) for p in mine).values())
+        if ref.topology_keys and mine:
+            best = max(Counter(domain(p, ref.topology_keys) for p in mine).values())
         else:
             best = len(mine)
-        if mine and best + g.gang.bound >= g.gang.min_count and best >= g.need:
+        if mine and best + ref.gang.bound >= ref.gang.min_count and best >= ref.need:
             useful_gang[gi] = True
             satisfied.append(gi)
     useful_pods = sum(len(placed_by_gang.get(gi, [])) for gi, u in enumerate(useful_gang) if u)
     cost = stranded_cost = 0.0
     stranded = 0
-    for pods, g in zip(new_pods, new_group):
+    for pods, g in zip(new_pods, new_group, strict=True):
         price = float(w.group_price[g]) if g >= 0 else 0.0
         cost += price
         if not any(useful_gang[int(w.pod_gang[p])] for p in pods):

@@ -117,7 +117,9 @@ def _gate(g: Gang) -> Gang:
     """`g` as the webhook admits it: every pod of a group carries the gate; ungrouped pods carry none."""
     if g.api == API_NONE:
         return g
-    return replace(g, pending=[replace(p, scheduling_gates=(CAPACITY_GATE,)) for p in g.pending])
+    return replace(
+        g, pending=tuple(replace(p, scheduling_gates=(CAPACITY_GATE,)) for p in g.pending)
+    )
 
 
 def _run(
@@ -133,9 +135,9 @@ def _run(
     queue = [
         replace(
             g,
-            pending=[
+            pending=tuple(
                 replace(p, priority=0, created=early(p.priority, p.created)) for p in g.pending
-            ],
+            ),
             priority=0,
             created=early(g.effective_priority, g.created),
         )
@@ -146,7 +148,7 @@ def _run(
             g,
             priority=0,
             created=f"1-{i:07d}",
-            pending=[replace(p, priority=0, created=f"1-{i:07d}") for p in g.pending],
+            pending=tuple(replace(p, priority=0, created=f"1-{i:07d}") for p in g.pending),
         )
         for i, g in enumerate(released)
     ]
@@ -179,14 +181,14 @@ def _narrowed(decision: GateDecision) -> list[Gang]:
     """The released gangs as the scheduler gets them: each pod ungated and narrowed to its node."""
     out = []
     for lift in decision.lifts:
-        on = dict(zip((p.key for p in lift.pods), lift.nodes))
+        on = dict(zip((p.key for p in lift.pods), lift.nodes, strict=False))
         out.append(
             replace(
                 lift.gang,
-                pending=[
+                pending=tuple(
                     replace(p, scheduling_gates=(), placement=narrowed(p.placement, on[p.key]))
                     for p in lift.pods
-                ],
+                ),
             )
         )
     return out
@@ -237,7 +239,7 @@ def _reserve(
     held = [
         replace(
             g,
-            pending=[
+            pending=tuple(
                 replace(
                     p,
                     placement=replace(
@@ -249,7 +251,7 @@ def _reserve(
                     ),
                 )
                 for p in g.pending
-            ],
+            ),
         )
         if g.key in mine
         else g
@@ -290,7 +292,9 @@ def _replan(
             )
         )
         where.update({p: name for p in new.pods})
-    decisions = {GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs}
+    decisions: dict[GangKey, tuple[str, str]] = {
+        GangKey(r.namespace, r.name, r.api): (r.decision, r.reason) for r in plan.gangs
+    }
     return (
         replace(snap, nodes=nodes, groups=groups),
         where,
@@ -307,7 +311,7 @@ def gate_replay(
     gangs around them, narrowed; the scheduler places those; a gang left held is planned again (more nodes) and
     released on the pass after."""
     gangs = [_gate(g) for g in world.snap.solvable]
-    ungated = [replace(g, pending=[p for p in g.pending if not gated(p)]) for g in gangs]
+    ungated = [replace(g, pending=tuple(p for p in g.pending if not gated(p))) for g in gangs]
     ungated = [g for g in ungated if g.pending]
     live = [
         v for v in world.snap.nodes if not v.upcoming
@@ -317,7 +321,8 @@ def gate_replay(
     )
     snap = _bind(_registered(world.snap, plan), res, ungated)
     rest = [
-        replace(g, pending=[p for p in g.pending if p.key not in res.placement]) for g in ungated
+        replace(g, pending=tuple(p for p in g.pending if p.key not in res.placement))
+        for g in ungated
     ]
     rest = [
         g for g in rest if g.pending
@@ -331,7 +336,7 @@ def gate_replay(
     where = plan_placement(plan)
     starts = plan_starts(plan)
     decisions = {g.key: ("scale-up", "") for g in gangs if g.key in starts}
-    pending = [replace(g, pending=[p for p in g.pending if gated(p)]) for g in gangs]
+    pending = [replace(g, pending=tuple(p for p in g.pending if gated(p))) for g in gangs]
     for n in range(1, passes + 1):
         pending = [g for g in pending if g.pending]
         decision = release(pending, where, decisions, snap, lambda g: True, config=config)
@@ -343,7 +348,9 @@ def gate_replay(
         run.order += [g.key for g in released]
         run.decision = GateDecision(run.decision.lifts + decision.lifts, decision.held)
         done = {p.key for g in released for p in g.pending}
-        pending = [replace(g, pending=[p for p in g.pending if p.key not in done]) for g in pending]
+        pending = [
+            replace(g, pending=tuple(p for p in g.pending if p.key not in done)) for g in pending
+        ]
         if not decision.held or n == passes:
             break
         snap, where, decisions, more = _replan(

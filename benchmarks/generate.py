@@ -535,7 +535,7 @@ def _set_headroom(
     for pool, gs in by_pool.items():
         weights = [rng.uniform(0.3, 1.0) for _ in gs]
         wsum = sum(weights)
-        for g, w in zip(gs, weights):
+        for g, w in zip(gs, weights, strict=True):
             unit = g.gpus if g.product else g.cpu_m
             need = demand.get(pool, 0.0) * spec.supply * w / wsum / unit
             g.headroom = max(1 if demand.get(pool) else 0, math.ceil(need))
@@ -714,7 +714,7 @@ def _existing_nodes(
     for _ in range(spec.nodes):
         counts[rng.choices(range(len(groups)), weights)[0]] += 1
     n = 0
-    for g, cnt in zip(groups, counts):
+    for g, cnt in zip(groups, counts, strict=True):
         it = table[g.itype]
         labels = {
             **it.labels(),

@@ -55,11 +55,11 @@ def cpu_model() -> str | None:
 
 def environment() -> dict[str, object]:
     """The machine and interpreter a result was measured on, and the code's commit."""
-    import ortools
+    from importlib.metadata import version
 
     return {
         "python": platform.python_version(),
-        "ortools": ortools.__version__,
+        "ortools": version("ortools"),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "cpu_model": cpu_model(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 POLICY_ORDER = (
     "gangscale",
@@ -173,9 +174,9 @@ def _gate_rows(case: str, metrics: dict) -> list[dict]:
 
 def _same_selection_rows(case: str, metrics: dict) -> list[dict]:
     """The cost bound at the same selection: where observe mode (the default profile's plan) or gate mode (per
-    profile, the nodes later passes buy included) satisfies exactly the gangs the solver's own plan satisfies, it costs at most
-    SAME_SELECTION_SLACK more than that plan. Observe mode is compared only where the solver's plan is what
-    happens, i.e. its gangs all start in the model under the default profile: where they do not (q-mixed), that
+    profile, the nodes later passes buy included) satisfies exactly the gangs the solver's own plan satisfies, it
+    costs at most SAME_SELECTION_SLACK more than that plan. Observe mode is compared only where the solver's plan is
+    what happens, i.e. its gangs all start in the model under the default profile: where they do not (q-mixed), that
     cheaper plan starts fewer gangs, and observe mode's extra nodes are what it takes to start them unpinned."""
     off = metrics.get("gangscale-off")
     if off is None:
@@ -223,7 +224,7 @@ def _fmt_money(x) -> str:
 
 def headline_table(doc: dict) -> str:
     """Per policy, over the whole suite: gangs, useful pods, stranded nodes, cost ratio."""
-    agg = {
+    agg: dict[str, dict[str, Any]] = {
         p: {
             "gangs": 0,
             "sat": 0,
@@ -664,7 +665,7 @@ def _plot_model(doc: dict, out: Path, markers: dict, colors: dict) -> Path:
 
     cases = [c for c in doc["cases"] if c["metrics"]["gangscale"].get("model")]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), dpi=110, sharey=True)
-    for ax, strategy in zip(axes, ("LeastAllocated", "MostAllocated")):
+    for ax, strategy in zip(axes, ("LeastAllocated", "MostAllocated"), strict=True):
         for i, p in enumerate(POLICY_ORDER):
             xs, ys = [], []
             for k, c in enumerate(cases):

@@ -73,8 +73,9 @@ class CaseResult:
     )  # the reference run at the case's long_time_limit
     # observe mode planned against MostAllocated (--scheduler-config), and the solver alone (--scheduler-model off)
     variant_runs: dict[str, dict] = field(default_factory=dict)
-    # the solver alone as `gangscale plan` runs without flags (the CLI's default is --scheduler-model off): timed as
-    # often as observe mode on the timed backlogs (the targets time it), once elsewhere; variant_runs["off"] is its median
+    # the solver alone as `gangscale plan` runs without flags (the CLI's default is --scheduler-model off): timed
+    # as often as observe mode on the timed backlogs (the targets time it), once elsewhere; variant_runs["off"] is
+    # its median
     off_runs: list[dict] = field(default_factory=list)
     load_seconds: float = 0.0
 
@@ -261,7 +262,7 @@ def run_case(case: Case, cfg: RunConfig, advance=lambda msg: None) -> CaseResult
     res = CaseResult(case, stats)
     plan_path = backlog.cluster.parent / "plan.json"
     runs = cfg.timing_runs if cfg.timing_runs is not None else case.timing_runs
-    limit = case.time_limit if case.time_limit is not None else cfg.time_limit
+    limit: float | None = case.time_limit if case.time_limit is not None else cfg.time_limit
     if case.default_flags:
         limit = None  # the shipped defaults: no --time-limit / --relative-gap
     if case.long_time_limit is not None and runs:

@@ -60,7 +60,7 @@ def _first_difference(a: object, b: object, path: str = "") -> str | None:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{path} length {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             d = _first_difference(x, y, f"{path}[{i}]")
             if d:
                 return d

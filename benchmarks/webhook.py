@@ -7,8 +7,8 @@ worst case for the rules, which look at every group once per kind of node
 time on one kept-alive TLS connection, as the API server does, in a fixed mix:
 a pod that fits, a pod that fits nothing, a Volcano gang with minResources, a
 native PodGroup, a mutating review, a pod with a node selector (pods without one
-are tested once per node shape, labels aside; a selector makes labels count). The pods' group is found by the group lookup
-(an in-memory API answer: after the first read every review is a cache hit, as in
+are tested once per node shape, labels aside; a selector makes labels count). The pods' group is found by the
+group lookup (an in-memory API answer: after the first read every review is a cache hit, as in
 steady state), so they are judged as minCount pods like them.
 """
 

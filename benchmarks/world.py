@@ -171,14 +171,14 @@ def build_world(snap: ClusterSnapshot) -> World:
         node_up.append(n.upcoming)
         node_labels.append(n.labels)
     group_alloc, group_cap, group_sig = [], [], []
-    for g in snap.groups:
-        group_alloc.append(vec(g.allocatable))
-        it = itypes.get(g.instance_type)
+    for group in snap.groups:
+        group_alloc.append(vec(group.allocatable))
+        it = itypes.get(group.instance_type)
         if it is not None:
             group_cap.append((it.vcpu * 1000, it.memory_mib * 2**20))
         else:
-            group_cap.append((g.allocatable.get(CPU, 0), g.allocatable.get(MEMORY, 0)))
-        group_sig.append(sig_of(g.labels, tuple(g.taints)))
+            group_cap.append((group.allocatable.get(CPU, 0), group.allocatable.get(MEMORY, 0)))
+        group_sig.append(sig_of(group.labels, tuple(group.taints)))
 
     compat = np.zeros((len(shape_req), len(sig_rules)), dtype=bool)
     for s, pl in enumerate(shape_placement):

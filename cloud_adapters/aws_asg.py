@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from .aws_common import (
@@ -187,10 +188,8 @@ class AsgProvider(AwsProvider):
         if spec.instance_types:
             return spec.instance_types
         if spec.launch_configuration:
-            key = ("lc", spec.launch_configuration)
-            return self._launch_types.get(
-                key, lambda: self._lc_types(spec.launch_configuration, group)
-            )
+            lc = spec.launch_configuration
+            return self._launch_types.get(("lc", lc), lambda: self._lc_types(lc, group))
         key = ("lt", spec.template_id or spec.template_name, spec.version)
         return self._launch_types.get(key, lambda: self._lt_types(spec, group))
 
@@ -233,9 +232,8 @@ class AsgProvider(AwsProvider):
         self._raw = {}
         for raw in sorted(raws, key=lambda r: r["AutoScalingGroupName"]):
             name = raw["AutoScalingGroupName"]
-            self._adopt(
-                out, "group", name, raw, lambda: self._template_of(raw, specs[name], out.warnings)
-            )
+            build = partial(self._template_of, raw, specs[name], out.warnings)
+            self._adopt(out, "group", name, raw, build)
         return out
 
     def _template_of(self, raw: dict[str, Any], spec: LaunchSpec | Exception, warnings: list[str]):

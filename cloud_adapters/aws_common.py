@@ -25,6 +25,9 @@ from .types import NodeGroup
 
 log = logging.getLogger("gangscale.cloud")
 
+# The AWS services the adapters call (and the IAM policies in config/iam/ allow).
+AwsService = Literal["autoscaling", "ec2", "eks"]
+
 RetryMode = Literal["standard", "adaptive", "legacy"]
 
 
@@ -71,7 +74,7 @@ class AwsClients:
     def region(self) -> str | None:
         return self.options.region or self._session.region_name
 
-    def client(self, service: str) -> Any:
+    def client(self, service: AwsService) -> Any:
         if service not in self._clients:
             from botocore.exceptions import NoRegionError
 
@@ -144,7 +147,12 @@ def translated(provider: str, operation: str, group: str = "") -> Iterator[None]
 
 
 def aws_call(
-    clients: AwsClients, provider: str, service: str, operation: str, group: str = "", **params: Any
+    clients: AwsClients,
+    provider: str,
+    service: AwsService,
+    operation: str,
+    group: str = "",
+    **params: Any,
 ) -> Any:
     """One API call by its operation name (`SetDesiredCapacity`), errors typed."""
     client = clients.client(service)
@@ -155,7 +163,7 @@ def aws_call(
 
 
 def aws_pages(
-    clients: AwsClients, provider: str, service: str, operation: str, key: str, **params: Any
+    clients: AwsClients, provider: str, service: AwsService, operation: str, key: str, **params: Any
 ) -> list[Any]:
     """Every item under `key` across all pages."""
     client = clients.client(service)
@@ -282,7 +290,7 @@ class AwsProvider(NodeGroupProvider):
             str
         ] = []  # discovered groups without gangscale.io/cluster: IAM denies scaling
 
-    def _call(self, service: str, operation: str, group: str = "", **params: Any) -> Any:
+    def _call(self, service: AwsService, operation: str, group: str = "", **params: Any) -> Any:
         mutating = operation in MUTATING_OPERATIONS
         if mutating:
             self._before_mutation(operation, group)

@@ -13,6 +13,7 @@ sentence, and the planner falls back to upstream defaults.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from .aws_asg import asg_instance
@@ -68,7 +69,8 @@ _ASG_NAMES_PER_CALL = 50  # DescribeAutoScalingGroups takes at most MaxRecords (
 
 
 class EksProvider(AwsProvider):
-    """The cluster's managed node groups tagged `gangscale.io/cluster=<cluster>` or `k8s.io/cluster-autoscaler/enabled=true`."""
+    """The cluster's managed node groups tagged `gangscale.io/cluster=<cluster>` or
+    `k8s.io/cluster-autoscaler/enabled=true`."""
 
     name = "aws-eks"
     no_cluster_name = "an EKS cluster name is needed (--cluster-name)"
@@ -132,13 +134,8 @@ class EksProvider(AwsProvider):
         self.types.prefetch({t for r in tagged for t in r.get("instanceTypes") or []})
         self._raw = {}
         for raw in tagged:
-            self._adopt(
-                out,
-                "node group",
-                raw["nodegroupName"],
-                raw,
-                lambda: self._template_of(raw, out.warnings),
-            )
+            build = partial(self._template_of, raw, out.warnings)
+            self._adopt(out, "node group", raw["nodegroupName"], raw, build)
         return out
 
     def _template_of(self, raw: dict[str, Any], warnings: list[str]):

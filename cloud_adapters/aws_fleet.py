@@ -86,31 +86,8 @@ class FleetProvider(AsgProvider):
     def _launch(
         self, group: str, raw: dict[str, Any], spec: LaunchSpec, itype: str, n: int, token: str
     ) -> list[str]:
-        subnets = [
-            s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()
-        ]
-        if subnets:
-            overrides = [{"InstanceType": itype, "SubnetId": s} for s in subnets]
-        else:
-            overrides = [
-                {"InstanceType": itype, "AvailabilityZone": z}
-                for z in raw.get("AvailabilityZones") or []
-            ]
-        tags = [
-            {"Key": k, "Value": v}
-            for k, v in tag_map(
-                [t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")]
-            ).items()
-            if not k.startswith("aws:")
-        ]
-        tags = [t for t in tags if t["Key"] not in (NODE_GROUP_TAG, GANGSCALE_CLUSTER_TAG)]
-        tags.append({"Key": NODE_GROUP_TAG, "Value": group})
-        tags.append(
-            {"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name}
-        )  # what the IAM policy lets us end
-        tags.append(
-            {"Key": CLIENT_TOKEN_TAG, "Value": token}
-        )  # a restart finds this request's instances
+        overrides = _placement_overrides(raw, itype)
+        tags = self._launch_tags(group, raw, token)
         resp = self._call(
             "ec2",
             "CreateFleet",
@@ -159,6 +136,20 @@ class FleetProvider(AsgProvider):
             group=group,
             provider=self.name,
         )
+
+    def _launch_tags(self, group: str, raw: dict[str, Any], token: str) -> list[dict[str, str]]:
+        """The group's tags that propagate at launch (not `aws:` ones), then gangscale's own: the group, the
+        cluster (what the IAM policy lets gangscale end) and the request's token (a restart finds its instances)."""
+        propagated = tag_map([t for t in raw.get("Tags") or [] if t.get("PropagateAtLaunch")])
+        tags = [
+            {"Key": k, "Value": v}
+            for k, v in propagated.items()
+            if not k.startswith("aws:") and k not in (NODE_GROUP_TAG, GANGSCALE_CLUSTER_TAG)
+        ]
+        tags.append({"Key": NODE_GROUP_TAG, "Value": group})
+        tags.append({"Key": GANGSCALE_CLUSTER_TAG, "Value": self.cluster_name})
+        tags.append({"Key": CLIENT_TOKEN_TAG, "Value": token})
+        return tags
 
     def _wait_running(self, group: str, ids: list[str]) -> None:
         """AttachInstances takes running instances only; a deposed leader stops waiting (the fence raises)."""
@@ -304,3 +295,13 @@ def _loose(raw: dict[str, Any]) -> LooseInstance:
         launched.timestamp() if isinstance(launched, datetime) else 0.0,
         str((raw.get("State") or {}).get("Name") or ""),
     )
+
+
+def _placement_overrides(raw: dict[str, Any], itype: str) -> list[dict[str, str]]:
+    """CreateFleet overrides: the instance type in each of the group's subnets, else in each of its zones."""
+    subnets = [s.strip() for s in str(raw.get("VPCZoneIdentifier") or "").split(",") if s.strip()]
+    if subnets:
+        return [{"InstanceType": itype, "SubnetId": s} for s in subnets]
+    return [
+        {"InstanceType": itype, "AvailabilityZone": z} for z in raw.get("AvailabilityZones") or []
+    ]

@@ -241,7 +241,7 @@ class NodeGroupProvider(ABC):
         provider cannot know it (self-managed kube-scheduler: name its file with --scheduler-config)."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract: most providers hold nothing
         """Release connections or persist state; the default has nothing to do."""
 
     @staticmethod

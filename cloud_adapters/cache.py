@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -16,9 +17,7 @@ class TTLMemo(Generic[V]):
     """`get(key, load)` returns the cached value younger than `ttl` seconds, else loads and keeps it."""
 
     def __init__(self, ttl: float, maxsize: int = 1024, timer: Callable[[], float] | None = None):
-        self._cache: TTLCache = TTLCache(
-            maxsize=maxsize, ttl=ttl, **({"timer": timer} if timer else {})
-        )
+        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer or time.monotonic)
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, load: Callable[[], V]) -> V:

@@ -8,8 +8,9 @@ never contains credentials.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import ClassVar
+
+from cloud_adapters.strenum import StrEnum
 
 
 class ErrorKind(StrEnum):

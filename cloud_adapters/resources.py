@@ -127,7 +127,8 @@ def to_units(name: str, value: object) -> int:
     return _units(name, value)
 
 
-# The common quantities: ASCII digits and an integral suffix (or `m`), no sign, point or exponent ("2490m", "16Gi", "4").
+# The common quantities: ASCII digits and an integral suffix (or `m`), no sign, point or exponent
+# ("2490m", "16Gi", "4").
 _PLAIN = re.compile(r"([0-9]{1,30})(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPEm]?)")
 _INTEGRAL = {**_BINARY, **{k: int(v) for k, v in _DECIMAL.items() if v.denominator == 1}}
 

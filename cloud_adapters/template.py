@@ -122,33 +122,8 @@ def build_template(
             f"instance type {shape.name} has no price in config/aws-instance-types.yaml; "
             f"tag the group with {PRICE_TAG}"
         )
-    alloc = {
-        CPU: shape.vcpu * 1000 - eks_reserved_cpu_millis(shape.vcpu) - reserve.cpu_millis,
-        MEMORY: (shape.memory_mib - eks_reserved_memory_mib(shape.max_pods) - reserve.memory_mib)
-        * MIB,
-        PODS: shape.max_pods,
-    }
-    if shape.gpus:
-        alloc[shape.gpu_resource] = shape.gpus
-    alloc.update(tags.resources)  # an explicit resources/<name> tag wins, as in CA
-    if alloc[CPU] <= 0 or alloc[MEMORY] <= 0 or alloc[PODS] <= 0:
-        raise TemplateError(
-            f"instance type {shape.name}: nothing left to allocate after the system reserve"
-        )
-    node_labels = {
-        INSTANCE_TYPE_LABEL: shape.name,
-        "kubernetes.io/arch": shape.arch,
-        "kubernetes.io/os": "linux",
-    }
-    if shape.gpus and shape.gpu_resource == GPU:
-        node_labels[GPU_PRODUCT_LABEL] = shape.gpu_product
-        node_labels[GPU_COUNT_LABEL] = str(shape.gpus)
-    if region:
-        node_labels[REGION_LABEL] = region
-    if len(set(zones)) == 1:
-        node_labels[ZONE_LABEL] = zones[0]
-    node_labels.update(labels or {})
-    node_labels.update(tags.labels)
+    alloc = _allocatable(shape, tags, reserve)
+    node_labels = _node_labels(shape, zones, region, labels, tags)
     all_taints: dict[tuple[str, str], Taint] = {}
     for t in [*(taints or []), *tags.taints]:
         all_taints[(t.key, t.effect)] = t
@@ -163,3 +138,48 @@ def build_template(
         labels=node_labels,
         taints=tuple(all_taints.values()),
     )
+
+
+def _allocatable(shape: MachineShape, tags: TemplateTags, reserve: SystemReserve) -> dict[str, int]:
+    """What a node of this shape offers pods: EKS's kube and system reserve and ours taken off, a resources/<name>
+    tag winning (as in CA); TemplateError when nothing is left."""
+    alloc = {
+        CPU: shape.vcpu * 1000 - eks_reserved_cpu_millis(shape.vcpu) - reserve.cpu_millis,
+        MEMORY: (shape.memory_mib - eks_reserved_memory_mib(shape.max_pods) - reserve.memory_mib)
+        * MIB,
+        PODS: shape.max_pods,
+    }
+    if shape.gpus:
+        alloc[shape.gpu_resource] = shape.gpus
+    alloc.update(tags.resources)  # an explicit resources/<name> tag wins, as in CA
+    if alloc[CPU] <= 0 or alloc[MEMORY] <= 0 or alloc[PODS] <= 0:
+        raise TemplateError(
+            f"instance type {shape.name}: nothing left to allocate after the system reserve"
+        )
+    return alloc
+
+
+def _node_labels(
+    shape: MachineShape,
+    zones: list[str],
+    region: str | None,
+    labels: Mapping[str, str] | None,
+    tags: TemplateTags,
+) -> dict[str, str]:
+    """The well-known labels a node of the group gets (type, arch, os, GPU, region, the zone when it has one),
+    then the group's own labels and its label tags."""
+    node_labels = {
+        INSTANCE_TYPE_LABEL: shape.name,
+        "kubernetes.io/arch": shape.arch,
+        "kubernetes.io/os": "linux",
+    }
+    if shape.gpus and shape.gpu_resource == GPU:
+        node_labels[GPU_PRODUCT_LABEL] = shape.gpu_product
+        node_labels[GPU_COUNT_LABEL] = str(shape.gpus)
+    if region:
+        node_labels[REGION_LABEL] = region
+    if len(set(zones)) == 1:
+        node_labels[ZONE_LABEL] = zones[0]
+    node_labels.update(labels or {})
+    node_labels.update(tags.labels)
+    return node_labels

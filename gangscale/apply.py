@@ -269,6 +269,39 @@ def _failed(group: str, n: int, exc: CloudError) -> GroupAction:
     )
 
 
+def _give_back(
+    provider: NodeGroupProvider,
+    done: list[tuple[ScaleResult, int]],
+    failed: str,
+    exc: CloudError,
+) -> list[GroupAction]:
+    """Undo the unit's launches that succeeded before `failed` did: `rolled-back`, or `applied` with the
+    reason when the undo fails too (the nodes are kept)."""
+    out = []
+    for res, m in done:
+        status: ActionStatus = "rolled-back"
+        note = f"given back: {failed} could not be grown ({exc.kind})"
+        try:
+            if res.instance_ids:
+                provider.delete_instances(res.group, list(res.instance_ids))
+            else:
+                provider.decrease_target_size(res.group, res.delta)
+        except CloudError as undo:
+            status, note = "applied", f"rollback failed, nodes kept: {undo}"
+        out.append(
+            GroupAction(
+                res.group,
+                m,
+                status,
+                res.before,
+                res.after,
+                note,
+                instance_ids=list(res.instance_ids),
+            )
+        )
+    return out
+
+
 def _apply_unit(
     provider: NodeGroupProvider,
     grow: Callable[[str, int], ScaleResult],
@@ -297,27 +330,7 @@ def _apply_unit(
             done.append((grow(group, n), n))
         except CloudError as exc:
             report.actions.append(_failed(group, n, exc))
-            for res, m in done:
-                status: ActionStatus = "rolled-back"
-                note = f"given back: {group} could not be grown ({exc.kind})"
-                try:
-                    if res.instance_ids:
-                        provider.delete_instances(res.group, list(res.instance_ids))
-                    else:
-                        provider.decrease_target_size(res.group, res.delta)
-                except CloudError as undo:
-                    status, note = "applied", f"rollback failed, nodes kept: {undo}"
-                report.actions.append(
-                    GroupAction(
-                        res.group,
-                        m,
-                        status,
-                        res.before,
-                        res.after,
-                        note,
-                        instance_ids=list(res.instance_ids),
-                    )
-                )
+            report.actions.extend(_give_back(provider, done, group, exc))
             tried = {group, *(r.group for r, _ in done)}
             for g, m in unit.items():
                 if g not in tried:

@@ -112,7 +112,12 @@ def _plain_entry(raw: Any) -> CatalogEntry | None:
     if type(raw) is not dict or not raw.keys() <= _KEYS:
         return None
     name, itype, price = raw.get("name"), raw.get("instanceType"), raw.get("pricePerHour")
-    sizes = raw.get("minSize", 0), raw.get("maxSize"), raw.get("currentSize", 0)
+    # unchecked until the test below (`_size`): Any, as read
+    sizes: tuple[Any, Any, Any] = (
+        raw.get("minSize", 0),
+        raw.get("maxSize"),
+        raw.get("currentSize", 0),
+    )
     alloc, labels, zone, devices = (
         raw.get("allocatable"),
         raw.get("labels", {}),
@@ -148,8 +153,8 @@ def _plain_entry(raw: Any) -> CatalogEntry | None:
         sizes[2],
         None if alloc is None else dict(alloc),
         dict(labels),
-        tuple(taints),
-        zone,  # type: ignore[arg-type]
+        tuple(t for t in taints if t is not None),  # none is None: checked above
+        zone,
         None if devices is None else dict(devices),
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider
 
 from .apply import ExecutionReport, apply_plan, match_node_groups
-from .ingest import ingest
+from .ingest import DEFAULT_NODE_GROUP_LABEL, ingest
 from .loader import InputError
 from .output import emit, output_format, render_plan
 from .plan import Plan
@@ -50,7 +50,7 @@ def plan_from_cloud(
     scheduler, notes = cluster_scheduler(provider, scheduler, scheduler_file)
     cluster = ingest(
         objects,
-        **({"node_group_label": node_group_label} if node_group_label else {}),
+        node_group_label=node_group_label or DEFAULT_NODE_GROUP_LABEL,
         plan_unadmitted=plan_unadmitted,
     )
     report = ExecutionReport(provider.name)

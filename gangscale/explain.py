@@ -30,7 +30,10 @@ def group_misfit(pod: Pod, group: NodeGroup, topology_keys: tuple[str, ...] = ()
         if amount > have:
             return f"needs {format_amount(name, amount)} {name}, a node has {format_amount(name, have)}"
     if group.headroom <= 0 and group.backed_off_until:
-        return f"{BACKED_OFF} {format_time(group.backed_off_until)}: it recently failed to deliver nodes (launchFailureBackoffSeconds)"
+        return (
+            f"{BACKED_OFF} {format_time(group.backed_off_until)}: "
+            "it recently failed to deliver nodes (launchFailureBackoffSeconds)"
+        )
     if group.headroom <= 0:
         return f"{AT_MAX_SIZE} {group.max_size}"
     return None

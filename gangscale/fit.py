@@ -223,10 +223,15 @@ def node_limits(pending: Iterable[Pod], bound: Iterable[Pod]) -> NodeLimits:
             add(("anti-affinity", t), 1, "podAntiAffinity of a bound pod", "anti-affinity", term=t)
     out = NodeLimits(list(found.values()))
     if out.limits:
-        for b in bound:
-            got = out.requests(b)
-            if got:
-                used = out.used.setdefault(b.node_name or "", {})
-                for name in got:
-                    used[name] = used.get(name, 0) + 1
+        _charge_bound(out, bound)
     return out
+
+
+def _charge_bound(limits: NodeLimits, bound: list[Pod]) -> None:
+    """Each bound pod that is a member of a limit uses one of its node's room for it (`limits.used`)."""
+    for b in bound:
+        got = limits.requests(b)
+        if got:
+            used = limits.used.setdefault(b.node_name or "", {})
+            for name in got:
+                used[name] = used.get(name, 0) + 1

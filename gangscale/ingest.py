@@ -64,69 +64,93 @@ def ingest(
     Kueue has not admitted yet), apps/v1 DaemonSets. A pending pod a DaemonSet owns is the DaemonSet controller's,
     never a pod of the backlog.
     """
-    cache = ParseCache() if cache is None else cache
-    extra = Inputs(plan_unadmitted)
-    nodes: list[Node] = []
-    warnings = WarningLog()
-    defs: dict[tuple[str, str, str], _GroupDef] = {}
-    pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]] = []
-    seen: set[tuple[str, ...]] = set()
-    again = cache.pod_reads if cache.objects and cache.frozen_objects else None
-
+    reading = _Reading(
+        ParseCache() if cache is None else cache, Inputs(plan_unadmitted), node_group_label
+    )
     for obj in objects:
-        if (
-            again is not None and (hit := again.get(id(obj))) is not None
-        ):  # an unchanged pod read before: its id is
-            ids, read, claims = hit  # its own (the cache holds it) and its read is the same
-            if not _listed_before(ids, seen, obj, "Pod", warnings):
-                pods.append(read)
+        reading.read(obj)
+    return reading.cluster()
+
+
+# A pod as ingest read it: the Pod (None: unreadable), its gang key, and why it is bad (None: it is not).
+_PodRead = tuple[Pod | None, tuple[str, str, str] | None, str | None]
+
+
+class _Reading:
+    """One `ingest` pass: what the objects read so far add up to."""
+
+    def __init__(self, cache: ParseCache, extra: Inputs, node_group_label: str) -> None:
+        self.cache = cache
+        self.extra = extra
+        self.node_group_label = node_group_label
+        self.nodes: list[Node] = []
+        self.warnings = WarningLog()
+        self.defs: dict[tuple[str, str, str], _GroupDef] = {}
+        self.pods: list[_PodRead] = []
+        self.seen: set[tuple[str, ...]] = set()
+        # pods read before, by the object itself (only an object handed over frozen keeps its id's meaning)
+        self.again = cache.pod_reads if cache.objects and cache.frozen_objects else None
+
+    def read(self, obj: Any) -> None:
+        """One listed object: a pod read before is one lookup; anything but an object is counted, not read."""
+        if self.again is not None and (hit := self.again.get(id(obj))) is not None:
+            # an unchanged pod read before: its id is its own (the cache holds it) and its read is the same
+            known, pod_read, claims = hit
+            if not _listed_before(known, self.seen, obj, "Pod", self.warnings):
+                self.pods.append(pod_read)
                 if claims:
-                    extra.note_pod(len(pods) - 1, obj)
-            continue
-        if type(obj) is not dict and not isinstance(
-            obj, Mapping
-        ):  # (the ABC check alone is slow on 13k dicts)
-            warnings.add(
-                f"ignored {_obj_label(obj)}: not an object"
-                if warnings.wants("not-an-object")
-                else "",
-                "not-an-object",
-            )  # a 20 MB list of integers: count them, format ten
-            continue
-        kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
-        if kind in ("Node", "Pod"):
-            ids = identities_cached(kind, obj, cache)
-            if _listed_before(ids, seen, obj, kind, warnings):
-                continue
-        try:
-            if kind == "Node":
-                nodes.append(parse_node_cached(obj, node_group_label, cache))
-            elif kind == "Pod":
-                pods.append(ingest_pod_cached(obj, cache))
-                claims = extra.note_pod(len(pods) - 1, obj)
-                if again is not None and type(obj) is dict and len(again) < cache.limit:
-                    cache.held[id(obj)] = obj
-                    again[id(obj)] = (ids, pods[-1], claims)
-            elif extra.takes(kind, api):
-                extra.add(obj, kind, warnings)
-            elif kind == "Workload" and api != API_WORKLOAD:
-                continue  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
-            elif kind == "PodGroup" or kind == "Workload":
-                ingest_group_cached(obj, kind, api, defs, cache)
-                extra.note_group(obj, kind, api)
-        except ObjectError as exc:
-            _reject(obj, kind, str(exc), pods, warnings)
-        except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
-            _reject(
-                obj,
-                kind,
-                f"cannot be read ({type(exc).__name__}: {_short(str(exc))})",
-                pods,
-                warnings,
+                    self.extra.note_pod(len(self.pods) - 1, obj)
+            return
+        if type(obj) is not dict and not isinstance(obj, Mapping):
+            # (the ABC check alone is slow on 13k dicts); a 20 MB list of integers: count them, format ten
+            wanted = self.warnings.wants("not-an-object")
+            self.warnings.add(
+                f"ignored {_obj_label(obj)}: not an object" if wanted else "", "not-an-object"
             )
-    extra.finish(pods, defs, nodes, warnings)
-    bound, gangs = _attach_pods(defs, pods, extra)
-    return Cluster(nodes, bound, gangs, warnings.lines(), list(extra.daemonsets.values()))
+            return
+        kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
+        ids: Sequence[tuple[str, ...]] = ()
+        if kind in ("Node", "Pod"):
+            ids = identities_cached(kind, obj, self.cache)
+            if _listed_before(ids, self.seen, obj, kind, self.warnings):
+                return
+        try:
+            self._parse(obj, kind, api, ids)
+        except ObjectError as exc:
+            _reject(obj, kind, str(exc), self.pods, self.warnings)
+        except Exception as exc:  # noqa: BLE001 - a shape no check foresaw: one object, never the whole pass
+            why = f"cannot be read ({type(exc).__name__}: {_short(str(exc))})"
+            _reject(obj, kind, why, self.pods, self.warnings)
+
+    def _parse(
+        self, obj: Mapping[str, Any], kind: Any, api: str, ids: Sequence[tuple[str, ...]]
+    ) -> None:
+        """One object by its kind (`ids`: a Node's or Pod's identities); ObjectError names what is wrong."""
+        cache = self.cache
+        if kind == "Node":
+            self.nodes.append(parse_node_cached(obj, self.node_group_label, cache))
+        elif kind == "Pod":
+            pod_read = ingest_pod_cached(obj, cache)
+            self.pods.append(pod_read)
+            claims = self.extra.note_pod(len(self.pods) - 1, obj)
+            if self.again is not None and type(obj) is dict and len(self.again) < cache.limit:
+                cache.held[id(obj)] = obj
+                self.again[id(obj)] = (ids, pod_read, claims)
+        elif self.extra.takes(kind, api):
+            self.extra.add(obj, kind, self.warnings)
+        elif kind == "Workload" and api != API_WORKLOAD:
+            return  # 1.36+ Workloads only hold pod-group templates; the PodGroups carry the gang
+        elif kind == "PodGroup" or kind == "Workload":
+            ingest_group_cached(obj, kind, api, self.defs, cache)
+            self.extra.note_group(obj, kind, api)
+
+    def cluster(self) -> Cluster:
+        """Every object read: the inputs applied, pods attached to their gangs."""
+        self.extra.finish(self.pods, self.defs, self.nodes, self.warnings)
+        bound, gangs = _attach_pods(self.defs, self.pods, self.extra)
+        return Cluster(
+            self.nodes, bound, gangs, self.warnings.lines(), list(self.extra.daemonsets.values())
+        )
 
 
 def _listed_before(
@@ -150,7 +174,7 @@ def _listed_before(
 
 def _attach_pods(
     defs: dict[tuple[str, str, str], _GroupDef],
-    pods: list[tuple[Pod | None, tuple[str, str, str] | None, str | None]],
+    pods: list[_PodRead],
     extra: Inputs,
 ) -> tuple[list[Pod], list[Gang]]:
     """Gangs from the group objects, then every pod counted in (or making) its gang (`extra` marks its own):
@@ -167,21 +191,21 @@ def _attach_pods(
             d.policy,
             d.min_count,
             d.priority,
-            d.topology_keys,  # type: ignore[arg-type]
+            d.topology_keys,
             invalid=d.invalid,
             created=d.created,
             uid=d.uid,
             annotations=d.annotations,
         )
     members: dict[tuple[str, str, str], _Members] = {key: _Members() for key in heads}
-    for pod, key, problem in pods:
-        if pod is None or key is None:
+    for pod, gang_key, problem in pods:
+        if pod is None or gang_key is None:
             continue
-        m = members.get(key)
+        m = members.get(gang_key)
         if m is None:  # (not `setdefault(key, _Members())`: that builds one per pod)
-            m = members[key] = _Members()
-            if key not in heads:
-                heads[key] = _gang_for(key, defs, pod)
+            m = members[gang_key] = _Members()
+            if gang_key not in heads:
+                heads[gang_key] = _gang_for(gang_key, defs, pod)
         m.add(pod, problem)
     admission = extra.admissions(pods)
     gangs = [m.gang(heads[key], admission.get(key)) for key, m in members.items()]

@@ -34,7 +34,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .model import Node, Pod
-from .parse import FAMILY_NATIVE, ObjectError, _int_field, _list, _map, _short
+from .parse import (
+    FAMILY_NATIVE,
+    ObjectError,
+    _int_field,
+    _list,
+    _map,
+    _mapping_or_empty,
+    _short,
+)
 from .warnlog import WarningLog
 
 DRA_GROUP = "resource.k8s.io"
@@ -227,7 +235,7 @@ class DraIndex:
             spec.get("resourceClaims") if type(spec) is dict or isinstance(spec, Mapping) else None
         )
         if claims:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+            meta = _mapping_or_empty(obj.get("metadata"))
             statuses = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
             self.pods.append(
                 (
@@ -244,10 +252,7 @@ class DraIndex:
 
         A pod uses it by listing the same entry (name and source) in its own `spec.resourceClaims`; a template
         entry makes one ResourceClaim per PodGroup (named in `status.resourceClaimStatuses`), not one per pod."""
-        meta, spec, status = (
-            obj.get(k) if isinstance(obj.get(k), Mapping) else {}
-            for k in ("metadata", "spec", "status")
-        )
+        meta, spec, status = (_mapping_or_empty(obj.get(k)) for k in ("metadata", "spec", "status"))
         refs = spec.get("resourceClaims")
         if not refs or not isinstance(meta.get("name"), str):
             return
@@ -410,8 +415,9 @@ class DraIndex:
             tmpl = str(ref["resourceClaimTemplateName"])
             made, label = generated.get(ref.get("name")), f"ResourceClaimTemplate {ns}/{tmpl}"
             entry = (str(ref.get("name") or ""), "", tmpl)
-            key = (ns, group[0], entry) if group is not None and entry in group[1] else ()
-            if key:
+            key = ()
+            if group is not None and entry in group[1]:
+                key = (ns, group[0], entry)
                 made, label = (
                     group[1][entry] or made,
                     f"{label} (PodGroup {ns}/{group[0]} claim {entry[0]})",

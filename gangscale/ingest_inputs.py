@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from .daemonsets import DaemonSet
 from .ingest_daemonsets import DAEMONSET_API, parse_daemonset
@@ -31,7 +31,7 @@ class Inputs:
         self.daemonsets: dict[str, DaemonSet] = {}  # namespace/name -> the first one listed
 
     @staticmethod
-    def takes(kind: Any, api: str) -> bool:
+    def takes(kind: Any, api: str) -> TypeGuard[str]:
         return (
             (kind in DRA_KINDS and api in DRA_APIS)
             or (kind == "Workload" and api in KUEUE_APIS)

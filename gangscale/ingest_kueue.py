@@ -90,7 +90,10 @@ class KueueIndex:
                 self._workload(wl, key, base, pods, defs, owned, plan_unadmitted, note_pod)
             except ObjectError as exc:
                 defs[key] = _GroupDef(
-                    API_KUEUE, invalid=f"Workload {wl.ns}/{wl.name}: {exc}", **base
+                    API_KUEUE,
+                    invalid=f"Workload {wl.ns}/{wl.name}: {exc}",
+                    created=base["created"],
+                    uid=base["uid"],
                 )
         self._rekey(pods, owned, plan_unadmitted)
 

@@ -54,7 +54,7 @@ def parse_task_groups(text: str) -> list[dict[str, Any]]:
     """The task-groups annotation, checked as YuniKorn checks it."""
     try:
         raw = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ObjectError(f"annotation {TASK_GROUPS} is not JSON ({exc.msg})") from None
     if not isinstance(raw, list):
         raise ObjectError(f"annotation {TASK_GROUPS} must be a JSON list")

@@ -132,62 +132,75 @@ def _check_graph(doc: Any, name: str, budget: int) -> int:
     are memoised per shared object: the walk costs what the file holds, not what
     it expands to. Returns the nodes the aliases add.
     """
-    done: dict[
-        int, tuple[int, int]
-    ] = {}  # id -> (expanded nodes, height: containers down to its deepest value)
-    open_: set[int] = set()
-    unique = 0  # nodes as written: each container once, plus its scalars
-    stack: list[
-        list[Any]
-    ] = []  # [container, children, next child, expanded nodes, height]; len = elements' depth
-
-    def enter(obj: Any) -> None:
-        nonlocal unique
-        if id(obj) in open_:
-            raise InputError(
-                f"{name}: a YAML alias refers to the node that contains it (a recursive structure); refused"
-            )
-        children = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
-        if children and len(stack) + 1 > MAX_DEPTH:
-            raise InputError(_too_deep(name))
-        unique += 1 + sum(1 for c in children if not isinstance(c, (dict, list)))
-        open_.add(id(obj))
-        stack.append([obj, children, 0, 1, 1 if children else 0])
-
     if not isinstance(doc, (dict, list)):
         return 0
-    enter(doc)
-    while stack:
-        frame = stack[-1]
-        obj, children, i = frame[0], frame[1], frame[2]
-        if i < len(children):
-            frame[2] = i + 1
-            child = children[i]
-            if not isinstance(child, (dict, list)):
-                frame[3] += 1
-            elif id(child) in done:  # an alias of a finished node: hang its memoised subtree here
-                nodes, height = done[id(child)]
-                if len(stack) + height > MAX_DEPTH:
-                    raise InputError(_too_deep(name))
-                frame[3] += nodes
-                frame[4] = max(frame[4], height + 1)
-            else:
-                enter(child)
-            continue
-        stack.pop()
-        open_.discard(id(obj))
-        done[id(obj)] = (frame[3], frame[4])
-        if stack:
-            parent = stack[-1]
-            parent[3] += frame[3]
-            parent[4] = max(parent[4], frame[4] + 1)
-    added = done[id(doc)][0] - unique
+    walk = _AliasWalk(name)
+    added = walk.expanded(doc) - walk.unique
     if added > budget:
         raise InputError(
-            f"{name}: YAML aliases would add more than {budget:,} nodes to the {unique:,} written "
+            f"{name}: YAML aliases would add more than {budget:,} nodes to the {walk.unique:,} written "
             f"(an alias bomb?); refused"
         )
     return added
+
+
+class _AliasWalk:
+    """`_check_graph`'s depth-first walk, without recursion: InputError on a cycle or a depth past MAX_DEPTH."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        # id -> (expanded nodes, height: containers down to its deepest value)
+        self.done: dict[int, tuple[int, int]] = {}
+        self.open: set[int] = set()
+        self.unique = 0  # nodes as written: each container once, plus its scalars
+        # [container, children, next child, expanded nodes, height]; len = elements' depth
+        self.stack: list[list[Any]] = []
+
+    def expanded(self, doc: dict[Any, Any] | list[Any]) -> int:
+        """The nodes `doc` has with every alias expanded."""
+        self._enter(doc)
+        while self.stack:
+            frame = self.stack[-1]
+            children, i = frame[1], frame[2]
+            if i < len(children):
+                frame[2] = i + 1
+                self._child(frame, children[i])
+            else:
+                self._leave()
+        return self.done[id(doc)][0]
+
+    def _enter(self, obj: Any) -> None:
+        if id(obj) in self.open:
+            raise InputError(
+                f"{self.name}: a YAML alias refers to the node that contains it (a recursive structure); refused"
+            )
+        children = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
+        if children and len(self.stack) + 1 > MAX_DEPTH:
+            raise InputError(_too_deep(self.name))
+        self.unique += 1 + sum(1 for c in children if not isinstance(c, (dict, list)))
+        self.open.add(id(obj))
+        self.stack.append([obj, children, 0, 1, 1 if children else 0])
+
+    def _child(self, frame: list[Any], child: Any) -> None:
+        if not isinstance(child, (dict, list)):
+            frame[3] += 1
+        elif id(child) in self.done:  # an alias of a finished node: hang its memoised subtree here
+            nodes, height = self.done[id(child)]
+            if len(self.stack) + height > MAX_DEPTH:
+                raise InputError(_too_deep(self.name))
+            frame[3] += nodes
+            frame[4] = max(frame[4], height + 1)
+        else:
+            self._enter(child)
+
+    def _leave(self) -> None:
+        frame = self.stack.pop()
+        self.open.discard(id(frame[0]))
+        self.done[id(frame[0])] = (frame[3], frame[4])
+        if self.stack:
+            parent = self.stack[-1]
+            parent[3] += frame[3]
+            parent[4] = max(parent[4], frame[4] + 1)
 
 
 def _read_bytes(path: str | Path) -> bytes:

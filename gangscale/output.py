@@ -9,7 +9,7 @@ Output goes to stdout, or `--output-file` (a write failure is one sentence, exit
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ TEXT_FORMATS = ("table", "markdown")
 
 
 def render(
-    doc: Any, fmt: str, text: Callable[[str], str] | None = None, *, header: list[str] = ()
+    doc: Any, fmt: str, text: Callable[[str], str] | None = None, *, header: Sequence[str] = ()
 ) -> str:
     """`doc` as `json` or `yaml`; `table`/`markdown` are the command's own `text(fmt)` (JSON when it has none).
 

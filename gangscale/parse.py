@@ -39,6 +39,7 @@ from .model import (
     Pod,
     PodRules,
     PodTerm,
+    Policy,
     Requirement,
     Taint,
     Toleration,
@@ -115,6 +116,11 @@ def _map(raw: Any, where: str) -> Mapping[str, Any]:
     return raw
 
 
+def _mapping_or_empty(raw: Any) -> Mapping[str, Any]:
+    """`raw` where it is an object, else an empty one: for reading what is left of a bad object."""
+    return raw if isinstance(raw, Mapping) else {}
+
+
 def _entry(raw: Any, where: str) -> Mapping[str, Any]:
     """A list entry: the API server decodes `null` there to an empty struct and rejects it, so must we."""
     if not isinstance(raw, Mapping):
@@ -173,7 +179,7 @@ class ParseCache:
     # with `frozen_objects`: a Pod's whole read by `ingest` (identities, parse, whether its claims need noting), so a
     # re-read of an unchanged pod is one lookup (`ingest`)
     pod_reads: dict[
-        int, tuple[tuple[tuple[str, ...], ...], tuple[Pod, tuple[str, str, str], None], bool]
+        int, tuple[Sequence[tuple[str, ...]], tuple[Pod, tuple[str, str, str], None], bool]
     ] = field(default_factory=dict)
 
     def forget_objects(self) -> None:
@@ -265,7 +271,8 @@ def _resources(raw: Any, where: str, cache: ParseCache | None = None) -> dict[st
     # str keys too: 1 == True == 1.0 would make {1: ...} and {True: ...} share an entry
     if type(raw) is dict and all(type(k) is str and type(v) is str for k, v in raw.items()):
         key = tuple(raw.items())
-    return dict(cache.memo(cache.resources, key, lambda: _parse_resources(raw, where)))
+    parsed = cache.memo(cache.resources, key, lambda: _parse_resources(raw, where))
+    return dict(parsed)
 
 
 def _parse_resources(raw: Any, where: str) -> dict[str, int]:
@@ -685,9 +692,9 @@ _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str, int]:
     key = _spec_key(spec, _REQUEST_FIELDS)
     hit = cache.requests.get(key) if key is not None else None  # a hit without building `make`
-    return dict(
-        hit if hit is not None else cache.memo(cache.requests, key, lambda: pod_requests(spec))
-    )
+    if hit is None:
+        hit = cache.memo(cache.requests, key, lambda: pod_requests(spec))
+    return dict(hit)
 
 
 _NO_PLACEMENT = (
@@ -751,7 +758,7 @@ def _group_link(
 @dataclass(slots=True)
 class _GroupDef:
     api: str
-    policy: str = "gang"
+    policy: Policy = "gang"
     min_count: int = 1
     priority: int | None = None
     topology_keys: tuple[str, ...] = ()
@@ -761,7 +768,7 @@ class _GroupDef:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[str, int]:
+def _native_policy(policy: Mapping[str, Any], where: str) -> tuple[Policy, int]:
     has_gang, has_basic = "gang" in policy, "basic" in policy
     if has_gang == has_basic:
         raise ObjectError(
@@ -808,7 +815,7 @@ def _parse_min_member(obj: Mapping[str, Any], api: str) -> _GroupDef:
 def _obj_label(obj: Any) -> str:
     if not isinstance(obj, Mapping):
         return f"<{type(obj).__name__}>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = _mapping_or_empty(obj.get("metadata"))
     ns = meta.get("namespace")
     ns = ns if isinstance(ns, str) else _short(ns) if ns is not None else ""
     name = meta.get("name", "?")
@@ -971,7 +978,7 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
                 d.policy,
                 d.min_count,
                 d.priority,
-                invalid=d.invalid,  # type: ignore[arg-type]
+                invalid=d.invalid,
                 created=d.created,
                 uid=f"{d.uid}/{replica}" if replica else d.uid,
                 annotations=d.annotations,
@@ -988,9 +995,7 @@ def _gang_for(key: tuple[str, str, str], defs: dict, pod: Pod) -> Gang:
 def _ingest_pod(
     obj: Mapping[str, Any], cache: ParseCache | None = None
 ) -> tuple[Pod, tuple[str, str, str], None]:
-    cache = (
-        ParseCache() if cache is None else cache
-    )  # a synthesised pod (Kueue templates) parses on its own
+    cache = ParseCache() if cache is None else cache  # a synthesised pod (Kueue templates): its own
     meta = _meta(obj)
     spec = _map(obj.get("spec"), "spec")
     status = _map(obj.get("status"), "status")
@@ -1008,32 +1013,12 @@ def _ingest_pod(
     phase = _phase(status)
     created = _timestamp(meta.get("creationTimestamp"))
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
-    owners, gates_raw = meta.get("ownerReferences"), spec.get("schedulingGates")
-    owner_kinds = (
-        ()
-        if owners is None
-        else tuple(
-            str(o.get("kind"))
-            for o in _list(owners, "metadata.ownerReferences")
-            if isinstance(o, Mapping)
-        )
-    )
+    owner_kinds = _entry_fields(meta.get("ownerReferences"), "metadata.ownerReferences", "kind")
     scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-    gates = (
-        ()
-        if gates_raw is None
-        else tuple(
-            str(g.get("name"))
-            for g in _list(gates_raw, "spec.schedulingGates")
-            if isinstance(g, Mapping)
-        )
-    )
+    gates = _entry_fields(spec.get("schedulingGates"), "spec.schedulingGates", "name")
     labels = _str_map(meta.get("labels"), "metadata.labels")
     rules = pod_rules(spec, ns, labels, strict=node_name is None, cache=cache)
-    if meta.get("deletionTimestamp") and not node_name:
-        phase = "Terminating"  # going away: never scale for it
-    if gates and not node_name and gates != (CAPACITY_GATE,):
-        phase = "SchedulingGated"  # another gate (e.g. Kueue's) holds it: not ours to plan for yet
+    phase = _held_phase(phase, meta, node_name, gates)
     family, gname = link if link else (FAMILY_NONE, name)
     pod = new_pod(
         ns,
@@ -1057,6 +1042,25 @@ def _ingest_pod(
     return pod, (ns, family, gname), None
 
 
+def _entry_fields(raw: Any, where: str, key: str) -> tuple[str, ...]:
+    """`key` of each object in the list `raw` (entries that are not objects skipped; None: no list)."""
+    if raw is None:
+        return ()
+    return tuple(str(e.get(key)) for e in _list(raw, where) if isinstance(e, Mapping))
+
+
+def _held_phase(
+    phase: str, meta: Mapping[str, Any], node_name: str | None, gates: tuple[str, ...]
+) -> str:
+    """The phase the planner reads: a pending pod going away is `Terminating` (never scale for it); one held
+    by another gate than gangscale's (e.g. Kueue's) is `SchedulingGated`, not ours to plan for yet."""
+    if meta.get("deletionTimestamp") and not node_name:
+        phase = "Terminating"
+    if gates and not node_name and gates != (CAPACITY_GATE,):
+        phase = "SchedulingGated"
+    return phase
+
+
 def _phase(status: Mapping[str, Any]) -> str:
     """status.phase; none is Pending, as the API server sets it on create."""
     phase = status.get("phase")
@@ -1068,7 +1072,7 @@ def _phase(status: Mapping[str, Any]) -> str:
 def _bad_pod(obj: Mapping[str, Any], problem: str) -> tuple[Pod, tuple[str, str, str], str]:
     """A pod we cannot read still marks its gang invalid, so the problem is visible."""
     meta = obj["metadata"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = _mapping_or_empty(obj.get("spec"))
     raw_ns = meta.get("namespace")
     ns = (
         raw_ns

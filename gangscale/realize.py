@@ -389,21 +389,33 @@ def _settle(ctx: _Ctx, st: _State) -> _State:
             and time.perf_counter() <= ctx.deadline
         ):
             tried_others = True
-            new = [n for n in st.new if n.name not in others]
-            sims, promised = _observe(ctx, new, st.promised)
-            if (
-                len(sims) == len(st.sims)
-                and promised >= st.promised
-                and not _bare(ctx, new, sims[0], promised)
-            ):
-                st = _State(new, sims, promised, st.dropped + len(others), st.raw)
+            dropped = _drop_others(ctx, st, others, key)
+            if dropped is not None:
+                st = dropped
                 continue
-            ctx.refused.add(("others", *key))
-            if not promised >= st.promised:
-                ctx.refused.add(("lost", *key))
         i = 0 if not bare[0] else min(range(len(bare)), key=lambda j: len(bare[j]))
         ctx.late_idle = len(bare[i])
         return _State(st.new, st.sims, st.promised, st.dropped, st.raw, i)
+
+
+def _drop_others(
+    ctx: _Ctx, st: _State, others: set[str], key: tuple[frozenset[str], frozenset[GangKey]]
+) -> _State | None:
+    """The state without the nodes only seeds other than 0 leave bare, checked under every seed; None (and the
+    drop remembered as refused, `lost` too when a promise goes) when a seed is missing, a promise is lost or
+    seed 0 is left with a bare node."""
+    new = [n for n in st.new if n.name not in others]
+    sims, promised = _observe(ctx, new, st.promised)
+    if (
+        len(sims) == len(st.sims)
+        and promised >= st.promised
+        and not _bare(ctx, new, sims[0], promised)
+    ):
+        return _State(new, sims, promised, st.dropped + len(others), st.raw)
+    ctx.refused.add(("others", *key))
+    if not promised >= st.promised:
+        ctx.refused.add(("lost", *key))
+    return None
 
 
 def _residual(ctx: _Ctx, st: _State) -> ClusterSnapshot:

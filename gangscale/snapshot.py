@@ -29,7 +29,8 @@ from .rfc3339 import parse_time
 from .warnlog import summarise
 
 _NOTHING: dict[str, int] = {}  # a node's usage with no pod bound (never written to)
-RESERVED_TAINT = "gangscale.io/reserved-for"  # planner-only taint on a node reserved for one gang (on its way or arrived)
+# planner-only taint on a node reserved for one gang (on its way or arrived)
+RESERVED_TAINT = "gangscale.io/reserved-for"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,8 @@ def pre_decide(g: Gang) -> PreDecision | None:
     if not g.exists:
         return PreDecision(
             "waiting-for-podgroup",
-            f"pods point at {g.api} {g.namespace}/{g.name}, which does not exist; they stay Pending until it is created",
+            f"pods point at {g.api} {g.namespace}/{g.name}, which does not exist; "
+            "they stay Pending until it is created",
         )
     present = len(g.pending) + g.bound
     if g.policy == "gang" and present < g.min_count:
@@ -225,36 +227,31 @@ def still_starting(n: Node) -> bool:
     return created is None or changed is None or changed - created < MAX_NODE_STARTUP_SECONDS
 
 
-def build_snapshot(
-    cluster: Cluster,
-    groups: list[NodeGroup],
-    warnings: list[str] | None = None,
-    policy: SnapshotPolicy | None = None,
-    *,
-    views: NodeViews | None = None,
-) -> ClusterSnapshot:
-    """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
-    (and updated to this snapshot's); None: every view made afresh."""
-    policy = policy or SnapshotPolicy()
+def _usage(bound: list[Pod]) -> dict[str, dict[str, int]]:
+    """Per node, what its bound pods request."""
     usage: dict[str, dict[str, int]] = {}
-    for pod in (
-        cluster.bound
-    ):  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
+    for pod in bound:  # (a busy cluster has thousands of bound pods per pass: no dict made per pod)
         u = usage.get(pod.node_name or "")
         if u is None:
             u = usage[pod.node_name or ""] = {}
         for k, v in pod.requests.items():
             u[k] = u.get(k, 0) + v
+    return usage
 
-    known = {g.name for g in groups}
+
+def _existing_views(
+    cluster: Cluster, known: set[str], policy: SnapshotPolicy, views: NodeViews | None
+) -> tuple[list[NodeView], dict[str, int]]:
+    """A view of each schedulable node (the caller's previous one where nothing it derives from changed;
+    `views` updated), and per node group the nodes registered and past starting."""
+    usage = _usage(cluster.bound)
     registered: dict[str, int] = {}
     nodes: list[NodeView] = []
     kept = views.kept if views is not None else {}
     made: dict[str, tuple[Node, dict[str, int], GangKey | None, str | None, NodeView]] = {}
     for n in cluster.nodes:
-        if n.node_group and not still_starting(
-            n
-        ):  # a starting node is on its way: an upcoming view stands for it
+        # a starting node is on its way: an upcoming view stands for it
+        if n.node_group and not still_starting(n):
             registered[n.node_group] = registered.get(n.node_group, 0) + 1
         if not n.ready or n.unschedulable:
             continue
@@ -271,22 +268,41 @@ def build_snapshot(
         ):
             view = last[4]
         else:
-            labels = dict(n.labels)
-            labels.setdefault("kubernetes.io/hostname", n.name)
-            labels["metadata.name"] = n.name  # for matchFields
-            view = NodeView(
-                n.name,
-                labels,
-                n.taints + _reserved_for(owner),
-                sub(n.allocatable, used),
-                group,
-                reserved_for=owner,
-            )
+            view = _node_view(n, used, owner, group)
         made[n.name] = (n, used, owner, group, view)
         nodes.append(view)
     if views is not None:
         views.kept = made
+    return nodes, registered
 
+
+def _node_view(n: Node, used: dict[str, int], owner: GangKey | None, group: str | None) -> NodeView:
+    """An existing node as the planner sees it: hostname and name labels, the reservation taint, free capacity."""
+    labels = dict(n.labels)
+    labels.setdefault("kubernetes.io/hostname", n.name)
+    labels["metadata.name"] = n.name  # for matchFields
+    return NodeView(
+        n.name,
+        labels,
+        n.taints + _reserved_for(owner),
+        sub(n.allocatable, used),
+        group,
+        reserved_for=owner,
+    )
+
+
+def build_snapshot(
+    cluster: Cluster,
+    groups: list[NodeGroup],
+    warnings: list[str] | None = None,
+    policy: SnapshotPolicy | None = None,
+    *,
+    views: NodeViews | None = None,
+) -> ClusterSnapshot:
+    """`views`: the node views of the caller's previous snapshot, to reuse where nothing they derive from changed
+    (and updated to this snapshot's); None: every view made afresh."""
+    policy = policy or SnapshotPolicy()
+    nodes, registered = _existing_views(cluster, {g.name for g in groups}, policy, views)
     decided = {
         g.key: d for g in cluster.gangs if (d := pre_decide(g) or _held(g, policy)) is not None
     }
@@ -296,9 +312,8 @@ def build_snapshot(
     groups = net_of_daemons(groups, daemons)
     for g in groups:
         on_the_way = max(0, g.current_size - registered.get(g.name, 0))
-        wanted = (
-            len(policy.reserved.get(g.name, ())) + pending
-        )  # the reserved ones, then one per pending pod
+        # the reserved ones, then one per pending pod
+        wanted = len(policy.reserved.get(g.name, ())) + pending
         pods = daemons[g.name].pods if g.name in daemons else ()
         nodes.extend(_upcoming(g, min(wanted, on_the_way), policy, pods))
 

@@ -323,7 +323,7 @@ class _CA:
         by_shape: dict[int, list[int]] = {}
         for p in rest:
             by_shape.setdefault(int(w.pod_shape[p]), []).append(p)
-        for j, content in zip(added, packing):
+        for j, content in zip(added, packing, strict=False):
             for s, cnt in content.items():
                 for _ in range(cnt):
                     self.nodes.place(j, by_shape[s].pop())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
@@ -22,8 +22,8 @@ from ..loader import InputError, read_documents
 
 Mode = Literal["dry-run", "enforce"]
 GateMode = Literal["off", "opt-in", "all"]
-API_VERSION = "gangscale.io/v1alpha1"
-KIND = "ControllerConfig"
+API_VERSION: Final = "gangscale.io/v1alpha1"
+KIND: Final = "ControllerConfig"
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

@@ -160,61 +160,86 @@ def over_caps(
     """Gangs to hold back so every namespace stays within its caps.
 
     In each capped namespace the gangs the plan buys for are kept in the documented order
-    (highest priority, then the scheduler's queue order: `_cap_order`) while they fit; one that could never fit the cap alone is
-    `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
+    (highest priority, then the scheduler's queue order: `_cap_order`) while they fit; one that could never fit the
+    cap alone is `infeasible` and blocks nobody; the rest are `deferred`. Once a namespace's node cap is full,
     every other gang of it that the plan could not serve is deferred too, so the next plan cannot
     hand the room freed by the deferred gangs to them.
     """
-    gang_nodes = charged(
-        plan, snap
-    )  # by share: a node two gangs share is charged once, split between them
+    # by share: a node two gangs share is charged once, split between them
+    gang_nodes = charged(plan, snap)
     decision = {GangKey(r.namespace, r.name, r.api): r.decision for r in plan.gangs}
     held: dict[GangKey, PreDecision] = {}
     for ns in sorted({k.namespace for k in gang_nodes}):
         cap = cfg.cap_for(ns)
         if cap.max_nodes is None and cap.max_dollars_per_hour is None:
             continue
-        limit, ahead = _cap_text(cap), inflight_nodes.get(ns, 0)
-        used_n, used_d = ahead, inflight_dollars.get(ns, 0.0)
-        for g in sorted(
+        buying = sorted(
             (g for g in snap.gangs if g.namespace == ns and g.key in gang_nodes), key=_cap_order
-        ):
-            c, d = gang_nodes[g.key]
-            if not _within(cap, c, d):
-                held[g.key] = PreDecision(
-                    GangState.INFEASIBLE.value,
-                    f"needs {c} new nodes (${d:.2f}/h), more than "
-                    f"namespace {ns}'s cap ({limit}) allows at all",
-                )
-            elif _within(cap, used_n + c, used_d + d):
-                used_n, used_d = used_n + c, used_d + d
-            else:
-                held[g.key] = PreDecision(
-                    GangState.DEFERRED.value,
-                    (
-                        f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its older "
-                        f"or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would exceed it; "
-                        "waiting for capacity to free up"
-                    ),
-                )
-        if (
-            cap.max_nodes is not None
-            and used_n >= cap.max_nodes
-            and any(k.namespace == ns for k in held)
-        ):
-            for g in snap.gangs:
-                if (
-                    g.namespace == ns
-                    and g.key not in gang_nodes
-                    and g.key not in snap.decided
-                    and decision.get(g.key) in (GangState.INFEASIBLE, GangState.DEFERRED)
-                ):
-                    held[g.key] = PreDecision(
-                        GangState.DEFERRED.value,
-                        f"namespace {ns} is at its cap ({limit}) with "
-                        f"{used_n} nodes; waiting for capacity to free up",
-                    )
+        )
+        ahead = (inflight_nodes.get(ns, 0), inflight_dollars.get(ns, 0.0))
+        used_n, refused = _admit_in_order(ns, cap, buying, gang_nodes, ahead)
+        held.update(refused)
+        if cap.max_nodes is not None and used_n >= cap.max_nodes and refused:
+            held.update(_defer_unserved(ns, cap, used_n, snap, gang_nodes, decision))
     return held
+
+
+def _admit_in_order(
+    ns: str,
+    cap: NamespaceCap,
+    buying: list[Gang],
+    gang_nodes: Mapping[GangKey, tuple[int, float]],
+    ahead: tuple[int, float],
+) -> tuple[int, dict[GangKey, PreDecision]]:
+    """The nodes the namespace uses once its buying gangs are admitted in order while they fit (`ahead`: nodes
+    and $/h already held or on their way), and the gangs refused: `infeasible` alone, else `deferred`."""
+    limit = _cap_text(cap)
+    used_n, used_d = ahead
+    refused: dict[GangKey, PreDecision] = {}
+    for g in buying:
+        c, d = gang_nodes[g.key]
+        if not _within(cap, c, d):
+            refused[g.key] = PreDecision(
+                GangState.INFEASIBLE.value,
+                f"needs {c} new nodes (${d:.2f}/h), more than "
+                f"namespace {ns}'s cap ({limit}) allows at all",
+            )
+        elif _within(cap, used_n + c, used_d + d):
+            used_n, used_d = used_n + c, used_d + d
+        else:
+            refused[g.key] = PreDecision(
+                GangState.DEFERRED.value,
+                (
+                    f"namespace {ns} is at its cap ({limit}): {used_n} nodes are held or planned for its "
+                    f"older or higher-priority gangs, and {c} more nodes (${d:.2f}/h) for this gang would "
+                    "exceed it; waiting for capacity to free up"
+                ),
+            )
+    return used_n, refused
+
+
+def _defer_unserved(
+    ns: str,
+    cap: NamespaceCap,
+    used_n: int,
+    snap: ClusterSnapshot,
+    gang_nodes: Mapping[GangKey, tuple[int, float]],
+    decision: Mapping[GangKey, str],
+) -> dict[GangKey, PreDecision]:
+    """The namespace's node cap is full: every gang of it the plan could not serve waits too, so the next plan
+    cannot hand it the room the deferred gangs free."""
+    return {
+        g.key: PreDecision(
+            GangState.DEFERRED.value,
+            f"namespace {ns} is at its cap ({_cap_text(cap)}) with "
+            f"{used_n} nodes; waiting for capacity to free up",
+        )
+        for g in snap.gangs
+        if g.namespace == ns
+        and g.key not in gang_nodes
+        and g.key not in snap.decided
+        and decision.get(g.key) in (GangState.INFEASIBLE, GangState.DEFERRED)
+    }
 
 
 @dataclass(frozen=True, slots=True)

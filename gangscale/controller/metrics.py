@@ -37,9 +37,22 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        ProcessCollector(
-            registry=r
-        )  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
+        ProcessCollector(registry=r)
+        self._gang_metrics(r)
+        self._work_metrics(r)
+        self._loop_metrics(r)
+        self._groups(r)
+        self._namespaces(r)
+        self.cloud_errors = Counter(
+            "gangscale_cloud_api_errors_total",
+            "Cloud API calls that failed, by error kind (cloud_adapters ErrorKind) and call",
+            ["kind", "operation"],
+            registry=r,
+        )
+
+    def _gang_metrics(self, r: CollectorRegistry) -> None:
+        """Gangs by state, their queue latency, and per gang what the last plan could place."""
         self.pending_gangs = Gauge(
             "gangscale_pending_gangs",
             "Gangs with pending pods by state: the last plan's decision for each",
@@ -63,6 +76,10 @@ class Metrics:
         self.min_count = Gauge(
             "gangscale_gang_min_count", "minCount per gang", ["namespace", "gang"], registry=r
         )
+
+    def _work_metrics(self, r: CollectorRegistry) -> None:
+        """What the plans and the actions on the cloud did: nodes requested, failed, given back; plan time and
+        gap; dollars held; orphans terminated; gates lifted."""
         self.scale_ups = Counter(
             "gangscale_scale_ups_total",
             "Nodes requested per node group",
@@ -109,6 +126,9 @@ class Metrics:
             ["why"],
             registry=r,
         )
+
+    def _loop_metrics(self, r: CollectorRegistry) -> None:
+        """The loop itself: leadership, passes, the last pass, the build."""
         self.leader = Gauge("gangscale_leader", "1 while this replica holds the lease", registry=r)
         self.reconciles = Counter(
             "gangscale_reconciles_total", "Reconcile passes by result", ["result"], registry=r
@@ -124,14 +144,6 @@ class Metrics:
             ["version", "python"],
             registry=r,
         ).labels(__version__, platform.python_version()).set(1)
-        self._groups(r)
-        self._namespaces(r)
-        self.cloud_errors = Counter(
-            "gangscale_cloud_api_errors_total",
-            "Cloud API calls that failed, by error kind (cloud_adapters ErrorKind) and call",
-            ["kind", "operation"],
-            registry=r,
-        )
 
     def _groups(self, r: CollectorRegistry) -> None:
         """Per node group, as Cluster Autoscaler's node_group_{target,min,max}_count (CA metrics/metrics.go)."""

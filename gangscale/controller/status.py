@@ -223,7 +223,8 @@ def _columns(rows: list[list[str]]) -> str:
     """Aligned columns, the last one unpadded."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "".join(
-        "   ".join(c.ljust(w) for c, w in zip(row, widths)) + "   " + row[-1] + "\n" for row in rows
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "   " + row[-1] + "\n"
+        for row in rows
     )
 
 

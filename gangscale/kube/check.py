@@ -357,6 +357,7 @@ def check_rbac(client: KubeClient, apis: GangApis, namespace: str | None) -> Che
 
 
 def _autoscaler_deployments(client: KubeClient) -> tuple[list[dict[str, Any]], str]:
+    err = ""
     for ns in (None, "kube-system"):
         try:
             return list_all(client, DEPLOYMENTS, ns).items, ""

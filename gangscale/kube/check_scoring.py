@@ -42,7 +42,8 @@ def _requests(pod: dict[str, Any]) -> Iterable[str]:
 
 def _name(o: dict[str, Any]) -> str:
     meta = o.get("metadata") or {}
-    return f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '?')}"
+    namespace = meta.get("namespace")
+    return f"{namespace + '/' if namespace else ''}{meta.get('name', '?')}"
 
 
 def gpu_users(

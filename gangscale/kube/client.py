@@ -314,8 +314,7 @@ class QuietExecProvider(ExecProvider):
         try:
             proc = subprocess.run(
                 self.args,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 stdin=subprocess.DEVNULL,
                 cwd=self.cwd,
                 env=self.env,

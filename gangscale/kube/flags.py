@@ -57,6 +57,11 @@ def add_kube_flags(p: argparse.ArgumentParser) -> None:
 
 def add_kube_commands(sub: Any) -> None:
     """`gangscale dump` and `gangscale check`."""
+    _add_dump(sub)
+    _add_check(sub)
+
+
+def _add_dump(sub: Any) -> None:
     d = sub.add_parser(
         "dump", help="write the live cluster as the file `plan --cluster` reads (for bug reports)"
     )
@@ -70,6 +75,9 @@ def add_kube_commands(sub: Any) -> None:
         action="store_true",
         help="keep env values, commands, volumes and annotations (default: drop them)",
     )
+
+
+def _add_check(sub: Any) -> None:
     c = sub.add_parser(
         "check", help="check the cluster's prerequisites for gang-aware scaling (read-only)"
     )
@@ -89,6 +97,11 @@ def add_kube_commands(sub: Any) -> None:
         help="controller config (config/deploy/config.yaml): report the spending limits it puts in "
         "force (default: the built-in defaults)",
     )
+    _add_check_cloud(c)
+
+
+def _add_check_cloud(c: argparse.ArgumentParser) -> None:
+    """`check`'s optional cloud flags: the IAM policy and (aws-eks) the scheduler's scoring."""
     a = c.add_argument_group(
         "cloud (optional): also check that the IAM policy lets gangscale scale its groups "
         "and (aws-eks) how the cluster's scheduler scores nodes"

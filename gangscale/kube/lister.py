@@ -61,13 +61,8 @@ def list_all(
     result = ListResult([], "")
     token = ""
     while True:
-        query = {"limit": str(page_size)} if page_size > 0 else {}
-        if token:
-            query["continue"] = token
-        if label_selector:
-            query["labelSelector"] = label_selector
         try:
-            page = client.get(path, query)
+            page = client.get(path, _query(page_size, token, label_selector))
         except GoneError:
             if not token or restarted:
                 raise
@@ -78,22 +73,7 @@ def list_all(
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         if not isinstance(items, list) and items is not None:
             raise KubeError(f"GET {path}: 'items' is not a list")
-        result.pages += 1
-        if len(result.items) + len(items or ()) > max_items:
-            raise KubeError(
-                f"listing {ref.label} stopped at {max_items} items (page {result.pages}): the server keeps "
-                "sending more; if the cluster really has that many, raise --max-list-items"
-            )
-        if not result.resource_version:  # every page of one list carries the first page's version
-            result.resource_version = str(meta.get("resourceVersion") or "")
-        for i, obj in enumerate(items or []):
-            if not isinstance(obj, dict):
-                result.skipped.append(
-                    f"{ref.label}: item {i} of page {result.pages} is not an object"
-                )
-                continue
-            obj = ref.typed(obj)
-            result.items.append(transform(obj) if transform else obj)
+        _take_page(result, ref, items or [], meta, max_items, transform)
         token = str(meta.get("continue") or "")
         if not token:
             return result
@@ -102,3 +82,39 @@ def list_all(
                 f"listing {ref.label} stopped after {max_pages} pages ({len(result.items)} items): the server "
                 "keeps answering with a continue token"
             )
+
+
+def _query(page_size: int, token: str, label_selector: str | None) -> dict[str, str]:
+    """One page's query: `limit`, the `continue` token after the first page, the label selector."""
+    query = {"limit": str(page_size)} if page_size > 0 else {}
+    if token:
+        query["continue"] = token
+    if label_selector:
+        query["labelSelector"] = label_selector
+    return query
+
+
+def _take_page(
+    result: ListResult,
+    ref: ResourceRef,
+    items: list[Any],
+    meta: dict[str, Any],
+    max_items: int,
+    transform: Transform | None,
+) -> None:
+    """One page's objects into `result` (an entry that is not an object is noted, not kept); a KubeError naming
+    the resource when the list would pass `max_items`."""
+    result.pages += 1
+    if len(result.items) + len(items) > max_items:
+        raise KubeError(
+            f"listing {ref.label} stopped at {max_items} items (page {result.pages}): the server keeps "
+            "sending more; if the cluster really has that many, raise --max-list-items"
+        )
+    if not result.resource_version:  # every page of one list carries the first page's version
+        result.resource_version = str(meta.get("resourceVersion") or "")
+    for i, obj in enumerate(items):
+        if not isinstance(obj, dict):
+            result.skipped.append(f"{ref.label}: item {i} of page {result.pages} is not an object")
+            continue
+        obj = ref.typed(obj)
+        result.items.append(transform(obj) if transform else obj)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .problem import MICRO, Problem
 
-Key = tuple[int, object]  # (shape, topology domain or None), as in `repack`
+Key = tuple[int, tuple[str, ...] | None]  # (shape, topology domain or None), as in `repack`
 ROUNDS = 30  # pricing rounds at most per LP solve
 STALL = 2  # rounds without the LP value moving (relatively, by STALL_GAP) end the pricing
 STALL_GAP = 1e-6
@@ -61,7 +62,7 @@ class _Rmp:
         self.groups = groups
         self.cover = [s.Constraint(float(d), inf) for d in demand]
         self.room = [s.Constraint(0, float(g.headroom)) for g in groups]
-        self.cols: list[tuple[int, np.ndarray, object]] = []
+        self.cols: list[tuple[int, np.ndarray, Any]] = []  # Any: an untyped pywraplp Variable
         self.seen: set[tuple[int, bytes]] = set()
         for row in self.cover:
             v = s.NumVar(0, inf, "")
@@ -247,7 +248,7 @@ def _round(cols: list[tuple[int, np.ndarray, float]]) -> list[tuple[int, np.ndar
 
 
 def _most(r: list[int], free: list[int]) -> int:
-    return min((f // q for q, f in zip(r, free) if q > 0), default=0)
+    return min((f // q for q, f in zip(r, free, strict=False) if q > 0), default=0)
 
 
 def _price(g: _Group, req: np.ndarray, demand: np.ndarray, pi: np.ndarray) -> np.ndarray | None:

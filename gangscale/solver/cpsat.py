@@ -77,8 +77,10 @@ class _Model:
             prob.gang_domains(g.gid) for g in prob.gangs
         ]
         self.y: list[cp_model.IntVar] = []
-        self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
-        self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
+        # keyed by (class or gang, domain); domains are never None here: a gang with a topology
+        # constraint picks among its real domains, one without gets no per-domain variables
+        self.yd: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
+        self.sel: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
         self.s: dict[int, cp_model.IntVar] = {}
         for g in prob.gangs:
             self._domain_choice(g.gid)
@@ -193,9 +195,9 @@ class _Model:
             if solver.value(v):
                 domain[g] = d
         satisfied = []
-        for g in prob.gangs:
-            placed = sum(y[c] for c in g.classes)
-            satisfied.append(placed >= max(g.need, 1))
+        for gang in prob.gangs:
+            placed = sum(y[c] for c in gang.classes)
+            satisfied.append(placed >= max(gang.need, 1))
         zvals = [[int(solver.value(z)) for z in zs] for zs in self.z]
         return assign_pods(prob, self.pats, zvals, y, domain, satisfied)
 
@@ -335,20 +337,19 @@ def _placement_stage(
     m, prob = model.m, model.prob
     expr, hint_value = _tier_expr(model, best, tier)
     left = deadline - time.perf_counter()
-    status = cp_model.UNKNOWN
+    value, optimal = hint_value, False
     if left >= MIN_STAGE_SECONDS:
         model.hint(best)
         m.maximize(expr)
         solver = make_solver(opts, left / stages_left)
         status = solver.solve(m)
-    value, optimal = hint_value, False
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
-        found = int(round(solver.objective_value))
-        cand = model.decode(solver)
-        # this stage ignores cost: an equal placement replaces the plan in hand only if it is no dearer
-        if found > hint_value or cand.cost(prob) <= best.cost(prob):
-            best, value = cand, found
-        optimal = status == cp_model.OPTIMAL
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and solver.objective_value >= hint_value:
+            found = int(round(solver.objective_value))
+            cand = model.decode(solver)
+            # this stage ignores cost: an equal placement replaces the plan in hand only if it is no dearer
+            if found > hint_value or cand.cost(prob) <= best.cost(prob):
+                best, value = cand, found
+            optimal = status == cp_model.OPTIMAL
     m.add(expr >= value)
     return best, optimal
 
@@ -368,10 +369,10 @@ def _cost_stage(
         lb = bound_fn(best, max(MIN_STAGE_SECONDS, left * 0.25))
         callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
         left = deadline - time.perf_counter()
-    status = cp_model.UNKNOWN
-    if left >= MIN_STAGE_SECONDS:
-        solver = make_solver(opts, left)
-        status = solver.solve(m, callback)
+    if left < MIN_STAGE_SECONDS:
+        return best, False
+    solver = make_solver(opts, left)
+    status = solver.solve(m, callback)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return best, False
     cand = model.decode(solver)

@@ -19,6 +19,7 @@ least one), so `maxSize: 1e9` builds no more than a group that fits the pods.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -134,7 +135,7 @@ class Problem:
         shapes = {self.classes[c].shape for c in self.gangs[gid].classes}
         if not any(self.shapes[s].topology_keys for s in shapes):
             return [None]
-        return sorted(frozenset().union(*(self.arrays.shape_domains[s] for s in shapes)))
+        return [*sorted(frozenset().union(*(self.arrays.shape_domains[s] for s in shapes)))]
 
 
 def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
@@ -146,16 +147,38 @@ def _referenced_label_keys(shapes: list[Shape]) -> set[str]:
 
 
 def build_problem(snap: ClusterSnapshot) -> Problem:
-    gangs_in, book = pin_gangs(
-        snap
-    )  # carriers of zone spread pinned to their dealt domains (spread.py)
+    """The snapshot as the solvers' problem: pods aggregated into shapes and per-gang classes, bins by kind."""
+    # carriers of zone spread pinned to their dealt domains (spread.py)
+    gangs_in, book = pin_gangs(snap)
     # per-node pod rules (anti-affinity, spread, hostPort) as pseudo-resources: see fit.node_limits
     limits = node_limits((p for g in gangs_in for p in g.pending), snap.bound)
     resources = sorted(
         {PODS} | {r for g in gangs_in for p in g.pending for r in p.requests} | set(limits.caps)
     )
     vec = vectorizer(resources)
+    shapes, classes, gangs = _aggregate(gangs_in, vec, limits)
+    kinds = _bin_kinds(snap, shapes, vec, limits)
+    compat, fit_count = _compat(shapes, kinds, len(resources))
+    kinds = _cap_headroom(kinds, compat, classes)
+    compat_t = tuple(tuple(ks) for ks in compat)
+    return Problem(
+        tuple(resources),
+        tuple(shapes),
+        tuple(classes),
+        tuple(gangs),
+        tuple(kinds),
+        compat_t,
+        fit_count,
+        _arrays(resources, shapes, kinds, compat_t),
+        book,
+    )
 
+
+def _aggregate(
+    gangs_in: list[Gang], vec: Callable[[Mapping[str, int]], tuple[int, ...]], limits: NodeLimits
+) -> tuple[list[Shape], list[PodClass], list[GangInfo]]:
+    """Pending pods grouped into shapes (requests with per-node limits, placement, topology keys), each gang's
+    pods of one shape into a class (highest priority, then oldest, first), and each gang's quorum need."""
     shapes: list[Shape] = []
     shape_ids: dict[tuple, int] = {}
     classes: list[PodClass] = []
@@ -190,22 +213,7 @@ def build_problem(snap: ClusterSnapshot) -> Problem:
                 len(g.pending),
             )
         )
-
-    kinds = _bin_kinds(snap, shapes, vec, limits)
-    compat, fit_count = _compat(shapes, kinds, len(resources))
-    kinds = _cap_headroom(kinds, compat, classes)
-    compat_t = tuple(tuple(ks) for ks in compat)
-    return Problem(
-        tuple(resources),
-        tuple(shapes),
-        tuple(classes),
-        tuple(gangs),
-        tuple(kinds),
-        compat_t,
-        fit_count,
-        _arrays(resources, shapes, kinds, compat_t),
-        book,
-    )
+    return shapes, classes, gangs
 
 
 def _compat(
@@ -243,7 +251,9 @@ def _compat(
             else np.zeros(0, dtype=np.int64)
         )
         compat.append(kids.tolist())
-        fit_count.update(zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist()))
+        fit_count.update(
+            zip(((s.sid, kid) for kid in compat[-1]), fits[kids].tolist(), strict=True)
+        )
     return compat, fit_count
 
 
@@ -268,7 +278,7 @@ def _arrays(
         for keys in {s.topology_keys for s in shapes if s.topology_keys}
     }
     shape_domains = tuple(
-        frozenset(_domain(s, kinds[kid]) for kid in compat[s.sid])
+        frozenset(_labels_at(kinds[kid], s.topology_keys) for kid in compat[s.sid])
         if s.topology_keys
         else frozenset()
         for s in shapes
@@ -300,7 +310,12 @@ def _sizes(req: np.ndarray, caps: np.ndarray, compat: tuple[tuple[int, ...], ...
 
 def _domain(shape: Shape, kind: BinKind) -> tuple[str, ...] | None:
     keys = shape.topology_keys
-    return tuple(kind.labels[k] for k in keys) if keys else None
+    return _labels_at(kind, keys) if keys else None
+
+
+def _labels_at(kind: BinKind, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The kind's values of these label keys: its topology domain (a compatible kind has every key)."""
+    return tuple(kind.labels[k] for k in keys)
 
 
 def _domain_ids(
@@ -309,8 +324,8 @@ def _domain_ids(
     """Per kind, the id of its domain for these keys (-1: it lacks a key): one pass over kinds."""
     seen: dict[tuple[str, ...], int] = {}
     ids = [
-        seen.setdefault(d, len(seen))
-        if None not in (d := tuple(k.labels.get(key) for key in keys))
+        seen.setdefault(_labels_at(k, keys), len(seen))
+        if all(key in k.labels for key in keys)
         else -1
         for k in kinds
     ]
@@ -358,7 +373,7 @@ def _bin_kinds(
             )
         else:  # no per-node rule: the same tuple, each entry clamped at 0 after the vector is taken
             free = tuple([x if x > 0 else 0 for x in vec(n.free)])
-        if least is not None and not all(f >= m for f, m in zip(free, least)):
+        if least is not None and not all(f >= m for f, m in zip(free, least, strict=False)):
             continue  # not even the smallest pod fits: skip the node entirely
         labels = {k: v for k, v in n.labels.items() if k in relevant}
         sig = (free, tuple(sorted(labels.items())), n.taints, n.node_group)

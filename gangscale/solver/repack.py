@@ -25,7 +25,7 @@ from .colgen import Candidate, pattern_candidates
 from .greedy import Assignment, _assignment, _place_gang, _State
 from .problem import MICRO, Problem, memory_per_cpu_octaves
 
-Key = tuple[int, object]  # (shape, topology domain or None)
+Key = tuple[int, tuple[str, ...] | None]  # (shape, topology domain or None)
 
 
 FILLS = (
