@@ -37,7 +37,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/parse.py _ingest_pod",
     "gangscale/planner.py solve_plan",
     "gangscale/realize.py _settle",
-    "gangscale/scheduling/simulate.py _why",
     "gangscale/snapshot.py build_snapshot",
     "gangscale/solver/greedy.py greedy",
     "gangscale/solver/problem.py build_problem",

@@ -23,7 +23,8 @@ from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, 
 from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
 from gangscale.scheduling.config import Profile
 from gangscale.scheduling.queue import QUEUE_SORTS
-from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
+from gangscale.scheduling.cluster import Cluster
+from gangscale.scheduling.shapes import best, new_shape, sync
 
 from .helpers import GPU, gang, lone, mkpod, node
 
@@ -220,17 +221,17 @@ def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catc
     # Shape A (2 cores) last looked when 3-core pods filled nodes 0..79 and 200..279: it did not fit there. Then
     # `freed` of those pods leave (nodes 0..), tiny pods land on `filled` full nodes (200..: still no room for A) and
     # `churn` tiny pods come and go elsewhere. A's sync skips the nodes it did not fit unless a pod left them; the
-    # freed ones must fit again, whichever branch of `_sync` runs. Independent check: the shape built afresh.
+    # freed ones must fit again, whichever branch of `sync` runs. Independent check: the shape built afresh.
     nodes = [node(f"n{i}", 4000, 16) for i in range(500)]
     a, b, t = mkpod("a", 2000, 2), mkpod("b", 3000, 2), mkpod("t", 10, 0)
-    c = _Cluster(nodes, (a, b, t), ())
+    c = Cluster(nodes, (a, b, t), ())
     prof = Profile()
-    shape = _new_shape(c, a, prof)
+    shape = new_shape(c, a, prof)
     big = [replace(b, name=f"b-{j}") for j in range(160)]
     full = list(range(80)) + list(range(200, 280))
     for p, j in zip(big, full):
         c.place(j, p)
-    _sync(c, shape)
+    sync(c, shape)
     assert not shape.feas[0] and not shape.feas[200] and shape.feas[100]
     for i in range(churn):
         c.place(100 + i % 50, t)
@@ -239,12 +240,12 @@ def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catc
         c.remove(j, big[j])
     for j in range(200, 200 + filled):
         c.place(j, replace(t, name=f"t-{j}"))
-    _sync(c, shape)
-    again = _new_shape(c, a, prof)
+    sync(c, shape)
+    again = new_shape(c, a, prof)
     assert shape.feas.tolist() == again.feas.tolist() == shape.feas_l
     assert shape.feas[:freed].all() and not shape.feas[freed:80].any()
     assert shape.base[shape.feas].tolist() == again.base[again.feas].tolist()
-    assert _best(shape) == _best(again)
+    assert best(shape) == best(again)
 
 
 def _counting_runs(monkeypatch) -> list[int]:
