@@ -7,24 +7,33 @@ clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-
 DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods and zone-spread
 gangs (minDomains, both inclusion policies, bound matching pods), >100 nodes so percentageOfNodesToScore's window
 and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
-every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
+every seed's placement, outcomes, reasons, empty nodes and profiles must be identical. The same holds on the
+benchmark generator's backlogs (benchmarks/generate.py, the quick suite under other seeds) with new nodes of every
+node group. test_scorer.py checks the fast path's scalar scorer node by node.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.generate import build_objects
+from benchmarks.suite import QUICK
+from gangscale.catalog import parse_catalog
+from gangscale.ingest import ingest
 from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD,
                              DomainSpread, Gang, LabelSelector, PodRules, PodTerm, Taint)
-from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
+from gangscale.scheduling import (SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate, simulate_iter,
+                                  simulate_seeds, strategy_config)
 from gangscale.scheduling.config import Profile
 from gangscale.scheduling.queue import QUEUE_SORTS
 from gangscale.scheduling.cluster import Cluster
 from gangscale.scheduling.shapes import best, new_shape, sync
+from gangscale.snapshot import build_snapshot
 
 from .helpers import GPU, gang, lone, mkpod, node
 
@@ -116,6 +125,34 @@ def test_the_fast_path_places_every_pod_where_the_per_pod_reference_does_under_e
     fast = simulate_seeds(nodes, gangs, (0, 1, 2), bound=bound, config=config)
     for seed, got in zip((0, 1, 2), fast):
         _same(got, simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False))
+
+
+def _benchmark_cluster(name: str, seed: int):
+    """A quick-suite backlog (benchmarks/generate.py) under another seed, with 1-10 new nodes of every node group
+    (DaemonSet pods bound first on them, as a plan's nodes get them): nodes, gangs, bound pods."""
+    spec = replace(next(c.spec for c in QUICK if c.spec.name == name), seed=seed)
+    objects, catalog, _ = build_objects(spec)
+    snap = build_snapshot(ingest(objects), parse_catalog(catalog)[0])
+    rng = random.Random(f"{name}/{seed}")
+    names = [g.name for g in snap.groups for _ in range(rng.randint(1, 10))]
+    daemons = {n: d.pods for n, d in snap.daemons.items()}
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, names, daemons)
+    return nodes, snap.solvable, snap.bound
+
+
+@pytest.mark.parametrize("name", [c.spec.name for c in QUICK])
+def test_the_fast_path_places_a_generated_backlog_where_the_reference_does_under_both_strategies(name):
+    # The benchmark's own generator (GPU and CPU families, every gang API, elastic gangs, busy existing nodes with
+    # bound pods and DaemonSets), seeds 1 and 2 of each quick backlog: every seed's run of the fast path must
+    # bind the same pods to the same nodes, with the same outcomes and reasons, as the per-pod reference.
+    for backlog_seed in (1, 2):
+        nodes, gangs, bound = _benchmark_cluster(name, backlog_seed)
+        for strategy in ("LeastAllocated", "MostAllocated"):
+            config = strategy_config(strategy)
+            fast = simulate_seeds(nodes, gangs, (0, 1, 2), bound=bound, config=config)
+            for seed, got in zip((0, 1, 2), fast, strict=True):
+                want = simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False)
+                _same(got, want)
 
 
 def test_a_gang_of_identical_pods_over_many_tied_nodes_lands_as_in_the_reference():
