@@ -38,25 +38,22 @@ class Cluster:
         self.res = columns(self.nodes, self.pod_res)
         self.ri = {r: i for i, r in enumerate(self.res)}
         N, R = len(self.nodes), len(self.res)
-        self.alloc_rows: list[list[int]] = [
-            [0] * R for _ in self.nodes
-        ]  # filled as rows, then one array
+        # filled as rows, then one array
+        self.alloc_rows: list[list[int]] = [[0] * R for _ in self.nodes]
         for row, n in zip(self.alloc_rows, self.nodes, strict=True):
             for r, v in n.allocatable.items():
                 row[self.ri[r]] = v
         self.alloc = np.array(self.alloc_rows, dtype=np.int64).reshape(N, R)
         self.index = {n.name: j for j, n in enumerate(self.nodes)}
         self.all = np.arange(N)
-        self._compat: dict[
-            Placement, np.ndarray
-        ] = {}  # these three depend on the nodes only: shared by fresh()
+        # these three depend on the nodes only: shared by fresh()
+        self._compat: dict[Placement, np.ndarray] = {}
         self._prefer: dict[Placement, np.ndarray] = {}
         self._vecs: dict[tuple, np.ndarray] = {}
         self._domains: dict[tuple[str, ...], list[tuple[tuple[str, ...], np.ndarray]]] = {}
         self._no_prefer: np.ndarray | None = None
-        self._class_of: dict[
-            tuple, tuple[np.ndarray, list[int]]
-        ] = {}  # `_classes`: nodes only, shared by fresh()
+        # `_classes`: nodes only, shared by fresh()
+        self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}
         # id(pod) -> `_vecs_of(pod)` (`place`, `remove`), shared by fresh()
         self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], int, int, bool, bool]] = {}
         # id(pod) -> (pod, a number per (placement, requests)): `Engine._select_fast`'s shape key without hashing the
@@ -79,9 +76,8 @@ class Cluster:
         pods_on: list[list[Pod]] = [[] for _ in self.nodes]
         anti: Counter[int] = Counter()
         spread: list[tuple[Pod, int]] = []
-        alike: dict[
-            tuple, tuple[Pod, list[int]]
-        ] = {}  # pods by request set: one vector sum per set
+        # pods by request set: one vector sum per set
+        alike: dict[tuple, tuple[Pod, list[int]]] = {}
         for j, p in bound:
             key = tuple(p.requests.items())
             hit = alike.get(key)
@@ -110,21 +106,16 @@ class Cluster:
         self._stale: set[int] = set()
         self.pods_on: list[list[Pod]] = list(pods_on)
         self._owned: set[int] = set()  # nodes whose rows and pod list this run has copied (`_own`)
-        self.anti_nodes: Counter[int] = Counter(
-            anti
-        )  # nodes holding pods with required anti-affinity (symmetry)
-        self.spread_pods: list[tuple[Pod, int]] = list(
-            spread
-        )  # placed pods with DoNotSchedule spread, and their node
-        self.log: list[
-            int
-        ] = []  # every node a pod was placed on or removed since the bound state (shape caches sync from it)
-        self.removals = (
-            0  # pods taken off nodes so far: while it stands still, free capacity only shrinks
-        )
-        self.rlog: list[
-            int
-        ] = []  # the node of every removal, in order (`sync`: which nodes may fit a shape again)
+        # nodes holding pods with required anti-affinity (symmetry)
+        self.anti_nodes: Counter[int] = Counter(anti)
+        # placed pods with DoNotSchedule spread, and their node
+        self.spread_pods: list[tuple[Pod, int]] = list(spread)
+        # every node a pod was placed on or removed since the bound state (shape caches sync from it)
+        self.log: list[int] = []
+        # pods taken off nodes so far: while it stands still, free capacity only shrinks
+        self.removals = 0
+        # the node of every removal, in order (`sync`: which nodes may fit a shape again)
+        self.rlog: list[int] = []
 
     @property
     def used(self) -> np.ndarray:
@@ -216,9 +207,8 @@ class Cluster:
         """The pod's non-zero requests as (column, amount), `nonzero(pod)`, and whether it has DoNotSchedule spread /
         required anti-affinity (memoised per pod: `place`, `remove`)."""
         hit = self._pod_vecs.get(id(pod))
-        if (
-            hit is None or hit[0] is not pod
-        ):  # the entry holds the pod: its id is never reused while memoised
+        # the entry holds the pod: its id is never reused while memoised
+        if hit is None or hit[0] is not pod:
             req = [(i, x) for i, x in enumerate(self.vec(pod).tolist()) if x]
             hit = self._pod_vecs[id(pod)] = (
                 pod,
@@ -280,9 +270,8 @@ class Cluster:
     def shape_id(self, pod: Pod) -> int:
         """The number of the pod's (placement, requests) class, the same for every seed's run on these pods."""
         hit = self._shape_ids.get(id(pod))
-        if (
-            hit is None or hit[0] is not pod
-        ):  # the entry holds the pod: its id is never reused while memoised
+        # the entry holds the pod: its id is never reused while memoised
+        if hit is None or hit[0] is not pod:
             key = (pod.placement, tuple(pod.requests.items()))
             num = self._shape_nums.setdefault(key, len(self._shape_nums))
             hit = self._shape_ids[id(pod)] = (pod, num)

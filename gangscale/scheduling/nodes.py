@@ -72,9 +72,8 @@ def nodes_from_views(views: Iterable[NodeView], bound: Iterable[Pod] = ()) -> li
             for p in v.daemon_pods:
                 for k, x in p.requests.items():
                     u[k] = u.get(k, 0) + x
-        if (
-            u is None
-        ):  # no bound pod: the free capacity itself (the same keys and values as the general case)
+        # no bound pod: the free capacity itself (the same keys and values as the general case)
+        if u is None:
             alloc = {k: x if x > 0 else 0 for k, x in v.free.items()}
         else:
             alloc = {k: max(0, v.free.get(k, 0)) + u.get(k, 0) for k in set(v.free) | set(u)}

@@ -27,13 +27,14 @@ def gang_mode(g: Gang) -> str:
 
 @dataclass(slots=True, eq=False)
 class GangOutcome:
+    """One gang's outcome: started or not, the members bound, the members still needed, and why not."""
+
     key: GangKey
     started: bool
     placed: int  # members the scheduler binds
     need: int  # members still needed for quorum (minCount - bound); 1 for basic groups
-    why: str | Callable[[], str] = (
-        ""  # the reason, or how to word it (worded on first read: most are never read)
-    )
+    # the reason, or how to word it (worded on first read: most are never read)
+    why: str | Callable[[], str] = ""
 
     @property
     def reason(self) -> str:
@@ -54,6 +55,9 @@ class GangOutcome:
 
 @dataclass(slots=True)
 class SimResult:
+    """One seed's run: where each pod went (pod key -> node name), each gang's outcome, the arriving nodes no pod
+    lands on, the pods on each node, and the profiles used."""
+
     placement: dict[str, str]  # pod key -> node name
     outcomes: dict[GangKey, GangOutcome]
     empty_nodes: list[str]  # upcoming and new nodes no pod lands on

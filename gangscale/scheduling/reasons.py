@@ -130,9 +130,8 @@ def sim_result(
     """The run's result: where each committed pod went, each gang's outcome (its reason worded on first read),
     the arriving nodes left empty, and the profiles used."""
     empty = {j for j, n in enumerate(c.nodes) if n.kind != "existing" and holds_none(c, j)}
-    owners: list[
-        list[list[int]]
-    ] = []  # built on the first reason asked for; the run's state no longer changes
+    # built on the first reason asked for; the run's state no longer changes
+    owners: list[list[list[int]]] = []
 
     def why(gi: int, pod: Pod) -> Callable[[], str]:
         def word() -> str:

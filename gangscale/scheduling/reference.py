@@ -59,10 +59,8 @@ def pod_rules_ok(c: Cluster, pod: Pod, mask: np.ndarray, eligible: np.ndarray) -
         ok &= counts + int(term_matches(term, pod)) - low <= skew
     if rules.domain_spread:  # zones and other keys (topology.py)
         ok &= domain_spread_ok(c.nodes, c.pods_on, pod)
-    for (
-        q,
-        jq,
-    ) in c.spread_pods:  # the final state keeps placed pods' spread too (see docs/scheduling.md)
+    # the final state keeps placed pods' spread too (see docs/scheduling.md)
+    for q, jq in c.spread_pods:
         if q.rules.domain_spread:
             keep_placed(c.nodes, c.pods_on, q, jq, pod, ok)
         if ok[jq] and mask[jq] and _breaks_spread(c, q, jq, pod):

@@ -26,14 +26,15 @@ from .score_arrays import base_scores, fit_scores
 from .scorer import Scorer, Terms, scorer
 from .scores import MAX_NODE_SCORE, is_scalar
 
-FULL_REFRESH = 64  # nodes to re-check (changed, and feasible or allowed by the filters) past which a shape's arrays are
-# recomputed in numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python,
-# a numpy pass ~80 us plus ~0.15 us a node and the best nodes' recount
+# nodes to re-check (changed, and feasible or allowed by the filters) past which a shape's arrays are recomputed in
+# numpy over those nodes rather than node by node in Python: a feasible node costs ~1.5 us in Python, a numpy pass
+# ~80 us plus ~0.15 us a node and the best nodes' recount
+FULL_REFRESH = 64
 _NO_SCORE = np.iinfo(np.int64).min  # below any base score: `best` sets the infeasible nodes to it
-MANY_CHANGES = 400  # log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
-FEW_NODES = (
-    8  # a shape the filters allow on this few nodes is computed node by node, never over every node
-)
+# log entries past which a shape's catch-up marks the changed nodes in numpy rather than a set
+MANY_CHANGES = 400
+# a shape the filters allow on this few nodes is computed node by node, never over every node
+FEW_NODES = 8
 
 
 @dataclass(slots=True)
@@ -41,49 +42,40 @@ class Shape:
     """One (profile, placement, requests) class: every node's feasibility and base score, current up to `cursor`.
 
     A placement changes one node, so pods of a shape seen before re-check only the nodes in the cluster's
-    change log since then. The scalar re-check below is the per-node form of `fit_scores` /
-    `_balanced_scores` (same integer and float operations, so the same numbers; tests/scheduling/
-    test_fastpath.py compares the two paths on random clusters)."""
+    change log since then, with the shape's scalar scorer (scorer.py: the per-node form of
+    `score_arrays.base_scores`, the same numbers)."""
 
     pod: Pod
     prof: Profile
     feas: np.ndarray  # bool per node: the filters pass
     base: np.ndarray  # int64 per node: `base_scores` (valid where feas)
     compat: np.ndarray
-    crows: (
-        np.ndarray
-    )  # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
+    # the nodes `compat` allows: the only ones whose `feas` and `base` are ever computed
+    crows: np.ndarray
     need: list[tuple[int, int]]  # (resource index, request) NodeResourcesFit checks
-    fit: list[
-        tuple[int, int, int, int]
-    ]  # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
+    # (resource index, weight, source 0 cpu-nz / 1 mem-nz / 2 used, added)
+    fit: list[tuple[int, int, int, int]]
     bal: list[tuple[int, int]]  # (resource index, request) BalancedAllocation averages
     wfit: int
     wbal: int
     cursor: int
-    failed_at: int = (
-        -1
-    )  # the cluster's `removals` when no node passed the filters (monotone until a removal)
-    prefer: np.ndarray | None = (
-        None  # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
-    )
+    # the cluster's `removals` when no node passed the filters (monotone until a removal)
+    failed_at: int = -1
+    # PreferNoSchedule taints not tolerated per node, when TaintToleration weighs any
+    prefer: np.ndarray | None = None
     wtaint: int = 0
     score: Scorer | None = None  # `scorer.scorer` of the shape's terms
-    rows: list[int] | None = (
-        None  # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
-    )
+    # at most FEW_NODES nodes pass the filters: checked one by one, no arrays kept
+    rows: list[int] | None = None
     # the feasible nodes in node order, as a Python list (the window's bisections and reads are list operations, not
     # numpy calls): `_recheck` inserts and deletes the nodes whose verdict flips; None after a numpy refresh flipped any
     idx: list[int] | None = None
-    idx_a: np.ndarray | None = (
-        None  # `idx` as an array (a window that is scored), dropped whenever `idx` changes
-    )
-    compat_l: list[bool] = field(
-        default_factory=list
-    )  # `compat` and `feas` as Python lists: `_recheck` reads them
-    feas_l: list[bool] = field(
-        default_factory=list
-    )  # node by node, and a list item is cheaper than a numpy one
+    # `idx` as an array (a window that is scored), dropped whenever `idx` changes
+    idx_a: np.ndarray | None = None
+    # `compat` and `feas` as Python lists: `_recheck` reads them node by node, and a list item is cheaper than a
+    # numpy one
+    compat_l: list[bool] = field(default_factory=list)
+    feas_l: list[bool] = field(default_factory=list)
     # the best base score over the feasible nodes and the nodes that have it, in node order (`tops_ok`: current;
     # `_recheck` keeps them so node by node, a numpy refresh leaves them to `best` to recompute)
     top: int = 0
@@ -94,6 +86,7 @@ class Shape:
 
 
 def new_shape(c: Cluster, pod: Pod, prof: Profile) -> Shape:
+    """The pod's shape under `prof`, its verdicts and base scores computed on every node its filters allow."""
     req = c.vec(pod)
     nzc, nzm = c.nonzero(pod)
     fit = []
@@ -162,9 +155,8 @@ def _rows_state(c: Cluster, st: Shape, rows: np.ndarray) -> tuple[np.ndarray, np
         feas = ((c.alloc[at] - c.used[at]) >= req[cols]).all(axis=1)
     else:
         feas = np.ones(len(rows), dtype=bool)
-    if (
-        len(st.bal) == 2 and st.wbal
-    ):  # the default (cpu, memory): the two-resource formula without NaN reductions
+    # the default (cpu, memory): the two-resource formula without NaN reductions
+    if len(st.bal) == 2 and st.wbal:
         base = fit_scores(c, rows, st.pod, req, st.prof) * st.wfit if st.wfit else 0
         return feas, base + st.wbal * balanced_pair(c, st.bal, rows)
     return feas, base_scores(c, rows, st.pod, st.prof)
@@ -176,13 +168,11 @@ class _Cols:
     resource columns, requests and weights of `Shape.need` / `fit` / `bal`, so a refresh gathers each source once
     and works on (nodes x resources) arrays, a few numpy calls whatever the number of resources."""
 
-    need: (
-        np.ndarray | None
-    )  # per resource column: the request NodeResourcesFit checks, _ANY where it checks none
+    # per resource column: the request NodeResourcesFit checks, _ANY where it checks none
+    need: np.ndarray | None
     fcols: np.ndarray  # `fit`'s resource columns
-    qcols: (
-        np.ndarray
-    )  # where `fit`'s requested amount comes from: nz columns 0-1, then `used` columns from 2 on
+    # where `fit`'s requested amount comes from: nz columns 0-1, then `used` columns from 2 on
+    qcols: np.ndarray
     adds: np.ndarray
     weights: np.ndarray
     from_used: bool  # some `fit` column reads `used` (a scalar resource): the source is nz and used side by side
@@ -272,20 +262,17 @@ def sync(c: Cluster, st: Shape) -> None:
     n = len(c.log)
     if st.cursor == n or st.rows is not None:
         return
-    freed = (
-        set(c.rlog[st.rcursor :]) if st.rcursor < len(c.rlog) else None
-    )  # nodes a pod left since the last sync
-    if (
-        n - st.cursor == 1
-    ):  # the common case: one placement since the shape's last pod (a gang's next member)
+    # nodes a pod left since the last sync
+    freed = set(c.rlog[st.rcursor :]) if st.rcursor < len(c.rlog) else None
+    # the common case: one placement since the shape's last pod (a gang's next member)
+    if n - st.cursor == 1:
         _recheck(c, st, (c.log[-1],), freed)
     elif n - st.cursor > len(c.nodes):
         if st.idx_a is None:
             st.idx_a = np.flatnonzero(st.feas)
         _refresh_rows(c, st, _with_freed(st, st.idx_a, freed))
-    elif (
-        n - st.cursor > MANY_CHANGES
-    ):  # the changed nodes as a mask: cheaper than a set of that many
+    # the changed nodes as a mask: cheaper than a set of that many
+    elif n - st.cursor > MANY_CHANGES:
         changed = np.zeros(len(c.nodes), dtype=bool)
         changed[c.log[st.cursor :]] = True
         _catch_up(c, st, _with_freed(st, np.flatnonzero(changed & st.feas), freed), freed)
@@ -336,9 +323,8 @@ def window_ties(st: Shape, ia: np.ndarray, start: int, m: int, k: int, p: int) -
     else:
         win = ia  # in node order; the ties are rotated to start at `start` below, as the scan meets them
     scores = st.base[win]
-    if (
-        st.prefer is not None
-    ):  # TaintToleration, normalised over the window (the same for every node without)
+    # TaintToleration, normalised over the window (the same for every node without)
+    if st.prefer is not None:
         counts = st.prefer[win]
         top = int(counts.max())
         if top:
@@ -398,18 +384,16 @@ def _recheck(c: Cluster, st: Shape, dirty: Iterable[int], freed: set[int] | None
         if ok != feas_l[j]:
             feas_l[j] = feas[j] = ok
             st.idx_a = None
-            if (
-                idx is not None
-            ):  # the node joins or leaves the feasible list at its place in node order
+            # the node joins or leaves the feasible list at its place in node order
+            if idx is not None:
                 if ok:
                     idx.insert(bisect.bisect_left(idx, j), j)
                 else:
                     del idx[bisect.bisect_left(idx, j)]
         if ok:
             base[j] = s = score(a, u, nzrows[j])
-        if (
-            tops is not None
-        ):  # the node leaves the best set, then rejoins it, or starts a new one, by its score
+        # the node leaves the best set, then rejoins it, or starts a new one, by its score
+        if tops is not None:
             k = bisect.bisect_left(tops, j)
             if k < len(tops) and tops[k] == j:
                 del tops[k]

@@ -139,15 +139,13 @@ class _Run:
     cluster: Cluster
     eng: Engine
     where: dict[str, int] = field(default_factory=dict)  # committed pod key -> node index
-    placed: set[int] = field(
-        default_factory=set
-    )  # id() of the pods in `where` (the gangs hold them: ids stay theirs)
+    # id() of the pods in `where` (the gangs hold them: ids stay theirs)
+    placed: set[int] = field(default_factory=set)
     started: set[int] = field(default_factory=set)
     failed: dict[int, Pod] = field(default_factory=dict)
     committed: list[int] = field(default_factory=list)
-    members: dict[int, list[Pod]] = field(
-        default_factory=dict
-    )  # a group entry's pods in queue order (`_queue`'s memo)
+    # a group entry's pods in queue order (`_queue`'s memo)
+    members: dict[int, list[Pod]] = field(default_factory=dict)
 
     def need(self, gi: int) -> int:
         g = self.gangs[gi]
@@ -329,9 +327,8 @@ def _run(
     for _ in range(max_passes):
         before = len(run.where)
         assumed: dict[int, list[tuple[Pod, int]]] = {}
-        retry: list[
-            Entry
-        ] = []  # re-queued in the order they failed (the queue timestamp is the re-queue time)
+        # re-queued in the order they failed (the queue timestamp is the re-queue time)
+        retry: list[Entry] = []
         for e in entries:
             _schedule_entry(run, e, assumed, retry)
         rolled = _permit_timeout(run, assumed, entries, retry)
@@ -457,9 +454,8 @@ def _requeue(run: _Run, retry: list[Entry]) -> list[Entry]:
     """The next pass's queue: each failed entry once, priority first, then re-queue order (stable sort)."""
     seen: set[int] = set()
     entries = []
-    for (
-        e
-    ) in retry:  # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
+    # a pod failing twice in a pass (never) or a rolled-back one that also failed: once
+    for e in retry:
         if id(e) not in seen and (e.pod is None or e.pod.key not in run.where):
             seen.add(id(e))
             entries.append(e)
