@@ -56,7 +56,7 @@ class Cluster:
         self._class_of: dict[tuple, tuple[np.ndarray, list[int]]] = {}
         # id(pod) -> `_vecs_of(pod)` (`place`, `remove`), shared by fresh()
         self._pod_vecs: dict[int, tuple[Pod, list[tuple[int, int]], int, int, bool, bool]] = {}
-        # id(pod) -> (pod, a number per (placement, requests)): `Engine._select_fast`'s shape key without hashing the
+        # id(pod) -> (pod, a number per (placement, requests)): `fastpath._shape_of`'s shape key without hashing the
         # placement again in every seed's run (pods only: shared by fresh() and subset())
         self._shape_ids: dict[int, tuple[Pod, int]] = {}
         self._shape_nums: dict[tuple, int] = {}

@@ -223,7 +223,7 @@ def simulate_iter(
     in the same order (the same objects, the same resource columns), the cluster is cut from the last one's
     (`Cluster.subset`) rather than built again. The same results as without it.
 
-    The seed only breaks ties (`Engine._pick`, a topology placement's best domains): when the first seed's run met
+    The seed only breaks ties (`Engine.pick`, a topology placement's best domains): when the first seed's run met
     none, every seed makes the same choices in the same order, so the others get a copy of its result unrun."""
     config = config or default_config()
     gangs = list(gangs)
