@@ -2,9 +2,8 @@
 
 The reference scores candidates with numpy (score_arrays.py `base_scores`); the fast path re-scores
 the one or few nodes a placement changed (shapes.py `_recheck`), where one numpy call per node costs
-~80 us against ~1 us for this closure, and a target-10k model run makes ~17,000 such calls. So the
-score has two definitions, the vector one and this scalar one, and one scalar one for every
-strategy and balance. Invariant: for every shape and node, `scorer(terms)` returns exactly what
+~80 us against ~1 us for this closure, and a model run makes about one such call per pod. So the
+score has two definitions, the vector one and this scalar one (one for every strategy and balance). Invariant: for every shape and node, `scorer(terms)` returns exactly what
 `base_scores` returns for that node (the same integer divisions, the same float64 steps for the
 balance); tests/scheduling/test_scorer.py checks it on random clusters under every strategy, and the
 differential test (test_fastpath.py) checks whole runs.
@@ -37,8 +36,9 @@ class Terms:
 
 
 def scorer(terms: Terms) -> Scorer:
-    """The shape's scorer: one definition for every strategy, its constants bound once per shape (a closure reads
-    locals, not attributes: the generic per-call form costs ~10% of a model run on target-10k, CPU time)."""
+    """The shape's scorer: one definition for every strategy, its constants bound once per shape (the closure reads
+    locals where a per-call form would read the shape's attributes and branch on the strategy by name, on every
+    re-checked node)."""
     fit, wfit, bal = terms.fit, terms.wfit, terms.bal
     strategy, curve = terms.prof.strategy, terms.prof.shape
     least, most = strategy == "LeastAllocated", strategy == "MostAllocated"
