@@ -3,9 +3,11 @@
 The reference scores candidates with numpy (score_arrays.py `base_scores`); the fast path re-scores
 the one or few nodes a placement changed (shapes.py `_recheck`), where one numpy call per node costs
 ~80 us against ~1 us for this closure, and a model run makes about one such call per pod. So the
-score has two definitions, the vector one and this scalar one (one for every strategy and balance). Invariant: for every shape and node, `scorer(terms)` returns exactly what
-`base_scores` returns for that node (the same integer divisions, the same float64 steps for the
-balance); tests/scheduling/test_scorer.py checks it on random clusters under every strategy, and the
+score has two definitions, the vector one and this scalar one (one for every strategy and balance).
+
+Invariant: for every shape and node, `scorer(terms)` returns exactly what `base_scores` returns for
+that node (the same integer divisions, the same float64 steps for the balance);
+tests/scheduling/test_scorer.py checks it on random clusters under every strategy, and the
 differential test (test_fastpath.py) checks whole runs.
 """
 
