@@ -25,7 +25,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/planner.py solve_plan",
-    "gangscale/scheduling/simulate.py _why",
     "gangscale/solver/greedy.py greedy",
     "gangscale/webhook/command.py add_webhook_command",
 }

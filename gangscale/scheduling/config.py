@@ -268,7 +268,7 @@ def _profile(i: int, p: _Profile, top_pct: int | None) -> Profile:
                             (s.utilization, s.score * 10)
                             for s in st.requested_to_capacity_ratio.shape
                         ]
-                        if any(b[0] <= a[0] for a, b in zip(pts, pts[1:])):
+                        if any(b[0] <= a[0] for a, b in zip(pts, pts[1:], strict=False)):
                             raise SchedulerConfigError(
                                 f"{where}.scoringStrategy.requestedToCapacityRatio.shape: "
                                 "utilization must increase from point to point"

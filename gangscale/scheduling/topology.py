@@ -48,7 +48,7 @@ def tally(
     keys = spread_keys(owner)
     counts: dict[str, int] = {}
     counted = []
-    for n, pods in zip(nodes, pods_on):
+    for n, pods in zip(nodes, pods_on, strict=True):
         ok = _counted(s, owner.placement, keys, n)
         counted.append(ok)
         if ok:

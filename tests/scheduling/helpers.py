@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Literal
 
 from gangscale.model import API_NONE, API_PODGROUP_V1ALPHA2, Gang, Placement, Pod, Taint, Toleration
 from gangscale.scheduling import SimNode
@@ -34,7 +35,7 @@ def mkpod(name: str, cpu: int, mem_gi: int, gpu: int = 0, *, ns: str = "team-a",
 
 def gang(name: str, pods: list[Pod], *, min_count: int | None = None, api: str = API_PODGROUP_V1ALPHA2,
          created: str = "2025-01-01T00:00:00Z", ns: str = "team-a") -> Gang:
-    policy = "gang" if min_count is not None else "basic"
+    policy: Literal["gang", "basic"] = "gang" if min_count is not None else "basic"
     members = tuple(replace(p, group_key=(ns, name), group_api=api) for p in pods)
     return Gang(ns, name, api, policy, min_count or 1, None, pending=members, created=created)
 

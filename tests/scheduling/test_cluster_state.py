@@ -1,4 +1,4 @@
-"""What the scheduler model keeps per cluster and reuses across seed runs (`_Cluster`): the bound pods' state, summed
+"""What the scheduler model keeps per cluster and reuses across seed runs (`Cluster`): the bound pods' state, summed
 once and copied into every seed run, and each filter's verdict per class of nodes alike on what it reads. A
 reused state that went stale, or two nodes wrongly counted alike, would change a placement: these tests see it."""
 

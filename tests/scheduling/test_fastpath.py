@@ -7,23 +7,33 @@ clusters (GPU and CPU groups, taints incl. PreferNoSchedule, cordoned and bound-
 DaemonSet pods bound first on arriving nodes, every gang API, selectors, a few anti-affinity pods and zone-spread
 gangs (minDomains, both inclusion policies, bound matching pods), >100 nodes so percentageOfNodesToScore's window
 and the rotating start matter) and under LeastAllocated, MostAllocated and RequestedToCapacityRatio,
-every seed's placement, outcomes, reasons, empty nodes and profiles must be identical.
+every seed's placement, outcomes, reasons, empty nodes and profiles must be identical. The same holds on the
+benchmark generator's backlogs (benchmarks/generate.py, the quick suite under other seeds) with new nodes of every
+node group. test_scorer.py checks the fast path's scalar scorer node by node.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.generate import build_objects
+from benchmarks.suite import QUICK
+from gangscale.catalog import parse_catalog
+from gangscale.ingest import ingest
 from gangscale.model import (API_COSCHEDULING, API_NONE, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD,
                              DomainSpread, Gang, LabelSelector, PodRules, PodTerm, Taint)
-from gangscale.scheduling import SchedulerConfig, SimResult, simulate, simulate_iter, simulate_seeds
+from gangscale.scheduling import (SchedulerConfig, SimResult, nodes_from_views, planned_nodes, simulate, simulate_iter,
+                                  simulate_seeds, strategy_config)
 from gangscale.scheduling.config import Profile
 from gangscale.scheduling.queue import QUEUE_SORTS
-from gangscale.scheduling.simulate import _best, _Cluster, _new_shape, _sync
+from gangscale.scheduling.cluster import Cluster
+from gangscale.scheduling.shapes import best, new_shape, sync
+from gangscale.snapshot import build_snapshot
 
 from .helpers import GPU, gang, lone, mkpod, node
 
@@ -115,6 +125,34 @@ def test_the_fast_path_places_every_pod_where_the_per_pod_reference_does_under_e
     fast = simulate_seeds(nodes, gangs, (0, 1, 2), bound=bound, config=config)
     for seed, got in zip((0, 1, 2), fast):
         _same(got, simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False))
+
+
+def _benchmark_cluster(name: str, seed: int):
+    """A quick-suite backlog (benchmarks/generate.py) under another seed, with 1-10 new nodes of every node group
+    (DaemonSet pods bound first on them, as a plan's nodes get them): nodes, gangs, bound pods."""
+    spec = replace(next(c.spec for c in QUICK if c.spec.name == name), seed=seed)
+    objects, catalog, _ = build_objects(spec)
+    snap = build_snapshot(ingest(objects), parse_catalog(catalog)[0])
+    rng = random.Random(f"{name}/{seed}")
+    names = [g.name for g in snap.groups for _ in range(rng.randint(1, 10))]
+    daemons = {n: d.pods for n, d in snap.daemons.items()}
+    nodes = nodes_from_views(snap.nodes, snap.bound) + planned_nodes(snap.groups, names, daemons)
+    return nodes, snap.solvable, snap.bound
+
+
+@pytest.mark.parametrize("name", [c.spec.name for c in QUICK])
+def test_the_fast_path_places_a_generated_backlog_where_the_reference_does_under_both_strategies(name):
+    # The benchmark's own generator (GPU and CPU families, every gang API, elastic gangs, busy existing nodes with
+    # bound pods and DaemonSets), seeds 1 and 2 of each quick backlog: every seed's run of the fast path must
+    # bind the same pods to the same nodes, with the same outcomes and reasons, as the per-pod reference.
+    for backlog_seed in (1, 2):
+        nodes, gangs, bound = _benchmark_cluster(name, backlog_seed)
+        for strategy in ("LeastAllocated", "MostAllocated"):
+            config = strategy_config(strategy)
+            fast = simulate_seeds(nodes, gangs, (0, 1, 2), bound=bound, config=config)
+            for seed, got in zip((0, 1, 2), fast, strict=True):
+                want = simulate(nodes, gangs, bound=bound, config=config, seed=seed, fast=False)
+                _same(got, want)
 
 
 def test_a_gang_of_identical_pods_over_many_tied_nodes_lands_as_in_the_reference():
@@ -220,17 +258,17 @@ def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catc
     # Shape A (2 cores) last looked when 3-core pods filled nodes 0..79 and 200..279: it did not fit there. Then
     # `freed` of those pods leave (nodes 0..), tiny pods land on `filled` full nodes (200..: still no room for A) and
     # `churn` tiny pods come and go elsewhere. A's sync skips the nodes it did not fit unless a pod left them; the
-    # freed ones must fit again, whichever branch of `_sync` runs. Independent check: the shape built afresh.
+    # freed ones must fit again, whichever branch of `sync` runs. Independent check: the shape built afresh.
     nodes = [node(f"n{i}", 4000, 16) for i in range(500)]
     a, b, t = mkpod("a", 2000, 2), mkpod("b", 3000, 2), mkpod("t", 10, 0)
-    c = _Cluster(nodes, (a, b, t), ())
+    c = Cluster(nodes, (a, b, t), ())
     prof = Profile()
-    shape = _new_shape(c, a, prof)
+    shape = new_shape(c, a, prof)
     big = [replace(b, name=f"b-{j}") for j in range(160)]
     full = list(range(80)) + list(range(200, 280))
     for p, j in zip(big, full):
         c.place(j, p)
-    _sync(c, shape)
+    sync(c, shape)
     assert not shape.feas[0] and not shape.feas[200] and shape.feas[100]
     for i in range(churn):
         c.place(100 + i % 50, t)
@@ -239,12 +277,12 @@ def test_a_shape_sees_nodes_fit_again_once_pods_leave_them_whichever_way_it_catc
         c.remove(j, big[j])
     for j in range(200, 200 + filled):
         c.place(j, replace(t, name=f"t-{j}"))
-    _sync(c, shape)
-    again = _new_shape(c, a, prof)
+    sync(c, shape)
+    again = new_shape(c, a, prof)
     assert shape.feas.tolist() == again.feas.tolist() == shape.feas_l
     assert shape.feas[:freed].all() and not shape.feas[freed:80].any()
     assert shape.base[shape.feas].tolist() == again.base[again.feas].tolist()
-    assert _best(shape) == _best(again)
+    assert best(shape) == best(again)
 
 
 def _counting_runs(monkeypatch) -> list[int]:

@@ -7,7 +7,8 @@ import numpy as np
 from gangscale.scheduling import strategy_config
 from gangscale.scheduling.scores import (balanced, balanced_fractions, broken_linear, fit_rows, least_requested,
                                          most_requested, normalize_reverse, weighted)
-from gangscale.scheduling.simulate import _Cluster, num_feasible_to_find, score_nodes
+from gangscale.scheduling.cluster import Cluster
+from gangscale.scheduling.simulate import num_feasible_to_find, score_nodes
 
 from .helpers import GI, GPU, mkpod, node
 
@@ -81,7 +82,7 @@ def test_taint_toleration_reverses_the_normalised_count_of_intolerable_prefer_no
 
 def test_the_vectorised_scores_agree_with_the_hand_worked_ones():
     nodes = [node("a", 3000, 8), node("b", 48000, 192, 4)]
-    c = _Cluster(nodes, [], [])
+    c = Cluster(nodes, [], [])
     p = mkpod("p", 1000, 4)
     prof = strategy_config("LeastAllocated").default
     got = score_nodes(c, np.arange(2), p, prof)
