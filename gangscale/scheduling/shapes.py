@@ -392,6 +392,8 @@ def _recheck(c: Cluster, st: Shape, dirty: Iterable[int], freed: set[int] | None
                     del idx[bisect.bisect_left(idx, j)]
         if ok:
             base[j] = s = score(a, u, nzrows[j])
+        else:
+            s = 0  # unread: only a feasible node's score joins the best set
         # the node leaves the best set, then rejoins it, or starts a new one, by its score
         if tops is not None:
             k = bisect.bisect_left(tops, j)
