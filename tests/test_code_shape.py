@@ -22,7 +22,6 @@ PENDING_SPLIT: set[str] = {
     "cloud_adapters/aws_fleet.py _launch",
     "cloud_adapters/template.py build_template",
     "gangscale/apply.py _apply_unit",
-    "gangscale/cli.py build_parser",
     "gangscale/controller/lifecycle.py _launches_failed",
     "gangscale/controller/lifecycle.py _registered",
     "gangscale/controller/limits.py over_caps",
@@ -41,7 +40,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/snapshot.py build_snapshot",
     "gangscale/solver/greedy.py greedy",
     "gangscale/solver/problem.py build_problem",
-    "gangscale/webhook/command.py add_webhook_command",
 }
 
 
