@@ -1,7 +1,7 @@
 """Gate mode, observe mode, Cluster Autoscaler and Karpenter through the project's own scheduler model.
 
 `python -m benchmarks.modecheck [--only NAME ...] [--seeds 0 1 2] [--out FILE]`: for each backlog of the
-standard suite named, and for each scoring strategy of `MODEL_PROFILES` (LeastAllocated, MostAllocated),
+suite named (standard or quick), and for each scoring strategy of `MODEL_PROFILES` (LeastAllocated, MostAllocated),
 
 - gate mode: its own plan (`gatemode.gate_plan`), released gang by gang (`gatemode.gate_model_run`);
 - observe mode: the plan made against that profile (`make_plan` with the scheduler model), run through the
@@ -32,7 +32,7 @@ from .evaluate import MODEL_PROFILES, MOST_ALLOCATED_FILE, model_run, placed_fro
 from .evaluate import promised_gangs as observe_promised
 from .gatemode import gate_model_run, gate_plan
 from .generate import write_backlog
-from .suite import STANDARD, Case
+from .suite import SUITES, Case
 from .world import World, load_world
 
 DEFAULT_BACKLOGS = ("llm-1k", "mixed-1k", "gpumix-3k", "target-10k", "elastic-10k")
@@ -65,7 +65,7 @@ def observe_plan(world: World, strategy: str, options: SolveOptions, tmp: Path) 
 
 def check_backlog(name: str, seeds: tuple[int, ...], tmp: Path) -> list[dict]:
     """One row per (strategy, policy, seed) of backlog `name`."""
-    case = next(c for c in STANDARD if c.spec.name == name)
+    case = next(c for suite in SUITES.values() for c in suite if c.spec.name == name)
     backlog = write_backlog(case.spec, tmp)
     world = load_world(backlog.cluster, backlog.catalog)
     options = solve_options(case)
@@ -102,12 +102,61 @@ def _line(name: str, strategy: str, seed: int, runs: dict[str, dict]) -> str:
     return f"{name} {strategy} seed {seed}: {cells}"
 
 
+def _span(values: list) -> str:
+    """`a` when every seed agrees, else `min–max` (money to the cent)."""
+    lo, hi = min(values), max(values)
+    text = (lambda v: f"{v:.2f}") if any(isinstance(v, float) for v in values) else str
+    return text(lo) if lo == hi else f"{text(lo)}–{text(hi)}"
+
+
+def _col(runs: list[dict], key: str) -> str:
+    return _span([r[key] or 0 for r in runs])
+
+
+def _promise(runs: list[dict]) -> str:
+    """`started / promised, missed, empty` over the seeds."""
+    return (
+        f"{_col(runs, 'gangs_started')} / {_col(runs, 'promised')}, "
+        f"{_col(runs, 'promised_not_started')}, {_col(runs, 'empty_nodes')}"
+    )
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as one markdown line per (backlog, strategy): gangs started per policy (min–max over the seeds), gate
+    mode's and observe mode's promises and misses, the bought nodes left empty, $/h per started gang."""
+    cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    for r in rows:
+        cells.setdefault((r["backlog"], r["strategy"]), {}).setdefault(r["policy"], []).append(r)
+    out = [
+        "| backlog | scoring | gate: started / promised, missed, empty | observe: started / promised, missed, "
+        "empty | CA (empty) | CA atomic | Karpenter (empty) | $/h per started gang: gate, observe, CA, Karpenter |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (backlog, strategy), by in cells.items():
+        money = ", ".join(
+            _col(by[p], "cost_per_started_gang") for p in ("gate", "observe", "ca", "karpenter")
+        )
+        out.append(
+            f"| {backlog} | {strategy} | {_promise(by['gate'])} | {_promise(by['observe'])} | "
+            f"{_col(by['ca'], 'gangs_started')} ({_col(by['ca'], 'empty_nodes')}) | "
+            f"{_col(by['ca-atomic'], 'gangs_started')} | "
+            f"{_col(by['karpenter'], 'gangs_started')} ({_col(by['karpenter'], 'empty_nodes')}) | {money} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.modecheck", description=__doc__)
     ap.add_argument("--only", nargs="*", default=list(DEFAULT_BACKLOGS), metavar="NAME")
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2], metavar="SEED")
     ap.add_argument("--out", default="modecheck.json", metavar="FILE", help="rows as JSON")
+    ap.add_argument(
+        "--table", nargs="*", metavar="FILE", help="print the markdown table of these rows and exit"
+    )
     args = ap.parse_args(argv)
+    if args.table:
+        print(table([r for f in args.table for r in orjson.loads(Path(f).read_bytes())]))
+        return 0
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="modecheck-") as tmp:
         for name in args.only:
