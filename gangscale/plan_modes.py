@@ -19,11 +19,16 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .loader import InputError
 from .model import API_NONE
 from .parse import CAPACITY_GATE, SYSTEM_NAMESPACES
+
+if TYPE_CHECKING:  # the scheduling package is imported only when the queue needs placing
+    from .model import Gang
+    from .scheduling import SchedulerConfig
+    from .snapshot import ClusterSnapshot
 
 
 class PlanMode(str, Enum):
@@ -77,7 +82,9 @@ def gate_mode_prepare(args: argparse.Namespace, objects: list[Any]) -> Callable[
     return lambda snap: gate_mode_snapshot(snap, objects, config)
 
 
-def gate_mode_snapshot(snap: Any, objects: Iterable[Any], scheduler_config: Any) -> Any:
+def gate_mode_snapshot(
+    snap: ClusterSnapshot, objects: Iterable[Any], scheduler_config: SchedulerConfig | None
+) -> ClusterSnapshot:
     """`snap` as gate mode plans it: the gang pods the webhook gates carry the gate, the queue placed first (the
     scheduler model is imported only when the queue has a pod and the cluster a Ready node to place it on)."""
     out = _opted_out(objects)
@@ -112,14 +119,14 @@ def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _gated(g: Any) -> Any:
+def _gated(g: Gang) -> Gang:
     """`g` as the mutating hook admits it: each pending pod gets the gate unless it opts out or carries one already
     (admission.gate_patch)."""
-    pods = [
+    pods = tuple(
         p
         if p.scheduling_gates
         or str(p.annotations.get(GATE_MODE_KEY, "")).strip().lower() == "false"
         else replace(p, scheduling_gates=(CAPACITY_GATE,))
         for p in g.pending
-    ]
+    )
     return replace(g, pending=pods)
