@@ -125,3 +125,21 @@ def test_through_the_api_server_the_validating_hook_refuses_a_group_that_can_nev
     assert "denied the request" in str(err.value) and "minCount is 0" in str(err.value)
     assert cluster.get(PG, "PodGroup", "default", "zero") is None
     assert create(client, podgroup("fine", "default", min_count=2))["metadata"]["name"] == "fine"
+
+
+def test_a_dry_run_install_creates_no_gate_so_no_pod_waits_for_a_lift_nobody_makes(
+        cluster, world, controllers, hook_factory, tls_pair, client_for):  # noqa: F811
+    """In dry-run the controller lifts nothing and keeps its lease fresh, so the fail-open would not lift either:
+    the webhook, reading the same config, gates nothing, and the gang's pods go to the scheduler at once."""
+    hook = hook_factory(catalog=[], top={"mode": "dry-run"})
+    install_webhook(cluster, hook, Path(tls_pair[0]).read_bytes())
+    client = client_for(cluster)
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    namespace(cluster, "team")
+    ctl = controllers(mode="dry-run")
+    create(client, podgroup("train", "team", min_count=2))
+    for i in range(2):
+        assert gate_names(create(client, pod(f"train-{i}", "team", cpu="6", mem="4Gi", group="train"))) == []
+    wait_for(lambda: ctl.logged("gang state", gang=f"team/train/{PG}"), what="the gang planned", timeout=60)
+    assert world.desired("cpu") == 0  # dry-run buys nothing
+    ctl.assert_no_tracebacks()
