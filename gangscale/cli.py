@@ -71,6 +71,17 @@ def add_solver_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_scheduler_flags(p: argparse.ArgumentParser) -> None:
+    from .plan_modes import DEFAULT_MODE, MODES
+
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help=f"plan as the controller does in this mode (default {DEFAULT_MODE.value}, the controller's): gate: "
+        "gang pods wait behind gangscale.io/capacity, the scheduler's queue is placed first and the solver plans "
+        "the gangs on what is left; observe: promise only what the scheduler model starts; off: the solver's "
+        "plan as is (docs/plan.md)",
+    )
     p.add_argument(
         "--scheduler-config",
         metavar="FILE",
@@ -82,16 +93,15 @@ def add_scheduler_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler-model",
         choices=("observe", "off"),
-        default="off",
-        help="observe: promise only what the scheduler model starts (slow at 10k pods until the model is "
-        "incremental; docs/scheduling.md); off (default): the solver's plan as is, as if the "
-        "scheduler followed it",
+        default=None,
+        help="without --mode: observe is --mode observe, off is --mode off (the solver's plan as is); "
+        "with --mode it must agree",
     )
 
 
 def scheduler_model(args: argparse.Namespace):
     """The SchedulerModel the flags name; a bad --scheduler-config file is an InputError (exit 2). None for
-    `off` (the default): the plan path then never imports the scheduler model (~0.15 s at start)."""
+    `off`: the plan path then never imports the scheduler model (~0.15 s at start)."""
     if getattr(args, "scheduler_model", "observe") == "off":
         return None  # as scheduler_model_from: `off` reads no --scheduler-config file
     from .realize import scheduler_model_from
@@ -159,6 +169,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="print gangscale's version and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    add_plan_command(sub)
+    add_kube_commands(sub)
+    from .controller.flags import add_run_command, add_status_command, add_ungate_command
+
+    add_run_command(sub)
+    from .webhook.command import add_webhook_command
+
+    add_webhook_command(sub)
+    add_status_command(sub)
+    add_ungate_command(sub)
+    sub.add_parser(
+        "bench",
+        add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
+        help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)",
+    )
+    return parser
+
+
+def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan", help="plan the node groups' scale-up for the pending gangs (dry run)"
     )
@@ -169,6 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
         "without it, the live cluster is read (read-only) via --kubeconfig/--context",
     )
     add_kube_flags(p)
+    add_input_flags(p)
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default=None,
+        help="output format (default: table on a terminal, json otherwise)",
+    )
+    p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
+    add_solver_flags(p)
+    add_scheduler_flags(p)
+    add_cloud_flags(p)
+
+
+def add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--nodegroups",
         metavar="FILE",
@@ -187,32 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan capacity for Kueue workloads not admitted yet (default: report them "
         "waiting-for-admission; Kueue decides admission)",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=OUTPUTS,
-        default=None,
-        help="output format (default: table on a terminal, json otherwise)",
-    )
-    p.add_argument("--output-file", metavar="FILE", help="write the plan here instead of stdout")
-    add_solver_flags(p)
-    add_scheduler_flags(p)
-    add_cloud_flags(p)
-    add_kube_commands(sub)
-    from .controller.flags import add_run_command, add_status_command, add_ungate_command
-
-    add_run_command(sub)
-    from .webhook.command import add_webhook_command
-
-    add_webhook_command(sub)
-    add_status_command(sub)
-    add_ungate_command(sub)
-    sub.add_parser(
-        "bench",
-        add_help=False,  # listed for --help; main() hands `bench ...` to the benchmarks CLI
-        help="the benchmark suite (`gangscale bench --help`: run, generate, list, baseline, simulate)",
-    )
-    return parser
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -231,6 +249,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     args.started = (
         time.perf_counter()
     )  # the plan's clock: --time-limit covers reading the input and writing the plan
+    from .plan_modes import resolve_plan_mode
+
+    resolve_plan_mode(args)  # a contradiction is an InputError before anything is read
     cloud = bool(args.provider or args.execute)
     if cloud:
         from .cli_execute import check_args
@@ -257,9 +278,11 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     from .catalog import load_catalog
     from .ingest import ingest
     from .output import emit, output_format, render_plan
+    from .plan_modes import gate_mode_prepare, resolve_plan_mode
     from .planner import make_plan
     from .snapshot import build_snapshot
 
+    resolve_plan_mode(args)
     groups, warnings = load_catalog(args.nodegroups)
     cluster = ingest(
         objects, node_group_label=args.node_group_label, plan_unadmitted=args.plan_unadmitted
@@ -267,11 +290,13 @@ def plan_from_files(args: argparse.Namespace, objects: list, live_warnings: list
     snap = build_snapshot(
         replace(cluster, warnings=[*live_warnings, *cluster.warnings]), groups, warnings
     )
+    prepare = gate_mode_prepare(args, objects)
     plan = make_plan(
-        snap,
+        prepare(snap) if prepare else snap,
         replace(solve_options(args), started=getattr(args, "started", None)),
         scheduler_model(args),
     )
+    plan.mode = args.mode.value
     emit(render_plan(plan, output_format(args.output, args.output_file)), args.output_file)
     return 0
 

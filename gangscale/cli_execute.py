@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cloud_adapters import PROVIDERS, CloudError, NodeGroupProvider
@@ -26,7 +26,7 @@ from .plan import Plan
 from .planner import SolveOptions, make_plan
 from .providers import cluster_scheduler, open_provider
 from .realize import OFF, SchedulerModel, scheduler_model_from
-from .snapshot import build_snapshot
+from .snapshot import ClusterSnapshot, build_snapshot
 
 EXIT_CLOUD_ERROR = 3
 
@@ -42,10 +42,12 @@ def plan_from_cloud(
     plan_unadmitted: bool = False,
     scheduler: SchedulerModel = OFF,
     scheduler_file: bool = False,
+    prepare: Callable[[ClusterSnapshot], ClusterSnapshot] | None = None,
 ) -> tuple[Plan, ExecutionReport | None]:
     """Discover, match nodes, plan, and (when `execute`) apply. CloudErrors from discovery propagate.
 
-    `scheduler_file`: the user named the scheduler's configuration, which wins over the cluster's own."""
+    `scheduler_file`: the user named the scheduler's configuration, which wins over the cluster's own. `prepare`:
+    the snapshot as the plan's mode sees it (`--mode gate`: cli.gate_mode_prepare)."""
     discovery = provider.discover()
     scheduler, notes = cluster_scheduler(provider, scheduler, scheduler_file)
     cluster = ingest(
@@ -58,7 +60,7 @@ def plan_from_cloud(
     snap = build_snapshot(
         cluster, discovery.groups, [*(warnings or []), *discovery.warnings, *notes]
     )
-    plan = make_plan(snap, solve, scheduler)
+    plan = make_plan(prepare(snap) if prepare else snap, solve, scheduler)
     if not execute:
         return plan, None
     return plan, apply_plan(plan, provider, {g.name: g for g in discovery.groups}, cluster, report)
@@ -83,7 +85,10 @@ def run_from_args(
     args: argparse.Namespace, objects: list[Any], warnings: list[str], solve: SolveOptions
 ) -> int:
     """`gangscale plan --provider ... [--execute]`: exit 0, 2 on bad input, 3 on a cloud error."""
+    from .plan_modes import gate_mode_prepare, resolve_plan_mode
+
     check_args(args)
+    resolve_plan_mode(args)
     name = args.provider
     warnings = list(warnings)
     if name.startswith("aws-") and args.nodegroups:
@@ -120,7 +125,9 @@ def run_from_args(
             plan_unadmitted=bool(getattr(args, "plan_unadmitted", False)),
             scheduler=model,
             scheduler_file=bool(scheduler_file),
+            prepare=gate_mode_prepare(args, objects),
         )
+        plan.mode = args.mode.value
     except CloudError as exc:
         print(f"gangscale: {name}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_CLOUD_ERROR

@@ -50,6 +50,9 @@ from .resources import PODS, QuantityError, add, check_bound, parse_resource_lis
 DEFAULT_NODE_GROUP_LABEL = "gangscale.io/node-group"
 # gangscale's own scheduling gate (gate mode, docs/scheduling.md): a pod held only by it is pending to plan for
 CAPACITY_GATE = "gangscale.io/capacity"
+# namespaces gate mode never gates (with gangscale's own): the control plane's and the node heartbeats'
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces)
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 # 1.37 serves v1beta1 and v1alpha3; 1.36 v1alpha2: the PodGroup fields gangscale reads are the same.

@@ -283,6 +283,8 @@ class Plan(_Model):
     # per node group, what its DaemonSets' pods take on each new node (Kubernetes quantities), already off the
     # allocatable the plan packs (gangscale.daemonsets)
     daemon_set_overhead: dict[str, dict[str, str]] = {}
+    # the controller mode `gangscale plan` planned as (`--mode`: gate, observe, off); None where no mode was named
+    mode: Literal["gate", "observe", "off"] | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(by_alias=True, mode="json")
@@ -339,7 +341,8 @@ def gap_line(plan: Plan) -> str | None:
 def _summary_lines(plan: Plan) -> list[str]:
     nodes = sum(plan.scale_up.values())
     ok = sum(1 for g in plan.gangs if g.decision in ("scale-up", "fits-existing"))
-    return [
+    mode = [f"planned as the controller's {plan.mode} mode"] if plan.mode else []
+    return mode + [
         f"{ok} of {len(plan.gangs)} groups placed; {nodes} new nodes for {_money(plan.cost_per_hour)} "
         f"(lower bound {_money(plan.lower_bound_per_hour)}, gap {plan.solver.gap:.2%}); "
         f"solver {plan.solver.status} in {plan.solver.seconds:.2f}s",

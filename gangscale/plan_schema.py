@@ -134,3 +134,4 @@ class Plan(_Model):
     daemon_set_overhead: dict[str, dict[str, str]] = Field(
         default_factory=dict, alias="daemonSetOverhead"
     )
+    mode: Literal["gate", "observe", "off"] | None = None

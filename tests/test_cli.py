@@ -23,7 +23,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def example_plan() -> dict:
-    proc = run_cli("plan", *EXAMPLE, "-o", "json")
+    """The solver's plan (`--mode off`): the one the independent checker checks pod by pod."""
+    proc = run_cli("plan", *EXAMPLE, "-o", "json", "--mode", "off")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -38,9 +39,9 @@ def test_bundled_example_plans_every_flavour_and_explains_the_edge_cases(example
     assert decisions["ml-research/ddp-resnet"] == "below-quorum"
     assert decisions["ml-research/broken-sweep"] == "invalid"
     assert decisions["ml-research/too-big"] == "infeasible"
-    # the default is the solver's plan (observe mode is opt-in): it fits the cron pod on an existing node
+    # the solver's plan fits the cron pod on an existing node
     assert decisions["batch/report-cron-28917"] == "fits-existing"
-    assert example_plan["scheduler"]["mode"] == "off"
+    assert example_plan["scheduler"]["mode"] == "off" and example_plan["mode"] == "off"
     assert {"scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1beta1",
             "scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1", "none"} <= {g["api"] for g in example_plan["gangs"]}
     llm = next(g for g in example_plan["gangs"] if g["name"] == "llm-pretrain")
@@ -57,6 +58,46 @@ def test_bundled_example_plans_every_flavour_and_explains_the_edge_cases(example
     assert not errors, errors
     assert 0 < example_plan["lowerBoundPerHour"] <= example_plan["costPerHour"]
     assert example_plan["solver"]["gap"] < 0.01
+
+
+def test_plan_reports_by_default_what_the_controllers_default_gate_mode_does(example_plan):
+    """The controller gates every gang pod by default (gateMode opt-out), so `plan` plans as gate mode: the basic cron
+    pod, which nobody gates, is left to the scheduler (placed first on an existing node), the gangs as the solver's
+    plan has them."""
+    from gangscale.controller.config import ControllerConfig
+    from gangscale.plan_modes import DEFAULT_MODE
+
+    assert DEFAULT_MODE.value == "gate" and ControllerConfig().gate_mode == "opt-out"
+    proc = run_cli("plan", *EXAMPLE, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    gate = json.loads(proc.stdout)
+    assert gate["mode"] == "gate" and gate["scheduler"]["mode"] == "off"
+    cron = next(g for g in gate["gangs"] if g["name"] == "report-cron-28917")
+    assert cron["decision"] == "fits-existing" and cron["placed"] == 0
+    assert "no scheduling gate" in cron["reason"]
+    others = [g for g in gate["gangs"] if g["name"] != "report-cron-28917"]
+    assert others == [g for g in example_plan["gangs"] if g["name"] != "report-cron-28917"]
+    assert gate["scaleUp"] == example_plan["scaleUp"]
+
+
+@pytest.mark.parametrize("flags, mode, scheduler", [
+    (["--mode", "observe"], "observe", "observe"),
+    (["--scheduler-model", "observe"], "observe", "observe"),  # the older flag alone keeps its meaning
+    (["--scheduler-model", "off"], "off", "off"),
+    (["--mode", "gate", "--scheduler-model", "off"], "gate", "off"),
+])
+def test_mode_chooses_the_controller_mode_the_plan_is_for(flags, mode, scheduler, capsys):
+    assert main(["plan", *EXAMPLE, "-o", "json", "--time-limit", "5", *flags]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["mode"] == mode and plan["scheduler"]["mode"] == scheduler
+
+
+@pytest.mark.parametrize("flags", [["--mode", "off", "--scheduler-model", "observe"],
+                                   ["--mode", "observe", "--scheduler-model", "off"]])
+def test_a_mode_the_scheduler_model_flag_contradicts_is_refused_in_one_line(flags, capsys):
+    assert main(["plan", *EXAMPLE, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "contradicts --mode" in err
 
 
 @pytest.mark.parametrize("fmt, needle", [("table", "NODE GROUP"), ("markdown", "| gang | api |"), ("yaml", "scaleUp:")])

@@ -19,14 +19,12 @@ PACKAGES = ("gangscale", "cloud_adapters")
 # Functions still over 60 lines while a split is under way elsewhere. An entry that no longer
 # exceeds the limit fails the test below.
 PENDING_SPLIT: set[str] = {
-    "gangscale/cli.py build_parser",
     "gangscale/controller/lifecycle.py _launches_failed",
     "gangscale/controller/lifecycle.py _registered",
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/planner.py solve_plan",
     "gangscale/solver/greedy.py greedy",
-    "gangscale/webhook/command.py add_webhook_command",
 }
 
 

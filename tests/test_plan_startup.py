@@ -30,8 +30,8 @@ def _probe(*args: str, tmp_path: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_the_default_plan_loads_neither_the_scheduler_model_nor_a_cloud_or_kube_client(tmp_path):
-    probe = _probe(tmp_path=tmp_path)
+def test_the_solver_plan_loads_neither_the_scheduler_model_nor_a_cloud_or_kube_client(tmp_path):
+    probe = _probe("--mode", "off", tmp_path=tmp_path)
     # the bundled example is small enough for CP-SAT, so cp_model may load (when the greedy leaves a gap to close),
     # and with it the pandas it imports and the subprocess pandas imports; nothing else
     assert probe["code"] == 0
@@ -45,10 +45,30 @@ def test_a_plan_that_never_runs_cp_sat_never_imports_it_or_pandas(tmp_path):
     # At 10,000 pods and more the default budget returns the greedy plan with LP bounds (docs/benchmarks.md);
     # a budget too short for any CP-SAT model takes the same path here. OR-Tools' cp_model imports pandas
     # (0.3-0.5 s of a 2 s plan), so it loads only when a CP-SAT model is solved.
-    probe = _probe("--time-limit", "0.05", tmp_path=tmp_path)
+    probe = _probe("--time-limit", "0.05", "--mode", "off", tmp_path=tmp_path)
     assert probe == {"code": 0, "loaded": []}
     solver = json.loads((tmp_path / "plan.json").read_text())["solver"]
     assert solver["greedyOnly"] is True
+
+
+def test_the_default_gate_mode_plan_loads_the_scheduler_model_only_to_place_the_ungated_queue_first(tmp_path):
+    """Gate mode (the default) places the pods nobody gates first where the scheduler puts them on the Ready nodes:
+    the example has both, so the model loads; a cluster with no node has nothing to place first and stays light."""
+    probe = _probe(tmp_path=tmp_path)
+    assert "gangscale.scheduling" in probe["loaded"]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["mode"] == "gate" and plan["scheduler"]["mode"] == "off"
+    from gangscale.loader import read_objects
+
+    nodeless = tmp_path / "nodeless.json"
+    nodeless.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        o for o in read_objects(ROOT / "config/examples/backlog.yaml") if o.get("kind") != "Node"]}))
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-c", _PROBE, "plan", "--cluster", str(nodeless), "--nodegroups",
+                           str(ROOT / "config/examples/catalog.yaml"), "-o", "json", "--output-file", str(out),
+                           "--time-limit", "0.05"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"code": 0, "loaded": []}
 
 
 def test_observe_mode_still_loads_the_scheduler_model_and_checks_the_plan(tmp_path):

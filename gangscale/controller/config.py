@@ -19,9 +19,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from cloud_adapters.tags import parse_auto_discovery
 
 from ..loader import InputError, read_documents
+from ..parse import (  # the mutating hook never gates them, nor gangscale's own (`stateNamespace`)
+    SYSTEM_NAMESPACES as SYSTEM_NAMESPACES,
+)
 
 Mode = Literal["dry-run", "enforce"]
-GateMode = Literal["off", "opt-in", "all"]
+# which gangs wait behind gangscale.io/capacity (docs/scheduling.md, "Which mode"): `opt-out` (the default) gates every
+# gang pod outside the system namespaces and the namespaces labelled gangscale.io/gate-mode=false; `opt-in` only
+# namespaces (or gangs) that ask; `all` holds every gated gang while the hook gates as under opt-in; `off` none
+GateMode = Literal["off", "opt-in", "all", "opt-out"]
+DEFAULT_GATE_MODE: GateMode = "opt-out"
 API_VERSION: Final = "gangscale.io/v1alpha1"
 KIND: Final = "ControllerConfig"
 
@@ -194,7 +201,7 @@ class ControllerConfig(BaseModel):
     )  # aws-fleet janitor
     scale_down: bool = Field(default=True, alias="scaleDown")
     # gate mode (docs/scheduling.md): which gangs wait behind gangscale.io/capacity until their capacity is Ready
-    gate_mode: GateMode = Field(default="opt-in", alias="gateMode")
+    gate_mode: GateMode = Field(default=DEFAULT_GATE_MODE, alias="gateMode")
     # narrow each released pod's required node affinity to its planned node in the patch that lifts the gate
     # (KEP-3521); false: lift only, and the scheduler's scoring decides where the pods go
     gate_narrowing: bool = Field(default=True, alias="gateNarrowing")

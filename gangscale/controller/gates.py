@@ -112,7 +112,7 @@ def _flag(value: str | None) -> bool | None:
 
 def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether gate mode holds this gang: `off` never; else the gang's annotation, the namespace's gate-mode label,
-    the webhook's opt-in label, the mode."""
+    the webhook's opt-in label, the mode (`all` and `opt-out`: every gang that does not say false)."""
     if mode == "off":
         return False
     own = _flag(gang.annotations.get(GATE_MODE_KEY))
@@ -127,7 +127,7 @@ def holds(gang: Gang, mode: str, ns_labels: Mapping[str, Mapping[str, str]]) -> 
     ns = _flag(labels.get(GATE_MODE_KEY))
     if ns is None and labels.get(WEBHOOK_GATE_LABEL) == WEBHOOK_GATE_ON:
         ns = True
-    return ns if ns is not None else mode == "all"
+    return ns if ns is not None else mode in ("all", "opt-out")
 
 
 def release_order(gangs: Iterable[Gang]) -> list[Gang]:

@@ -4,7 +4,10 @@ Never raises: a body that is not an AdmissionReview gets a 400 with one
 sentence naming what is wrong; an object no rule foresaw is judged by the
 `unreadable` rule (validating) or passed unchanged (mutating, whose
 failurePolicy is Ignore anyway). The mutating patch is idempotent: a pod that
-already carries the gate gets no patch.
+already carries the gate gets no patch. A gate is set only where a running
+controller will lift it (`gate_refusal`): never with `gateMode: off`, in
+`dry-run`, or in a system namespace, whatever the webhook configuration's
+namespaceSelector lets through.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from typing import Any
 
 import orjson
 
-from ..controller.config import AdmissionConfig
-from ..parse import ObjectError, _group_link
+from ..controller.config import AdmissionConfig, ControllerConfig
+from ..parse import SYSTEM_NAMESPACES, ObjectError, _group_link
 from .rules import GROUP_KINDS, RULE_UNREADABLE, Finding, Policy, review_group, review_pod
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_CHARS = 512  # the API server truncates longer warnings
-GATE_MODE_KEY = "gangscale.io/gate-mode"  # controller/gates.py's opt-in key (not imported: it pulls in the scheduler model)
+# controller/gates.py's opt-in/opt-out key (not imported: it pulls in the scheduler model)
+GATE_MODE_KEY = "gangscale.io/gate-mode"
 
 
 class BadReview(ValueError):
@@ -127,18 +131,22 @@ def _attr(rule: str) -> str:
 # ---------------------------------------------------------------- mutating
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, Any]] | None:
     """JSONPatch adding the capacity gate to a gang pod, or None (not a gang pod, gated already, or not ours)."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else None
-    if spec is None or spec.get("nodeName"):
+    meta = _mapping(pod.get("metadata"))
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("nodeName"):
         return None
     try:
         if _group_link(meta, spec) is None:
             return None
     except ObjectError:
         return None  # the validating hook names the field
-    notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    notes = _mapping(meta.get("annotations"))
     if str(notes.get(GATE_MODE_KEY, "")).strip().lower() == "false":
         return None  # the pod opts out of gate mode: the controller would lift the gate at once
     gates = spec.get("schedulingGates")
@@ -147,7 +155,7 @@ def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, A
     )
     if cfg.gate in names:
         return None  # idempotent: reinvocation or a re-sent review adds nothing
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    labels = _mapping(meta.get("labels"))
     foreign = [n for n in names if n not in cfg.gate_alongside]
     foreign += [k for k in cfg.foreign_gate_labels if k in labels and k not in cfg.gate_alongside]
     if foreign:
@@ -157,7 +165,23 @@ def gate_patch(pod: Mapping[str, Any], cfg: AdmissionConfig) -> list[dict[str, A
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": cfg.gate}]}]
 
 
-def mutate(request: Mapping[str, Any], uid: str, cfg: AdmissionConfig) -> dict[str, Any]:
+def gate_refusal(cfg: ControllerConfig, namespace: str) -> str | None:
+    """Why no pod of `namespace` gets the gate under `cfg`, or None when gang pods there may be gated.
+
+    KEP-3521 (Pod Scheduling Readiness): a scheduling gate is set only at creation, and the pod is not scheduled
+    until someone removes it. So the hook sets one only where the controller will lift it: not with gate mode
+    off (the controller lifts every gate at once), nor in dry-run (it lifts none, and its lease stays fresh,
+    so the webhook's fail-open never would either), nor in the system namespaces and gangscale's own."""
+    if cfg.gate_mode == "off":
+        return "gateMode is off"
+    if cfg.mode == "dry-run":
+        return "the controller runs in dry-run and lifts no gate"
+    if namespace in SYSTEM_NAMESPACES or namespace == cfg.state_namespace:
+        return f"{namespace} is a system namespace"
+    return None
+
+
+def mutate(request: Mapping[str, Any], uid: str, config: ControllerConfig) -> dict[str, Any]:
     obj = request.get("object")
     kind = (
         (request.get("kind") or {}).get("kind")
@@ -170,8 +194,11 @@ def mutate(request: Mapping[str, Any], uid: str, cfg: AdmissionConfig) -> dict[s
         or (obj.get("kind") or kind) != "Pod"
     ):
         return response(uid)  # gates can only be added when the pod is created
+    meta = _mapping(obj.get("metadata"))
+    if gate_refusal(config, str(request.get("namespace") or meta.get("namespace") or "default")):
+        return response(uid)
     try:
-        patch = gate_patch(obj, cfg)
+        patch = gate_patch(obj, config.admission)
     except Exception:  # noqa: BLE001 - an odd pod is admitted unchanged; the validating hook judges it
         patch = None
     return response(uid, patch=patch)
@@ -186,5 +213,5 @@ def handle(path: str, body: bytes, policy: Policy) -> tuple[int, dict[str, Any]]
     except BadReview as exc:
         return 400, {"error": str(exc)}
     if path == "/mutate":
-        return 200, mutate(request, uid, policy.config.admission)
+        return 200, mutate(request, uid, policy.config)
     return 200, validate(request, uid, policy)

@@ -71,6 +71,14 @@ def add_webhook_command(sub: Any) -> None:
         metavar="NAME",
         help="Mutating/ValidatingWebhookConfiguration whose caBundle --self-signed patches",
     )
+    add_policy_flags(w)
+    from ..kube.flags import add_kube_flags
+
+    add_kube_flags(w)
+
+
+def add_policy_flags(w: argparse.ArgumentParser) -> None:
+    """The flags of what the webhook decides with: discovery, deadlines, logs, lookups, fail-open."""
     w.add_argument(
         "--no-discovery",
         action="store_true",
@@ -102,9 +110,6 @@ def add_webhook_command(sub: Any) -> None:
         help="lift every gangscale.io/capacity gate once the controller's lease has been stale this long "
         "(default: the config's gateFailOpenSeconds; 0: never; docs/webhook.md, Fail-open)",
     )
-    from ..kube.flags import add_kube_flags
-
-    add_kube_flags(w)
 
 
 def served_gang_apis(

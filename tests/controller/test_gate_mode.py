@@ -197,7 +197,7 @@ def test_the_api_server_lets_a_gated_pod_be_narrowed_and_ungated_in_one_patch_an
 def test_a_namespace_that_did_not_opt_in_keeps_todays_behaviour(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     namespace(cluster, "plain", gate_mode=False)
-    ctl = controllers()
+    ctl = controllers(gateMode="opt-in")  # under the default (opt-out) an unlabelled namespace is held: below
     gated_gang(cluster, "free", 2, ns="plain", gates=None)  # no gate: planned and bought for as always
     gated_gang(cluster, "queued", 1, ns="plain", gates=[{"name": KUEUE}])  # Kueue's gate: not planned, not touched
     gated_gang(cluster, "mixed", 1, ns="plain", gates=[{"name": KUEUE}] + GATE)

@@ -76,6 +76,10 @@ def test_a_pod_held_only_by_our_gate_is_pending_to_plan_for_and_one_held_by_kueu
     ("all", None, None, True),
     ("all", "false", None, False),
     ("off", "true", "true", False),  # the switch wins
+    ("opt-out", None, None, True),  # the default: every gang the webhook gates outside opted-out namespaces
+    ("opt-out", "false", None, False),  # the namespace opts out (the webhook's namespaceSelector skips it too)
+    ("opt-out", "false", "true", True),  # a gang opts back in
+    ("opt-out", None, "false", False),
     ("opt-in", "yes", None, False),  # only "true" / "false" count
 ])
 def test_which_gangs_gate_mode_holds(mode, ns_label, annotation, expected):

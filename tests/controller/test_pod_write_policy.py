@@ -202,8 +202,8 @@ def test_gate_mode_grants_exactly_pod_patch_and_delete_bound_to_the_controller_a
     assert kust["kind"] == "Component"
     assert sorted(kust["resources"]) == sorted(p.name for p in COMPONENT.glob("*.yaml") if p.name != "kustomization.yaml")
     deploy = yaml.safe_load((ROOT / "config" / "deploy" / "kustomization.yaml").read_text())
-    assert deploy["components"] == ["gate-mode"]  # config.yaml's gateMode is opt-in: gate mode is on
-    assert yaml.safe_load((ROOT / "config" / "deploy" / "config.yaml").read_text())["gateMode"] == "opt-in"
+    assert deploy["components"] == ["gate-mode"]  # config.yaml's gateMode is opt-out (the default): gate mode is on
+    assert yaml.safe_load((ROOT / "config" / "deploy" / "config.yaml").read_text())["gateMode"] == "opt-out"
     docs = {d["kind"]: d for d in component_docs()}  # the last of each kind
     assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]}]
     sa = yaml.safe_load((ROOT / "config" / "deploy" / "serviceaccount.yaml").read_text())["metadata"]["name"]
@@ -234,7 +234,8 @@ def test_the_chart_renders_gate_modes_pod_writes_and_policy_unless_gate_mode_is_
                 and d["kind"].startswith(("Validating", "ClusterRole"))}
 
     fenced = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ClusterRoleBinding"}
-    assert kinds({}) == kinds({"config": {"gateMode": "all"}}) == fenced
+    assert kinds({}) == kinds({"config": {"gateMode": "all"}}) == kinds({"config": {"gateMode": "opt-in"}}) == fenced
+    assert kinds({"config": {"gateMode": "opt-out"}}) == fenced
     off = helm_template({"config": {"gateMode": "off"}})
     assert not any(d["kind"].startswith("ValidatingAdmission") for d in off)
     installed = [d for d in off if "helm.sh/hook" not in d["metadata"].get("annotations", {})]  # not the uninstall hook

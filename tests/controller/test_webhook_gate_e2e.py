@@ -1,10 +1,11 @@
-"""The admission webhook and gate mode together, as installed: issue 13's "a gated gang is released by gate mode".
+"""The admission webhook and gate mode together, as installed: a gated gang is released by gate mode.
 
 The emulator calls the shipped webhook configurations (config/deploy/webhook/webhooks.yaml, the
 Service mapped to a `gangscale webhook` server on 127.0.0.1) for every object created over HTTP, as
-the API server does. Pods of a gang created in a namespace labelled only with the webhook's opt-in
-label get the capacity gate from the mutating hook; `gangscale run` (gateMode opt-in, the default)
-holds them until the nodes it bought are Ready, then lifts the gate.
+the API server does. With the shipped defaults (`gateMode: opt-out`), pods of a gang created in any
+namespace but the system ones and those labelled `gangscale.io/gate-mode=false` get the capacity gate
+from the mutating hook; `gangscale run` holds them until the nodes it bought are Ready, then lifts
+the gate. Pods outside gangs are never gated.
 """
 
 from __future__ import annotations
@@ -53,24 +54,61 @@ def webhook_cluster(cluster, hook_factory, tls_pair, client_for):  # noqa: F811
     return client_for(cluster)
 
 
-def test_a_gang_the_webhook_gates_is_held_by_gate_mode_until_its_nodes_are_ready_then_released(
+def namespace(emu, name: str, **labels: str) -> None:
+    """A Namespace with the label the control plane sets on every one (kubernetes.io/metadata.name, its name:
+    https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-metadata-name) and `labels`."""
+    emu.apply({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}})
+
+
+def gate_names(stored: dict) -> list[str]:
+    return [g["name"] for g in stored["spec"].get("schedulingGates") or []]
+
+
+def test_by_default_a_gang_is_gated_in_any_namespace_held_until_its_nodes_are_ready_then_released(
         cluster, world, controllers, webhook_cluster):
     client = webhook_cluster
     world.asg("cpu", "m5.2xlarge", max_size=10)
-    cluster.apply({"apiVersion": "v1", "kind": "Namespace",
-                   "metadata": {"name": "team", "labels": {"gangscale.io/capacity-gate": "enabled"}}})
-    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "plain"}})
-    ctl = controllers()  # gateMode: opt-in (the default); the namespace has only the webhook's label
+    namespace(cluster, "team")  # no label: the default gates it
+    namespace(cluster, "out", **{"gangscale.io/gate-mode": "false"})  # opts out
+    namespace(cluster, "kube-public")
+    ctl = controllers()  # the shipped defaults: gateMode opt-out
     create(client, podgroup("train", "team", min_count=2))
     for i in range(2):
         stored = create(client, pod(f"train-{i}", "team", cpu="6", mem="4Gi", group="train"))
-        assert [g["name"] for g in stored["spec"]["schedulingGates"]] == [CAPACITY_GATE]  # the mutating hook's patch
-    stored = create(client, pod("free-0", "plain", cpu="1", group="free"))
-    assert not stored["spec"].get("schedulingGates")  # a namespace that did not opt in is not gated
-    wait_for(lambda: world.desired("cpu") == 2, what="the gated gang planned and bought for")
+        assert gate_names(stored) == [CAPACITY_GATE]  # the mutating hook's patch
+    assert gate_names(create(client, pod("basic", "team", cpu="1"))) == []  # no gang: never gated
+    assert gate_names(create(client, pod("free-0", "out", cpu="1", group="free"))) == []  # the namespace opted out
+    assert gate_names(create(client, pod("sys-0", "kube-public", cpu="1", group="sys"))) == []  # a system namespace
+    wait_for(lambda: world.desired("cpu") >= 2, what="the gated gang planned and bought for")
     time.sleep(2.5)  # bought, not registered: gate mode holds the webhook's gate
     assert gates_of(cluster, "team", "train-0") == [CAPACITY_GATE] == gates_of(cluster, "team", "train-1")
     assert not ctl.logged("gate lifted", gang=f"team/train/{PG}")
+    register(cluster, world, "cpu", ready=True)
+    wait_for(lambda: not gates_of(cluster, "team", "train-0") and not gates_of(cluster, "team", "train-1"),
+             what="the gates lifted")
+    assert ctl.logged("gate lifted", gang=f"team/train/{PG}", why="capacity-ready")
+    ctl.assert_no_tracebacks()
+
+
+def test_under_opt_in_only_a_namespace_with_the_webhooks_label_is_gated_and_held(cluster, world, controllers,
+                                                                                 webhook_cluster):
+    """gateMode opt-in (public API, as documented): the chart renders the hook's selector with the opt-in label
+    (tests/webhook/test_manifests.py), here applied as such; the controller holds the labelled namespace's gang."""
+    client = webhook_cluster
+    doc = cluster.get("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", "gangscale")
+    doc["webhooks"][0]["namespaceSelector"]["matchLabels"] = {"gangscale.io/capacity-gate": "enabled"}
+    cluster.apply(doc)
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    namespace(cluster, "team", **{"gangscale.io/capacity-gate": "enabled"})
+    namespace(cluster, "plain")
+    ctl = controllers(gateMode="opt-in")
+    create(client, podgroup("train", "team", min_count=2))
+    for i in range(2):
+        assert gate_names(create(client, pod(f"train-{i}", "team", cpu="6", mem="4Gi", group="train"))) == [
+            CAPACITY_GATE]
+    assert gate_names(create(client, pod("free-0", "plain", cpu="1", group="free"))) == []  # did not opt in
+    wait_for(lambda: world.desired("cpu") >= 2, what="the gated gang planned and bought for")
     register(cluster, world, "cpu", ready=True)
     wait_for(lambda: not gates_of(cluster, "team", "train-0") and not gates_of(cluster, "team", "train-1"),
              what="the gates lifted")
@@ -87,3 +125,21 @@ def test_through_the_api_server_the_validating_hook_refuses_a_group_that_can_nev
     assert "denied the request" in str(err.value) and "minCount is 0" in str(err.value)
     assert cluster.get(PG, "PodGroup", "default", "zero") is None
     assert create(client, podgroup("fine", "default", min_count=2))["metadata"]["name"] == "fine"
+
+
+def test_a_dry_run_install_creates_no_gate_so_no_pod_waits_for_a_lift_nobody_makes(
+        cluster, world, controllers, hook_factory, tls_pair, client_for):  # noqa: F811
+    """In dry-run the controller lifts nothing and keeps its lease fresh, so the fail-open would not lift either:
+    the webhook, reading the same config, gates nothing, and the gang's pods go to the scheduler at once."""
+    hook = hook_factory(catalog=[], top={"mode": "dry-run"})
+    install_webhook(cluster, hook, Path(tls_pair[0]).read_bytes())
+    client = client_for(cluster)
+    world.asg("cpu", "m5.2xlarge", max_size=10)
+    namespace(cluster, "team")
+    ctl = controllers(mode="dry-run")
+    create(client, podgroup("train", "team", min_count=2))
+    for i in range(2):
+        assert gate_names(create(client, pod(f"train-{i}", "team", cpu="6", mem="4Gi", group="train"))) == []
+    wait_for(lambda: ctl.logged("gang state", gang=f"team/train/{PG}"), what="the gang planned", timeout=60)
+    assert world.desired("cpu") == 0  # dry-run buys nothing
+    ctl.assert_no_tracebacks()

@@ -39,7 +39,8 @@ def tls_pair(tmp_path_factory) -> tuple[str, str, str]:
 
 
 def make_config(top: dict[str, Any] | None = None, **admission: Any) -> ControllerConfig:
-    raw: dict[str, Any] = {**(top or {}),
+    # enforce: in dry-run the mutating hook sets no gate (admission.gate_refusal); tests of that say so in `top`
+    raw: dict[str, Any] = {"mode": "enforce", **(top or {}),
         "maxGangPods": 64,
         "namespaceCaps": {"capped": {"maxNodes": 2, "maxDollarsPerHour": 15, "maxGPUs": 8, "maxGangPods": 4}},
         "admission": {"servedGangAPIs": SERVED, **admission},

@@ -50,7 +50,7 @@ def test_the_gating_hook_fails_open_in_the_helm_and_kustomize_manifests_and_both
     assert hooks(component())["validate.gangscale.io"]["failurePolicy"] == ControllerConfig().admission.failure_policy
 
 
-@pytest.mark.parametrize("gate_mode", ["off", "opt-in", "all"])
+@pytest.mark.parametrize("gate_mode", ["off", "opt-in", "all", "opt-out"])
 def test_the_webhook_reads_the_controllers_lease_and_may_lift_gates_only_in_gate_mode(gate_mode):
     docs = helm_chart.helm_template({"webhook": {"enabled": True}, "config": {"gateMode": gate_mode,
                                                                              "leaseName": "my-leader"}})

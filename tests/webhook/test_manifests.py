@@ -39,19 +39,57 @@ def test_webhook_manifests_validate_against_the_official_schemas(version):
             kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_hooks_skip_system_namespaces_time_out_within_5_s_and_the_mutating_one_is_opt_in_and_ignored_on_failure():
+def test_hooks_skip_system_namespaces_time_out_within_5_s_and_the_mutating_one_gates_by_default_and_is_ignored_on_failure():
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         for hook in one(kind)["webhooks"]:
             assert hook["timeoutSeconds"] <= 5
             excluded = hook["namespaceSelector"]["matchExpressions"][0]
-            assert excluded["operator"] == "NotIn" and set(excluded["values"]) == {"kube-system", "gangscale-system"}
+            assert excluded["operator"] == "NotIn" and {"kube-system", "gangscale-system"} <= set(excluded["values"])
             assert one(kind)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
                 "gangscale-system/gangscale-webhook"
     mutating = one("MutatingWebhookConfiguration")["webhooks"][0]
     assert mutating["failurePolicy"] == "Ignore"
-    assert mutating["namespaceSelector"]["matchLabels"] == {"gangscale.io/capacity-gate": "enabled"}
     validating = one("ValidatingWebhookConfiguration")["webhooks"][0]
     assert validating["failurePolicy"] == ControllerConfig().admission.failure_policy
+
+
+def shipped_gate_mode() -> str:
+    return yaml.safe_load((COMPONENT.parent / "config.yaml").read_text())["gateMode"]
+
+
+def test_the_shipped_gate_mode_gates_gang_pods_in_every_namespace_but_the_system_ones_and_those_opting_out():
+    """gateMode opt-out in the code, config.yaml and the chart's values; the mutating hook's namespaceSelector (the
+    API server calls the hook only for namespaces whose labels it matches: docs/webhook.md cites the page) then
+    selects every namespace but kube-system, kube-public, kube-node-lease, gangscale's own and those labelled
+    gangscale.io/gate-mode=false, the label that also opts a namespace out of the controller's gate mode."""
+    from gangscale.controller.config import SYSTEM_NAMESPACES
+    from gangscale.controller.gates import GATE_MODE_KEY
+
+    chart = yaml.safe_load((COMPONENT.parents[1] / "helm" / "gangscale" / "values.yaml").read_text())
+    assert ControllerConfig().gate_mode == shipped_gate_mode() == chart["config"]["gateMode"] == "opt-out"
+    selector = one("MutatingWebhookConfiguration")["webhooks"][0]["namespaceSelector"]
+    assert "matchLabels" not in selector  # no opt-in label needed
+    system, opt_out = selector["matchExpressions"]
+    assert system == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                      "values": [*SYSTEM_NAMESPACES, ControllerConfig().state_namespace]}
+    assert opt_out == {"key": GATE_MODE_KEY, "operator": "NotIn", "values": ["false"]}
+
+
+@pytest.mark.parametrize("gate_mode, opt_in", [("opt-out", False), ("opt-in", True), ("all", True), ("off", True)])
+def test_the_charts_mutating_hook_selects_namespaces_as_its_gate_mode_says(gate_mode, opt_in):
+    """opt-in and all keep the opt-in label (public API as documented); opt-out selects every namespace but the
+    system ones; the chart's default renders what the kustomize component ships."""
+    helm_template = pytest.importorskip("tests.controller.test_helm_chart").helm_template  # needs the Helm SDK
+
+    docs = helm_template({"webhook": {"enabled": True}, "config": {"gateMode": gate_mode}})
+    hook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")["webhooks"][0]
+    assert ("matchLabels" in hook["namespaceSelector"]) is opt_in
+    if opt_in:
+        assert hook["namespaceSelector"]["matchLabels"] == {"gangscale.io/capacity-gate": "enabled"}
+    default = helm_template({"webhook": {"enabled": True}})
+    shipped = one("MutatingWebhookConfiguration")["webhooks"][0]["namespaceSelector"]
+    assert next(d for d in default if d["kind"] == "MutatingWebhookConfiguration")["webhooks"][0][
+        "namespaceSelector"] == shipped
 
 
 def test_the_certificate_covers_the_service_and_lands_where_the_server_reads_it():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jsonpatch
+import pytest
 
 from tests.builders import pod
 
@@ -67,3 +68,45 @@ def test_a_pod_that_opts_out_of_gate_mode_is_not_gated_and_the_key_is_the_contro
     assert patch_of(hook.review(p, path="/mutate")) is None  # the controller would lift it at once
     p["metadata"]["annotations"] = {GATE_MODE_KEY: "true"}
     assert gated(hook, p)["spec"]["schedulingGates"] == [GATE]
+
+
+# --------------------------------------------------------------- where a gate is set: only where it will be lifted
+
+
+def test_with_gate_mode_off_the_hook_sets_no_gate(hook_factory):
+    """gateMode off: the controller lifts every gangscale gate at once (docs/scheduling.md), so a gate set here would
+    only cost the pod a write and a pass; the hook sets none, whatever its namespaceSelector lets through."""
+    off = hook_factory(top={"gateMode": "off"})
+    for p in (pod("a", group="pg"), pod("b", volcano="pg"), pod("c", workload={"name": "wl", "podGroup": "w"})):
+        assert patch_of(off.review(p, path="/mutate")) is None
+    assert gated(hook_factory(top={"gateMode": "opt-in"}), pod("d", group="pg"))["spec"]["schedulingGates"] == [GATE]
+
+
+def test_a_dry_run_install_sets_no_gate_since_nothing_would_lift_it(hook_factory):
+    """In dry-run the controller lifts no gate, and its lease stays fresh, so the webhook's fail-open would never lift
+    one either (KEP-3521: a gated pod is not scheduled until its gates are removed): the hook gates nothing."""
+    dry = hook_factory(top={"mode": "dry-run"})
+    assert patch_of(dry.review(pod("p", group="pg"), path="/mutate")) is None
+    assert gated(hook_factory(top={"mode": "enforce"}), pod("p", group="pg"))["spec"]["schedulingGates"] == [GATE]
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "gangscale-system", "ops"])
+def test_no_pod_of_a_system_namespace_or_gangscales_own_is_gated(hook_factory, namespace):
+    hook = hook_factory(top={"stateNamespace": "ops"})
+    p = pod("p", namespace, group="pg")
+    expected = None if namespace != "gangscale-system" else [GATE]  # gangscale's own namespace here is `ops`
+    stored = gated(hook, p)
+    assert stored["spec"].get("schedulingGates") == expected
+
+
+def test_the_shipped_defaults_gate_every_gang_flavour_and_never_a_basic_pod(hook):
+    """The default config (`gateMode: opt-out`, the hook's fixture at mode enforce) gates a gang pod of any API the
+    ingest reads and leaves pods outside gangs alone."""
+    from gangscale.controller.config import ControllerConfig
+
+    assert ControllerConfig().gate_mode == "opt-out" and hook.server.policy.config.gate_mode == "opt-out"
+    gangs = [pod("a", group="pg"), pod("b", volcano="pg"), pod("c", cosched="pg"),
+             pod("d", workload={"name": "wl", "podGroup": "w"})]
+    for p in gangs:
+        assert gated(hook, p)["spec"]["schedulingGates"] == [GATE]
+    assert patch_of(hook.review(pod("alone"), path="/mutate")) is None
