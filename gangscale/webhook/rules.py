@@ -137,9 +137,15 @@ class Policy:
 # ------------------------------------------------------------------ groups
 
 
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's spec, or an empty one when it is missing or not a mapping."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
 def _min_counts(obj: Mapping[str, Any], kind: str, api: str) -> list[tuple[str, Any]]:
     """(field path, raw value) of every minCount / minMember the object declares."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = _spec(obj)
     if kind == "PodGroup" and api in (API_COSCHEDULING, API_VOLCANO):
         return [("spec.minMember", spec["minMember"])] if "minMember" in spec else []
     policies: list[tuple[str, Any]] = []
@@ -184,7 +190,7 @@ def check_min_counts(
 
 def _group_shape(obj: Mapping[str, Any], api: str, ns: str, name: str, count: int) -> Pod | None:
     """One member's requests from spec.minResources (Volcano, scheduler-plugins): the total over minMember pods."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = _spec(obj)
     if api not in (API_COSCHEDULING, API_VOLCANO) or not spec.get("minResources") or count < 1:
         return None
     total = _resources(spec["minResources"], "spec.minResources")

@@ -179,7 +179,8 @@ class WebhookServer(ThreadingHTTPServer):
             )  # plain HTTP, a reset or a stalled handshake: no answer
             return
         try:
-            self.RequestHandlerClass(tls, client_address, self)
+            handler: Any = self.RequestHandlerClass  # typeshed types its server argument as `Self`
+            handler(tls, client_address, self)
         except _GONE as exc:
             _gone(client_address, "answer", exc)
         finally:
