@@ -156,13 +156,6 @@ def _drop_helm_labels(node: object) -> None:
             _drop_helm_labels(v)
 
 
-def _without_empty_labels(docs: dict[tuple[str, str], dict]) -> dict[tuple[str, str], dict]:
-    for d in docs.values():
-        if d["metadata"].get("labels") == {}:
-            del d["metadata"]["labels"]
-    return docs
-
-
 CERT_MANAGER = {"webhook": {"certManager": True}}
 
 

@@ -5,7 +5,6 @@ the SDK."""
 from __future__ import annotations
 
 import kubernetes_validate
-import yaml
 
 from gangscale.cli import build_parser
 
