@@ -37,6 +37,21 @@ def test_kustomization_lists_every_manifest():
     assert kust["configMapGenerator"][0]["files"] == ["config.yaml"]
 
 
+def test_the_overlay_installs_gate_mode_and_the_webhook_with_its_self_signed_certificate():
+    """The default install gates gang pods once config.yaml says mode: enforce: gate mode's pod writes and their
+    policies, the webhook, and its certificate without cert-manager (a component that patches the webhook's, so it
+    comes after it). Each component lists every file in its folder."""
+    kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kust["components"] == ["gate-mode", "webhook", "webhook/self-signed"]
+    for name in kust["components"]:
+        inner = yaml.safe_load((DEPLOY / name / "kustomization.yaml").read_text())
+        listed = inner["resources"] + [entry["path"] for entry in inner.get("patches", [])]
+        assert inner["kind"] == "Component"
+        assert sorted(listed) == sorted(p.name for p in (DEPLOY / name).glob("*.yaml") if p.name != "kustomization.yaml")
+    cfg = load_config(DEPLOY / "config.yaml")
+    assert (cfg.mode, cfg.gate_mode) == ("dry-run", "opt-out")  # the hook sets no gate until mode: enforce
+
+
 def test_deployment_is_ha_non_root_and_read_only():
     dep = next(d for d in docs() if d["kind"] == "Deployment")
     spec = dep["spec"]["template"]["spec"]

@@ -1,12 +1,13 @@
 """The Helm chart (config/helm/gangscale): lints, renders valid objects, and with its defaults renders
-what the kustomize manifests (config/deploy) apply, apart from the labels Helm adds; with
-`webhook.enabled=true` it adds exactly the objects of the webhook component (config/deploy/webhook).
+what the kustomize manifests (config/deploy) apply, apart from the labels Helm adds: the controller, gate
+mode's grants and the admission webhooks with the self-signed bootstrap; with `webhook.certManager=true` the
+overlay without the webhook/self-signed component, with `webhook.enabled=false` the one without the webhook.
 
 Helm here is the Helm v4 Go SDK itself, from the `helm-python-sdk` wheel (no Debian package or PyPI
 wheel ships a Linux `helm` binary); `.ci/run` installs it, so in CI a missing SDK fails instead of
 skipping. Kustomize has no installable binary here either: `kustomize_build` below applies exactly the
-transformations config/deploy/kustomization.yaml asks for (namespace, labels without selectors, a
-hashed ConfigMap generator), and `test_kustomize_build_covers_every_field_of_the_kustomization` fails
+transformations config/deploy/kustomization.yaml asks for (components with their strategic-merge
+patches, namespace, labels without selectors, a hashed ConfigMap generator), and `test_kustomize_build_covers_every_field_of_the_kustomization` fails
 if the kustomization grows a field it does not apply.
 """
 
@@ -28,12 +29,11 @@ from gangscale.controller.metrics import Metrics
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "config" / "helm" / "gangscale"
 DEPLOY = ROOT / "config" / "deploy"
-WEBHOOK = DEPLOY / "webhook"
 NAMESPACE = "gangscale-system"
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
                "helm.sh/chart"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
-                  "ValidatingAdmissionPolicyBinding"}
+                  "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
 
 try:
     import helm_python as helm
@@ -56,15 +56,20 @@ def installed(docs: list[dict]) -> list[dict]:
     return [d for d in docs if "helm.sh/hook" not in (d["metadata"].get("annotations") or {})]
 
 
-def kustomize_build() -> list[dict]:
-    """`kustomize build config/deploy`, for the fields that kustomization uses (its components' resources join
-    its own before its namespace and labels apply, as kustomize does)."""
+def kustomize_build(components: list[str] | None = None) -> list[dict]:
+    """`kustomize build config/deploy` (with `components` in place of its own when given), for the fields that
+    kustomization uses: each component's resources join its own, then the component's strategic-merge patches
+    apply, then its namespace and labels, as kustomize does."""
     kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     docs = [d for f in kust["resources"] for d in yaml.safe_load_all((DEPLOY / f).read_text()) if d]
-    for comp in kust.get("components", []):
+    for comp in kust.get("components", []) if components is None else components:
         inner = yaml.safe_load((DEPLOY / comp / "kustomization.yaml").read_text())
-        assert inner["kind"] == "Component" and set(inner) == {"apiVersion", "kind", "resources"}
+        assert inner["kind"] == "Component" and set(inner) <= {"apiVersion", "kind", "resources", "patches"}
         docs += [d for f in inner["resources"] for d in yaml.safe_load_all((DEPLOY / comp / f).read_text()) if d]
+        for entry in inner.get("patches", []):
+            assert set(entry) == {"path"}  # a file of patches, each naming its one target
+            for patch in yaml.safe_load_all((DEPLOY / comp / entry["path"]).read_text()):
+                docs = apply_patch(docs, patch)
     for gen in kust["configMapGenerator"]:
         data = {f: (DEPLOY / f).read_text() for f in gen["files"]}
         suffix = hashlib.sha256(repr(sorted(data.items())).encode()).hexdigest()[:10]
@@ -83,6 +88,44 @@ def kustomize_build() -> list[dict]:
     return docs
 
 
+def apply_patch(docs: list[dict], patch: dict) -> list[dict]:
+    """One strategic-merge patch: it names exactly one object (apiVersion, kind, name, namespace), which
+    `$patch: delete` removes; otherwise maps merge key by key, a null deletes its key, lists of named items (the
+    pod spec's containers, volumes, volumeMounts) merge item by item, and any other list is replaced."""
+    meta = patch["metadata"]
+
+    def named(d: dict) -> bool:
+        return (d["apiVersion"], d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) == (
+            patch["apiVersion"], patch["kind"], meta["name"], meta.get("namespace"))
+
+    [target] = [d for d in docs if named(d)]  # kustomize: "failed to find unique target for patch"
+    if patch.get("$patch") == "delete":
+        return [d for d in docs if d is not target]
+    return [_merge(d, patch) if d is target else d for d in docs]
+
+
+def _merge(base: object, patch: object) -> object:
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for key, value in patch.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = _merge(out[key], value) if key in out else value
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and all(
+            isinstance(item, dict) and "name" in item for item in base + patch):
+        merged = list(base)
+        for item in patch:
+            at = [i for i, old in enumerate(merged) if old["name"] == item["name"]]
+            if at:
+                merged[at[0]] = _merge(merged[at[0]], item)
+            else:
+                merged.append(item)
+        return merged
+    return patch
+
+
 def normalise(docs: list[dict]) -> dict[tuple[str, str], dict]:
     """Drop Helm's own labels and config checksum, kustomize's name hash; read config.yaml as data."""
     out = {}
@@ -90,8 +133,9 @@ def normalise(docs: list[dict]) -> dict[tuple[str, str], dict]:
         _drop_helm_labels(d)
         template = d.get("spec", {}).get("template", {}).get("metadata", {})
         template.get("annotations", {}).pop("checksum/config", None)
-        if template.get("annotations") == {}:
-            del template["annotations"]
+        for meta in (template, d["metadata"]):  # a patch that deletes the last annotation leaves an empty map
+            if meta.get("annotations") == {}:
+                del meta["annotations"]
         text = yaml.safe_dump(d)
         d = yaml.safe_load(re.sub(r"gangscale-config-[0-9a-f]{10}", "gangscale-config", text))
         if d["kind"] == "ConfigMap":
@@ -112,25 +156,12 @@ def _drop_helm_labels(node: object) -> None:
             _drop_helm_labels(v)
 
 
-def kustomize_webhook_component() -> list[dict]:
-    """The objects config/deploy/webhook (a Component: no namespace or label transformer) adds."""
-    kust = yaml.safe_load((WEBHOOK / "kustomization.yaml").read_text())
-    assert set(kust) == {"apiVersion", "kind", "resources"}  # nothing else to apply
-    return [d for f in kust["resources"] for d in yaml.safe_load_all((WEBHOOK / f).read_text()) if d]
-
-
-def _without_empty_labels(docs: dict[tuple[str, str], dict]) -> dict[tuple[str, str], dict]:
-    for d in docs.values():
-        if d["metadata"].get("labels") == {}:
-            del d["metadata"]["labels"]
-    return docs
-
-
-WEBHOOK_ON = {"webhook": {"enabled": True}}
+CERT_MANAGER = {"webhook": {"certManager": True}}
 
 
 def test_helm_lint_finds_no_error_or_warning_with_defaults_and_with_monitoring_on():
-    for values in (None, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}, WEBHOOK_ON):
+    for values in (None, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}, CERT_MANAGER,
+                   {"webhook": {"enabled": False}}):
         report = helm.lint(CHART, values, strict=True)
         assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []
 
@@ -142,31 +173,85 @@ def test_kustomize_build_covers_every_field_of_the_kustomization():
     assert set(kust["generatorOptions"]) == {"disableNameSuffixHash"}
 
 
-def test_helm_template_with_defaults_equals_the_kustomize_output_apart_from_helm_labels():
-    helm_docs = normalise(installed(helm_template()))
-    kust_docs = normalise(kustomize_build())
+# The chart's webhook settings and the kustomize components that render the same objects: the defaults (the webhook
+# with the self-signed bootstrap), cert-manager (the overlay without webhook/self-signed), no webhook (gate-mode alone).
+INSTALLS = [({}, None), ({"webhook": {"certManager": True}}, ["gate-mode", "webhook"]),
+            ({"webhook": {"enabled": False}}, ["gate-mode"])]
+
+
+@pytest.mark.parametrize("values, components", INSTALLS)
+def test_helm_template_equals_the_kustomize_output_apart_from_helm_labels(values, components):
+    helm_docs = normalise(installed(helm_template(values)))
+    kust_docs = normalise(kustomize_build(components))
     assert ("Namespace", NAMESPACE) not in helm_docs  # Helm: `--create-namespace`
     kust_docs.pop(("Namespace", NAMESPACE))
     assert sorted(helm_docs) == sorted(kust_docs)
     for key in kust_docs:
         assert helm_docs[key] == kust_docs[key], key
-    namespace = normalise(helm_template({"createNamespace": True}))[("Namespace", NAMESPACE)]
-    assert namespace == normalise(kustomize_build())[("Namespace", NAMESPACE)]
+    namespace = normalise(helm_template({**values, "createNamespace": True}))[("Namespace", NAMESPACE)]
+    assert namespace == normalise(kustomize_build(components))[("Namespace", NAMESPACE)]
 
 
-def test_helm_template_with_the_webhook_enabled_adds_the_kustomize_webhook_component_apart_from_helm_labels():
-    base = normalise(installed(helm_template()))
-    with_webhook = normalise(installed(helm_template(WEBHOOK_ON)))
-    added = _without_empty_labels({k: v for k, v in with_webhook.items() if k not in base})
-    component = _without_empty_labels(normalise(kustomize_webhook_component()))
-    assert sorted(added) == sorted(component)
-    for key in component:
-        assert added[key] == component[key], key
-    assert {k: with_webhook[k] for k in base} == base  # the controller's objects and config are untouched
+def test_turning_the_webhook_off_or_to_cert_manager_leaves_the_controllers_objects_untouched():
+    base = normalise(installed(helm_template({"webhook": {"enabled": False}})))
+    for values, _ in INSTALLS:
+        docs = normalise(installed(helm_template(values)))
+        assert {k: docs[k] for k in base} == base
+
+
+def _pod_args(docs: list[dict], name: str) -> list[str]:
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
+    return dep["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def assert_the_install_gates_gang_pods_once_enforced(docs: list[dict], tmp_path: Path) -> None:
+    """The shipped install: the mutating hook on every namespace but the system ones and those labelled
+    gangscale.io/gate-mode=false, ignored when it fails; its certificate from the self-signed bootstrap, so no
+    cert-manager; gate mode's pod writes and the two policies fencing them; and a config in dry-run, in which the
+    hook sets no gate, with gateMode opt-out."""
+    from gangscale.cli import build_parser
+    from gangscale.controller.config import SYSTEM_NAMESPACES
+    from gangscale.controller.gates import GATE_MODE_KEY
+
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    [hook] = objs[("MutatingWebhookConfiguration", "gangscale")]["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"  # a webhook that is down never blocks a pod
+    assert hook["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [*SYSTEM_NAMESPACES, NAMESPACE]},
+        {"key": GATE_MODE_KEY, "operator": "NotIn", "values": ["false"]}]}
+    assert hook["clientConfig"]["service"] == {"name": "gangscale-webhook", "namespace": NAMESPACE,
+                                               "path": "/mutate", "port": 443}
+    assert ("Service", "gangscale-webhook") in objs and ("ValidatingWebhookConfiguration", "gangscale") in objs
+    webhook = build_parser().parse_args(_pod_args(docs, "gangscale-webhook"))
+    assert webhook.self_signed and webhook.service == f"gangscale-webhook.{NAMESPACE}"
+    assert objs[("Deployment", "gangscale-webhook")]["spec"]["replicas"] == 1
+    assert ("ClusterRole", "gangscale-webhook-self-signed") in objs
+    assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
+    assert objs[("ClusterRole", "gangscale-gate-mode")]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]}]
+    for name in ("gangscale-pod-writes", "gangscale-capacity-gate"):
+        assert objs[("ValidatingAdmissionPolicyBinding", name)]["spec"] == {"policyName": name,
+                                                                           "validationActions": ["Deny"]}
+        assert objs[("ValidatingAdmissionPolicy", name)]["spec"]["failurePolicy"] == "Fail"
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["config.yaml"]
+    (tmp_path / "config.yaml").write_text(config)
+    cfg = load_config(tmp_path / "config.yaml")
+    assert (cfg.mode, cfg.gate_mode, cfg.admission.failure_policy) == ("dry-run", "opt-out", "Ignore")
+    for version in ("1.35.0", "1.36.0", "1.37.0"):
+        for d in docs:
+            kubernetes_validate.validate(d, version, strict=True)
+
+
+def test_the_default_chart_gates_gang_pods_in_every_namespace_but_the_system_ones_once_enforced(tmp_path):
+    assert_the_install_gates_gang_pods_once_enforced(installed(helm_template()), tmp_path)
+
+
+def test_the_default_kustomize_build_gates_gang_pods_in_every_namespace_but_the_system_ones_once_enforced(tmp_path):
+    assert_the_install_gates_gang_pods_once_enforced(kustomize_build(), tmp_path)
 
 
 def test_the_webhook_values_reach_the_hooks_and_the_config_the_webhook_loads(tmp_path):
-    docs = helm_template({"webhook": {"enabled": True, "replicas": 3, "failurePolicy": "Fail", "timeoutSeconds": 3},
+    docs = helm_template({"webhook": {"certManager": True, "replicas": 3, "failurePolicy": "Fail", "timeoutSeconds": 3},
                           "image": {"repository": "registry.example/gs", "tag": "9.9.9"}})
     objs = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     validating = objs[("ValidatingWebhookConfiguration", "gangscale")]["webhooks"][0]
@@ -208,7 +293,7 @@ def test_the_rendered_webhook_objects_validate_against_the_official_schemas(vers
 
 
 def test_every_object_helm_adds_labels_to_is_labelled_as_helm_documents():
-    for d in helm_template(WEBHOOK_ON):
+    for d in helm_template(CERT_MANAGER) + helm_template():
         assert HELM_LABELS <= set(d["metadata"]["labels"]), d["kind"]
 
 
@@ -227,7 +312,7 @@ def test_values_reach_the_objects_and_the_config_the_controller_loads(tmp_path):
         "serviceAccount": {"roleArn": "arn:aws:iam::123456789012:role/gs"},
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
         "config": {"mode": "enforce", "resyncSeconds": "45s"}})
-    by_kind = {d["kind"]: d for d in installed(docs)}
+    by_kind = {d["kind"]: d for d in installed(docs) if not d["metadata"]["name"].startswith("gangscale-webhook")}
     dep = by_kind["Deployment"]
     assert dep["spec"]["replicas"] == 3 and "PodDisruptionBudget" not in by_kind
     container = dep["spec"]["template"]["spec"]["containers"][0]
@@ -259,7 +344,8 @@ def test_an_empty_role_arn_leaves_the_service_account_unannotated():
 def test_the_service_monitor_and_alerts_are_off_by_default_and_name_real_metrics_when_on():
     assert {d["kind"] for d in helm_template()} & {"ServiceMonitor", "PrometheusRule"} == set()
     docs = helm_template({"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
-                          "prometheusRule": {"enabled": True, "noSuccessfulPassMinutes": 7}})
+                          "prometheusRule": {"enabled": True, "noSuccessfulPassMinutes": 7},
+                          "webhook": {"enabled": False}})  # the webhook's alerts: tests/webhook/test_failopen_manifests.py
     sm = next(d for d in docs if d["kind"] == "ServiceMonitor")
     assert sm["spec"]["endpoints"][0]["port"] == "metrics" and sm["metadata"]["labels"]["release"] == "prom"
     rules = next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"][0]["rules"]

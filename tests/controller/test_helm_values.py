@@ -14,7 +14,9 @@ import pytest
 from .test_helm_chart import CHART, helm_template, installed
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = {"webhook": {"enabled": True}, "serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}
+# cert-manager on, so that the webhook's replicas and PDB (one self-signed replica has neither) are rendered too
+BASE = {"webhook": {"enabled": True, "certManager": True}, "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True}}
 DIGEST = "sha256:" + "ab" * 32
 
 # One value per documented key that differs from its default (the test below fails when a key is added without one)

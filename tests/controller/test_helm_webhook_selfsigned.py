@@ -1,24 +1,17 @@
-"""The Helm chart's webhook without cert-manager (`webhook.certManager=false`): the self-signed bootstrap, as the
-kustomize instructions in docs/webhook.md set it up by hand. Skipped, like test_helm_chart.py, without the SDK."""
+"""The Helm chart's webhook without cert-manager (`webhook.certManager=false`, the default): the self-signed bootstrap,
+as the kustomize component config/deploy/webhook/self-signed sets it up. Skipped, like test_helm_chart.py, without
+the SDK."""
 
 from __future__ import annotations
 
 import kubernetes_validate
-import yaml
 
 from gangscale.cli import build_parser
 
-from .test_helm_chart import (
-    CHART,
-    DEPLOY,
-    NAMESPACE,
-    _without_empty_labels,
-    helm,
-    helm_template,
-    normalise,
-)
+from .test_helm_chart import CHART, NAMESPACE, helm, helm_template, kustomize_build, normalise
 
 SELF_SIGNED = {"webhook": {"enabled": True, "certManager": False, "replicas": 3}}
+CERT_MANAGER = {"webhook": {"certManager": True, "replicas": 3}}
 
 
 def test_without_cert_manager_the_chart_runs_one_self_signed_replica_that_patches_ca_bundle():
@@ -43,8 +36,12 @@ def test_without_cert_manager_the_chart_runs_one_self_signed_replica_that_patche
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []
 
 
+def test_the_default_chart_is_the_self_signed_one_needing_no_cert_manager():
+    assert helm_template() == helm_template({"webhook": {"enabled": True, "certManager": False}})
+
+
 def test_with_cert_manager_the_chart_keeps_the_certificate_and_the_ca_injection():
-    docs = helm_template({"webhook": {"enabled": True, "replicas": 3}})
+    docs = helm_template(CERT_MANAGER)
     dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gangscale-webhook")
     assert dep["spec"]["replicas"] == 3 and "--self-signed" not in dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {"Certificate", "Issuer", "PodDisruptionBudget"} <= {d["kind"] for d in docs}
@@ -57,14 +54,13 @@ def _updates_webhook_configurations(docs: list[dict]) -> list[str]:
 
 
 def test_only_the_self_signed_mode_may_update_the_webhook_configurations_as_its_kustomize_component_does():
-    assert _updates_webhook_configurations(helm_template({"webhook": {"enabled": True}})) == []
-    with_cert_manager = normalise(helm_template({"webhook": {"enabled": True}}))
+    assert _updates_webhook_configurations(helm_template(CERT_MANAGER)) == []
+    with_cert_manager = normalise(helm_template(CERT_MANAGER))
     self_signed = normalise(helm_template(SELF_SIGNED))
-    added = _without_empty_labels({k: v for k, v in self_signed.items() if k not in with_cert_manager
-                                   and k[0] in ("ClusterRole", "ClusterRoleBinding")})
-    component = DEPLOY / "webhook" / "self-signed"
-    kust = yaml.safe_load((component / "kustomization.yaml").read_text())
-    wanted = _without_empty_labels(normalise([d for f in kust["resources"]
-                                              for d in yaml.safe_load_all((component / f).read_text()) if d]))
-    assert added == wanted
+    added = {k: v for k, v in self_signed.items() if k not in with_cert_manager}
+    kust_cert_manager = normalise(kustomize_build(["gate-mode", "webhook"]))
+    kust_added = {k: v for k, v in normalise(kustomize_build()).items() if k not in kust_cert_manager}
+    assert sorted(added) == sorted(kust_added) == [("ClusterRole", "gangscale-webhook-self-signed"),
+                                                   ("ClusterRoleBinding", "gangscale-webhook-self-signed")]
+    assert added == kust_added
     assert _updates_webhook_configurations(helm_template(SELF_SIGNED)) == ["gangscale-webhook-self-signed"]

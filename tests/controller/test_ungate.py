@@ -99,7 +99,10 @@ def test_a_patch_built_from_a_stale_read_is_built_again_from_a_fresh_one(emu):
 def test_the_chart_runs_ungate_as_a_pre_delete_hook_with_rbac_for_exactly_that():
     from .test_helm_chart import helm_template
 
-    docs = [d for d in helm_template() if "helm.sh/hook" in d["metadata"].get("annotations", {})]
+    def hooks(values: dict) -> list[dict]:
+        return [d for d in helm_template(values) if "helm.sh/hook" in d["metadata"].get("annotations", {})]
+
+    docs = hooks({"webhook": {"enabled": False}})
     by_kind = {d["kind"]: d for d in docs}
     assert set(by_kind) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"}
     assert {d["metadata"]["annotations"]["helm.sh/hook"] for d in docs} == {"pre-delete"}
@@ -111,8 +114,12 @@ def test_the_chart_runs_ungate_as_a_pre_delete_hook_with_rbac_for_exactly_that()
     assert job["containers"][0]["args"] == ["ungate"] and job["restartPolicy"] == "Never"
     assert job["serviceAccountName"] == by_kind["ServiceAccount"]["metadata"]["name"]
     assert job["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
-    assert not [d for d in helm_template({"ungateOnUninstall": False}) if "helm.sh/hook" in
-                d["metadata"].get("annotations", {})]
+    assert not hooks({"ungateOnUninstall": False})
+    # with the webhook (the default) the hook first deletes the gating hook, and may delete only that
+    [role] = [d for d in hooks({}) if d["kind"] == "ClusterRole"]
+    assert role["rules"][1:] == [{"apiGroups": ["admissionregistration.k8s.io"],
+                                  "resources": ["mutatingwebhookconfigurations"], "resourceNames": ["gangscale"],
+                                  "verbs": ["delete"]}]
 
 
 def documented_command() -> str:

@@ -83,7 +83,8 @@ def test_the_alerts_on_gates_older_than_the_fail_open_time_render_on_metrics_the
     scrape = by_name(docs, "PodMonitor", "gangscale-webhook")  # the webhook's /metrics is scraped
     assert scrape["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "gangscale-webhook"}
     assert scrape["spec"]["podMetricsEndpoints"][0]["port"] == "https"
-    off = helm_chart.helm_template({"prometheusRule": {"enabled": True}})  # no webhook: no fail-open, no alert on it
+    off = helm_chart.helm_template({"prometheusRule": {"enabled": True}, "webhook": {"enabled": False}})
+    # no webhook: no fail-open, no alert on it
     assert "GangscaleGateOlderThanFailOpen" not in str(by_name(off, "PrometheusRule", "gangscale"))
 
 

@@ -139,3 +139,33 @@ def test_only_the_self_signed_component_may_update_the_webhooks_own_configuratio
     # what the bootstrap writes: these two, by name
 
     assert {p.rsplit("/", 1)[1] for p in CONFIG_PATHS} == set(role["rules"][0]["resources"])
+
+
+def test_the_self_signed_component_turns_the_webhook_into_one_self_signed_replica_without_cert_manager():
+    """config/deploy/webhook/self-signed patches the webhook component (config/deploy/kustomization.yaml includes
+    both): one replica running `--self-signed` for the webhook Service on an emptyDir, and none of cert-manager's
+    objects or annotations. The patches name the component's objects, so a rename there fails here."""
+    from gangscale.cli import build_parser
+
+    kust = yaml.safe_load((SELF_SIGNED / "kustomization.yaml").read_text())
+    assert sorted(p.name for p in SELF_SIGNED.glob("*.yaml") if p.name != "kustomization.yaml") == sorted(
+        kust["resources"] + [entry["path"] for entry in kust["patches"]])
+    patches = [d for entry in kust["patches"] for d in yaml.safe_load_all((SELF_SIGNED / entry["path"]).read_text())]
+    deleted = {(p["kind"], p["metadata"]["name"]) for p in patches if p.get("$patch") == "delete"}
+    assert deleted == {(d["kind"], d["metadata"]["name"]) for d in docs()
+                       if d["kind"] in ("Issuer", "Certificate", "PodDisruptionBudget")}
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        [patch] = [p for p in patches if p["kind"] == kind]
+        assert patch["metadata"] == {"name": one(kind)["metadata"]["name"],
+                                     "annotations": {"cert-manager.io/inject-ca-from": None}}
+    [dep] = [p for p in patches if p["kind"] == "Deployment"]
+    assert dep["metadata"] == one("Deployment")["metadata"] and dep["spec"]["replicas"] == 1
+    [container] = dep["spec"]["template"]["spec"]["containers"]
+    svc = one("Service")["metadata"]
+    assert container["args"] == [*one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"],
+                                 "--self-signed", "--service", f"{svc['name']}.{svc['namespace']}"]
+    parsed = build_parser().parse_args(container["args"])
+    assert parsed.self_signed and set(dns_names(parsed.service)) >= {f"{svc['name']}.{svc['namespace']}.svc"}
+    [mount] = container["volumeMounts"]
+    assert mount["mountPath"] == parsed.cert_dir and mount["readOnly"] is False  # the bootstrap writes the pair
+    assert dep["spec"]["template"]["spec"]["volumes"] == [{"name": mount["name"], "secret": None, "emptyDir": {}}]

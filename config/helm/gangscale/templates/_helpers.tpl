@@ -1,11 +1,12 @@
-{{/* Labels every object carries: the two kustomize adds, then Helm's own. */}}
+{{/* Labels every object carries: the two config/deploy/kustomization.yaml adds (to its components' objects too),
+then Helm's own. */}}
 {{- define "gangscale.labels" -}}
 app.kubernetes.io/name: gangscale
 app.kubernetes.io/part-of: gangscale
 {{ include "gangscale.helmLabels" . }}
 {{- end -}}
 
-{{/* Helm's own labels only: the webhook's objects, which the kustomize component leaves unlabelled. */}}
+{{/* Helm's own labels. */}}
 {{- define "gangscale.helmLabels" -}}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
