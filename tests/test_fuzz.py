@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -227,6 +228,7 @@ def plan_and_check(objects: list[Any], catalog: list[Any], base_objects: list[di
     return seconds
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=25)
 @given(mutated(EXAMPLE))
 def test_mutations_of_the_bundled_example_never_escape_and_every_plan_passes_the_checker(case):
@@ -234,6 +236,7 @@ def test_mutations_of_the_bundled_example_never_escape_and_every_plan_passes_the
     plan_and_check(objects, catalog, EXAMPLE[0])  # within --time-limit + 1 s, as every case below
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=25)
 @given(mutated(FIXTURE))
 def test_mutations_of_the_fixtures_never_escape_and_every_plan_passes_the_checker(case):
@@ -259,6 +262,7 @@ def thousand_pods() -> tuple[list[dict], list[dict]]:
 THOUSAND = thousand_pods()
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=4)
 @given(mutated(THOUSAND))
 def test_planning_1000_mutated_pods_stays_within_the_time_limit(case):
@@ -267,6 +271,7 @@ def test_planning_1000_mutated_pods_stays_within_the_time_limit(case):
     plan_and_check(objects, catalog, THOUSAND[0])
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=25)
 @given(mutated(EXAMPLE, duplicates=True))
 def test_huge_quantities_and_duplicated_objects_never_escape_and_every_plan_passes_the_checker(case):

@@ -24,6 +24,8 @@ import yaml
 
 from tests.kube.emulator import Emulator
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 PIP_TIMEOUT = 1500
 

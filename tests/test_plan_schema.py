@@ -146,6 +146,7 @@ def test_the_catalogs_hand_check_takes_an_entry_with_any_odd_value_in_any_place_
     assert _same_as_the_model(_BASE) and 0 < sum(taken) < len(taken)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_ENTRY)
 def test_the_catalogs_hand_check_takes_a_drawn_entry_only_as_the_pydantic_model_does_with_the_same_values(raw):

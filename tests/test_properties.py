@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -146,6 +147,7 @@ def zone_spread_clusters(draw):
     return objects, catalog
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(zone_spread_clusters())
 def test_every_plan_keeps_every_zone_spread_within_its_skew_per_the_checker(cluster):

@@ -134,6 +134,7 @@ def test_zone_bound_gangs_retry_a_domain_only_when_it_changed(monkeypatch):
     assert sum(1 for g in plan.gangs if g.placed) == 1000
 
 
+@pytest.mark.slow
 def test_zone_bound_gangs_keep_to_a_one_second_limit_with_the_best_plan_so_far():
     objs, catalog = zone_gangs(gangs=3000)
     snap = snapshot(objs, catalog)

@@ -29,6 +29,7 @@ def sims() -> list[dict]:
     return [json.loads((FIXTURE / d / "simulate.json").read_text()) for d in ("sim-0", "sim-1")]
 
 
+@pytest.mark.slow
 def test_the_same_json_gives_the_same_page_and_the_same_plots(tmp_path):
     first, second = generate(tmp_path / "a"), generate(tmp_path / "b")
     assert first.read_bytes() == second.read_bytes()
@@ -39,6 +40,7 @@ def test_the_same_json_gives_the_same_page_and_the_same_plots(tmp_path):
         assert (first.parent / rel).read_bytes() == (second.parent / rel).read_bytes(), rel
 
 
+@pytest.mark.slow
 def test_every_plot_the_page_links_exists_and_no_other_is_left(tmp_path):
     page = generate(tmp_path)
     linked = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()))

@@ -233,6 +233,7 @@ def test_the_controller_decides_the_same_when_the_simulator_keeps_parsed_objects
     assert kept.parse_cache.pods and not fresh.parse_cache.pods
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
 def test_the_controller_decides_the_same_when_it_takes_the_engine_s_read_and_reuses_the_plan_of_a_repeated_snapshot(
         policy, monkeypatch):
@@ -306,6 +307,7 @@ def smoke(tmp_path_factory):
                          plots=False))
 
 
+@pytest.mark.slow
 def test_the_smoke_hour_runs_every_gang_of_the_trace_under_each_policy(smoke):
     for p, r in smoke["results"].items():
         assert r["gangs"] + r["basic_groups_started"] >= 38, p
@@ -313,6 +315,7 @@ def test_the_smoke_hour_runs_every_gang_of_the_trace_under_each_policy(smoke):
     assert sum(smoke["cpu_seconds"].values()) < 60  # issue 10: under 60 s in CI (CPU time: this machine is shared)
 
 
+@pytest.mark.slow
 def test_with_10_percent_failures_gangscale_spends_no_more_per_started_gang_than_any_baseline(smoke):
     # every started gang billed to its end (the run drains past the horizon): every policy pays for the same 37 runs
     # ($4,677 running pods each, 1 Dec), so what differs is what ran nothing; docs/simulate.md
@@ -322,6 +325,7 @@ def test_with_10_percent_failures_gangscale_spends_no_more_per_started_gang_than
         p: r["dollars_per_started_gang"] for p, r in smoke["results"].items()}
 
 
+@pytest.mark.slow
 def test_with_10_percent_failures_gangscale_wastes_no_more_per_started_gang_than_any_baseline(smoke):
     # the bill of instance-seconds that ran no pod (booting, idle): what the mission promises not to waste
     own = smoke["results"]["gangscale-observe"]["wasted_dollars_per_started_gang"]
@@ -329,6 +333,7 @@ def test_with_10_percent_failures_gangscale_wastes_no_more_per_started_gang_than
         p: r["wasted_dollars_per_started_gang"] for p, r in smoke["results"].items()}
 
 
+@pytest.mark.slow
 def test_the_wasted_bill_is_the_bill_less_the_instance_seconds_that_ran_a_pod(smoke):
     for p, r in smoke["results"].items():
         assert 0 < r["wasted_dollars"] < r["dollars"], p
@@ -339,11 +344,13 @@ def test_the_wasted_bill_is_the_bill_less_the_instance_seconds_that_ran_a_pod(sm
                                        "llm-00019's: a later gang takes one of its 15 Ready p4d, the replacement's "
                                        "replacement still boots at its deadline, its nodes go back and it buys 16 "
                                        "again (1,807 s; Karpenter and gate mode 697 s); docs/simulate.md")
+@pytest.mark.slow
 def test_with_10_percent_failures_gangscale_p95_time_to_start_is_at_most_half_of_ca(smoke):
     r = smoke["results"]
     assert 2 * r["gangscale-observe"]["time_to_start_seconds"]["p95"] <= r["ca"]["time_to_start_seconds"]["p95"]
 
 
+@pytest.mark.slow
 def test_with_10_percent_failures_gangscale_strands_no_node_hours_past_a_deadline(smoke):
     assert smoke["results"]["gangscale-observe"]["stranded_node_hours_past_deadline"] == 0
 
@@ -446,6 +453,7 @@ def test_the_report_says_whether_the_whole_week_ran_in_under_10_minutes_and_says
 
 # ------------------------------------------------------------------ the CLI
 
+@pytest.mark.slow
 def test_simulate_from_the_command_line_writes_json_markdown_and_plots(tmp_path):
     out = tmp_path / "sim"
     proc = subprocess.run([sys.executable, "-m", "gangscale", "bench", "simulate", "--trace", "hour", "--gangs", "3",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from benchmarks.cli import main as bench_main
 from benchmarks.report import POLICY_ORDER
 
 
+@pytest.mark.slow
 def test_quick_suite_runs_and_gangscale_is_never_worse(tmp_path):
     code = bench_main(["run", "--quick", "--out", str(tmp_path), "--no-progress", "--time-limit", "2",
                        "--bound-seconds", "1", "--check"])

@@ -35,6 +35,7 @@ def run(tmp: Path, *args: str) -> tuple[int, list[str]]:
     return proc.returncode, [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ["[1, 2]", '"state"', '{"groups": [1]}', '{"seq": 1e400}'])
 def test_a_simulated_state_file_that_is_not_a_state_map_stops_run_with_one_line_and_exit_2(content, tmp_path):
     state = tmp_path / "state.json"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from builders import pod, podgroup
 
 from cloud.proxy import failed_activity, no_capacity
@@ -21,6 +23,7 @@ def gang(emu, name: str, members: int, *, ns: str = "default", cpu: str = "6", a
         emu.apply(pod(f"{name}-{i}", ns, cpu=cpu, mem="4Gi", group=name))
 
 
+@pytest.mark.slow
 def test_a_gang_grows_the_groups_once_by_exactly_the_plan(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers()
@@ -41,6 +44,7 @@ def test_a_gang_grows_the_groups_once_by_exactly_the_plan(cluster, world, contro
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_restart_in_the_middle_buys_nothing_twice(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     first = controllers("a")
@@ -59,6 +63,7 @@ def test_restart_in_the_middle_buys_nothing_twice(cluster, world, controllers, p
     second.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_failed_launch_moves_the_gang_to_another_group(cluster, world, controllers, proxy):
     world.asg("cheap", "m5.2xlarge", max_size=10)  # $0.384/h: the first choice
     world.asg("backup", "m6i.4xlarge", max_size=10)  # $0.768/h
@@ -78,6 +83,7 @@ def test_a_failed_launch_moves_the_gang_to_another_group(cluster, world, control
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_nodes_that_never_arrive_are_given_back_at_the_deadline(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers()
@@ -93,6 +99,7 @@ def test_nodes_that_never_arrive_are_given_back_at_the_deadline(cluster, world, 
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_deadline_in_a_quiet_cluster_is_acted_on_at_once_not_at_the_next_resync(cluster, world, controllers, proxy):
     """Nothing in the cluster changes after the scale-up and the resync is 10 minutes: the pass at the deadline
     comes from the controller's own timer (`Reconciler.next_due`); before, the nodes stayed billed until the resync."""
@@ -106,6 +113,7 @@ def test_a_deadline_in_a_quiet_cluster_is_acted_on_at_once_not_at_the_next_resyn
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_only_the_leader_acts(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     a = controllers("a")
@@ -125,6 +133,7 @@ def test_only_the_leader_acts(cluster, world, controllers, proxy):
     wait_for(lambda: world.desired("cpu") == 4, what="the new leader scales")
 
 
+@pytest.mark.slow
 def test_a_flood_of_malformed_podgroups_gets_events_and_the_good_gang_is_served(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers()
@@ -144,6 +153,7 @@ def test_a_flood_of_malformed_podgroups_gets_events_and_the_good_gang_is_served(
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_the_namespace_cap_holds(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=20)
     ctl = controllers(defaultNamespaceCap={"maxNodes": 2})
@@ -165,6 +175,7 @@ def test_the_namespace_cap_holds(cluster, world, controllers):
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_dry_run_changes_nothing_in_the_cloud(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers(mode="dry-run")
@@ -178,6 +189,7 @@ def test_dry_run_changes_nothing_in_the_cloud(cluster, world, controllers, proxy
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_empty_nodes_are_scaled_down_and_a_node_running_a_pod_never_is(cluster, world, controllers, proxy):
     from builders import node
 
@@ -231,6 +243,7 @@ def _delete_gang(emu, name: str, members: int, ns: str = "default") -> None:
     emu.delete("scheduling.k8s.io/v1alpha2", "PodGroup", ns, name)
 
 
+@pytest.mark.slow
 def test_a_new_generation_reuses_the_nodes_bought_for_the_old_one(cluster, world, controllers, proxy):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers(cancelGraceSeconds=30)
@@ -250,6 +263,7 @@ def test_a_new_generation_reuses_the_nodes_bought_for_the_old_one(cluster, world
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_deleted_gang_gives_its_unused_nodes_back_after_the_grace(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     ctl = controllers(cancelGraceSeconds=1)

@@ -36,6 +36,8 @@ from builders import pod, podgroup
 
 from .conftest import STATE_NS, events, state_records, wait_for
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 KILL_POINTS = int(os.environ.get("GANGSCALE_CRASH_POINTS", "5"))
 SEED = int(os.environ.get("GANGSCALE_CRASH_SEED", "17"))

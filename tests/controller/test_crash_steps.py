@@ -19,6 +19,8 @@ from gangscale.controller.crashpoints import EXIT_CODE
 from .conftest import state_records, wait_for
 from .test_crash_random import _create, bought, outside_groups
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 STEPS = {
     "aws-asg": ("record-saved", "call-sent", "after-SetDesiredCapacity", "call-confirmed"),

@@ -20,6 +20,8 @@ from cloud.proxy import failed_activity, no_capacity, throttled
 
 from .conftest import STATE_NS, events, state_records, wait_for
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 
 

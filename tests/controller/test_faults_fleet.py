@@ -12,12 +12,16 @@ import signal
 import time
 import urllib.request
 
+import pytest
+
 from builders import pod, podgroup
 
 from cloud.proxy import PendingInstances
 from gangscale.controller.crashpoints import ENV as CRASH_ENV, EXIT_CODE
 
 from .conftest import STATE_NS, events, state_records, wait_for
+
+pytestmark = pytest.mark.slow
 
 FLEET = {"provider": "aws-fleet"}
 KEY = "default/train/scheduling.k8s.io/v1alpha2"

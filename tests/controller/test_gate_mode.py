@@ -70,6 +70,7 @@ def bind(emu, ns: str, name: str, node_name: str) -> None:
     emu.apply(p)
 
 
+@pytest.mark.slow
 def test_a_gated_gang_is_released_only_once_its_nodes_are_ready(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     namespace(cluster, "team", gate_mode=True)
@@ -97,6 +98,7 @@ def test_a_gated_gang_is_released_only_once_its_nodes_are_ready(cluster, world, 
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_deferred_gang_stays_gated_while_the_gang_the_plan_chose_is_released(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=1)
     namespace(cluster, "team", gate_mode=True)
@@ -125,6 +127,7 @@ def narrowed_to(emu, ns: str, name: str) -> list[str]:
     return [v for t in terms for f in t.get("matchFields") or [] if f["key"] == "metadata.name" for v in f["values"]]
 
 
+@pytest.mark.slow
 def test_both_gpu_gangs_are_released_at_once_each_narrowed_to_its_node_where_the_scheduler_then_puts_it(
         cluster, world, controllers):
     from gangscale.ingest import ingest
@@ -153,6 +156,7 @@ def test_both_gpu_gangs_are_released_at_once_each_narrowed_to_its_node_where_the
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_released_pod_whose_node_died_before_it_bound_is_deleted_so_its_owner_recreates_it(cluster, world,
                                                                                              controllers):
     namespace(cluster, "team", gate_mode=True)
@@ -194,6 +198,7 @@ def test_the_api_server_lets_a_gated_pod_be_narrowed_and_ungated_in_one_patch_an
         cluster.apply(_json_patch(p, [{"op": "remove", "path": f"{terms}/0/matchFields"}]))
 
 
+@pytest.mark.slow
 def test_a_namespace_that_did_not_opt_in_keeps_todays_behaviour(cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)
     namespace(cluster, "plain", gate_mode=False)
@@ -244,6 +249,7 @@ def test_the_documented_kubectl_fallback_lifts_every_gangscale_gate_and_only_tho
     assert gates_of(cluster, "other", "k-0") == [KUEUE]
 
 
+@pytest.mark.slow
 def test_gate_mode_models_the_configured_scheduler_even_when_the_plan_does_not(cluster, world, controllers, tmp_path):
     # Under MostAllocated with a GPU weight the 1-GPU pod packs onto g1 and cannot take g12 from the 4-GPU gang,
     # so nothing needs holding: both gangs are released in the same pass (schedulerModel stays off).
@@ -261,6 +267,7 @@ def test_gate_mode_models_the_configured_scheduler_even_when_the_plan_does_not(c
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_nothing_is_bought_for_an_ungrouped_pod_the_scheduler_places_on_a_node_the_cluster_has(cluster, world,
                                                                                                controllers):
     # n1 has 4 of 8 CPUs left. The cheapest plan of both pods puts the gang there and buys an m5.xlarge for the

@@ -84,6 +84,7 @@ def test_the_table_script_reads_nested_keys_and_multi_line_comments():
     assert "| `a.b` | int | `1` | first and more |" in _script().table(text)
 
 
+@pytest.mark.slow
 def test_every_documented_value_changes_the_rendered_chart():
     keys = [k for k, _ in _script().documented((CHART / "values.yaml").read_text())]
     assert sorted(OVERRIDES) == sorted(keys)

@@ -56,6 +56,7 @@ def _by_name(emu: Emulator) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in state_records(emu).values()}
 
 
+@pytest.mark.slow
 def test_an_unadmitted_kueue_workload_waits_for_admission_and_a_dra_gang_is_scaled_up(
         cluster, controllers, tmp_path):
     emu = cluster

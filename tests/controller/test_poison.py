@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from builders import node, pod, podgroup
 
 from .conftest import events, state_records, wait_for
@@ -62,6 +64,7 @@ def _poisons() -> dict[str, tuple[list[dict], str]]:
     }
 
 
+@pytest.mark.slow
 def test_every_kind_of_poisoned_gang_gets_a_warning_naming_its_field_while_the_other_gangs_are_served(
         cluster, world, controllers):
     world.asg("cpu", "m5.2xlarge", max_size=10)

@@ -18,6 +18,8 @@ from gangscale.controller.crashpoints import EXIT_CODE
 from .conftest import state_records, wait_for
 from .test_crash_random import _create, bought, outside_groups
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 TOKEN_TAG = "gangscale.io/client-token"
 

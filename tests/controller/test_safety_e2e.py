@@ -18,6 +18,8 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
+import pytest
+
 from builders import node, pod
 from cloud.conftest import CLUSTER, REGION
 from cloud.proxy import failed_activity, no_capacity
@@ -55,6 +57,7 @@ def _taints(emu, name: str) -> list[str]:
     return [t["key"] for t in (emu.get("v1", "Node", "", name)["spec"].get("taints") or [])]
 
 
+@pytest.mark.slow
 def test_with_no_limits_configured_the_cluster_ceiling_holds_a_burst_across_namespaces(cluster, world, controllers):
     """The config names only the provider, cluster, region and endpoint (and the test's timings): eight namespaces
     each ask for 30 p5 (240 H100 nodes, $13,209/h), each within the shipped per-namespace cap of 64 nodes and
@@ -80,6 +83,7 @@ def test_with_no_limits_configured_the_cluster_ceiling_holds_a_burst_across_name
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_pod_bound_while_an_empty_node_is_being_removed_keeps_the_node(cluster, world, controllers, proxy):
     """The scheduler binds a pod to the empty node after the controller's last look at it: here at the first write
     the controller makes for that node (its taint, or the termination when there is none). The node is read again
@@ -108,6 +112,7 @@ def test_a_pod_bound_while_an_empty_node_is_being_removed_keeps_the_node(cluster
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_nodes_opted_out_of_scale_down_stay_and_the_rest_go(cluster, world, controllers):
     """Cluster Autoscaler's scale-down-disabled annotation and gangscale's do-not-disrupt on the node keep it, and
     so does do-not-disrupt on a pod there (a DaemonSet's, which alone never keeps a node); the plain empty node
@@ -130,6 +135,7 @@ def test_nodes_opted_out_of_scale_down_stay_and_the_rest_go(cluster, world, cont
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_leader_deposed_while_its_scale_up_is_in_flight_writes_no_event(cluster, world, controllers, proxy):
     """The lease passes to another replica while SetDesiredCapacity is on the wire; when the call returns, the old
     leader's pass reaches its TriggeredScaleUp events: none is written (the fence), and the pass ends."""
@@ -253,6 +259,7 @@ def test_a_backed_off_group_is_named_as_backed_off_not_as_at_max_size_zero(clust
     ctl.assert_no_tracebacks()
 
 
+@pytest.mark.slow
 def test_a_deadline_kept_across_a_rebooking_is_reported_as_the_deadline(cluster, world, controllers, proxy):
     """A gang with an 8 s deadline is booked on `cheap`, whose launch fails, and booked again on `backup` a few
     seconds later, keeping its deadline; no node ever registers. The timed-out reason names the 8 s deadline, not

@@ -16,6 +16,8 @@ from builders import pod, podgroup
 
 from .conftest import events, state_records, wait_for
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 GPU_TAINT = {"k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu": "true:NoSchedule"}
 

@@ -33,6 +33,8 @@ from builders import pod, podgroup
 from .conftest import state_records, wait_for
 from .test_crash_random import bought
 
+pytestmark = pytest.mark.slow
+
 API = "scheduling.k8s.io/v1alpha2"
 SEEDS = int(os.environ.get("GANGSCALE_SHARED_SEEDS", "2"))
 GPU_TAINT = {"k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu": "true:NoSchedule"}

@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from builders import pod, podgroup
 from kube.emulator import Emulator
@@ -20,6 +21,8 @@ from kube.emulator import Emulator
 from gangscale.controller.records import record_name
 
 from .conftest import STATE_NS, ControllerProcess, state_records, wait_for
+
+pytestmark = pytest.mark.slow
 
 API = "scheduling.k8s.io/v1alpha2"
 GANGS = 30  # over the 26 at which one ConfigMap of records passed 1 MiB

@@ -119,6 +119,7 @@ def _raw_closed(sock: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_a_client_sending_one_byte_a_second_is_cut_off_at_the_whole_request_deadline(webhook):
     sock = webhook.tls()  # a request trickled after the handshake
     raw = socket.create_connection(("127.0.0.1", webhook.port), timeout=10)  # a handshake trickled
