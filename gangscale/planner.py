@@ -44,7 +44,14 @@ from .solver.bound import (
     tier_counts,
 )
 from .solver.budget import Clock
-from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
+from .solver.greedy import (
+    Assignment,
+    candidate_domains,
+    fill_left_out,
+    greedy,
+    max_placeable,
+    repacked,
+)
 from .solver.merge import fewer_nodes
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
@@ -77,6 +84,9 @@ COST_TARGET_GAP = (
 FINISH_RESERVE = (
     budget.FINISH_SECONDS
 )  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+FILL_REPAIR_MARGIN = (
+    1.5  # x the last repair's seconds: a fill round repairs the plan only with this much time left
+)
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
@@ -151,45 +161,26 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     if opts.deterministic:
         return _solve_by_work(snap, opts)
     began = time.perf_counter()
-    pods = sum(len(g.pending) for g in snap.solvable)
-    timed = opts.time_limit is not None
-    # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
-    # the planner's own, from here
-    clock = Clock(
-        min(opts.started, began) if timed and opts.started is not None else began,
-        opts.seconds_for(pods),
-        timed,
-        pods,
-        FINISH_RESERVE,
-        planner_start=began,
-    )
+    clock = _clock(snap, opts, began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
+    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
+    hint, known_lp = _fill(prob, hint, known_lp, lp, clock)
     t = time.perf_counter()
-    # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
+    # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
+    # every level: only cost is left to improve
     hint_tiers = (
         []
         if hint.stopped_early
         else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), clock.lp_by, lp)
     )
     clock.record("gangBound", t, clock.past(clock.lp_by))
-    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
     bounds = _Bounds(prob, opts, known_lp, clock.lp_by)
     proven = bool(hint_tiers) and _closed(hint_tiers)
     cost_closed = proven and _cost_closed(prob, hint, bounds, opts, clock)
     if not cost_closed:
         clock.open_gap()
-    t = time.perf_counter()
-    # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
-    patterns = build_patterns(
-        prob,
-        hint.bins,
-        opts.patterns_per_kind,
-        deadline=min(
-            clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish
-        ),
-    )
-    clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
+    patterns = _patterns(prob, hint, opts, clock)
     outcome = _search(prob, patterns, hint, opts, clock, bounds, proven, cost_closed)
     best = _final(prob, outcome, hint)
     t = time.perf_counter()
@@ -218,6 +209,71 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         clock=clock,
     )
     return plan
+
+
+def _clock(snap: ClusterSnapshot, opts: SolveOptions, began: float) -> Clock:
+    """The plan's clock: an explicit limit counts from when the command began reading (`SolveOptions.started`);
+    the auto budget is the planner's own, from `began`."""
+    pods = sum(len(g.pending) for g in snap.solvable)
+    timed = opts.time_limit is not None
+    return Clock(
+        min(opts.started, began) if timed and opts.started is not None else began,
+        opts.seconds_for(pods),
+        timed,
+        pods,
+        FINISH_RESERVE,
+        planner_start=began,
+    )
+
+
+def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock) -> PatternSet:
+    """CP-SAT's packing patterns; the enumeration gets at most a quarter of the budget (past it, kinds keep their
+    fills and the plan's own bins)."""
+    t = time.perf_counter()
+    patterns = build_patterns(
+        prob,
+        hint.bins,
+        opts.patterns_per_kind,
+        deadline=min(
+            clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish
+        ),
+    )
+    clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
+    return patterns
+
+
+def _fill(
+    prob: Problem,
+    plan: Assignment,
+    known_lp: dict[tuple, int],
+    gang: GangLP | None,
+    clock: Clock,
+) -> tuple[Assignment, dict[tuple, int]]:
+    """The pods the repaired plan leaves out, placed on the room and headroom its repair freed
+    (`greedy.fill_left_out`: no pod of the plan moves, so gangs and pods only grow). The first round is bounded by
+    work at the auto budget, as the greedy is (one greedy pass over the pods left out), and by the limit at an
+    explicit one; while a round adds pods and the budget leaves time for another repair (`FILL_REPAIR_MARGIN` x
+    what the last one took), the plan is repaired for cost and filled again. The LP bounds the repairs solve come
+    back with it (keyed like `_Bounds`' cache)."""
+    t = time.perf_counter()
+    by = clock.deadline - clock.finish
+    repair_seconds = next((p.seconds for p in reversed(clock.phases) if p.name == "repair"), 0.0)
+    cut, first = False, True
+    while sum(plan.y) < sum(c.count for c in prob.classes):
+        more = fill_left_out(prob, plan, by if clock.timed or not first else None)
+        first = False
+        if more is None:
+            break
+        plan = fewer_nodes(prob, more)
+        if time.perf_counter() + FILL_REPAIR_MARGIN * repair_seconds > by:
+            cut = True  # no time for the repair another round needs
+            break
+        r = time.perf_counter()
+        plan, known = _repair(prob, plan, by, gang)
+        known_lp.update(known)
+        repair_seconds = time.perf_counter() - r
+    clock.record("fill", t, cut)
+    return plan, known_lp
 
 
 def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment:

@@ -35,11 +35,9 @@ PENDING_SPLIT: set[str] = {
     "gangscale/kube/lister.py list_all",
     "gangscale/loader.py _check_graph",
     "gangscale/parse.py _ingest_pod",
-    "gangscale/planner.py solve_plan",
     "gangscale/realize.py _settle",
     "gangscale/scheduling/simulate.py _why",
     "gangscale/snapshot.py build_snapshot",
-    "gangscale/solver/greedy.py greedy",
     "gangscale/solver/problem.py build_problem",
     "gangscale/webhook/command.py add_webhook_command",
 }
