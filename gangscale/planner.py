@@ -84,8 +84,8 @@ COST_TARGET_GAP = (
 FINISH_RESERVE = (
     budget.FINISH_SECONDS
 )  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
-FILL_REPAIR_MARGIN = (
-    1.5  # x the last repair's seconds: a fill round repairs the plan only with this much time left
+FILL_ROUND_MARGIN = (
+    1.5  # x the last fill round's seconds: another round runs only with this much time left
 )
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
@@ -249,29 +249,36 @@ def _fill(
     gang: GangLP | None,
     clock: Clock,
 ) -> tuple[Assignment, dict[tuple, int]]:
-    """The pods the repaired plan leaves out, placed on the room and headroom its repair freed
-    (`greedy.fill_left_out`: no pod of the plan moves, so gangs and pods only grow). The first round is bounded by
-    work at the auto budget, as the greedy is (one greedy pass over the pods left out), and by the limit at an
-    explicit one; while a round adds pods and the budget leaves time for another repair (`FILL_REPAIR_MARGIN` x
-    what the last one took), the plan is repaired for cost and filled again. The LP bounds the repairs solve come
-    back with it (keyed like `_Bounds`' cache)."""
+    """The pods the repaired plan leaves out, added to it: first by the pattern LP over its new nodes' pods and those
+    left out (`repack.grown`: every pod of the plan stays, and node-group headroom goes to more pods), else by the
+    greedy's passes over its free room (`greedy.fill_left_out`); gangs and pods only grow. The first round works to
+    the LP steps' deadline at the auto budget (its greedy part, like the greedy, is bounded by work) and to the
+    limit at an explicit one; while a round adds pods and the budget's deadline leaves time for another as long as
+    the last took (`FILL_ROUND_MARGIN`), another runs. The plan's own LP bounds come back with it."""
     t = time.perf_counter()
     by = clock.deadline - clock.finish
-    repair_seconds = next((p.seconds for p in reversed(clock.phases) if p.name == "repair"), 0.0)
     cut, first = False, True
-    while sum(plan.y) < sum(c.count for c in prob.classes):
-        more = fill_left_out(prob, plan, by if clock.timed or not first else None)
+    total = sum(c.count for c in prob.classes)
+    while sum(plan.y) < total:
+        r = time.perf_counter()
+        deadline = by if clock.timed or not first else None
+        prices = unit_prices(prob, placed_per_shape(prob, plan))
+        more = repack(
+            prob,
+            plan,
+            prices,
+            deadline,
+            colgen_by=min(clock.lp_by, by) if not first else clock.lp_by,
+            grow=True,
+        )
+        more = more or fill_left_out(prob, plan, deadline)
         first = False
         if more is None:
             break
         plan = fewer_nodes(prob, more)
-        if time.perf_counter() + FILL_REPAIR_MARGIN * repair_seconds > by:
-            cut = True  # no time for the repair another round needs
+        if time.perf_counter() + FILL_ROUND_MARGIN * (time.perf_counter() - r) > by:
+            cut = sum(plan.y) < total
             break
-        r = time.perf_counter()
-        plan, known = _repair(prob, plan, by, gang)
-        known_lp.update(known)
-        repair_seconds = time.perf_counter() - r
     clock.record("fill", t, cut)
     return plan, known_lp
 

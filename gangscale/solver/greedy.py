@@ -684,6 +684,17 @@ def fill_left_out(prob: Problem, a: Assignment, deadline: float | None = None) -
     return _assignment(prob, st, satisfied, domain, False, order)
 
 
+def placement_rank(prob: Problem, a: Assignment) -> tuple[int, ...]:
+    """The planner's aim as a tuple, larger better: per priority level, highest first, gangs started and pods
+    placed; then the cost, negated."""
+    levels: dict[int, list[int]] = {}
+    for g in prob.gangs:
+        counts = levels.setdefault(g.priority, [0, 0])
+        counts[0] += g.is_gang and a.satisfied[g.gid]
+        counts[1] += sum(a.y[c] for c in g.classes)
+    return (*(n for lvl in sorted(levels, reverse=True) for n in levels[lvl]), -a.cost(prob))
+
+
 def _state_of(prob: Problem, a: Assignment) -> _State | None:
     """A greedy state holding plan `a`'s bins and pods, loaded in one vector update (None: an existing bin of `a`
     names no node of `prob`)."""
