@@ -63,7 +63,8 @@ from .solver.skew import within_skew
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
 
-__all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
+# `OFF` and `SchedulerModel` come from `__getattr__` below, which static analysis cannot follow
+__all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]  # noqa: F822
 
 
 def __getattr__(name: str):
@@ -127,8 +128,8 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
         plan.scheduler = SchedulerInfo(
             mode="off",
             note=(
-                f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
-                "checks pod by pod against pods this plan would not promise; the solver's plan is returned"
+                f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the "
+                "scheduler checks pod by pod against pods this plan would not promise; the solver's plan is returned"
             )
             if spread and enabled
             else "",
@@ -164,8 +165,8 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     clock = _clock(snap, opts, began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
-    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
-    hint, known_lp = _fill(prob, hint, known_lp, lp, clock)
+    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False)
+    hint = _fill(prob, hint, clock)
     t = time.perf_counter()
     # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
     # every level: only cost is left to improve
@@ -242,45 +243,34 @@ def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock)
     return patterns
 
 
-def _fill(
-    prob: Problem,
-    plan: Assignment,
-    known_lp: dict[tuple, int],
-    gang: GangLP | None,
-    clock: Clock,
-) -> tuple[Assignment, dict[tuple, int]]:
+def _fill(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
     """The pods the repaired plan leaves out, added to it: first by the pattern LP over its new nodes' pods and those
     left out (`repack.grown`: every pod of the plan stays, and node-group headroom goes to more pods), else by the
-    greedy's passes over its free room (`greedy.fill_left_out`); gangs and pods only grow. The first round works to
-    the LP steps' deadline at the auto budget (its greedy part, like the greedy, is bounded by work) and to the
-    limit at an explicit one; while a round adds pods and the budget's deadline leaves time for another as long as
-    the last took (`FILL_ROUND_MARGIN`), another runs. The plan's own LP bounds come back with it."""
+    greedy's passes over its free room (`greedy.fill_left_out`); gangs and pods only grow. The first round's LP works
+    to the LP steps' deadline (`Clock.lp_by`) and, at the auto budget, its greedy part is bounded by work, as the
+    greedy is; while a round adds pods and the budget leaves time for another as long as the last took
+    (`FILL_ROUND_MARGIN`), another runs."""
     t = time.perf_counter()
     by = clock.deadline - clock.finish
     cut, first = False, True
     total = sum(c.count for c in prob.classes)
     while sum(plan.y) < total:
         r = time.perf_counter()
-        deadline = by if clock.timed or not first else None
+        deadline = None if first and not clock.timed else by
         prices = unit_prices(prob, placed_per_shape(prob, plan))
-        more = repack(
-            prob,
-            plan,
-            prices,
-            deadline,
-            colgen_by=min(clock.lp_by, by) if not first else clock.lp_by,
-            grow=True,
-        )
+        colgen_by = clock.lp_by if first else by
+        more = repack(prob, plan, prices, deadline, colgen_by=colgen_by, grow=True)
         more = more or fill_left_out(prob, plan, deadline)
         first = False
         if more is None:
             break
-        plan = fewer_nodes(prob, more)
+        plan = more
         if time.perf_counter() + FILL_ROUND_MARGIN * (time.perf_counter() - r) > by:
             cut = sum(plan.y) < total
             break
+    plan = fewer_nodes(prob, plan)  # the last objective, for a plan no CP-SAT stage polishes
     clock.record("fill", t, cut)
-    return plan, known_lp
+    return plan
 
 
 def _final(prob: Problem, outcome: SolveOutcome, hint: Assignment) -> Assignment:
@@ -391,8 +381,9 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
     reuses (None: not built in the guide's time, `Clock.guide_by`; the greedy then goes unguided). The share counts
     from here, after the problem's build: counted from the plan's start, a slow build on a loaded machine would leave
-    the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut short and the
-    LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no clock at all."""
+    the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut
+    short and the LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no
+    clock at all."""
     t = time.perf_counter()
     lp_by = clock.guide_by() if clock is not None else None
     timed = clock is not None and clock.timed
@@ -431,16 +422,18 @@ def _repair(
     deadline: float | None,
     gang: GangLP | None = None,
     clock: Clock | None = None,
+    polish: bool = True,
 ) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes. An LP cut short by `deadline` still prices the pods
-    (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`)."""
+    (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`).
+    `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further."""
     t = time.perf_counter()
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         if clock is not None:
             clock.record("repair", t, not hint.stopped_early)
-        return fewer_nodes(prob, hint), {}
+        return (fewer_nodes(prob, hint) if polish else hint), {}
     per_shape = placed_per_shape(prob, hint)
     lp, prices = 0, {}
     if any(
@@ -473,7 +466,8 @@ def _repair(
             best = whole
     if clock is not None:
         clock.record("repair", t, clock.past(deadline))
-    return fewer_nodes(prob, best), known  # the last objective, for a plan no CP-SAT stage polishes
+    # the last objective, for a plan no CP-SAT stage polishes
+    return (fewer_nodes(prob, best) if polish else best), known
 
 
 class _Bounds:
@@ -628,7 +622,7 @@ def _render(
     existing: dict[str, list[str]] = {}
     cursor: Counter[int] = Counter()  # pods of a class are handed out in order, bin by bin
     itypes = _instance_types(snap)
-    for (kid, contents), node_name in zip(a.bins, a.bin_nodes):
+    for (kid, contents), node_name in zip(a.bins, a.bin_nodes, strict=False):
         kind = prob.kinds[kid]
         pods: list[str] = []
         for cid, n in sorted(contents.items()):
@@ -702,7 +696,7 @@ def _results(
         info = index[key]
         placed = placed_by_gang[info.gid]
         domain = a.domain[info.gid]
-        topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
+        topo = dict(zip(gang.topology_keys, domain, strict=False)) if domain and placed else None
         if placed:
             decision, reason = _placed_reason(
                 info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up

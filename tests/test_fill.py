@@ -5,12 +5,12 @@ the plan moves out, so every priority level's gangs and pods only grow, and the 
 from __future__ import annotations
 
 import pytest
-
-from benchmarks.budget import mix_spec
-from benchmarks.generate import build_objects
 from builders import group, plan_when_cp_sat_gets_no_time, pod, podgroup, snapshot
 from checker import check_plan
 from test_fuzz import checker_catalog
+
+from benchmarks.budget import mix_spec
+from benchmarks.generate import build_objects
 from gangscale.catalog import parse_catalog
 from gangscale.planner import _render, _repair
 from gangscale.solver.greedy import Assignment, fill_left_out, greedy, placement_rank

@@ -277,7 +277,7 @@ def _round(cols: list[tuple[int, np.ndarray, float]]) -> list[tuple[int, np.ndar
 
 
 def _most(r: list[int], free: list[int]) -> int:
-    return min((f // q for q, f in zip(r, free) if q > 0), default=0)
+    return min((f // q for q, f in zip(r, free, strict=False) if q > 0), default=0)
 
 
 def _price(g: _Group, req: np.ndarray, demand: np.ndarray, pi: np.ndarray) -> np.ndarray | None:

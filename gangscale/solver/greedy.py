@@ -201,7 +201,7 @@ class _State:
         self.free[idx] -= (
             np.array(counts, dtype=np.int64)[:, None] * self.req[self.prob.classes[cid].shape]
         )
-        for b, count in zip(bins, counts):
+        for b, count in zip(bins, counts, strict=False):
             self.contents[b][cid] = self.contents[b].get(cid, 0) + count
             self.log.append((b, cid, count))
         self.y[cid] += sum(counts)

@@ -17,7 +17,8 @@ from functools import lru_cache
 from .problem import Problem
 
 Pattern = tuple[tuple[int, int], ...]  # sorted ((shape, count), ...)
-ENUMERATIONS_KEPT = 1024  # enumerations of (capacity, requests, budget) kept across plans (each at most a budget of patterns)
+# enumerations of (capacity, requests, budget) kept across plans (each at most a budget of patterns)
+ENUMERATIONS_KEPT = 1024
 
 
 @dataclass(slots=True)
@@ -27,12 +28,12 @@ class PatternSet:
 
 
 def _fits(req: tuple[int, ...], free: list[int]) -> bool:
-    return all(r <= f for r, f in zip(req, free))
+    return all(r <= f for r, f in zip(req, free, strict=False))
 
 
 def _max_take(req: tuple[int, ...], free: list[int]) -> int:
     n = None
-    for r, f in zip(req, free):
+    for r, f in zip(req, free, strict=False):
         if r > 0:
             q = f // r
             n = q if n is None else min(n, q)
@@ -73,7 +74,7 @@ def _enumerate(
             return True
         sid, req = shapes[i]
         for k in range(_max_take(req, free), -1, -1):
-            nf = [f - k * r for f, r in zip(free, req)]
+            nf = [f - k * r for f, r in zip(free, req, strict=False)]
             if k:
                 cur.append((sid, k))
             ok = dfs(i + 1, nf, cur)
@@ -128,7 +129,9 @@ def build_patterns(
             continue
         ordered = sorted(
             shapes,
-            key=lambda s: -sum(r / c if c else 0 for r, c in zip(prob.shapes[s].req, kind.cap)),
+            key=lambda s: (
+                -sum(r / c if c else 0 for r, c in zip(prob.shapes[s].req, kind.cap, strict=False))
+            ),
         )
         pats, done = enumerate_maximal(
             kind.cap, [(s, prob.shapes[s].req) for s in ordered], budget_per_kind

@@ -49,7 +49,7 @@ def _tally(
     s = sp.spread
     counts = dict(sp.bound)
     present = set()
-    for (labels, taints), pods in zip(where, placed):
+    for (labels, taints), pods in zip(where, placed, strict=False):
         if not sp.eligible(labels, taints):
             continue
         d = labels[s.key]
@@ -88,7 +88,7 @@ def _take_one(
     """Take one pod out of a bin in domain `d`: a carrier of `sp` first (one that does not match its own selector
     is over the skew by the bound pods alone), else a matching pod, from the last bin first; its gang's index."""
     best: tuple[tuple, int, int] | None = None
-    for b, ((labels, taints), pods) in enumerate(zip(where, placed)):
+    for b, ((labels, taints), pods) in enumerate(zip(where, placed, strict=False)):
         if labels.get(sp.spread.key) != d:
             continue
         for cid, p in pods:
