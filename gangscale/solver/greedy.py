@@ -119,6 +119,9 @@ class _State:
         self.version = np.zeros(len(prob.kinds), dtype=np.int64)
         # per shape, a bin index before which no bin can take one more pod of it (first-fit's "skip full bins")
         self.start = np.zeros(len(prob.shapes), dtype=np.int64)
+        # the same for the bins `spared` leaves to a shape (a bin's room only shrinks and a group's allotment to
+        # the shape only runs out until an undo, which moves both cursors back)
+        self.start_spare = np.zeros(len(prob.shapes), dtype=np.int64)
         self.headroom = {k.kid: k.max_count for k in prob.kinds if k.new}
         self.contents: list[dict[int, int]] = [dict() for _ in range(existing)]  # one per open bin
         self.log: list[tuple[int, int, int]] = []  # (bin, class, count); class -1 marks an open
@@ -169,7 +172,9 @@ class _State:
         if (
             len(self.log) > mark
         ):  # undone bins regain room (or disappear): cursors must not skip them
-            np.minimum(self.start, min(b for b, _, _ in self.log[mark:]), out=self.start)
+            first = min(b for b, _, _ in self.log[mark:])
+            np.minimum(self.start, first, out=self.start)
+            np.minimum(self.start_spare, first, out=self.start_spare)
         while len(self.log) > mark:
             b, cid, count = self.log.pop()
             if cid == -1:
@@ -183,8 +188,12 @@ class _State:
                 self.version[self.kind[b]] += 1
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
                 self.y[cid] -= count
-                if self.left is not None:
-                    self.left[self.prob.classes[cid].shape, self.kind[b]] += count
+                if (
+                    self.left is not None
+                ):  # the shape's allotment grows back: bins it spared may take it
+                    shape = self.prob.classes[cid].shape
+                    self.left[shape, self.kind[b]] += count
+                    self.start_spare[shape] = 0
                 left = self.contents[b][cid] - count
                 if left:
                     self.contents[b][cid] = left
@@ -248,24 +257,34 @@ class _State:
 
 
 GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP tolerance)
-# open bins scanned at a time by first fit: the same bins in the same order as one scan of all of them, and a gang's
-# pods rarely need more than the first window (a window's numpy work grows with its rows: 1,024 made the greedy ~1.5x
-# slower at 10,000 pods)
+# open bins first fit scans at first (then twice as many at a time): a gang's pods rarely need more than the first
+# window, and a window's numpy work grows with its rows (a fixed 1,024 made the greedy ~1.5x slower at 10,000 pods)
 FIT_WINDOW = 256
 
 
 def _first_fit(
     st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False
 ) -> int:
-    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
-    as one scan of all of them, without computing the room of bins after the last one used); returns what is
-    left. `spare`: leave out the existing nodes the guide holds for other shapes (`_State.spared`)."""
+    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time, each twice the
+    last (the same bins as one scan of all of them, without computing the room of bins after the last one used,
+    and few windows where many bins have no room for it); returns what is left. `spare`: leave out the existing
+    nodes the guide holds for other shapes (`_State.spared`)."""
     lo = min(int(st.start[shape]), st.n)
+    if spare:
+        lo = max(lo, min(int(st.start_spare[shape]), st.n))
+    window = FIT_WINDOW
     while left and lo < st.n:
-        hi = min(st.n, lo + FIT_WINDOW)
+        hi = min(st.n, lo + window)
+        window *= 2
+        at_cursor = spare and dk is None and lo == int(st.start_spare[shape])
         at, counts = st.fits(shape, dk, lo, hi)
         if spare:
             counts = np.where(st.spared(shape, st.kind[at:hi]), 0, counts)
+            if (
+                at_cursor
+            ):  # no bin before the first with room left to this shape can take it until an undo
+                usable = np.flatnonzero(counts)
+                st.start_spare[shape] = at + int(usable[0]) if len(usable) else hi
         nz = np.flatnonzero(counts)
         if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
             room = counts[nz]
