@@ -50,6 +50,7 @@ from .solver.greedy import (
     fill_left_out,
     greedy,
     max_placeable,
+    placement_rank,
     repacked,
 )
 from .solver.merge import fewer_nodes
@@ -57,7 +58,7 @@ from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
-from .solver.repack import repack, unit_prices
+from .solver.repack import grown, repack, unit_prices
 from .solver.skew import within_skew
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
@@ -93,6 +94,11 @@ COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern 
 
 def _placement(a: Assignment) -> tuple[int, int]:
     return sum(a.satisfied), sum(a.y)
+
+
+def _better(prob: Problem, a: Assignment, b: Assignment) -> bool:
+    """`a` is ahead of `b` in the planner's aim (per priority level gangs, then pods; then cost)."""
+    return placement_rank(prob, a) > placement_rank(prob, b)
 
 
 def make_plan(
@@ -165,7 +171,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     clock = _clock(snap, opts, began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
-    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False)
+    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False, grow=True)
     hint = _fill(prob, hint, clock)
     t = time.perf_counter()
     # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
@@ -244,32 +250,29 @@ def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock)
 
 
 def _fill(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
-    """The pods the repaired plan leaves out, added to it: first by the pattern LP over its new nodes' pods and those
-    left out (`repack.grown`: every pod of the plan stays, and node-group headroom goes to more pods), else by the
-    greedy's passes over its free room (`greedy.fill_left_out`); gangs and pods only grow. The first round's LP works
-    to the LP steps' deadline (`Clock.lp_by`) and, at the auto budget, its greedy part is bounded by work, as the
-    greedy is; while a round adds pods and the budget leaves time for another as long as the last took
-    (`FILL_ROUND_MARGIN`), another runs."""
-    t = time.perf_counter()
+    """The pods the repaired plan still leaves out, added to it: first by the greedy's passes over its free room
+    (`greedy.fill_left_out`: quorums of gangs not started too; bounded by work at the auto budget, as the greedy
+    is); then, while the budget leaves time for another round as long as the last took (`FILL_ROUND_MARGIN`), by
+    the pattern LP over its new nodes' pods and those left out (`repack.grown`, each existing node keeping its
+    pods) and the greedy's passes again. No pod of the plan moves out: gangs and pods only grow. Last, fewer nodes
+    at equal cost (`merge.fewer_nodes`)."""
+    start = last = time.perf_counter()
     by = clock.deadline - clock.finish
-    cut, first = False, True
+    cut = False
     total = sum(c.count for c in prob.classes)
+    plan = fill_left_out(prob, plan, by if clock.timed else None) or plan
     while sum(plan.y) < total:
-        r = time.perf_counter()
-        deadline = None if first and not clock.timed else by
+        now = time.perf_counter()
+        if now + FILL_ROUND_MARGIN * (now - last) > by:
+            cut = True  # no time for another round
+            break
         prices = unit_prices(prob, placed_per_shape(prob, plan))
-        colgen_by = clock.lp_by if first else by
-        more = repack(prob, plan, prices, deadline, colgen_by=colgen_by, grow=True)
-        more = more or fill_left_out(prob, plan, deadline)
-        first = False
+        more = grown(prob, plan, prices, by, by, "kept") or fill_left_out(prob, plan, by)
         if more is None:
             break
-        plan = more
-        if time.perf_counter() + FILL_ROUND_MARGIN * (time.perf_counter() - r) > by:
-            cut = sum(plan.y) < total
-            break
+        plan, last = more, now
     plan = fewer_nodes(prob, plan)  # the last objective, for a plan no CP-SAT stage polishes
-    clock.record("fill", t, cut)
+    clock.record("fill", start, cut)
     return plan
 
 
@@ -423,12 +426,14 @@ def _repair(
     gang: GangLP | None = None,
     clock: Clock | None = None,
     polish: bool = True,
+    grow: bool = False,
 ) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes. An LP cut short by `deadline` still prices the pods
     (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`).
-    `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further."""
+    `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further.
+    `grow`: the re-packed plan may also take the pods the greedy left out (`repack.grown`), when any fit."""
     t = time.perf_counter()
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         if clock is not None:
@@ -455,14 +460,17 @@ def _repair(
         if deadline is None
         else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
     )
-    again = repack(prob, hint, prices or unit_prices(prob, per_shape), deadline, good, colgen_by)
-    best = again if again is not None and again.cost(prob) < hint.cost(prob) else hint
+    priced = prices or unit_prices(prob, per_shape)
+    # growing: the same fill by prices, and the pods the plan leaves out join it where the pattern LP finds room
+    again = repack(prob, hint, priced, deadline, colgen_by=colgen_by, grow=True) if grow else None
+    again = again or repack(prob, hint, priced, deadline, good, colgen_by)
+    best = again if again is not None and _better(prob, again, hint) else hint
     # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
     if (good is None or best.cost(prob) > good) and not (
         deadline is not None and time.perf_counter() > deadline
     ):
         whole = repacked(prob, hint)
-        if whole is not None and whole.cost(prob) < best.cost(prob):
+        if whole is not None and _better(prob, whole, best):
             best = whole
     if clock is not None:
         clock.record("repair", t, clock.past(deadline))

@@ -61,10 +61,10 @@ def repack(
     cheapest result kept; fills that leave the same pods for new nodes share one pattern LP (memoized by that
     demand). None when none places every pod or `deadline` passes (the caller keeps `a`).
 
-    `grow`: the plan grows instead (`grown`): its existing nodes keep their pods, and the pods it leaves out
-    may join. The result places every pod of `a` and more, or is None."""
+    `grow`: the plan grows instead (`grown`, with the first of `FILLS`): the pods it leaves out may join. The result
+    places every pod of `a` and more, or is None."""
     if grow:
-        return grown(prob, a, prices, deadline, colgen_by)
+        return grown(prob, a, prices, deadline, colgen_by, FILLS[0])
     best = None
     memo: dict[tuple, list[Candidate]] = {}
     for fill in FILLS:
@@ -84,20 +84,22 @@ def grown(
     prices: dict[int, float],
     deadline: float | None = None,
     colgen_by: float | None = None,
+    fill: str = "kept",
 ) -> Assignment | None:
-    """Plan `a` with more pods: its existing nodes keep their pods and take the pods it leaves out (extra members of
-    the gangs it starts, pods of basic groups: `left_out`) where room is left; its new nodes' pods and those left
-    out go to the pattern LP, which covers every pod of `a` first and then as many more as the node groups'
-    headroom allows (`colgen.pattern_candidates`' optional pods); the pods of `a` its nodes miss go by the greedy's
-    own rule, and the greedy's passes (`greedy.fill_left_out`'s) then try what is still left out, quorums
-    included. The result of most pods per priority level, then least cost; None unless one places every pod of
-    `a` and more by `deadline`. A pod is never taken from `a`, so gangs and pods only grow."""
+    """Plan `a` with more pods: its existing nodes take its pods again by `fill` ("kept": each keeps its own; one
+    of `FILLS`: by `prices`, as `repack` fills them), then the pods it leaves out (extra members of the gangs it
+    starts, pods of basic groups: `left_out`) where room is left; the rest of its pods and those left out go to the
+    pattern LP, which covers every pod of `a` first and then as many more as the node groups' headroom allows
+    (`colgen.pattern_candidates`' optional pods); the pods of `a` its nodes miss go by the greedy's own rule, and
+    the greedy's passes (`greedy.fill_left_out`'s) then try what is still left out, quorums included. The result
+    of most pods per priority level, then least cost; None unless one places every pod of `a` and more by
+    `deadline`. A pod is never taken from `a`, so gangs and pods only grow."""
     demand = _demand(prob, a)
     extra = left_out(prob, a)
     if not demand or not extra:
         return None
     left = dict(demand)
-    existing, free = _kept(prob, a, left)
+    existing, free = _kept(prob, a, left) if fill == "kept" else _priced(prob, left, prices, fill)
     _fill_existing(prob, extra, prices, FILLS[0], free, existing)
     best = None
     for nodes, _rest in new_nodes_for(prob, left, colgen_by or deadline, {}, extra):
@@ -261,6 +263,15 @@ def left_out(prob: Problem, a: Assignment) -> dict[Key, int]:
         key = _key(prob, a, cid)
         out[key] = out.get(key, 0) + n
     return out
+
+
+def _priced(
+    prob: Problem, left: dict[Key, int], prices: dict[int, float], fill: str
+) -> tuple[list[dict[Key, int]], np.ndarray]:
+    """`_fill_existing`'s pods per existing node (`left` loses them), and every existing node's room after them."""
+    base = prob.arrays
+    free = base.free.copy()
+    return _fill_existing(prob, left, prices, fill, free), free
 
 
 def _kept(
