@@ -156,6 +156,7 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
     def again(residual: ClusterSnapshot, seconds: float) -> Plan:
         return solve_plan(residual, replace(opts, time_limit=seconds))
 
+    assert scheduler is not None  # `enabled`
     plan = realize(snap, first, scheduler, again, deadline)
     plan.solver.seconds = round(time.perf_counter() - start, 3)
     return plan
@@ -393,7 +394,7 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     deadline = clock.deadline if clock is not None and timed else None
     lp = (
         gang_lp(prob, lp_by if timed else None)
-        if not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
+        if lp_by is None or not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
         else None
     )
     if lp is not None:
@@ -440,7 +441,7 @@ def _repair(
             clock.record("repair", t, not hint.stopped_early)
         return (fewer_nodes(prob, hint) if polish else hint), {}
     per_shape = placed_per_shape(prob, hint)
-    lp, prices = 0, {}
+    lp, prices = 0, dict[int, float]()
     if any(
         not k.new for k in prob.kinds
     ):  # prices order the pods onto existing nodes; without any, only the bound

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -118,7 +118,7 @@ def lp_cost_prices(
     if _past(deadline):
         return 0, {}
     try:
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
     except Exception:  # pragma: no cover
         return 0, {}
     s = pywraplp.Solver.CreateSolver("GLOP")
@@ -628,15 +628,15 @@ class GangLP:
                     link.SetCoefficient(x, prob.classes[c].count)
                     link.SetCoefficient(self.y[c], -1)
                     quorum.SetCoefficient(self.y[c], 1)
-        cover: dict[int, object] = {}  # per shape: sum u - sum y == 0
-        for c in prob.classes:
-            if c.shape not in cover:
-                cover[c.shape] = s.Constraint(0, 0)
-            cover[c.shape].SetCoefficient(self.y[c.cid], -1)
+        cover: dict[int, Any] = {}  # per shape: sum u - sum y == 0
+        for pc in prob.classes:
+            if pc.shape not in cover:
+                cover[pc.shape] = s.Constraint(0, 0)
+            cover[pc.shape].SetCoefficient(self.y[pc.cid], -1)
         self.parts = _lp_parts(prob, list(cover))  # (`lp_cost_prices` reuses them)
-        self.n: dict[int, object] = {}  # per node group kind: its node count
+        self.n: dict[int, Any] = {}  # per node group kind: its node count
         self.uses: dict[
-            tuple[int, int], object
+            tuple[int, int], Any
         ] = {}  # (shape, first kind of a pool) -> pods of the shape there
         scaled = _scaled_requests(prob, cover, scale)
         for kids, weights in zip(self.parts.pools, self.parts.weights, strict=False):
@@ -676,7 +676,7 @@ class GangLP:
         from ortools.linear_solver import pywraplp
 
         s = self.solver
-        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(pods_of)
+        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(cast(int, pods_of))
         if not self._objective(terms, held, floor_gangs):
             return 0
         if not self._in_time():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class _Rmp:
     ) -> None:
         """`optional`: per item, how many of its `demand` pods may stay uncovered at `optional_price` $/h each
         (pods a plan may add: cheaper to leave out than the rest, dearer than any node that takes one)."""
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
 
         self.pywraplp = pywraplp
         s = self.s = pywraplp.Solver.CreateSolver("GLOP")
@@ -72,7 +73,7 @@ class _Rmp:
         self.groups = groups
         self.cover = [s.Constraint(float(d), inf) for d in demand]
         self.room = [s.Constraint(0, float(g.headroom)) for g in groups]
-        self.cols: list[tuple[int, np.ndarray, object]] = []
+        self.cols: list[tuple[int, np.ndarray, Any]] = []
         self.seen: set[tuple[int, bytes]] = set()
         slack_price = max(SLACK_PRICE, SLACK_OVER_OPTIONAL * optional_price)
         for i, row in enumerate(self.cover):

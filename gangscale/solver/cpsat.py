@@ -77,8 +77,8 @@ class _Model:
             prob.gang_domains(g.gid) for g in prob.gangs
         ]
         self.y: list[cp_model.IntVar] = []
-        self.yd: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
-        self.sel: dict[tuple[int, tuple[str, ...]], cp_model.IntVar] = {}
+        self.yd: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
+        self.sel: dict[tuple[int, tuple[str, ...] | None], cp_model.IntVar] = {}
         self.s: dict[int, cp_model.IntVar] = {}
         for g in prob.gangs:
             self._domain_choice(g.gid)
@@ -189,9 +189,9 @@ class _Model:
         prob = self.prob
         y = [int(solver.value(v)) for v in self.y]
         domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
-        for (g, d), v in self.sel.items():
+        for (gid, d), v in self.sel.items():
             if solver.value(v):
-                domain[g] = d
+                domain[gid] = d
         satisfied = []
         for g in prob.gangs:
             placed = sum(y[c] for c in g.classes)

@@ -132,13 +132,15 @@ class _State:
         # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
         self.masks: dict = masks if masks is not None else {}
         # the guide's allotments not used yet (shapes x kinds; None: unguided) and the node groups it fills
-        follow = guide is not None and bool(guide.full.any())
-        self.left = guide.allot.copy() if follow else None
-        self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
+        follow = guide if guide is not None and bool(guide.full.any()) else None
+        self.left: np.ndarray | None = follow.allot.copy() if follow is not None else None
+        self.full: list[bool] = (
+            follow.full.tolist() if follow is not None else [False] * len(prob.kinds)
+        )
         # per kind: the guide-filled node group's new kind an existing node belongs to (-1: none, or unguided)
         self.filled_group = np.full(len(prob.kinds), -1, dtype=np.int64)
-        if follow and spare_running:
-            new_of = {k.group: k.kid for k in prob.kinds if k.new and guide.full[k.kid]}
+        if follow is not None and spare_running:
+            new_of = {k.group: k.kid for k in prob.kinds if k.new and follow.full[k.kid]}
             for k in prob.kinds:
                 if not k.new and k.group in new_of:
                     self.filled_group[k.kid] = new_of[k.group]
@@ -220,7 +222,7 @@ class _State:
     def avoid(self, shape: int, kid: int) -> bool:
         """A new node of kind `kid` for a pod of `shape` is a last resort: a node group the guide fills, with none
         of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
-        return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
+        return self.full[kid] and self.left is not None and self.left[shape, kid] <= GUIDE_EPS
 
     def spared(self, shape: int, kinds: np.ndarray) -> np.ndarray:
         """Per bin kind: an existing node that `avoid` holds for other shapes (a node of a group the guide fills,
@@ -228,7 +230,7 @@ class _State:
         too (8-GPU pods with no product selector would take the free H100 nodes an H100-only gang needs)."""
         g = self.filled_group[kinds]
         out = g >= 0
-        if out.any():
+        if out.any() and self.left is not None:
             out[out] = self.left[shape, g[out]] <= GUIDE_EPS
         return out
 
@@ -397,14 +399,14 @@ def _fresh_key(prob: Problem, shapes: list[int], mask: np.ndarray) -> tuple:
         (k.cap, k.cost, k.max_count, k.new, len(k.nodes))
         for k in (prob.kinds[i] for i in kids.tolist())
     )
-    return look, prob.arrays.compat_mask[np.ix_(shapes, kids)].tobytes()
+    return look, prob.arrays.compat_mask[np.ix_(np.asarray(shapes, dtype=np.intp), kids)].tobytes()
 
 
 @dataclass(slots=True)
 class _Trials:
     """A gang make-up's trial results per topology domain, each valid while its domain's stamp holds."""
 
-    domains: list[tuple[str, ...]]
+    domains: list[tuple[str, ...] | None]
     masks: np.ndarray  # domains x kinds (0/1)
     stamp: np.ndarray  # domain's version sum when tried (-1: never)
     placed: np.ndarray  # pods placed by the trial (-1: quorum not reached)
@@ -675,7 +677,8 @@ def _place_in_order(
                     or any(not prob.gangs[g].is_gang for g in level[i:])
                 )
             if satisfied[gid]:
-                _place_gang(st, prob, gid, domain[gid])
+                if any(st.y[c] < prob.classes[c].count for c in prob.gangs[gid].classes):
+                    _place_gang(st, prob, gid, domain[gid])
             elif not (quorum_first and prob.gangs[gid].is_gang):
                 satisfied[gid], domain[gid] = chooser.place(st, prob, gid, None, deadline)
             tried = True
@@ -689,7 +692,7 @@ def fill_left_out(prob: Problem, a: Assignment, deadline: float | None = None) -
     re-packed for cost (`repack`) frees room and headroom the greedy could not see when it placed them. None when
     nothing more fits, `a` was cut short, or one of its existing bins names no node of the problem. Past `deadline`
     it stops placing and keeps what it added."""
-    if a.stopped_early:
+    if a.stopped_early or sum(a.y) == sum(c.count for c in prob.classes):
         return None
     st = _state_of(prob, a)
     if st is None:
@@ -767,7 +770,7 @@ def _assignment(
 def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:
     """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
     the most found so far)."""
-    best, masks = 0, {}
+    best, masks = 0, dict[tuple, np.ndarray]()
     for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid], masks), prob, gid, d))
         if deadline is not None and time.perf_counter() > deadline:

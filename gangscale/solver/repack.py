@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 
@@ -197,7 +198,7 @@ def new_nodes_for(
     longer budget only adds a candidate). The LP is memoized by the demand: the same pods left for new nodes (every
     fill, when there are no existing nodes) are solved once. `optional`: pods the nodes may also take
     (`grown`)."""
-    key = tuple(sorted((k, n) for k, n in left.items() if n > 0))
+    key: tuple = tuple(sorted((k, n) for k, n in left.items() if n > 0))
     if optional:
         key += (None, *sorted((k, n) for k, n in optional.items() if n > 0))
     small = sum(n for k, n in left.items() if n > 0) <= GREEDY_CANDIDATE_PODS
@@ -348,7 +349,7 @@ def _fill_existing(
         ok = base.compat_mask[s, base.kind]
         if dom is not None:
             seen, ids = base.domain_ids[prob.shapes[s].topology_keys]
-            ok = ok & (ids[base.kind] == seen.get(dom, -2))
+            ok = ok & (ids[base.kind] == seen.get(cast(tuple[str, ...], dom), -2))
         counts = np.where(ok, (free[:, pos] // r[pos]).min(axis=1), 0)
         nodes = np.flatnonzero(counts)
         if fill != "first" and len(nodes) > 1:
