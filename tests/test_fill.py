@@ -10,7 +10,7 @@ from checker import check_plan
 from test_fuzz import checker_catalog
 
 from benchmarks.budget import mix_spec
-from benchmarks.generate import build_objects
+from benchmarks.generate import BacklogSpec, build_objects
 from gangscale.catalog import parse_catalog
 from gangscale.planner import _render, _repair
 from gangscale.solver.greedy import Assignment, fill_left_out, greedy, placement_rank
@@ -84,3 +84,27 @@ def test_a_gang_that_has_not_reached_its_quorum_is_never_grown_member_by_member(
     }
     optional = {s for s, _domain in left_out(prob, plan)}
     assert optional == shapes["four"] | shapes["six"]  # the started gangs' members may join one by one
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_cursor_over_bins_the_guide_holds_back_never_changes_the_greedys_plan(seed, monkeypatch):
+    from gangscale.solver import greedy as greedy_mod
+    from gangscale.solver.bound import gang_lp
+
+    # 80 running nodes of the guide's groups among 800 pods: the greedy that keeps them for the guide differs
+    objs, catalog, _ = build_objects(BacklogSpec(f"held-{seed}", "mixed", 800, 20, 80, 40, 0.9, seed))
+    prob = build_problem(snapshot(objs, catalog))
+    lp = gang_lp(prob)
+    guide = lp.guide() if lp is not None else None
+    assert guide is not None
+    fast = greedy(prob, guide=guide, repack=False, spare_running=True)
+    assert (fast.y, fast.bins) != (lambda a: (a.y, a.bins))(greedy(prob, guide=guide, repack=False))
+    first_fit = greedy_mod._first_fit
+
+    def without_cursor(st, *args, **kwargs):  # every scan from the shape's own cursor, as with no spare cursor
+        st.start_spare[:] = 0
+        return first_fit(st, *args, **kwargs)
+
+    monkeypatch.setattr(greedy_mod, "_first_fit", without_cursor)
+    slow = greedy(prob, guide=guide, repack=False, spare_running=True)
+    assert (fast.y, fast.bins, fast.satisfied, fast.domain) == (slow.y, slow.bins, slow.satisfied, slow.domain)
