@@ -1,10 +1,11 @@
 """snapshot -> plan: run the solver and say, for every gang, what happens and why.
 
 Guarantees: the plan never costs more than the greedy plan at equal gangs and
-pods; a lower bound on cost is always reported (the fluid bound at least), and
-an upper bound on gangs started per priority level (`gangsUpperBound`); and
-every phase -- greedy, patterns, CP-SAT stages, bounds, explanations -- works
-to one deadline, `time_limit` seconds after the call (by default a budget that
+pods, and never places fewer (the repair and the fill only add the pods the
+greedy left out); a lower bound on cost is always reported (the fluid bound at
+least), and an upper bound on gangs started per priority level
+(`gangsUpperBound`); and every phase -- greedy, repair, fill, patterns, CP-SAT
+stages, bounds, explanations -- works to one deadline, `time_limit` seconds after the call (by default a budget that
 grows with the pending pods, `SolveOptions.seconds_for`), returning the best
 plan so far. When the greedy plan already meets the gang and pod bounds of every
 level, the CP-SAT placement stages are skipped; when its cost also meets the
