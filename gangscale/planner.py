@@ -1,10 +1,11 @@
 """snapshot -> plan: run the solver and say, for every gang, what happens and why.
 
 Guarantees: the plan never costs more than the greedy plan at equal gangs and
-pods; a lower bound on cost is always reported (the fluid bound at least), and
-an upper bound on gangs started per priority level (`gangsUpperBound`); and
-every phase -- greedy, patterns, CP-SAT stages, bounds, explanations -- works
-to one deadline, `time_limit` seconds after the call (by default a budget that
+pods, and never places fewer (the repair and the fill only add the pods the
+greedy left out); a lower bound on cost is always reported (the fluid bound at
+least), and an upper bound on gangs started per priority level
+(`gangsUpperBound`); and every phase -- greedy, repair, fill, patterns, CP-SAT
+stages, bounds, explanations -- works to one deadline, `time_limit` seconds after the call (by default a budget that
 grows with the pending pods, `SolveOptions.seconds_for`), returning the best
 plan so far. When the greedy plan already meets the gang and pod bounds of every
 level, the CP-SAT placement stages are skipped; when its cost also meets the
@@ -44,19 +45,28 @@ from .solver.bound import (
     tier_counts,
 )
 from .solver.budget import Clock
-from .solver.greedy import Assignment, candidate_domains, greedy, max_placeable, repacked
+from .solver.greedy import (
+    Assignment,
+    candidate_domains,
+    fill_left_out,
+    greedy,
+    max_placeable,
+    placement_rank,
+    repacked,
+)
 from .solver.merge import fewer_nodes
 from .solver.outcome import SolveOutcome, placed_per_shape
 from .solver.params import SolveOptions
 from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
-from .solver.repack import repack, unit_prices
+from .solver.repack import grown, repack, unit_prices
 from .solver.skew import within_skew
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
 
-__all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]
+# `OFF` and `SchedulerModel` come from `__getattr__` below, which static analysis cannot follow
+__all__ = ["OFF", "SchedulerModel", "SolveOptions", "make_plan", "solve_plan"]  # noqa: F822
 
 
 def __getattr__(name: str):
@@ -77,11 +87,19 @@ COST_TARGET_GAP = (
 FINISH_RESERVE = (
     budget.FINISH_SECONDS
 )  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+FILL_ROUND_MARGIN = (
+    1.5  # x the last fill round's seconds: another round runs only with this much time left
+)
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
 def _placement(a: Assignment) -> tuple[int, int]:
     return sum(a.satisfied), sum(a.y)
+
+
+def _better(prob: Problem, a: Assignment, b: Assignment) -> bool:
+    """`a` is ahead of `b` in the planner's aim (per priority level gangs, then pods; then cost)."""
+    return placement_rank(prob, a) > placement_rank(prob, b)
 
 
 def make_plan(
@@ -117,8 +135,8 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
         plan.scheduler = SchedulerInfo(
             mode="off",
             note=(
-                f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the scheduler "
-                "checks pod by pod against pods this plan would not promise; the solver's plan is returned"
+                f"observe mode skipped: pod {spread} has a DoNotSchedule topology spread constraint, which the "
+                "scheduler checks pod by pod against pods this plan would not promise; the solver's plan is returned"
             )
             if spread and enabled
             else "",
@@ -139,6 +157,7 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
     def again(residual: ClusterSnapshot, seconds: float) -> Plan:
         return solve_plan(residual, replace(opts, time_limit=seconds))
 
+    assert scheduler is not None  # `enabled`
     plan = realize(snap, first, scheduler, again, deadline)
     plan.solver.seconds = round(time.perf_counter() - start, 3)
     return plan
@@ -151,45 +170,26 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     if opts.deterministic:
         return _solve_by_work(snap, opts)
     began = time.perf_counter()
-    pods = sum(len(g.pending) for g in snap.solvable)
-    timed = opts.time_limit is not None
-    # an explicit limit counts from when the command began reading (`SolveOptions.started`); the auto budget is
-    # the planner's own, from here
-    clock = Clock(
-        min(opts.started, began) if timed and opts.started is not None else began,
-        opts.seconds_for(pods),
-        timed,
-        pods,
-        FINISH_RESERVE,
-        planner_start=began,
-    )
+    clock = _clock(snap, opts, began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
+    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False, grow=True)
+    hint = _fill(prob, hint, clock)
     t = time.perf_counter()
-    # the gang bound first (the cost repair keeps the pods); met at every level: only cost is left to improve
+    # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
+    # every level: only cost is left to improve
     hint_tiers = (
         []
         if hint.stopped_early
         else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), clock.lp_by, lp)
     )
     clock.record("gangBound", t, clock.past(clock.lp_by))
-    hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock)
     bounds = _Bounds(prob, opts, known_lp, clock.lp_by)
     proven = bool(hint_tiers) and _closed(hint_tiers)
     cost_closed = proven and _cost_closed(prob, hint, bounds, opts, clock)
     if not cost_closed:
         clock.open_gap()
-    t = time.perf_counter()
-    # enumeration gets at most a quarter of the budget; past it, kinds keep their fills and the greedy's bins
-    patterns = build_patterns(
-        prob,
-        hint.bins,
-        opts.patterns_per_kind,
-        deadline=min(
-            clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish
-        ),
-    )
-    clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
+    patterns = _patterns(prob, hint, opts, clock)
     outcome = _search(prob, patterns, hint, opts, clock, bounds, proven, cost_closed)
     best = _final(prob, outcome, hint)
     t = time.perf_counter()
@@ -217,6 +217,64 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         seconds=time.perf_counter() - began,
         clock=clock,
     )
+    return plan
+
+
+def _clock(snap: ClusterSnapshot, opts: SolveOptions, began: float) -> Clock:
+    """The plan's clock: an explicit limit counts from when the command began reading (`SolveOptions.started`);
+    the auto budget is the planner's own, from `began`."""
+    pods = sum(len(g.pending) for g in snap.solvable)
+    timed = opts.time_limit is not None
+    return Clock(
+        min(opts.started, began) if timed and opts.started is not None else began,
+        opts.seconds_for(pods),
+        timed,
+        pods,
+        FINISH_RESERVE,
+        planner_start=began,
+    )
+
+
+def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock) -> PatternSet:
+    """CP-SAT's packing patterns; the enumeration gets at most a quarter of the budget (past it, kinds keep their
+    fills and the plan's own bins)."""
+    t = time.perf_counter()
+    patterns = build_patterns(
+        prob,
+        hint.bins,
+        opts.patterns_per_kind,
+        deadline=min(
+            clock.start + 0.25 * (clock.deadline - clock.start), clock.deadline - clock.finish
+        ),
+    )
+    clock.record("patterns", t, not patterns.complete and clock.past(clock.deadline - clock.finish))
+    return patterns
+
+
+def _fill(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
+    """The pods the repaired plan still leaves out, added to it: first by the greedy's passes over its free room
+    (`greedy.fill_left_out`: quorums of gangs not started too; bounded by work at the auto budget, as the greedy
+    is); then, while the budget leaves time for another round as long as the last took (`FILL_ROUND_MARGIN`), by
+    the pattern LP over its new nodes' pods and those left out (`repack.grown`, each existing node keeping its
+    pods) and the greedy's passes again. No pod of the plan moves out: gangs and pods only grow. Last, fewer nodes
+    at equal cost (`merge.fewer_nodes`)."""
+    start = last = time.perf_counter()
+    by = clock.deadline - clock.finish
+    cut = False
+    total = sum(c.count for c in prob.classes)
+    plan = fill_left_out(prob, plan, by if clock.timed else None) or plan
+    while sum(plan.y) < total:
+        now = time.perf_counter()
+        if now + FILL_ROUND_MARGIN * (now - last) > by:
+            cut = True  # no time for another round
+            break
+        prices = unit_prices(prob, placed_per_shape(prob, plan))
+        more = grown(prob, plan, prices, by, by, "kept") or fill_left_out(prob, plan, by)
+        if more is None:
+            break
+        plan, last = more, now
+    plan = fewer_nodes(prob, plan)  # the last objective, for a plan no CP-SAT stage polishes
+    clock.record("fill", start, cut)
     return plan
 
 
@@ -328,15 +386,16 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     """The greedy plan guided by the gang LP's top level (`greedy.Guide`), and that LP, whose solves the gang bound
     reuses (None: not built in the guide's time, `Clock.guide_by`; the greedy then goes unguided). The share counts
     from here, after the problem's build: counted from the plan's start, a slow build on a loaded machine would leave
-    the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut short and the
-    LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no clock at all."""
+    the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut
+    short and the LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no
+    clock at all."""
     t = time.perf_counter()
     lp_by = clock.guide_by() if clock is not None else None
     timed = clock is not None and clock.timed
     deadline = clock.deadline if clock is not None and timed else None
     lp = (
         gang_lp(prob, lp_by if timed else None)
-        if not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
+        if lp_by is None or not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
         else None
     )
     if lp is not None:
@@ -368,18 +427,22 @@ def _repair(
     deadline: float | None,
     gang: GangLP | None = None,
     clock: Clock | None = None,
+    polish: bool = True,
+    grow: bool = False,
 ) -> tuple[Assignment, dict[tuple, int]]:
     """The greedy plan re-packed by LP prices (`repack`) when that costs less; the LP's cost bound for its
     placement comes back too (keyed like `_Bounds`' cache), so it is not solved twice. `gang`: the gang LP, whose
     pools the cost LP reuses when it covers the same shapes. An LP cut short by `deadline` still prices the pods
-    (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`)."""
+    (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`).
+    `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further.
+    `grow`: the re-packed plan may also take the pods the greedy left out (`repack.grown`), when any fit."""
     t = time.perf_counter()
     if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
         if clock is not None:
             clock.record("repair", t, not hint.stopped_early)
-        return fewer_nodes(prob, hint), {}
+        return (fewer_nodes(prob, hint) if polish else hint), {}
     per_shape = placed_per_shape(prob, hint)
-    lp, prices = 0, {}
+    lp, prices = 0, dict[int, float]()
     if any(
         not k.new for k in prob.kinds
     ):  # prices order the pods onto existing nodes; without any, only the bound
@@ -399,18 +462,22 @@ def _repair(
         if deadline is None
         else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
     )
-    again = repack(prob, hint, prices or unit_prices(prob, per_shape), deadline, good, colgen_by)
-    best = again if again is not None and again.cost(prob) < hint.cost(prob) else hint
+    priced = prices or unit_prices(prob, per_shape)
+    # growing: the same fill by prices, and the pods the plan leaves out join it where the pattern LP finds room
+    again = repack(prob, hint, priced, deadline, colgen_by=colgen_by, grow=True) if grow else None
+    again = again or repack(prob, hint, priced, deadline, good, colgen_by)
+    best = again if again is not None and _better(prob, again, hint) else hint
     # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
     if (good is None or best.cost(prob) > good) and not (
         deadline is not None and time.perf_counter() > deadline
     ):
         whole = repacked(prob, hint)
-        if whole is not None and whole.cost(prob) < best.cost(prob):
+        if whole is not None and _better(prob, whole, best):
             best = whole
     if clock is not None:
         clock.record("repair", t, clock.past(deadline))
-    return fewer_nodes(prob, best), known  # the last objective, for a plan no CP-SAT stage polishes
+    # the last objective, for a plan no CP-SAT stage polishes
+    return (fewer_nodes(prob, best) if polish else best), known
 
 
 class _Bounds:
@@ -565,7 +632,7 @@ def _render(
     existing: dict[str, list[str]] = {}
     cursor: Counter[int] = Counter()  # pods of a class are handed out in order, bin by bin
     itypes = _instance_types(snap)
-    for (kid, contents), node_name in zip(a.bins, a.bin_nodes):
+    for (kid, contents), node_name in zip(a.bins, a.bin_nodes, strict=False):
         kind = prob.kinds[kid]
         pods: list[str] = []
         for cid, n in sorted(contents.items()):
@@ -639,7 +706,7 @@ def _results(
         info = index[key]
         placed = placed_by_gang[info.gid]
         domain = a.domain[info.gid]
-        topo = dict(zip(gang.topology_keys, domain)) if domain and placed else None
+        topo = dict(zip(gang.topology_keys, domain, strict=False)) if domain and placed else None
         if placed:
             decision, reason = _placed_reason(
                 info, placed, existing_by_gang, new_by_gang, topo, snap.groups, scale_up

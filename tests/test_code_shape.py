@@ -23,8 +23,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/controller/lifecycle.py _registered",
     "gangscale/controller/reconciler.py __init__",
     "gangscale/controller/reservations.py held_in_the_model",
-    "gangscale/planner.py solve_plan",
-    "gangscale/solver/greedy.py greedy",
 }
 
 

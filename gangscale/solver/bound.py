@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -104,8 +104,8 @@ def lower_bound(
 def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
     """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
     pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound;
-    it is rounded down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds where
-    the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
+    it is rounded down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds
+    where the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
     return lp_cost_prices(prob, demand, deadline)[0]
 
 
@@ -118,7 +118,7 @@ def lp_cost_prices(
     if _past(deadline):
         return 0, {}
     try:
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
     except Exception:  # pragma: no cover
         return 0, {}
     s = pywraplp.Solver.CreateSolver("GLOP")
@@ -131,7 +131,7 @@ def lp_cost_prices(
     obj = s.Objective()
     parts = _lp_parts(prob, list(cover), parts)
     scaled = _scaled_requests(prob, cover, scale)
-    for kids, weights in zip(parts.pools, parts.weights):
+    for kids, weights in zip(parts.pools, parts.weights, strict=False):
         if _past(deadline):
             return 0, {}
         n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled)
@@ -281,7 +281,7 @@ def _pool_dff(prob: Problem, view: _View, pools: list[list[int]]) -> list[dict[i
         useful = (w > share + 1e-12).any(
             axis=1
         )  # pools x resources; other rows add nothing: left out
-        for pi, r in zip(*(a.tolist() for a in np.nonzero(useful))):
+        for pi, r in zip(*(a.tolist() for a in np.nonzero(useful)), strict=False):
             weights = out[pi]
             for i in np.flatnonzero(w[pi, :, r] > 0).tolist():
                 weights.setdefault(shapes[i], {})[(r, k)] = float(w[pi, i, r])
@@ -317,7 +317,7 @@ def _pools(prob: Problem, view: _View, groups: bool = True) -> list[list[int]]:
     serving a memory-rich node's pods in the relaxation."""
     pools: dict[tuple, list[int]] = {}
     existing = [k.kid for k in prob.kinds if not k.new]
-    bucket = dict(zip(existing, _ratio_buckets(prob, view.usable[existing])))
+    bucket = dict(zip(existing, _ratio_buckets(prob, view.usable[existing]), strict=False))
     for k in prob.kinds:
         if not k.new:
             pools.setdefault((tuple(sorted(k.labels.items())), k.taints, bucket[k.kid]), []).append(
@@ -336,7 +336,7 @@ def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
         return [()] * len(usable)
     gpu = usable[:, names.index(GPU)] > 0 if GPU in names else np.zeros(len(usable), bool)
     ratio = np.floor(octaves).astype(np.int64)
-    return list(zip(ratio.tolist(), gpu.tolist()))
+    return list(zip(ratio.tolist(), gpu.tolist(), strict=False))
 
 
 USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
@@ -628,18 +628,18 @@ class GangLP:
                     link.SetCoefficient(x, prob.classes[c].count)
                     link.SetCoefficient(self.y[c], -1)
                     quorum.SetCoefficient(self.y[c], 1)
-        cover: dict[int, object] = {}  # per shape: sum u - sum y == 0
-        for c in prob.classes:
-            if c.shape not in cover:
-                cover[c.shape] = s.Constraint(0, 0)
-            cover[c.shape].SetCoefficient(self.y[c.cid], -1)
+        cover: dict[int, Any] = {}  # per shape: sum u - sum y == 0
+        for pc in prob.classes:
+            if pc.shape not in cover:
+                cover[pc.shape] = s.Constraint(0, 0)
+            cover[pc.shape].SetCoefficient(self.y[pc.cid], -1)
         self.parts = _lp_parts(prob, list(cover))  # (`lp_cost_prices` reuses them)
-        self.n: dict[int, object] = {}  # per node group kind: its node count
+        self.n: dict[int, Any] = {}  # per node group kind: its node count
         self.uses: dict[
-            tuple[int, int], object
+            tuple[int, int], Any
         ] = {}  # (shape, first kind of a pool) -> pods of the shape there
         scaled = _scaled_requests(prob, cover, scale)
-        for kids, weights in zip(self.parts.pools, self.parts.weights):
+        for kids, weights in zip(self.parts.pools, self.parts.weights, strict=False):
             n = _lp_pool(s, prob, kids, cover, self.parts.view, scale, weights, scaled, self.uses)
             if n is not None:
                 self.n[kids[0]] = n
@@ -676,7 +676,7 @@ class GangLP:
         from ortools.linear_solver import pywraplp
 
         s = self.solver
-        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(pods_of)
+        terms = self._gangs(gangs_of) if gangs_of is not None else self._pods(cast(int, pods_of))
         if not self._objective(terms, held, floor_gangs):
             return 0
         if not self._in_time():
@@ -787,5 +787,5 @@ def _oldest_first(prob: Problem, started: dict[int, float]) -> dict[int, float]:
                     prob.gangs[g].gang.name,
                 ),
             )
-            out.update(zip(by_age, shares))
+            out.update(zip(by_age, shares, strict=False))
     return out

@@ -4,8 +4,9 @@ Contract. With an explicit `--time-limit T` every phase works to `start + T` (th
 to that less the reserve for writing the plan), where `start` is when the command began reading its input
 (`SolveOptions.started`), so reading, planning and rendering together end near `T` (the planner keeps at least
 `PLANNER_FLOOR` x T from its own start, so the bound holds while reading takes at most the rest). With the default
-`auto` budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short and the LP
-steps work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
+`auto` budget (`SolveOptions.seconds_for`, counted from the planner's call) the greedy is never cut short, nor the
+fill's first pass over the pods it left out, and the LP steps work to a hard cap (`AUTO_HARD_FACTOR` x the budget, at
+least `AUTO_HARD_FLOOR` s), so no phase runs unbounded.
 When the plan's own bounds leave a gang, pod or cost gap open, the auto budget grows to `AUTO_GAP_FLOOR` s (on
 backlogs of at most `AUTO_GAP_MAX_PODS` pods to `AUTO_GAP_FACTOR` x itself) so that CP-SAT, warm-started from the
 greedy plan, gets the time to close it (a small problem's gap closes in a fraction of a second). CP-SAT runs

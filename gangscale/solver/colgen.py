@@ -28,6 +28,9 @@ ROUNDS = 30  # pricing rounds at most per LP solve
 STALL = 2  # rounds without the LP value moving (relatively, by STALL_GAP) end the pricing
 STALL_GAP = 1e-6
 SLACK_PRICE = 1e4  # $/h per pod left uncovered in the LP: far above any node's price per pod
+SLACK_OVER_OPTIONAL = (
+    10.0  # a pod the plan holds is left uncovered at this many times an optional pod's price
+)
 
 
 @dataclass(slots=True)
@@ -49,8 +52,16 @@ class _Rmp:
     """The restricted master LP (GLOP): cover rows (pods per item, at least the demand), one headroom row per
     group, priced slack per item (so it is always feasible), new-node columns added as pricing finds them."""
 
-    def __init__(self, groups: list[_Group], demand: np.ndarray) -> None:
-        from ortools.linear_solver import pywraplp
+    def __init__(
+        self,
+        groups: list[_Group],
+        demand: np.ndarray,
+        optional: np.ndarray | None = None,
+        optional_price: float = 0.0,
+    ) -> None:
+        """`optional`: per item, how many of its `demand` pods may stay uncovered at `optional_price` $/h each
+        (pods a plan may add: cheaper to leave out than the rest, dearer than any node that takes one)."""
+        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
 
         self.pywraplp = pywraplp
         s = self.s = pywraplp.Solver.CreateSolver("GLOP")
@@ -64,10 +75,15 @@ class _Rmp:
         self.room = [s.Constraint(0, float(g.headroom)) for g in groups]
         self.cols: list[tuple[int, np.ndarray, Any]] = []  # Any: an untyped pywraplp Variable
         self.seen: set[tuple[int, bytes]] = set()
-        for row in self.cover:
+        slack_price = max(SLACK_PRICE, SLACK_OVER_OPTIONAL * optional_price)
+        for i, row in enumerate(self.cover):
             v = s.NumVar(0, inf, "")
             row.SetCoefficient(v, 1)
-            s.Objective().SetCoefficient(v, SLACK_PRICE)
+            s.Objective().SetCoefficient(v, slack_price)
+            if optional is not None and optional[i] > 0:
+                w = s.NumVar(0, float(optional[i]), "")
+                row.SetCoefficient(w, 1)
+                s.Objective().SetCoefficient(w, optional_price)
         s.Objective().SetMinimization()
 
     def add(self, gi: int, pat: np.ndarray) -> bool:
@@ -178,21 +194,29 @@ Candidate = tuple[
 
 
 def pattern_candidates(
-    prob: Problem, left: dict[Key, int], deadline: float | None
+    prob: Problem,
+    left: dict[Key, int],
+    deadline: float | None,
+    optional: dict[Key, int] | None = None,
 ) -> list[Candidate]:
     """New nodes for `left` (unchanged) from the pattern LP's converged solution, rounded down, with the pods they
     leave; nothing when the LP did not converge by `deadline` (a cut-short LP's columns cover the pods in fractions
-    whose rounding leaves the greedy more than it started with)."""
+    whose rounding leaves the greedy more than it started with). `optional`: pods per key the nodes may also take
+    (a plan's pods left out), each worth more than any node (`optional_price`) and less than a pod of `left`; the
+    nodes then hold up to `left` plus `optional` pods of a key, and what they leave counts both."""
+    optional = optional or {}
     keys = [k for k, n in left.items() if n > 0]
+    keys += [k for k, n in optional.items() if n > 0 and left.get(k, 0) <= 0]
     if not keys or _past(deadline):
         return []
     req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(
         len(keys), len(prob.resources)
     )
-    demand = np.array([left[k] for k in keys], dtype=np.int64)
+    extra = np.array([optional.get(k, 0) for k in keys], dtype=np.int64)
+    demand = np.array([max(0, left.get(k, 0)) for k in keys], dtype=np.int64) + extra
     groups = _groups(prob, len(keys), lambda i, kid: _allowed(prob, keys[i], kid))
     try:
-        rmp = _Rmp(groups, demand)
+        rmp = _Rmp(groups, demand, extra if extra.any() else None, optional_price(prob))
     except RuntimeError:  # pragma: no cover
         return []
     if not _start(rmp, req, demand, deadline) or not _generate(rmp, req, demand, deadline):
@@ -201,6 +225,12 @@ def pattern_candidates(
     headroom = {kid: prob.kinds[kid].max_count for g in groups for kid in g.kids}
     _take(groups, _round(rmp.solution()), demand, headroom, keys, nodes)
     return [(nodes, {**left, **{k: int(demand[i]) for i, k in enumerate(keys)}})]
+
+
+def optional_price(prob: Problem) -> float:
+    """$/h the pattern LP charges for an optional pod it leaves out: above any node's price, so a node that takes one
+    is always worth buying while headroom lasts (pods come before cost)."""
+    return 2.0 * max((k.cost / MICRO for k in prob.kinds if k.new), default=0.0) + 1.0
 
 
 def _allowed(prob: Problem, key: Key, kid: int) -> bool:

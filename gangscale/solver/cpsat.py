@@ -191,9 +191,9 @@ class _Model:
         prob = self.prob
         y = [int(solver.value(v)) for v in self.y]
         domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
-        for (g, d), v in self.sel.items():
+        for (gid, d), v in self.sel.items():
             if solver.value(v):
-                domain[g] = d
+                domain[gid] = d
         satisfied = []
         for gang in prob.gangs:
             placed = sum(y[c] for c in gang.classes)

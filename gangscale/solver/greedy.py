@@ -119,6 +119,9 @@ class _State:
         self.version = np.zeros(len(prob.kinds), dtype=np.int64)
         # per shape, a bin index before which no bin can take one more pod of it (first-fit's "skip full bins")
         self.start = np.zeros(len(prob.shapes), dtype=np.int64)
+        # the same for the bins `spared` leaves to a shape (a bin's room only shrinks and a group's allotment to
+        # the shape only runs out until an undo, which moves both cursors back)
+        self.start_spare = np.zeros(len(prob.shapes), dtype=np.int64)
         self.headroom = {k.kid: k.max_count for k in prob.kinds if k.new}
         self.contents: list[dict[int, int]] = [dict() for _ in range(existing)]  # one per open bin
         self.log: list[tuple[int, int, int]] = []  # (bin, class, count); class -1 marks an open
@@ -129,13 +132,15 @@ class _State:
         # (topology keys, domain) -> kinds mask: this run's memo (shared by the states of one run)
         self.masks: dict = masks if masks is not None else {}
         # the guide's allotments not used yet (shapes x kinds; None: unguided) and the node groups it fills
-        follow = guide is not None and bool(guide.full.any())
-        self.left = guide.allot.copy() if follow else None
-        self.full: list[bool] = guide.full.tolist() if follow else [False] * len(prob.kinds)
+        follow = guide if guide is not None and bool(guide.full.any()) else None
+        self.left: np.ndarray | None = follow.allot.copy() if follow is not None else None
+        self.full: list[bool] = (
+            follow.full.tolist() if follow is not None else [False] * len(prob.kinds)
+        )
         # per kind: the guide-filled node group's new kind an existing node belongs to (-1: none, or unguided)
         self.filled_group = np.full(len(prob.kinds), -1, dtype=np.int64)
-        if follow and spare_running:
-            new_of = {k.group: k.kid for k in prob.kinds if k.new and guide.full[k.kid]}
+        if follow is not None and spare_running:
+            new_of = {k.group: k.kid for k in prob.kinds if k.new and follow.full[k.kid]}
             for k in prob.kinds:
                 if not k.new and k.group in new_of:
                     self.filled_group[k.kid] = new_of[k.group]
@@ -169,7 +174,9 @@ class _State:
         if (
             len(self.log) > mark
         ):  # undone bins regain room (or disappear): cursors must not skip them
-            np.minimum(self.start, min(b for b, _, _ in self.log[mark:]), out=self.start)
+            first = min(b for b, _, _ in self.log[mark:])
+            np.minimum(self.start, first, out=self.start)
+            np.minimum(self.start_spare, first, out=self.start_spare)
         while len(self.log) > mark:
             b, cid, count = self.log.pop()
             if cid == -1:
@@ -183,8 +190,12 @@ class _State:
                 self.version[self.kind[b]] += 1
                 self.free[b] += count * self.req[self.prob.classes[cid].shape]
                 self.y[cid] -= count
-                if self.left is not None:
-                    self.left[self.prob.classes[cid].shape, self.kind[b]] += count
+                if (
+                    self.left is not None
+                ):  # the shape's allotment grows back: bins it spared may take it
+                    shape = self.prob.classes[cid].shape
+                    self.left[shape, self.kind[b]] += count
+                    self.start_spare[shape] = 0
                 left = self.contents[b][cid] - count
                 if left:
                     self.contents[b][cid] = left
@@ -201,7 +212,7 @@ class _State:
         self.free[idx] -= (
             np.array(counts, dtype=np.int64)[:, None] * self.req[self.prob.classes[cid].shape]
         )
-        for b, count in zip(bins, counts):
+        for b, count in zip(bins, counts, strict=False):
             self.contents[b][cid] = self.contents[b].get(cid, 0) + count
             self.log.append((b, cid, count))
         self.y[cid] += sum(counts)
@@ -211,7 +222,7 @@ class _State:
     def avoid(self, shape: int, kid: int) -> bool:
         """A new node of kind `kid` for a pod of `shape` is a last resort: a node group the guide fills, with none
         of its nodes left to this shape (the LP gives them to pods with fewer or dearer places to go)."""
-        return self.full[kid] and self.left[shape, kid] <= GUIDE_EPS
+        return self.full[kid] and self.left is not None and self.left[shape, kid] <= GUIDE_EPS
 
     def spared(self, shape: int, kinds: np.ndarray) -> np.ndarray:
         """Per bin kind: an existing node that `avoid` holds for other shapes (a node of a group the guide fills,
@@ -219,7 +230,7 @@ class _State:
         too (8-GPU pods with no product selector would take the free H100 nodes an H100-only gang needs)."""
         g = self.filled_group[kinds]
         out = g >= 0
-        if out.any():
+        if out.any() and self.left is not None:
             out[out] = self.left[shape, g[out]] <= GUIDE_EPS
         return out
 
@@ -248,21 +259,34 @@ class _State:
 
 
 GUIDE_EPS = 1e-6  # pods: an allotment of the guide below this is used up (LP tolerance)
-FIT_WINDOW = 1024  # open bins scanned at a time by first fit: a gang's pods rarely need more than the first window
+# open bins first fit scans at first (then twice as many at a time): a gang's pods rarely need more than the first
+# window, and a window's numpy work grows with its rows (a fixed 1,024 made the greedy ~1.5x slower at 10,000 pods)
+FIT_WINDOW = 256
 
 
 def _first_fit(
     st: _State, shape: int, cid: int, dk: np.ndarray | None, left: int, spare: bool = False
 ) -> int:
-    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time (the same bins
-    as one scan of all of them, without computing the room of bins after the last one used); returns what is
-    left. `spare`: leave out the existing nodes the guide holds for other shapes (`_State.spared`)."""
+    """Put up to `left` pods of class `cid` on open bins, first fit, a window of bins at a time, each twice the
+    last (the same bins as one scan of all of them, without computing the room of bins after the last one used,
+    and few windows where many bins have no room for it); returns what is left. `spare`: leave out the existing
+    nodes the guide holds for other shapes (`_State.spared`)."""
     lo = min(int(st.start[shape]), st.n)
+    if spare:
+        lo = max(lo, min(int(st.start_spare[shape]), st.n))
+    window = FIT_WINDOW
     while left and lo < st.n:
-        hi = min(st.n, lo + FIT_WINDOW)
+        hi = min(st.n, lo + window)
+        window *= 2
+        at_cursor = spare and dk is None and lo == int(st.start_spare[shape])
         at, counts = st.fits(shape, dk, lo, hi)
         if spare:
             counts = np.where(st.spared(shape, st.kind[at:hi]), 0, counts)
+            if (
+                at_cursor
+            ):  # no bin before the first with room left to this shape can take it until an undo
+                usable = np.flatnonzero(counts)
+                st.start_spare[shape] = at + int(usable[0]) if len(usable) else hi
         nz = np.flatnonzero(counts)
         if len(nz):  # the bins (in order) whose room covers `left`, the last one partly
             room = counts[nz]
@@ -375,14 +399,14 @@ def _fresh_key(prob: Problem, shapes: list[int], mask: np.ndarray) -> tuple:
         (k.cap, k.cost, k.max_count, k.new, len(k.nodes))
         for k in (prob.kinds[i] for i in kids.tolist())
     )
-    return look, prob.arrays.compat_mask[np.ix_(shapes, kids)].tobytes()
+    return look, prob.arrays.compat_mask[np.ix_(np.asarray(shapes, dtype=np.intp), kids)].tobytes()
 
 
 @dataclass(slots=True)
 class _Trials:
     """A gang make-up's trial results per topology domain, each valid while its domain's stamp holds."""
 
-    domains: list[tuple[str, ...]]
+    domains: list[tuple[str, ...] | None]
     masks: np.ndarray  # domains x kinds (0/1)
     stamp: np.ndarray  # domain's version sum when tried (-1: never)
     placed: np.ndarray  # pods placed by the trial (-1: quorum not reached)
@@ -601,56 +625,124 @@ def greedy(
     st = _State(prob, order, guide=guide, spare_running=spare_running)
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
-    chooser = _Chooser()
-    stopped = False
-    tried = (
-        False  # the first gang is tried whatever the clock says: a loaded machine still gets a plan
-    )
-
-    def late() -> bool:
-        return tried and deadline is not None and time.perf_counter() > deadline
-
-    levels = _levels(prob, order)
-    for li, level in enumerate(levels):
-        if quorum_first:
-            for gid in level:  # every gang's quorum before any extra member
-                if not prob.gangs[gid].is_gang:
-                    continue
-                if late():
-                    stopped = True
-                    break
-                satisfied[gid], domain[gid] = chooser.place(
-                    st, prob, gid, prob.gangs[gid].need, deadline
-                )
-                tried = True
-        if stopped:
-            break
-        for i, gid in enumerate(
-            level
-        ):  # then extra members and basic groups (whole-gang-first: everything)
-            if late():
-                # only extra members are cut when every gang left here had its quorum tried and no level follows
-                stopped = (
-                    li + 1 < len(levels)
-                    or not quorum_first
-                    or any(not prob.gangs[g].is_gang for g in level[i:])
-                )
-                break
-            if satisfied[gid]:
-                _place_gang(st, prob, gid, domain[gid])
-            elif not (quorum_first and prob.gangs[gid].is_gang):
-                satisfied[gid], domain[gid] = chooser.place(st, prob, gid, None, deadline)
-            tried = True
-        if stopped:
-            break
-
-    if (
-        quorum_first and repack and not late()
-    ):  # cost repair: the same pods packed whole gang by whole gang
+    stopped = _place_in_order(st, prob, order, satisfied, domain, deadline, quorum_first)
+    if quorum_first and repack and not (stopped or _late(deadline)):
+        # cost repair: the same pods packed whole gang by whole gang
         again = _repack(prob, order, st.y, domain, satisfied, st.masks)
         if again is not None and again.cost < st.cost:
             st = again
     return _assignment(prob, st, satisfied, domain, stopped, order)
+
+
+def _late(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def _place_in_order(
+    st: _State,
+    prob: Problem,
+    order: list[int],
+    satisfied: list[bool],
+    domain: list[tuple[str, ...] | None],
+    deadline: float | None,
+    quorum_first: bool = True,
+    tried: bool = False,
+) -> bool:
+    """The greedy's passes over `order`, level by level, on `st` (`satisfied` and `domain` updated in place):
+    quorum-first, every gang's quorum that is not reached yet, then extra members of the gangs started and the
+    basic groups; whole-gang-first, everything in order. A gang already satisfied only gains members. Returns
+    True when `deadline` stopped it before every gang was tried (only extra members cut at the last level is not
+    stopping); the first gang is tried whatever the clock says unless `tried`."""
+    chooser = _Chooser()
+    levels = _levels(prob, order)
+    for li, level in enumerate(levels):
+        if quorum_first:
+            for gid in level:  # every gang's quorum before any extra member
+                if not prob.gangs[gid].is_gang or satisfied[gid]:
+                    continue
+                if tried and _late(deadline):
+                    return True
+                satisfied[gid], domain[gid] = chooser.place(
+                    st, prob, gid, prob.gangs[gid].need, deadline
+                )
+                tried = True
+        for i, gid in enumerate(
+            level
+        ):  # then extra members and basic groups (whole-gang-first: all)
+            if tried and _late(deadline):
+                # only extra members are cut when every gang left here had its quorum tried and no level follows
+                return (
+                    li + 1 < len(levels)
+                    or not quorum_first
+                    or any(not prob.gangs[g].is_gang for g in level[i:])
+                )
+            if satisfied[gid]:
+                if any(st.y[c] < prob.classes[c].count for c in prob.gangs[gid].classes):
+                    _place_gang(st, prob, gid, domain[gid])
+            elif not (quorum_first and prob.gangs[gid].is_gang):
+                satisfied[gid], domain[gid] = chooser.place(st, prob, gid, None, deadline)
+            tried = True
+    return False
+
+
+def fill_left_out(prob: Problem, a: Assignment, deadline: float | None = None) -> Assignment | None:
+    """The pods plan `a` leaves out, placed on the free room of its nodes and the node groups' headroom it leaves,
+    by the greedy's own passes in `a`'s order (the quorum of every gang not started, then extra members and basic
+    groups, level by level). `a`'s pods stay where they are, so every level's gangs and pods only grow: a plan
+    re-packed for cost (`repack`) frees room and headroom the greedy could not see when it placed them. None when
+    nothing more fits, `a` was cut short, or one of its existing bins names no node of the problem. Past `deadline`
+    it stops placing and keeps what it added."""
+    if a.stopped_early or sum(a.y) == sum(c.count for c in prob.classes):
+        return None
+    st = _state_of(prob, a)
+    if st is None:
+        return None
+    satisfied, domain = list(a.satisfied), list(a.domain)
+    order = a.order or quorum_order(prob)
+    before = sum(st.y)
+    _place_in_order(st, prob, order, satisfied, domain, deadline, tried=True)
+    if sum(st.y) == before:
+        return None
+    return _assignment(prob, st, satisfied, domain, False, order)
+
+
+def placement_rank(prob: Problem, a: Assignment) -> tuple[int, ...]:
+    """The planner's aim as a tuple, larger better: per priority level, highest first, gangs started and pods
+    placed; then the cost, negated."""
+    levels: dict[int, list[int]] = {}
+    for g in prob.gangs:
+        counts = levels.setdefault(g.priority, [0, 0])
+        counts[0] += g.is_gang and a.satisfied[g.gid]
+        counts[1] += sum(a.y[c] for c in g.classes)
+    return (*(n for lvl in sorted(levels, reverse=True) for n in levels[lvl]), -a.cost(prob))
+
+
+def _state_of(prob: Problem, a: Assignment) -> _State | None:
+    """A greedy state holding plan `a`'s bins and pods, loaded in one vector update (None: an existing bin of `a`
+    names no node of `prob`)."""
+    st = _State(prob, list(range(len(prob.gangs))))
+    row = {name: i for i, name in enumerate(prob.arrays.names)}
+    names = a.bin_nodes if len(a.bin_nodes) == len(a.bins) else [None] * len(a.bins)
+    rows, shapes, counts = [], [], []
+    for (kid, contents), name in zip(a.bins, names, strict=True):
+        if prob.kinds[kid].new:
+            b = st.open(kid)
+        elif name in row:
+            b = row[name]
+        else:
+            return None
+        for cid, n in contents.items():
+            if n:
+                st.contents[b][cid] = st.contents[b].get(cid, 0) + n
+                st.y[cid] += n
+                rows.append(b)
+                shapes.append(prob.classes[cid].shape)
+                counts.append(n)
+    if rows:
+        load = np.array(counts, dtype=np.int64)[:, None] * st.req[np.array(shapes, dtype=np.int64)]
+        np.subtract.at(st.free, np.array(rows, dtype=np.int64), load)
+    st.log.clear()  # `a`'s own placements are never undone: trials undo only what follows
+    return st
 
 
 def repacked(prob: Problem, a: Assignment) -> Assignment | None:
@@ -678,7 +770,7 @@ def _assignment(
 def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int:
     """Most pods of one gang that fit at once with every limit to itself (for explanations; past `deadline`,
     the most found so far)."""
-    best, masks = 0, {}
+    best, masks = 0, dict[tuple, np.ndarray]()
     for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid], masks), prob, gid, d))
         if deadline is not None and time.perf_counter() > deadline:
