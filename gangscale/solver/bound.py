@@ -118,7 +118,7 @@ def lp_cost_prices(
     if _past(deadline):
         return 0, {}
     try:
-        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
+        from ortools.linear_solver import pywraplp
     except Exception:  # pragma: no cover
         return 0, {}
     s = pywraplp.Solver.CreateSolver("GLOP")

@@ -61,7 +61,7 @@ class _Rmp:
     ) -> None:
         """`optional`: per item, how many of its `demand` pods may stay uncovered at `optional_price` $/h each
         (pods a plan may add: cheaper to leave out than the rest, dearer than any node that takes one)."""
-        from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]
+        from ortools.linear_solver import pywraplp
 
         self.pywraplp = pywraplp
         s = self.s = pywraplp.Solver.CreateSolver("GLOP")

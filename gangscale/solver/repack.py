@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import cast
 
 import numpy as np
 
@@ -349,7 +348,7 @@ def _fill_existing(
         ok = base.compat_mask[s, base.kind]
         if dom is not None:
             seen, ids = base.domain_ids[prob.shapes[s].topology_keys]
-            ok = ok & (ids[base.kind] == seen.get(cast(tuple[str, ...], dom), -2))
+            ok = ok & (ids[base.kind] == seen.get(dom, -2))
         counts = np.where(ok, (free[:, pos] // r[pos]).min(axis=1), 0)
         nodes = np.flatnonzero(counts)
         if fill != "first" and len(nodes) > 1:
