@@ -46,12 +46,41 @@ from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapsho
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, timers
 from . import metrics as observe
-from .actuator import Actuator
+from .actions import Action as ExecAction
+from .actions import (
+    Adopt,
+    ConditionWrite,
+    Cordon,
+    DeleteStrandedPod,
+    EmitEvent,
+    LiftGate,
+    PodPatch,
+    PublishStatus,
+    ReleaseCapacity,
+    ScaleDown,
+    TerminateLoose,
+    Uncordon,
+    WriteConditions,
+    save_first,
+)
+from .actuator import Actuator, ReleaseResult
 from .conditions import due as conditions_due
 from .config import ControllerConfig
 from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .events import EventSink, state_object
+from .execute import (
+    AdoptOutcome,
+    ConditionsOutcome,
+    Context,
+    CordonOutcome,
+    Done,
+    Executor,
+    LiftOutcome,
+    Outcome,
+    ScaleDownOutcome,
+    ScaleUpOutcome,
+)
 from .lifecycle import (
     Action,
     Applied,
@@ -106,13 +135,10 @@ from .reservations import (
     upcoming_nodes,
 )
 from .scaledown import (
-    DISRUPTION_TAINT,
     EmptyNode,
     above_min_size,
-    blocks_removal,
     busy_nodes,
     due_for_scale_down,
-    pod_key,
     protected_nodes,
     tainted_nodes,
 )
@@ -121,8 +147,10 @@ log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = (
     300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 )
-REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
-NODE_STAMPS_KEPT = 4096  # Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
+# a node created this long before a request (API server vs controller clock) may still be its
+REGISTRATION_SKEW = 5.0
+# Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
+NODE_STAMPS_KEPT = 4096
 # observe mode's plan in a gate-mode pass whose every gang waits behind gangscale's gate: the scheduler chooses nothing
 NARROWED = (
     "gate mode releases every gang of this plan narrowed to its planned node (KEP-3521): the scheduler has one "
@@ -208,7 +236,8 @@ class Reconciler:
         self.conditions = (
             conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
         )
-        self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
+        # None: the config's time limit on every core (the simulator pins one worker)
+        self.solve_options = solve_options
         self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
         self.gates_held: dict[
             GangKey, str
@@ -236,6 +265,15 @@ class Reconciler:
             str
         ] = []  # what the last pass's caller could not read (`reconcile`)
         self.identity = identity
+        self.executor = Executor(
+            self.actuator,
+            self.events,
+            fence=fence,
+            pod_gates=pod_gates,
+            conditions=conditions,
+            node_taints=node_taints,
+            status=status,
+        )
         self.rules = Rules(
             cfg.mode == "enforce",
             cfg.launch_failure_backoff_seconds,
@@ -350,14 +388,11 @@ class Reconciler:
         if self.conditions is None:
             return
         todo = conditions_due(self.state.records.values(), objects)
-        if todo and self.fence is not None:
-            self.fence("write PodGroup conditions")
-        for rec, obj, cond, mode in todo:
-            err = self.conditions.write(obj, cond, mode)
-            if err is not None:
-                log.warning(
-                    "cannot write the PodGroup condition", extra={"gang": rec.gang, "error": err}
-                )
+        writes = WriteConditions(tuple(ConditionWrite(r.gang, o, c, m) for r, o, c, m in todo))
+        outcome = self.executor.run(writes)
+        assert isinstance(outcome, ConditionsOutcome)
+        for gang, err in outcome.errors.items():
+            log.warning("cannot write the PodGroup condition", extra={"gang": gang, "error": err})
 
     def _save(self) -> None:
         """Persist the records, fenced: a deposed leader never overwrites its successor's state."""
@@ -576,13 +611,12 @@ class Reconciler:
         booked = Booked(self._facts(snap.gangs), intents, units, desired, sharing_units(plan, snap))
         self.state.records, actions, events = transition(self.state.records, plan, booked, now)
         self._emit(events)
-        self._save()  # write-ahead: records, client tokens and the desired sizes below them, before the cloud call
-        crash_point("record-saved")
+        # write-ahead: records, client tokens and the desired sizes below them are saved before the cloud call
         report = None
-        for a in actions:
-            if isinstance(a, ApplyScaleUp):
-                report = self.actuator.apply(plan, cluster, a.tokens, now)
-                crash_point("call-confirmed")
+        calls = [a for a in actions if isinstance(a, ApplyScaleUp)]  # `Booked` gives nothing else
+        for outcome in self._run(calls, Context(plan, cluster, now)):
+            if isinstance(outcome, ScaleUpOutcome):
+                report = outcome.report
                 self._back_off(backoff.from_scale_up(report), now)
         return intents, report
 
@@ -601,8 +635,10 @@ class Reconciler:
             return False
         adopted = self._settle(calls, loose, cluster, now) if calls else 0
         due = janitor.orphans_due(loose, set(calls), now, self.cfg.orphan_grace_seconds)
-        if due and self.actuator.terminate_loose([i.id for i in due]) is None:
-            self._orphans_ended(due)
+        if due:
+            ended = self.executor.run(TerminateLoose(tuple(due)))
+            if isinstance(ended, Done) and ended.error is None:
+                self._orphans_ended(due)
         return adopted > 0
 
     def _orphans_ended(self, due: list[LooseInstance]) -> None:
@@ -619,12 +655,13 @@ class Reconciler:
             },
         )
         where = state_object(self.cfg.state_namespace, self.cfg.state_configmap)
-        self.events.emit_on(
-            where,
+        event = EmitEvent(
             "OrphanInstancesTerminated",
             janitor.orphan_message(due, self.cfg.orphan_grace_seconds),
             warning=True,
+            on=where,
         )
+        self.executor.run(event)
 
     def _settle(
         self,
@@ -634,12 +671,14 @@ class Reconciler:
         now: float,
     ) -> int:
         """Each unconfirmed call's instances join the group (a record still wants them) or are terminated."""
-        outcomes, adopted = [], 0
+        outcomes: list[CallRecovered] = []
+        adopted = 0
         for token, shares in calls.items():
             ids = janitor.launched_by(loose, token)
-            got, note = self.actuator.settle_call(
-                shares[0].group, ids, any(s.wanted for s in shares)
-            )
+            settle = Adopt(shares[0].group, token, tuple(ids), any(s.wanted for s in shares))
+            done = self.executor.run(settle)
+            assert isinstance(done, AdoptOutcome)
+            got, note = done.adopted, done.note
             adopted += len(got)
             log.info(
                 "unconfirmed scale-up settled",
@@ -653,7 +692,7 @@ class Reconciler:
             )
             outcomes.extend(
                 CallRecovered(s.key, s.group, token, len(got), note, instances)
-                for s, instances in zip(shares, janitor.deal(got, shares))
+                for s, instances in zip(shares, janitor.deal(got, shares), strict=True)
             )
         self._step(None, Recovered(tuple(outcomes)), cluster, now)
         self._save()
@@ -712,15 +751,25 @@ class Reconciler:
                     else self._reserved_nodes()
                 )
                 others = named_launches(r for r in self.state.records.values() if r.key != a.key)
-                result = self.actuator.release(a, cluster, keep=keep, keep_instances=others)
+                give_back = ReleaseCapacity(a, frozenset(keep), frozenset(others))
+                result = self.executor.run(give_back, Context(None, cluster, now))
+                assert isinstance(result, ReleaseResult)
                 for group, n in result.by_group.items():
                     self.metrics.released.labels(group, a.why.value).inc(n)
                 outcomes.append(ReleaseOutcome(a, result.released))
-            elif isinstance(
-                a, ApplyScaleUp
-            ):  # pragma: no cover - applied by _scale_up after the write-ahead
-                raise RuntimeError("the scale-up is applied after its records are saved")
+            elif isinstance(a, ApplyScaleUp):  # pragma: no cover - a scale-up comes from `Booked`
+                raise RuntimeError(
+                    "the scale-up is run by `_scale_up`, after its records are saved"
+                )
         return outcomes
+
+    def _run(self, actions: Sequence[ExecAction], ctx: Context) -> list[Outcome]:
+        """Run the executor's actions in order; a write-ahead kind's (`actions.save_first`) only after the records
+        are saved, which a crash between the two proves (the test-only crash point `record-saved`)."""
+        if any(save_first(a) for a in actions):
+            self._save()
+            crash_point("record-saved")
+        return [self.executor.run(a, ctx) for a in actions]
 
     def _back_off(self, actions: Sequence[BackOff], now: float) -> None:
         if not actions:
@@ -738,7 +787,7 @@ class Reconciler:
     def _emit(self, events: Sequence[Event]) -> None:
         for e in events:
             if isinstance(e, GangEvent):
-                self.events.emit(e.target, e.reason, e.message, warning=e.warning)
+                self.executor.run(EmitEvent.of(e))
             elif isinstance(e, StateChanged):
                 log.info(
                     "gang state",
@@ -792,7 +841,9 @@ class Reconciler:
         )
         due = [e for e in above_min_size(due) if self._still_empty(e)]
         removed = set()
-        for res in self.actuator.scale_down(due):
+        done = self.executor.run(ScaleDown(tuple(due)))
+        assert isinstance(done, ScaleDownOutcome)
+        for res in done.results:
             e = res.node
             if not res.removed:
                 log.warning(
@@ -824,18 +875,15 @@ class Reconciler:
     def _still_empty(self, e: EmptyNode) -> bool:
         """Taint the node (NoSchedule), then read its pods again: True when none but a DaemonSet's or a finished one
         is bound, so it may go; else the taint comes off and it stays (scaledown.py's protocol). Fenced."""
-        if self.node_taints is None:
-            return True
-        if self.fence is not None:
-            self.fence(f"taint node {e.node} for scale-down")
-        err = self.node_taints.set_taint(e.node, DISRUPTION_TAINT, True)
-        if err is not None:
+        cordoned = self.executor.run(Cordon(e))
+        assert isinstance(cordoned, CordonOutcome)
+        if cordoned.error is not None:
             log.warning(
-                "cannot taint the node for scale-down: kept", extra={"node": e.node, "error": err}
+                "cannot taint the node for scale-down: kept",
+                extra={"node": e.node, "error": cordoned.error},
             )
             return False
-        pods = self.node_taints.pods_on(e.node)
-        landed = None if pods is None else [pod_key(p) for p in pods if blocks_removal(p)]
+        landed = None if cordoned.landed is None else list(cordoned.landed)
         if landed is None or landed:
             log.info(
                 "scale-down cancelled: the node is not empty",
@@ -851,14 +899,11 @@ class Reconciler:
         return True
 
     def _untaint(self, node: str, why: str) -> None:
-        if self.node_taints is None:
-            return
-        if self.fence is not None:
-            self.fence(f"untaint node {node}")
-        err = self.node_taints.set_taint(node, DISRUPTION_TAINT, False)
-        if err is not None:
+        done = self.executor.run(Uncordon(node, why))
+        if isinstance(done, Done) and done.error is not None:
             log.warning(
-                "cannot remove the scale-down taint", extra={"node": node, "why": why, "error": err}
+                "cannot remove the scale-down taint",
+                extra={"node": node, "why": why, "error": done.error},
             )
 
     def _gates(
@@ -910,20 +955,24 @@ class Reconciler:
             )
             return
         nodes = lift.nodes if self.cfg.gate_narrowing else ()
-        done, failed = [], {}
-        for i, p in enumerate(lift.pods):
-            if self.fence is not None:
-                self.fence(f"lift the scheduling gate of pod {p.key}")
-            obj = raw.get((p.namespace, p.name), {})
-            err = self.pod_gates.remove(
-                p.namespace,
-                p.name,
-                gates.release_patch(obj, p.scheduling_gates, nodes[i] if i < len(nodes) else None),
+        patches = tuple(
+            PodPatch(
+                p,
+                tuple(
+                    gates.release_patch(
+                        raw.get((p.namespace, p.name), {}),
+                        p.scheduling_gates,
+                        nodes[i] if i < len(nodes) else None,
+                    )
+                ),
             )
-            if err is None:
-                done.append(p.key)
-            else:
-                failed[p.key] = err
+            for i, p in enumerate(lift.pods)
+        )
+        target = EventTarget.of_gang(lift.gang)
+        action = LiftGate(lift.gang.key, target, lift.why, lift.message, nodes, patches)
+        outcome = self.executor.run(action)
+        assert isinstance(outcome, LiftOutcome)
+        done, failed = list(outcome.done), dict(outcome.failed)
         if done:
             self.metrics.gates_lifted.labels(lift.why).inc(len(done))
             log.info(
@@ -936,11 +985,8 @@ class Reconciler:
                     "nodes": list(nodes),
                 },
             )
-            self.events.emit(
-                EventTarget.of_gang(lift.gang),
-                "GateLifted",
-                f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}",
-            )
+            message = f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}"
+            self.executor.run(EmitEvent("GateLifted", message, target=target))
         if failed:
             log.warning("cannot lift the scheduling gate", extra={"gang": key, "errors": failed})
 
@@ -963,28 +1009,23 @@ class Reconciler:
             target = EventTarget.of_gang(gang_of[p.key])
             if not p.owner_kinds:
                 log.warning("narrowed pod stranded", extra={"pod": p.key, "reason": why})
-                self.events.emit(
-                    target,
-                    "NarrowedNodeGone",
+                message = (
                     f"pod {p.key}: {why}; it has no owner to recreate it, "
-                    "so gangscale leaves it: delete it and create it again",
-                    warning=True,
+                    "so gangscale leaves it: delete it and create it again"
                 )
+                self.executor.run(EmitEvent("NarrowedNodeGone", message, True, target=target))
                 continue
-            if self.fence is not None:
-                self.fence(f"delete stranded pod {p.key}")
-            err = self.pod_gates.delete(p.namespace, p.name, p.uid)
+            deleted = self.executor.run(DeleteStrandedPod(p, why, target))
+            err = deleted.error if isinstance(deleted, Done) else None
             if err is not None:
                 log.warning("cannot delete the stranded pod", extra={"pod": p.key, "error": err})
                 continue
             self.stranded_since.pop(p.key, None)
             log.info("deleted a stranded narrowed pod", extra={"pod": p.key, "reason": why})
-            self.events.emit(
-                target,
-                "NarrowedNodeGone",
-                f"deleted pod {p.key}: {why}; its owner recreates it and the next plan places it",
-                warning=True,
+            message = (
+                f"deleted pod {p.key}: {why}; its owner recreates it and the next plan places it"
             )
+            self.executor.run(EmitEvent("NarrowedNodeGone", message, True, target=target))
 
     def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
         """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""
@@ -995,9 +1036,8 @@ class Reconciler:
         data = status_data(plan, sizes, self.identity, self.cfg.mode)
         if not self.status.due(data, now):
             return
-        if self.fence is not None:
-            self.fence("publish the status")
-        err = self.status.publish(data, now)
+        published = self.executor.run(PublishStatus(data, now))
+        err = published.error if isinstance(published, Done) else None
         if err is not None:
             log.warning("cannot publish the status", extra={"error": err})
 
