@@ -23,7 +23,7 @@ import orjson
 
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
-from gangscale.controller import timers
+from gangscale.controller import wakes
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.gates import NARROWED_KEY
 from gangscale.controller.lifecycle import IN_FLIGHT, Record
@@ -311,7 +311,7 @@ class Gangscale:
         due = []
         if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
             due.append(math.ceil(t - t0))
-        if timers.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
+        if wakes.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
             due.append(
                 self.last_scan + int(self.cfg.resync_seconds)
             )  # the live loop's resync retries it

@@ -140,6 +140,7 @@ class EmitEvent:
     warning: bool = False
     target: EventTarget | None = None
     on: Mapping[str, Any] | None = None
+    about: str = ""  # the pod or node it reports on, when not the target (for the loop's log line)
 
     @classmethod
     def of(cls, e: GangEvent) -> EmitEvent:

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from cloud_adapters.errors import ErrorKind
 
@@ -583,20 +583,20 @@ class Latency:
     seconds: float
 
 
-Report = Union[
-    Confirmed,
-    LaunchesFailed,
-    Booked,
-    Applied,
-    Expire,
-    Released,
-    Recovered,
-    Registered,
-    Overdue,
-    Recreated,
-]
-Action = Union[BackOff, Release, ApplyScaleUp]
-Event = Union[GangEvent, StateChanged, Takeover, ScaledUp, Latency]
+Report = (
+    Confirmed
+    | LaunchesFailed
+    | Booked
+    | Applied
+    | Expire
+    | Released
+    | Recovered
+    | Registered
+    | Overdue
+    | Recreated
+)
+Action = BackOff | Release | ApplyScaleUp
+Event = GangEvent | StateChanged | Takeover | ScaledUp | Latency
 Result = tuple[dict[GangKey, Record], tuple[Action, ...], tuple[Event, ...]]
 
 
@@ -1246,8 +1246,34 @@ def _spare_note(spare: Mapping[str, int], now: bool = False) -> str:
     )
 
 
+TICK = 0.001  # how long after a strict deadline a pass acts on it
+
+
+def past_deadline(deadline: float, now: float) -> bool:
+    """The deadline rule, stated once: a purchase's deadline (0: none) has passed strictly after its time."""
+    return bool(deadline) and now > deadline
+
+
+def deadline_due_at(rec: Record) -> float | None:
+    """The first time a pass finds the record past its deadline (`past_deadline`); None: it has none."""
+    return rec.deadline + TICK if rec.deadline else None
+
+
+def grace_due_at(rec: Record, grace: float) -> float:
+    """When a grace counted from the record's state change ends (`_expire`'s cancel grace, `cooling`): at its
+    time, as both compare `now - since` with `>=` or `<`."""
+    return rec.since + grace
+
+
+def spares_expired(rec: Record, now: float) -> bool:
+    """A running gang still holding what it started without, past its purchase's deadline: those go back now
+    (`_spares_due`, the scale-down, and no plan counts on them: `reservations.expired_spares`)."""
+    return rec.state == GangState.RUNNING and holds(rec) and past_deadline(rec.deadline, now)
+
+
 def spare_until(records: Iterable[Record]) -> dict[str, float]:
-    """Node name -> the deadline of the purchase it came from, for the nodes a running gang did not use."""
+    """Node name -> the deadline of the purchase it came from, for the nodes a running gang did not use (each
+    goes at `past_deadline` of it)."""
     return {
         name: rec.deadline
         for rec in records
@@ -1270,8 +1296,7 @@ def _expire(step: _Step, report: Expire) -> None:
         elif (
             (rec.state in IN_FLIGHT or holds(rec))
             and rec.state not in RESTARTS
-            and rec.deadline
-            and step.now > rec.deadline
+            and past_deadline(rec.deadline, step.now)
         ):  # whatever state it reached: below quorum, infeasible, planned...
             for group in rec.requested:  # it did not deliver in time: try the alternatives first
                 step.actions.append(
@@ -1288,7 +1313,7 @@ def _expire(step: _Step, report: Expire) -> None:
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
             step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE, **_own(rec)))
             step.put(rec, requested={})
-        elif rec.state == GangState.RUNNING and holds(rec) and step.now > rec.deadline:
+        elif spares_expired(rec, step.now):
             _spares_due(step, rec, report)
 
 

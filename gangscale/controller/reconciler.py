@@ -30,7 +30,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from cloud_adapters.base import LooseInstance, NodeGroupProvider, instance_id_from_provider_id
+from cloud_adapters.base import NodeGroupProvider, instance_id_from_provider_id
 
 from ..apply import ExecutionReport, GroupAction, atomic_units_with_gangs
 from ..ingest import Cluster, ParseCache, ingest
@@ -44,55 +44,24 @@ from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..rfc3339 import parse_time
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, gates, janitor, timers
+from . import backoff, gates, janitor, wakes
 from . import metrics as observe
-from .actions import Action as ExecAction
 from .actions import (
-    Adopt,
-    ConditionWrite,
-    Cordon,
-    DeleteStrandedPod,
-    EmitEvent,
-    LiftGate,
-    PodPatch,
     PublishStatus,
-    ReleaseCapacity,
-    ScaleDown,
-    TerminateLoose,
-    Uncordon,
-    WriteConditions,
-    save_first,
 )
-from .actuator import Actuator, ReleaseResult
-from .conditions import due as conditions_due
+from .actuator import Actuator
 from .config import ControllerConfig
-from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
-from .events import EventSink, state_object
+from .events import EventSink
 from .execute import (
-    AdoptOutcome,
-    ConditionsOutcome,
-    Context,
-    CordonOutcome,
     Done,
     Executor,
-    LiftOutcome,
-    Outcome,
-    ScaleDownOutcome,
-    ScaleUpOutcome,
 )
 from .lifecycle import (
-    Action,
     Applied,
-    ApplyScaleUp,
-    BackOff,
     Booked,
-    CallRecovered,
     Confirmed,
-    Event,
-    EventTarget,
     Expire,
-    GangEvent,
     GangFacts,
     GangState,
     GroupFailure,
@@ -100,24 +69,17 @@ from .lifecycle import (
     NodeSeen,
     Overdue,
     Record,
-    Recovered,
     Recreated,
     Registered,
-    Release,
-    Released,
-    ReleaseOutcome,
-    ReleaseWhy,
     Report,
     Rules,
-    StateChanged,
-    Takeover,
     holds,
-    named_launches,
+    past_deadline,
     spare_until,
-    transition,
 )
 from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, plan_within_caps
 from .logs import PLAN_ID
+from .loop import Loop
 from .metrics import Metrics
 from .published import StatusPublisher, group_sizes, status_data
 from .records import ControllerState, StateStore
@@ -135,12 +97,8 @@ from .reservations import (
     upcoming_nodes,
 )
 from .scaledown import (
-    EmptyNode,
-    above_min_size,
     busy_nodes,
-    due_for_scale_down,
     protected_nodes,
-    tainted_nodes,
 )
 
 log = logging.getLogger("gangscale.controller")
@@ -226,9 +184,6 @@ class Reconciler:
         self.status = status  # the leader's per-pass view for `gangscale status` (published.py); None: not written
         # the scale-down's node writes (scaledown.py's protocol); None: empty nodes are terminated untainted
         self.node_taints = node_taints
-        self.scaled_down: set[str] = (
-            set()
-        )  # nodes whose instance this controller terminated, while their Node lasts
         self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
         # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
         # version for its scheduler; same function, same arguments), else None; None: ingest here
@@ -252,14 +207,6 @@ class Reconciler:
         self.events = events or EventSink(None)
         self.metrics = metrics or Metrics()
         self.clock = clock
-        self.state = ControllerState()
-        self.empty_since: dict[str, float] = {}
-        self.stranded_since: dict[
-            str, float
-        ] = {}  # released pods whose narrowed-to node is gone: since when
-        self.replan_soon = (
-            False  # a cloud failure moved gangs: run again without waiting for a change
-        )
         self.passes = 0
         self.read_warnings: list[
             str
@@ -274,6 +221,8 @@ class Reconciler:
             node_taints=node_taints,
             status=status,
         )
+        # the act half of each pass: decide, save when write-ahead, execute; it holds the decide state
+        self.loop = Loop(cfg, self.executor, self.metrics, self._save)
         self.rules = Rules(
             cfg.mode == "enforce",
             cfg.launch_failure_backoff_seconds,
@@ -298,6 +247,33 @@ class Reconciler:
         )  # the last snapshot's node views: a node that did not change keeps its view
 
     @property
+    def state(self) -> ControllerState:
+        """The records and backoffs (held by the loop, which decides on them)."""
+        return self.loop.state
+
+    @state.setter
+    def state(self, state: ControllerState) -> None:
+        self.loop.state = state
+
+    @property
+    def empty_since(self) -> dict[str, float]:
+        """Node -> when it was first seen empty (the scale-down's keep time counts from it)."""
+        return self.loop.empty_since
+
+    @empty_since.setter
+    def empty_since(self, since: dict[str, float]) -> None:
+        self.loop.empty_since = since
+
+    @property
+    def replan_soon(self) -> bool:
+        """A cloud failure moved gangs in the last pass: run again without waiting for a change."""
+        return self.loop.replan_soon
+
+    @replan_soon.setter
+    def replan_soon(self, soon: bool) -> None:
+        self.loop.replan_soon = soon
+
+    @property
     def groups(self) -> dict[str, NodeGroup]:
         """The last discovery, by name."""
         return self.actuator.groups
@@ -316,10 +292,8 @@ class Reconciler:
 
     def next_due(self, after: float) -> float | None:
         """When one of this controller's timers (deadlines, graces, backoffs, ageing) next falls due after the pass
-        that started at `after`: the loop runs a pass then (timers.py)."""
-        return timers.next_due(
-            self.state.records.values(), self.state.backoff, self.empty_since, self.cfg, after
-        )
+        that started at `after`: the loop runs a pass then (each rule's own wake-up: wakes.py)."""
+        return wakes.next_due(self.loop.view(), after)
 
     def reconcile(
         self, objects: list[dict[str, Any]], *, leader: bool, warnings: Sequence[str] = ()
@@ -336,7 +310,7 @@ class Reconciler:
     def _pass(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
         now = self.clock()
         enforce = leader and self.cfg.mode == "enforce"
-        self.replan_soon = False
+        self.loop.replan_soon = False
         cluster, warnings = self._read(objects)
         if enforce and self._loose(cluster, now):
             cluster, warnings = self._read(objects)  # adopted instances raised a group's target
@@ -364,7 +338,7 @@ class Reconciler:
         self._observe(plan, snap)
         self._publish(plan, cluster, now, leader)
         if leader:
-            self._conditions(objects)
+            self._conditions(objects, now)
             self._save()
         return plan
 
@@ -383,16 +357,10 @@ class Reconciler:
             ids,
         )
 
-    def _conditions(self, objects: list[dict[str, Any]]) -> None:
+    def _conditions(self, objects: list[dict[str, Any]], now: float) -> None:
         """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
-        if self.conditions is None:
-            return
-        todo = conditions_due(self.state.records.values(), objects)
-        writes = WriteConditions(tuple(ConditionWrite(r.gang, o, c, m) for r, o, c, m in todo))
-        outcome = self.executor.run(writes)
-        assert isinstance(outcome, ConditionsOutcome)
-        for gang, err in outcome.errors.items():
-            log.warning("cannot write the PodGroup condition", extra={"gang": gang, "error": err})
+        if self.conditions is not None:
+            self.loop.conditions(objects, now)
 
     def _save(self) -> None:
         """Persist the records, fenced: a deposed leader never overwrites its successor's state."""
@@ -609,16 +577,7 @@ class Reconciler:
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         desired = {name: g.current_size for name, g in self.groups.items()}
         booked = Booked(self._facts(snap.gangs), intents, units, desired, sharing_units(plan, snap))
-        self.state.records, actions, events = transition(self.state.records, plan, booked, now)
-        self._emit(events)
-        # write-ahead: records, client tokens and the desired sizes below them are saved before the cloud call
-        report = None
-        calls = [a for a in actions if isinstance(a, ApplyScaleUp)]  # `Booked` gives nothing else
-        for outcome in self._run(calls, Context(plan, cluster, now)):
-            if isinstance(outcome, ScaleUpOutcome):
-                report = outcome.report
-                self._back_off(backoff.from_scale_up(report), now)
-        return intents, report
+        return intents, self.loop.scale_up(plan, booked, cluster, now)
 
     def _loose(self, cluster: Cluster, now: float) -> bool:
         """Settle unconfirmed calls, then end orphans past the grace; True when instances joined a group."""
@@ -633,70 +592,9 @@ class Reconciler:
         loose = self.actuator.loose_instances()
         if loose is None:
             return False
-        adopted = self._settle(calls, loose, cluster, now) if calls else 0
-        due = janitor.orphans_due(loose, set(calls), now, self.cfg.orphan_grace_seconds)
-        if due:
-            ended = self.executor.run(TerminateLoose(tuple(due)))
-            if isinstance(ended, Done) and ended.error is None:
-                self._orphans_ended(due)
+        adopted = self.loop.settle(calls, loose, cluster, now) if calls else 0
+        self.loop.end_orphans(loose, frozenset(calls), now)
         return adopted > 0
-
-    def _orphans_ended(self, due: list[LooseInstance]) -> None:
-        """Say so three ways: a metric per group, a warning log line, and a Warning Event on the state ConfigMap."""
-        for i in due:
-            self.metrics.orphans_terminated.labels(i.group).inc()
-        ids, groups = [i.id for i in due], sorted({i.group for i in due})
-        log.warning(
-            "terminated orphan instances",
-            extra={
-                "instances": ids,
-                "node_groups": groups,
-                "grace_seconds": self.cfg.orphan_grace_seconds,
-            },
-        )
-        where = state_object(self.cfg.state_namespace, self.cfg.state_configmap)
-        event = EmitEvent(
-            "OrphanInstancesTerminated",
-            janitor.orphan_message(due, self.cfg.orphan_grace_seconds),
-            warning=True,
-            on=where,
-        )
-        self.executor.run(event)
-
-    def _settle(
-        self,
-        calls: dict[str, list[janitor.PendingCall]],
-        loose: list[LooseInstance],
-        cluster: Cluster,
-        now: float,
-    ) -> int:
-        """Each unconfirmed call's instances join the group (a record still wants them) or are terminated."""
-        outcomes: list[CallRecovered] = []
-        adopted = 0
-        for token, shares in calls.items():
-            ids = janitor.launched_by(loose, token)
-            settle = Adopt(shares[0].group, token, tuple(ids), any(s.wanted for s in shares))
-            done = self.executor.run(settle)
-            assert isinstance(done, AdoptOutcome)
-            got, note = done.adopted, done.note
-            adopted += len(got)
-            log.info(
-                "unconfirmed scale-up settled",
-                extra={
-                    "node_group": shares[0].group,
-                    "token": token,
-                    "instances": ids,
-                    "adopted": len(got),
-                    "note": note,
-                },
-            )
-            outcomes.extend(
-                CallRecovered(s.key, s.group, token, len(got), note, instances)
-                for s, instances in zip(shares, janitor.deal(got, shares), strict=True)
-            )
-        self._step(None, Recovered(tuple(outcomes)), cluster, now)
-        self._save()
-        return adopted
 
     def _applied(
         self,
@@ -729,86 +627,9 @@ class Reconciler:
         return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in gangs)
 
     def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> int:
-        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more.
-
-        Returns how many nodes the cloud gave back."""
-        self.state.records, actions, events = transition(self.state.records, plan, report, now)
-        released = self._act(actions, cluster, now)
-        self._emit(events)
-        if released:
-            self._step(plan, Released(tuple(released)), cluster, now)
-        return sum(o.released for o in released)
-
-    def _act(self, actions: Sequence[Action], cluster: Cluster, now: float) -> list[ReleaseOutcome]:
-        self._back_off([a for a in actions if isinstance(a, BackOff)], now)
-        outcomes = []
-        for a in actions:
-            if isinstance(a, Release):
-                # a running gang's late launches: never a registered node (those are the scale-down's, by name)
-                keep = (
-                    {n.name for n in cluster.nodes}
-                    if a.why == ReleaseWhy.UNUSED
-                    else self._reserved_nodes()
-                )
-                others = named_launches(r for r in self.state.records.values() if r.key != a.key)
-                give_back = ReleaseCapacity(a, frozenset(keep), frozenset(others))
-                result = self.executor.run(give_back, Context(None, cluster, now))
-                assert isinstance(result, ReleaseResult)
-                for group, n in result.by_group.items():
-                    self.metrics.released.labels(group, a.why.value).inc(n)
-                outcomes.append(ReleaseOutcome(a, result.released))
-            elif isinstance(a, ApplyScaleUp):  # pragma: no cover - a scale-up comes from `Booked`
-                raise RuntimeError(
-                    "the scale-up is run by `_scale_up`, after its records are saved"
-                )
-        return outcomes
-
-    def _run(self, actions: Sequence[ExecAction], ctx: Context) -> list[Outcome]:
-        """Run the executor's actions in order; a write-ahead kind's (`actions.save_first`) only after the records
-        are saved, which a crash between the two proves (the test-only crash point `record-saved`)."""
-        if any(save_first(a) for a in actions):
-            self._save()
-            crash_point("record-saved")
-        return [self.executor.run(a, ctx) for a in actions]
-
-    def _back_off(self, actions: Sequence[BackOff], now: float) -> None:
-        if not actions:
-            return
-        until = now + self.cfg.launch_failure_backoff_seconds
-        self.state.backoff, extended = backoff.extend(self.state.backoff, actions, until)
-        for a in extended:
-            log.warning(
-                "node group backed off",
-                extra={"node_group": a.group, "until": until, "error": a.why},
-            )
-            self.metrics.scale_up_failures.labels(a.group, a.kind).inc()
-        self.replan_soon = True
-
-    def _emit(self, events: Sequence[Event]) -> None:
-        for e in events:
-            if isinstance(e, GangEvent):
-                self.executor.run(EmitEvent.of(e))
-            elif isinstance(e, StateChanged):
-                log.info(
-                    "gang state",
-                    extra={
-                        "gang": str(e.key),
-                        "from": e.old.value,
-                        "to": e.new.value,
-                        "reason": e.reason,
-                    },
-                )
-            elif isinstance(e, Takeover):
-                log.info(
-                    "new gang generation takes over its nodes",
-                    extra={
-                        "gang": str(e.key),
-                        "old": e.old_generation,
-                        "new": e.new_generation,
-                        "requested": dict(e.requested),
-                    },
-                )
-        observe.observe_events(self.metrics, events)
+        """decide → execute → what the cloud gave back comes round once more (`Loop.step`); how many nodes the
+        cloud gave back."""
+        return self.loop.step(plan, report, cluster, now)
 
     def _scale_down(
         self,
@@ -822,7 +643,7 @@ class Reconciler:
         nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline. Never a node
         opted out (`protected_nodes`); each is tainted and read again before it goes (`_still_empty`)."""
         # past the deadline (strictly, as `expired_spares` reserves them): no plan keeps them, no pod runs there yet
-        due_spares = {n for n, until in spares.items() if now > until}
+        due_spares = {n for n, until in spares.items() if past_deadline(until, now)}
         protected = protected_nodes(objects)
         busy = (
             busy_nodes(cluster)
@@ -830,81 +651,7 @@ class Reconciler:
             | self._reserved_nodes()
             | set(protected)
         )
-        self.empty_since, due = due_for_scale_down(
-            self.empty_since,
-            cluster,
-            busy,
-            self.groups,
-            now,
-            self.cfg.empty_node_grace_seconds,
-            spares,
-        )
-        due = [e for e in above_min_size(due) if self._still_empty(e)]
-        removed = set()
-        done = self.executor.run(ScaleDown(tuple(due)))
-        assert isinstance(done, ScaleDownOutcome)
-        for res in done.results:
-            e = res.node
-            if not res.removed:
-                log.warning(
-                    "scale-down failed",
-                    extra={"node": e.node, "node_group": e.group.name, "error": str(res.error)},
-                )
-                continue
-            removed.add(e.node)
-            self.empty_since.pop(e.node, None)
-            self.metrics.released.labels(e.group.name, "empty").inc()
-            log.info(
-                "scaled down an empty node",
-                extra={
-                    "node": e.node,
-                    "node_group": e.group.name,
-                    "empty_seconds": round(now - e.empty_since),
-                },
-            )
-        names = {n.name for n in cluster.nodes}
-        self.scaled_down = (self.scaled_down | removed) & names
-        matched = {n.name for n in cluster.nodes if n.node_group in self.groups}
-        for name in sorted(
-            (tainted_nodes(cluster.nodes) | {e.node for e in due}) & matched - self.scaled_down
-        ):
-            self._untaint(
-                name, "not scaled down"
-            )  # kept (minSize, a failed call) or a removal left unfinished
-
-    def _still_empty(self, e: EmptyNode) -> bool:
-        """Taint the node (NoSchedule), then read its pods again: True when none but a DaemonSet's or a finished one
-        is bound, so it may go; else the taint comes off and it stays (scaledown.py's protocol). Fenced."""
-        cordoned = self.executor.run(Cordon(e))
-        assert isinstance(cordoned, CordonOutcome)
-        if cordoned.error is not None:
-            log.warning(
-                "cannot taint the node for scale-down: kept",
-                extra={"node": e.node, "error": cordoned.error},
-            )
-            return False
-        landed = None if cordoned.landed is None else list(cordoned.landed)
-        if landed is None or landed:
-            log.info(
-                "scale-down cancelled: the node is not empty",
-                extra={
-                    "node": e.node,
-                    "pods": landed,
-                    "reason": "pods unread" if landed is None else "a pod landed",
-                },
-            )
-            self.empty_since.pop(e.node, None)
-            self._untaint(e.node, "a pod landed" if landed else "its pods could not be read")
-            return False
-        return True
-
-    def _untaint(self, node: str, why: str) -> None:
-        done = self.executor.run(Uncordon(node, why))
-        if isinstance(done, Done) and done.error is not None:
-            log.warning(
-                "cannot remove the scale-down taint",
-                extra={"node": node, "why": why, "error": done.error},
-            )
+        self.loop.scale_down(cluster, frozenset(busy), self.groups, spares, now)
 
     def _gates(
         self,
@@ -918,7 +665,7 @@ class Reconciler:
     ) -> None:
         """Gate mode: release the gangs whose capacity is Ready, each pod narrowed to its node (gates.py), fenced;
         then recover released pods whose one node died."""
-        self._recover(cluster, enforce, now)
+        self.loop.recover(cluster, enforce and self.pod_gates is not None, now)
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
@@ -936,96 +683,7 @@ class Reconciler:
                 log.info("gate held", extra={"gang": str(key), "reason": why})
         self.gates_held = dict(decision.held)
         if decision.lifts:
-            raw = {
-                (o["metadata"].get("namespace"), o["metadata"].get("name")): o
-                for o in objects
-                if o.get("kind") == "Pod" and isinstance(o.get("metadata"), dict)
-            }
-            for lift in decision.lifts:
-                self._lift(lift, raw, enforce)
-
-    def _lift(
-        self, lift: gates.Lift, raw: dict[tuple[str, str], dict[str, Any]], enforce: bool
-    ) -> None:
-        key = str(lift.gang.key)
-        pods = [p.key for p in lift.pods]
-        if not enforce or self.pod_gates is None:
-            log.info(
-                "gate lift skipped (dry-run)", extra={"gang": key, "pods": pods, "why": lift.why}
-            )
-            return
-        nodes = lift.nodes if self.cfg.gate_narrowing else ()
-        patches = tuple(
-            PodPatch(
-                p,
-                tuple(
-                    gates.release_patch(
-                        raw.get((p.namespace, p.name), {}),
-                        p.scheduling_gates,
-                        nodes[i] if i < len(nodes) else None,
-                    )
-                ),
-            )
-            for i, p in enumerate(lift.pods)
-        )
-        target = EventTarget.of_gang(lift.gang)
-        action = LiftGate(lift.gang.key, target, lift.why, lift.message, nodes, patches)
-        outcome = self.executor.run(action)
-        assert isinstance(outcome, LiftOutcome)
-        done, failed = list(outcome.done), dict(outcome.failed)
-        if done:
-            self.metrics.gates_lifted.labels(lift.why).inc(len(done))
-            log.info(
-                "gate lifted",
-                extra={
-                    "gang": key,
-                    "pods": done,
-                    "why": lift.why,
-                    "reason": lift.message,
-                    "nodes": list(nodes),
-                },
-            )
-            message = f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}"
-            self.executor.run(EmitEvent("GateLifted", message, target=target))
-        if failed:
-            log.warning("cannot lift the scheduling gate", extra={"gang": key, "errors": failed})
-
-    def _recover(self, cluster: Cluster, enforce: bool, now: float) -> None:
-        """Released pods narrowed to a node that is gone or NotReady (`gates.stranded`) for the grace: deleted, so
-        their owner recreates them (gated again by the webhook) and the next plan places them; a pod without an
-        owner is only reported (deleting it would lose it). Fenced; never raises."""
-        found = gates.stranded((p for g in cluster.gangs for p in g.pending), cluster.nodes)
-        gang_of = {p.key: g for g in cluster.gangs for p in g.pending}
-        seen = {p.key for p, _ in found}
-        self.stranded_since = {k: t for k, t in self.stranded_since.items() if k in seen}
-        for p, why in found:
-            since = self.stranded_since.setdefault(p.key, now)
-            if (
-                now - since < self.cfg.narrowed_node_grace_seconds
-                or not enforce
-                or self.pod_gates is None
-            ):
-                continue
-            target = EventTarget.of_gang(gang_of[p.key])
-            if not p.owner_kinds:
-                log.warning("narrowed pod stranded", extra={"pod": p.key, "reason": why})
-                message = (
-                    f"pod {p.key}: {why}; it has no owner to recreate it, "
-                    "so gangscale leaves it: delete it and create it again"
-                )
-                self.executor.run(EmitEvent("NarrowedNodeGone", message, True, target=target))
-                continue
-            deleted = self.executor.run(DeleteStrandedPod(p, why, target))
-            err = deleted.error if isinstance(deleted, Done) else None
-            if err is not None:
-                log.warning("cannot delete the stranded pod", extra={"pod": p.key, "error": err})
-                continue
-            self.stranded_since.pop(p.key, None)
-            log.info("deleted a stranded narrowed pod", extra={"pod": p.key, "reason": why})
-            message = (
-                f"deleted pod {p.key}: {why}; its owner recreates it and the next plan places it"
-            )
-            self.executor.run(EmitEvent("NarrowedNodeGone", message, True, target=target))
+            self.loop.lift(decision, objects, enforce and self.pod_gates is not None, now)
 
     def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
         """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""

@@ -25,7 +25,7 @@ from ..fit import placement_allows
 from ..model import Gang, GangKey, Taint, Toleration
 from ..plan import Plan
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
-from .lifecycle import GangState, Record, holds
+from .lifecycle import GangState, Record, holds, spares_expired
 from .shares import by_gang, unit_key, units
 
 LATE_API = "gangscale.io/late-launch"  # the api of `late_key`: no gang API is named so
@@ -97,7 +97,7 @@ def expired_spares(
     upcoming: dict[str, list[GangKey]] = defaultdict(list)
     nodes: dict[str, GangKey] = {}
     for rec in records:
-        if rec.state == GangState.RUNNING and holds(rec) and rec.deadline and now > rec.deadline:
+        if spares_expired(rec, now):
             for group, n in rec.requested.items():
                 upcoming[group].extend([rec.key] * (n - rec.arrived(group)))
             nodes.update({name: rec.key for names in rec.nodes.values() for name in names})
@@ -193,7 +193,7 @@ def _fit_together(gangs: list[Gang], views: list[NodeView]) -> bool:
         key=lambda p: sorted(p.requests.values(), reverse=True),
         reverse=True,
     ):
-        for v, room in zip(views, free):
+        for v, room in zip(views, free, strict=False):
             if placement_allows(p.placement, v.labels, v.taints) and all(
                 room.get(r, 0) >= n for r, n in p.requests.items()
             ):
