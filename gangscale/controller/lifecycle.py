@@ -116,12 +116,9 @@ UNUSABLE = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One gang generation's provisioning, as the controller last saw it (persisted as JSON)."""
+    """One gang generation's provisioning, as the controller last saw it (persisted as JSON), keyed by its gang."""
 
-    gang: str  # str(GangKey): "namespace/name/api"
-    namespace: str
-    name: str
-    api: str
+    key: GangKey
     generation: str  # PodGroup uid (or pod uid for a lone pod); a new one restarts provisioning
     state: GangState
     reason: str
@@ -156,10 +153,24 @@ class Record:
     shared: str = ""
 
     @property
-    def key(self) -> GangKey:
-        return GangKey(self.namespace, self.name, self.api)
+    def gang(self) -> str:
+        """The gang as "namespace/name/api" (`str(GangKey)`): the stored records' and the client tokens' form."""
+        return str(self.key)
+
+    @property
+    def namespace(self) -> str:
+        return self.key.namespace
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+    @property
+    def api(self) -> str:
+        return self.key.api
 
     def to_json(self) -> dict[str, Any]:
+        """The stored form: the key as its four strings (`gang`, `namespace`, `name`, `api`), as always written."""
         out = {
             "gang": self.gang,
             "namespace": self.namespace,
@@ -196,6 +207,7 @@ class Record:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Record:
         known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
+        known["key"] = GangKey(str(raw["namespace"]), str(raw["name"]), str(raw["api"]))
         known["state"] = GangState(known.get("state", "new"))
         known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}
         prints = str(
@@ -718,10 +730,7 @@ def current_record(step: _Step, g: GangFacts) -> Record:
     ):
         return rec  # an infeasible gang keeps its record (and what it holds): it is re-planned every pass
     new = Record(
-        str(g.key),
-        g.key.namespace,
-        g.key.name,
-        g.key.api,
+        g.key,
         g.generation,
         GangState.NEW,
         "",

@@ -240,7 +240,7 @@ def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_s
 
 
 def waiting(key: GangKey, at: float, n: int = 1, **kw) -> Record:
-    return Record(str(key), key.namespace, key.name, key.api, "uid", GangState.PROVISIONING, "", at,
+    return Record(key, "uid", GangState.PROVISIONING, "", at,
                   requested={"cpu": n}, requested_at=at, deadline=at + 900, **kw)
 
 

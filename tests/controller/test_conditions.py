@@ -21,7 +21,7 @@ from gangscale.controller.lifecycle import GangState, Record
 from gangscale.controller.reconciler import Reconciler
 from gangscale.kube.client import connect
 from gangscale.kube.podgroupstatus import FIELD_MANAGER, ConditionWriter, entry_patch, status_path
-from gangscale.model import API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD
+from gangscale.model import API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, GangKey
 from kube.emulator import Emulator
 from cloud_adapters.simulated import SimulatedProvider
 
@@ -32,7 +32,7 @@ SCHEDULED = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedu
 
 def rec(state: GangState, *, since: float = T0, requested: dict[str, int] | None = None, reason: str = "because",
         api: str = API_PODGROUP_V1ALPHA2, uid: str = "uid-1") -> Record:
-    return Record(f"default/train/{api}", "default", "train", api, uid, state, reason, since,
+    return Record(GangKey("default", "train", api), uid, state, reason, since,
                   requested=requested or {})
 
 

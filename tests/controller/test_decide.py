@@ -82,7 +82,7 @@ S = GangState
 def rec(state: GangState, **kw) -> Record:
     base = dict(generation="uid-1", reason="", since=NOW - 10, first_seen=NOW - 20, pods=("p1",))
     base.update(kw)
-    return Record(str(KEY), KEY.namespace, KEY.name, KEY.api, state=state, **base)
+    return Record(KEY, state=state, **base)
 
 
 def facts() -> GangFacts:
@@ -349,7 +349,7 @@ def test_a_running_gang_s_late_launches_never_take_a_registered_node_and_others_
     late = rec(S.RUNNING, requested={"cpu": 1}, deadline=NOW - 1, requested_at=NOW - 900)
     waiting = replace(
         rec(S.PROVISIONING, requested={"cpu": 1}, deadline=NOW + 900, requested_at=NOW - 10),
-        gang="default/other/" + API, name="other", nodes={"cpu": ("n2",)},
+        key=GangKey("default", "other", API), nodes={"cpu": ("n2",)},
     )
     d = decide(
         state(late, waiting), Reported(Expire(RULES, on_way={"cpu": 2}), None, frozenset({"n1", "n2"})), NOW

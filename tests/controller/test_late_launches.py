@@ -40,7 +40,7 @@ def booked(state: GangState = S.PROVISIONING, *, at: float = NOW - 450, deadline
     base = dict(generation="uid-1", reason="", since=at, first_seen=at, requested={"g": 4}, requested_at=at,
                 deadline=deadline, pods=("p1", "p2", "p3", "p4"), nodes={"g": ("n1",)})
     base.update(kw)
-    return Record(str(KEY), KEY.namespace, KEY.name, KEY.api, state=state, **base)
+    return Record(KEY, state=state, **base)
 
 
 def overdue(rec: Record, now: float = NOW, rules: Rules = RULES) -> Record:
@@ -185,7 +185,7 @@ def test_a_slow_launch_is_bought_again_and_the_gang_does_not_time_out_waiting_fo
 
 
 def test_a_member_recreated_gives_back_the_running_gang_s_named_spare_launches_with_a_reason():
-    running = Record(str(KEY), KEY.namespace, KEY.name, KEY.api, "uid-1", S.RUNNING, "all members are bound", NOW - 60,
+    running = Record(KEY, "uid-1", S.RUNNING, "all members are bound", NOW - 60,
                      requested={"g": 1}, requested_at=NOW - 300, deadline=NOW + 600, pods=("p1", "p2"),
                      launches={"g": ("i-2",)})
     crash = GangFacts(KEY, "uid-1", ("p3",), frozenset({"default/job-1"}), 900.0, EventTarget(KEY))

@@ -29,7 +29,7 @@ BEFORE = 0.0005  # less than the tick: a pass this much earlier must not act yet
 def rec(state: GangState, **kw) -> Record:
     base = dict(generation="uid-1", reason="", since=NOW, first_seen=NOW, pods=("p1",))
     base.update(kw)
-    return Record(str(KEY), KEY.namespace, KEY.name, KEY.api, state=state, **base)
+    return Record(KEY, state=state, **base)
 
 
 def due(*records: Record, backoff=None, empty_since=None, after: float = NOW) -> float | None:
