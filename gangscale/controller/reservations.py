@@ -104,19 +104,6 @@ def expired_spares(
     return {g: tuple(keys) for g, keys in upcoming.items() if keys}, nodes
 
 
-def owned_in_flight(
-    records: Mapping[GangKey, Record], gangs: Iterable[Gang]
-) -> dict[GangKey, dict[str, int]]:
-    """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
-    out = {}
-    for g in gangs:
-        rec = records.get(g.key)
-        if rec is not None and holds(rec):
-            on_way = {grp: n - rec.arrived(grp) - rec.late(grp) for grp, n in rec.requested.items()}
-            out[g.key] = {grp: n for grp, n in on_way.items() if n > 0}
-    return out
-
-
 def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
     """Upcoming node name -> its group, recognised by the snapshot's `upcoming` field."""
     return {v.name: v.node_group for v in snap.nodes if v.upcoming and v.node_group}
