@@ -23,8 +23,6 @@ PENDING_SPLIT: set[str] = {
     "cloud_adapters/template.py build_template",
     "gangscale/apply.py _apply_unit",
     "gangscale/cli.py build_parser",
-    "gangscale/controller/lifecycle.py _launches_failed",
-    "gangscale/controller/lifecycle.py _registered",
     "gangscale/controller/limits.py over_caps",
     "gangscale/controller/metrics.py __init__",
     "gangscale/controller/reconciler.py __init__",
