@@ -25,8 +25,6 @@ PENDING_SPLIT: set[str] = {
     "gangscale/cli.py build_parser",
     "gangscale/controller/limits.py over_caps",
     "gangscale/controller/metrics.py __init__",
-    "gangscale/controller/reconciler.py __init__",
-    "gangscale/controller/reservations.py held_in_the_model",
     "gangscale/fit.py node_limits",
     "gangscale/ingest.py ingest",
     "gangscale/kube/flags.py add_kube_commands",

@@ -23,9 +23,8 @@ and snapshot.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -33,10 +32,7 @@ from typing import Any
 from cloud_adapters.base import NodeGroupProvider, instance_id_from_provider_id
 
 from ..apply import ExecutionReport, GroupAction, atomic_units_with_gangs
-from ..ingest import Cluster, ParseCache, ingest
-from ..kube.nodetaints import NodeTainter
-from ..kube.podgates import PodGateLifter
-from ..kube.podgroupstatus import ConditionWriter
+from ..ingest import Cluster, ingest
 from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
@@ -52,6 +48,7 @@ from .actions import (
 from .actuator import Actuator
 from .config import ControllerConfig
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
+from .deps import Deps
 from .events import EventSink
 from .execute import (
     Done,
@@ -81,8 +78,8 @@ from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, pla
 from .logs import PLAN_ID
 from .loop import Loop
 from .metrics import Metrics
-from .published import StatusPublisher, group_sizes, status_data
-from .records import ControllerState, StateStore
+from .published import group_sizes, status_data
+from .records import ControllerState
 from .reservations import (
     attribute_new_nodes,
     expired_spares,
@@ -116,7 +113,7 @@ NARROWED = (
 )
 PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
-__all__ = ["Reconciler", "attribute_new_nodes"]
+__all__ = ["Deps", "Reconciler", "attribute_new_nodes"]
 
 
 def _on_way(f: GroupFailure, ids: frozenset[str] | None, cluster: Cluster) -> GroupFailure:
@@ -162,64 +159,32 @@ class Reconciler:
     """Runs passes; holds what a pass leaves for the next (records, backoffs, empty-node times)."""
 
     def __init__(
-        self,
-        cfg: ControllerConfig,
-        provider: NodeGroupProvider,
-        *,
-        store: StateStore | None = None,
-        events: EventSink | None = None,
-        metrics: Metrics | None = None,
-        clock=time.time,
-        identity: str = "gangscale",
-        fence: Callable[[str], None] | None = None,
-        pod_gates: PodGateLifter | None = None,
-        conditions: ConditionWriter | None = None,
-        solve_options: SolveOptions | None = None,
-        parse_cache: ParseCache | None = None,
-        shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None,
-        status: StatusPublisher | None = None,
-        node_taints: NodeTainter | None = None,
+        self, cfg: ControllerConfig, provider: NodeGroupProvider, deps: Deps | None = None
     ) -> None:
-        self.cfg = cfg
-        self.status = status  # the leader's per-pass view for `gangscale status` (published.py); None: not written
-        # the scale-down's node writes (scaledown.py's protocol); None: empty nodes are terminated untainted
-        self.node_taints = node_taints
-        self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
-        # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
-        # version for its scheduler; same function, same arguments), else None; None: ingest here
-        self.shared_read = shared_read
-        self.conditions = (
-            conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
+        deps = deps or Deps()
+        self.cfg, self.deps = cfg, deps
+        self.store, self.clock, self.identity, self.fence = (
+            deps.store,
+            deps.clock,
+            deps.identity,
+            deps.fence,
         )
-        # None: the config's time limit on every core (the simulator pins one worker)
-        self.solve_options = solve_options
-        self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
-        self.gates_held: dict[
-            GangKey, str
-        ] = {}  # last pass's reasons, so a reason is logged when it changes
-        self.gate_queue_runs = (
-            gates.QueueMemo()
-        )  # gate mode's model runs of the scheduler's queue, by their inputs
-        self.fence = fence  # raises LostLeadership when this replica may no longer act
-        self.actuator = Actuator(provider, fence)
+        self.events = deps.events or EventSink(None)
+        self.metrics = deps.metrics or Metrics()
+        self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, logged when one changes
+        self.gate_queue_runs = gates.QueueMemo()  # gate mode's model runs of the queue, by inputs
+        self.actuator = Actuator(provider, deps.fence)
         self.last_sweep = 0.0
-        self.store = store
-        self.events = events or EventSink(None)
-        self.metrics = metrics or Metrics()
-        self.clock = clock
         self.passes = 0
-        self.read_warnings: list[
-            str
-        ] = []  # what the last pass's caller could not read (`reconcile`)
-        self.identity = identity
+        self.read_warnings: list[str] = []  # what the last pass's caller could not read
         self.executor = Executor(
             self.actuator,
             self.events,
-            fence=fence,
-            pod_gates=pod_gates,
-            conditions=conditions,
-            node_taints=node_taints,
-            status=status,
+            fence=deps.fence,
+            pod_gates=deps.pod_gates,
+            conditions=deps.conditions,
+            node_taints=deps.node_taints,
+            status=deps.status,
         )
         # the act half of each pass: decide, save when write-ahead, execute; it holds the decide state
         self.loop = Loop(cfg, self.executor, self.metrics, self._save)
@@ -359,7 +324,7 @@ class Reconciler:
 
     def _conditions(self, objects: list[dict[str, Any]], now: float) -> None:
         """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
-        if self.conditions is not None:
+        if self.deps.conditions is not None:
             self.loop.conditions(objects, now)
 
     def _save(self) -> None:
@@ -374,13 +339,13 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = self.shared_read(objects) if self.shared_read is not None else None
+        cluster = self.deps.shared_read(objects) if self.deps.shared_read is not None else None
         if cluster is None:
             cluster = ingest(
                 objects,
                 node_group_label=self.cfg.node_group_label,
                 plan_unadmitted=self.cfg.plan_unadmitted,
-                cache=self.parse_cache,
+                cache=self.deps.parse_cache,
             )
         cluster, discovery = self.actuator.refresh(cluster)
         return cluster, [*discovery.warnings, *self.read_warnings]
@@ -508,7 +473,9 @@ class Reconciler:
         """The pass's plan; with pods behind our gate, on `gates.scheduled_first`'s snapshot (the scheduler's queue
         placed first: nothing is bought for pods the scheduler puts on nodes the cluster has)."""
         groups = [backoff.backed_off(g, self.state.backoff, now) for g in self.groups.values()]
-        opts = self.solve_options or SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
+        opts = self.deps.solve_options or SolveOptions(
+            time_limit=self.cfg.solver_time_limit_seconds
+        )
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
@@ -665,7 +632,7 @@ class Reconciler:
     ) -> None:
         """Gate mode: release the gangs whose capacity is Ready, each pod narrowed to its node (gates.py), fenced;
         then recover released pods whose one node died."""
-        self.loop.recover(cluster, enforce and self.pod_gates is not None, now)
+        self.loop.recover(cluster, enforce and self.deps.pod_gates is not None, now)
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
@@ -683,16 +650,16 @@ class Reconciler:
                 log.info("gate held", extra={"gang": str(key), "reason": why})
         self.gates_held = dict(decision.held)
         if decision.lifts:
-            self.loop.lift(decision, objects, enforce and self.pod_gates is not None, now)
+            self.loop.lift(decision, objects, enforce and self.deps.pod_gates is not None, now)
 
     def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
         """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""
         sizes = group_sizes(self.groups, cluster.nodes, self.state.backoff, now)
         observe.observe_node_groups(self.metrics, sizes)
-        if not leader or self.status is None:
+        if not leader or self.deps.status is None:
             return
         data = status_data(plan, sizes, self.identity, self.cfg.mode)
-        if not self.status.due(data, now):
+        if not self.deps.status.due(data, now):
             return
         published = self.executor.run(PublishStatus(data, now))
         err = published.error if isinstance(published, Done) else None

@@ -220,42 +220,46 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
         if g.key in owned and not units[g.key] and _fits_alone(g, owned[g.key])
     }
     pinned.update(_pinned_units(snap.gangs, units, owned))
-    nodes = [
-        v
-        if v.reserved_for is None
-        else replace(
-            v,
-            taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
-            labels={**v.labels, HELD_TAINT: str(v.reserved_for)}
-            if v.reserved_for in pinned.values()
-            else v.labels,
-        )
-        for v in snap.nodes
+    nodes = [_held_view(v, set(pinned.values())) for v in snap.nodes]
+    gangs = [
+        _tolerating(g, [k for k in (g.key, *units[g.key]) if k in owned], pinned)
+        for g in snap.gangs
     ]
-    gangs = []
-    for g in snap.gangs:
-        key = g.key
-        # its own reservation, and a shared unit's it may use (its pods tolerate that reservation's taint)
-        mine = [k for k in (key, *units[key]) if k in owned]
-        if mine:
-            tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
-            pin = ((HELD_TAINT, str(pinned[key])),) if key in pinned else ()
-            g = replace(
-                g,
-                pending=tuple(
-                    replace(
-                        p,
-                        placement=replace(
-                            p.placement,
-                            tolerations=p.placement.tolerations + tols,
-                            node_selector=p.placement.node_selector + pin,
-                        ),
-                    )
-                    for p in g.pending
-                ),
-            )
-        gangs.append(g)
     return replace(snap, nodes=nodes, gangs=gangs)
+
+
+def _held_view(v: NodeView, pinned: Collection[GangKey]) -> NodeView:
+    """A reserved node as the model sees it: tainted `HELD_TAINT` for its gang, and labelled with it when the gang
+    is pinned to its reserved nodes."""
+    if v.reserved_for is None:
+        return v
+    held = str(v.reserved_for)
+    return replace(
+        v,
+        taints=v.taints + (Taint(HELD_TAINT, held, "NoSchedule"),),
+        labels={**v.labels, HELD_TAINT: held} if v.reserved_for in pinned else v.labels,
+    )
+
+
+def _tolerating(g: Gang, mine: list[GangKey], pinned: Mapping[GangKey, GangKey]) -> Gang:
+    """The gang's pods tolerate its own reservation and the shared units' it may use (`mine`), and select its
+    pinned nodes when it is pinned; `g` itself when it holds none."""
+    if not mine:
+        return g
+    tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
+    pin = ((HELD_TAINT, str(pinned[g.key])),) if g.key in pinned else ()
+    pending = tuple(
+        replace(
+            p,
+            placement=replace(
+                p.placement,
+                tolerations=p.placement.tolerations + tols,
+                node_selector=p.placement.node_selector + pin,
+            ),
+        )
+        for p in g.pending
+    )
+    return replace(g, pending=pending)
 
 
 def _pinned_units(

@@ -23,7 +23,7 @@ from gangscale.controller.lifecycle import (
     pod_prints,
     transition,
 )
-from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.reconciler import Deps, Reconciler
 from gangscale.controller.reservations import late_key, reserved_upcoming
 from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
 from gangscale.plan import GangResult, Plan, SolverInfo
@@ -159,7 +159,7 @@ def test_a_slow_launch_is_bought_again_and_the_gang_does_not_time_out_waiting_fo
     clock = Clock()
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce", lateLaunchSeconds=450), sim, clock=clock)  # deadline 900 s
+    r = Reconciler(ControllerConfig(mode="enforce", lateLaunchSeconds=450), sim, Deps(clock=clock))  # deadline 900 s
     assert r.reconcile(_job(), leader=True).scale_up == {"cpu": 2}
     first, slow = (i.id for i in sim.instances("cpu"))
     clock.now += 440
@@ -212,7 +212,7 @@ def _running_without_its_spare(stored: bool = False) -> tuple[Clock, SimulatedPr
     groups, _ = parse_catalog([group("cpu", max_size=10), group("big", cpu="16", mem="64Gi", price=5.0)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=600)
     store = MemoryStore(clock) if stored else None
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock, store=store)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock, store=store))
     r.reconcile(_job(), leader=True)
     mine, spare = (i.id for i in sim.instances("cpu"))
     other = node("other", cpu="8", mem="32Gi", group="cpu")  # freed by another gang: the scheduler binds there first
@@ -266,7 +266,7 @@ def test_a_crash_in_a_recreated_member_s_pass_leaves_no_spare_launch_unowned_and
         clock.now += 10
         with pytest.raises(_Crash):
             r.reconcile(crashed, leader=True)
-    again = Reconciler(r.cfg, sim, clock=clock, store=r.store)  # the restart reads what the crash left saved
+    again = Reconciler(r.cfg, sim, Deps(clock=clock, store=r.store))  # the restart reads what the crash left saved
     clock.now += 10
     again.reconcile(crashed, leader=True)
     assert {i.id for i in sim.instances("cpu")} == {mine}  # the spare went back before the plan, so before the crash
