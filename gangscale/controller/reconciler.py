@@ -497,6 +497,10 @@ class Reconciler:
                 return self._make_plan(snap, opts, scheduler)
             if first and self.cfg.gate_narrowing and gates.all_narrowed(snap, holding):
                 made = self._make_plan(snap, opts, OFF)
+                if (
+                    made.scheduler is None
+                ):  # pragma: no cover - a plan always says its scheduler model
+                    return made
                 return made.model_copy(
                     update={"scheduler": made.scheduler.model_copy(update={"note": NARROWED})}
                 )

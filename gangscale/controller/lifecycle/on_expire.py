@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...model import GangKey
 from ...plan import Plan
 from .record import Record, holds, past_deadline, spares_expired
 from .reports import BackOff, Expire, Release
@@ -11,12 +12,16 @@ from .states import IN_FLIGHT, RESTARTS, UNUSABLE, GangState, ReleaseWhy
 from .step import Step, idle, timed_out_reason
 
 
-def _own(rec: Record) -> dict[str, tuple[str, ...]]:
-    """A release's first choice: the record's named launches and its registered nodes (`Release.instances`, `nodes`)."""
-    return {
-        "instances": tuple(i for ids in rec.launches.values() for i in ids),
-        "nodes": tuple(n for names in rec.nodes.values() for n in names),
-    }
+def _own(rec: Record, key: GangKey, groups: dict[str, int], why: ReleaseWhy) -> Release:
+    """The release of `groups`, the record's own first: its named launches and its registered nodes
+    (`Release.instances`, `nodes`)."""
+    return Release(
+        key,
+        groups,
+        why,
+        instances=tuple(i for ids in rec.launches.values() for i in ids),
+        nodes=tuple(n for names in rec.nodes.values() for n in names),
+    )
 
 
 def handle(step: Step, plan: Plan | None, report: Expire) -> None:
@@ -25,9 +30,7 @@ def handle(step: Step, plan: Plan | None, report: Expire) -> None:
     for key, rec in list(step.records.items()):
         if rec.state == GangState.CANCELLED:
             if holds(rec) and step.now - rec.since >= grace:
-                step.actions.append(
-                    Release(key, dict(rec.requested), ReleaseWhy.CANCELLED, **_own(rec))
-                )
+                step.actions.append(_own(rec, key, dict(rec.requested), ReleaseWhy.CANCELLED))
                 step.put(rec, requested={})
         elif (
             (rec.state in IN_FLIGHT or holds(rec))
@@ -42,12 +45,10 @@ def handle(step: Step, plan: Plan | None, report: Expire) -> None:
                         f"timed-out: nodes for {rec.gang} did not arrive",
                     )
                 )
-            step.actions.append(
-                Release(key, dict(rec.requested), ReleaseWhy.TIMED_OUT, **_own(rec))
-            )
+            step.actions.append(_own(rec, key, dict(rec.requested), ReleaseWhy.TIMED_OUT))
             step.set(rec, GangState.TIMED_OUT, timed_out_reason(rec, None), requested={})
         elif rec.state in UNUSABLE and holds(rec) and step.now - rec.since >= grace:
-            step.actions.append(Release(key, dict(rec.requested), ReleaseWhy.UNUSABLE, **_own(rec)))
+            step.actions.append(_own(rec, key, dict(rec.requested), ReleaseWhy.UNUSABLE))
             step.put(rec, requested={})
         elif spares_expired(rec, step.now):
             _spares_due(step, rec, report)

@@ -70,7 +70,7 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: the key as its four strings (`gang`, `namespace`, `name`, `api`), as always written."""
-        out = {
+        out: dict[str, Any] = {
             "gang": self.gang,
             "namespace": self.namespace,
             "name": self.name,
