@@ -372,8 +372,8 @@ class Reconciler:
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
     def _recreated(self, cluster: Cluster, now: float) -> bool:
-        """A running gang with a recreated member gives its named spare launches back before the plan (lifecycle
-        `_recreated`); True when the cloud gave any back."""
+        """A running gang with a recreated member gives its named spare launches back before the plan
+        (`lifecycle.on_recreated`); True when the cloud gave any back."""
         spares = {
             r.key
             for r in self.state.records.values()
@@ -383,7 +383,7 @@ class Reconciler:
         return bool(listed) and self._step(None, Recreated(self._facts(listed)), cluster, now) > 0
 
     def _registered(self, cluster: Cluster, now: float) -> None:
-        """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are
+        """Nodes that registered for a waiting gang become its own (`lifecycle.on_registered`); gone ones are
         forgotten."""
         if not any(holds(r) for r in self.state.records.values()):
             return
@@ -398,7 +398,7 @@ class Reconciler:
         self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
 
     def _overdue(self, cluster: Cluster, now: float) -> None:
-        """Late launches of provisioning gangs are covered by this pass's plan (lifecycle `_overdue`)."""
+        """Late launches of provisioning gangs are covered by this pass's plan (`lifecycle.on_overdue`)."""
         if self.rules.late_launch_seconds > 0 and any(
             r.state == GangState.PROVISIONING and not r.covered for r in self.state.records.values()
         ):

@@ -38,7 +38,7 @@ HELD_TAINT = "gangscale.io/held-for"
 
 def _reserving(records: Iterable[Record]) -> list[Record]:
     """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back, and
-    a running gang's spares, `lifecycle._spare`, are free for any gang until its deadline)."""
+    a running gang's spares, `lifecycle.on_applied._spare`, are free for any gang until its deadline)."""
     return sorted(
         (r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at
     )
@@ -57,7 +57,7 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
 
 
 def late_key(key: GangKey) -> GangKey:
-    """The reservation of a gang's late launches (`lifecycle._overdue`): a key no gang has, so no plan uses them."""
+    """The reservation of a gang's late launches (`lifecycle.on_overdue`): a key no gang has, so no plan uses them."""
     return GangKey(key.namespace, key.name, LATE_API)
 
 
@@ -90,10 +90,10 @@ def expired_spares(
     records: Iterable[Record], now: float
 ) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
     """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
-    per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
-    them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
-    them for a plan whose gang may not start on them in time (a node billed with no pod past the deadline it was
-    bought under is stranded capacity)."""
+    per group their launches on their way, and their registered nodes by name (`lifecycle.spares_expired`). No
+    other gang's plan may count on them, so this pass gives them back (`lifecycle.on_expire._spares_due`, the
+    scale-down's `spare_until`) instead of keeping them for a plan whose gang may not start on them in time (a
+    node billed with no pod past the deadline it was bought under is stranded capacity)."""
     upcoming: dict[str, list[GangKey]] = defaultdict(list)
     nodes: dict[str, GangKey] = {}
     for rec in records:

@@ -26,7 +26,7 @@ The reports, in the order a pass produces them:
   and never confirmed (launched instances adopted, or nothing to keep);
 - `Registered`: the registered Nodes of the groups records hold capacity in; a node
   that registered after a record's request, idle, is attributed to it (`Record.nodes`,
-  see `_registered`) and stays that gang's until it binds or the record gives it up.
+  see `on_registered`) and stays that gang's until it binds or the record gives it up.
 
 Write-ahead calls: `Booked` gives every record an `attempt` and, per group, the
 client token of the call that buys its nodes there (`Record.calls`, derived

@@ -168,7 +168,7 @@ def _unlisted(step: Step, seen: set[GangKey], report: Applied) -> None:
 
 def _uncovered(step: Step, rec: Record, reason: str) -> None:
     """Its late launches could not be bought again (no room, a cap): it waits for them after all, and is not
-    covered again (the counts stay, at zero, so `_overdue` leaves it alone)."""
+    covered again (the counts stay, at zero, so `on_overdue` leaves it alone)."""
     step.set(
         rec,
         GangState.PROVISIONING,

@@ -119,7 +119,7 @@ def _still_its(rec: Record, group: str, node: NodeSeen | None) -> bool:
 
 def _owner(records: Iterable[Record], node: NodeSeen, skew: float) -> Record | None:
     """The oldest request still waiting for a node of `node`'s group that may have launched it; a running gang's
-    spare launches (`_spare`) only after every gang that waits."""
+    spare launches (`on_applied._spare`) only after every gang that waits."""
     waiting = [
         r
         for r in records

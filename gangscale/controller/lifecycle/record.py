@@ -23,7 +23,7 @@ class Record:
     reason: str
     since: float  # when the state was entered (epoch seconds)
     first_seen: float = 0.0  # when the gang was first pending (queue latency)
-    # node group -> nodes bought for it and not used yet (running: those it started without, `_spare`)
+    # node group -> nodes bought for it and not used yet (running: those it started without, `on_applied._spare`)
     requested: Mapping[str, int] = field(default_factory=dict)
     requested_at: float = 0.0
     deadline: float = 0.0  # give back unused nodes when the gang is not running by then
@@ -44,7 +44,7 @@ class Record:
     # group -> instance ids of its launches still on their way, when the cloud named them (aws-fleet, simulated;
     # an ASG does not): an arrival, a failed launch or a give-back of one of them is this record's and no other's
     launches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # group -> how many of its launches on their way were judged late (`_overdue`) and covered by a new launch;
+    # group -> how many of its launches on their way were judged late (`on_overdue`) and covered by a new launch;
     # set once per purchase: no plan counts on them, and whichever launches arrive first serve the gang
     covered: Mapping[str, int] = field(default_factory=dict)
     # the unit of new nodes this gang shares with other gangs (`shares.unit_id`), '' when none: the unit's nodes are
@@ -213,14 +213,14 @@ def deadline_due_at(rec: Record) -> float | None:
 
 
 def grace_due_at(rec: Record, grace: float) -> float:
-    """When a grace counted from the record's state change ends (`_expire`'s cancel grace, `cooling`): at its
+    """When a grace counted from the record's state change ends (`on_expire`'s cancel grace, `cooling`): at its
     time, as both compare `now - since` with `>=` or `<`."""
     return rec.since + grace
 
 
 def spares_expired(rec: Record, now: float) -> bool:
     """A running gang still holding what it started without, past its purchase's deadline: those go back now
-    (`_spares_due`, the scale-down, and no plan counts on them: `reservations.expired_spares`)."""
+    (`on_expire._spares_due`, the scale-down, and no plan counts on them: `reservations.expired_spares`)."""
     return rec.state == GangState.RUNNING and holds(rec) and past_deadline(rec.deadline, now)
 
 
