@@ -41,6 +41,7 @@ from .actions import (
 )
 from .conditions import due as conditions_due
 from .config import ControllerConfig
+from .events import state_object
 from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
 from .gates import CAPACITY_GATE, GateDecision, release_patch
 from .lifecycle import (
@@ -123,6 +124,13 @@ class Orphans:
 
 
 @dataclass(frozen=True, slots=True)
+class OrphansEnded:
+    """The orphans' termination's outcome: said as a Warning Event on the state ConfigMap when it succeeded."""
+
+    outcome: Done
+
+
+@dataclass(frozen=True, slots=True)
 class EmptyNodes:
     """The cluster's nodes for the scale-down; `busy`: nodes never removed now; `spares`: node -> the deadline
     of the purchase a running gang did not use it from (`lifecycle.spare_until`)."""
@@ -194,6 +202,7 @@ Observation = (
     | ScaleUpRan
     | Unconfirmed
     | Orphans
+    | OrphansEnded
     | EmptyNodes
     | Cordoned
     | Checked
@@ -278,6 +287,16 @@ def _orphans(state: State, obs: Orphans, now: float) -> Decision:
         list(obs.loose), set(obs.settling), now, state.settings.orphan_grace_seconds
     )
     return Decision(state, (TerminateLoose(tuple(due)),) if due else ())
+
+
+def _orphans_ended(state: State, obs: OrphansEnded, now: float) -> Decision:
+    a = obs.outcome.action
+    if obs.outcome.error is not None or not isinstance(a, TerminateLoose):
+        return Decision(state)
+    cfg = state.settings
+    where = state_object(cfg.state_namespace, cfg.state_configmap)
+    message = janitor.orphan_message(a.instances, cfg.orphan_grace_seconds)
+    return Decision(state, (EmitEvent("OrphanInstancesTerminated", message, True, on=where),))
 
 
 def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
@@ -404,6 +423,7 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     ScaleUpRan: _scale_up_ran,
     Unconfirmed: _unconfirmed,
     Orphans: _orphans,
+    OrphansEnded: _orphans_ended,
     EmptyNodes: _empty_nodes,
     Cordoned: _cordoned,
     Checked: _checked,

@@ -21,7 +21,7 @@ from ..model import NodeGroup
 from ..plan import Plan
 from . import gates, janitor
 from . import metrics as observe
-from .actions import Cordon, DeleteStrandedPod, EmitEvent, LiftGate, save_first
+from .actions import Cordon, DeleteStrandedPod, EmitEvent, LiftGate, TerminateLoose, save_first
 from .actuator import ReleaseResult
 from .config import ControllerConfig
 from .crashpoints import crash_point
@@ -35,6 +35,7 @@ from .decide import (
     Lifted,
     Observation,
     Orphans,
+    OrphansEnded,
     PodDeleted,
     Reported,
     ScaledDown,
@@ -44,7 +45,6 @@ from .decide import (
     Unconfirmed,
     decide,
 )
-from .events import state_object
 from .execute import (
     AdoptOutcome,
     ConditionsOutcome,
@@ -238,23 +238,21 @@ class Loop:
         """Orphans past the grace are terminated; then said three ways: a metric per group, a warning log line,
         and a Warning Event on the state ConfigMap."""
         for o in self.execute(self.decide(Orphans(tuple(loose), settling), now)):
-            if not (isinstance(o, Done) and o.error is None):
+            assert isinstance(o, Done) and isinstance(o.action, TerminateLoose)
+            if o.error is not None:
                 continue
-            due = list(getattr(o.action, "instances", ()))
+            due = o.action.instances
             for i in due:
                 self.metrics.orphans_terminated.labels(i.group).inc()
-            grace = self.cfg.orphan_grace_seconds
             log.warning(
                 "terminated orphan instances",
                 extra={
                     "instances": [i.id for i in due],
                     "node_groups": sorted({i.group for i in due}),
-                    "grace_seconds": grace,
+                    "grace_seconds": self.cfg.orphan_grace_seconds,
                 },
             )
-            where = state_object(self.cfg.state_namespace, self.cfg.state_configmap)
-            message = janitor.orphan_message(due, grace)
-            self.executor.run(EmitEvent("OrphanInstancesTerminated", message, True, on=where))
+            self.execute(self.decide(OrphansEnded(o), now))
 
     # ------------------------------------------------------------ scale-down
 
