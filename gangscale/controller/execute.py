@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from cloud_adapters.errors import CloudError
 
@@ -245,7 +244,7 @@ class Executor:
         """Events are never fenced here: the sink fences its own writes and counts the refused ones."""
         if action.on is not None:
             self.events.emit_on(
-                dict[str, Any](action.on), action.reason, action.message, warning=action.warning
+                dict(action.on), action.reason, action.message, warning=action.warning
             )
         elif action.target is not None:
             self.events.emit(action.target, action.reason, action.message, warning=action.warning)

@@ -1,9 +1,11 @@
 """The act half of a pass: observe → `decide` → save when write-ahead → execute → the outcome feeds `decide` again.
 
-Invariant: every change this controller makes outside its own memory is an action `decide.decide` returned and
-`execute.Executor` ran; the `Loop` only builds observations, keeps the decide state between calls, saves the
-records right before the first write-ahead action of a decision (`actions.save_first`: today's order is events,
-save, the crash point `record-saved`, the call, the crash point `call-confirmed`) and logs and counts outcomes.
+Invariant: every change this controller makes outside its own memory is an action that `execute.Executor` ran,
+and every one the act half makes is one `decide.decide` returned (the status ConfigMap, which the publisher's
+own memory decides, is the reconciler's); the `Loop` only builds observations, keeps the decide state between
+calls, saves the records right before the first write-ahead action of a decision (`actions.save_first`; the order
+is: Events, save, the crash point `record-saved`, the call, the crash point `call-confirmed`) and logs and counts
+outcomes.
 A lifecycle report's releases come round once more as `Released` (what the cloud gave back).
 """
 
@@ -21,7 +23,15 @@ from ..model import NodeGroup
 from ..plan import Plan
 from . import gates, janitor
 from . import metrics as observe
-from .actions import Cordon, DeleteStrandedPod, EmitEvent, LiftGate, TerminateLoose, save_first
+from .actions import (
+    Cordon,
+    DeleteStrandedPod,
+    EmitEvent,
+    LiftGate,
+    TerminateLoose,
+    Uncordon,
+    save_first,
+)
 from .actuator import ReleaseResult
 from .config import ControllerConfig
 from .crashpoints import crash_point
@@ -318,16 +328,13 @@ class Loop:
             )
 
     def _untaint(self, d: Decision) -> None:
+        """Run a decision's `Uncordon` actions; a taint that stays is a warning (the next pass tries again)."""
         for o in self.execute(d):
-            if isinstance(o, Done) and o.error is not None:
-                a = o.action
+            assert isinstance(o, Done) and isinstance(o.action, Uncordon)
+            if o.error is not None:
                 log.warning(
                     "cannot remove the scale-down taint",
-                    extra={
-                        "node": getattr(a, "node", ""),
-                        "why": getattr(a, "why", ""),
-                        "error": o.error,
-                    },
+                    extra={"node": o.action.node, "why": o.action.why, "error": o.error},
                 )
 
     # ------------------------------------------------------------ gate mode
