@@ -23,12 +23,12 @@ import orjson
 
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
-from gangscale.controller import timers
+from gangscale.controller import wakes
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.gates import NARROWED_KEY
 from gangscale.controller.lifecycle import IN_FLIGHT, Record
 from gangscale.controller.metrics import Metrics
-from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.reconciler import Deps, Reconciler
 from gangscale.controller.records import KEPT_WITHOUT_CAPACITY, ControllerState
 from gangscale.ingest import CAPACITY_GATE, DEFAULT_NODE_GROUP_LABEL, Cluster, ingest
 from gangscale.parse import ParseCache
@@ -283,13 +283,17 @@ class Gangscale:
         r = Reconciler(
             self.cfg,
             self.cloud,
-            store=self.store,
-            metrics=self.metrics,
-            clock=self.clock,
-            pod_gates=self.lifter,
-            solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
-            parse_cache=self.cache,
-            shared_read=lambda objects: self.read_of(objects) if self.read_of is not None else None,
+            Deps(
+                store=self.store,
+                metrics=self.metrics,
+                clock=self.clock,
+                pod_gates=self.lifter,
+                solve_options=SolveOptions(time_limit=2.0, workers=1, deterministic=True),
+                parse_cache=self.cache,
+                shared_read=lambda objects: (
+                    self.read_of(objects) if self.read_of is not None else None
+                ),
+            ),
         )
         r.load_state()
         return r
@@ -311,7 +315,7 @@ class Gangscale:
         due = []
         if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
             due.append(math.ceil(t - t0))
-        if timers.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
+        if wakes.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
             due.append(
                 self.last_scan + int(self.cfg.resync_seconds)
             )  # the live loop's resync retries it

@@ -1,11 +1,14 @@
-"""The controller's one hold on the cloud: discovery, the scale-up, releases and scale-down.
+"""The controller's one hold on the cloud: discovery and reads, and the five kinds of cloud change.
 
 Invariant: the `Actuator` is the only object in the controller that holds the
 `NodeGroupProvider`; every cloud read and every mutation the controller makes
 goes through one of its methods, and each returns a typed result instead of
-raising. The mutations are exactly `apply`, `release` and `scale_down`
-(all three call `_mutating` first), so a leadership fence or an idempotency
-token belongs there and nowhere else.
+raising. The mutations are exactly five: `apply` (the scale-up), `release`
+(capacity a gang gives back), `scale_down` (empty nodes), `settle_call`
+(adopt an unconfirmed call's instances, or terminate them) and
+`terminate_loose` (orphan instances); each calls `_mutating` first, so a
+leadership fence or an idempotency token belongs there and nowhere else.
+Only the executor (`execute.py`) calls them.
 
 The fence: `_mutating` asks the leader elector (`fence`) before every
 mutation, and is also installed as the provider's `before_mutation` hook, so

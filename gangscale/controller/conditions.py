@@ -80,11 +80,8 @@ def build(rec: Record, obj: Mapping[str, Any], api: str) -> dict[str, Any]:
     reason, status = state_of(rec)
     old = current(obj)
     same = old is not None and old.get("reason") == reason and old.get("status") == status
-    since = (
-        str(old.get("lastTransitionTime"))
-        if same and old.get("lastTransitionTime")
-        else stamp(rec.since)
-    )
+    kept = old.get("lastTransitionTime") if same and old is not None else None
+    since = str(kept) if kept else stamp(rec.since)
     cond: dict[str, Any] = {
         "type": CONDITION_TYPE,
         "status": status,

@@ -206,8 +206,11 @@ def release_patch(
     ops = remove_gate_patch(gate_names)
     if node is None:
         return ops
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    note: dict[str, Any]
     if isinstance(meta.get("annotations"), Mapping):
         note = {
             "op": "add",
@@ -392,7 +395,7 @@ def _queue(gangs: Sequence[Gang], holding: Callable[[Gang], bool]) -> list[Gang]
                     continue
             pending.append(p)
         if pending:
-            out.append(replace(g, pending=pending))
+            out.append(replace(g, pending=tuple(pending)))
     return out
 
 
@@ -531,10 +534,10 @@ def release(
             NOT_HELD,
             "gate mode does not hold this gang",
         )
-        for g, h in zip(mine, holds_it)
+        for g, h in zip(mine, holds_it, strict=True)
         if not h
     ]
-    held_gangs = release_order(g for g, h in zip(mine, holds_it) if h)
+    held_gangs = release_order(g for g, h in zip(mine, holds_it, strict=True) if h)
     live = {v.name for v in snap.nodes if not v.upcoming}
     planned, where = where, _own_first(held_gangs, where, snap)
     room: _Room | None = None
@@ -635,7 +638,7 @@ def scheduled_first(
         left = [p for p in g.pending if p.key not in settled]
         if len(left) < len(g.pending) and g.key not in decided:
             if left:
-                g = replace(g, pending=left, bound=g.bound + len(g.pending) - len(left))
+                g = replace(g, pending=tuple(left), bound=g.bound + len(g.pending) - len(left))
             else:
                 decided[g.key] = PreDecision(*SCHEDULED_FIRST)
         out.append(g)

@@ -23,20 +23,16 @@ and snapshot.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from cloud_adapters.base import LooseInstance, NodeGroupProvider, instance_id_from_provider_id
+from cloud_adapters.base import NodeGroupProvider, instance_id_from_provider_id
 
 from ..apply import ExecutionReport, GroupAction, atomic_units_with_gangs
-from ..ingest import Cluster, ParseCache, ingest
-from ..kube.nodetaints import NodeTainter
-from ..kube.podgates import PodGateLifter
-from ..kube.podgroupstatus import ConditionWriter
+from ..ingest import Cluster, ingest
 from ..model import Gang, GangKey, NodeGroup
 from ..plan import Plan
 from ..planner import make_plan
@@ -44,26 +40,25 @@ from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..rfc3339 import parse_time
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, gates, janitor, timers
+from . import backoff, gates, janitor, wakes
 from . import metrics as observe
+from .actions import (
+    PublishStatus,
+)
 from .actuator import Actuator
-from .conditions import due as conditions_due
 from .config import ControllerConfig
-from .crashpoints import crash_point
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
-from .events import EventSink, state_object
+from .deps import Deps
+from .events import EventSink
+from .execute import (
+    Done,
+    Executor,
+)
 from .lifecycle import (
-    Action,
     Applied,
-    ApplyScaleUp,
-    BackOff,
     Booked,
-    CallRecovered,
     Confirmed,
-    Event,
-    EventTarget,
     Expire,
-    GangEvent,
     GangFacts,
     GangState,
     GroupFailure,
@@ -71,27 +66,20 @@ from .lifecycle import (
     NodeSeen,
     Overdue,
     Record,
-    Recovered,
     Recreated,
     Registered,
-    Release,
-    Released,
-    ReleaseOutcome,
-    ReleaseWhy,
     Report,
     Rules,
-    StateChanged,
-    Takeover,
     holds,
-    named_launches,
+    past_deadline,
     spare_until,
-    transition,
 )
 from .limits import Usage, gang_limits, held_on_hand, inflight_by_namespace, plan_within_caps
 from .logs import PLAN_ID
+from .loop import Loop
 from .metrics import Metrics
-from .published import StatusPublisher, group_sizes, status_data
-from .records import ControllerState, StateStore
+from .published import group_sizes, status_data
+from .records import ControllerState
 from .reservations import (
     attribute_new_nodes,
     expired_spares,
@@ -106,23 +94,18 @@ from .reservations import (
     upcoming_nodes,
 )
 from .scaledown import (
-    DISRUPTION_TAINT,
-    EmptyNode,
-    above_min_size,
-    blocks_removal,
     busy_nodes,
-    due_for_scale_down,
-    pod_key,
     protected_nodes,
-    tainted_nodes,
 )
 
 log = logging.getLogger("gangscale.controller")
 CLUSTER_SCHEDULER_TTL = (
     300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
 )
-REGISTRATION_SKEW = 5.0  # a node created this long before a request (API server vs controller clock) may still be its
-NODE_STAMPS_KEPT = 4096  # Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
+# a node created this long before a request (API server vs controller clock) may still be its
+REGISTRATION_SKEW = 5.0
+# Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
+NODE_STAMPS_KEPT = 4096
 # observe mode's plan in a gate-mode pass whose every gang waits behind gangscale's gate: the scheduler chooses nothing
 NARROWED = (
     "gate mode releases every gang of this plan narrowed to its planned node (KEP-3521): the scheduler has one "
@@ -130,7 +113,7 @@ NARROWED = (
 )
 PLANS_KEPT = 2  # the last plans, by their inputs: a pass with the same snapshot reuses one (two: a caps re-plan's too)
 
-__all__ = ["Reconciler", "attribute_new_nodes"]
+__all__ = ["Deps", "Reconciler", "attribute_new_nodes"]
 
 
 def _on_way(f: GroupFailure, ids: frozenset[str] | None, cluster: Cluster) -> GroupFailure:
@@ -176,66 +159,35 @@ class Reconciler:
     """Runs passes; holds what a pass leaves for the next (records, backoffs, empty-node times)."""
 
     def __init__(
-        self,
-        cfg: ControllerConfig,
-        provider: NodeGroupProvider,
-        *,
-        store: StateStore | None = None,
-        events: EventSink | None = None,
-        metrics: Metrics | None = None,
-        clock=time.time,
-        identity: str = "gangscale",
-        fence: Callable[[str], None] | None = None,
-        pod_gates: PodGateLifter | None = None,
-        conditions: ConditionWriter | None = None,
-        solve_options: SolveOptions | None = None,
-        parse_cache: ParseCache | None = None,
-        shared_read: Callable[[list[dict[str, Any]]], Cluster | None] | None = None,
-        status: StatusPublisher | None = None,
-        node_taints: NodeTainter | None = None,
+        self, cfg: ControllerConfig, provider: NodeGroupProvider, deps: Deps | None = None
     ) -> None:
-        self.cfg = cfg
-        self.status = status  # the leader's per-pass view for `gangscale status` (published.py); None: not written
-        # the scale-down's node writes (scaledown.py's protocol); None: empty nodes are terminated untainted
-        self.node_taints = node_taints
-        self.scaled_down: set[str] = (
-            set()
-        )  # nodes whose instance this controller terminated, while their Node lasts
-        self.parse_cache = parse_cache  # kept across passes (the simulator's, by exact JSON); None: fresh each pass
-        # the caller's own `ingest` of exactly these objects when it has one (the simulator's engine read the same
-        # version for its scheduler; same function, same arguments), else None; None: ingest here
-        self.shared_read = shared_read
-        self.conditions = (
-            conditions  # writes gangscale.io/CapacityReady on PodGroup status; None: never
+        deps = deps or Deps()
+        self.cfg, self.deps = cfg, deps
+        self.store, self.clock, self.identity, self.fence = (
+            deps.store,
+            deps.clock,
+            deps.identity,
+            deps.fence,
         )
-        self.solve_options = solve_options  # None: the config's time limit on every core (the simulator pins one worker)
-        self.pod_gates = pod_gates  # removes gangscale.io/capacity from pods (gate mode); None: never touches pods
-        self.gates_held: dict[
-            GangKey, str
-        ] = {}  # last pass's reasons, so a reason is logged when it changes
-        self.gate_queue_runs = (
-            gates.QueueMemo()
-        )  # gate mode's model runs of the scheduler's queue, by their inputs
-        self.fence = fence  # raises LostLeadership when this replica may no longer act
-        self.actuator = Actuator(provider, fence)
+        self.events = deps.events or EventSink(None)
+        self.metrics = deps.metrics or Metrics()
+        self.gates_held: dict[GangKey, str] = {}  # last pass's reasons, logged when one changes
+        self.gate_queue_runs = gates.QueueMemo()  # gate mode's model runs of the queue, by inputs
+        self.actuator = Actuator(provider, deps.fence)
         self.last_sweep = 0.0
-        self.store = store
-        self.events = events or EventSink(None)
-        self.metrics = metrics or Metrics()
-        self.clock = clock
-        self.state = ControllerState()
-        self.empty_since: dict[str, float] = {}
-        self.stranded_since: dict[
-            str, float
-        ] = {}  # released pods whose narrowed-to node is gone: since when
-        self.replan_soon = (
-            False  # a cloud failure moved gangs: run again without waiting for a change
-        )
         self.passes = 0
-        self.read_warnings: list[
-            str
-        ] = []  # what the last pass's caller could not read (`reconcile`)
-        self.identity = identity
+        self.read_warnings: list[str] = []  # what the last pass's caller could not read
+        self.executor = Executor(
+            self.actuator,
+            self.events,
+            fence=deps.fence,
+            pod_gates=deps.pod_gates,
+            conditions=deps.conditions,
+            node_taints=deps.node_taints,
+            status=deps.status,
+        )
+        # the act half of each pass: decide, save when write-ahead, execute; it holds the decide state
+        self.loop = Loop(cfg, self.executor, self.metrics, self._save)
         self.rules = Rules(
             cfg.mode == "enforce",
             cfg.launch_failure_backoff_seconds,
@@ -260,6 +212,33 @@ class Reconciler:
         )  # the last snapshot's node views: a node that did not change keeps its view
 
     @property
+    def state(self) -> ControllerState:
+        """The records and backoffs (held by the loop, which decides on them)."""
+        return self.loop.state
+
+    @state.setter
+    def state(self, state: ControllerState) -> None:
+        self.loop.state = state
+
+    @property
+    def empty_since(self) -> dict[str, float]:
+        """Node -> when it was first seen empty (the scale-down's keep time counts from it)."""
+        return self.loop.empty_since
+
+    @empty_since.setter
+    def empty_since(self, since: dict[str, float]) -> None:
+        self.loop.empty_since = since
+
+    @property
+    def replan_soon(self) -> bool:
+        """A cloud failure moved gangs in the last pass: run again without waiting for a change."""
+        return self.loop.replan_soon
+
+    @replan_soon.setter
+    def replan_soon(self, soon: bool) -> None:
+        self.loop.replan_soon = soon
+
+    @property
     def groups(self) -> dict[str, NodeGroup]:
         """The last discovery, by name."""
         return self.actuator.groups
@@ -278,10 +257,8 @@ class Reconciler:
 
     def next_due(self, after: float) -> float | None:
         """When one of this controller's timers (deadlines, graces, backoffs, ageing) next falls due after the pass
-        that started at `after`: the loop runs a pass then (timers.py)."""
-        return timers.next_due(
-            self.state.records.values(), self.state.backoff, self.empty_since, self.cfg, after
-        )
+        that started at `after`: the loop runs a pass then (each rule's own wake-up: wakes.py)."""
+        return wakes.next_due(self.loop.view(), after)
 
     def reconcile(
         self, objects: list[dict[str, Any]], *, leader: bool, warnings: Sequence[str] = ()
@@ -298,7 +275,7 @@ class Reconciler:
     def _pass(self, objects: list[dict[str, Any]], *, leader: bool) -> Plan:
         now = self.clock()
         enforce = leader and self.cfg.mode == "enforce"
-        self.replan_soon = False
+        self.loop.replan_soon = False
         cluster, warnings = self._read(objects)
         if enforce and self._loose(cluster, now):
             cluster, warnings = self._read(objects)  # adopted instances raised a group's target
@@ -326,7 +303,7 @@ class Reconciler:
         self._observe(plan, snap)
         self._publish(plan, cluster, now, leader)
         if leader:
-            self._conditions(objects)
+            self._conditions(objects, now)
             self._save()
         return plan
 
@@ -345,19 +322,10 @@ class Reconciler:
             ids,
         )
 
-    def _conditions(self, objects: list[dict[str, Any]]) -> None:
+    def _conditions(self, objects: list[dict[str, Any]], now: float) -> None:
         """Each recorded gang's condition on its PodGroup, when it changed (conditions.py); fenced, never raises."""
-        if self.conditions is None:
-            return
-        todo = conditions_due(self.state.records.values(), objects)
-        if todo and self.fence is not None:
-            self.fence("write PodGroup conditions")
-        for rec, obj, cond, mode in todo:
-            err = self.conditions.write(obj, cond, mode)
-            if err is not None:
-                log.warning(
-                    "cannot write the PodGroup condition", extra={"gang": rec.gang, "error": err}
-                )
+        if self.deps.conditions is not None:
+            self.loop.conditions(objects, now)
 
     def _save(self) -> None:
         """Persist the records, fenced: a deposed leader never overwrites its successor's state."""
@@ -371,13 +339,13 @@ class Reconciler:
 
     def _read(self, objects: list[dict[str, Any]]) -> tuple[Cluster, list[str]]:
         """The cluster as ingested, its Nodes matched to the groups the cloud reports."""
-        cluster = self.shared_read(objects) if self.shared_read is not None else None
+        cluster = self.deps.shared_read(objects) if self.deps.shared_read is not None else None
         if cluster is None:
             cluster = ingest(
                 objects,
                 node_group_label=self.cfg.node_group_label,
                 plan_unadmitted=self.cfg.plan_unadmitted,
-                cache=self.parse_cache,
+                cache=self.deps.parse_cache,
             )
         cluster, discovery = self.actuator.refresh(cluster)
         return cluster, [*discovery.warnings, *self.read_warnings]
@@ -404,8 +372,8 @@ class Reconciler:
         return bool(failures) and self._step(None, LaunchesFailed(failures), cluster, now) > 0
 
     def _recreated(self, cluster: Cluster, now: float) -> bool:
-        """A running gang with a recreated member gives its named spare launches back before the plan (lifecycle
-        `_recreated`); True when the cloud gave any back."""
+        """A running gang with a recreated member gives its named spare launches back before the plan
+        (`lifecycle.on_recreated`); True when the cloud gave any back."""
         spares = {
             r.key
             for r in self.state.records.values()
@@ -415,7 +383,7 @@ class Reconciler:
         return bool(listed) and self._step(None, Recreated(self._facts(listed)), cluster, now) > 0
 
     def _registered(self, cluster: Cluster, now: float) -> None:
-        """Nodes that registered for a waiting gang become its own (lifecycle `_registered`); gone ones are
+        """Nodes that registered for a waiting gang become its own (`lifecycle.on_registered`); gone ones are
         forgotten."""
         if not any(holds(r) for r in self.state.records.values()):
             return
@@ -430,7 +398,7 @@ class Reconciler:
         self._step(None, Registered(seen, frozenset(self.groups), REGISTRATION_SKEW), cluster, now)
 
     def _overdue(self, cluster: Cluster, now: float) -> None:
-        """Late launches of provisioning gangs are covered by this pass's plan (lifecycle `_overdue`)."""
+        """Late launches of provisioning gangs are covered by this pass's plan (`lifecycle.on_overdue`)."""
         if self.rules.late_launch_seconds > 0 and any(
             r.state == GangState.PROVISIONING and not r.covered for r in self.state.records.values()
         ):
@@ -505,7 +473,9 @@ class Reconciler:
         """The pass's plan; with pods behind our gate, on `gates.scheduled_first`'s snapshot (the scheduler's queue
         placed first: nothing is bought for pods the scheduler puts on nodes the cluster has)."""
         groups = [backoff.backed_off(g, self.state.backoff, now) for g in self.groups.values()]
-        opts = self.solve_options or SolveOptions(time_limit=self.cfg.solver_time_limit_seconds)
+        opts = self.deps.solve_options or SolveOptions(
+            time_limit=self.cfg.solver_time_limit_seconds
+        )
         prices = {g.name: g.price_per_hour for g in self.groups.values()}
         scheduler, notes = self._scheduler(now)
         warnings = [*warnings, *notes]
@@ -527,6 +497,10 @@ class Reconciler:
                 return self._make_plan(snap, opts, scheduler)
             if first and self.cfg.gate_narrowing and gates.all_narrowed(snap, holding):
                 made = self._make_plan(snap, opts, OFF)
+                if (
+                    made.scheduler is None
+                ):  # pragma: no cover - a plan always says its scheduler model
+                    return made
                 return made.model_copy(
                     update={"scheduler": made.scheduler.model_copy(update={"note": NARROWED})}
                 )
@@ -574,17 +548,7 @@ class Reconciler:
         units = tuple((gangs, unit) for unit, gangs in atomic_units_with_gangs(plan, cluster))
         desired = {name: g.current_size for name, g in self.groups.items()}
         booked = Booked(self._facts(snap.gangs), intents, units, desired, sharing_units(plan, snap))
-        self.state.records, actions, events = transition(self.state.records, plan, booked, now)
-        self._emit(events)
-        self._save()  # write-ahead: records, client tokens and the desired sizes below them, before the cloud call
-        crash_point("record-saved")
-        report = None
-        for a in actions:
-            if isinstance(a, ApplyScaleUp):
-                report = self.actuator.apply(plan, cluster, a.tokens, now)
-                crash_point("call-confirmed")
-                self._back_off(backoff.from_scale_up(report), now)
-        return intents, report
+        return intents, self.loop.scale_up(plan, booked, cluster, now)
 
     def _loose(self, cluster: Cluster, now: float) -> bool:
         """Settle unconfirmed calls, then end orphans past the grace; True when instances joined a group."""
@@ -599,65 +563,9 @@ class Reconciler:
         loose = self.actuator.loose_instances()
         if loose is None:
             return False
-        adopted = self._settle(calls, loose, cluster, now) if calls else 0
-        due = janitor.orphans_due(loose, set(calls), now, self.cfg.orphan_grace_seconds)
-        if due and self.actuator.terminate_loose([i.id for i in due]) is None:
-            self._orphans_ended(due)
+        adopted = self.loop.settle(calls, loose, cluster, now) if calls else 0
+        self.loop.end_orphans(loose, frozenset(calls), now)
         return adopted > 0
-
-    def _orphans_ended(self, due: list[LooseInstance]) -> None:
-        """Say so three ways: a metric per group, a warning log line, and a Warning Event on the state ConfigMap."""
-        for i in due:
-            self.metrics.orphans_terminated.labels(i.group).inc()
-        ids, groups = [i.id for i in due], sorted({i.group for i in due})
-        log.warning(
-            "terminated orphan instances",
-            extra={
-                "instances": ids,
-                "node_groups": groups,
-                "grace_seconds": self.cfg.orphan_grace_seconds,
-            },
-        )
-        where = state_object(self.cfg.state_namespace, self.cfg.state_configmap)
-        self.events.emit_on(
-            where,
-            "OrphanInstancesTerminated",
-            janitor.orphan_message(due, self.cfg.orphan_grace_seconds),
-            warning=True,
-        )
-
-    def _settle(
-        self,
-        calls: dict[str, list[janitor.PendingCall]],
-        loose: list[LooseInstance],
-        cluster: Cluster,
-        now: float,
-    ) -> int:
-        """Each unconfirmed call's instances join the group (a record still wants them) or are terminated."""
-        outcomes, adopted = [], 0
-        for token, shares in calls.items():
-            ids = janitor.launched_by(loose, token)
-            got, note = self.actuator.settle_call(
-                shares[0].group, ids, any(s.wanted for s in shares)
-            )
-            adopted += len(got)
-            log.info(
-                "unconfirmed scale-up settled",
-                extra={
-                    "node_group": shares[0].group,
-                    "token": token,
-                    "instances": ids,
-                    "adopted": len(got),
-                    "note": note,
-                },
-            )
-            outcomes.extend(
-                CallRecovered(s.key, s.group, token, len(got), note, instances)
-                for s, instances in zip(shares, janitor.deal(got, shares))
-            )
-        self._step(None, Recovered(tuple(outcomes)), cluster, now)
-        self._save()
-        return adopted
 
     def _applied(
         self,
@@ -690,76 +598,9 @@ class Reconciler:
         return tuple(GangFacts.of(g, deadline_seconds(g, default)) for g in gangs)
 
     def _step(self, plan: Plan | None, report: Report, cluster: Cluster, now: float) -> int:
-        """transition → act → record (in memory) → emit; what the cloud gave back comes round once more.
-
-        Returns how many nodes the cloud gave back."""
-        self.state.records, actions, events = transition(self.state.records, plan, report, now)
-        released = self._act(actions, cluster, now)
-        self._emit(events)
-        if released:
-            self._step(plan, Released(tuple(released)), cluster, now)
-        return sum(o.released for o in released)
-
-    def _act(self, actions: Sequence[Action], cluster: Cluster, now: float) -> list[ReleaseOutcome]:
-        self._back_off([a for a in actions if isinstance(a, BackOff)], now)
-        outcomes = []
-        for a in actions:
-            if isinstance(a, Release):
-                # a running gang's late launches: never a registered node (those are the scale-down's, by name)
-                keep = (
-                    {n.name for n in cluster.nodes}
-                    if a.why == ReleaseWhy.UNUSED
-                    else self._reserved_nodes()
-                )
-                others = named_launches(r for r in self.state.records.values() if r.key != a.key)
-                result = self.actuator.release(a, cluster, keep=keep, keep_instances=others)
-                for group, n in result.by_group.items():
-                    self.metrics.released.labels(group, a.why.value).inc(n)
-                outcomes.append(ReleaseOutcome(a, result.released))
-            elif isinstance(
-                a, ApplyScaleUp
-            ):  # pragma: no cover - applied by _scale_up after the write-ahead
-                raise RuntimeError("the scale-up is applied after its records are saved")
-        return outcomes
-
-    def _back_off(self, actions: Sequence[BackOff], now: float) -> None:
-        if not actions:
-            return
-        until = now + self.cfg.launch_failure_backoff_seconds
-        self.state.backoff, extended = backoff.extend(self.state.backoff, actions, until)
-        for a in extended:
-            log.warning(
-                "node group backed off",
-                extra={"node_group": a.group, "until": until, "error": a.why},
-            )
-            self.metrics.scale_up_failures.labels(a.group, a.kind).inc()
-        self.replan_soon = True
-
-    def _emit(self, events: Sequence[Event]) -> None:
-        for e in events:
-            if isinstance(e, GangEvent):
-                self.events.emit(e.target, e.reason, e.message, warning=e.warning)
-            elif isinstance(e, StateChanged):
-                log.info(
-                    "gang state",
-                    extra={
-                        "gang": str(e.key),
-                        "from": e.old.value,
-                        "to": e.new.value,
-                        "reason": e.reason,
-                    },
-                )
-            elif isinstance(e, Takeover):
-                log.info(
-                    "new gang generation takes over its nodes",
-                    extra={
-                        "gang": str(e.key),
-                        "old": e.old_generation,
-                        "new": e.new_generation,
-                        "requested": dict(e.requested),
-                    },
-                )
-        observe.observe_events(self.metrics, events)
+        """decide → execute → what the cloud gave back comes round once more (`Loop.step`); how many nodes the
+        cloud gave back."""
+        return self.loop.step(plan, report, cluster, now)
 
     def _scale_down(
         self,
@@ -773,7 +614,7 @@ class Reconciler:
         nodes a running gang did not use (`spares`: node -> its purchase's deadline), at that deadline. Never a node
         opted out (`protected_nodes`); each is tainted and read again before it goes (`_still_empty`)."""
         # past the deadline (strictly, as `expired_spares` reserves them): no plan keeps them, no pod runs there yet
-        due_spares = {n for n, until in spares.items() if now > until}
+        due_spares = {n for n, until in spares.items() if past_deadline(until, now)}
         protected = protected_nodes(objects)
         busy = (
             busy_nodes(cluster)
@@ -781,85 +622,7 @@ class Reconciler:
             | self._reserved_nodes()
             | set(protected)
         )
-        self.empty_since, due = due_for_scale_down(
-            self.empty_since,
-            cluster,
-            busy,
-            self.groups,
-            now,
-            self.cfg.empty_node_grace_seconds,
-            spares,
-        )
-        due = [e for e in above_min_size(due) if self._still_empty(e)]
-        removed = set()
-        for res in self.actuator.scale_down(due):
-            e = res.node
-            if not res.removed:
-                log.warning(
-                    "scale-down failed",
-                    extra={"node": e.node, "node_group": e.group.name, "error": str(res.error)},
-                )
-                continue
-            removed.add(e.node)
-            self.empty_since.pop(e.node, None)
-            self.metrics.released.labels(e.group.name, "empty").inc()
-            log.info(
-                "scaled down an empty node",
-                extra={
-                    "node": e.node,
-                    "node_group": e.group.name,
-                    "empty_seconds": round(now - e.empty_since),
-                },
-            )
-        names = {n.name for n in cluster.nodes}
-        self.scaled_down = (self.scaled_down | removed) & names
-        matched = {n.name for n in cluster.nodes if n.node_group in self.groups}
-        for name in sorted(
-            (tainted_nodes(cluster.nodes) | {e.node for e in due}) & matched - self.scaled_down
-        ):
-            self._untaint(
-                name, "not scaled down"
-            )  # kept (minSize, a failed call) or a removal left unfinished
-
-    def _still_empty(self, e: EmptyNode) -> bool:
-        """Taint the node (NoSchedule), then read its pods again: True when none but a DaemonSet's or a finished one
-        is bound, so it may go; else the taint comes off and it stays (scaledown.py's protocol). Fenced."""
-        if self.node_taints is None:
-            return True
-        if self.fence is not None:
-            self.fence(f"taint node {e.node} for scale-down")
-        err = self.node_taints.set_taint(e.node, DISRUPTION_TAINT, True)
-        if err is not None:
-            log.warning(
-                "cannot taint the node for scale-down: kept", extra={"node": e.node, "error": err}
-            )
-            return False
-        pods = self.node_taints.pods_on(e.node)
-        landed = None if pods is None else [pod_key(p) for p in pods if blocks_removal(p)]
-        if landed is None or landed:
-            log.info(
-                "scale-down cancelled: the node is not empty",
-                extra={
-                    "node": e.node,
-                    "pods": landed,
-                    "reason": "pods unread" if landed is None else "a pod landed",
-                },
-            )
-            self.empty_since.pop(e.node, None)
-            self._untaint(e.node, "a pod landed" if landed else "its pods could not be read")
-            return False
-        return True
-
-    def _untaint(self, node: str, why: str) -> None:
-        if self.node_taints is None:
-            return
-        if self.fence is not None:
-            self.fence(f"untaint node {node}")
-        err = self.node_taints.set_taint(node, DISRUPTION_TAINT, False)
-        if err is not None:
-            log.warning(
-                "cannot remove the scale-down taint", extra={"node": node, "why": why, "error": err}
-            )
+        self.loop.scale_down(cluster, frozenset(busy), self.groups, spares, now)
 
     def _gates(
         self,
@@ -873,7 +636,7 @@ class Reconciler:
     ) -> None:
         """Gate mode: release the gangs whose capacity is Ready, each pod narrowed to its node (gates.py), fenced;
         then recover released pods whose one node died."""
-        self._recover(cluster, enforce, now)
+        self.loop.recover(cluster, enforce and self.deps.pod_gates is not None, now)
         if not any(gates.gated(p) for g in cluster.gangs for p in g.pending):
             self.gates_held = {}
             return
@@ -891,113 +654,19 @@ class Reconciler:
                 log.info("gate held", extra={"gang": str(key), "reason": why})
         self.gates_held = dict(decision.held)
         if decision.lifts:
-            raw = {
-                (o["metadata"].get("namespace"), o["metadata"].get("name")): o
-                for o in objects
-                if o.get("kind") == "Pod" and isinstance(o.get("metadata"), dict)
-            }
-            for lift in decision.lifts:
-                self._lift(lift, raw, enforce)
-
-    def _lift(
-        self, lift: gates.Lift, raw: dict[tuple[str, str], dict[str, Any]], enforce: bool
-    ) -> None:
-        key = str(lift.gang.key)
-        pods = [p.key for p in lift.pods]
-        if not enforce or self.pod_gates is None:
-            log.info(
-                "gate lift skipped (dry-run)", extra={"gang": key, "pods": pods, "why": lift.why}
-            )
-            return
-        nodes = lift.nodes if self.cfg.gate_narrowing else ()
-        done, failed = [], {}
-        for i, p in enumerate(lift.pods):
-            if self.fence is not None:
-                self.fence(f"lift the scheduling gate of pod {p.key}")
-            obj = raw.get((p.namespace, p.name), {})
-            err = self.pod_gates.remove(
-                p.namespace,
-                p.name,
-                gates.release_patch(obj, p.scheduling_gates, nodes[i] if i < len(nodes) else None),
-            )
-            if err is None:
-                done.append(p.key)
-            else:
-                failed[p.key] = err
-        if done:
-            self.metrics.gates_lifted.labels(lift.why).inc(len(done))
-            log.info(
-                "gate lifted",
-                extra={
-                    "gang": key,
-                    "pods": done,
-                    "why": lift.why,
-                    "reason": lift.message,
-                    "nodes": list(nodes),
-                },
-            )
-            self.events.emit(
-                EventTarget.of_gang(lift.gang),
-                "GateLifted",
-                f"removed the {gates.CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {lift.message}",
-            )
-        if failed:
-            log.warning("cannot lift the scheduling gate", extra={"gang": key, "errors": failed})
-
-    def _recover(self, cluster: Cluster, enforce: bool, now: float) -> None:
-        """Released pods narrowed to a node that is gone or NotReady (`gates.stranded`) for the grace: deleted, so
-        their owner recreates them (gated again by the webhook) and the next plan places them; a pod without an
-        owner is only reported (deleting it would lose it). Fenced; never raises."""
-        found = gates.stranded((p for g in cluster.gangs for p in g.pending), cluster.nodes)
-        gang_of = {p.key: g for g in cluster.gangs for p in g.pending}
-        seen = {p.key for p, _ in found}
-        self.stranded_since = {k: t for k, t in self.stranded_since.items() if k in seen}
-        for p, why in found:
-            since = self.stranded_since.setdefault(p.key, now)
-            if (
-                now - since < self.cfg.narrowed_node_grace_seconds
-                or not enforce
-                or self.pod_gates is None
-            ):
-                continue
-            target = EventTarget.of_gang(gang_of[p.key])
-            if not p.owner_kinds:
-                log.warning("narrowed pod stranded", extra={"pod": p.key, "reason": why})
-                self.events.emit(
-                    target,
-                    "NarrowedNodeGone",
-                    f"pod {p.key}: {why}; it has no owner to recreate it, "
-                    "so gangscale leaves it: delete it and create it again",
-                    warning=True,
-                )
-                continue
-            if self.fence is not None:
-                self.fence(f"delete stranded pod {p.key}")
-            err = self.pod_gates.delete(p.namespace, p.name, p.uid)
-            if err is not None:
-                log.warning("cannot delete the stranded pod", extra={"pod": p.key, "error": err})
-                continue
-            self.stranded_since.pop(p.key, None)
-            log.info("deleted a stranded narrowed pod", extra={"pod": p.key, "reason": why})
-            self.events.emit(
-                target,
-                "NarrowedNodeGone",
-                f"deleted pod {p.key}: {why}; its owner recreates it and the next plan places it",
-                warning=True,
-            )
+            self.loop.lift(decision, objects, enforce and self.deps.pod_gates is not None, now)
 
     def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
         """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""
         sizes = group_sizes(self.groups, cluster.nodes, self.state.backoff, now)
         observe.observe_node_groups(self.metrics, sizes)
-        if not leader or self.status is None:
+        if not leader or self.deps.status is None:
             return
         data = status_data(plan, sizes, self.identity, self.cfg.mode)
-        if not self.status.due(data, now):
+        if not self.deps.status.due(data, now):
             return
-        if self.fence is not None:
-            self.fence("publish the status")
-        err = self.status.publish(data, now)
+        published = self.executor.run(PublishStatus(data, now))
+        err = published.error if isinstance(published, Done) else None
         if err is not None:
             log.warning("cannot publish the status", extra={"error": err})
 

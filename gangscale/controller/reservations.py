@@ -25,7 +25,7 @@ from ..fit import placement_allows
 from ..model import Gang, GangKey, Taint, Toleration
 from ..plan import Plan
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView
-from .lifecycle import GangState, Record, holds
+from .lifecycle import GangState, Record, holds, spares_expired
 from .shares import by_gang, unit_key, units
 
 LATE_API = "gangscale.io/late-launch"  # the api of `late_key`: no gang API is named so
@@ -38,7 +38,7 @@ HELD_TAINT = "gangscale.io/held-for"
 
 def _reserving(records: Iterable[Record]) -> list[Record]:
     """Records whose nodes are reserved, oldest request first (a cancelled gang's are free until given back, and
-    a running gang's spares, `lifecycle._spare`, are free for any gang until its deadline)."""
+    a running gang's spares, `lifecycle.on_applied._spare`, are free for any gang until its deadline)."""
     return sorted(
         (r for r in records if holds(r) and r.state not in FREE), key=lambda r: r.requested_at
     )
@@ -57,7 +57,7 @@ def still_waiting(records: Iterable[Record], listed: Collection[GangKey]) -> lis
 
 
 def late_key(key: GangKey) -> GangKey:
-    """The reservation of a gang's late launches (`lifecycle._overdue`): a key no gang has, so no plan uses them."""
+    """The reservation of a gang's late launches (`lifecycle.on_overdue`): a key no gang has, so no plan uses them."""
     return GangKey(key.namespace, key.name, LATE_API)
 
 
@@ -90,31 +90,18 @@ def expired_spares(
     records: Iterable[Record], now: float
 ) -> tuple[dict[str, tuple[GangKey, ...]], dict[str, GangKey]]:
     """What running gangs started without and still hold past their purchase's deadline, reserved for themselves:
-    per group their launches on their way, and their registered nodes by name. No other gang's plan may count on
-    them, so this pass gives them back (`lifecycle._spares_due`, the scale-down's `spare_until`) instead of keeping
-    them for a plan whose gang may not start on them in time (a node billed with no pod past the deadline it was
-    bought under is stranded capacity)."""
+    per group their launches on their way, and their registered nodes by name (`lifecycle.spares_expired`). No
+    other gang's plan may count on them, so this pass gives them back (`lifecycle.on_expire._spares_due`, the
+    scale-down's `spare_until`) instead of keeping them for a plan whose gang may not start on them in time (a
+    node billed with no pod past the deadline it was bought under is stranded capacity)."""
     upcoming: dict[str, list[GangKey]] = defaultdict(list)
     nodes: dict[str, GangKey] = {}
     for rec in records:
-        if rec.state == GangState.RUNNING and holds(rec) and rec.deadline and now > rec.deadline:
+        if spares_expired(rec, now):
             for group, n in rec.requested.items():
                 upcoming[group].extend([rec.key] * (n - rec.arrived(group)))
             nodes.update({name: rec.key for names in rec.nodes.values() for name in names})
     return {g: tuple(keys) for g, keys in upcoming.items() if keys}, nodes
-
-
-def owned_in_flight(
-    records: Mapping[GangKey, Record], gangs: Iterable[Gang]
-) -> dict[GangKey, dict[str, int]]:
-    """What each listed gang already has on its way, per group (its provisioning record, less what arrived)."""
-    out = {}
-    for g in gangs:
-        rec = records.get(g.key)
-        if rec is not None and holds(rec):
-            on_way = {grp: n - rec.arrived(grp) - rec.late(grp) for grp, n in rec.requested.items()}
-            out[g.key] = {grp: n for grp, n in on_way.items() if n > 0}
-    return out
 
 
 def upcoming_nodes(snap: ClusterSnapshot) -> dict[str, str]:
@@ -193,7 +180,7 @@ def _fit_together(gangs: list[Gang], views: list[NodeView]) -> bool:
         key=lambda p: sorted(p.requests.values(), reverse=True),
         reverse=True,
     ):
-        for v, room in zip(views, free):
+        for v, room in zip(views, free, strict=False):
             if placement_allows(p.placement, v.labels, v.taints) and all(
                 room.get(r, 0) >= n for r, n in p.requests.items()
             ):
@@ -233,42 +220,46 @@ def held_in_the_model(snap: ClusterSnapshot) -> ClusterSnapshot:
         if g.key in owned and not units[g.key] and _fits_alone(g, owned[g.key])
     }
     pinned.update(_pinned_units(snap.gangs, units, owned))
-    nodes = [
-        v
-        if v.reserved_for is None
-        else replace(
-            v,
-            taints=v.taints + (Taint(HELD_TAINT, str(v.reserved_for), "NoSchedule"),),
-            labels={**v.labels, HELD_TAINT: str(v.reserved_for)}
-            if v.reserved_for in pinned.values()
-            else v.labels,
-        )
-        for v in snap.nodes
+    nodes = [_held_view(v, set(pinned.values())) for v in snap.nodes]
+    gangs = [
+        _tolerating(g, [k for k in (g.key, *units[g.key]) if k in owned], pinned)
+        for g in snap.gangs
     ]
-    gangs = []
-    for g in snap.gangs:
-        key = g.key
-        # its own reservation, and a shared unit's it may use (its pods tolerate that reservation's taint)
-        mine = [k for k in (key, *units[key]) if k in owned]
-        if mine:
-            tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
-            pin = ((HELD_TAINT, str(pinned[key])),) if key in pinned else ()
-            g = replace(
-                g,
-                pending=tuple(
-                    replace(
-                        p,
-                        placement=replace(
-                            p.placement,
-                            tolerations=p.placement.tolerations + tols,
-                            node_selector=p.placement.node_selector + pin,
-                        ),
-                    )
-                    for p in g.pending
-                ),
-            )
-        gangs.append(g)
     return replace(snap, nodes=nodes, gangs=gangs)
+
+
+def _held_view(v: NodeView, pinned: Collection[GangKey]) -> NodeView:
+    """A reserved node as the model sees it: tainted `HELD_TAINT` for its gang, and labelled with it when the gang
+    is pinned to its reserved nodes."""
+    if v.reserved_for is None:
+        return v
+    held = str(v.reserved_for)
+    return replace(
+        v,
+        taints=v.taints + (Taint(HELD_TAINT, held, "NoSchedule"),),
+        labels={**v.labels, HELD_TAINT: held} if v.reserved_for in pinned else v.labels,
+    )
+
+
+def _tolerating(g: Gang, mine: list[GangKey], pinned: Mapping[GangKey, GangKey]) -> Gang:
+    """The gang's pods tolerate its own reservation and the shared units' it may use (`mine`), and select its
+    pinned nodes when it is pinned; `g` itself when it holds none."""
+    if not mine:
+        return g
+    tols = tuple(Toleration(HELD_TAINT, "Equal", str(k), "NoSchedule") for k in mine)
+    pin = ((HELD_TAINT, str(pinned[g.key])),) if g.key in pinned else ()
+    pending = tuple(
+        replace(
+            p,
+            placement=replace(
+                p.placement,
+                tolerations=p.placement.tolerations + tols,
+                node_selector=p.placement.node_selector + pin,
+            ),
+        )
+        for p in g.pending
+    )
+    return replace(g, pending=pending)
 
 
 def _pinned_units(

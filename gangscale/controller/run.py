@@ -2,8 +2,8 @@
 
 A change to a pod, group or node starts a short batching window, so a gang
 created pod by pod is planned once, about a second after its last pod
-appears; a pass also runs when one of the controller's own timers falls due
-(a deadline, a grace, a backoff: `Reconciler.next_due`), so nothing waits for
+appears; a pass also runs when one of the controller's rules next falls due
+(each rule's own wake-up, wakes.py: a deadline, a grace, a backoff: `Reconciler.next_due`), so nothing waits for
 the next event; a periodic resync catches anything a watch missed. The lease is
 renewed on its own thread (`LeaseKeeper`), so a long pass never lets it lapse;
 a pass that finds itself deposed (`LostLeadership`, raised by the fence before
@@ -34,6 +34,7 @@ from ..loader import InputError
 from ..providers import open_provider
 from .cloudcalls import CountedProvider
 from .config import ControllerConfig, load_config
+from .deps import Deps
 from .events import EventSink
 from .leader import LeaderElector, LeaseKeeper, LostLeadership
 from .logs import setup_logging
@@ -64,24 +65,7 @@ class Controller:
             duration=cfg.lease_duration_seconds,
         )
         provider = CountedProvider(provider, self.metrics.cloud_errors)
-        store = StateStore(
-            client, cfg.state_namespace, cfg.state_configmap, fence=self.elector.check
-        )
-        self.reconciler = Reconciler(
-            cfg,
-            provider,
-            store=store,
-            events=EventSink(
-                client, cfg.event_refresh_seconds, cfg.pod_events_per_gang, fence=self.elector.check
-            ),
-            metrics=self.metrics,
-            identity=identity,
-            fence=self.elector.check,
-            pod_gates=PodGateLifter(client),
-            node_taints=NodeTainter(client),
-            status=StatusPublisher(client, cfg.state_namespace),
-            conditions=ConditionWriter(client) if cfg.podgroup_conditions else None,
-        )
+        self.reconciler = Reconciler(cfg, provider, self._deps(client, identity))
         # gate mode reads the namespaces' gangscale.io/gate-mode label (opt-in, and opt-out under "all")
         refs = list(gang_refs) + ([NAMESPACES] if cfg.gate_mode != "off" else [])
         self.cache = ClusterCache(
@@ -97,11 +81,28 @@ class Controller:
         self._wake = threading.Event()
         self.last_pass = 0.0
         self.next_timer: float | None = (
-            None  # when the last pass's timers next fall due (None: none)
+            None  # when the last pass's rules next fall due (None: none)
         )
         self.heartbeat = time.time()
         self.term = 0  # the leadership term whose records are loaded (0: none; -1: reload them)
         self._load_again = 0.0  # a failed load is tried again from then on
+
+    def _deps(self, client: KubeClient, identity: str) -> Deps:
+        """The live controller's writers, each fenced by the leader elector."""
+        cfg, fence = self.cfg, self.elector.check
+        return Deps(
+            store=StateStore(client, cfg.state_namespace, cfg.state_configmap, fence=fence),
+            events=EventSink(
+                client, cfg.event_refresh_seconds, cfg.pod_events_per_gang, fence=fence
+            ),
+            metrics=self.metrics,
+            identity=identity,
+            fence=fence,
+            pod_gates=PodGateLifter(client),
+            node_taints=NodeTainter(client),
+            status=StatusPublisher(client, cfg.state_namespace),
+            conditions=ConditionWriter(client) if cfg.podgroup_conditions else None,
+        )
 
     def _changed(self, ref: ResourceRef, kind: str, obj: dict[str, Any] | None) -> None:
         now = time.time()

@@ -154,3 +154,9 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
         return False
     notes = meta.get("annotations")
     return not (isinstance(notes, Mapping) and notes.get("kubernetes.io/config.mirror"))
+
+
+def falls_due_at(empty_since: float, grace: float) -> float:
+    """When a node empty since `empty_since` is due under `due_for_scale_down`'s keep time (the controller's
+    wake-up for it: `wakes.next_due`)."""
+    return empty_since + grace

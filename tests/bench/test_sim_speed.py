@@ -13,6 +13,7 @@ from benchmarks.sim.engine import T0, Engine
 from benchmarks.sim.metrics import Recorder
 from benchmarks.sim.policies import RESYNC
 from benchmarks.sim.trace import GangSpec, Trace
+from gangscale.model import GangKey
 from gangscale.controller.lifecycle import GangState, Record
 
 
@@ -55,7 +56,7 @@ def _every_timer_wake(policy, now: int, pending: bool) -> int | None:
 def _record(rng: random.Random, i: int, now: float) -> Record:
     since = now - rng.choice([0.0, 0.4, 5.0, 59.9, 300.0, 400.0, 450.0, 900.0, 3600.0, 90000.0]) + rng.random()
     deadline = rng.choice([0.0, since + 900.0, now - 1.5, now + 0.25])
-    return Record(f"ns/g{i}/none", "ns", f"g{i}", "none", f"uid-{i}", rng.choice(list(GangState)), "why", since,
+    return Record(GangKey("ns", f"g{i}", "none"), f"uid-{i}", rng.choice(list(GangState)), "why", since,
                   first_seen=since - rng.choice([0.0, 1.0, 1800.0, 7200.0]), deadline=deadline)
 
 
@@ -86,7 +87,7 @@ def test_the_controller_policys_next_wake_counts_ageing_only_for_gangs_not_runni
     policy, now = e.policy, 3600
     e.clock.t, policy.last_scan = now, now - 10
     since = T0 + now - 400.5
-    r = Record("ns/g/none", "ns", "g", "none", "uid", state, "why", since, first_seen=since - seen_before)
+    r = Record(GangKey("ns", "g", "none"), "uid", state, "why", since, first_seen=since - seen_before)
     policy.rec.state.records = {r.key: r}
     assert policy.next_wake(now, False) == _every_timer_wake(policy, now, False) == expected
 

@@ -298,7 +298,7 @@ def test_check_warns_when_describe_cluster_is_denied_and_says_which_permission(w
 
 def test_the_controller_plans_on_the_eks_strategy_and_reads_it_once_per_ttl(world, proxy):
     from gangscale.controller.config import ControllerConfig
-    from gangscale.controller.reconciler import CLUSTER_SCHEDULER_TTL, Reconciler
+    from gangscale.controller.reconciler import CLUSTER_SCHEDULER_TTL, Deps, Reconciler
 
     gpu_world(world)
     scheduler_config(proxy, MOST_GPU)
@@ -306,7 +306,7 @@ def test_the_controller_plans_on_the_eks_strategy_and_reads_it_once_per_ttl(worl
     cfg = ControllerConfig.model_validate({"mode": "dry-run", "schedulerModel": "observe",
                                            "solverTimeLimitSeconds": 5})
     clients = fast_clients(proxy.url)
-    r = Reconciler(cfg, EksProvider(CLUSTER, clients.options, clients), clock=lambda: now[0])
+    r = Reconciler(cfg, EksProvider(CLUSTER, clients.options, clients), Deps(clock=lambda: now[0]))
     plan = r.reconcile(gpu_pods(), leader=True)
     assert (plan.scheduler.source, plan.scheduler.scoring_strategy) == ("eks", "MostAllocated")
     assert plan.scale_up == {"big": 1, "small": 1}

@@ -33,8 +33,8 @@ from gangscale.controller.lifecycle import (
     transition,
 )
 from gangscale.controller.gates import decide
-from gangscale.controller.reconciler import Reconciler
-from gangscale.controller.reservations import owned_in_flight, reserved_registered, reserved_upcoming
+from gangscale.controller.reconciler import Deps, Reconciler
+from gangscale.controller.reservations import reserved_registered, reserved_upcoming
 from gangscale.ingest import CAPACITY_GATE, ingest
 from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
 from gangscale.planner import OFF, make_plan
@@ -91,7 +91,8 @@ def controller(clock: Clock, max_size: int, objects: list[dict], store: MemorySt
     groups, _ = parse_catalog([group("cpu", max_size=max_size)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     lifter = Lifter(objects)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, pod_gates=lifter, store=store)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim,
+                   Deps(clock=clock, pod_gates=lifter, store=store))
     return r, sim, lifter
 
 
@@ -151,7 +152,7 @@ def test_a_restarted_controller_keeps_the_attribution_from_its_records():
     r.reconcile(objects, leader=True)
     name = first["metadata"]["name"]
     assert r.record(A).nodes == {"cpu": (name,)}
-    again = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, store=store)
+    again = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, store=store))
     again.load_state()
     assert again.record(A).nodes == {"cpu": (name,)}
     objects += gang("c", 1, priority=100)
@@ -171,7 +172,7 @@ def test_in_observe_mode_an_older_gang_does_not_ride_the_nodes_on_their_way_for_
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     cfg = ControllerConfig(mode="enforce", defaultNamespaceCap={"maxNodes": 2})
     assert cfg.scheduler_model == "observe"  # the default
-    r = Reconciler(cfg, sim, clock=clock)
+    r = Reconciler(cfg, sim, Deps(clock=clock))
     objects = [podgroup("big", "team-a", min_count=3), *(pod(f"b{i}", "team-a", cpu="6", group="big") for i in range(3)),
                podgroup("small", "team-b", min_count=2), *(pod(f"s{i}", "team-b", cpu="6", group="small")
                                                            for i in range(2))]
@@ -232,7 +233,7 @@ def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_s
     plan = r.reconcile(objects, leader=True)
     assert plan.scheduler.mode == "observe" and {g.name: g.model_started for g in plan.gangs}["u"]
     narrowing_off = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=False), sim,
-                               clock=clock)
+                               Deps(clock=clock))
     assert narrowing_off.reconcile(gang("b", 1), leader=False).scheduler.mode == "observe"
 
 
@@ -240,7 +241,7 @@ def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_s
 
 
 def waiting(key: GangKey, at: float, n: int = 1, **kw) -> Record:
-    return Record(str(key), key.namespace, key.name, key.api, "uid", GangState.PROVISIONING, "", at,
+    return Record(key, "uid", GangState.PROVISIONING, "", at,
                   requested={"cpu": n}, requested_at=at, deadline=at + 900, **kw)
 
 
@@ -258,10 +259,9 @@ def test_an_arrival_goes_to_the_oldest_request_that_can_own_it_and_never_to_a_ne
     assert early[0][B].nodes == {}  # created before b's request: not launched for it
 
 
-def test_a_gangs_registered_node_leaves_its_upcoming_reservations_and_what_it_owns_in_flight():
+def test_a_gangs_registered_node_leaves_its_upcoming_reservations():
     rec = waiting(A, T0, 3, nodes={"cpu": ("n1",)})
     assert reserved_upcoming([rec]) == {"cpu": (A, A)}
-    assert owned_in_flight({A: rec}, []) == {}
     assert Record.from_json(rec.to_json()) == rec  # what the ConfigMap keeps
 
 
@@ -359,7 +359,7 @@ def test_a_gang_that_bound_on_another_gangs_node_does_not_keep_its_own_upcoming_
     clock, objects = Clock(), [podgroup("a", min_count=1), pod("a-0", cpu="6", group="a")]
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     r.reconcile(objects, leader=True)
     clock.now += 10
     objects += [podgroup("b", min_count=1), pod("b-0", cpu="6", group="b")]
@@ -394,7 +394,7 @@ def test_the_release_patch_narrows_the_pod_to_its_node_unless_gate_narrowing_is_
     groups, _ = parse_catalog([group("cpu", max_size=2)])
     lifter = OpsLifter(objects)
     r = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=narrowing),
-                   SimulatedProvider(groups, clock=Clock()), clock=Clock(), pod_gates=lifter)
+                   SimulatedProvider(groups, clock=Clock()), Deps(clock=Clock(), pod_gates=lifter))
     r.reconcile(objects, leader=True)
     ops = lifter.ops["a-0"]
     assert ops[0]["op"] == "test" and ops[-1] == {"op": "remove", "path": "/spec/schedulingGates/0"}
@@ -420,7 +420,7 @@ def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_d
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     cfg = ControllerConfig(mode="enforce")
-    r = Reconciler(cfg, sim, clock=clock, store=store)
+    r = Reconciler(cfg, sim, Deps(clock=clock, store=store))
     r.reconcile(objects, leader=True)
     assert r.record(A).requested == {"cpu": 2} and r.record(A).deadline == T0 + 900
     clock.now += 100
@@ -435,7 +435,7 @@ def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_d
     r.reconcile(objects, leader=True)
     assert r.record(A).state == GangState.RUNNING and r.record(A).requested == {"cpu": 1}
     clock.now = T0 + 700
-    again = Reconciler(cfg, sim, clock=clock, store=store)  # a restart: only the saved records survive
+    again = Reconciler(cfg, sim, Deps(clock=clock, store=store))  # a restart: only the saved records survive
     again.load_state()
     objects.append(late)  # the launch still on its way arrives
     again.reconcile(objects, leader=True)
@@ -487,7 +487,7 @@ def test_a_gang_that_timed_out_gives_back_its_own_arrived_node_not_another_gangs
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     objects = gang("a", 2)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, clock=clock, pod_gates=Lifter(objects))
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, pod_gates=Lifter(objects)))
     r.reconcile(objects, leader=True)
     clock.now += 100
     own = registered(sim, 0, clock.now)
@@ -515,7 +515,7 @@ def _started_with_a_spare(clock: Clock) -> tuple[Reconciler, SimulatedProvider, 
                podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     r.reconcile(objects, leader=True)
     clock.now += 100
     first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 300)

@@ -18,10 +18,10 @@ from gangscale.controller import conditions
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.events import EventSink
 from gangscale.controller.lifecycle import GangState, Record
-from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.reconciler import Deps, Reconciler
 from gangscale.kube.client import connect
 from gangscale.kube.podgroupstatus import FIELD_MANAGER, ConditionWriter, entry_patch, status_path
-from gangscale.model import API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD
+from gangscale.model import API_COSCHEDULING, API_PODGROUP_V1ALPHA2, API_VOLCANO, API_WORKLOAD, GangKey
 from kube.emulator import Emulator
 from cloud_adapters.simulated import SimulatedProvider
 
@@ -32,7 +32,7 @@ SCHEDULED = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedu
 
 def rec(state: GangState, *, since: float = T0, requested: dict[str, int] | None = None, reason: str = "because",
         api: str = API_PODGROUP_V1ALPHA2, uid: str = "uid-1") -> Record:
-    return Record(f"default/train/{api}", "default", "train", api, uid, state, reason, since,
+    return Record(GangKey("default", "train", api), uid, state, reason, since,
                   requested=requested or {})
 
 
@@ -208,8 +208,8 @@ def test_a_podgroup_whose_status_cannot_be_written_is_a_log_line_and_the_others_
     e.delete(API_PODGROUP_V1ALPHA2, "PodGroup", "default", "gone")  # deleted after the informer saw it: 404
     e.fail_next(1, 403, "/podgroups/refused/status")
     e.fail_next(1, 422, "/podgroups/rejected/status")
-    r = Reconciler(ControllerConfig(mode="enforce"), SimulatedProvider([]), events=EventSink(None),
-                   conditions=ConditionWriter(client))
+    r = Reconciler(ControllerConfig(mode="enforce"), SimulatedProvider([]), Deps(events=EventSink(None),
+                   conditions=ConditionWriter(client)))
     with caplog.at_level(logging.WARNING, logger="gangscale.controller"):
         r.reconcile(objs, leader=True)
     failed = {getattr(x, "gang", "") for x in caplog.records if x.getMessage() == "cannot write the PodGroup condition"}
@@ -217,4 +217,4 @@ def test_a_podgroup_whose_status_cannot_be_written_is_a_log_line_and_the_others_
     fine = e.get(API_PODGROUP_V1ALPHA2, "PodGroup", "default", "fine")
     assert [(c["type"], c["reason"]) for c in fine["status"]["conditions"]] == [
         (conditions.CONDITION_TYPE, "WaitingForCapacity")]
-    assert r.conditions.written == 1
+    assert r.deps.conditions.written == 1

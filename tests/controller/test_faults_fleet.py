@@ -176,8 +176,9 @@ def test_an_instance_no_record_claims_is_terminated_after_the_grace_period_with_
 
 def _record(**kw):
     from gangscale.controller.lifecycle import GangState, Record
+    from gangscale.model import GangKey
 
-    base = dict(gang=KEY, namespace="default", name="train", api="scheduling.k8s.io/v1alpha2", generation="uid-1",
+    base = dict(key=GangKey("default", "train", "scheduling.k8s.io/v1alpha2"), generation="uid-1",
                 state=GangState.NEW, reason="", since=0.0, requested={"gpu": 3}, attempt=1)
     base.update(kw)
     return Record(**base)

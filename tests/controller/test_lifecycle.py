@@ -51,7 +51,7 @@ S = GangState
 def rec(state: GangState, key: GangKey = KEY, **kw) -> Record:
     base = dict(generation="uid-1", reason="", since=NOW - 10, first_seen=NOW - 20, pods=("p1", "p2"))
     base.update(kw)
-    return Record(str(key), key.namespace, key.name, key.api, state=state, **base)
+    return Record(key, state=state, **base)
 
 
 def facts(key: GangKey = KEY, generation: str = "uid-1", pods: tuple[str, ...] = ("p1", "p2")) -> GangFacts:
@@ -408,7 +408,7 @@ def test_a_saved_record_of_a_1024_pod_gang_lists_its_pods_in_a_third_of_the_byte
     import uuid
 
     uids = tuple(sorted(str(uuid.UUID(int=i * 7919 + 1)) for i in range(1024)))
-    r = Record(str(KEY), KEY.namespace, KEY.name, KEY.api, "uid-1", S.PROVISIONING, "", NOW, pods=uids)
+    r = Record(KEY, "uid-1", S.PROVISIONING, "", NOW, pods=uids)
     whole = len(json.dumps(list(uids)))
     saved = json.dumps(r.to_json())
     assert len(json.dumps(r.to_json()["pod_prints"])) * 3 < whole and len(saved) < 13 * 1024

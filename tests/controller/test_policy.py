@@ -60,7 +60,7 @@ def test_a_reservation_beyond_the_nodes_on_their_way_gives_no_toleration():
 
 def _holding(key: GangKey, at: float, nodes: tuple[str, ...] = ()) -> Record:
     """A provisioning record of one cpu node bought at `at`; `nodes`: the registered ones attributed to it."""
-    return Record(str(key), key.namespace, key.name, key.api, "uid", GangState.PROVISIONING, "", at,
+    return Record(key, "uid", GangState.PROVISIONING, "", at,
                   requested={"cpu": 1}, requested_at=at, deadline=at + 900, nodes={"cpu": nodes} if nodes else {})
 
 

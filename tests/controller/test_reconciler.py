@@ -10,7 +10,7 @@ from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.catalog import parse_catalog
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.reconciler import Reconciler
+from gangscale.controller.reconciler import Deps, Reconciler
 from gangscale.model import API_PODGROUP_V1ALPHA2, GangKey
 
 JOB = GangKey("default", "job", API_PODGROUP_V1ALPHA2)
@@ -39,7 +39,7 @@ def job(cpu: str = "6", deadline: str | None = None) -> list[dict]:
 def test_release_at_the_deadline_gives_back_launches_and_slots_never_launched():
     clock = Clock()
     sim = provider_with(clock, provisioning_delay=600)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     r.reconcile(job(deadline="30"), leader=True)  # 2 launches in flight
     assert sim.target_size("cpu") == 2 and r.record(JOB).requested == {"cpu": 2}
     r.state.records[JOB] = replace(r.record(JOB), requested={"cpu": 3})  # a third slot, bought and never launched
@@ -55,7 +55,7 @@ def test_a_gang_moves_off_a_group_whose_launches_fail():
     clock = Clock()
     groups, _ = parse_catalog([group("cheap", price=0.3, max_size=10), group("backup", price=0.6, max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=30)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     plan = r.reconcile(job(), leader=True)
     assert plan.scale_up == {"cheap": 2}
     assert sim.fail_launches_in_flight("cheap") == 2  # the cloud reports the launches failed
@@ -69,8 +69,8 @@ def test_a_gang_moves_off_a_group_whose_launches_fail():
 def test_dry_run_and_followers_never_touch_the_cloud():
     clock = Clock()
     sim = provider_with(clock)
-    Reconciler(ControllerConfig(mode="dry-run"), sim, clock=clock).reconcile(job(), leader=True)
-    Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock).reconcile(job(), leader=False)
+    Reconciler(ControllerConfig(mode="dry-run"), sim, Deps(clock=clock)).reconcile(job(), leader=True)
+    Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock)).reconcile(job(), leader=False)
     assert sim.target_size("cpu") == 0
 
 
@@ -78,7 +78,7 @@ def test_one_failed_launch_of_two_gives_back_only_that_one_and_the_gang_keeps_th
     clock = Clock()
     groups, _ = parse_catalog([group("cheap", price=0.3, max_size=10), group("backup", price=0.6, max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=30)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     assert r.reconcile(job(), leader=True).scale_up == {"cheap": 2}
     assert sim.fail_launches_in_flight("cheap", count=1) == 1  # ICE for one launch; the other got capacity
     clock.now += 31
@@ -91,7 +91,7 @@ def test_one_failed_launch_of_two_gives_back_only_that_one_and_the_gang_keeps_th
 def test_a_scale_up_after_the_backoff_is_not_backed_off_again_for_the_failure_before_it():
     clock = Clock()  # the controller's clock, not the wall clock: launch failures are dated on it
     sim = provider_with(clock, provisioning_delay=30)
-    r = Reconciler(ControllerConfig(mode="enforce", launchFailureBackoffSeconds=300), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce", launchFailureBackoffSeconds=300), sim, Deps(clock=clock))
     r.reconcile(job(), leader=True)
     sim.fail_launches_in_flight("cpu")
     clock.now += 31
@@ -110,7 +110,7 @@ def test_a_pass_that_sees_the_same_snapshot_as_a_recent_one_reuses_its_plan_and_
     monkeypatch.setattr(reconciler, "make_plan", lambda *a: calls.append(a[0]) or real(*a))
     clock = Clock()
     sim = provider_with(clock, provisioning_delay=600)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
     assert r.reconcile(job(), leader=True).scale_up == {"cpu": 2}
     clock.now += 10
     waiting = r.reconcile(job(), leader=True)  # the two launches are on their way: nothing new to buy
@@ -138,7 +138,7 @@ def test_an_empty_node_no_pending_gang_uses_goes_back_after_ten_seconds_and_thos
     clock = Clock()
     groups, _ = parse_catalog([group("cpu", max_size=10, current=3)])
     sim = SimulatedProvider(groups, clock=clock)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, clock=clock)  # the default grace
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))  # the default grace
     nodes = _cpu_nodes(sim)
     plan = r.reconcile(nodes + job(), leader=True)  # the gang's two 6-CPU pods fit two of the three empty nodes
     used = {n for n, pods in plan.existing_nodes.items() if pods}
@@ -160,7 +160,7 @@ def test_every_node_of_a_group_that_stayed_empty_goes_back_in_one_pass_down_to_m
     clock = Clock()
     groups, _ = parse_catalog([{**group("cpu", max_size=10, current=4), "minSize": min_size}])
     sim = SimulatedProvider(groups, clock=clock)
-    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeGraceSeconds=60), sim, clock=clock)
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeGraceSeconds=60), sim, Deps(clock=clock))
     nodes = _cpu_nodes(sim)
     r.reconcile(nodes, leader=True)
     clock.now += 61

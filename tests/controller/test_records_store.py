@@ -44,7 +44,7 @@ def uids(i: int, pods: int) -> tuple[str, ...]:
 def big_record(i: int, now: float, pods: int = 1024) -> Record:
     """A provisioning gang of `pods` pods with a write-ahead call in flight, as a pass books it."""
     key = GangKey(f"team-{i % 7}", f"train-{i:03d}", API)
-    return Record(str(key), key.namespace, key.name, key.api, f"pg-uid-{i}", GangState.PROVISIONING,
+    return Record(key, f"pg-uid-{i}", GangState.PROVISIONING,
                   "capacity on its way", now, first_seen=now, requested={"gpu": 128}, requested_at=now,
                   deadline=now + 1800, pods=pod_prints(uids(i, pods)), attempt=1,
                   calls={"gpu": (f"gangscale-{i:040d}", 128)}, unconfirmed={"gpu": (i * 128, 128)})

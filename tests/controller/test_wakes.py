@@ -1,4 +1,4 @@
-"""The controller's own timers (timers.py): each falls due at the first moment its rule acts, and never before.
+"""The rules' own wake-ups (wakes.py): each falls due at the first moment its rule acts, and never before.
 
 Each check runs the rule itself (the lifecycle's Expire, `cooling`, `backed_off`, `due_for_scale_down`) just
 before and at the time `next_due` names, so the two cannot drift apart.
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from builders import node
 
-from gangscale.controller import timers
+from gangscale.controller import wakes
 from gangscale.controller.backoff import backed_off
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.lifecycle import Expire, GangState, Record, Rules, cooling, transition
+from gangscale.controller.decide import State
+from gangscale.controller.lifecycle import TICK, Expire, GangState, Record, Rules, cooling, transition
 from gangscale.controller.scaledown import due_for_scale_down
 from gangscale.ingest import ingest
 from gangscale.model import GangKey, NodeGroup
@@ -28,11 +29,13 @@ BEFORE = 0.0005  # less than the tick: a pass this much earlier must not act yet
 def rec(state: GangState, **kw) -> Record:
     base = dict(generation="uid-1", reason="", since=NOW, first_seen=NOW, pods=("p1",))
     base.update(kw)
-    return Record(str(KEY), KEY.namespace, KEY.name, KEY.api, state=state, **base)
+    return Record(KEY, state=state, **base)
 
 
 def due(*records: Record, backoff=None, empty_since=None, after: float = NOW) -> float | None:
-    return timers.next_due(records, backoff or {}, empty_since or {}, CFG, after)
+    state = State(CFG, {KEY if i == 0 else GangKey("default", f"job{i}", KEY.api): r for i, r in enumerate(records)},
+                  backoff or {}, empty_since or {})
+    return wakes.next_due(state, after)
 
 
 def expired(r: Record, at: float) -> bool:
@@ -44,7 +47,7 @@ def test_a_provisioning_deadline_falls_due_just_after_it_and_the_expiry_acts_the
     r = rec(GangState.PROVISIONING, since=NOW - 900, first_seen=NOW - 900, requested={"cpu": 2},
             requested_at=NOW - 900, deadline=NOW + 15)
     t = due(r)
-    assert NOW + 15 < t <= NOW + 15 + timers.TICK
+    assert NOW + 15 < t <= NOW + 15 + TICK
     assert not expired(r, NOW + 15) and expired(r, t)
 
 
@@ -98,5 +101,5 @@ def test_the_earliest_timer_after_the_last_pass_is_the_one_due_and_past_ones_are
 
 
 def test_an_empty_node_that_outlived_its_grace_is_left_to_the_resync():
-    assert timers.overdue_empty({"n1": NOW - 10}, CFG, NOW)  # due at the last pass, still there
-    assert not timers.overdue_empty({"n1": NOW - 9}, CFG, NOW)
+    assert wakes.overdue_empty({"n1": NOW - 10}, CFG, NOW)  # due at the last pass, still there
+    assert not wakes.overdue_empty({"n1": NOW - 9}, CFG, NOW)

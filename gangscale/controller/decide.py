@@ -1,0 +1,436 @@
+"""The controller's decide step: `decide(state, observation, now) -> Decision`, one pure function.
+
+Invariant: `decide` does no I/O and reads no clock; the same state, observation and time always give the same
+decision. An observation is what the pass read (the cluster's empty nodes, stranded pods, gates to lift,
+loose instances, the PodGroups' conditions) or what the executor reported (`execute.Outcome`, or a lifecycle
+report built from one). The decision is the new state, the actions the executor runs in order
+(`actions.py`), the lifecycle's events (log lines and metric samples; the Kubernetes Events among them are
+`EmitEvent` actions too) and `wake_at`: the earliest time after `now` at which one of the rules falls due on
+the new state (`wakes.next_due`), so the loop runs a pass then, as Karpenter's reconcilers return
+`RequeueAfter`. The loop (`reconciler.py`) observes, decides, saves the records before a write-ahead kind
+(`actions.save_first`), executes, and feeds each outcome to the next `decide`: the pattern of Karpenter's
+`disruption/controller.go` `disrupt` (compute commands, drop no-ops, start them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cloud_adapters.base import LooseInstance
+
+from ..ingest import Cluster
+from ..model import Gang, GangKey, NodeGroup, Pod
+from ..plan import Plan
+from . import backoff, janitor, wakes
+from .actions import (
+    Action,
+    Adopt,
+    ConditionWrite,
+    Cordon,
+    DeleteStrandedPod,
+    EmitEvent,
+    LiftGate,
+    PodPatch,
+    ReleaseCapacity,
+    ScaleDown,
+    TerminateLoose,
+    Uncordon,
+    WriteConditions,
+)
+from .conditions import due as conditions_due
+from .config import ControllerConfig
+from .events import state_object
+from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
+from .gates import CAPACITY_GATE, GateDecision, release_patch
+from .lifecycle import (
+    ApplyScaleUp,
+    BackOff,
+    Booked,
+    Event,
+    EventTarget,
+    GangEvent,
+    Record,
+    Release,
+    ReleaseWhy,
+    Report,
+    named_launches,
+    transition,
+)
+from .reservations import reserved_registered
+from .scaledown import EmptyNode, above_min_size, due_for_scale_down, tainted_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What one decision leaves for the next: the records (persisted), and the rules' own clocks (in memory)."""
+
+    settings: ControllerConfig
+    records: Mapping[GangKey, Record] = field(default_factory=dict)
+    backoff: Mapping[str, float] = field(default_factory=dict)  # group -> backed off until
+    empty_since: Mapping[str, float] = field(default_factory=dict)  # node -> first seen empty
+    stranded_since: Mapping[str, float] = field(
+        default_factory=dict
+    )  # pod key -> first seen stranded
+    scaled_down: frozenset[str] = (
+        frozenset()
+    )  # nodes whose instance was terminated, while their Node lasts
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    state: State
+    actions: tuple[Action, ...] = ()
+    events: tuple[Event, ...] = ()
+    wake_at: float | None = None
+    backed_off: tuple[BackOff, ...] = ()  # the groups this decision backed off (each, once)
+    extended: tuple[BackOff, ...] = ()  # those whose backoff it moved later (logged and counted)
+
+
+# ----------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """A lifecycle report; `node_names`: the cluster's Nodes (a running gang's late launches never take one)."""
+
+    report: Report
+    plan: Plan | None = None
+    node_names: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpRan:
+    """The scale-up's outcome: its failed groups back off."""
+
+    outcome: ScaleUpOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Unconfirmed:
+    """Calls whose records hold a client token and no outcome, with the instances outside every group."""
+
+    calls: Mapping[str, Sequence[janitor.PendingCall]]
+    loose: tuple[LooseInstance, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """Instances outside every group; `settling`: the tokens of the unconfirmed calls (never orphans)."""
+
+    loose: tuple[LooseInstance, ...]
+    settling: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OrphansEnded:
+    """The orphans' termination's outcome: said as a Warning Event on the state ConfigMap when it succeeded."""
+
+    outcome: Done
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyNodes:
+    """The cluster's nodes for the scale-down; `busy`: nodes never removed now; `spares`: node -> the deadline
+    of the purchase a running gang did not use it from (`lifecycle.spare_until`)."""
+
+    cluster: Cluster
+    busy: frozenset[str]
+    groups: Mapping[str, NodeGroup]
+    spares: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Cordoned:
+    outcome: CordonOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The due nodes still empty once tainted: they go now."""
+
+    nodes: tuple[EmptyNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledDown:
+    """The scale-down's outcome, with the cluster it ran on (its taints, its nodes in owned groups)."""
+
+    outcome: ScaleDownOutcome
+    cluster: Cluster
+    groups: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """Released pods whose narrowed-to node is gone (`gates.stranded`); `can_delete`: enforce, with a pod writer."""
+
+    found: tuple[tuple[Pod, str], ...]
+    gang_of: Mapping[str, Gang]
+    can_delete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodDeleted:
+    outcome: Done
+
+
+@dataclass(frozen=True, slots=True)
+class GatesOpen:
+    """Gate mode's decision (`gates.decide`) with the pods as listed (their patches are built from them)."""
+
+    decision: GateDecision
+    raw_pods: Mapping[tuple[str, str], Mapping[str, Any]]
+    narrowing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Lifted:
+    outcome: LiftOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionsSeen:
+    """The listed objects, whose PodGroups get each record's condition when it changed."""
+
+    objects: Sequence[Mapping[str, Any]]
+
+
+Observation = (
+    Reported
+    | ScaleUpRan
+    | Unconfirmed
+    | Orphans
+    | OrphansEnded
+    | EmptyNodes
+    | Cordoned
+    | Checked
+    | ScaledDown
+    | Stranded
+    | PodDeleted
+    | GatesOpen
+    | Lifted
+    | ConditionsSeen
+)
+
+
+# ----------------------------------------------------------------- the step
+
+
+def decide(state: State, observation: Observation, now: float) -> Decision:
+    """The new state, the actions, the events and the next wake-up for one observation. Pure."""
+    made = RULES[type(observation)](state, observation, now)
+    return replace(made, wake_at=wakes.next_due(made.state, now))
+
+
+def _reported(state: State, obs: Reported, now: float) -> Decision:
+    """Move the records by the report (`lifecycle.transition`); its releases spare what other gangs wait for.
+    A write-ahead batch (`Booked`) emits its Events before the call (they are in the saved pass); the others
+    after the cloud answered, as their reasons describe what was done."""
+    records, actions, events = transition(state.records, obs.plan, obs.report, now)
+    held = frozenset(reserved_registered(records.values()))
+    work: list[Action] = []
+    backoffs = [a for a in actions if isinstance(a, BackOff)]
+    for a in actions:
+        if isinstance(a, Release):
+            keep = obs.node_names if a.why == ReleaseWhy.UNUSED else held
+            others = named_launches(r for r in records.values() if r.key != a.key)
+            work.append(ReleaseCapacity(a, keep, frozenset(others)))
+        elif isinstance(a, ApplyScaleUp):
+            work.append(a)
+    emits = [EmitEvent.of(e) for e in events if isinstance(e, GangEvent)]
+    ordered = [*emits, *work] if isinstance(obs.report, Booked) else [*work, *emits]
+    return _backed_off(replace(state, records=records), backoffs, tuple(ordered), events, now)
+
+
+def _backed_off(
+    state: State,
+    backoffs: Sequence[BackOff],
+    actions: tuple[Action, ...],
+    events: tuple[Event, ...],
+    now: float,
+) -> Decision:
+    """The decision with its groups backed off for the backoff period from `now` (`backoff.extend`)."""
+    if not backoffs:
+        return Decision(state, actions, events)
+    until = now + state.settings.launch_failure_backoff_seconds
+    new, extended = backoff.extend(state.backoff, backoffs, until)
+    return Decision(
+        replace(state, backoff=new), actions, events, None, tuple(backoffs), tuple(extended)
+    )
+
+
+def _scale_up_ran(state: State, obs: ScaleUpRan, now: float) -> Decision:
+    return _backed_off(state, backoff.from_scale_up(obs.outcome.report), (), (), now)
+
+
+def _unconfirmed(state: State, obs: Unconfirmed, now: float) -> Decision:
+    """Each unconfirmed call's instances join their group when a record still wants them, else go."""
+    return Decision(
+        state,
+        tuple(
+            Adopt(
+                shares[0].group,
+                token,
+                tuple(janitor.launched_by(obs.loose, token)),
+                any(s.wanted for s in shares),
+            )
+            for token, shares in obs.calls.items()
+        ),
+    )
+
+
+def _orphans(state: State, obs: Orphans, now: float) -> Decision:
+    """Loose instances past the orphan grace that no unconfirmed call accounts for are terminated."""
+    due = janitor.orphans_due(
+        list(obs.loose), set(obs.settling), now, state.settings.orphan_grace_seconds
+    )
+    return Decision(state, (TerminateLoose(tuple(due)),) if due else ())
+
+
+def _orphans_ended(state: State, obs: OrphansEnded, now: float) -> Decision:
+    a = obs.outcome.action
+    if obs.outcome.error is not None or not isinstance(a, TerminateLoose):
+        return Decision(state)
+    cfg = state.settings
+    where = state_object(cfg.state_namespace, cfg.state_configmap)
+    message = janitor.orphan_message(a.instances, cfg.orphan_grace_seconds)
+    return Decision(state, (EmitEvent("OrphanInstancesTerminated", message, True, on=where),))
+
+
+def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
+    """Empty nodes past their keep time (`scaledown.due_for_scale_down`) that their group can spare are tainted
+    and read again before they go (`Cordon`)."""
+    since, due = due_for_scale_down(
+        state.empty_since,
+        obs.cluster,
+        set(obs.busy),
+        obs.groups,
+        now,
+        state.settings.empty_node_grace_seconds,
+        obs.spares,
+    )
+    cordons = tuple(Cordon(e) for e in above_min_size(due))
+    return Decision(replace(state, empty_since=since), cordons)
+
+
+def _cordoned(state: State, obs: Cordoned, now: float) -> Decision:
+    """A node that is not empty once tainted (or whose pods could not be read) stays: its taint comes off and
+    its emptiness starts over. A taint that could not be set leaves nothing to take off."""
+    out = obs.outcome
+    if out.still_empty or out.error is not None:
+        return Decision(state)
+    node = out.action.node.node
+    since = {k: t for k, t in state.empty_since.items() if k != node}
+    why = "a pod landed" if out.landed else "its pods could not be read"
+    return Decision(replace(state, empty_since=since), (Uncordon(node, why),))
+
+
+def _checked(state: State, obs: Checked, now: float) -> Decision:
+    return Decision(state, (ScaleDown(obs.nodes),))
+
+
+def _scaled_down(state: State, obs: ScaledDown, now: float) -> Decision:
+    """Removed nodes forget their emptiness; a node tainted for removal that was not removed (minSize, a failed
+    call, a removal left unfinished) gets its taint off."""
+    removed = {r.node.node for r in obs.outcome.results if r.removed}
+    since = {k: t for k, t in state.empty_since.items() if k not in removed}
+    names = {n.name for n in obs.cluster.nodes}
+    scaled_down = (state.scaled_down | removed) & names
+    matched = {n.name for n in obs.cluster.nodes if n.node_group in obs.groups}
+    tainted = tainted_nodes(obs.cluster.nodes) | {e.node for e in obs.outcome.action.nodes}
+    leftover = sorted(tainted & matched - scaled_down)
+    return Decision(
+        replace(state, empty_since=since, scaled_down=frozenset(scaled_down)),
+        tuple(Uncordon(n, "not scaled down") for n in leftover),
+    )
+
+
+def _stranded(state: State, obs: Stranded, now: float) -> Decision:
+    """A released pod stranded for the grace is deleted so its owner recreates it (gated again by the webhook);
+    a pod without an owner is only reported (deleting it would lose it)."""
+    seen = {p.key for p, _ in obs.found}
+    since = {k: t for k, t in state.stranded_since.items() if k in seen}
+    actions: list[Action] = []
+    for p, why in obs.found:
+        first = since.setdefault(p.key, now)
+        if now - first < state.settings.narrowed_node_grace_seconds or not obs.can_delete:
+            continue
+        target = EventTarget.of_gang(obs.gang_of[p.key])
+        if p.owner_kinds:
+            actions.append(DeleteStrandedPod(p, why, target))
+        else:
+            message = (
+                f"pod {p.key}: {why}; it has no owner to recreate it, "
+                "so gangscale leaves it: delete it and create it again"
+            )
+            actions.append(EmitEvent("NarrowedNodeGone", message, True, target, about=p.key))
+    return Decision(replace(state, stranded_since=since), tuple(actions))
+
+
+def _pod_deleted(state: State, obs: PodDeleted, now: float) -> Decision:
+    a = obs.outcome.action
+    if obs.outcome.error is not None or not isinstance(a, DeleteStrandedPod):
+        return Decision(state)
+    since = {k: t for k, t in state.stranded_since.items() if k != a.pod.key}
+    message = (
+        f"deleted pod {a.pod.key}: {a.why}; its owner recreates it and the next plan places it"
+    )
+    event = EmitEvent("NarrowedNodeGone", message, True, target=a.target)
+    return Decision(replace(state, stranded_since=since), (event,))
+
+
+def _gates_open(state: State, obs: GatesOpen, now: float) -> Decision:
+    """Each gang gate mode releases: one patch per pod, the gate off and the pod narrowed to its planned node."""
+    lifts = []
+    for lift in obs.decision.lifts:
+        nodes = lift.nodes if obs.narrowing else ()
+        patches = tuple(
+            PodPatch(
+                p,
+                tuple(
+                    release_patch(
+                        obs.raw_pods.get((p.namespace, p.name), {}),
+                        p.scheduling_gates,
+                        nodes[i] if i < len(nodes) else None,
+                    )
+                ),
+            )
+            for i, p in enumerate(lift.pods)
+        )
+        target = EventTarget.of_gang(lift.gang)
+        lifts.append(LiftGate(lift.gang.key, target, lift.why, lift.message, nodes, patches))
+    return Decision(state, tuple(lifts))
+
+
+def _lifted(state: State, obs: Lifted, now: float) -> Decision:
+    done, a = obs.outcome.done, obs.outcome.action
+    if not done:
+        return Decision(state)
+    message = f"removed the {CAPACITY_GATE} scheduling gate from {len(done)} pod(s): {a.message}"
+    return Decision(state, (EmitEvent("GateLifted", message, target=a.target),))
+
+
+def _conditions_seen(state: State, obs: ConditionsSeen, now: float) -> Decision:
+    todo = conditions_due(state.records.values(), [dict(o) for o in obs.objects])
+    writes = tuple(ConditionWrite(r.gang, o, c, m) for r, o, c, m in todo)
+    return Decision(state, (WriteConditions(writes),) if writes else ())
+
+
+RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
+    Reported: _reported,
+    ScaleUpRan: _scale_up_ran,
+    Unconfirmed: _unconfirmed,
+    Orphans: _orphans,
+    OrphansEnded: _orphans_ended,
+    EmptyNodes: _empty_nodes,
+    Cordoned: _cordoned,
+    Checked: _checked,
+    ScaledDown: _scaled_down,
+    Stranded: _stranded,
+    PodDeleted: _pod_deleted,
+    GatesOpen: _gates_open,
+    Lifted: _lifted,
+    ConditionsSeen: _conditions_seen,
+}

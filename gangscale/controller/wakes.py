@@ -1,0 +1,72 @@
+"""When the controller's rules next fall due: each rule's own wake-up time, and the earliest of them.
+
+Invariant: a pass run at or after `next_due(state, after)` acts on that rule, and no rule falls due before it
+(after the pass at `after`). Each wake-up comes from its rule's module, which states its comparison once: a
+provisioning deadline (`lifecycle.deadline_due_at`: strict, a tick after it), the cancel grace and a
+timed-out gang's cooling (`lifecycle.grace_due_at`), a group's backoff (`backoff.backed_off`: its time),
+ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`) and the empty-node keep time
+(`scaledown.falls_due_at`). Without these a rule would be acted on only at the next change or resync,
+billing a node that long past its deadline or keep time; as Karpenter's reconcilers return `RequeueAfter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from ..model import GangKey
+from .config import ControllerConfig
+from .lifecycle import GangState, Record, deadline_due_at, grace_due_at
+from .scaledown import falls_due_at
+
+
+class Timed(Protocol):
+    """What the wake-ups read of a decide state (`decide.State`)."""
+
+    @property
+    def settings(self) -> ControllerConfig: ...
+    @property
+    def records(self) -> Mapping[GangKey, Record]: ...
+    @property
+    def backoff(self) -> Mapping[str, float]: ...
+    @property
+    def empty_since(self) -> Mapping[str, float]: ...
+
+
+def record_due(rec: Record, cfg: ControllerConfig) -> Iterable[float]:
+    """A record's wake-ups, whatever its state (one that does not apply only costs a pass): the cancel grace and
+    the cooling from `since`, its deadline, and its ageing while it is not running."""
+    yield grace_due_at(rec, cfg.cancel_grace_seconds)
+    yield grace_due_at(rec, cfg.launch_failure_backoff_seconds)
+    if (t := deadline_due_at(rec)) is not None:
+        yield t
+    if rec.state != GangState.RUNNING:
+        yield rec.first_seen + cfg.ageing_seconds
+
+
+def next_due(state: Timed, after: float) -> float | None:
+    """The earliest wake-up after `after`; None: no rule will fall due. Only the earliest is kept, so none is
+    collected in a list (the store keeps up to `records.MAX_RECORDS`)."""
+    cfg = state.settings
+    soonest: float | None = None
+    for r in state.records.values():
+        for t in record_due(r, cfg):
+            if t > after and (soonest is None or t < soonest):
+                soonest = t
+    grace = cfg.empty_node_grace_seconds
+    for t in (
+        *state.backoff.values(),
+        *(falls_due_at(s, grace) for s in state.empty_since.values()),
+    ):
+        if t > after and (soonest is None or t < soonest):
+            soonest = t
+    return soonest
+
+
+def overdue_empty(
+    empty_since: Mapping[str, float], cfg: ControllerConfig, last_pass: float
+) -> bool:
+    """An empty node was past its keep time at the last pass and outlived it (its removal failed, or its group is
+    at minSize): no wake-up of its own is left, so only a resync tries it again."""
+    grace = cfg.empty_node_grace_seconds
+    return any(falls_due_at(s, grace) <= last_pass for s in empty_since.values())
