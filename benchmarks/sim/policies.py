@@ -311,7 +311,9 @@ class Gangscale:
         due = []
         if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
             due.append(math.ceil(t - t0))
-        if timers.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
+        if timers.overdue_empty(
+            self.rec.empty_since, self.cfg, t0 + self.last_scan, self.rec.empty_until
+        ):
             due.append(
                 self.last_scan + int(self.cfg.resync_seconds)
             )  # the live loop's resync retries it

@@ -44,7 +44,7 @@ from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..rfc3339 import parse_time
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, gates, janitor, timers
+from . import backoff, gates, janitor, keep, timers
 from . import metrics as observe
 from .actuator import Actuator
 from .conditions import due as conditions_due
@@ -111,7 +111,8 @@ from .scaledown import (
     above_min_size,
     blocks_removal,
     busy_nodes,
-    due_for_scale_down,
+    due_nodes,
+    empty_nodes,
     pod_key,
     protected_nodes,
     tainted_nodes,
@@ -225,6 +226,8 @@ class Reconciler:
         self.clock = clock
         self.state = ControllerState()
         self.empty_since: dict[str, float] = {}
+        self.empty_until: dict[str, float] = {}  # empty node -> when it goes back (keep.py)
+        self.keep = keep.KeepState()  # the keep rule's arrivals and boots
         self.stranded_since: dict[
             str, float
         ] = {}  # released pods whose narrowed-to node is gone: since when
@@ -280,7 +283,12 @@ class Reconciler:
         """When one of this controller's timers (deadlines, graces, backoffs, ageing) next falls due after the pass
         that started at `after`: the loop runs a pass then (timers.py)."""
         return timers.next_due(
-            self.state.records.values(), self.state.backoff, self.empty_since, self.cfg, after
+            self.state.records.values(),
+            self.state.backoff,
+            self.empty_since,
+            self.cfg,
+            after,
+            {n: t for n, t in self.empty_until.items() if n in self.empty_since},
         )
 
     def reconcile(
@@ -781,15 +789,15 @@ class Reconciler:
             | self._reserved_nodes()
             | set(protected)
         )
-        self.empty_since, due = due_for_scale_down(
-            self.empty_since,
-            cluster,
-            busy,
-            self.groups,
-            now,
-            self.cfg.empty_node_grace_seconds,
-            spares,
+        settings = self.cfg.keep_settings()
+        self.empty_since = empty_nodes(self.empty_since, cluster, busy, self.groups, now)
+        self.keep = keep.observe(
+            self.keep, cluster, self.groups, self.state.records.values(), now, settings
         )
+        self.empty_until = keep.keep_until(
+            self.keep, self.empty_since, self.empty_until, cluster, self.groups, now, settings
+        )
+        due = due_nodes(self.empty_since, self.empty_until, cluster, self.groups, now, spares)
         due = [e for e in above_min_size(due) if self._still_empty(e)]
         removed = set()
         for res in self.actuator.scale_down(due):
