@@ -21,10 +21,11 @@ idle stretch that ends with a fitting arrival; a stretch nothing ends costs at m
 `emptyNodeMaxKeepSeconds`.
 
 The prediction (`predicted_gap`): the mean gap between fitting node-demands of the node's group over the window (or
-since the first pass, when shorter), shared among its empty nodes, and never less than the time since the last one. A gang is fitting work for a group when its pods that fit the group's nodes (resources,
-selectors, taints: `gangscale.fit`) would need no more nodes than the group has empty: a kept node that covers part
-of a gang saves it no time (the gang still waits for its other nodes to boot) and no money (the kept node idles
-through their boot). Arrivals are counted once per gang, when it is first seen pending (`observe`).
+since the first pass, when shorter), shared among its empty nodes, and never less than the time since the last one.
+A gang is fitting work for a group when its pods that fit the group's nodes (resources, selectors, taints:
+`gangscale.fit`) would need no more nodes than the group has empty: a kept node that covers part of a gang saves it
+no time (the gang still waits for its other nodes to boot) and no money (the kept node idles through their boot).
+Arrivals are counted once per gang, when it is first seen pending (`observe`).
 
 The boot time (`boot_seconds`): the mean launch-to-registration time measured on the group's nodes (a Node's
 creationTimestamp less the oldest purchase in its group still expecting a node, from the records' `requested_at`,
