@@ -187,7 +187,7 @@ def _boots(
     requests: Mapping[str, tuple[tuple[float, str, int], ...]],
     longest: float,
 ) -> tuple[
-    dict[str, Mapping[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
+    dict[str, dict[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
 ]:
     """The measured boots with those of the nodes registered since the last pass (a node's creation less the oldest
     purchase in its group still expecting a node, at most `longest` before), the purchases left, the nodes known."""
