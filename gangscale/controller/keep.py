@@ -96,7 +96,7 @@ class KeepState:
     arrivals: tuple[Arrival, ...] = ()
     seen: frozenset[str] = frozenset()  # the gangs of `arrivals`
     boots: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # group -> purchases still expecting nodes there: (time, gang, nodes not registered yet), oldest first
+    # group -> purchases in the last provisioning deadline: (time, gang, nodes not registered yet), oldest first
     requests: Mapping[str, tuple[tuple[float, str, int], ...]] = field(default_factory=dict)
     known: frozenset[str] = frozenset()  # the nodes registered at the last pass
     used: frozenset[str] = frozenset()  # the registered nodes that have run a pod
@@ -187,29 +187,37 @@ def _boots(
     requests: Mapping[str, tuple[tuple[float, str, int], ...]],
     longest: float,
 ) -> tuple[
-    dict[str, dict[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
+    Mapping[str, Mapping[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
 ]:
     """The measured boots with those of the nodes registered since the last pass (a node's creation less the oldest
     purchase in its group still expecting a node, at most `longest` before), the purchases left, the nodes known."""
+    known = frozenset(n.name for n in cluster.nodes)
+    new = sorted((n for n in cluster.nodes if n.name not in state.known), key=lambda n: n.created)
+    if not new:
+        return state.boots, dict(requests), known
     boots = {g: dict(b) for g, b in state.boots.items()}
     left = {g: list(qs) for g, qs in requests.items()}
-    for n in sorted(cluster.nodes, key=lambda n: n.created):
+    for n in new:
         group = n.node_group or ""
-        at = parse_time(n.created) if n.name not in state.known and group in left else None
+        at = parse_time(n.created) if group in left else None
         qs = left.get(group, [])
         i = next(
-            (i for i, q in enumerate(qs) if at is not None and at - longest <= q[0] <= at + SKEW),
+            (
+                i
+                for i, q in enumerate(qs)
+                if at is not None and q[2] and at - longest <= q[0] <= at + SKEW
+            ),
             None,
         )
         if at is None or i is None:
             continue
         t, gang, k = qs[i]
-        qs[i : i + 1] = [(t, gang, k - 1)] if k > 1 else []
+        qs[i] = (t, gang, k - 1)  # kept at 0 until it leaves the window: the record still lists it
         kept = boots.setdefault(group, {})
         kept[n.name] = max(0.0, at - t)
         while len(kept) > BOOT_SAMPLES:
             del kept[next(iter(kept))]
-    return boots, {g: tuple(qs) for g, qs in left.items()}, frozenset(n.name for n in cluster.nodes)
+    return boots, {g: tuple(qs) for g, qs in left.items()}, known
 
 
 def observe(

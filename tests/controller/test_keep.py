@@ -134,6 +134,10 @@ def test_the_boot_is_measured_from_a_purchase_to_its_node_s_registration():
     state = keep.observe(state, Cluster(nodes=nodes), {"cpu": CPU}, [rec], NOW + 140, s)
     assert dict(state.boots["cpu"]) == {"a": 90.0, "b": 130.0}
     assert keep.boot_seconds(state, "cpu", 120.0) == 110.0 and keep.boot_seconds(state, "gpu", 120.0) == 120.0
+    late = Node("c", {}, (), {}, node_group="cpu", created=datetime.fromtimestamp(NOW + 600, timezone.utc)
+                .strftime("%Y-%m-%dT%H:%M:%SZ"))  # not this purchase's: it had its two nodes
+    after = keep.observe(state, Cluster(nodes=[*nodes, late]), {"cpu": CPU}, [rec], NOW + 610, s)
+    assert dict(after.boots["cpu"]) == {"a": 90.0, "b": 130.0}
 
 
 def test_a_config_that_sets_the_grace_keeps_its_fixed_grace_and_one_that_does_not_keeps_by_the_rule():
