@@ -94,7 +94,9 @@ class KeepState:
     """What the rule has seen: arrivals in the window (oldest first), measured boots per group (node -> seconds)."""
 
     arrivals: tuple[Arrival, ...] = ()
-    seen: frozenset[str] = frozenset()  # the gangs of `arrivals`
+    seen: frozenset[str] = (
+        frozenset()
+    )  # the gangs of `arrivals`, and those logged before still pending
     boots: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # group -> purchases in the last provisioning deadline: (time, gang, nodes not registered yet), oldest first
     requests: Mapping[str, tuple[tuple[float, str, int], ...]] = field(default_factory=dict)
@@ -229,26 +231,31 @@ def observe(
     settings: KeepSettings,
 ) -> KeepState:
     """The state after a pass: gangs first seen pending logged with their needs per group, arrivals older than the
-    window forgotten, boots measured on nodes that arrived for a record. The `grace` rule needs none of it."""
+    window forgotten, boots measured on nodes that arrived for a record. The `grace` rule needs none of it.
+
+    A gang is logged at its record's `first_seen` when it has one (after a restart, the saved records say when their
+    gangs came), else now; counting starts at the first pass or the earliest arrival logged then."""
     if settings.rule is KeepRule.GRACE:
         return state
+    records = list(records)
     since = now - settings.window_seconds
     kept = tuple(a for a in state.arrivals if a.at > since)
-    seen = state.seen if len(kept) == len(state.arrivals) else frozenset(a.gang for a in kept)
-    new = [
-        Arrival(now, key, _need(g, groups.values()))
-        for g in cluster.gangs
-        if g.pending and (key := str(g.key)) not in seen
-    ]
-    if new:
-        kept += tuple(new)
-        seen = seen | {a.gang for a in new}
+    waiting = {str(g.key): g for g in cluster.gangs if g.pending}
+    seen = frozenset(k for k in state.seen if k in waiting) | {a.gang for a in kept}
+    pending = [(k, g) for k, g in waiting.items() if k not in seen]
+    start = state.start
+    if pending:
+        first = {r.gang: r.first_seen for r in records if r.first_seen}
+        new = tuple(
+            Arrival(min(now, first.get(k, now)), k, _need(g, groups.values())) for k, g in pending
+        )
+        kept += tuple(a for a in new if a.at > since)
+        seen = seen | {k for k, _ in pending}
+        start = min([now, *(a.at for a in new)]) if start is None else start
     requests = _requests(state, records, now - settings.max_boot_seconds)
     boots, requests, known = _boots(state, cluster, requests, settings.max_boot_seconds)
     used = (state.used | busy_nodes(cluster)) & known
-    return KeepState(
-        kept, seen, boots, requests, known, used, now if state.start is None else state.start
-    )
+    return KeepState(kept, seen, boots, requests, known, used, now if start is None else start)
 
 
 def keep_until(

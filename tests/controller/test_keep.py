@@ -121,7 +121,16 @@ def test_gangs_first_seen_pending_are_counted_once_with_the_nodes_they_need_per_
     again = keep.observe(state, cluster, {"cpu": CPU, "gpu": gpu}, (), NOW + 10, s)
     assert again.arrivals == state.arrivals
     later = keep.observe(again, cluster, {"cpu": CPU, "gpu": gpu}, (), NOW + s.window_seconds + 1, s)
-    assert {a.at for a in later.arrivals} == {NOW + s.window_seconds + 1}  # forgotten, then seen again
+    assert later.arrivals == ()  # out of the window, and not counted again while they wait
+    back = keep.observe(later, Cluster(gangs=[_gang("small", 1, cpu=500)]), {"cpu": CPU}, (), NOW + 4000, s)
+    back = keep.observe(back, cluster, {"cpu": CPU}, (), NOW + 4010, s)
+    assert [a.gang for a in back.arrivals] == ["hpc/wide/native"]  # left the queue, pending again: new work
+
+
+def test_after_a_restart_a_gang_is_counted_from_its_saved_record_s_first_sight():
+    rec = Record("hpc/wide/native", "hpc", "wide", "native", "uid", GangState.PROVISIONING, "", NOW - 50, NOW - 600)
+    state = keep.observe(KeepState(), Cluster(gangs=[_gang("wide", 1)]), {"cpu": CPU}, [rec], NOW, KeepSettings())
+    assert [a.at for a in state.arrivals] == [NOW - 600] and state.start == NOW - 600
 
 
 def test_the_boot_is_measured_from_a_purchase_to_its_node_s_registration():
