@@ -4,7 +4,7 @@ run [--quick] [--out DIR] [--only NAME ...]   run a suite, write results.{json,m
 generate NAME [--out DIR] [--yaml]             write one suite backlog's cluster and catalog files
 list [--quick]                                 the suite's backlogs
 baseline POLICY --cluster F --nodegroups F     one baseline's decisions, as JSON, for a cluster file
-simulate [--trace hour|week] [--seed N] [--failures P] [--policies ...] [--out DIR]
+simulate [--trace hour|week|scarce] [--seed N] [--failures P] [--policies ...] [--out DIR]
                                                a simulated hour or week under each policy (docs/simulate.md)
 results --bench DIR --simulate DIR ... [--out docs/results.md]
                                                docs/results.md and its plots from those runs' JSON
@@ -112,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a simulated hour or week of arrivals, launches and failures under each policy",
     )
     s.add_argument(
-        "--trace", choices=["hour", "week"], default="hour", help="the trace (default hour)"
+        "--trace",
+        choices=["hour", "week", "scarce"],
+        default="hour",
+        help="the trace (default hour)",
     )
     s.add_argument(
         "--seed",

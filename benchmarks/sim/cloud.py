@@ -67,6 +67,7 @@ class SimCloud(SimulatedProvider):
         self.seed = seed
         self._delay_rngs: dict[str, random.Random] = {}
         self._fail_rngs: dict[str, random.Random] = {}
+        self._burst_rngs: dict[str, random.Random] = {}
         self.calls: Counter[str] = Counter()
         self.bill: dict[str, Billed] = {}
         self.open: set[str] = (
@@ -95,10 +96,16 @@ class SimCloud(SimulatedProvider):
         return int(self.clock() - self.t0)
 
     def _in_outage(self, group: str, t: int) -> bool:
-        return any(o.group == group and o.start <= t < o.end for o in self.outages)
+        """Whether a launch of `group` at `t` fails for an outage or an ICE burst (a burst's draw comes from the
+        group's own burst stream, drawn only inside a burst: other traces' draws are not moved)."""
+        hit = [o for o in self.outages if o.group == group and o.start <= t < o.end]
+        if any(o.probability >= 1 for o in hit):
+            return True
+        burst = self._stream(self._burst_rngs, "bursts", group) if hit else None
+        return burst is not None and burst.random() < max(o.probability for o in hit)
 
     # ---------------------------------------------------------- counted calls
-    def discover(self):  # type: ignore[override]
+    def discover(self):
         self.calls["discover"] += 1
         return super().discover()
 
@@ -112,11 +119,10 @@ class SimCloud(SimulatedProvider):
         now, t = self.clock(), self._now()
         median, sigma = self.delays.get(group, (120.0, 0.4))
         new = set(res.instance_ids)
-        outage = self._in_outage(group, t)
         for inst in self._groups[group].instances:
             if inst.id not in new:
                 continue
-            inst.fails = inst.fails or outage
+            inst.fails = inst.fails or self._in_outage(group, t)  # each launch of a burst draws
             delays = self._stream(self._delay_rngs, "delays", group)
             inst.ready_at = now + (
                 ICE_SECONDS if inst.fails else launch_delay(delays, median, sigma)
@@ -141,11 +147,11 @@ class SimCloud(SimulatedProvider):
         self.calls["decrease_target_size"] += 1
         return super().decrease_target_size(group, delta)
 
-    def instances(self, group: str):  # type: ignore[override]
+    def instances(self, group: str):
         self.calls["instances"] += 1
         return super().instances(group)
 
-    def launch_failures(self, group, since):  # type: ignore[override]
+    def launch_failures(self, group, since):
         self.calls["launch_failures"] += 1
         return super().launch_failures(group, since)
 

@@ -15,7 +15,8 @@ billed to its end under every policy. Definitions (docs/simulate.md):
   held past that point counted stays counted if a gang starts on it later);
 - stranded by cause: each stretch of a node's idleness, by what came before it (a pod, or none yet) and what
   ended it (a pod, or the node going back / the horizon): `StrandedCauses`;
-- GPU-hours bought (the bill) vs used (GPU requests of bound pods);
+- GPU-hours bought (the bill) vs used (GPU requests of bound pods), and bought for no gang: billed for instances
+  that never ran a pod (bought for a gang that did not start on them);
 - dollars wasted: the bill of instance-seconds that ran no pod (booting, Ready and idle), by the bill's own
   per-second rule;
 - the bill's parts: booting (launch to its Node's registration, or the whole life of a launch that never
@@ -170,6 +171,16 @@ class Recorder:
         )
         return round(s / 3600, 2)
 
+    def _gpu_hours_for_no_gang(self, end: int) -> float:
+        """GPU-hours billed for instances that never ran a pod: bought for a gang that did not start on them (it
+        could not complete, or started elsewhere), booting included."""
+        s = sum(
+            ((b.end if b.end is not None else end) - b.start) * self.group_gpus.get(b.group, 0)
+            for iid, b in self.cloud.bill.items()
+            if iid not in self.ever_used
+        )
+        return round(s / 3600, 2)
+
     def _rates(self) -> dict[str, int]:
         return {
             g.name: round(g.price_per_hour * 1_000_000) for g in self.cloud.groups_by_name.values()
@@ -262,6 +273,7 @@ class Recorder:
             "nodes_given_back_at_deadlines": policy.given_back_at_deadlines(),
             "gpu_hours_bought": self._gpu_hours_bought(end),
             "gpu_hours_used": round(self.gpu_used_s / 3600, 2),
+            "gpu_hours_for_no_gang": self._gpu_hours_for_no_gang(end),
             "instances_launched": len(self.cloud.bill),
             "cloud_calls": calls,
             "cloud_calls_total": sum(calls.values()),

@@ -315,7 +315,9 @@ class Gangscale:
         due = []
         if (t := self.rec.next_due(t0 + self.last_scan)) is not None:
             due.append(math.ceil(t - t0))
-        if wakes.overdue_empty(self.rec.empty_since, self.cfg, t0 + self.last_scan):
+        if wakes.overdue_empty(
+            self.rec.empty_since, self.rec.empty_until, self.cfg, t0 + self.last_scan
+        ):
             due.append(
                 self.last_scan + int(self.cfg.resync_seconds)
             )  # the live loop's resync retries it
@@ -373,6 +375,8 @@ class Baseline:
 
     def _ca_loop(self, cluster, groups, now: int) -> None:
         """CA's ClusterStateRegistry for this loop (CABackoff): scale-up requests, failed launches, backoffs."""
+        ca = self.ca
+        assert ca is not None  # run for the CA policies only (`scan`)
         ready: dict[str, int] = {}
         for n in cluster.nodes:
             if n.node_group:
@@ -381,7 +385,7 @@ class Baseline:
         if self.cloud.failure_count() != self.failures_seen:
             self.failures_seen = self.cloud.failure_count()
             epoch = datetime.fromtimestamp(self.clock() - now, timezone.utc)
-            for g in sorted(self.ca.requests):
+            for g in sorted(ca.requests):
                 total = len(self.cloud.launch_failures(g, epoch))
                 failed[g] = total - self.seen_failures.get(g, 0)
                 self.seen_failures[g] = total
@@ -389,10 +393,10 @@ class Baseline:
         upcoming = {
             g.name: g.current_size - ready.get(g.name, 0) + failed.get(g.name, 0) for g in groups
         }
-        self.ca.update(upcoming, now)
+        ca.update(upcoming, now)
         for g, n in sorted(failed.items()):
-            self.ca.failed(g, n, upcoming.get(g, 0), now)
-        self.backoff = self.ca.until()
+            ca.failed(g, n, upcoming.get(g, 0), now)
+        self.backoff = ca.until()
 
     def _failed_groups(self, now: int) -> list[str]:
         """Groups whose launches failed since the scale-up (read from the cloud only where launches are in flight)."""

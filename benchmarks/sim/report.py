@@ -234,10 +234,16 @@ def _end(r: dict[str, Any]) -> str:
     return end if r["drained"] else f"{end} (cap: {left})"
 
 
+def _gpu_hours_for_no_gang(r: dict[str, Any]) -> str:
+    """The GPU-hours of instances that never ran a pod; "n/a" in a result written before the simulator counted it."""
+    v = r.get("gpu_hours_for_no_gang")
+    return "n/a" if v is None else f"{v:.0f}"
+
+
 def table(doc: dict[str, Any]) -> str:
     rows = [
         "| policy | started | never | TTS p50 | p95 | p99 | $ | $/started gang | wasted $/started gang | "
-        "stranded node-h | past deadline node-h | given back | GPU-h bought / used | cloud calls | "
+        "stranded node-h | past deadline node-h | given back | GPU-h bought / used / for no gang | cloud calls | "
         "$ booting / idle / running pods | run ends |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -247,8 +253,10 @@ def table(doc: dict[str, Any]) -> str:
         rows.append(
             f"| {p} | {r['started']}/{r['gangs']} | {r['never_started']} | {_h(q['p50'])} | {_h(q['p95'])} | "
             f"{_h(q['p99'])} | {r['dollars']:,.0f} | {r['dollars_per_started_gang'] or 0:,.2f} | "
-            f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | {r['stranded_node_hours_past_deadline']:.2f} | "
-            f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} | "
+            f"{r['wasted_dollars_per_started_gang'] or 0:,.2f} | {r['stranded_node_hours']:.1f} | "
+            f"{r['stranded_node_hours_past_deadline']:.2f} | "
+            f"{r['nodes_given_back_at_deadlines']} | {r['gpu_hours_bought']:.0f} / {r['gpu_hours_used']:.0f} / "
+            f"{_gpu_hours_for_no_gang(r)} | "
             f"{r['cloud_calls_total']} ({r['cloud_mutations']} writes) | {_parts(r)} | {_end(r)} |"
         )
     return "\n".join(rows) + "\n"

@@ -82,11 +82,19 @@ class GangSpec:
 
 @dataclass(frozen=True, slots=True)
 class Outage:
-    """Every launch in `group` between start and end fails (InsufficientInstanceCapacity)."""
+    """Every launch in `group` between start and end fails (InsufficientInstanceCapacity); with `probability` below
+    1, each fails with that probability (an ICE burst), drawn from the group's own burst stream."""
 
     group: str
     start: int
     end: int
+    probability: float = 1.0
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"group": self.group, "start": self.start, "end": self.end}
+        if self.probability < 1:
+            out["probability"] = self.probability
+        return out
 
 
 @dataclass(slots=True)
@@ -118,7 +126,7 @@ class Trace:
             "gpus": sum(g.gpus for g in self.gangs),
             "failures": self.failures,
             "horizon_seconds": self.horizon,
-            "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in self.outages],
+            "outages": [o.summary() for o in self.outages],
             "restarts": list(self.restarts),
             "node_groups": len(self.catalog),
             **self.notes,
@@ -221,7 +229,9 @@ def _api(rng: random.Random) -> str:
     return rng.choices([a for a, _ in GANG_APIS], [w for _, w in GANG_APIS])[0]
 
 
-def _gang(rng: random.Random, i: int, arrival: int, max_runtime: int) -> GangSpec:
+def _gang(
+    rng: random.Random, i: int, arrival: int, max_runtime: int, crash_rate: float = 0.08
+) -> GangSpec:
     """One gang: the family, its pods, and a heavy-tailed run time (bigger GPU gangs run longer)."""
     fam = rng.choices(["gpu-mix", "llm", "cpu-mpi", "basic"], [40, 25, 25, 10])[0]
     roles: list[tuple[str, int, PodT]]
@@ -249,7 +259,7 @@ def _gang(rng: random.Random, i: int, arrival: int, max_runtime: int) -> GangSpe
     size = sum(k for _, k, _ in roles)
     api = "basic" if fam == "basic" else _api(rng)
     runtime = _lognormal(rng, median, 1.3, 120, max_runtime)
-    crash_after = int(runtime * rng.uniform(0.1, 0.9)) if rng.random() < 0.08 else None
+    crash_after = int(runtime * rng.uniform(0.1, 0.9)) if rng.random() < crash_rate else None
     ns = {"gpu-mix": "inference", "llm": "ml-research", "cpu-mpi": "hpc", "basic": "batch"}[fam]
     return GangSpec(
         f"{fam}-{i:05d}",
@@ -308,8 +318,10 @@ def make_trace(
 
 
 def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Trace:
+    if kind == "scarce":
+        return _scarce(seed, gangs, failures)
     if kind not in ("hour", "week"):
-        raise ValueError(f"unknown trace {kind!r}; expected hour or week")
+        raise ValueError(f"unknown trace {kind!r}; expected hour, week or scarce")
     rng = random.Random(f"gangscale-sim/{kind}/{seed}")
     entries, delays = catalog()
     notes: dict[str, Any] = {}
@@ -338,6 +350,53 @@ def _make_trace(kind: str, seed: int, gangs: int | None, failures: float) -> Tra
         restarts = sorted(rng.randrange(span) for _ in range(7))
     return Trace(
         kind, seed, specs, entries, delays, failures, outages, restarts, horizon, notes=notes
+    )
+
+
+SCARCE_CAP = (
+    50,
+    70,
+)  # a GPU type's maxSize over the zones: this share (%) of its peak demand, drawn per type
+SCARCE_CRASHES = 0.25  # the share of gangs one of whose members crashes once while running
+ICE_BURST = 0.3  # launches of a GPU group fail with this probability in its bursts
+
+
+def _scarce(seed: int, gangs: int | None, failures: float) -> Trace:
+    """The hour's arrivals under scarcity: each GPU type capped at 50-70% of its peak demand (over three zones, at
+    least one node a zone), ICE bursts (two 10-minute windows per GPU group in which a launch fails with 30%), one
+    zone's GPU groups out for 20 minutes, and a member crash in a quarter of the gangs."""
+    rng = random.Random(f"gangscale-sim/scarce/{seed}")
+    n, span, horizon = gangs or 40, HOUR, HOUR + HOUR // 2
+    times = _arrivals(rng, n, span, False, 14)
+    specs = [_gang(rng, i, t, 4 * HOUR, SCARCE_CRASHES) for i, t in enumerate(times)]
+    peak = peak_demand(specs)
+    gpu_types = [itype for itype, *_ in CATALOG if itype[0] in "gp"]
+    sizes = {
+        t: max(1, rng.randint(*SCARCE_CAP) * peak.get(t, 0) // (100 * len(ZONES)))
+        for t in gpu_types
+    }
+    entries, delays = catalog(sizes)
+    gpu_groups = [e["name"] for e in entries if "taints" in e]
+    bursts = [
+        Outage(g, s, s + 600, ICE_BURST)
+        for g in gpu_groups
+        for s in sorted(rng.randrange(0, span) for _ in range(2))
+    ]
+    zone = rng.choice(ZONES)[-2:]
+    start = rng.randrange(600, span - 1200)
+    down = [Outage(g, start, start + 1200) for g in gpu_groups if g.endswith(zone)]
+    notes = {"max_size_per_zone": sizes, "peak_demand": {t: peak.get(t, 0) for t in gpu_types}}
+    return Trace(
+        "scarce",
+        seed,
+        specs,
+        entries,
+        delays,
+        failures,
+        [*down, *bursts],
+        [1800],
+        horizon,
+        notes=notes,
     )
 
 

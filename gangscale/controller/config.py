@@ -22,6 +22,7 @@ from ..loader import InputError, read_documents
 from ..parse import (  # the mutating hook never gates them, nor gangscale's own (`stateNamespace`)
     SYSTEM_NAMESPACES as SYSTEM_NAMESPACES,
 )
+from .keep import KeepRule, KeepSettings
 
 Mode = Literal["dry-run", "enforce"]
 # which gangs wait behind gangscale.io/capacity (docs/scheduling.md, "Which mode"): `opt-out` (the default) gates every
@@ -196,6 +197,24 @@ class ControllerConfig(BaseModel):
     # a long grace bills every empty node for sure and saves at most one launch (docs/controller.md, Scale-down),
     # so the default only guards a pod not yet seen
     empty_node_grace_seconds: Seconds = Field(default=10.0, alias="emptyNodeGraceSeconds", ge=0)
+    # how long an empty node is kept for gangs not yet arrived (keep.py, docs/controller.md, Scale-down):
+    # ski-rental keeps it while that costs less than launching again for the fitting work likely to come, at most
+    # emptyNodeKeepRatio x the cost of the best choice in hindsight; grace keeps every node emptyNodeGraceSeconds.
+    # Unset: grace when the file sets emptyNodeGraceSeconds (its fixed grace, as before), else ski-rental
+    empty_node_keep: KeepRule | None = Field(default=None, alias="emptyNodeKeep")
+    empty_node_keep_ratio: float = Field(default=11.0, alias="emptyNodeKeepRatio", ge=2, le=100)
+    empty_node_max_keep_seconds: Seconds = Field(
+        default=3600.0, alias="emptyNodeMaxKeepSeconds", ge=0
+    )
+    # fitting arrivals are counted over this long; a group's boot time until one is measured on its nodes
+    empty_node_arrival_window_seconds: Seconds = Field(
+        default=3600.0, alias="emptyNodeArrivalWindowSeconds", gt=0
+    )
+    empty_node_boot_seconds: Seconds = Field(default=120.0, alias="emptyNodeBootSeconds", gt=0)
+    # what starting a gang an hour sooner is worth, in the relaunch cost the keep is weighed against
+    empty_node_wait_dollars_per_hour: float = Field(
+        default=4.0, alias="emptyNodeWaitDollarsPerHour", ge=0, le=1e6
+    )
     orphan_grace_seconds: Seconds = Field(
         default=600.0, alias="orphanGraceSeconds", ge=0
     )  # aws-fleet janitor
@@ -260,6 +279,23 @@ class ControllerConfig(BaseModel):
         for spec in specs:
             parse_auto_discovery(spec)  # TagError (a ValueError): pydantic names the field
         return specs
+
+    def keep_settings(self) -> KeepSettings:
+        """The empty-node keep rule's settings (keep.py), the rule resolved as `emptyNodeKeep` says."""
+        rule = self.empty_node_keep
+        if rule is None:
+            explicit = "empty_node_grace_seconds" in self.model_fields_set
+            rule = KeepRule.GRACE if explicit else KeepRule.SKI_RENTAL
+        return KeepSettings(
+            rule,
+            self.empty_node_keep_ratio,
+            self.empty_node_max_keep_seconds,
+            self.empty_node_arrival_window_seconds,
+            self.empty_node_boot_seconds,
+            self.empty_node_grace_seconds,
+            self.empty_node_wait_dollars_per_hour,
+            self.provisioning_deadline_seconds,
+        )
 
     def cap_for(self, namespace: str) -> NamespaceCap:
         return self.namespace_caps.get(namespace, self.default_namespace_cap)

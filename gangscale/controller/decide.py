@@ -23,7 +23,7 @@ from cloud_adapters.base import LooseInstance
 from ..ingest import Cluster
 from ..model import Gang, GangKey, NodeGroup, Pod
 from ..plan import Plan
-from . import backoff, janitor, wakes
+from . import backoff, janitor, keep, wakes
 from .actions import (
     Action,
     Adopt,
@@ -44,6 +44,7 @@ from .config import ControllerConfig
 from .events import state_object
 from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
 from .gates import CAPACITY_GATE, GateDecision, release_patch
+from .keep import KeepState
 from .lifecycle import (
     ApplyScaleUp,
     BackOff,
@@ -59,7 +60,7 @@ from .lifecycle import (
     transition,
 )
 from .reservations import reserved_registered
-from .scaledown import EmptyNode, above_min_size, due_for_scale_down, tainted_nodes
+from .scaledown import EmptyNode, above_min_size, due_nodes, empty_nodes, tainted_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,10 @@ class State:
     records: Mapping[GangKey, Record] = field(default_factory=dict)
     backoff: Mapping[str, float] = field(default_factory=dict)  # group -> backed off until
     empty_since: Mapping[str, float] = field(default_factory=dict)  # node -> first seen empty
+    empty_until: Mapping[str, float] = field(
+        default_factory=dict
+    )  # empty node -> its give-back time
+    keep: KeepState = KeepState()  # the keep rule's arrivals and boots (keep.py)
     stranded_since: Mapping[str, float] = field(
         default_factory=dict
     )  # pod key -> first seen stranded
@@ -300,19 +305,16 @@ def _orphans_ended(state: State, obs: OrphansEnded, now: float) -> Decision:
 
 
 def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
-    """Empty nodes past their keep time (`scaledown.due_for_scale_down`) that their group can spare are tainted
-    and read again before they go (`Cordon`)."""
-    since, due = due_for_scale_down(
-        state.empty_since,
-        obs.cluster,
-        set(obs.busy),
-        obs.groups,
-        now,
-        state.settings.empty_node_grace_seconds,
-        obs.spares,
-    )
+    """Empty nodes past their keep time (keep.py: the ski-rental rule, or the fixed grace) that their group can
+    spare are tainted and read again before they go (`Cordon`)."""
+    settings = state.settings.keep_settings()
+    since = empty_nodes(state.empty_since, obs.cluster, set(obs.busy), obs.groups, now)
+    records = state.records.values()
+    kept = keep.observe(state.keep, obs.cluster, obs.groups, records, now, settings)
+    until = keep.keep_until(kept, since, state.empty_until, obs.cluster, obs.groups, now, settings)
+    due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares)
     cordons = tuple(Cordon(e) for e in above_min_size(due))
-    return Decision(replace(state, empty_since=since), cordons)
+    return Decision(replace(state, empty_since=since, empty_until=until, keep=kept), cordons)
 
 
 def _cordoned(state: State, obs: Cordoned, now: float) -> Decision:
@@ -323,8 +325,9 @@ def _cordoned(state: State, obs: Cordoned, now: float) -> Decision:
         return Decision(state)
     node = out.action.node.node
     since = {k: t for k, t in state.empty_since.items() if k != node}
+    until = {k: t for k, t in state.empty_until.items() if k != node}
     why = "a pod landed" if out.landed else "its pods could not be read"
-    return Decision(replace(state, empty_since=since), (Uncordon(node, why),))
+    return Decision(replace(state, empty_since=since, empty_until=until), (Uncordon(node, why),))
 
 
 def _checked(state: State, obs: Checked, now: float) -> Decision:
@@ -336,13 +339,14 @@ def _scaled_down(state: State, obs: ScaledDown, now: float) -> Decision:
     call, a removal left unfinished) gets its taint off."""
     removed = {r.node.node for r in obs.outcome.results if r.removed}
     since = {k: t for k, t in state.empty_since.items() if k not in removed}
+    until = {k: t for k, t in state.empty_until.items() if k not in removed}
     names = {n.name for n in obs.cluster.nodes}
     scaled_down = (state.scaled_down | removed) & names
     matched = {n.name for n in obs.cluster.nodes if n.node_group in obs.groups}
     tainted = tainted_nodes(obs.cluster.nodes) | {e.node for e in obs.outcome.action.nodes}
     leftover = sorted(tainted & matched - scaled_down)
     return Decision(
-        replace(state, empty_since=since, scaled_down=frozenset(scaled_down)),
+        replace(state, empty_since=since, empty_until=until, scaled_down=frozenset(scaled_down)),
         tuple(Uncordon(n, "not scaled down") for n in leftover),
     )
 

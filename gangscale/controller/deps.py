@@ -10,22 +10,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..ingest import Cluster, ParseCache
 from ..kube.nodetaints import NodeTainter
-from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
 from ..solver.params import SolveOptions
 from .events import EventSink
+from .execute import PodGates
 from .metrics import Metrics
 from .published import StatusPublisher
-from .records import StateStore
+from .records import ControllerState
+
+
+class RecordStore(Protocol):
+    """Where the records live between passes and restarts (`records.StateStore`: one ConfigMap per record)."""
+
+    def load(self) -> ControllerState: ...
+    def save(self, state: ControllerState) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Deps:
-    store: StateStore | None = None  # the records' ConfigMaps; None: kept in memory only
+    store: RecordStore | None = None  # the records' ConfigMaps; None: kept in memory only
     events: EventSink | None = None  # Kubernetes Events; None: a sink that writes nowhere
     metrics: Metrics | None = None  # None: a registry of its own
     clock: Callable[[], float] = time.time
@@ -33,7 +40,7 @@ class Deps:
     fence: Callable[[str], None] | None = (
         None  # raises LostLeadership when this replica may no longer act
     )
-    pod_gates: PodGateLifter | None = (
+    pod_gates: PodGates | None = (
         None  # lifts gangscale.io/capacity, deletes stranded pods (gate mode)
     )
     conditions: ConditionWriter | None = None  # gangscale.io/CapacityReady on PodGroup status

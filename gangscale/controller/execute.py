@@ -12,15 +12,15 @@ calls the cloud and branches on the error. Logs and metrics of an outcome are th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cloud_adapters.errors import CloudError
 
 from ..apply import ExecutionReport
 from ..ingest import Cluster
 from ..kube.nodetaints import NodeTainter
-from ..kube.podgates import PodGateLifter
 from ..kube.podgroupstatus import ConditionWriter
 from ..plan import Plan
 from .actions import (
@@ -43,6 +43,13 @@ from .crashpoints import crash_point
 from .events import EventSink
 from .published import StatusPublisher
 from .scaledown import DISRUPTION_TAINT, blocks_removal, pod_key
+
+
+class PodGates(Protocol):
+    """The pod writes of gate mode (`kube.podgates.PodGateLifter`); each returns None when done, else why not."""
+
+    def remove(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> str | None: ...
+    def delete(self, namespace: str, name: str, uid: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +135,7 @@ class Executor:
         events: EventSink,
         *,
         fence: Callable[[str], None] | None = None,
-        pod_gates: PodGateLifter | None = None,
+        pod_gates: PodGates | None = None,
         conditions: ConditionWriter | None = None,
         node_taints: NodeTainter | None = None,
         status: StatusPublisher | None = None,

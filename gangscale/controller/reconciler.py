@@ -230,6 +230,15 @@ class Reconciler:
         self.loop.empty_since = since
 
     @property
+    def empty_until(self) -> dict[str, float]:
+        """Empty node -> when its keep rule gives it back (keep.py)."""
+        return self.loop.empty_until
+
+    @empty_until.setter
+    def empty_until(self, until: dict[str, float]) -> None:
+        self.loop.empty_until = until
+
+    @property
     def replan_soon(self) -> bool:
         """A cloud failure moved gangs in the last pass: run again without waiting for a change."""
         return self.loop.replan_soon

@@ -1,10 +1,11 @@
 """Which nodes are empty long enough to give back, and may be: pure functions over the pass's cluster.
 
 Invariant: a node running any pod other than a DaemonSet's, or one the
-current plan puts pods on, is never a candidate; the grace period starts when
-a node is first seen empty and restarts whenever it is busy; a node a running
+current plan puts pods on, is never a candidate; its keep (keep.py: a ski-rental
+rule, or a fixed grace) starts when a node is first seen empty and restarts
+whenever it is busy; a node a running
 gang did not use (its record's spare) goes at its purchase's deadline even
-within the grace. The size floor
+within its keep. The size floor
 (minSize) is checked against the cloud at the moment of the call, by the actuator.
 
 Opt-outs: a node annotated `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` (Cluster Autoscaler's,
@@ -35,7 +36,7 @@ from ..model import Node, NodeGroup
 
 @dataclass(frozen=True, slots=True)
 class EmptyNode:
-    """A node of an owned group that stayed empty past the grace period."""
+    """A node of an owned group that stayed empty past its keep."""
 
     node: str
     group: NodeGroup
@@ -48,6 +49,46 @@ def busy_nodes(cluster: Cluster) -> set[str]:
     return {p.node_name for p in cluster.bound if p.node_name and "DaemonSet" not in p.owner_kinds}
 
 
+def empty_nodes(
+    empty_since: Mapping[str, float],
+    cluster: Cluster,
+    busy: set[str],
+    groups: Mapping[str, NodeGroup],
+    now: float,
+) -> dict[str, float]:
+    """The empty-since times carried to the next pass: every node of an owned group that is not busy, since it was
+    first seen empty (now, for a node that just emptied)."""
+    return {
+        node.name: empty_since.get(node.name, now)
+        for node in cluster.nodes
+        if node.node_group in groups and node.name not in busy
+    }
+
+
+def due_nodes(
+    since_by_node: Mapping[str, float],
+    until: Mapping[str, float],
+    cluster: Cluster,
+    groups: Mapping[str, NodeGroup],
+    now: float,
+    spare_until: Mapping[str, float] | None = None,
+) -> list[EmptyNode]:
+    """The empty nodes due to go back now: past their keep (`until`: node -> give-back time, keep.py), or a node
+    bought for a gang that started without it, empty at its purchase's deadline (`spare_until`): it was bought for a
+    gang that no longer needs it, and keeping it on top would bill it past that deadline."""
+    spare = spare_until or {}
+    due: list[EmptyNode] = []
+    for node in cluster.nodes:
+        since = since_by_node.get(node.name)
+        group = groups.get(node.node_group or "")
+        if since is None or group is None:
+            continue
+        iid = instance_id_from_provider_id(node.provider_id)
+        if (now >= until.get(node.name, now) or now >= spare.get(node.name, now + 1)) and iid:
+            due.append(EmptyNode(node.name, group, iid, since))
+    return due
+
+
 def due_for_scale_down(
     empty_since: Mapping[str, float],
     cluster: Cluster,
@@ -57,21 +98,10 @@ def due_for_scale_down(
     grace: float,
     spare_until: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, float], list[EmptyNode]]:
-    """The empty-since times carried to the next pass, and the nodes due to go back now: empty for the grace, or a
-    node bought for a gang that started without it, empty at its purchase's deadline (`spare_until`): it was
-    bought for a gang that no longer needs it, and waiting the grace on top would bill it past that deadline."""
-    spare = spare_until or {}
-    since_by_node: dict[str, float] = {}
-    due: list[EmptyNode] = []
-    for node in cluster.nodes:
-        group = groups.get(node.node_group or "")
-        if group is None or node.name in busy:
-            continue
-        since = since_by_node[node.name] = empty_since.get(node.name, now)
-        iid = instance_id_from_provider_id(node.provider_id)
-        if (now - since >= grace or now >= spare.get(node.name, now + 1)) and iid:
-            due.append(EmptyNode(node.name, group, iid, since))
-    return since_by_node, due
+    """`empty_nodes` and `due_nodes` with one fixed grace for every node (the `grace` keep rule)."""
+    since = empty_nodes(empty_since, cluster, busy, groups, now)
+    until = {n: s + grace for n, s in since.items()}
+    return since, due_nodes(since, until, cluster, groups, now, spare_until)
 
 
 def above_min_size(due: Iterable[EmptyNode]) -> list[EmptyNode]:
@@ -156,7 +186,8 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
     return not (isinstance(notes, Mapping) and notes.get("kubernetes.io/config.mirror"))
 
 
-def falls_due_at(empty_since: float, grace: float) -> float:
-    """When a node empty since `empty_since` is due under `due_for_scale_down`'s keep time (the controller's
-    wake-up for it: `wakes.next_due`)."""
-    return empty_since + grace
+def falls_due_at(empty_since: float, keep_until: float | None, grace: float) -> float:
+    """When a node empty since `empty_since` is due (`due_nodes`): at the give-back time its keep rule decided
+    (`keep.keep_until`), or the fixed grace after it emptied before one was decided (the controller's wake-up for
+    it: `wakes.next_due`)."""
+    return keep_until if keep_until is not None else empty_since + grace

@@ -31,6 +31,8 @@ class Timed(Protocol):
     def backoff(self) -> Mapping[str, float]: ...
     @property
     def empty_since(self) -> Mapping[str, float]: ...
+    @property
+    def empty_until(self) -> Mapping[str, float]: ...
 
 
 def record_due(rec: Record, cfg: ControllerConfig) -> Iterable[float]:
@@ -56,7 +58,7 @@ def next_due(state: Timed, after: float) -> float | None:
     grace = cfg.empty_node_grace_seconds
     for t in (
         *state.backoff.values(),
-        *(falls_due_at(s, grace) for s in state.empty_since.values()),
+        *(falls_due_at(s, state.empty_until.get(n), grace) for n, s in state.empty_since.items()),
     ):
         if t > after and (soonest is None or t < soonest):
             soonest = t
@@ -64,9 +66,14 @@ def next_due(state: Timed, after: float) -> float | None:
 
 
 def overdue_empty(
-    empty_since: Mapping[str, float], cfg: ControllerConfig, last_pass: float
+    empty_since: Mapping[str, float],
+    empty_until: Mapping[str, float],
+    cfg: ControllerConfig,
+    last_pass: float,
 ) -> bool:
     """An empty node was past its keep time at the last pass and outlived it (its removal failed, or its group is
     at minSize): no wake-up of its own is left, so only a resync tries it again."""
     grace = cfg.empty_node_grace_seconds
-    return any(falls_due_at(s, grace) <= last_pass for s in empty_since.values())
+    return any(
+        falls_due_at(s, empty_until.get(n), grace) <= last_pass for n, s in empty_since.items()
+    )

@@ -42,9 +42,9 @@ def _every_timer_wake(policy, now: int, pending: bool) -> int | None:
         if r.state != GangState.RUNNING:
             times.append(r.first_seen + cfg.ageing_seconds)
     times += list(rec.state.backoff.values())
-    times += [s + cfg.empty_node_grace_seconds for s in rec.empty_since.values()]
+    times += [rec.empty_until[n] for n in rec.empty_since]  # each empty node's give-back time (keep.py)
     due = [v for t in times if (v := int(t - t0) + 1) > policy.last_scan]
-    if any(int(s + cfg.empty_node_grace_seconds - t0) + 1 <= policy.last_scan for s in rec.empty_since.values()):
+    if any(int(rec.empty_until[n] - t0) + 1 <= policy.last_scan for n in rec.empty_since):
         due.append(policy.last_scan + int(cfg.resync_seconds))
     if rec.replan_soon:
         due.append(policy.last_scan + 10)
@@ -71,6 +71,7 @@ def test_the_controller_policys_next_wake_is_the_earliest_of_all_its_timers_afte
     policy.rec.state.records = {(r := _record(rng, i, T0 + now)).key: r for i in range(rng.choice([0, 1, 1, 2, 3, 40]))}
     policy.rec.state.backoff = {f"g{i}": T0 + now + rng.uniform(-600, 600) for i in range(rng.choice([0, 0, 1, 2]))}
     policy.rec.empty_since = {f"n{i}": T0 + now - rng.uniform(0, 1200) for i in range(rng.choice([0, 0, 0, 1]))}
+    policy.rec.empty_until = {n: s + rng.choice([10.0, 300.0, 1800.0]) for n, s in policy.rec.empty_since.items()}
     policy.rec.replan_soon = rng.random() < 0.1
     for pending in (False, True):
         assert policy.next_wake(now, pending) == _every_timer_wake(policy, now, pending)

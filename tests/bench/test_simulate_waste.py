@@ -25,11 +25,12 @@ def _run(policy: str, horizon: int = 2 * 3600) -> dict:
     return Engine(hand_trace([two_pod_gang(runtime=1800)], [cpu_group("cpu")], horizon=horizon), policy).run()
 
 
-def test_the_nodes_kept_empty_after_a_gang_ends_are_stranded_for_no_gang_and_the_causes_add_up():
+def test_the_nodes_kept_empty_after_a_gang_ends_are_stranded_for_no_gang_and_the_causes_add_up(monkeypatch):
+    monkeypatch.setenv(CONTROLLER_CONFIG_ENV, '{"emptyNodeGraceSeconds": 10}')
     r = _run("gangscale-observe")
     causes = r["stranded_node_hours_by_cause"]
     kept = causes["after_a_pod_then_gone"] * 3600
-    grace = 10  # the default emptyNodeGraceSeconds, plus at most one scan
+    grace = 10  # the fixed grace, plus at most one scan
     assert 2 * grace <= kept <= 2 * (grace + 10)  # both nodes, in the same pass
     assert causes["before_first_pod_then_used"] == causes["never_used"] == causes["after_a_pod_then_reused"] == 0
     assert abs(sum(causes.values()) - r["stranded_node_hours"]) < 1e-6

@@ -101,5 +101,10 @@ def test_the_earliest_timer_after_the_last_pass_is_the_one_due_and_past_ones_are
 
 
 def test_an_empty_node_that_outlived_its_grace_is_left_to_the_resync():
-    assert wakes.overdue_empty({"n1": NOW - 10}, CFG, NOW)  # due at the last pass, still there
-    assert not wakes.overdue_empty({"n1": NOW - 9}, CFG, NOW)
+    assert wakes.overdue_empty({"n1": NOW - 10}, {}, CFG, NOW)  # due at the last pass, still there
+    assert not wakes.overdue_empty({"n1": NOW - 9}, {}, CFG, NOW)
+
+
+def test_an_empty_node_is_overdue_by_the_give_back_time_its_keep_rule_decided_not_by_the_grace():
+    assert not wakes.overdue_empty({"n1": NOW - 1000}, {"n1": NOW + 5}, CFG, NOW)  # kept past the grace
+    assert wakes.overdue_empty({"n1": NOW - 1}, {"n1": NOW}, CFG, NOW)  # given back sooner than the grace

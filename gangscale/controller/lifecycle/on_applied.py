@@ -8,7 +8,7 @@ from ...model import GangKey
 from ...plan import Plan
 from .record import Record, cooling, holds
 from .reports import Applied, GangFacts, Latency, ScaledUp
-from .states import REPORTED, TERMINAL, GangState
+from .states import REPORTED_NAMES, TERMINAL, GangState
 from .step import Step, current_record, hand_over, idle, with_launched
 
 
@@ -42,7 +42,9 @@ def handle(step: Step, plan: Plan | None, report: Applied) -> None:
                     f"capacity is there, waiting for the scheduler: {res.reason}",
                 )
         else:
-            state = GangState(res.decision) if res.decision in REPORTED else GangState.INFEASIBLE
+            state = (
+                GangState(res.decision) if res.decision in REPORTED_NAMES else GangState.INFEASIBLE
+            )
             step.set(rec, state, res.reason)
             step.emit(
                 g.target,

@@ -105,7 +105,7 @@ class Record:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Record:
-        known = {k: raw[k] for k in cls.__slots__ if k in raw}  # type: ignore[attr-defined]
+        known = {k: raw[k] for k in cls.__slots__ if k in raw}
         known["key"] = GangKey(str(raw["namespace"]), str(raw["name"]), str(raw["api"]))
         known["state"] = GangState(known.get("state", "new"))
         known["requested"] = {str(g): int(n) for g, n in dict(known.get("requested") or {}).items()}

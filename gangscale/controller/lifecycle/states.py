@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from cloud_adapters.strenum import StrEnum
 
 
 class GangState(StrEnum):
@@ -42,6 +42,9 @@ class ReleaseWhy(StrEnum):
 REPORTED = tuple(
     s for s in GangState if s is not GangState.NEW
 )  # the `gangscale_gangs{state}` series
+REPORTED_NAMES = frozenset(
+    s.value for s in REPORTED
+)  # the plan's decisions a record's state can take
 
 
 TERMINAL = frozenset(

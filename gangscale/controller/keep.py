@@ -1,0 +1,300 @@
+"""How long an empty node is kept for work likely to come and fit it: a ski-rental rule with a bounded worst-case ratio.
+
+Each empty node is a rent-or-buy choice. Keeping it rents: its price every second. Giving it back and launching
+again when a gang that fits it comes buys: one relaunch, which costs the group's price x its launch-to-Ready time
+(billed while it boots) plus the start the next fitting gang loses, the same boot time, valued at
+`emptyNodeWaitDollarsPerHour` (what the operator would pay to start a gang an hour sooner). So a relaunch costs
+R = (price + wait value) x boot, and the break-even keep, whose idle cost equals R, is
+B = boot x (1 + wait value / price) seconds (`break_even`): a cheap node is worth keeping longer than a dear one for
+the same gang's time.
+
+The rule (`keep_seconds`) is Purohit, Svitkina and Kumar's deterministic ski-rental rule with a prediction ("Improving
+Online Algorithms via ML Predictions", NeurIPS 2018, Algorithm 2, robustness lambda in (0, 1]): when the predicted
+time to the next use is at least B, give the node back after lambda x B; when it is shorter, keep it until B / lambda.
+For any sequence of arrivals its cost is at most (1 + 1/lambda) x the cost of the best choice made knowing the
+future (Theorem 2.2), and (1 + lambda) x when the prediction is right. The bound r = 1 + 1/lambda is the setting
+`emptyNodeKeepRatio` (lambda = 1 / (r - 1)): r = 2 is the plain break-even rule, keep B then give back, which is
+2-competitive (Karlin, Manasse, Rudolph and Sleator, "Competitive Snoopy Caching", Algorithmica 1988). The randomized
+rule reaches e/(e - 1) (Karlin, Manasse, McGeoch and Owicki, "Competitive Randomized Algorithms for Nonuniform
+Problems", Algorithmica 1994); a controller's decisions must be reproducible, so it is not used. The bound is per
+idle stretch that ends with a fitting arrival; a stretch nothing ends costs at most the keep, itself at most
+`emptyNodeMaxKeepSeconds`.
+
+The prediction (`predicted_gap`): the mean gap between fitting node-demands of the node's group over the window (or
+since the first pass, when shorter), shared among its empty nodes, and never less than the time since the last one.
+A gang is fitting work for a group when its pods that fit the group's nodes (resources, selectors, taints:
+`gangscale.fit`) would need no more nodes than the group has empty: a kept node that covers part of a gang saves it
+no time (the gang still waits for its other nodes to boot) and no money (the kept node idles through their boot).
+Arrivals are counted once per gang, when it is first seen pending (`observe`).
+
+The boot time (`boot_seconds`): the mean launch-to-registration time measured on the group's nodes (a Node's
+creationTimestamp less the oldest purchase in its group still expecting a node, from the records' `requested_at`,
+no more than `provisioningDeadlineSeconds` before it), else the configured `emptyNodeBootSeconds`.
+
+A node that has not run a pod yet goes back after the fixed `emptyNodeGraceSeconds`: it was bought for a gang that
+did not take it, and its purchase's deadline rules it (the spare and deadline rules), not a bet on gangs to come.
+
+Invariant: pure. `observe` and `keep_until` take the time as an argument and return new values; `KeepState` is
+frozen and lives beside the scale-down's empty-since times (a restart starts it afresh: no arrivals seen, so nodes
+go back at the rule's shortest keep until the estimate is rebuilt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from cloud_adapters.strenum import StrEnum
+
+from ..fit import placement_allows
+from ..ingest import Cluster
+from ..model import Gang, NodeGroup, Pod
+from ..rfc3339 import parse_time
+from .lifecycle import Record
+from .scaledown import busy_nodes
+
+MIN_SEEN = 300.0  # arrivals seen over less than this are counted as over this (one early arrival is not a rate)
+BOOT_SAMPLES = 20  # measured boots kept per group (the newest)
+SKEW = 5.0  # a node created this long before its record's request may still be its (clock skew)
+
+
+class KeepRule(StrEnum):
+    """Which rule keeps an empty node (`emptyNodeKeep`)."""
+
+    SKI_RENTAL = "ski-rental"  # this module's rule
+    GRACE = "grace"  # a fixed `emptyNodeGraceSeconds` for every node
+
+
+@dataclass(frozen=True, slots=True)
+class KeepSettings:
+    """The rule's settings (ControllerConfig's `emptyNode*` keys)."""
+
+    rule: KeepRule = KeepRule.SKI_RENTAL
+    ratio: float = 11.0  # worst-case ratio bound r >= 2 (lambda = 1 / (r - 1))
+    max_keep_seconds: float = 3600.0
+    window_seconds: float = 3600.0  # arrivals counted over this long
+    boot_seconds: float = 120.0  # a group's boot time until one is measured
+    grace_seconds: float = 10.0  # the fixed grace (rule `grace`)
+    wait_dollars_per_hour: float = 4.0  # the value of starting a gang an hour sooner
+    max_boot_seconds: float = (
+        900.0  # a node later than this after a purchase is not that purchase's
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A gang first seen pending: when, and per group the nodes its fitting pods need there."""
+
+    at: float
+    gang: str
+    need: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class KeepState:
+    """What the rule has seen: arrivals in the window (oldest first), measured boots per group (node -> seconds)."""
+
+    arrivals: tuple[Arrival, ...] = ()
+    seen: frozenset[str] = (
+        frozenset()
+    )  # the gangs of `arrivals`, and those logged before still pending
+    boots: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # group -> purchases in the last provisioning deadline: (time, gang, nodes not registered yet), oldest first
+    requests: Mapping[str, tuple[tuple[float, str, int], ...]] = field(default_factory=dict)
+    known: frozenset[str] = frozenset()  # the nodes registered at the last pass
+    used: frozenset[str] = frozenset()  # the registered nodes that have run a pod
+    start: float | None = None  # the first pass observed (arrivals are counted since then)
+
+
+def robustness(ratio: float) -> float:
+    """Purohit et al.'s lambda for a worst-case ratio bound r = 1 + 1/lambda (r >= 2)."""
+    return 1.0 / (max(2.0, ratio) - 1.0)
+
+
+def break_even(boot: float, price: float, wait_value: float) -> float:
+    """Seconds of the node's idle price that equal one relaunch: its boot billed, plus the next gang's start lost by
+    as much, valued at `wait_value` ($/h); `price` in $/h (a free node: no bound but the cap)."""
+    return boot * (1.0 + wait_value / price) if price > 0 else float("inf")
+
+
+def keep_seconds(boot: float, price: float, gap: float | None, settings: KeepSettings) -> float:
+    """How long to keep an empty node whose group boots in `boot` s at `price` $/h, the next fitting use predicted
+    `gap` s away (None: nothing fitting seen): lambda x B when the gap is at least B, else B / lambda; never past
+    the cap."""
+    b, lam = break_even(boot, price, settings.wait_dollars_per_hour), robustness(settings.ratio)
+    keep = lam * b if gap is None or gap >= b else b / lam
+    return min(keep, settings.max_keep_seconds)
+
+
+def predicted_gap(
+    state: KeepState, group: str, empty: int, now: float, window: float
+) -> float | None:
+    """The next fitting use of one of `group`'s `empty` nodes, predicted: the mean gap between its fitting
+    node-demands seen in the window, per empty node, and never less than the time since the last one (a gap already
+    that long is at least that long); None: none seen. A gang counts when its pods there need at most `empty` nodes."""
+    since, demand, last = now - window, 0, None
+    for a in state.arrivals:
+        if a.at > since and 0 < (n := a.need.get(group, 0)) <= empty:
+            demand, last = demand + n, a.at if last is None else max(last, a.at)
+    if last is None:
+        return None
+    seen_for = min(window, max(now - (state.start if state.start is not None else now), MIN_SEEN))
+    return max(empty * seen_for / demand, now - last)
+
+
+def boot_seconds(state: KeepState, group: str, default: float) -> float:
+    """The group's mean measured boot, else `default`."""
+    got = state.boots.get(group)
+    return sum(got.values()) / len(got) if got else default
+
+
+def _fits(pod: Pod, group: NodeGroup) -> bool:
+    alloc = group.allocatable
+    return all(v <= alloc.get(k, 0) for k, v in pod.requests.items() if v) and placement_allows(
+        pod.placement, group.labels, group.taints
+    )
+
+
+def nodes_needed(pods: Iterable[Pod], group: NodeGroup) -> int:
+    """The nodes of `group` the pods that fit it need, by the scarcest resource (a lower bound; 0: none fits)."""
+    total: dict[str, int] = {}
+    for p in pods:
+        if _fits(p, group):
+            for k, v in p.requests.items():
+                total[k] = total.get(k, 0) + v
+    alloc = group.allocatable
+    return max((-(-v // alloc[k]) for k, v in total.items() if v and alloc.get(k)), default=0)
+
+
+def _need(gang: Gang, groups: Iterable[NodeGroup]) -> dict[str, int]:
+    return {g.name: n for g in groups if (n := nodes_needed(gang.pending, g))}
+
+
+def _requests(
+    state: KeepState, records: Iterable[Record], since: float
+) -> dict[str, tuple[tuple[float, str, int], ...]]:
+    """The purchases still expecting nodes, with the records' new ones (each purchase once: by time and gang)."""
+    out = {g: [q for q in qs if q[0] > since] for g, qs in state.requests.items()}
+    for r in records:
+        if r.requested_at > since:
+            for g, n in r.requested.items():
+                qs = out.setdefault(g, [])
+                if n > 0 and not any(t == r.requested_at and k == r.gang for t, k, _ in qs):
+                    qs.append((r.requested_at, r.gang, n))
+    return {g: tuple(sorted(qs)) for g, qs in out.items() if qs}
+
+
+def _boots(
+    state: KeepState,
+    cluster: Cluster,
+    requests: Mapping[str, tuple[tuple[float, str, int], ...]],
+    longest: float,
+) -> tuple[
+    Mapping[str, Mapping[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
+]:
+    """The measured boots with those of the nodes registered since the last pass (a node's creation less the oldest
+    purchase in its group still expecting a node, at most `longest` before), the purchases left, the nodes known."""
+    known = frozenset(n.name for n in cluster.nodes)
+    new = sorted((n for n in cluster.nodes if n.name not in state.known), key=lambda n: n.created)
+    if not new:
+        return state.boots, dict(requests), known
+    boots = {g: dict(b) for g, b in state.boots.items()}
+    left = {g: list(qs) for g, qs in requests.items()}
+    for n in new:
+        group = n.node_group or ""
+        at = parse_time(n.created) if group in left else None
+        qs = left.get(group, [])
+        i = next(
+            (
+                i
+                for i, q in enumerate(qs)
+                if at is not None and q[2] and at - longest <= q[0] <= at + SKEW
+            ),
+            None,
+        )
+        if at is None or i is None:
+            continue
+        t, gang, k = qs[i]
+        qs[i] = (t, gang, k - 1)  # kept at 0 until it leaves the window: the record still lists it
+        kept = boots.setdefault(group, {})
+        kept[n.name] = max(0.0, at - t)
+        while len(kept) > BOOT_SAMPLES:
+            del kept[next(iter(kept))]
+    return boots, {g: tuple(qs) for g, qs in left.items()}, known
+
+
+def observe(
+    state: KeepState,
+    cluster: Cluster,
+    groups: Mapping[str, NodeGroup],
+    records: Iterable[Record],
+    now: float,
+    settings: KeepSettings,
+) -> KeepState:
+    """The state after a pass: gangs first seen pending logged with their needs per group, arrivals older than the
+    window forgotten, boots measured on nodes that arrived for a record. The `grace` rule needs none of it.
+
+    A gang is logged at its record's `first_seen` when it has one (after a restart, the saved records say when their
+    gangs came), else now; counting starts at the first pass or the earliest arrival logged then."""
+    if settings.rule is KeepRule.GRACE:
+        return state
+    records = list(records)
+    since = now - settings.window_seconds
+    kept = tuple(a for a in state.arrivals if a.at > since)
+    waiting = {str(g.key): g for g in cluster.gangs if g.pending}
+    seen = frozenset(k for k in state.seen if k in waiting) | {a.gang for a in kept}
+    pending = [(k, g) for k, g in waiting.items() if k not in seen]
+    start = state.start
+    if pending:
+        first = {r.gang: r.first_seen for r in records if r.first_seen}
+        new = tuple(
+            Arrival(min(now, first.get(k, now)), k, _need(g, groups.values())) for k, g in pending
+        )
+        kept += tuple(a for a in new if a.at > since)
+        seen = seen | {k for k, _ in pending}
+        start = min([now, *(a.at for a in new)]) if start is None else start
+    requests = _requests(state, records, now - settings.max_boot_seconds)
+    boots, requests, known = _boots(state, cluster, requests, settings.max_boot_seconds)
+    used = (state.used | busy_nodes(cluster)) & known
+    return KeepState(kept, seen, boots, requests, known, used, now if start is None else start)
+
+
+def keep_until(
+    state: KeepState,
+    empty_since: Mapping[str, float],
+    decided: Mapping[str, float],
+    cluster: Cluster,
+    groups: Mapping[str, NodeGroup],
+    now: float,
+    settings: KeepSettings,
+) -> dict[str, float]:
+    """Each empty node's give-back time: decided once, with the prediction as it stood when the node emptied
+    (`decided`: the earlier passes' times, kept for the nodes still empty since then)."""
+    if settings.rule is KeepRule.GRACE:
+        return {n: s + settings.grace_seconds for n, s in empty_since.items()}
+    node_groups = {n.name: n.node_group or "" for n in cluster.nodes if n.name in empty_since}
+    prices = {g.name: g.price_per_hour for g in groups.values()}
+    empty: dict[str, int] = {}
+    for n in empty_since:
+        g = node_groups.get(n, "")
+        empty[g] = empty.get(g, 0) + 1
+    out: dict[str, float] = {}
+    for n, s in empty_since.items():
+        if n in decided:
+            out[n] = decided[n]
+            continue
+        if (
+            n not in state.used
+        ):  # bought for a gang that did not take it: its purchase's deadline rules it
+            out[n] = s + settings.grace_seconds
+            continue
+        g = node_groups.get(n, "")
+        gap = predicted_gap(state, g, empty[g], now, settings.window_seconds)
+        boot = boot_seconds(state, g, settings.boot_seconds)
+        out[n] = s + keep_seconds(boot, prices.get(g, 0.0), gap, settings)
+    return out
+
+
+def wake_up(until: Mapping[str, float], after: float) -> float | None:
+    """The first give-back time after `after` (the last pass); None: none left."""
+    return min((t for t in until.values() if t > after), default=None)
