@@ -89,21 +89,6 @@ def due_nodes(
     return due
 
 
-def due_for_scale_down(
-    empty_since: Mapping[str, float],
-    cluster: Cluster,
-    busy: set[str],
-    groups: Mapping[str, NodeGroup],
-    now: float,
-    grace: float,
-    spare_until: Mapping[str, float] | None = None,
-) -> tuple[dict[str, float], list[EmptyNode]]:
-    """`empty_nodes` and `due_nodes` with one fixed grace for every node (the `grace` keep rule)."""
-    since = empty_nodes(empty_since, cluster, busy, groups, now)
-    until = {n: s + grace for n, s in since.items()}
-    return since, due_nodes(since, until, cluster, groups, now, spare_until)
-
-
 def above_min_size(due: Iterable[EmptyNode]) -> list[EmptyNode]:
     """The due nodes a group can give back without going below its minSize at its discovered size (the first ones
     of each group): the others are not tainted at all, so a group held at minSize is not tainted and untainted

@@ -1,11 +1,12 @@
 """The rules' own wake-ups (wakes.py): each falls due at the first moment its rule acts, and never before.
 
-Each check runs the rule itself (the lifecycle's Expire, `cooling`, `backed_off`, `due_for_scale_down`) just
+Each check runs the rule itself (the lifecycle's Expire, `cooling`, `backed_off`, `due_nodes`) just
 before and at the time `next_due` names, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import pytest
 from builders import node
 
 from gangscale.controller import wakes
@@ -13,7 +14,7 @@ from gangscale.controller.backoff import backed_off
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.decide import State
 from gangscale.controller.lifecycle import TICK, Expire, GangState, Record, Rules, cooling, transition
-from gangscale.controller.scaledown import due_for_scale_down
+from gangscale.controller.scaledown import due_nodes
 from gangscale.ingest import ingest
 from gangscale.model import GangKey, NodeGroup
 
@@ -32,9 +33,9 @@ def rec(state: GangState, **kw) -> Record:
     return Record(KEY, state=state, **base)
 
 
-def due(*records: Record, backoff=None, empty_since=None, after: float = NOW) -> float | None:
+def due(*records: Record, backoff=None, empty_since=None, empty_until=None, after: float = NOW) -> float | None:
     state = State(CFG, {KEY if i == 0 else GangKey("default", f"job{i}", KEY.api): r for i, r in enumerate(records)},
-                  backoff or {}, empty_since or {})
+                  backoff or {}, empty_since or {}, empty_until or {})
     return wakes.next_due(state, after)
 
 
@@ -73,16 +74,19 @@ def test_a_group_s_backoff_falls_due_when_the_group_may_grow_again():
     assert backed_off(group, {"cpu": NOW + 300}, t).max_size == 10
 
 
-def test_an_empty_node_falls_due_when_its_grace_ends_and_the_scale_down_takes_it_then():
+@pytest.mark.parametrize("until", [None, NOW + 40], ids=["grace-before-a-keep-is-decided", "the-keep-rules-time"])
+def test_an_empty_node_falls_due_at_its_keep_time_and_the_scale_down_takes_it_then(until):
     n = node("n1", cpu="8", mem="32Gi")
     n["spec"]["providerID"] = "aws:///us-east-1a/i-1"
     n["metadata"]["labels"]["gangscale.io/node-group"] = "cpu"
     cluster = ingest([n])
     groups = {"cpu": GROUP}
-    t = due(empty_since={"n1": NOW - 4}, after=NOW - 4)
-    assert t == NOW + 6
-    assert due_for_scale_down({"n1": NOW - 4}, cluster, set(), groups, t - BEFORE, 10.0)[1] == []
-    assert [e.node for e in due_for_scale_down({"n1": NOW - 4}, cluster, set(), groups, t, 10.0)[1]] == ["n1"]
+    decided = {} if until is None else {"n1": until}
+    t = due(empty_since={"n1": NOW - 4}, empty_until=decided, after=NOW - 4)
+    assert t == (NOW + 6 if until is None else until)  # the grace is CFG's 10 s
+    keep = decided or {"n1": NOW - 4 + CFG.empty_node_grace_seconds}
+    assert due_nodes({"n1": NOW - 4}, keep, cluster, groups, t - BEFORE) == []
+    assert [e.node for e in due_nodes({"n1": NOW - 4}, keep, cluster, groups, t)] == ["n1"]
 
 
 def test_a_waiting_gang_s_ageing_falls_due_when_it_has_waited_the_ageing_time():
