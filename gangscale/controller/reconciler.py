@@ -90,6 +90,7 @@ from .reservations import (
     reserved_upcoming,
     shared_reservations,
     sharing_units,
+    startable_now,
     still_waiting,
     upcoming_nodes,
 )
@@ -445,7 +446,8 @@ class Reconciler:
         waiting = still_waiting(
             [r for r in records.values() if holds(r)], {g.key for g in cluster.gangs}
         )
-        upcoming, registered = reserved_upcoming(waiting), reserved_registered(waiting)
+        upcoming = reserved_upcoming(waiting)
+        registered = startable_now(reserved_registered(waiting), upcoming)
         late_up, late_nodes = expired_spares(
             records.values(), now
         )  # going back this pass: no plan counts on them

@@ -5,7 +5,9 @@ its record gives it up: on its way, the snapshot reserves one of the group's
 upcoming nodes for it (`SnapshotPolicy.reserved`); once registered, the node
 the record's `nodes` name (lifecycle `Registered` attributes arrivals) is
 reserved by name (`SnapshotPolicy.reserved_nodes`), so only that gang's pods
-may use it in the next plan and no other gang's upcoming node is taken for it.
+may use it in the next plan and no other gang's upcoming node is taken for it,
+once the gang waits for no launch any more (`startable_now`): until then it
+cannot start on its Ready nodes, and a gang that can start on them now may.
 Gangs that share new nodes are booked together as a unit (`Record.shared`):
 the unit's nodes are reserved for the unit (`shares.unit_key`), and every gang
 of it may use them, whichever record of the unit holds them.
@@ -84,6 +86,23 @@ def reserved_registered(records: Iterable[Record]) -> dict[str, GangKey]:
         for names in rec.nodes.values()
         for name in names
     }
+
+
+def startable_now(
+    registered: Mapping[str, GangKey], upcoming: Mapping[str, tuple[GangKey, ...]]
+) -> dict[str, GangKey]:
+    """The registered nodes of `registered` whose gang has no node still on its way (`reserved_upcoming`).
+
+    A gang that still waits for a launch cannot start on its Ready nodes this pass: holding them empty for it
+    only delays a gang that could start on them now. Left free, the plan gives them to whichever gang it starts
+    (the waiting one keeps its launches on their way, and the plan buys it what it no longer has: the same
+    purchase the other gang would have needed). So does a cluster without gangscale: kube-scheduler binds the next
+    pod of its queue to any Ready node it fits (kubernetes/kubernetes pkg/scheduler/schedule_one.go, `ScheduleOne`),
+    and neither Cluster Autoscaler nor Karpenter binds the pod a node was bought for to it (Karpenter leaves the
+    bind to kube-scheduler: aws/karpenter-provider-aws designs/node-ownership.md). A gang whose nodes have all
+    arrived keeps them: it starts on them now."""
+    waiting = {key for keys in upcoming.values() for key in keys}
+    return {name: key for name, key in registered.items() if key not in waiting}
 
 
 def expired_spares(

@@ -32,6 +32,7 @@ from cloud_adapters.base import instance_id_from_provider_id
 
 from ..ingest import Cluster
 from ..model import Node, NodeGroup
+from .gates import NARROWED_KEY
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +46,24 @@ class EmptyNode:
 
 
 def busy_nodes(cluster: Cluster) -> set[str]:
-    """Nodes running any pod that is not a DaemonSet's: never removed."""
-    return {p.node_name for p in cluster.bound if p.node_name and "DaemonSet" not in p.owner_kinds}
+    """Nodes running any pod that is not a DaemonSet's, and nodes gate mode released a pod to that the scheduler
+    has not bound yet (`released_to`): never removed."""
+    running = {
+        p.node_name for p in cluster.bound if p.node_name and "DaemonSet" not in p.owner_kinds
+    }
+    return running | released_to(cluster)
+
+
+def released_to(cluster: Cluster) -> set[str]:
+    """The nodes named by `gates.NARROWED_KEY` on pending pods without a scheduling gate: gate mode released them
+    narrowed to that node, their only feasible one, so the node is taken even before the bind lands (a pod whose
+    node is gone is `gates.stranded`, and recreated)."""
+    return {
+        node
+        for g in cluster.gangs
+        for p in g.pending
+        if not p.scheduling_gates and (node := p.annotations.get(NARROWED_KEY))
+    }
 
 
 def empty_nodes(

@@ -66,6 +66,18 @@ def test_a_gang_whose_nodes_take_5_minutes_starts_5_minutes_after_it_arrives(pol
     assert r["time_to_start_seconds"]["p50"] == 300
 
 
+@pytest.mark.parametrize("policy", ["gangscale-gate", "ca"])
+def test_a_gang_that_fits_the_capacity_at_hand_counts_as_started_on_arrival_and_one_that_waits_with_its_wait(
+    policy,
+):
+    small = GangSpec("small", "hpc", "cpu-mpi", "native", (("rank", 1, PodT("1", "1Gi")),), 1, 305, 600)
+    e = Engine(hand_trace([two_pod_gang(), small], [cpu_group("cpu")]), policy)
+    r = e.run()
+    assert e.gangs["job"].start == 300 and e.gangs["small"].start == 310  # beside a rank, at the next step
+    parts = r["time_to_start_parts"]
+    assert parts == {"started_on_arrival": 1, "waited_p50_seconds": 300, "waited_p95_seconds": 300}
+
+
 def test_a_launch_that_fails_in_an_outage_moves_the_gang_to_the_other_group():
     catalog = [cpu_group("cheap"), cpu_group("backup", "us-east-1b")]
     catalog[1]["pricePerHour"] = 1.0  # dearer than m5.2xlarge's 0.384: the plan prefers "cheap"

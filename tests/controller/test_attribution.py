@@ -2,8 +2,9 @@
 
 In gate mode a gang's pods stay gated until all its capacity is Ready; before attribution, a node that
 registered for it looked like an empty node to the next plan, which gave it to another gang and bought
-the held gang a second one. The reconciler runs in process with the simulated cloud; the lifecycle
-cases are pure `transition` calls.
+the held gang a second one. A gang whose nodes have all arrived keeps them; one still waiting for a launch
+cannot start on its Ready nodes, so a gang that starts on them now may take them (`reservations.startable_now`).
+The reconciler runs in process with the simulated cloud; the lifecycle cases are pure `transition` calls.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from benchmarks.sim.policies import MemoryStore
+from benchmarks.sim.policies import MemoryStore, _json_patch
 from builders import group, node, pod, podgroup
 from cloud_adapters.simulated import SimulatedProvider
 from gangscale.catalog import parse_catalog
@@ -32,7 +33,7 @@ from gangscale.controller.lifecycle import (
     spare_until,
     transition,
 )
-from gangscale.controller.gates import decide
+from gangscale.controller.gates import NARROWED_KEY, decide
 from gangscale.controller.reconciler import Deps, Reconciler
 from gangscale.controller.reservations import reserved_registered, reserved_upcoming
 from gangscale.ingest import CAPACITY_GATE, ingest
@@ -96,21 +97,37 @@ def controller(clock: Clock, max_size: int, objects: list[dict], store: MemorySt
     return r, sim, lifter
 
 
-def test_a_node_that_registered_for_a_held_gang_is_not_given_to_a_more_urgent_gang():
+def test_a_ready_node_of_a_gang_still_waiting_for_a_launch_goes_to_a_gang_that_starts_on_it_now():
+    """A gang that waits for a node on its way cannot start on its Ready one this pass; another gang that fits there
+    starts now (as kube-scheduler binds a Ready node's first fitting pod), and the waiting gang keeps its launch."""
     clock, objects = Clock(), gang("a", 2)
     r, sim, lifter = controller(clock, 2, objects)
     r.reconcile(objects, leader=True)
     assert sim.target_size("cpu") == 2  # both of a's nodes bought
     clock.now += 100
     first = registered(sim, 0, clock.now)
+    second_launch = sorted(i.id for i in sim.instances("cpu"))[1]
     objects += [first, *gang("c", 1, priority=100)]  # one of a's nodes is Ready; an urgent gang arrives
     plan = r.reconcile(objects, leader=True)
     name = first["metadata"]["name"]
-    assert r.record(A).nodes == {"cpu": (name,)} and r.record(A).requested == {"cpu": 2}
-    assert len(plan.existing_nodes[name]) == 1 and plan.existing_nodes[name][0] in ("default/a-0", "default/a-1")
+    assert plan.existing_nodes[name] == ["default/c-0"] and lifter.lifted == ["c-0"]
+    decisions = {r_.name: r_.decision for r_ in plan.gangs}
+    assert decisions["c"] == "fits-existing" and decisions["a"] != "fits-existing"
+    assert r.record(A).launches == {"cpu": (second_launch,)} and sim.target_size("cpu") == 2  # a keeps its launch
+
+
+def test_a_gang_whose_nodes_have_all_arrived_keeps_them_from_a_more_urgent_gang():
+    clock, objects = Clock(), gang("a", 2)
+    r, sim, lifter = controller(clock, 2, objects)
+    r.reconcile(objects, leader=True)
+    clock.now += 100
+    both = [registered(sim, 0, clock.now), registered(sim, 1, clock.now)]
+    objects += [*both, *gang("c", 1, priority=100)]  # a's nodes are Ready; an urgent gang arrives
+    plan = r.reconcile(objects, leader=True)
+    assert sorted(lifter.lifted) == ["a-0", "a-1"]
     decisions = {r_.name: r_.decision for r_ in plan.gangs}
     assert decisions["a"] == "fits-existing" and decisions["c"] not in ("fits-existing", "scale-up")
-    assert lifter.lifted == [] and sim.target_size("cpu") == 2
+    assert sim.target_size("cpu") == 2
 
 
 def test_a_held_gang_is_not_bought_for_twice_and_its_nodes_are_ordinary_once_it_has_bound():
@@ -155,10 +172,12 @@ def test_a_restarted_controller_keeps_the_attribution_from_its_records():
     again = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, store=store))
     again.load_state()
     assert again.record(A).nodes == {"cpu": (name,)}
-    objects += gang("c", 1, priority=100)
     clock.now += 10
+    second = registered(sim, 1, clock.now)
+    objects += [second, *gang("c", 1, priority=100)]
     plan = again.reconcile(objects, leader=True)
     assert {r_.name: r_.decision for r_ in plan.gangs}["a"] == "fits-existing"
+    assert sorted(again.record(A).nodes["cpu"]) == sorted([name, second["metadata"]["name"]])
     assert not any(p.startswith("default/c-") for p in plan.existing_nodes.get(name, []))
 
 
@@ -480,14 +499,28 @@ def test_a_failed_launch_takes_away_exactly_the_launch_that_failed_not_the_newes
     assert out[B] == records[B]
 
 
-def test_a_gang_that_timed_out_gives_back_its_own_arrived_node_not_another_gangs_launch():
-    """Issue 10, seed 2 (gate mode): at llm-00034's deadline its give-back took a launch of llm-00037 still on its way
-    (launches in flight went first) and left llm-00034's own Ready node empty for the 600 s grace."""
+class NarrowingLifter(Lifter):
+    """Applies gate mode's release patch to the test's pod objects (the gate removed, the pod narrowed to its node and
+    annotated with it), as the API server applies the JSON patch."""
+
+    def remove(self, namespace: str, name: str, ops) -> str | None:
+        for o in self.objects:
+            if o["kind"] == "Pod" and o["metadata"]["name"] == name:
+                _json_patch(o, [op for op in ops if op["op"] != "test"])
+                o["spec"].pop("schedulingGates", None)
+                self.lifted.append(name)
+        return None
+
+
+def test_a_gang_that_timed_out_gives_back_its_own_launches_but_not_its_node_another_gang_was_released_to():
+    """b starts on a's Ready node while a waits for a launch that never registers; at a's deadline a gives back what
+    it holds, but not the node b's pod was released to before the scheduler bound it there."""
     clock = Clock()
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     objects = gang("a", 2)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, pod_gates=Lifter(objects)))
+    lifter = NarrowingLifter(objects)
+    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, pod_gates=lifter))
     r.reconcile(objects, leader=True)
     clock.now += 100
     own = registered(sim, 0, clock.now)
@@ -497,15 +530,14 @@ def test_a_gang_that_timed_out_gives_back_its_own_arrived_node_not_another_gangs
     # a's second instance runs in the cloud but its Node never registers: a waits for it past its deadline
     clock.now = T0 + 850
     objects += gang("b", 1)
-    before = {i.id for i in sim.instances("cpu")}
     r.reconcile(objects, leader=True)
-    theirs = {i.id for i in sim.instances("cpu")} - before  # b's launch, on its way
-    assert len(theirs) == 1
-    clock.now = T0 + 901
+    b0 = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "b-0")
+    assert lifter.lifted == ["b-0"] and b0["metadata"]["annotations"][NARROWED_KEY] == own["metadata"]["name"]
+    clock.now = T0 + 901  # b's pod is released to a's node, not bound yet
     r.reconcile(objects, leader=True)
     live = {i.id for i in sim.instances("cpu") if i.state in ("launching", "running")}
     assert r.record(A).state == GangState.TIMED_OUT
-    assert own["metadata"]["name"] not in live and theirs <= live
+    assert live == {own["metadata"]["name"]}
 
 
 def _started_with_a_spare(clock: Clock) -> tuple[Reconciler, SimulatedProvider, list[dict], str]:
