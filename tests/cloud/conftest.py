@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,6 +26,9 @@ REGION = "us-east-1"
 CLUSTER = "gang-test"
 ROLE = "arn:aws:iam::123456789012:role/eks-nodes"
 AMIS = Path(__file__).with_name("amis.json")
+# moto reads MOTO_AMIS_PATH once, when moto.ec2 is first imported. Set here, at collection, it holds for every
+# moto server of the session: tests/controller re-uses these fixtures, so one worker can start two servers.
+os.environ["MOTO_AMIS_PATH"] = str(AMIS)
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +51,10 @@ def aws_env() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def moto_server(aws_env: None) -> Iterator[tuple[str, int]]:
-    # moto reads MOTO_AMIS_PATH when moto.ec2 is first imported: the server must be its first importer.
-    assert "moto.ec2.models.amis" not in sys.modules, "moto.ec2 was imported before MOTO_AMIS_PATH was set"
+    from moto.ec2.models import amis
+
+    assert os.environ.get("MOTO_AMIS_PATH") == str(AMIS), "moto must read the one-AMI catalogue (amis.json)"
+    assert len(amis.AMIS) == 1, f"moto loaded {len(amis.AMIS)} AMIs, not amis.json's one"
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
