@@ -312,7 +312,8 @@ def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
     records = state.records.values()
     kept = keep.observe(state.keep, obs.cluster, obs.groups, records, now, settings)
     until = keep.keep_until(kept, since, state.empty_until, obs.cluster, obs.groups, now, settings)
-    due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares)
+    grace = state.settings.empty_node_grace_seconds
+    due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares, grace=grace)
     cordons = tuple(Cordon(e) for e in above_min_size(due))
     return Decision(replace(state, empty_since=since, empty_until=until, keep=kept), cordons)
 

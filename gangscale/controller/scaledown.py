@@ -89,10 +89,13 @@ def due_nodes(
     groups: Mapping[str, NodeGroup],
     now: float,
     spare_until: Mapping[str, float] | None = None,
+    *,
+    grace: float,
 ) -> list[EmptyNode]:
-    """The empty nodes due to go back now: past their keep (`until`: node -> give-back time, keep.py), or a node
-    bought for a gang that started without it, empty at its purchase's deadline (`spare_until`): it was bought for a
-    gang that no longer needs it, and keeping it on top would bill it past that deadline."""
+    """The empty nodes due to go back now: past their keep (`falls_due_at` of `until`: node -> give-back time,
+    keep.py, else `grace` after it emptied), or a node bought for a gang that started without it, empty at its
+    purchase's deadline (`spare_until`): it was bought for a gang that no longer needs it, and keeping it on top
+    would bill it past that deadline."""
     spare = spare_until or {}
     due: list[EmptyNode] = []
     for node in cluster.nodes:
@@ -101,7 +104,8 @@ def due_nodes(
         if since is None or group is None:
             continue
         iid = instance_id_from_provider_id(node.provider_id)
-        if (now >= until.get(node.name, now) or now >= spare.get(node.name, now + 1)) and iid:
+        kept = now >= falls_due_at(since, until.get(node.name), grace)
+        if (kept or now >= spare.get(node.name, now + 1)) and iid:
             due.append(EmptyNode(node.name, group, iid, since))
     return due
 
@@ -189,7 +193,7 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
 
 
 def falls_due_at(empty_since: float, keep_until: float | None, grace: float) -> float:
-    """When a node empty since `empty_since` is due (`due_nodes`): at the give-back time its keep rule decided
-    (`keep.keep_until`), or the fixed grace after it emptied before one was decided (the controller's wake-up for
-    it: `wakes.next_due`)."""
+    """When a node empty since `empty_since` is due for its keep: at the give-back time its keep rule decided
+    (`keep.keep_until`), or the fixed grace after it emptied when none was decided. The one reading of the keep
+    time: `due_nodes` takes a node at or after it, and the controller's wake-up (`wakes.next_due`) is it."""
     return keep_until if keep_until is not None else empty_since + grace
