@@ -32,7 +32,7 @@ from cloud_adapters.base import instance_id_from_provider_id
 
 from ..ingest import Cluster
 from ..model import Node, NodeGroup
-from .gates import NARROWED_KEY
+from .gates import released_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +55,10 @@ def busy_nodes(cluster: Cluster) -> set[str]:
 
 
 def released_to(cluster: Cluster) -> set[str]:
-    """The nodes named by `gates.NARROWED_KEY` on pending pods without a scheduling gate: gate mode released them
-    narrowed to that node, their only feasible one, so the node is taken even before the bind lands (a pod whose
-    node is gone is `gates.stranded`, and recreated)."""
-    return {
-        node
-        for g in cluster.gangs
-        for p in g.pending
-        if not p.scheduling_gates and (node := p.annotations.get(NARROWED_KEY))
-    }
+    """The nodes pending pods were released to (`gates.released_node`: narrowed there, gangscale's gate gone, whether
+    or not another gate still holds them): that node is their only feasible one, so it is taken even before the
+    bind lands (a pod whose node is gone is `gates.stranded`, and recreated)."""
+    return {node for g in cluster.gangs for p in g.pending if (node := released_node(p))}
 
 
 def empty_nodes(
