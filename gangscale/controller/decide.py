@@ -43,7 +43,7 @@ from .conditions import due as conditions_due
 from .config import ControllerConfig
 from .events import state_object
 from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
-from .gates import CAPACITY_GATE, GateDecision, release_patch
+from .gates import CAPACITY_GATE, GateDecision, release_patch, stranded_due_at
 from .keep import KeepState
 from .lifecycle import (
     ApplyScaleUp,
@@ -360,7 +360,8 @@ def _stranded(state: State, obs: Stranded, now: float) -> Decision:
     actions: list[Action] = []
     for p, why in obs.found:
         first = since.setdefault(p.key, now)
-        if now - first < state.settings.narrowed_node_grace_seconds or not obs.can_delete:
+        due = stranded_due_at(first, state.settings.narrowed_node_grace_seconds)
+        if now < due or not obs.can_delete:
             continue
         target = EventTarget.of_gang(obs.gang_of[p.key])
         if p.owner_kinds:

@@ -678,6 +678,13 @@ def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[d
 # ------------------------------------------------------------------------------------------ recovery
 
 
+def stranded_due_at(first_seen: float, grace: float) -> float:
+    """When a pod first seen `stranded` at `first_seen` is due for the recovery (deleted, or reported when it has no
+    owner): `grace` (`narrowedNodeGraceSeconds`) later, so a kubelet blip does not count. The one reading of that
+    time: the recovery (`decide`) acts at or after it, and the controller's wake-up (`wakes.next_due`) is it."""
+    return first_seen + grace
+
+
 def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]]:
     """Pods gate mode released narrowed to a node (`released_node`) that are still unbound while that node is gone
     or not Ready (or cordoned): with one feasible node they can never schedule. Each with the reason, which names

@@ -3,6 +3,7 @@ no clock (a clock read during a decision fails the test)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -381,6 +382,16 @@ def test_a_stranded_pod_is_timed_from_when_it_was_first_seen_and_forgotten_once_
     fresh = decide(state(), seen, NOW)
     assert fresh.actions == () and fresh.state.stranded_since == {key: NOW}
     assert decide(before, replace(seen, found=()), NOW).state.stranded_since == {}
+
+
+def test_a_stranded_pod_wakes_the_loop_by_the_end_of_its_grace_and_the_pass_then_deletes_it():
+    before, seen = stranded(True, NOW - 100)
+    ends = NOW - 100 + CFG.narrowed_node_grace_seconds  # the first moment the rule acts on it
+    d = decide(before, seen, NOW)
+    assert d.actions == () and d.wake_at is not None and d.wake_at <= ends
+    assert kinds(decide(d.state, seen, d.wake_at).actions) == ["DeleteStrandedPod"]
+    assert decide(d.state, seen, math.nextafter(ends, -math.inf)).actions == ()
+    assert decide(state(), seen, NOW).wake_at == NOW + CFG.narrowed_node_grace_seconds  # first seen now
 
 
 def test_a_podgroup_whose_condition_changed_gets_one_condition_write():

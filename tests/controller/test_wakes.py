@@ -95,6 +95,25 @@ def test_an_empty_node_falls_due_at_its_keep_time_and_the_scale_down_takes_it_th
     assert [e.node for e in due_nodes({"n1": NOW - 4}, keep, cluster, groups, t, grace=grace)] == ["n1"]
 
 
+def test_a_stranded_pod_falls_due_when_its_grace_ends_and_the_recovery_deletes_it_then():
+    from builders import pod, podgroup
+
+    from gangscale.controller.decide import Stranded
+    from gangscale.controller.gates import NARROWED_KEY
+
+    p = pod("job-0", group="job")
+    p["metadata"].update(annotations={NARROWED_KEY: "gone"}, ownerReferences=[{"kind": "Job", "name": "job"}])
+    (g,) = ingest([podgroup("job", min_count=1), p]).gangs
+    (stuck,) = g.pending
+    cfg = ControllerConfig(narrowedNodeGraceSeconds=120)
+    state = State(cfg, stranded_since={stuck.key: NOW - 30})
+    t = wakes.next_due(state, NOW)
+    assert t == NOW + 90
+    seen = Stranded(((stuck, "node gone is gone"),), {stuck.key: g}, True)
+    assert decide(state, seen, t - BEFORE).actions == ()
+    assert [type(a).__name__ for a in decide(state, seen, t).actions] == ["DeleteStrandedPod"]
+
+
 def test_a_waiting_gang_s_ageing_falls_due_when_it_has_waited_the_ageing_time():
     r = rec(GangState.PLANNED, since=NOW - 500, first_seen=NOW - 500)  # its graces' timers passed before NOW
     assert due(r) == NOW + 100
