@@ -33,6 +33,7 @@ from .actions import (
     EmitEvent,
     LiftGate,
     PodPatch,
+    PublishStatus,
     ReleaseCapacity,
     ScaleDown,
     TerminateLoose,
@@ -59,6 +60,7 @@ from .lifecycle import (
     named_launches,
     transition,
 )
+from .published import Shown, status_due
 from .reservations import reserved_registered
 from .scaledown import EmptyNode, above_min_size, due_nodes, empty_nodes, tainted_nodes
 
@@ -81,6 +83,7 @@ class State:
     scaled_down: frozenset[str] = (
         frozenset()
     )  # nodes whose instance was terminated, while their Node lasts
+    published: Shown = Shown()  # the status ConfigMap as last written (published.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,18 @@ class ConditionsSeen:
     objects: Sequence[Mapping[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class StatusSeen:
+    """The leader's status as this pass has it (`published.status_data`), to publish when due."""
+
+    data: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusPublished:
+    outcome: Done
+
+
 Observation = (
     Reported
     | ScaleUpRan
@@ -217,6 +232,8 @@ Observation = (
     | GatesOpen
     | Lifted
     | ConditionsSeen
+    | StatusSeen
+    | StatusPublished
 )
 
 
@@ -424,6 +441,20 @@ def _conditions_seen(state: State, obs: ConditionsSeen, now: float) -> Decision:
     return Decision(state, (WriteConditions(writes),) if writes else ())
 
 
+def _status_seen(state: State, obs: StatusSeen, now: float) -> Decision:
+    """The status is published when it changed since it was last written, or that is REFRESH_SECONDS old."""
+    due = status_due(state.published, obs.data, now)
+    return Decision(state, (PublishStatus(obs.data, now),) if due else ())
+
+
+def _status_published(state: State, obs: StatusPublished, now: float) -> Decision:
+    """A write that succeeded is what the next `_status_seen` compares with; a failed one is tried again."""
+    a = obs.outcome.action
+    if obs.outcome.error is not None or not isinstance(a, PublishStatus):
+        return Decision(state)
+    return Decision(replace(state, published=Shown(dict(a.data), a.now)))
+
+
 RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     Reported: _reported,
     ScaleUpRan: _scale_up_ran,
@@ -439,4 +470,6 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     GatesOpen: _gates_open,
     Lifted: _lifted,
     ConditionsSeen: _conditions_seen,
+    StatusSeen: _status_seen,
+    StatusPublished: _status_published,
 }
