@@ -33,6 +33,7 @@ from .actions import (
     EmitEvent,
     LiftGate,
     PodPatch,
+    PublishStatus,
     ReleaseCapacity,
     ScaleDown,
     TerminateLoose,
@@ -43,7 +44,7 @@ from .conditions import due as conditions_due
 from .config import ControllerConfig
 from .events import state_object
 from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
-from .gates import CAPACITY_GATE, GateDecision, release_patch
+from .gates import CAPACITY_GATE, GateDecision, release_patch, stranded_due_at
 from .keep import KeepState
 from .lifecycle import (
     ApplyScaleUp,
@@ -59,6 +60,7 @@ from .lifecycle import (
     named_launches,
     transition,
 )
+from .published import Shown, status_due
 from .reservations import reserved_registered
 from .scaledown import EmptyNode, above_min_size, due_nodes, empty_nodes, tainted_nodes
 
@@ -81,6 +83,7 @@ class State:
     scaled_down: frozenset[str] = (
         frozenset()
     )  # nodes whose instance was terminated, while their Node lasts
+    published: Shown = Shown()  # the status ConfigMap as last written (published.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,18 @@ class ConditionsSeen:
     objects: Sequence[Mapping[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class StatusSeen:
+    """The leader's status as this pass has it (`published.status_data`), to publish when due."""
+
+    data: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusPublished:
+    outcome: Done
+
+
 Observation = (
     Reported
     | ScaleUpRan
@@ -217,6 +232,8 @@ Observation = (
     | GatesOpen
     | Lifted
     | ConditionsSeen
+    | StatusSeen
+    | StatusPublished
 )
 
 
@@ -312,7 +329,8 @@ def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
     records = state.records.values()
     kept = keep.observe(state.keep, obs.cluster, obs.groups, records, now, settings)
     until = keep.keep_until(kept, since, state.empty_until, obs.cluster, obs.groups, now, settings)
-    due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares)
+    grace = state.settings.empty_node_grace_seconds
+    due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares, grace=grace)
     cordons = tuple(Cordon(e) for e in above_min_size(due))
     return Decision(replace(state, empty_since=since, empty_until=until, keep=kept), cordons)
 
@@ -359,7 +377,8 @@ def _stranded(state: State, obs: Stranded, now: float) -> Decision:
     actions: list[Action] = []
     for p, why in obs.found:
         first = since.setdefault(p.key, now)
-        if now - first < state.settings.narrowed_node_grace_seconds or not obs.can_delete:
+        due = stranded_due_at(first, state.settings.narrowed_node_grace_seconds)
+        if now < due or not obs.can_delete:
             continue
         target = EventTarget.of_gang(obs.gang_of[p.key])
         if p.owner_kinds:
@@ -422,6 +441,20 @@ def _conditions_seen(state: State, obs: ConditionsSeen, now: float) -> Decision:
     return Decision(state, (WriteConditions(writes),) if writes else ())
 
 
+def _status_seen(state: State, obs: StatusSeen, now: float) -> Decision:
+    """The status is published when it changed since it was last written, or that is REFRESH_SECONDS old."""
+    due = status_due(state.published, obs.data, now)
+    return Decision(state, (PublishStatus(obs.data, now),) if due else ())
+
+
+def _status_published(state: State, obs: StatusPublished, now: float) -> Decision:
+    """A write that succeeded is what the next `_status_seen` compares with; a failed one is tried again."""
+    a = obs.outcome.action
+    if obs.outcome.error is not None or not isinstance(a, PublishStatus):
+        return Decision(state)
+    return Decision(replace(state, published=Shown(dict(a.data), a.now)))
+
+
 RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     Reported: _reported,
     ScaleUpRan: _scale_up_ran,
@@ -437,4 +470,6 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     GatesOpen: _gates_open,
     Lifted: _lifted,
     ConditionsSeen: _conditions_seen,
+    StatusSeen: _status_seen,
+    StatusPublished: _status_published,
 }

@@ -84,6 +84,26 @@ def gated(pod: Pod) -> bool:
     return CAPACITY_GATE in pod.scheduling_gates
 
 
+def schedulable(pod: Pod) -> bool:
+    """Whether the scheduler considers the pod at all: it carries no scheduling gate, gangscale's or another's (KEP-3521
+    pod scheduling readiness: kube-scheduler's SchedulingGates PreEnqueue plugin keeps a pod with any
+    `spec.schedulingGates` entry out of the scheduling queue, pkg/scheduler/framework/plugins/schedulinggates/
+    scheduling_gates.go)."""
+    return not pod.scheduling_gates
+
+
+def released_node(pod: Pod) -> str | None:
+    """The node gate mode released this unbound pod to: the one `NARROWED_KEY` names, once gangscale's gate is gone
+    from it. Another gate still on it (Kueue's `kueue.x-k8s.io/admission`, any other) does not matter: the pod is
+    not `schedulable` yet, but its one feasible node is that node whenever the other gate is lifted. None: not
+    released by gate mode, still behind gangscale's gate, bound, or finished. The scale-down keeps the node for it
+    (`scaledown.released_to`) and the recovery deletes it when the node is gone (`stranded`)."""
+    node = pod.annotations.get(NARROWED_KEY)
+    if not node or gated(pod) or pod.node_name or pod.terminal:
+        return None
+    return node
+
+
 def namespace_labels(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """Labels of the listed Namespace objects, by name (malformed ones read as unlabelled)."""
     out: dict[str, dict[str, str]] = {}
@@ -658,14 +678,22 @@ def remove_gate_patch(gates: Sequence[str], gate: str = CAPACITY_GATE) -> list[d
 # ------------------------------------------------------------------------------------------ recovery
 
 
+def stranded_due_at(first_seen: float, grace: float) -> float:
+    """When a pod first seen `stranded` at `first_seen` is due for the recovery (deleted, or reported when it has no
+    owner): `grace` (`narrowedNodeGraceSeconds`) later, so a kubelet blip does not count. The one reading of that
+    time: the recovery (`decide`) acts at or after it, and the controller's wake-up (`wakes.next_due`) is it."""
+    return first_seen + grace
+
+
 def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]]:
-    """Pods gate mode released narrowed to a node (`NARROWED_KEY`) that are still unbound while that node is gone
-    or not Ready (or cordoned): with one feasible node they can never schedule. Each with the reason."""
+    """Pods gate mode released narrowed to a node (`released_node`) that are still unbound while that node is gone
+    or not Ready (or cordoned): with one feasible node they can never schedule. Each with the reason, which names
+    the other gates a pod still waits for (not `schedulable`)."""
     state = {n.name: n for n in nodes}
     out = []
     for p in pods:
-        node = p.annotations.get(NARROWED_KEY)
-        if not node or p.node_name or p.terminal or gated(p):
+        node = released_node(p)
+        if node is None:
             continue
         n = state.get(node)
         why = (
@@ -678,5 +706,8 @@ def stranded(pods: Iterable[Pod], nodes: Iterable[Node]) -> list[tuple[Pod, str]
             else ""
         )
         if why:
-            out.append((p, f"node {node}, the one node it was narrowed to, {why}"))
+            waits = (
+                "" if schedulable(p) else f" (it also waits for {', '.join(p.scheduling_gates)})"
+            )
+            out.append((p, f"node {node}, the one node it was narrowed to, {why}{waits}"))
     return out

@@ -1,11 +1,10 @@
 """The act half of a pass: observe → `decide` → save when write-ahead → execute → the outcome feeds `decide` again.
 
 Invariant: every change this controller makes outside its own memory is an action that `execute.Executor` ran,
-and every one the act half makes is one `decide.decide` returned (the status ConfigMap, which the publisher's
-own memory decides, is the reconciler's); the `Loop` only builds observations, keeps the decide state between
-calls, saves the records right before the first write-ahead action of a decision (`actions.save_first`; the order
-is: Events, save, the crash point `record-saved`, the call, the crash point `call-confirmed`) and logs and counts
-outcomes.
+and every one the act half makes (the status ConfigMap's included) is one `decide.decide` returned; the `Loop`
+only builds observations, keeps the decide state between calls, saves the records right before the first
+write-ahead action of a decision (`actions.save_first`; the order is: Events, save, the crash point
+`record-saved`, the call, the crash point `call-confirmed`) and logs and counts outcomes.
 A lifecycle report's releases come round once more as `Released` (what the cloud gave back).
 """
 
@@ -51,6 +50,8 @@ from .decide import (
     ScaledDown,
     ScaleUpRan,
     State,
+    StatusPublished,
+    StatusSeen,
     Stranded,
     Unconfirmed,
     decide,
@@ -80,6 +81,7 @@ from .lifecycle import (
     Takeover,
 )
 from .metrics import Metrics
+from .published import Shown
 from .records import ControllerState
 
 log = logging.getLogger("gangscale.controller")
@@ -105,6 +107,7 @@ class Loop:
         self.keep = KeepState()  # the keep rule's arrivals and boots, in memory (keep.py)
         self.stranded_since: dict[str, float] = {}  # released pods whose narrowed-to node is gone
         self.scaled_down: set[str] = set()  # nodes whose instance this controller terminated
+        self.published = Shown()  # the status ConfigMap as this controller last wrote it
         self.replan_soon = (
             False  # a cloud failure moved gangs: run again without waiting for a change
         )
@@ -122,6 +125,7 @@ class Loop:
             self.keep,
             self.stranded_since,
             frozenset(self.scaled_down),
+            self.published,
         )
 
     def decide(self, observation: Observation, now: float) -> Decision:
@@ -132,6 +136,7 @@ class Loop:
         self.empty_since, self.stranded_since = dict(s.empty_since), dict(s.stranded_since)
         self.empty_until, self.keep = dict(s.empty_until), s.keep
         self.scaled_down = set(s.scaled_down)
+        self.published = s.published
         if d.backed_off:
             until = self.state.backoff[d.backed_off[0].group]
             for a in d.extended:
@@ -425,3 +430,14 @@ class Loop:
                 log.warning(
                     "cannot write the PodGroup condition", extra={"gang": gang, "error": err}
                 )
+
+    # ------------------------------------------------------------ the status
+
+    def publish(self, data: Mapping[str, str], now: float) -> None:
+        """The leader's status ConfigMap, when `decide` finds it due (changed, or not written for REFRESH_SECONDS);
+        a failed write is a warning, and it is due again at the next pass. Never raises."""
+        for o in self.execute(self.decide(StatusSeen(data), now)):
+            assert isinstance(o, Done)
+            if o.error is not None:
+                log.warning("cannot publish the status", extra={"error": o.error})
+            self.decide(StatusPublished(o), now)

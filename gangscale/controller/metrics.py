@@ -5,7 +5,6 @@ gang has that decision, so a dashboard never shows a stale count for a decision 
 
 from __future__ import annotations
 
-import platform
 import threading
 import time
 from collections import Counter as Tally
@@ -23,7 +22,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from .. import __version__
+from ..build_info import register_build_info
 from ..plan import Decision, Plan
 from .config import ControllerConfig
 from .lifecycle import REPORTED, Latency, Record, ScaledUp
@@ -138,12 +137,7 @@ class Metrics:
             "When the loop last finished a pass",
             registry=r,
         )
-        Gauge(
-            "gangscale_build_info",
-            "Always 1, labelled with the running gangscale and Python versions",
-            ["version", "python"],
-            registry=r,
-        ).labels(__version__, platform.python_version()).set(1)
+        register_build_info(r)
 
     def _groups(self, r: CollectorRegistry) -> None:
         """Per node group, as Cluster Autoscaler's node_group_{target,min,max}_count (CA metrics/metrics.go)."""

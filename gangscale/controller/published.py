@@ -6,7 +6,8 @@ every pending gang, infeasible, below quorum and invalid ones included, and the 
 Autoscaler's status ConfigMap gives (`cluster-autoscaler-status`: target size, ready, registered, min and max,
 backoff; CA `clusterstate/clusterstate.go`, `ClusterStateRegistry` and its `NodeGroupStatus`). The leader writes
 it, fenced like every write, only when it changed or at least every REFRESH_SECONDS (so its `updated` time shows
-the view is current), and never fails a pass over it.
+the view is current: `status_due`, which `decide` asks of what it last wrote, `Shown`), and never fails a pass over
+it.
 """
 
 from __future__ import annotations
@@ -74,6 +75,19 @@ def group_sizes(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The status ConfigMap as this leader last wrote it: its data (None: not written yet) and when."""
+
+    data: Mapping[str, str] | None = None
+    written: float = 0.0
+
+
+def status_due(shown: Shown, data: Mapping[str, str], now: float) -> bool:
+    """Whether `data` is to be written now: it differs from what was last written, or that is REFRESH_SECONDS old."""
+    return data != shown.data or now - shown.written >= REFRESH_SECONDS
+
+
 def gang_rows(plan: Plan) -> tuple[list[dict[str, Any]], int]:
     """The plan's gangs as status rows (at most MAX_GANGS) and how many were left out."""
     rows = [
@@ -130,15 +144,11 @@ def status_data(
 
 
 class StatusPublisher:
-    """Writes the status ConfigMap: replaced whole (only the leader writes it), created when missing."""
+    """Writes the status ConfigMap: replaced whole (only the leader writes it), created when missing. When to write
+    it is `decide`'s (`status_due`)."""
 
     def __init__(self, client: KubeClient, namespace: str, name: str = STATUS_CONFIGMAP) -> None:
         self.client, self.namespace, self.name = client, namespace, name
-        self._last: dict[str, str] | None = None
-        self._written = 0.0
-
-    def due(self, data: Mapping[str, str], now: float) -> bool:
-        return data != self._last or now - self._written >= REFRESH_SECONDS
 
     def publish(self, data: Mapping[str, str], now: float) -> str | None:
         """Write `data` with its `updated` time; None when written, else why not (one sentence, never raised)."""
@@ -161,5 +171,4 @@ class StatusPublisher:
                 self.client.post(CONFIGMAPS.path(self.namespace), body)
         except KubeError as exc:
             return f"cannot write ConfigMap {self.namespace}/{self.name}: {exc}"
-        self._last, self._written = dict(data), now
         return None

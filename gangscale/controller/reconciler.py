@@ -42,18 +42,12 @@ from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapsho
 from ..solver.params import SolveOptions
 from . import backoff, gates, janitor, wakes
 from . import metrics as observe
-from .actions import (
-    PublishStatus,
-)
 from .actuator import Actuator
 from .config import ControllerConfig
 from .deadlines import cooling_holds, deadline_seconds, warn_bad_deadlines
 from .deps import Deps
 from .events import EventSink
-from .execute import (
-    Done,
-    Executor,
-)
+from .execute import Executor
 from .lifecycle import (
     Applied,
     Booked,
@@ -668,18 +662,11 @@ class Reconciler:
             self.loop.lift(decision, objects, enforce and self.deps.pod_gates is not None, now)
 
     def _publish(self, plan: Plan, cluster: Cluster, now: float, leader: bool) -> None:
-        """The node-group gauges; the leader's status ConfigMap when it changed (fenced; never raises)."""
+        """The node-group gauges; the leader's status ConfigMap, which `decide` publishes when due (`Loop.publish`)."""
         sizes = group_sizes(self.groups, cluster.nodes, self.state.backoff, now)
         observe.observe_node_groups(self.metrics, sizes)
-        if not leader or self.deps.status is None:
-            return
-        data = status_data(plan, sizes, self.identity, self.cfg.mode)
-        if not self.deps.status.due(data, now):
-            return
-        published = self.executor.run(PublishStatus(data, now))
-        err = published.error if isinstance(published, Done) else None
-        if err is not None:
-            log.warning("cannot publish the status", extra={"error": err})
+        if leader and self.deps.status is not None:
+            self.loop.publish(status_data(plan, sizes, self.identity, self.cfg.mode), now)
 
     def _observe(self, plan: Plan, snap: ClusterSnapshot) -> None:
         prices = {g.name: g.price_per_hour for g in self.groups.values()}

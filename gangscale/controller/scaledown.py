@@ -32,7 +32,7 @@ from cloud_adapters.base import instance_id_from_provider_id
 
 from ..ingest import Cluster
 from ..model import Node, NodeGroup
-from .gates import NARROWED_KEY
+from .gates import released_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +55,10 @@ def busy_nodes(cluster: Cluster) -> set[str]:
 
 
 def released_to(cluster: Cluster) -> set[str]:
-    """The nodes named by `gates.NARROWED_KEY` on pending pods without a scheduling gate: gate mode released them
-    narrowed to that node, their only feasible one, so the node is taken even before the bind lands (a pod whose
-    node is gone is `gates.stranded`, and recreated)."""
-    return {
-        node
-        for g in cluster.gangs
-        for p in g.pending
-        if not p.scheduling_gates and (node := p.annotations.get(NARROWED_KEY))
-    }
+    """The nodes pending pods were released to (`gates.released_node`: narrowed there, gangscale's gate gone, whether
+    or not another gate still holds them): that node is their only feasible one, so it is taken even before the
+    bind lands (a pod whose node is gone is `gates.stranded`, and recreated)."""
+    return {node for g in cluster.gangs for p in g.pending if (node := released_node(p))}
 
 
 def empty_nodes(
@@ -89,10 +84,13 @@ def due_nodes(
     groups: Mapping[str, NodeGroup],
     now: float,
     spare_until: Mapping[str, float] | None = None,
+    *,
+    grace: float,
 ) -> list[EmptyNode]:
-    """The empty nodes due to go back now: past their keep (`until`: node -> give-back time, keep.py), or a node
-    bought for a gang that started without it, empty at its purchase's deadline (`spare_until`): it was bought for a
-    gang that no longer needs it, and keeping it on top would bill it past that deadline."""
+    """The empty nodes due to go back now: past their keep (`falls_due_at` of `until`: node -> give-back time,
+    keep.py, else `grace` after it emptied), or a node bought for a gang that started without it, empty at its
+    purchase's deadline (`spare_until`): it was bought for a gang that no longer needs it, and keeping it on top
+    would bill it past that deadline."""
     spare = spare_until or {}
     due: list[EmptyNode] = []
     for node in cluster.nodes:
@@ -101,7 +99,8 @@ def due_nodes(
         if since is None or group is None:
             continue
         iid = instance_id_from_provider_id(node.provider_id)
-        if (now >= until.get(node.name, now) or now >= spare.get(node.name, now + 1)) and iid:
+        kept = now >= falls_due_at(since, until.get(node.name), grace)
+        if (kept or now >= spare.get(node.name, now + 1)) and iid:
             due.append(EmptyNode(node.name, group, iid, since))
     return due
 
@@ -189,7 +188,7 @@ def blocks_removal(pod: Mapping[str, Any]) -> bool:
 
 
 def falls_due_at(empty_since: float, keep_until: float | None, grace: float) -> float:
-    """When a node empty since `empty_since` is due (`due_nodes`): at the give-back time its keep rule decided
-    (`keep.keep_until`), or the fixed grace after it emptied before one was decided (the controller's wake-up for
-    it: `wakes.next_due`)."""
+    """When a node empty since `empty_since` is due for its keep: at the give-back time its keep rule decided
+    (`keep.keep_until`), or the fixed grace after it emptied when none was decided. The one reading of the keep
+    time: `due_nodes` takes a node at or after it, and the controller's wake-up (`wakes.next_due`) is it."""
     return keep_until if keep_until is not None else empty_since + grace

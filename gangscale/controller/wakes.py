@@ -4,9 +4,11 @@ Invariant: a pass run at or after `next_due(state, after)` acts on that rule, an
 (after the pass at `after`). Each wake-up comes from its rule's module, which states its comparison once: a
 provisioning deadline (`lifecycle.deadline_due_at`: strict, a tick after it), the cancel grace and a
 timed-out gang's cooling (`lifecycle.grace_due_at`), a group's backoff (`backoff.backed_off`: its time),
-ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`) and the empty-node keep time
-(`scaledown.falls_due_at`). Without these a rule would be acted on only at the next change or resync,
-billing a node that long past its deadline or keep time; as Karpenter's reconcilers return `RequeueAfter`.
+ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`), the empty-node keep time
+(`scaledown.falls_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the pod was first
+seen stranded). Without these a rule would be acted on only at the next change or resync, billing a node that
+long past its deadline or keep time, or leaving a gang's pod stuck that long; as Karpenter's reconcilers return
+`RequeueAfter`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Protocol
 
 from ..model import GangKey
 from .config import ControllerConfig
+from .gates import stranded_due_at
 from .lifecycle import GangState, Record, deadline_due_at, grace_due_at
 from .scaledown import falls_due_at
 
@@ -33,6 +36,8 @@ class Timed(Protocol):
     def empty_since(self) -> Mapping[str, float]: ...
     @property
     def empty_until(self) -> Mapping[str, float]: ...
+    @property
+    def stranded_since(self) -> Mapping[str, float]: ...
 
 
 def record_due(rec: Record, cfg: ControllerConfig) -> Iterable[float]:
@@ -55,10 +60,11 @@ def next_due(state: Timed, after: float) -> float | None:
         for t in record_due(r, cfg):
             if t > after and (soonest is None or t < soonest):
                 soonest = t
-    grace = cfg.empty_node_grace_seconds
+    grace, narrowed = cfg.empty_node_grace_seconds, cfg.narrowed_node_grace_seconds
     for t in (
         *state.backoff.values(),
         *(falls_due_at(s, state.empty_until.get(n), grace) for n, s in state.empty_since.items()),
+        *(stranded_due_at(s, narrowed) for s in state.stranded_since.values()),
     ):
         if t > after and (soonest is None or t < soonest):
             soonest = t

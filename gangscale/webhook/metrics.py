@@ -9,19 +9,17 @@ The fail-open loop's metrics (failopen.py) join every server's registry through 
 
 from __future__ import annotations
 
-import platform
 from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     ProcessCollector,
     generate_latest,
 )
 
-from .. import __version__
+from ..build_info import register_build_info
 
 WEBHOOKS = {"/validate": "validate", "/mutate": "mutate"}
 # collectors of the process's background loops (failopen.py), registered in every server's registry
@@ -46,12 +44,7 @@ class WebhookMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         ProcessCollector(registry=r)
-        Gauge(
-            "gangscale_build_info",
-            "Always 1, labelled with the running gangscale and Python versions",
-            ["version", "python"],
-            registry=r,
-        ).labels(__version__, platform.python_version()).set(1)
+        register_build_info(r)
         self.requests = Counter(
             "gangscale_webhook_requests_total",
             "Admission requests answered, by webhook and result",

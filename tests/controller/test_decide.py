@@ -3,6 +3,7 @@ no clock (a clock read during a decision fails the test)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from gangscale.controller.actions import (
     DeleteStrandedPod,
     EmitEvent,
     LiftGate,
+    PublishStatus,
     ReleaseCapacity,
     ScaleDown,
     ScaleUp,
@@ -38,6 +40,8 @@ from gangscale.controller.decide import (
     Reported,
     ScaledDown,
     State,
+    StatusPublished,
+    StatusSeen,
     Stranded,
     Unconfirmed,
     decide,
@@ -59,6 +63,7 @@ from gangscale.controller.lifecycle import (
     ReleaseWhy,
     Rules,
 )
+from gangscale.controller.published import REFRESH_SECONDS, Shown
 from gangscale.controller.scaledown import EmptyNode
 from gangscale.ingest import ingest
 from gangscale.model import GangKey, NodeGroup
@@ -133,6 +138,9 @@ def lifted() -> tuple[State, Lifted]:
     (action,) = decide(state(), seen, NOW).actions
     assert isinstance(action, LiftGate)
     return state(), Lifted(LiftOutcome(action, ("default/job-0",), {}))
+
+
+STATUS = {"gangs.json": "[]", "nodegroups.json": "[]", "pass.json": '{"leader": "a"}'}
 
 
 def release(why: ReleaseWhy) -> Release:
@@ -294,6 +302,25 @@ CASES = [
     pytest.param(
         *stranded(True, NOW - 120, can_delete=False), [], id="a_stranded_pod_in_dry_run_is_left"
     ),
+    pytest.param(state(), StatusSeen(STATUS), ["PublishStatus"], id="a_status_never_written_is_published"),
+    pytest.param(
+        state(published=Shown({**STATUS, "gangs.json": '[{"name": "job"}]'}, NOW - 1)),
+        StatusSeen(STATUS),
+        ["PublishStatus"],
+        id="a_status_that_changed_is_published_at_once",
+    ),
+    pytest.param(
+        state(published=Shown(STATUS, NOW - REFRESH_SECONDS + 1)),
+        StatusSeen(STATUS),
+        [],
+        id="an_unchanged_status_written_within_the_refresh_period_is_left",
+    ),
+    pytest.param(
+        state(published=Shown(STATUS, NOW - REFRESH_SECONDS)),
+        StatusSeen(STATUS),
+        ["PublishStatus"],
+        id="an_unchanged_status_is_published_again_once_the_refresh_period_has_passed",
+    ),
 ]
 
 
@@ -381,6 +408,27 @@ def test_a_stranded_pod_is_timed_from_when_it_was_first_seen_and_forgotten_once_
     fresh = decide(state(), seen, NOW)
     assert fresh.actions == () and fresh.state.stranded_since == {key: NOW}
     assert decide(before, replace(seen, found=()), NOW).state.stranded_since == {}
+
+
+def test_a_stranded_pod_wakes_the_loop_by_the_end_of_its_grace_and_the_pass_then_deletes_it():
+    before, seen = stranded(True, NOW - 100)
+    ends = NOW - 100 + CFG.narrowed_node_grace_seconds  # the first moment the rule acts on it
+    d = decide(before, seen, NOW)
+    assert d.actions == () and d.wake_at is not None and d.wake_at <= ends
+    assert kinds(decide(d.state, seen, d.wake_at).actions) == ["DeleteStrandedPod"]
+    assert decide(d.state, seen, math.nextafter(ends, -math.inf)).actions == ()
+    assert decide(state(), seen, NOW).wake_at == NOW + CFG.narrowed_node_grace_seconds  # first seen now
+
+
+def test_a_published_status_is_what_the_next_pass_compares_with_and_a_failed_write_is_tried_again():
+    (publish,) = decide(state(), StatusSeen(STATUS), NOW).actions
+    assert publish == PublishStatus(STATUS, NOW)
+    failed = decide(state(), StatusPublished(Done(publish, "cannot write ConfigMap")), NOW)
+    assert failed.state.published == Shown() and decide(failed.state, StatusSeen(STATUS), NOW + 1).actions != ()
+    written = decide(state(), StatusPublished(Done(publish)), NOW).state
+    assert written.published == Shown(STATUS, NOW)
+    assert decide(written, StatusSeen(STATUS), NOW + 1).actions == ()
+    assert decide(written, StatusSeen(STATUS), NOW + 1).wake_at is None  # the refresh waits for a pass: no wake-up
 
 
 def test_a_podgroup_whose_condition_changed_gets_one_condition_write():

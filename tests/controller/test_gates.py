@@ -361,3 +361,45 @@ def test_a_released_pod_whose_node_is_gone_or_not_ready_is_stranded_and_others_a
     out = {p.name: why for p, why in stranded(pods, nodes)}
     assert out == {"gone": "node n9, the one node it was narrowed to, is gone",
                    "notready": "node n2, the one node it was narrowed to, is not Ready"}
+
+
+
+def _kueue_gated_release() -> tuple:
+    """A pending pod gate mode narrowed to n1 with gangscale's gate gone and Kueue's still on; the same pod with both."""
+    from gangscale.ingest_kueue import ADMISSION_GATE
+
+    cluster = ingest([node("n1"), podgroup("job", min_count=1), pod("job-0", group="job")])
+    (g,) = cluster.gangs
+    (p,) = g.pending
+    kueue_only = replace(p, annotations={NARROWED_KEY: "n1"}, scheduling_gates=(ADMISSION_GATE,))
+    both = replace(kueue_only, scheduling_gates=(CAPACITY_GATE, ADMISSION_GATE))
+    return cluster, g, kueue_only, both
+
+
+def test_a_pod_with_gangscales_gate_lifted_but_kueues_still_on_is_released_to_its_node_for_the_scale_down_and_the_recovery():
+    """One reading of "released" for both callers: the scale-down keeps the node the pod was narrowed to, and the
+    recovery finds the pod stranded when that node is gone, while Kueue's gate still holds it (KEP-3521: the pod is not
+    scheduled until every gate is gone, and then only onto that node)."""
+    from gangscale.controller.scaledown import released_to
+
+    cluster, g, kueue_only, both = _kueue_gated_release()
+    with_pod = replace(cluster, gangs=[replace(g, pending=(kueue_only,))])
+    assert released_to(with_pod) == {"n1"}  # the scale-down's busy nodes: n1 stays
+    assert released_to(replace(cluster, gangs=[replace(g, pending=(both,))])) == set()
+    assert stranded([kueue_only], with_pod.nodes) == []  # its node is there
+    assert [p.name for p, _ in stranded([kueue_only], [])] == ["job-0"]
+    assert stranded([both], []) == []  # still behind gangscale's gate: not released
+
+
+def test_a_pod_is_released_once_gangscales_gate_is_gone_and_schedulable_only_once_every_gate_is():
+    from gangscale.controller.gates import released_node, schedulable
+    from gangscale.ingest_kueue import ADMISSION_GATE
+
+    _, _, kueue_only, both = _kueue_gated_release()
+    assert released_node(kueue_only) == "n1" and not schedulable(kueue_only)
+    assert released_node(both) is None and not schedulable(both)
+    open_pod = replace(kueue_only, scheduling_gates=())
+    assert released_node(open_pod) == "n1" and schedulable(open_pod)
+    assert released_node(replace(open_pod, node_name="n1")) is None  # bound: nothing left to release
+    assert [why for _, why in stranded([kueue_only], [])] == [
+        f"node n1, the one node it was narrowed to, is gone (it also waits for {ADMISSION_GATE})"]

@@ -6,13 +6,18 @@ before and at the time `next_due` names, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from builders import node
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gangscale.controller import wakes
 from gangscale.controller.backoff import backed_off
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.decide import State
+from gangscale.controller.actions import Cordon
+from gangscale.controller.decide import EmptyNodes, State, decide
 from gangscale.controller.lifecycle import TICK, Expire, GangState, Record, Rules, cooling, transition
 from gangscale.controller.scaledown import due_nodes
 from gangscale.ingest import ingest
@@ -85,8 +90,28 @@ def test_an_empty_node_falls_due_at_its_keep_time_and_the_scale_down_takes_it_th
     t = due(empty_since={"n1": NOW - 4}, empty_until=decided, after=NOW - 4)
     assert t == (NOW + 6 if until is None else until)  # the grace is CFG's 10 s
     keep = decided or {"n1": NOW - 4 + CFG.empty_node_grace_seconds}
-    assert due_nodes({"n1": NOW - 4}, keep, cluster, groups, t - BEFORE) == []
-    assert [e.node for e in due_nodes({"n1": NOW - 4}, keep, cluster, groups, t)] == ["n1"]
+    grace = CFG.empty_node_grace_seconds
+    assert due_nodes({"n1": NOW - 4}, keep, cluster, groups, t - BEFORE, grace=grace) == []
+    assert [e.node for e in due_nodes({"n1": NOW - 4}, keep, cluster, groups, t, grace=grace)] == ["n1"]
+
+
+def test_a_stranded_pod_falls_due_when_its_grace_ends_and_the_recovery_deletes_it_then():
+    from builders import pod, podgroup
+
+    from gangscale.controller.decide import Stranded
+    from gangscale.controller.gates import NARROWED_KEY
+
+    p = pod("job-0", group="job")
+    p["metadata"].update(annotations={NARROWED_KEY: "gone"}, ownerReferences=[{"kind": "Job", "name": "job"}])
+    (g,) = ingest([podgroup("job", min_count=1), p]).gangs
+    (stuck,) = g.pending
+    cfg = ControllerConfig(narrowedNodeGraceSeconds=120)
+    state = State(cfg, stranded_since={stuck.key: NOW - 30})
+    t = wakes.next_due(state, NOW)
+    assert t == NOW + 90
+    seen = Stranded(((stuck, "node gone is gone"),), {stuck.key: g}, True)
+    assert decide(state, seen, t - BEFORE).actions == ()
+    assert [type(a).__name__ for a in decide(state, seen, t).actions] == ["DeleteStrandedPod"]
 
 
 def test_a_waiting_gang_s_ageing_falls_due_when_it_has_waited_the_ageing_time():
@@ -112,3 +137,33 @@ def test_an_empty_node_that_outlived_its_grace_is_left_to_the_resync():
 def test_an_empty_node_is_overdue_by_the_give_back_time_its_keep_rule_decided_not_by_the_grace():
     assert not wakes.overdue_empty({"n1": NOW - 1000}, {"n1": NOW + 5}, CFG, NOW)  # kept past the grace
     assert wakes.overdue_empty({"n1": NOW - 1}, {"n1": NOW}, CFG, NOW)  # given back sooner than the grace
+
+
+# an empty node: seconds it has been empty before NOW, and its decided keep past that (None: none decided yet)
+EMPTY = st.tuples(st.floats(0, 5000, allow_nan=False), st.none() | st.floats(0, 5000, allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(EMPTY, min_size=1, max_size=4), st.floats(0, 600, allow_nan=False))
+def test_the_empty_node_wake_up_is_the_first_moment_the_scale_down_takes_a_node_for_any_state(empty, grace):
+    """The wake-up (`wakes.next_due`) and the decision (`due_nodes`, and `decide` itself) read one keep time: at the
+    wake-up some node is taken, and a moment before it none is, whether or not a keep time was decided."""
+    cfg = ControllerConfig(emptyNodeGraceSeconds=grace, emptyNodeKeep="ski-rental")
+    objs = []
+    for i in range(len(empty)):
+        n = node(f"n{i}", group="cpu")
+        n["spec"]["providerID"] = f"aws:///us-east-1a/i-{i}"
+        objs.append(n)
+    cluster, groups = ingest(objs), {"cpu": NodeGroup("cpu", "m5.2xlarge", 0.384, 0, 10, 10, {"cpu": 8000})}
+    since = {f"n{i}": NOW - ago for i, (ago, _) in enumerate(empty)}
+    until = {f"n{i}": since[f"n{i}"] + keep for i, (_, keep) in enumerate(empty) if keep is not None}
+    after = min(since.values()) - 1  # the last pass: before any node emptied
+    t = wakes.next_due(State(cfg, {}, {}, since, until), after)
+    assert t is not None
+    just_before = math.nextafter(t, -math.inf)
+    taken = {e.node for e in due_nodes(since, until, cluster, groups, t, grace=grace)}
+    assert taken and due_nodes(since, until, cluster, groups, just_before, grace=grace) == []
+    seen = EmptyNodes(cluster, frozenset(), groups, {})
+    cordoned = {a.node.node for a in decide(State(cfg, {}, {}, since, until), seen, t).actions if isinstance(a, Cordon)}
+    assert cordoned == taken
+    assert decide(State(cfg, {}, {}, since, until), seen, just_before).actions == ()
