@@ -232,10 +232,9 @@ def _size_class_rows(prob: Problem, lp: _CostLP, deadline: float | None) -> bool
     weight = np.array(
         [1 if prob.kinds[k].new else prob.kinds[k].max_count for k in order], dtype=float
     )
-    whole = np.add.reduceat(
-        view.usable[order] * weight[:, None], starts, axis=0
-    )  # pools x resources
-    slots = np.add.reduceat(view.count[order] * weight[:, None], starts, axis=0)  # pools x shapes
+    # per pool: its all-shape room per resource, and its slots per shape
+    whole = np.add.reduceat(view.usable[order] * weight[:, None], starts, axis=0)
+    slots = np.add.reduceat(view.count[order] * weight[:, None], starts, axis=0)
     added = False
     for r, S, U in size_classes(view.usable, view.req, view.fits):
         if _past(deadline):

@@ -71,9 +71,8 @@ def usable_per_node(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.n
     if not len(ireq):
         return np.zeros_like(cap)
     acc = Usable(cap)
-    for i in range(
-        len(ireq)
-    ):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
+    # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
+    for i in range(len(ireq)):
         acc.add(ireq[i], fits[:, i])
     return acc.usable()
 
