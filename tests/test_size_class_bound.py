@@ -1,7 +1,7 @@
 """The cost bound's size-class rows (`solver/usable.py`, `bound.tight_cost_bound`): large pods are held within the
 room they can fill, node by node, so fragments of free capacity only small pods fit stop counting for them. The
 tightened bound never exceeds the optimum, which an independent exact model (CP-SAT over every node, built from
-the raw objects, no gangscale code) proves on seeded clusters of fragmented existing nodes."""
+the raw objects, no gangscale code beyond quantity parsing) proves on seeded clusters of fragmented existing nodes."""
 
 from __future__ import annotations
 
