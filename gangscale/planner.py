@@ -14,8 +14,10 @@ cost bound, CP-SAT is not run at all (both gaps closed: stop early).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,7 @@ from .solver.bound import (
     lp_cost_prices,
     lp_seconds,
     tier_counts,
+    tight_cost_bound,
 )
 from .solver.budget import Clock
 from .solver.greedy import (
@@ -184,7 +187,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), clock.lp_by, lp)
     )
     clock.record("gangBound", t, clock.past(clock.lp_by))
-    bounds = _Bounds(prob, opts, known_lp, clock.lp_by)
+    bounds = _Bounds(prob, opts, known_lp, clock.lp_by, clock.bound_reserve)
     proven = bool(hint_tiers) and _closed(hint_tiers)
     cost_closed = proven and _cost_closed(prob, hint, bounds, opts, clock)
     if not cost_closed:
@@ -483,13 +486,22 @@ def _repair(
 class _Bounds:
     """Cost bounds per placement (pods per shape), each computed once; with `lp_by` (every clocked plan) the LP
     relaxation runs to that deadline first, so the reported gap is not the fluid bound's for want of a share of
-    the time; None (`deterministic`) runs the LP the caller already solved only."""
+    the time; None (`deterministic`) runs the LP the caller already solved only. While a placement's cost gap is
+    open, its LP is tightened once by size classes (`tight_cost_bound`), within the time the bound may take (at
+    least `reserve()` seconds; no limit without it)."""
 
     def __init__(
-        self, prob: Problem, opts: SolveOptions, known_lp: dict[tuple, int], lp_by: float | None
+        self,
+        prob: Problem,
+        opts: SolveOptions,
+        known_lp: dict[tuple, int],
+        lp_by: float | None,
+        reserve: Callable[[], float] | None = None,
     ) -> None:
         self.prob, self.opts, self.known, self.lp_by = prob, opts, known_lp, lp_by
+        self.reserve = reserve
         self.cache: dict[tuple, tuple[int, bool]] = {}
+        self.tightened: set[tuple] = set()
 
     def _key(self, a: Assignment) -> tuple:
         return tuple(sorted(placed_per_shape(self.prob, a).items()))
@@ -497,12 +509,30 @@ class _Bounds:
     def of(self, a: Assignment, seconds: float) -> int:
         key = self._key(a)
         if key not in self.cache:
-            if self.lp_by is not None and key not in self.known:
-                self.known[key] = lp_cost_prices(self.prob, dict(key), self.lp_by)[0]
+            self._lp(key, a.cost(self.prob), seconds)
             self.cache[key] = lower_bound(
                 self.prob, dict(key), self.opts, seconds, self.known.get(key, 0)
             )
         return self.cache[key][0]
+
+    def _lp(self, key: tuple, cost: int, seconds: float) -> None:
+        """The placement's LP bound into `known`: solved to `lp_by` when not known yet, then tightened once while
+        it is below `cost` by more than the relative gap (a closed gap needs nothing more)."""
+        if key in self.tightened or (self.lp_by is None and key not in self.known):
+            return
+        self.tightened.add(key)
+        below = math.ceil(cost / (1 + self.opts.relative_gap))
+        extra = None if self.reserve is None else max(seconds, self.reserve())
+        if key not in self.known:
+            self.known[key] = tight_cost_bound(
+                self.prob, dict(key), self.lp_by, below=below, extra=extra
+            )
+        elif self.known[key] < below:  # the LP again, then its tightening, within the extra time
+            by = self.lp_by if extra is None else time.perf_counter() + extra
+            if self.lp_by is not None and by is not None:
+                by = min(by, self.lp_by)
+            again = tight_cost_bound(self.prob, dict(key), by, below=below)
+            self.known[key] = max(self.known[key], again)
 
     def final(self, best: Assignment, seconds: float) -> tuple[int, bool]:
         """The bound for the final plan's placement; an earlier, shorter try that proved less is tried again."""

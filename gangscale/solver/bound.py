@@ -8,7 +8,11 @@ core) pool their free capacity. Every node, existing or new, counts only
 what the demanded pods can use of it (`usable_per_node`: free cores without
 memory beside them serve no pod; loads are whole requests), and holds pod
 weights of at most 1 by dual feasible functions (`_pool_dff`: one pod over half
-a node, ...). Every real plan satisfies these constraints, so the optimum -- and
+a node, ...). While a plan's cost gap is open, the LP also holds each pool's
+large pods within what they alone can fill (`tight_cost_bound`, size classes of
+`usable`: a node with 3.5 free cores gives 2-core pods 2 of them, and pooled
+fragments only small pods fit stop counting for large ones). Every real plan
+satisfies these constraints, so the optimum -- and
 CP-SAT's proven objective bound, when the time runs out -- is a lower bound
 independent of the pattern set the main model used.
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -30,6 +34,7 @@ from ..resources import GPU
 from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
+from .usable import size_classes, usable_per_node
 
 if (
     TYPE_CHECKING
@@ -84,8 +89,9 @@ def lower_bound(
 ) -> tuple[int, bool]:
     """(bound in micro-dollars per hour, the aggregate relaxation was solved to optimality).
 
-    The fluid bound always; the LP relaxation unless the caller passes its value as `known` (`lp_cost_prices`);
-    the aggregate relaxation with CP-SAT when `seconds` can cover building its model and a short search.
+    The fluid bound always; the LP relaxation, tightened by size classes (`tight_cost_bound`), unless the caller
+    passes an LP bound as `known`; the aggregate relaxation with CP-SAT when `seconds` can cover building its
+    model and a short search.
     """
     start = time.perf_counter()
     demand = {s: n for s, n in placed_per_shape.items() if n > 0}
@@ -93,7 +99,7 @@ def lower_bound(
         return 0, True
     fluid = max(known, fluid_bound(prob, demand))
     if not known and seconds - (time.perf_counter() - start) > 0.02:
-        fluid = max(fluid, lp_cost_bound(prob, demand, start + seconds))
+        fluid = max(fluid, tight_cost_bound(prob, demand, start + seconds))
     pairs = sum(len(prob.compat[s]) for s in demand)
     if seconds - (time.perf_counter() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
         return fluid, False
@@ -115,38 +121,141 @@ def lp_cost_prices(
     """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
     `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another
     LP's pools (`GangLP.parts`), reused when it was built over the same shapes. Its build stops at `deadline` too."""
-    if _past(deadline):
+    lp = _cost_lp(prob, demand, deadline, parts)
+    bound = None if lp is None else _solve_cost_lp(lp, deadline)
+    if lp is None or bound is None:
         return 0, {}
+    return bound, {sh: row.dual_value() for sh, row in lp.cover.items()}
+
+
+def tight_cost_bound(
+    prob: Problem,
+    demand: dict[int, int],
+    deadline: float | None,
+    *,
+    below: int | None = None,
+    extra: float | None = None,
+    parts: LPParts | None = None,
+) -> int:
+    """A lower bound on the cost of placing `demand`, at least `lp_cost_bound`'s: that LP solved by `deadline`;
+    then, when its bound is below `below` (None: always), the same LP with size-class rows (`_size_class_rows`)
+    re-solved from its basis within `extra` seconds more (None: by `deadline`). Every plan is a point of both LPs,
+    so both optima are lower bounds; the larger is returned, floored as `lp_cost_prices` floors. 0 when the first
+    is not solved in time."""
+    lp = _cost_lp(prob, demand, deadline, parts)
+    base = None if lp is None else _solve_cost_lp(lp, deadline)
+    if lp is None or base is None:
+        return 0
+    if below is not None and base >= below:
+        return base
+    by = deadline if extra is None else time.perf_counter() + extra
+    if deadline is not None and by is not None:
+        by = min(by, deadline)
+    if _past(by) or not _size_class_rows(prob, lp, by):
+        return base
+    tight = _solve_cost_lp(lp, by)
+    return base if tight is None else max(base, tight)
+
+
+@dataclass(slots=True)
+class _CostLP:
+    """The aggregate cost LP over one demand (GLOP), kept so rows can join it and it can be solved again."""
+
+    solver: Any  # pywraplp.Solver (untyped)
+    cover: dict[int, Any]  # per shape: its pods placed, equal to the demand
+    parts: LPParts
+    scale: np.ndarray  # per resource: the capacity rows' divisor (numerics)
+    uses: dict[tuple[int, int], Any] = field(
+        default_factory=dict
+    )  # (shape, a pool's first kind) -> its pods there
+    counts: dict[int, Any] = field(default_factory=dict)  # a node group's kind -> its node count
+
+
+def _cost_lp(
+    prob: Problem, demand: dict[int, int], deadline: float | None, parts: LPParts | None
+) -> _CostLP | None:
+    """The LP of `lp_cost_prices`, built (None: past `deadline` or no LP solver): every pool's columns
+    (`_lp_pool`), node counts priced at their groups' cost."""
+    if _past(deadline):
+        return None
     try:
         from ortools.linear_solver import pywraplp
     except Exception:  # pragma: no cover
-        return 0, {}
+        return None
     s = pywraplp.Solver.CreateSolver("GLOP")
     if s is None:  # pragma: no cover
-        return 0, {}
+        return None
     R = len(prob.resources)
     caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
     scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
     cover = {sh: s.Constraint(float(n), float(n)) for sh, n in demand.items()}
     obj = s.Objective()
-    parts = _lp_parts(prob, list(cover), parts)
+    lp = _CostLP(s, cover, _lp_parts(prob, list(cover), parts), scale)
     scaled = _scaled_requests(prob, cover, scale)
-    for kids, weights in zip(parts.pools, parts.weights, strict=False):
+    for kids, weights in zip(lp.parts.pools, lp.parts.weights, strict=False):
         if _past(deadline):
-            return 0, {}
-        n = _lp_pool(s, prob, kids, cover, parts.view, scale, weights, scaled)
+            return None
+        n = _lp_pool(s, prob, kids, cover, lp.parts.view, scale, weights, scaled, lp.uses)
         if n is not None:
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
+            lp.counts[kids[0]] = n
     obj.SetMinimization()
+    return lp
+
+
+def _solve_cost_lp(lp: _CostLP, deadline: float | None) -> int | None:
+    """The LP's optimum in micro-dollars, floored with a margin for the solver's tolerance (None: not solved to
+    optimality by `deadline`)."""
+    from ortools.linear_solver import pywraplp
+
+    s = lp.solver
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return 0, {}
+            return None
         s.SetTimeLimit(max(1, int(left * 1000)))
     if s.Solve() != pywraplp.Solver.OPTIMAL:
-        return 0, {}
-    prices = {sh: row.dual_value() for sh, row in cover.items()}
-    return max(0, math.floor(obj.Value() * MICRO * (1 - 1e-6)) - 1), prices
+        return None
+    return max(0, math.floor(s.Objective().Value() * MICRO * (1 - 1e-6)) - 1)
+
+
+def _size_class_rows(prob: Problem, lp: _CostLP, deadline: float | None) -> bool:
+    """Rows that hold each pool's large pods within what they can fill (`usable.size_classes`): per size class S
+    of a resource r, sum over S of req_r u[s, pool] <= the pool's U_S (its nodes' U_S summed; n x U_S for a node
+    group). Every plan meets them (`usable`'s note, node by node, summed), so the LP stays a relaxation. A row is
+    left out where the pool's all-shape capacity row or its shapes' slot bounds already imply it. True if any row
+    was added before `deadline`."""
+    view, pools, s = lp.parts.view, lp.parts.pools, lp.solver
+    order = np.fromiter((kid for kids in pools for kid in kids), dtype=np.intp)
+    starts = np.cumsum([0] + [len(kids) for kids in pools[:-1]])
+    # per kind: its nodes in an existing pool (multiplicity), one node of a group (whose count n multiplies it)
+    weight = np.array(
+        [1 if prob.kinds[k].new else prob.kinds[k].max_count for k in order], dtype=float
+    )
+    # per pool: its all-shape room per resource, and its slots per shape
+    whole = np.add.reduceat(view.usable[order] * weight[:, None], starts, axis=0)
+    slots = np.add.reduceat(view.count[order] * weight[:, None], starts, axis=0)
+    added = False
+    for r, S, U in size_classes(view.usable, view.req, view.fits):
+        if _past(deadline):
+            break
+        room = np.add.reduceat(U[order] * weight, starts)  # per pool: its large pods' room in r
+        implied = slots[:, S] @ view.req[S, r].astype(float)  # what their slot bounds allow already
+        tighter = (room < whole[:, r] * (1 - 1e-9)) & (room < implied * (1 - 1e-9))
+        for pi in np.flatnonzero(tighter).tolist():
+            kid = pools[pi][0]
+            terms = [(i, lp.uses.get((view.shapes[i], kid))) for i in S]
+            terms = [(i, u) for i, u in terms if u is not None]
+            if len(terms) < 2:
+                continue
+            n, rhs = lp.counts.get(kid), float(room[pi] / lp.scale[r])
+            row = s.Constraint(-s.infinity(), 0.0 if n is not None else rhs)
+            if n is not None:
+                row.SetCoefficient(n, -rhs)
+            for i, u in terms:
+                row.SetCoefficient(u, float(view.req[i, r] / lp.scale[r]))
+            added = True
+    return added
 
 
 def _past(deadline: float | None) -> bool:
@@ -339,10 +448,6 @@ def _ratio_buckets(prob: Problem, usable: np.ndarray) -> list[tuple]:
     return list(zip(ratio.tolist(), gpu.tolist(), strict=False))
 
 
-USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
-CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
-
-
 @dataclass(slots=True)
 class _View:
     """Every kind's usable capacity per node for pods of `shapes` (`usable_per_node`), computed once per model."""
@@ -365,52 +470,6 @@ def _view(prob: Problem, shapes: list[int]) -> _View:
     fits = count > 0
     cap = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
     return _View(shapes, req, count, fits, usable_per_node(cap, req, fits))
-
-
-def usable_per_node(cap: np.ndarray, ireq: np.ndarray, fits: np.ndarray) -> np.ndarray:
-    """Per kind (rows of `cap`: free capacity of an existing node, allocatable of a group's new node), what
-    pods of the shapes (requests `ireq`; `fits`: kinds x shapes) can use at all of one node's capacity in each
-    resource; the relaxations count capacity this way instead of raw, which keeps them valid and makes them
-    tighter.
-
-    Validity. On one node of kind k take any packing of pods of these shapes; all fit k (fit_count > 0), else they
-    could not be there. For resources r, t let rho_rt = max over those shapes of req_r / req_t (0/0 counts as
-    0, q/0 with q > 0 as infinite). Each pod's req_r <= rho_rt req_t, so summed, load_r <= rho_rt load_t <=
-    rho_rt C_t, and load_r <= C_r: load_r <= min(C_r, min_t rho_rt C_t) =: U_r. Summing over the node's
-    copies and the pool's kinds, every real plan's loads stay within the pooled U, so every plan remains a
-    point of the relaxation (U is rounded up by `USABLE_MARGIN` against float error); for a node group, each of
-    its n new nodes holds at most U, so n x U bounds their load. A kind that no shape
-    fits has U = 0 -- it can hold none of these pods. Example: free 60 cores and 2 GiB where the pods ask at
-    most 1 GiB per core make 2 usable cores, not 60. Also, load_r is a sum of whole requests, so a multiple of
-    g_r, the gcd of the fitting shapes' req_r: U_r rounds down to one (1.9 free cores for 250m pods: 1.75).
-    Both steps only use that load_t <= U_t holds in every packing, so they may repeat (`CLAMP_ROUNDS`).
-    """
-    if not len(ireq):
-        return np.zeros_like(cap)
-    req = ireq.astype(float)
-    num, den = req[:, :, None], req[:, None, :]  # ratio[s, r, t] = req_r / req_t
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(den > 0, num / den, np.where(num > 0, np.inf, 0.0))
-    K, R = cap.shape
-    rho = np.zeros((K, R, R))  # kinds x r x t
-    istep = np.zeros((K, R), dtype=np.int64)
-    for i in range(
-        len(ireq)
-    ):  # shape by shape: kinds x shapes x resources x resources would not fit at 100k pods
-        on = fits[:, i]
-        rho[on] = np.maximum(rho[on], ratio[i])
-        istep[on] = np.gcd(istep[on], ireq[i])
-    step = istep.astype(float)
-    usable = cap
-    for _ in range(CLAMP_ROUNDS):  # each round's bound on load_t is a valid C_t for the next
-        with np.errstate(invalid="ignore"):
-            via = np.where(np.isinf(rho), np.inf, rho * usable[:, None, :]).min(
-                axis=2
-            )  # min_t rho_rt C_t
-        usable = np.minimum(usable, via * (1 + USABLE_MARGIN) + 1)
-        usable = np.where(step > 0, np.floor(usable / np.maximum(step, 1.0)) * step, usable)
-    usable[~fits.any(axis=1)] = 0.0
-    return usable
 
 
 def _add_load(prob: Problem, load: list[list], s: int, u) -> None:
