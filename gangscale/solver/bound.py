@@ -20,13 +20,13 @@ so it is computed first and CP-SAT's result only ever raises it.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ..resources import GPU
+from .budget import lp_time_limit, now
 from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
@@ -87,15 +87,15 @@ def lower_bound(
     The fluid bound always; the LP relaxation unless the caller passes its value as `known` (`lp_cost_prices`);
     the aggregate relaxation with CP-SAT when `seconds` can cover building its model and a short search.
     """
-    start = time.perf_counter()
+    start = now()
     demand = {s: n for s, n in placed_per_shape.items() if n > 0}
     if not demand:
         return 0, True
     fluid = max(known, fluid_bound(prob, demand))
-    if not known and seconds - (time.perf_counter() - start) > 0.02:
+    if not known and seconds - (now() - start) > 0.02:
         fluid = max(fluid, lp_cost_bound(prob, demand, start + seconds))
     pairs = sum(len(prob.compat[s]) for s in demand)
-    if seconds - (time.perf_counter() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
+    if seconds - (now() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
         return fluid, False
     found, proven = _aggregate_bound(prob, demand, opts, start + seconds)
     return max(fluid, found), proven
@@ -139,10 +139,10 @@ def lp_cost_prices(
             obj.SetCoefficient(n, prob.kinds[kids[0]].cost / MICRO)
     obj.SetMinimization()
     if deadline is not None:
-        left = deadline - time.perf_counter()
+        left = deadline - now()
         if left <= 0:
             return 0, {}
-        s.SetTimeLimit(max(1, int(left * 1000)))
+        lp_time_limit(s, left)
     if s.Solve() != pywraplp.Solver.OPTIMAL:
         return 0, {}
     prices = {sh: row.dual_value() for sh, row in cover.items()}
@@ -150,7 +150,7 @@ def lp_cost_prices(
 
 
 def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
+    return deadline is not None and now() >= deadline
 
 
 def _scaled_requests(
@@ -469,7 +469,7 @@ def _add_group_kind(
 
 def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tuple[int, bool]:
     """(bound, proven optimal) within the time left; 0 is always a valid bound."""
-    left = deadline - time.perf_counter()
+    left = deadline - now()
     if left < 0.05:
         return 0, False
     from ortools.sat.python import cp_model
@@ -537,7 +537,7 @@ def tier_counts(prob: Problem, y: list[int], satisfied: list[bool]) -> list[Tier
 def gang_lp(prob: Problem, deadline: float | None = None) -> GangLP | None:
     """The relaxation R of `gangs_upper_bound`, built once for the greedy's guide and the bound (None: no time to
     build it by `deadline`, or no LP solver)."""
-    if deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
+    if deadline is not None and now() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
         return None
     try:
         return GangLP(prob, deadline)
@@ -707,10 +707,10 @@ class GangLP:
     def _in_time(self) -> bool:
         """The solver's time limit set to what is left before the deadline; False when nothing is."""
         if self.deadline is not None:
-            left = self.deadline - time.perf_counter()
+            left = self.deadline - now()
             if left <= 0:
                 return False
-            self.solver.SetTimeLimit(max(1, int(left * 1000)))
+            lp_time_limit(self.solver, left)
         return True
 
     def guide(self) -> Guide | None:
