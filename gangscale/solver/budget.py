@@ -18,8 +18,8 @@ Every phase is recorded (`Clock.record`): its seconds and whether its deadline c
 
 The clock is injected: every deadline of a plan is a reading of `now()`, which is `SolveOptions.clock` while the
 plan is made (`clocked`) and `time.perf_counter` otherwise. On the wall clock OR-Tools gets wall-time limits; on an
-injected clock (`on_wall()` false) GLOP and CP-SAT work to deterministic-time limits, CP-SAT with a deterministic
-search (`lp_time_limit`, `params.make_solver`), so the same snapshot and the same clock readings give the same
+injected clock (`on_wall()` false) GLOP and CP-SAT work to deterministic-time limits, CP-SAT with one worker
+(`lp_time_limit`, `params.make_solver`), so the same snapshot and the same clock readings give the same
 plan on an idle or a loaded machine: tests of the budget's logic (cut-offs, monotone in time) are deterministic,
 and wall-time claims belong to the benchmarks.
 """

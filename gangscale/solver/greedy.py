@@ -552,7 +552,8 @@ class _Chooser:
         tr = self.by_make.get(sig)
         if tr is None:
             tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
-        stamps = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
+        # a domain's stamp changes whenever one of its kinds' bins does
+        stamps = tr.masks @ st.version
         versions = (
             st.version.copy()
         )  # trials are undone: their bumps must not make domains look changed

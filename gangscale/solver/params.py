@@ -60,12 +60,13 @@ def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
 
     solver = cp_model.CpSolver()
     p = solver.parameters
-    if on_wall():
+    wall = on_wall()
+    if wall:
         p.max_time_in_seconds = max(0.05, seconds)
-    else:  # an injected clock (`budget.clocked`): deterministic time and search, so the plan is the same every run
+    else:  # an injected clock (`budget.clocked`): deterministic time, and one worker (workers race on the wall clock;
+        # the interleaved search that would make several deterministic is experimental and aborts on the cost stage)
         p.max_deterministic_time = max(0.05, seconds)
-        p.interleave_search = True
-    p.num_workers = opts.num_workers()
+    p.num_workers = opts.num_workers() if wall else 1
     p.relative_gap_limit = opts.relative_gap
     p.random_seed = opts.seed
     if p.num_workers < 8:

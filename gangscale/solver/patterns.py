@@ -113,7 +113,7 @@ def build_patterns(
             counts[s] = counts.get(s, 0) + n
         by_kind[kid][tuple(sorted(counts.items()))] = None
 
-    complete = True
+    complete, late = True, False
     for kind in sorted(
         prob.kinds, key=lambda k: not k.new
     ):  # node groups first: they carry the cost
@@ -124,7 +124,8 @@ def build_patterns(
             by_kind[kind.kid][((s, prob.fit_count[(s, kind.kid)]),)] = None
         if len(shapes) == 1:
             continue
-        if deadline is not None and now() > deadline:
+        late = late or (deadline is not None and now() > deadline)  # past it once, past it for good
+        if late:
             complete = False
             continue
         ordered = sorted(
