@@ -91,8 +91,10 @@ FINISH_RESERVE = (
 FILL_ROUND_MARGIN = (
     1.5  # x the last fill round's seconds: another round runs only with this much time left
 )
-# pending pods, at most, for a greedy run unguided before the gang LP is built (`_unguided_first`)
+# pending pods, at most, and the gang LP's expected seconds, at least, for a greedy run unguided before the gang LP
+# is built (`_unguided_first`; 300 shapes x 60 groups: 0.16 s; gpumix-3k: 0.02 s; the benchmark's mixes: 0.005 s)
 UNGUIDED_FIRST_MAX_PODS = 5000
+UNGUIDED_FIRST_LP_SECONDS = 0.05
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
@@ -396,11 +398,15 @@ def _hint_tiers(
 
 
 def _unguided_first(prob: Problem, deadline: float | None) -> Assignment | None:
-    """On a backlog of at most `UNGUIDED_FIRST_MAX_PODS` pods, the greedy unguided; when it starts every gang of the
-    top priority level it is the plan the guide would give (`GangLP.guide` is None when the LP starts them all, as
-    it does whenever a plan does), so the gang LP need not be built. None: the guide is needed, or the backlog is
-    larger (the greedy there costs as much as the LP)."""
-    if sum(c.count for c in prob.classes) > UNGUIDED_FIRST_MAX_PODS:
+    """When the gang LP is dear (expected to take `UNGUIDED_FIRST_LP_SECONDS` or more, on a backlog of at most
+    `UNGUIDED_FIRST_MAX_PODS` pods, where the greedy is cheap), the greedy unguided first; when it starts every gang of
+    the top priority level it is the plan the guide would give (`GangLP.guide` is None when the LP starts them all,
+    as it does whenever a plan does), so the LP is not built. None: the guide is needed, or not worth the try (a
+    cheap LP is built anyway, and on a large backlog the greedy costs as much as the LP)."""
+    if (
+        sum(c.count for c in prob.classes) > UNGUIDED_FIRST_MAX_PODS
+        or lp_seconds(prob) < UNGUIDED_FIRST_LP_SECONDS
+    ):
         return None
     top = max((g.priority for g in prob.gangs if g.is_gang), default=None)
     a = greedy(prob, deadline=deadline, guide=None, repack=False)
