@@ -518,7 +518,9 @@ def _cheapest_repair(
     own whole-gang repair when those miss the cost target (`COST_TARGET_GAP` from the LP's bound)."""
     good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
     priced = prices or unit_prices(prob, per_shape)
-    packed = value_pack(prob, hint, prices or fluid_prices(prob, per_shape) or priced, deadline)
+    packed = value_pack(
+        prob, hint, prices or fluid_prices(prob, per_shape, deadline) or priced, deadline
+    )
     base = packed if packed is not None and _better(prob, packed, hint) else hint
     colgen_by = None if deadline is None else now() + COLGEN_SHARE * (deadline - now())
     # growing: the same fill by prices, and the pods the plan leaves out join it where the pattern LP finds room

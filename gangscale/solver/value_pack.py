@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from .budget import now
+from .budget import lp_time_limit, now
 from .colgen import _allowed
 from .greedy import Assignment, _State
 from .problem import MICRO, Problem
@@ -57,14 +57,17 @@ def value_pack(
     return _place_rest(prob, a, st, deadline)
 
 
-def fluid_prices(prob: Problem, shapes: dict[int, int]) -> dict[int, float]:
+def fluid_prices(
+    prob: Problem, shapes: dict[int, int], deadline: float | None = None
+) -> dict[int, float]:
     """Per shape of `shapes` (pods per shape), $/h per pod: its requests priced by the duals of the fluid LP (the
     cheapest mix of new nodes whose summed allocatable covers the pods' summed requests, each group within its
-    headroom); {} when that LP has no solution (the caller prices by node instead)."""
+    headroom; one row per resource, so it takes milliseconds); {} when that LP has no solution by `deadline` (the
+    caller prices by node instead)."""
     from ortools.linear_solver import pywraplp
 
     s = pywraplp.Solver.CreateSolver("GLOP")
-    if s is None:  # pragma: no cover - OR-Tools without GLOP
+    if s is None or (deadline is not None and now() >= deadline):  # (None: OR-Tools without GLOP)
         return {}
     req = prob.arrays.req
     total = np.zeros(len(prob.resources))
@@ -79,6 +82,8 @@ def fluid_prices(prob: Problem, shapes: dict[int, int]) -> dict[int, float]:
             for r, c in enumerate(k.cap):
                 rows[r].SetCoefficient(v, c / scale[r])
     s.Objective().SetMinimization()
+    if deadline is not None:
+        lp_time_limit(s, deadline - now())
     if s.Solve() != pywraplp.Solver.OPTIMAL:
         return {}
     weights = np.array([row.dual_value() for row in rows]) / scale
