@@ -227,7 +227,40 @@ def run_wide(out: Path, runs: int = 3, reference: float = 60.0) -> dict:
         result["reference"] = plan_in_process(
             d / "cluster.json", d / "nodegroups.yaml", d / "reference.json", reference
         )
+    result["summary"] = summarize_wide(result)
     return result
+
+
+WIDE_WALL_TARGET = (
+    2.5  # seconds: the default and `--time-limit 2`, reading, planning and writing included
+)
+WIDE_COST_TOLERANCE = 0.01  # the default within 1% of the reference plan's cost
+
+
+def summarize_wide(result: dict) -> dict:
+    """Median wall and cost per budget, and the targets: both within `WIDE_WALL_TARGET` s, the 2 s plan no dearer
+    than the default, the default within `WIDE_COST_TOLERANCE` of the reference (the wall-time claims live here,
+    not in the unit tests, which run the budget's logic on an injected clock)."""
+    med = {
+        name: {
+            "seconds": statistics.median(r["seconds"] for r in result[name]),
+            "cost": statistics.median(r["cost"] for r in result[name]),
+        }
+        for name in ("default", "limit-2")
+    }
+    out: dict = {
+        **med,
+        "walls_within_target": all(
+            r["seconds"] <= WIDE_WALL_TARGET for name in med for r in result[name]
+        ),
+        "limit_2_no_dearer": med["limit-2"]["cost"] <= med["default"]["cost"] + 1e-6,
+    }
+    if "reference" in result:
+        best = min(result["reference"]["cost"], med["default"]["cost"])
+        out["default_within_1pct_of_best"] = med["default"]["cost"] <= best * (
+            1 + WIDE_COST_TOLERANCE
+        )
+    return out
 
 
 def run_backlogs(
@@ -282,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(orjson.dumps(result["summary"]).decode())
     elif args.check == "wide":
         result = run_wide(args.out, args.runs, args.reference)
+        print(orjson.dumps(result["summary"]).decode())
     else:
         result = run_backlogs(args.out, args.only, args.reference, args.runs)
     (args.out / f"{args.check}.json").write_text(render(result, "json"))

@@ -47,7 +47,7 @@ from .solver.bound import (
     tier_counts,
     tight_cost_bound,
 )
-from .solver.budget import Clock
+from .solver.budget import Clock, clocked, now
 from .solver.greedy import (
     Assignment,
     candidate_domains,
@@ -64,6 +64,7 @@ from .solver.patterns import PatternSet, build_patterns
 from .solver.problem import MICRO, Problem, build_problem
 from .solver.repack import grown, repack, unit_prices
 from .solver.skew import within_skew
+from .solver.value_pack import fluid_prices, value_pack
 
 if TYPE_CHECKING:  # the scheduler model (and its imports) loads only in observe mode
     from .realize import SchedulerModel
@@ -93,6 +94,10 @@ FINISH_RESERVE = (
 FILL_ROUND_MARGIN = (
     1.5  # x the last fill round's seconds: another round runs only with this much time left
 )
+# pending pods, at most, and the gang LP's expected seconds, at least, for a greedy run unguided before the gang LP
+# is built (`_unguided_first`; 300 shapes x 60 groups: 0.16 s; gpumix-3k: 0.02 s; the benchmark's mixes: 0.005 s)
+UNGUIDED_FIRST_MAX_PODS = 5000
+UNGUIDED_FIRST_LP_SECONDS = 0.05
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
 
 
@@ -170,22 +175,21 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     """The solver's plan alone: gangscale's placement, as if the scheduler followed it. Every phase works to the
     plan's `Clock` (`solver.budget`) and is recorded in `solver.phases`."""
     opts = opts or SolveOptions()
-    if opts.deterministic:
-        return _solve_by_work(snap, opts)
-    began = time.perf_counter()
+    with clocked(opts.clock):
+        return _solve_by_work(snap, opts) if opts.deterministic else _solve_clocked(snap, opts)
+
+
+def _solve_clocked(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
+    began = now()
     clock = _clock(snap, opts, began)
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, clock)
     hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False, grow=True)
     hint = _fill(prob, hint, clock)
-    t = time.perf_counter()
+    t = now()
     # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
     # every level: only cost is left to improve
-    hint_tiers = (
-        []
-        if hint.stopped_early
-        else gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), clock.lp_by, lp)
-    )
+    hint_tiers = [] if hint.stopped_early else _hint_tiers(prob, hint, clock.lp_by, lp)
     clock.record("gangBound", t, clock.past(clock.lp_by))
     bounds = _Bounds(prob, opts, known_lp, clock.lp_by, clock.bound_reserve)
     proven = bool(hint_tiers) and _closed(hint_tiers)
@@ -195,7 +199,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
     patterns = _patterns(prob, hint, opts, clock)
     outcome = _search(prob, patterns, hint, opts, clock, bounds, proven, cost_closed)
     best = _final(prob, outcome, hint)
-    t = time.perf_counter()
+    t = now()
     lb, lb_proven = bounds.final(best, clock.deadline - clock.finish - t)
     cost = best.cost(prob)
     lb = min(lb, cost)  # a bound above a feasible plan would be a bug; never report one
@@ -205,7 +209,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, clock.lp_by)
     clock.record("bound", t, clock.past(clock.deadline - clock.finish) and not lb_proven)
-    t = time.perf_counter()
+    t = now()
     plan = _render(snap, prob, best, cost, lb, clock.deadline)
     clock.record("explain", t, clock.past(clock.deadline))
     plan.solver = _solver_info(
@@ -217,7 +221,7 @@ def solve_plan(snap: ClusterSnapshot, opts: SolveOptions | None = None) -> Plan:
         lb_proven,
         outcome.cost_optimal,
         greedy_only=best is hint,
-        seconds=time.perf_counter() - began,
+        seconds=now() - began,
         clock=clock,
     )
     return plan
@@ -241,7 +245,7 @@ def _clock(snap: ClusterSnapshot, opts: SolveOptions, began: float) -> Clock:
 def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock) -> PatternSet:
     """CP-SAT's packing patterns; the enumeration gets at most a quarter of the budget (past it, kinds keep their
     fills and the plan's own bins)."""
-    t = time.perf_counter()
+    t = now()
     patterns = build_patterns(
         prob,
         hint.bins,
@@ -261,21 +265,21 @@ def _fill(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
     the pattern LP over its new nodes' pods and those left out (`repack.grown`, each existing node keeping its
     pods) and the greedy's passes again. No pod of the plan moves out: gangs and pods only grow. Last, fewer nodes
     at equal cost (`merge.fewer_nodes`)."""
-    start = last = time.perf_counter()
+    start = last = now()
     by = clock.deadline - clock.finish
     cut = False
     total = sum(c.count for c in prob.classes)
     plan = fill_left_out(prob, plan, by if clock.timed else None) or plan
     while sum(plan.y) < total:
-        now = time.perf_counter()
-        if now + FILL_ROUND_MARGIN * (now - last) > by:
+        at = now()
+        if at + FILL_ROUND_MARGIN * (at - last) > by:
             cut = True  # no time for another round
             break
         prices = unit_prices(prob, placed_per_shape(prob, plan))
         more = grown(prob, plan, prices, by, by, "kept") or fill_left_out(prob, plan, by)
         if more is None:
             break
-        plan, last = more, now
+        plan, last = more, at
     plan = fewer_nodes(prob, plan)  # the last objective, for a plan no CP-SAT stage polishes
     clock.record("fill", start, cut)
     return plan
@@ -299,11 +303,9 @@ def _cost_closed(
 ) -> bool:
     """The plan's cost meets its bound (within the relative gap): the LP's first, then a share of the time left
     for the aggregate relaxation."""
-    t = time.perf_counter()
+    t = now()
     lb0 = bounds.of(hint, max(0.0, min(1.0, 0.25 * clock.left())))
-    clock.lp_seconds = (
-        clock.lp_seconds or time.perf_counter() - t
-    )  # measured here when the repair solved no LP
+    clock.lp_seconds = clock.lp_seconds or now() - t  # measured here when the repair solved no LP
     clock.record("costBound", t, False)
     return hint.cost(prob) <= lb0 * (1 + opts.relative_gap)
 
@@ -321,7 +323,7 @@ def _search(
     """CP-SAT, warm-started from `hint`, whenever a gap is open and `budget.MIN_SEARCH` seconds of search remain
     after the model's build and the reserves; with both gaps closed, at the default budget nothing (the plan
     returns at once), at an explicit one a short polish of the node count (fewer nodes break cost ties)."""
-    t = time.perf_counter()
+    t = now()
     n_variables = sum(len(p) for p in patterns.by_kind) + 2 * _domain_variables(
         prob
     )  # each with a constraint
@@ -349,7 +351,7 @@ def _search(
         placement_proven=proven,
     )
     optimal = outcome.placement_optimal and outcome.cost_optimal
-    clock.record("cpsat", t, not optimal and not cost_closed and time.perf_counter() - t >= seconds)
+    clock.record("cpsat", t, not optimal and not cost_closed and now() - t >= seconds)
     return outcome
 
 
@@ -357,10 +359,10 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     """`SolveOptions.deterministic`: every phase bounded by work, none by the clock, so the plan depends on the
     snapshot alone. The greedy plan (uncut), re-packed by LP prices; the gang bound and the LP cost bound in full;
     no CP-SAT (placement or aggregate bound), whose wall-time budget is what made plans differ with the load."""
-    start = time.perf_counter()
+    start = now()
     prob = build_problem(snap)
     hint, lp = _guided_greedy(prob, None)
-    hint_tiers = gangs_upper_bound(prob, tier_counts(prob, hint.y, hint.satisfied), None, lp)
+    hint_tiers = _hint_tiers(prob, hint, None, lp)
     best, known_lp = _repair(prob, hint, None, lp)
     best = within_skew(prob, best)  # the final state within every zone spread (solver/skew.py)
     patterns = build_patterns(prob, best.bins, opts.patterns_per_kind)
@@ -380,9 +382,42 @@ def _solve_by_work(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
         lb_proven,
         False,
         greedy_only=True,
-        seconds=time.perf_counter() - start,
+        seconds=now() - start,
     )
     return plan
+
+
+def _hint_tiers(
+    prob: Problem, hint: Assignment, deadline: float | None, lp: GangLP | None
+) -> list[TierBound]:
+    """Per priority level, the plan's gangs and pods against their bounds (`gangs_upper_bound`); a plan that places
+    every pending pod meets them all without an LP (no plan starts more gangs or places more pods)."""
+    tiers = tier_counts(prob, hint.y, hint.satisfied)
+    if sum(hint.y) == sum(c.count for c in prob.classes):
+        for t in tiers:
+            t.pods_bound = t.pods
+        return tiers
+    return gangs_upper_bound(prob, tiers, deadline, lp)
+
+
+def _unguided_first(prob: Problem, deadline: float | None) -> Assignment | None:
+    """When the gang LP is dear (expected to take `UNGUIDED_FIRST_LP_SECONDS` or more, on a backlog of at most
+    `UNGUIDED_FIRST_MAX_PODS` pods, where the greedy is cheap), the greedy unguided first; when it starts every gang of
+    the top priority level it is the plan the guide would give (`GangLP.guide` is None when the LP starts them all,
+    as it does whenever a plan does), so the LP is not built. None: the guide is needed, or not worth the try (a
+    cheap LP is built anyway, and on a large backlog the greedy costs as much as the LP)."""
+    if (
+        sum(c.count for c in prob.classes) > UNGUIDED_FIRST_MAX_PODS
+        or lp_seconds(prob) < UNGUIDED_FIRST_LP_SECONDS
+    ):
+        return None
+    top = max((g.priority for g in prob.gangs if g.is_gang), default=None)
+    a = greedy(prob, deadline=deadline, guide=None, repack=False)
+    if a.stopped_early or not all(
+        a.satisfied[g.gid] for g in prob.gangs if g.is_gang and g.priority == top
+    ):
+        return None
+    return a
 
 
 def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, GangLP | None]:
@@ -392,22 +427,28 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     the greedy unguided, and an unguided greedy can start fewer gangs. With the default budget the greedy is never cut
     short and the LP is always built (the gang bound needs it); only its guide works to a deadline. `clock` None: no
     clock at all."""
-    t = time.perf_counter()
+    t = now()
     lp_by = clock.guide_by() if clock is not None else None
     timed = clock is not None and clock.timed
     deadline = clock.deadline if clock is not None and timed else None
+    first = _unguided_first(prob, deadline)
+    if first is not None:
+        if clock is not None:
+            clock.record("guide", now(), False)
+            clock.record("greedy", t, False)
+        return first, None
     lp = (
         gang_lp(prob, lp_by if timed else None)
-        if lp_by is None or not timed or time.perf_counter() + lp_seconds(prob) <= lp_by
+        if lp_by is None or not timed or now() + lp_seconds(prob) <= lp_by
         else None
     )
     if lp is not None:
         lp.deadline = lp_by
-    fits = lp_by is None or timed or time.perf_counter() + lp_seconds(prob) <= lp_by
+    fits = lp_by is None or timed or now() + lp_seconds(prob) <= lp_by
     guide = lp.guide() if lp is not None and fits else None
     if clock is not None:
         clock.record("guide", t, lp is None or not fits or (guide is None and clock.past(lp_by)))
-    t = time.perf_counter()
+    t = now()
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)
     if (
         guide is not None
@@ -439,8 +480,8 @@ def _repair(
     (its feasible duals, else `unit_prices`), and a pattern LP cut short keeps its last solution (`colgen`).
     `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further.
     `grow`: the re-packed plan may also take the pods the greedy left out (`repack.grown`), when any fit."""
-    t = time.perf_counter()
-    if hint.stopped_early or (deadline is not None and time.perf_counter() > deadline):
+    t = now()
+    if hint.stopped_early or (deadline is not None and now() > deadline):
         if clock is not None:
             clock.record("repair", t, not hint.stopped_early)
         return (fewer_nodes(prob, hint) if polish else hint), {}
@@ -455,32 +496,46 @@ def _repair(
         if (
             clock is not None
         ):  # needs the LP (`_Bounds`, after the new nodes are bought by the pattern LP)
-            clock.lp_seconds = time.perf_counter() - t
+            clock.lp_seconds = now() - t
     # an LP solved to optimality (its prices are there) is kept at 0 too: no new node needed is a bound as well,
     # and `_Bounds` would solve the same LP again for it
     known = {tuple(sorted(per_shape.items())): lp} if lp or prices else {}
-    good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
-    colgen_by = (
-        None
-        if deadline is None
-        else time.perf_counter() + COLGEN_SHARE * (deadline - time.perf_counter())
-    )
-    priced = prices or unit_prices(prob, per_shape)
-    # growing: the same fill by prices, and the pods the plan leaves out join it where the pattern LP finds room
-    again = repack(prob, hint, priced, deadline, colgen_by=colgen_by, grow=True) if grow else None
-    again = again or repack(prob, hint, priced, deadline, good, colgen_by)
-    best = again if again is not None and _better(prob, again, hint) else hint
-    # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
-    if (good is None or best.cost(prob) > good) and not (
-        deadline is not None and time.perf_counter() > deadline
-    ):
-        whole = repacked(prob, hint)
-        if whole is not None and _better(prob, whole, best):
-            best = whole
+    best = _cheapest_repair(prob, hint, per_shape, prices, lp, deadline, grow)
     if clock is not None:
         clock.record("repair", t, clock.past(deadline))
     # the last objective, for a plan no CP-SAT stage polishes
     return (fewer_nodes(prob, best) if polish else best), known
+
+
+def _cheapest_repair(
+    prob: Problem,
+    hint: Assignment,
+    per_shape: dict[int, int],
+    prices: dict[int, float],
+    lp: int,
+    deadline: float | None,
+    grow: bool,
+) -> Assignment:
+    """The best of `hint` and its repairs: node by node by value per dollar (`value_pack`, priced by the cost LP,
+    else by the fluid LP), by the pattern LP (`repack`; `grow`: with the pods the plan leaves out), and the greedy's
+    own whole-gang repair when those miss the cost target (`COST_TARGET_GAP` from the LP's bound)."""
+    good = int(lp / (1 - COST_TARGET_GAP)) if lp else None
+    priced = prices or unit_prices(prob, per_shape)
+    packed = value_pack(
+        prob, hint, prices or fluid_prices(prob, per_shape, deadline) or priced, deadline
+    )
+    base = packed if packed is not None and _better(prob, packed, hint) else hint
+    colgen_by = None if deadline is None else now() + COLGEN_SHARE * (deadline - now())
+    # growing: the same fill by prices, and the pods the plan leaves out join it where the pattern LP finds room
+    again = repack(prob, hint, priced, deadline, colgen_by=colgen_by, grow=True) if grow else None
+    again = again or repack(prob, hint, priced, deadline, good, colgen_by)
+    best = again if again is not None and _better(prob, again, base) else base
+    # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
+    if (good is None or best.cost(prob) > good) and not (deadline is not None and now() > deadline):
+        whole = repacked(prob, hint)
+        if whole is not None and _better(prob, whole, best):
+            best = whole
+    return best
 
 
 class _Bounds:
@@ -811,9 +866,7 @@ def _unplaced_reason(
         out_of_time
     ):  # only an explicit --time-limit cuts the greedy short (SolveOptions.seconds_for)
         return "deferred", "not tried: the planner reached its --time-limit first"
-    if (
-        deadline is not None and time.perf_counter() > deadline
-    ):  # tried, but no time left to explain it
+    if deadline is not None and now() > deadline:  # tried, but no time left to explain it
         return "deferred", (
             "tried, but not started in this plan: the capacity and node-group limits its quorum needs went to other "
             "gangs; whether it fits alone was not checked (the plan's time budget was spent)"

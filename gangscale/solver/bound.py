@@ -24,13 +24,13 @@ so it is computed first and CP-SAT's result only ever raises it.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ..resources import GPU
+from .budget import lp_time_limit, now
 from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
@@ -93,15 +93,15 @@ def lower_bound(
     passes an LP bound as `known`; the aggregate relaxation with CP-SAT when `seconds` can cover building its
     model and a short search.
     """
-    start = time.perf_counter()
+    start = now()
     demand = {s: n for s, n in placed_per_shape.items() if n > 0}
     if not demand:
         return 0, True
     fluid = max(known, fluid_bound(prob, demand))
-    if not known and seconds - (time.perf_counter() - start) > 0.02:
+    if not known and seconds - (now() - start) > 0.02:
         fluid = max(fluid, tight_cost_bound(prob, demand, start + seconds))
     pairs = sum(len(prob.compat[s]) for s in demand)
-    if seconds - (time.perf_counter() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
+    if seconds - (now() - start) < BUILD_SECONDS_PER_PAIR * pairs + 0.1:
         return fluid, False
     found, proven = _aggregate_bound(prob, demand, opts, start + seconds)
     return max(fluid, found), proven
@@ -148,7 +148,7 @@ def tight_cost_bound(
         return 0
     if below is not None and base >= below:
         return base
-    by = deadline if extra is None else time.perf_counter() + extra
+    by = deadline if extra is None else now() + extra
     if deadline is not None and by is not None:
         by = min(by, deadline)
     if _past(by) or not _size_class_rows(prob, lp, by):
@@ -210,10 +210,10 @@ def _solve_cost_lp(lp: _CostLP, deadline: float | None) -> int | None:
 
     s = lp.solver
     if deadline is not None:
-        left = deadline - time.perf_counter()
+        left = deadline - now()
         if left <= 0:
             return None
-        s.SetTimeLimit(max(1, int(left * 1000)))
+        lp_time_limit(s, left)
     if s.Solve() != pywraplp.Solver.OPTIMAL:
         return None
     return max(0, math.floor(s.Objective().Value() * MICRO * (1 - 1e-6)) - 1)
@@ -259,7 +259,7 @@ def _size_class_rows(prob: Problem, lp: _CostLP, deadline: float | None) -> bool
 
 
 def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
+    return deadline is not None and now() >= deadline
 
 
 def _scaled_requests(
@@ -528,7 +528,7 @@ def _add_group_kind(
 
 def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tuple[int, bool]:
     """(bound, proven optimal) within the time left; 0 is always a valid bound."""
-    left = deadline - time.perf_counter()
+    left = deadline - now()
     if left < 0.05:
         return 0, False
     from ortools.sat.python import cp_model
@@ -596,7 +596,7 @@ def tier_counts(prob: Problem, y: list[int], satisfied: list[bool]) -> list[Tier
 def gang_lp(prob: Problem, deadline: float | None = None) -> GangLP | None:
     """The relaxation R of `gangs_upper_bound`, built once for the greedy's guide and the bound (None: no time to
     build it by `deadline`, or no LP solver)."""
-    if deadline is not None and time.perf_counter() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
+    if deadline is not None and now() + LP_BUILD_SECONDS * lp_size(prob) > deadline:
         return None
     try:
         return GangLP(prob, deadline)
@@ -766,10 +766,10 @@ class GangLP:
     def _in_time(self) -> bool:
         """The solver's time limit set to what is left before the deadline; False when nothing is."""
         if self.deadline is not None:
-            left = self.deadline - time.perf_counter()
+            left = self.deadline - now()
             if left <= 0:
                 return False
-            self.solver.SetTimeLimit(max(1, int(left * 1000)))
+            lp_time_limit(self.solver, left)
         return True
 
     def guide(self) -> Guide | None:

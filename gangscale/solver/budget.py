@@ -15,13 +15,60 @@ what this plan's own LP bound took (`Clock.bound_reserve`), not from constants.
 
 Every phase is recorded (`Clock.record`): its seconds and whether its deadline cut it short, for the plan's
 `solver.phases`.
+
+The clock is injected: every deadline of a plan is a reading of `now()`, which is `SolveOptions.clock` while the
+plan is made (`clocked`) and `time.perf_counter` otherwise. On the wall clock OR-Tools gets wall-time limits; on an
+injected clock (`on_wall()` false) GLOP and CP-SAT work to deterministic-time limits, CP-SAT with one worker
+(`lp_time_limit`, `params.make_solver`), so the same snapshot and the same clock readings give the same
+plan on an idle or a loaded machine: tests of the budget's logic (cut-offs, monotone in time) are deterministic,
+and wall-time claims belong to the benchmarks.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
+
+_NOW: ContextVar[Callable[[], float]] = ContextVar(
+    "gangscale_plan_clock", default=time.perf_counter
+)
+
+
+def now() -> float:
+    """The plan's clock, in seconds: the injected one while a plan is made (`clocked`), else `time.perf_counter`."""
+    return _NOW.get()()
+
+
+def on_wall() -> bool:
+    """The plan's clock is the wall clock, so OR-Tools' own time limits (wall seconds) agree with its deadlines."""
+    return _NOW.get() is time.perf_counter
+
+
+def lp_time_limit(solver: Any, seconds: float) -> None:
+    """A GLOP solver (pywraplp) limited to `seconds`: of wall time on the wall clock, of GLOP's deterministic time
+    on an injected one (the same limit stops it at the same point on an idle or a loaded machine)."""
+    if on_wall():
+        solver.SetTimeLimit(max(1, int(seconds * 1000)))
+    else:
+        solver.SetSolverSpecificParametersAsString(
+            f"max_deterministic_time: {max(seconds, 1e-3):.6f}"
+        )
+
+
+@contextmanager
+def clocked(clock: Callable[[], float] | None) -> Iterator[None]:
+    """Within the block every deadline of the planner and its solvers reads `clock` (None: `time.perf_counter`)."""
+    token = _NOW.set(clock or time.perf_counter)
+    try:
+        yield
+    finally:
+        _NOW.reset(token)
+
 
 AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
 AUTO_GAP_FACTOR = (
@@ -65,7 +112,7 @@ class PhaseRecord:
 
 
 class Clock:
-    """Deadlines for one plan (`time.perf_counter()` values) and the record of its phases."""
+    """Deadlines for one plan (readings of `now()`) and the record of its phases."""
 
     def __init__(
         self,
@@ -103,8 +150,8 @@ class Clock:
     def guide_by(self) -> float:
         """When the gang LP guiding the greedy must be solved (else the greedy goes unguided)."""
         if self.timed:
-            return time.perf_counter() + GUIDE_SHARE * self.limit
-        return min(self.hard, time.perf_counter() + AUTO_GUIDE_SHARE * (self.hard - self.start))
+            return now() + GUIDE_SHARE * self.limit
+        return min(self.hard, now() + AUTO_GUIDE_SHARE * (self.hard - self.start))
 
     def open_gap(self) -> None:
         """A gap is open: the auto budget grows to `AUTO_GAP_FLOOR`, and on a backlog of at most
@@ -124,14 +171,14 @@ class Clock:
         build = MODEL_SECONDS_PER_VARIABLE * model_variables
         if "ortools.sat.python.cp_model" not in sys.modules:
             build += CP_SAT_IMPORT_SECONDS
-        return self.deadline - self.finish - self.bound_reserve() - build - time.perf_counter()
+        return self.deadline - self.finish - self.bound_reserve() - build - now()
 
     def left(self) -> float:
         """Seconds to the deadline less the finish (never negative)."""
-        return max(0.0, self.deadline - self.finish - time.perf_counter())
+        return max(0.0, self.deadline - self.finish - now())
 
     def record(self, name: str, since: float, cut_short: bool) -> None:
-        self.phases.append(PhaseRecord(name, time.perf_counter() - since, bool(cut_short)))
+        self.phases.append(PhaseRecord(name, now() - since, bool(cut_short)))
 
     def past(self, deadline: float | None) -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
+        return deadline is not None and now() >= deadline

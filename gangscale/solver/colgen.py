@@ -15,12 +15,12 @@ counts down leaves a few pods (44 of 6,588 there), which the caller places by th
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .budget import lp_time_limit, now
 from .problem import MICRO, Problem
 
 Key = tuple[int, tuple[str, ...] | None]  # (shape, topology domain or None), as in `repack`
@@ -101,10 +101,10 @@ class _Rmp:
 
     def solve(self, deadline: float | None) -> bool:
         if deadline is not None:
-            left = deadline - time.perf_counter()
+            left = deadline - now()
             if left <= 0:
                 return False
-            self.s.SetTimeLimit(max(1, int(left * 1000)))
+            lp_time_limit(self.s, left)
         return self.s.Solve() == self.pywraplp.Solver.OPTIMAL
 
     def duals(self) -> tuple[np.ndarray, list[float]]:
@@ -133,7 +133,7 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
         ]
         if not found or still >= STALL:
             return True
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and now() > deadline:
             return False
         if not sum(rmp.add(gi, pat) for gi, pat in found):
             return True
@@ -141,7 +141,7 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
 
 
 def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
+    return deadline is not None and now() >= deadline
 
 
 def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None = None) -> bool:

@@ -16,11 +16,11 @@ one deadline; a stage with no time left is skipped.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
+from .budget import now
 from .greedy import Assignment
 from .outcome import SolveOutcome
 from .params import SolveOptions, make_solver
@@ -288,7 +288,7 @@ def solve_model(
     """Lexicographic solve within `budget` seconds; `bound_fn(assignment, seconds)` lets the cost stage stop near
     a proven bound. `placement_proven`: the hint's gangs and pods already meet their bounds (the gang LP), so
     the placement stages are skipped and their values held."""
-    start = time.perf_counter()
+    start = now()
     deadline = start + budget
     model = _Model(prob, patterns)
     tiers = _tiers(prob)
@@ -303,9 +303,7 @@ def solve_model(
     placement_optimal = optimal or placement_proven
     best, cost_optimal = _cost_stage(model, best, opts, deadline, bound_fn)
     optimal &= cost_optimal
-    return SolveOutcome(
-        best, placement_optimal, optimal, best is hint, stages, time.perf_counter() - start
-    )
+    return SolveOutcome(best, placement_optimal, optimal, best is hint, stages, now() - start)
 
 
 def _tier_expr(model: _Model, best: Assignment, tier: tuple[dict, dict]) -> tuple:
@@ -336,7 +334,7 @@ def _placement_stage(
     (the plan in hand, proven optimal)."""
     m, prob = model.m, model.prob
     expr, hint_value = _tier_expr(model, best, tier)
-    left = deadline - time.perf_counter()
+    left = deadline - now()
     value, optimal = hint_value, False
     if left >= MIN_STAGE_SECONDS:
         model.hint(best)
@@ -359,7 +357,7 @@ def _cost_stage(
 ) -> tuple[Assignment, bool]:
     """Cheapest (then fewest) new nodes with the placement held; stops near `bound_fn`'s bound when given."""
     m, prob = model.m, model.prob
-    left = deadline - time.perf_counter()
+    left = deadline - now()
     if left < MIN_STAGE_SECONDS:
         return best, False
     model.hint(best)
@@ -368,7 +366,7 @@ def _cost_stage(
     if bound_fn is not None:
         lb = bound_fn(best, max(MIN_STAGE_SECONDS, left * 0.25))
         callback = _StopNearBound(model.cost_expr, int(lb * (1 + opts.relative_gap)))
-        left = deadline - time.perf_counter()
+        left = deadline - now()
     if left < MIN_STAGE_SECONDS:
         return best, False
     solver = make_solver(opts, left)

@@ -31,12 +31,12 @@ placing gangs and returns what it has (still a valid plan).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..model import GangKey
+from .budget import now
 from .problem import Problem
 
 
@@ -552,12 +552,13 @@ class _Chooser:
         tr = self.by_make.get(sig)
         if tr is None:
             tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
-        now = tr.masks @ st.version  # a domain's stamp changes whenever one of its kinds' bins does
+        # a domain's stamp changes whenever one of its kinds' bins does
+        stamps = tr.masks @ st.version
         versions = (
             st.version.copy()
         )  # trials are undone: their bumps must not make domains look changed
-        for i in np.flatnonzero(now != tr.stamp).tolist():
-            fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if now[i] == 0 else None
+        for i in np.flatnonzero(stamps != tr.stamp).tolist():
+            fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if stamps[i] == 0 else None
             if fkey is not None and fkey in self.fresh:
                 res = self.fresh[fkey]
             else:
@@ -565,11 +566,11 @@ class _Chooser:
                 st.version[:] = versions
                 if fkey is not None:
                     self.fresh[fkey] = res
-            tr.stamp[i] = now[i]
+            tr.stamp[i] = stamps[i]
             tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
-            if deadline is not None and time.perf_counter() > deadline and tr.best(now) is not None:
+            if deadline is not None and now() > deadline and tr.best(stamps) is not None:
                 break  # out of time: the best domain found so far
-        b = tr.best(now)
+        b = tr.best(stamps)
         if b is None:
             return False, None
         chosen = tr.domains[b]
@@ -611,7 +612,7 @@ def greedy(
     repack: bool = True,
     spare_running: bool = False,
 ) -> Assignment:
-    """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `time.perf_counter()` value)
+    """Quorum-first (or whole-gang-first) first-fit-decreasing; past `deadline` (a `budget.now()` reading)
     the rest stay unplaced, but the first gang is always tried (a plan is never empty only for a slow clock).
     With the gang LP's `guide`, its gangs go first and the node groups it fills go to the shapes it gives them.
     `repack=False` leaves out the whole-gang cost repair (`repacked`), for a caller that repairs by LP prices
@@ -635,7 +636,7 @@ def greedy(
 
 
 def _late(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() > deadline
+    return deadline is not None and now() > deadline
 
 
 def _place_in_order(
@@ -773,6 +774,6 @@ def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int
     best, masks = 0, dict[tuple, np.ndarray]()
     for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid], masks), prob, gid, d))
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and now() > deadline:
             break
     return best

@@ -6,6 +6,7 @@ Importing this module imports no OR-Tools: the CLI reads `SolveOptions` defaults
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,9 +31,13 @@ class SolveOptions:
     # run (the greedy plan, re-packed by LP prices, stands: greedyOnly) and the lower bound is the LP's. The same
     # snapshot gives the same plan on an idle or a loaded machine (the simulator; `time_limit` is then ignored)
     deterministic: bool = False
-    # `time.perf_counter()` when an explicit `time_limit` started (the CLI: before reading its input, so that
+    # a reading of `clock` when an explicit `time_limit` started (the CLI: before reading its input, so that
     # reading, planning and writing the plan together keep to it); None, or the auto budget: when the planner is called
     started: float | None = None
+    # the planner's clock (seconds, never going back): every phase's deadline reads it (`budget.clocked`). None: the
+    # wall clock (`time.perf_counter`), OR-Tools limited in wall time; given, GLOP and CP-SAT work to deterministic-time
+    # limits (`budget.lp_time_limit`, `make_solver`), so a plan depends on the snapshot and the clock's readings alone
+    clock: Callable[[], float] | None = None
 
     def seconds_for(self, pending_pods: int) -> float:
         """The plan's budget: `time_limit`, or by default one that fits a control loop and grows with the backlog
@@ -51,10 +56,17 @@ def make_solver(opts: SolveOptions, seconds: float) -> cp_model.CpSolver:
         cp_model,
     )  # here, so that `SolveOptions` (the CLI's defaults) costs no OR-Tools import
 
+    from .budget import on_wall
+
     solver = cp_model.CpSolver()
     p = solver.parameters
-    p.max_time_in_seconds = max(0.05, seconds)
-    p.num_workers = opts.num_workers()
+    wall = on_wall()
+    if wall:
+        p.max_time_in_seconds = max(0.05, seconds)
+    else:  # an injected clock (`budget.clocked`): deterministic time, and one worker (workers race on the wall clock;
+        # the interleaved search that would make several deterministic is experimental and aborts on the cost stage)
+        p.max_deterministic_time = max(0.05, seconds)
+    p.num_workers = opts.num_workers() if wall else 1
     p.relative_gap_limit = opts.relative_gap
     p.random_seed = opts.seed
     if p.num_workers < 8:

@@ -10,10 +10,10 @@ patterns of the greedy plan and whatever the enumeration reached.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .budget import now
 from .problem import Problem
 
 Pattern = tuple[tuple[int, int], ...]  # sorted ((shape, count), ...)
@@ -97,7 +97,7 @@ def build_patterns(
     """Patterns per kind: single-shape fills, the seeds' bins, then enumeration.
 
     Enumeration visits node groups first, then existing nodes; past `deadline`
-    (a `time.perf_counter()` value) the remaining kinds keep only their
+    (a `budget.now()` reading) the remaining kinds keep only their
     single-shape fills and seed patterns, and the set is marked incomplete.
     """
     shapes_of_kind: list[list[int]] = [[] for _ in prob.kinds]
@@ -113,7 +113,7 @@ def build_patterns(
             counts[s] = counts.get(s, 0) + n
         by_kind[kid][tuple(sorted(counts.items()))] = None
 
-    complete = True
+    complete, late = True, False
     for kind in sorted(
         prob.kinds, key=lambda k: not k.new
     ):  # node groups first: they carry the cost
@@ -124,7 +124,8 @@ def build_patterns(
             by_kind[kind.kid][((s, prob.fit_count[(s, kind.kid)]),)] = None
         if len(shapes) == 1:
             continue
-        if deadline is not None and time.perf_counter() > deadline:
+        late = late or (deadline is not None and now() > deadline)  # past it once, past it for good
+        if late:
             complete = False
             continue
         ordered = sorted(

@@ -16,11 +16,11 @@ the greedy's own new-node rule, gangs with the largest pods first.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import numpy as np
 
+from .budget import now
 from .colgen import Candidate, pattern_candidates
 from .greedy import (
     Assignment,
@@ -160,7 +160,7 @@ def _place_rest(
         key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes),
     )
     for gid in order:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and now() > deadline:
             return None
         _place_gang(st, prob, gid, a.domain[gid], None, a.y)
     if not grow:
