@@ -244,12 +244,13 @@ class Gangscale:
         on_lift: Callable[[str], None],
         deadline: int,
         cache: ParseCache | None = None,
+        gated: bool | None = None,
     ) -> None:
         self.name = name
         self.cache = (
             cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
         )
-        self.gated = name == "gangscale-gate"
+        self.gated = name == "gangscale-gate" if gated is None else gated
         self.cloud = cloud
         self.clock = clock
         # the baselines have no spending limits: neither has the simulated controller unless --controller-config says so
