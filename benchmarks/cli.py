@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="POLICY",
-        help="any of gangscale-observe gangscale-gate ca ca-atomic karpenter (default: all)",
+        help="any of gangscale-observe gangscale-gate ca ca-atomic karpenter (default: all), or the "
+        "benchmark-only gangscale-oracle[-<k>x|-<T>s] (docs/simulate.md, Keeping empty nodes)",
     )
     s.add_argument("--out", type=Path, default=Path("bench-out/simulate"), help="output directory")
     s.add_argument(
@@ -238,14 +239,17 @@ def _controller_config(path: Path | None) -> str | None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from .sim.oracle import ORACLE, parse_oracle
     from .sim.policies import CONTROLLER_CONFIG_ENV, POLICIES
     from .sim.report import SimConfig, run, table
 
     policies = tuple(args.policies or POLICIES)
-    unknown = [p for p in policies if p not in POLICIES]
+    unknown = [p for p in policies if p not in POLICIES and parse_oracle(p) is None]
     if unknown:
         print(
-            f"unknown policy {unknown[0]!r}; expected any of {', '.join(POLICIES)}", file=sys.stderr
+            f"unknown policy {unknown[0]!r}; expected any of {', '.join(POLICIES)} "
+            f"or {ORACLE}[-<k>x|-<T>s]",
+            file=sys.stderr,
         )
         return 2
     if args.controller_config is not None:

@@ -35,6 +35,7 @@ from gangscale.scheduling import SimNode, simulate
 from ..generate import NODE_GROUP_LABEL, GangPlan, _pod, _podgroup
 from .cloud import SimCloud
 from .metrics import Recorder
+from .oracle import OracleGate, parse_oracle
 from .policies import make_policy
 from .trace import GangSpec, Trace
 
@@ -59,6 +60,8 @@ class GangRun:
     start: int | None = None
     done: bool = False
     crashes: int = 0
+    # a gang that started on arrival: the capacity it started on (`Engine._capacity_at_hand`); None: it waited
+    on: str | None = None
 
 
 class Clock:
@@ -109,14 +112,28 @@ class Engine:
         )
         self._read_at: tuple[int, Any] = (-1, None)
         self._sim_nodes: dict[int, tuple[Node, SimNode]] = {}  # `_sim_node`
-        self.policy = make_policy(
-            policy,
-            self.cloud,
-            self.clock,
-            self.pods,
-            self._on_lift,
-            trace.deadline,
-            self.parse_cache,
+        horizon = parse_oracle(policy)
+        self.policy = (
+            make_policy(
+                policy,
+                self.cloud,
+                self.clock,
+                self.pods,
+                self._on_lift,
+                trace.deadline,
+                self.parse_cache,
+            )
+            if horizon is None
+            else OracleGate(
+                policy,
+                self.cloud,
+                self.clock,
+                self.pods,
+                self._on_lift,
+                trace,
+                horizon,
+                self.parse_cache,
+            )
         )
         if hasattr(self.policy, "read"):
             self.policy.read = (
@@ -360,9 +377,26 @@ class Engine:
             if bound >= run.spec.min_count:
                 self.waiting.discard(name)
                 run.start = t
+                if t <= -(-run.spec.arrival // STEP) * STEP:
+                    run.on = self._capacity_at_hand(run)
                 self._push(t + run.spec.runtime, "complete", name)
                 if run.spec.crash_after is not None:
                     self._push(t + run.spec.crash_after, "crash", name)
+
+    def _capacity_at_hand(self, run: GangRun) -> str:
+        """What a gang that started on arrival started on: a node that had never run a pod (bought for another gang
+        that has not started on it), else a node kept empty after a pod, else room beside other gangs' pods."""
+        own = set(run.pods)
+        nodes = {n for k in run.pods if (n := self.pods[k]["spec"].get("nodeName"))}
+        shared = {
+            p["spec"].get("nodeName")
+            for k, p in self.pods.items()
+            if k not in own and p["spec"].get("nodeName") in nodes
+        }
+        alone = nodes - shared
+        if alone - self.rec.ever_used:
+            return "never_ran_a_pod"
+        return "kept_after_a_pod" if alone else "beside_other_pods"
 
     # -------------------------------------------------------------------- loop
     def _mutations(self) -> int:

@@ -82,6 +82,20 @@ class StrandedCauses:
         return {k: round(v / 3600, 3) for k, v in s.items()}
 
 
+ON_ARRIVAL_CAPACITY = ("never_ran_a_pod", "kept_after_a_pod", "beside_other_pods")
+
+
+def started_on_arrival_by_capacity(gangs: dict[str, Any]) -> dict[str, int]:
+    """The gangs of `time_to_start_parts`' `started_on_arrival` by the capacity they started on (the engine's
+    `GangRun.on`): a node that had never run a pod (bought for another gang, which has not started on it), a node
+    kept empty after a pod, or room beside other gangs' pods (in that order when a gang's nodes differ)."""
+    out = dict.fromkeys(ON_ARRIVAL_CAPACITY, 0)
+    for run in gangs.values():
+        if run.spec.api != "basic" and run.on is not None:
+            out[run.on] += 1
+    return out
+
+
 def time_to_start_parts(gangs: dict[str, Any], step: int) -> dict[str, Any]:
     """Time-to-start in two parts: the started gangs that started at the first step at or after their arrival (on the
     capacity at hand, without waiting for a launch), and the p50 and p95 wait of the others. A policy that keeps
@@ -287,6 +301,7 @@ class Recorder:
                 "max": waits[-1] if waits else None,
             },
             "time_to_start_parts": time_to_start_parts(gangs, step),
+            "started_on_arrival_by_capacity": started_on_arrival_by_capacity(gangs),
             "micro_dollars": micro,
             "dollars": round(micro / 1e6, 2),
             "dollars_by_horizon": round(at_horizon / 1e6, 2),

@@ -23,7 +23,7 @@ import orjson
 
 from cloud_adapters.base import instance_id_from_provider_id
 from gangscale.api import SolveOptions
-from gangscale.controller import wakes
+from gangscale.controller import keep, wakes
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.gates import NARROWED_KEY
 from gangscale.controller.lifecycle import IN_FLIGHT, Record
@@ -135,7 +135,8 @@ class Policy(Protocol):
 
 
 class MemoryStore:
-    """The controller's state as its ConfigMap holds it (what a restart reads back), kept in memory as JSON."""
+    """The controller's state as its ConfigMaps hold it (what a restart reads back: the records, the backoffs and the
+    keep rule's state), kept in memory as JSON."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -148,7 +149,11 @@ class MemoryStore:
             r for r in state.records.values() if r.requested or r.state in KEPT_WITHOUT_CAPACITY
         ]
         self.blob = orjson.dumps(
-            {"records": {r.gang: r.to_json() for r in kept}, "backoff": state.backoff}
+            {
+                "records": {r.gang: r.to_json() for r in kept},
+                "backoff": state.backoff,
+                "keep": keep.to_json(state.keep),
+            }
         )
         self.saves += 1
 
@@ -156,7 +161,9 @@ class MemoryStore:
         doc = orjson.loads(self.blob)
         recs = (Record.from_json(v) for v in doc.get("records", {}).values())
         return ControllerState(
-            {r.key: r for r in recs}, {str(k): float(v) for k, v in doc.get("backoff", {}).items()}
+            {r.key: r for r in recs},
+            {str(k): float(v) for k, v in doc.get("backoff", {}).items()},
+            keep.from_json(doc["keep"]) if "keep" in doc else keep.KeepState(),
         )
 
 
@@ -244,12 +251,13 @@ class Gangscale:
         on_lift: Callable[[str], None],
         deadline: int,
         cache: ParseCache | None = None,
+        gated: bool | None = None,
     ) -> None:
         self.name = name
         self.cache = (
             cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
         )
-        self.gated = name == "gangscale-gate"
+        self.gated = name == "gangscale-gate" if gated is None else gated
         self.cloud = cloud
         self.clock = clock
         # the baselines have no spending limits: neither has the simulated controller unless --controller-config says so

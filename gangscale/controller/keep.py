@@ -35,14 +35,17 @@ A node that has not run a pod yet goes back after the fixed `emptyNodeGraceSecon
 did not take it, and its purchase's deadline rules it (the spare and deadline rules), not a bet on gangs to come.
 
 Invariant: pure. `observe` and `keep_until` take the time as an argument and return new values; `KeepState` is
-frozen and lives beside the scale-down's empty-since times (a restart starts it afresh: no arrivals seen, so nodes
-go back at the rule's shortest keep until the estimate is rebuilt).
+frozen and is saved with the controller's records (`to_json`, `from_json`): a restart reads back the arrivals, the
+measured boots and which nodes have run a pod, so its first passes keep nodes as the passes before it would have.
+Without them every node would go back at the rule's shortest keep, or the never-used node's grace, until the
+estimate was rebuilt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cloud_adapters.strenum import StrEnum
 
@@ -104,6 +107,9 @@ class KeepState:
     known: frozenset[str] = frozenset()  # the nodes registered at the last pass
     used: frozenset[str] = frozenset()  # the registered nodes that have run a pod
     start: float | None = None  # the first pass observed (arrivals are counted since then)
+    # a state read back after a restart (`from_json`): the nodes that had not run a pod when it was saved; every
+    # other node registered at the first pass after it has (None: not a state read back, or its first pass is over)
+    unused: frozenset[str] | None = None
 
 
 def robustness(ratio: float) -> float:
@@ -223,6 +229,35 @@ def _boots(
     return boots, {g: tuple(qs) for g, qs in left.items()}, known
 
 
+def to_json(state: KeepState) -> dict[str, Any]:
+    """What a restart needs of the state (saved with the controller's records): the arrivals in the window, the
+    measured boots, when counting started, and the registered nodes that have not run a pod yet."""
+    return {
+        "arrivals": [[a.at, a.gang, dict(sorted(a.need.items()))] for a in state.arrivals],
+        "boots": {g: dict(b) for g, b in sorted(state.boots.items())},
+        "start": state.start,
+        "unused": sorted(state.known - state.used),
+    }
+
+
+def from_json(doc: Any) -> KeepState:
+    """The state `to_json` saved; a document that cannot be read is an empty state (the rule's shortest keeps until
+    the estimate is rebuilt), never an error."""
+    try:
+        arrivals = tuple(
+            Arrival(float(at), str(gang), {str(g): int(n) for g, n in need.items()})
+            for at, gang, need in doc["arrivals"]
+        )
+        boots = {str(g): {str(n): float(t) for n, t in b.items()} for g, b in doc["boots"].items()}
+        start = None if doc["start"] is None else float(doc["start"])
+        unused = frozenset(str(n) for n in doc["unused"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return KeepState()
+    return KeepState(
+        arrivals, frozenset(a.gang for a in arrivals), boots, start=start, unused=unused
+    )
+
+
 def observe(
     state: KeepState,
     cluster: Cluster,
@@ -255,8 +290,14 @@ def observe(
         start = min([now, *(a.at for a in new)]) if start is None else start
     requests = _requests(state, records, now - settings.max_boot_seconds)
     boots, requests, known = _boots(state, cluster, requests, settings.max_boot_seconds)
-    used = (state.used | busy_nodes(cluster)) & known
-    return KeepState(kept, seen, boots, requests, known, used, now if start is None else start)
+    used = state.used | busy_nodes(cluster)
+    if (
+        state.unused is not None
+    ):  # the first pass after a restart: the saved state says which had not run one
+        used |= known - state.unused
+    return KeepState(
+        kept, seen, boots, requests, known, used & known, now if start is None else start
+    )
 
 
 def keep_until(

@@ -68,7 +68,6 @@ from .execute import (
     ScaleDownOutcome,
     ScaleUpOutcome,
 )
-from .keep import KeepState
 from .lifecycle import (
     Booked,
     CallRecovered,
@@ -104,7 +103,6 @@ class Loop:
         self.state = ControllerState()
         self.empty_since: dict[str, float] = {}
         self.empty_until: dict[str, float] = {}  # empty node -> its give-back time (keep.py)
-        self.keep = KeepState()  # the keep rule's arrivals and boots, in memory (keep.py)
         self.stranded_since: dict[str, float] = {}  # released pods whose narrowed-to node is gone
         self.scaled_down: set[str] = set()  # nodes whose instance this controller terminated
         self.published = Shown()  # the status ConfigMap as this controller last wrote it
@@ -122,7 +120,7 @@ class Loop:
             self.state.backoff,
             self.empty_since,
             self.empty_until,
-            self.keep,
+            self.state.keep,
             self.stranded_since,
             frozenset(self.scaled_down),
             self.published,
@@ -134,7 +132,7 @@ class Loop:
         s = d.state
         self.state.records, self.state.backoff = dict(s.records), dict(s.backoff)
         self.empty_since, self.stranded_since = dict(s.empty_since), dict(s.stranded_since)
-        self.empty_until, self.keep = dict(s.empty_until), s.keep
+        self.empty_until, self.state.keep = dict(s.empty_until), s.keep
         self.scaled_down = set(s.scaled_down)
         self.published = s.published
         if d.backed_off:

@@ -8,10 +8,12 @@ only in memory. Capacity on its way is also visible from the cloud itself
 Layout: one ConfigMap per gang record, named `<state>-<16 hex digits of sha256(gang)>` (deterministic from the
 GangKey), labelled `gangscale.io/records-of=<state>` so one labelled list reads them all, its record in
 `data["record.json"]` (the record's JSON, as `Record.to_json` writes it); and the ConfigMap `<state>` itself,
-which holds the node groups' backoffs (`backoff.json`). A ConfigMap's data may not exceed 1 MiB (k8s.io/kubernetes
-pkg/apis/core/validation `ValidateConfigMap`, `core.MaxSecretSize`): one object for every record would pass it at
-26 gangs of 1,024 pods, and a refused save stops every scale-up (it is written before each cloud call). One
-object per record keeps each far below it whatever the gang count, and a save writes only the records that changed.
+which holds the node groups' backoffs (`backoff.json`) and what the empty-node keep rule has seen (`keep.json`:
+its arrivals of the last window, measured boots and the nodes that have not run a pod). A ConfigMap's data may not
+exceed 1 MiB (k8s.io/kubernetes pkg/apis/core/validation `ValidateConfigMap`, `core.MaxSecretSize`): one object for
+every record would pass it at 26 gangs of 1,024 pods, and a refused save stops every scale-up (it is written before
+each cloud call). One object per record keeps each far below it whatever the gang count, and a save writes only the
+records that changed.
 
 Older releases kept every record in the `<state>` ConfigMap's `records.json`. `StateStore.load` migrates it:
 each record to its own ConfigMap, then `records.json` is dropped; a crash part way leaves `records.json` in place,
@@ -35,6 +37,7 @@ from ..kube.errors import KubeError
 from ..kube.lister import list_all
 from ..kube.refs import CONFIGMAPS
 from ..model import GangKey
+from .keep import KeepState, from_json, to_json
 from .lifecycle import TERMINAL, GangState, Record
 
 __all__ = ["ControllerState", "Record", "StateConflict", "StateStore", "read_layout", "record_name"]
@@ -48,6 +51,7 @@ KEPT_WITHOUT_CAPACITY = (
 )  # for audit, even when holding nothing
 RECORD_KEY = "record.json"  # a record ConfigMap's one data key
 BACKOFF_KEY = "backoff.json"  # in the `<state>` ConfigMap
+KEEP_KEY = "keep.json"  # in the `<state>` ConfigMap: what the empty-node keep rule has seen (keep.py `to_json`)
 LEGACY_KEY = (
     "records.json"  # every record, in the `<state>` ConfigMap (the single-ConfigMap layout)
 )
@@ -69,12 +73,14 @@ _PARSE_ERRORS = (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, 
 
 @dataclass(slots=True)
 class ControllerState:
-    """The leader's memory between passes: records by gang, backoffs by group (held by the reconciler)."""
+    """The leader's memory between passes: records by gang, backoffs by group, what the keep rule has seen (held
+    by the reconciler)."""
 
     records: dict[GangKey, Record] = field(default_factory=dict)
     backoff: dict[str, float] = field(
         default_factory=dict
     )  # node group -> backed off until (epoch)
+    keep: KeepState = field(default_factory=KeepState)  # the empty-node keep rule's (keep.py)
 
     def prune(self, now: float) -> None:
         for key, r in list(self.records.items()):
@@ -196,6 +202,15 @@ def _backoff(index: dict[str, Any] | None) -> tuple[dict[str, float], str]:
         return {}, text
 
 
+def _keep(index: dict[str, Any] | None) -> tuple[KeepState, str | None]:
+    """The keep rule's saved state and its text (None: not saved; unreadable: an empty state)."""
+    text = ((index or {}).get("data") or {}).get(KEEP_KEY)
+    try:
+        return (from_json(orjson.loads(text)) if text else KeepState()), text
+    except _PARSE_ERRORS:
+        return KeepState(), text
+
+
 class StateStore:
     """The ControllerState in one ConfigMap per record (and one for the backoffs); a write that finds the object
     changed since this replica read or wrote it raises `StateConflict` (409)."""
@@ -214,6 +229,7 @@ class StateStore:
         self._objects: dict[str, Stored] = {}
         self._index_rv = ""  # "" while the `<state>` ConfigMap does not exist
         self._backoff_text: str | None = None
+        self._keep_text: str | None = None
         self.writes = (
             0  # ConfigMap writes (create, update, delete) made: a save writes only what changed
         )
@@ -237,9 +253,10 @@ class StateStore:
             ((layout.index or {}).get("metadata") or {}).get("resourceVersion") or ""
         )
         backoff, self._backoff_text = _backoff(layout.index)
+        keep, self._keep_text = _keep(layout.index)
         if layout.index is None:
             self._backoff_text = None
-        return ControllerState({r.key: r for r in layout.records.values()}, backoff)
+        return ControllerState({r.key: r for r in layout.records.values()}, backoff, keep)
 
     def save(self, state: ControllerState) -> None:
         """Persist what a restart needs (`kept`): each changed record's ConfigMap created or updated, those of
@@ -257,8 +274,9 @@ class StateStore:
             self._delete(self._objects[gang])
             del self._objects[gang]
         text = orjson.dumps(state.backoff).decode()
-        if text != self._backoff_text:
-            self._write_index(text)
+        keep = orjson.dumps(to_json(state.keep)).decode()
+        if text != self._backoff_text or keep != self._keep_text:
+            self._write_index(text, keep=keep)
 
     def _stored(self, objects: dict[str, Stored], gang: str) -> Stored | None:
         """The gang's record ConfigMap as known: its record's, or an unreadable one at its name (taken over)."""
@@ -323,8 +341,12 @@ class StateStore:
             if exc.status != 404:
                 raise
 
-    def _write_index(self, backoff_text: str, data: dict[str, str] | None = None) -> None:
-        """The `<state>` ConfigMap: the backoffs, and where the records are (for a reader who opens it)."""
+    def _write_index(
+        self, backoff_text: str, data: dict[str, str] | None = None, keep: str | None = None
+    ) -> None:
+        """The `<state>` ConfigMap: the backoffs, the keep rule's state (`keep`; None: as last read or written), and
+        where the records are (for a reader who opens it)."""
+        keep = keep if keep is not None else self._keep_text
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -336,6 +358,7 @@ class StateStore:
             "data": {
                 **(data or {}),
                 BACKOFF_KEY: backoff_text,
+                **({KEEP_KEY: keep} if keep is not None else {}),
                 "records": f"one ConfigMap per gang, labelled {STORE_LABEL}={store_label(self.name)}",
             },
         }
@@ -348,7 +371,7 @@ class StateStore:
             self._index_rv = self._write(
                 lambda: self.client.post(CONFIGMAPS.path(self.namespace), body)
             )
-        self._backoff_text = backoff_text
+        self._backoff_text, self._keep_text = backoff_text, keep
 
     # --------------------------------------------------------------- migration
 

@@ -503,3 +503,22 @@ def test_an_unknown_policy_is_refused_with_one_line_and_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "simulate", "--policies", "nope", "--out",
                            str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown policy 'nope'" in proc.stderr
+
+
+def test_a_controller_restart_reads_back_what_the_keep_rule_has_seen():
+    gangs = [replace(two_pod_gang(arrival=0, runtime=600), name="first"), replace(two_pod_gang(arrival=500), name="next")]
+    e = Engine(hand_trace(gangs, [cpu_group("cpu")], restarts=[1000]), "gangscale-gate")
+    seen = []
+    restart = e.policy.restart
+
+    def spied():
+        before = e.policy.rec.loop.view().keep
+        restart()
+        seen.append((before, e.policy.rec.loop.view().keep))
+
+    e.policy.restart = spied
+    e.run()
+    (before, after), = seen
+    assert [a.gang for a in before.arrivals] == ["hpc/first/scheduling.k8s.io/v1alpha2", "hpc/next/scheduling.k8s.io/v1alpha2"]
+    assert after.arrivals == before.arrivals and after.start == before.start and after.boots == before.boots
+    assert after.unused == before.known - before.used

@@ -11,6 +11,7 @@ import uuid
 import pytest
 from kube.emulator import MAX_DATA_BYTES
 
+from gangscale.controller.keep import Arrival, KeepState
 from gangscale.controller.lifecycle import GangState, Record, pod_prints
 from gangscale.controller.records import (
     ControllerState,
@@ -115,6 +116,19 @@ def test_a_save_writes_only_the_records_that_changed_and_deletes_those_no_longer
     assert record_name(NAME, str(two)) not in names and len(names) == 4
     again = StateStore(client, STATE_NS, NAME).load().records
     assert again[one].reason == "nodes arrived" and two not in again
+
+
+def test_what_the_keep_rule_has_seen_is_saved_in_the_state_configmap_and_read_back(cluster, client):
+    seen = KeepState((Arrival(100.0, "hpc/a/native", {"cpu": 2}),), frozenset({"hpc/a/native"}), {"cpu": {"n1": 90.0}},
+                     known=frozenset({"n1", "n2"}), used=frozenset({"n1"}), start=50.0)
+    store = StateStore(client, STATE_NS, NAME)
+    store.save(ControllerState(keep=seen))
+    first = store.writes
+    store.save(ControllerState(keep=seen))
+    assert store.writes == first  # nothing changed, nothing written
+    back = StateStore(client, STATE_NS, NAME).load().keep
+    assert back.arrivals == seen.arrivals and back.start == 50.0 and dict(back.boots) == {"cpu": {"n1": 90.0}}
+    assert back.unused == {"n2"}  # registered and never ran a pod when saved
 
 
 def test_a_record_changed_by_another_writer_is_a_conflict_not_an_overwrite(cluster, client):
