@@ -39,14 +39,10 @@ from .greedy import (
 )
 from .problem import Problem
 
-EXCHANGE_TRIALS = (
-    1500  # trial placements, at most (gpumix-3k: ~250 to place 2,531 pods, about 0.2 s)
-)
-
+EXCHANGE_TRIALS = 1500  # trial placements, at most (gpumix-3k: ~130, target-100k: ~200)
 UNCOVERED_TRIES = (
     2  # started gangs, per gang left out, tried though their pods request less than it lacks
 )
-Holding = list[tuple[int, int, int]]  # (bin, class, pods) of one gang
 
 
 def exchanged(
@@ -54,7 +50,7 @@ def exchanged(
 ) -> Assignment | None:
     """Plan `a` with gangs exchanged (module docstring); None when no exchange places more, `a` was cut short,
     an existing bin of `a` names no node of the problem, or the problem has a zone topology spread."""
-    if a.stopped_early or prob.spread is not None:
+    if a.stopped_early or prob.spread is not None or not _may_gain(prob, a):
         return None
     st = _state_of(prob, a)
     if st is None:
@@ -66,6 +62,79 @@ def exchanged(
     _place_in_order(st, prob, order, ex.satisfied, ex.domain, deadline, tried=True)
     out = _assignment(prob, st, ex.satisfied, ex.domain, False, order)
     return out if placement_rank(prob, out)[:-1] > placement_rank(prob, a)[:-1] else None
+
+
+def _may_gain(prob: Problem, a: Assignment) -> bool:
+    """Some gang left out has more pods pending than a started gang of its level holds (else no exchange gains)."""
+    fewest: dict[int, int] = {}
+    for g in prob.gangs:
+        if g.is_gang and a.satisfied[g.gid]:
+            pods = sum(a.y[c] for c in g.classes)
+            fewest[g.priority] = min(fewest.get(g.priority, pods), pods)
+    return any(
+        g.is_gang and not a.satisfied[g.gid] and g.pending > fewest.get(g.priority, g.pending)
+        for g in prob.gangs
+    )
+
+
+class _Held:
+    """What the started gangs hold, as rows (gang, bin kind, bin, class, pods) of numpy arrays, so the gangs that
+    hold room on given node groups are found in one vector operation; a gang taken out loses its rows."""
+
+    def __init__(self, prob: Problem, st: _State) -> None:
+        self.prob, self.st = prob, st
+        rows = [
+            (prob.classes[cid].gang, int(st.kind[b]), b, cid, n)
+            for b in range(st.n)
+            for cid, n in st.contents[b].items()
+            if n
+        ]
+        self.rows = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        self.alive = np.ones(len(self.rows), dtype=bool)
+        self.of: dict[int, list[int]] = {}
+        for i, g in enumerate(self.rows[:, 0].tolist()):
+            self.of.setdefault(g, []).append(i)
+        gangs = len(prob.gangs)
+        self.pods = np.bincount(self.rows[:, 0], weights=self.rows[:, 4], minlength=gangs)
+        self.pods = self.pods.astype(np.int64)
+        self.shape = np.array([c.shape for c in prob.classes], dtype=np.int64)
+
+    def holding(self, gid: int) -> list[tuple[int, int, int]]:
+        """(bin, class, pods) of gang `gid`."""
+        return [tuple(self.rows[i, 2:].tolist()) for i in self.of.get(gid, [])]
+
+    def kinds(self, gid: int) -> tuple[int, ...]:
+        return tuple(sorted({int(self.rows[i, 1]) for i in self.of.get(gid, [])}))
+
+    def drop(self, gid: int) -> None:
+        self.alive[self.of.pop(gid, [])] = False
+        self.pods[gid] = 0
+
+    def add(self, gid: int, placed: list[tuple[int, int, int]]) -> None:
+        new = [(gid, int(self.st.kind[b]), b, cid, n) for b, cid, n in placed]
+        start = len(self.rows)
+        self.rows = np.concatenate([self.rows, np.array(new, dtype=np.int64).reshape(-1, 5)])
+        self.alive = np.concatenate([self.alive, np.ones(len(new), dtype=bool)])
+        self.of[gid] = list(range(start, len(self.rows)))
+        self.pods[gid] = sum(n for _, _, n in placed)
+
+    def freed(
+        self, gangs: np.ndarray, short: np.ndarray, need: np.ndarray
+    ) -> list[tuple[int, bool]]:
+        """(gang, covers) for the gangs of mask `gangs` with pods on kinds `short`: those whose pods there request
+        at least `need` first, then the others; fewest pods first, then gang order."""
+        rows = self.rows
+        m = self.alive & short[rows[:, 1]] & gangs[rows[:, 0]]
+        if not m.any():
+            return []
+        g = rows[m, 0]
+        load = rows[m, 4][:, None] * self.prob.arrays.req[self.shape[rows[m, 3]]]
+        total = np.zeros((len(self.prob.gangs), load.shape[1]), dtype=np.int64)
+        np.add.at(total, g, load)
+        cand = np.unique(g)
+        covers = (total[cand] >= need).all(axis=1)
+        order = np.lexsort((cand, self.pods[cand], ~covers))
+        return [(int(cand[i]), bool(covers[i])) for i in order]
 
 
 class _Exchange:
@@ -83,7 +152,12 @@ class _Exchange:
         self.prob, self.st, self.satisfied, self.domain = prob, st, satisfied, domain
         self.deadline, self.trials = deadline, trials
         self.chooser = _Chooser()
-        self.held = _holdings(prob, st)
+        self.held = _Held(prob, st)
+        self.is_gang = np.array([g.is_gang for g in prob.gangs], dtype=bool)
+        self.level = np.array([g.priority for g in prob.gangs], dtype=np.int64)
+
+    def _out_of_work(self) -> bool:
+        return self.trials <= 0 or (self.deadline is not None and now() > self.deadline)
 
     def run(self) -> bool:
         """Every gang left out, largest first, tried once against the started ones (a gang taken out joins the
@@ -94,9 +168,7 @@ class _Exchange:
             key=lambda g: (-prob.gangs[g].priority, -prob.gangs[g].pending, g),
         )
         made, tried = False, set()
-        while (
-            queue and self.trials > 0 and not (self.deadline is not None and now() > self.deadline)
-        ):
+        while queue and not self._out_of_work():
             gid = queue.pop(0)
             if gid in tried or self.satisfied[gid]:
                 continue
@@ -116,13 +188,18 @@ class _Exchange:
         short = self._short(gid)
         if short is None:
             return -1 if self._try(gid, None) else None
+        info = self.prob.gangs[gid]
+        gangs = np.array(self.satisfied, dtype=bool) & self.is_gang
+        gangs &= (self.level == info.priority) & (self.held.pods < info.pending)
         seen: set[tuple] = set()
         misses = 0
-        for other, covers in self._candidates(gid, *short):
-            if self.trials <= 0 or (self.deadline is not None and now() > self.deadline):
+        for other, covers in self.held.freed(gangs, *short):
+            if self._out_of_work():
                 return None
-            key = self._make_up(other)
-            if key in seen or (not covers and misses >= UNCOVERED_TRIES):
+            if not covers and misses >= UNCOVERED_TRIES:
+                return None  # the rest cover less than the gang lacks too
+            key = (_signature(self.prob, other), self.domain[other], self.held.kinds(other))
+            if key in seen:
                 continue
             seen.add(key)
             if self._try(gid, other):
@@ -154,29 +231,6 @@ class _Exchange:
                 need = sum((n * base.req[prob.classes[c].shape] for c, n in lack), need * 0)
         return kinds, need
 
-    def _candidates(self, gid: int, short: np.ndarray, need: np.ndarray) -> list[tuple[int, bool]]:
-        """(gang, covers) for the started gangs of the same level holding fewer pods than `gid` has pending, on
-        nodes where `gid` runs `short`: first those whose pods there request at least `need` (taken out, they
-        free room for the pods short), then the others; fewest pods first."""
-        prob, kinds, req = self.prob, self.st.kind, self.prob.arrays.req
-        info = prob.gangs[gid]
-        out = []
-        for g in prob.gangs:
-            if not (g.is_gang and self.satisfied[g.gid] and g.priority == info.priority):
-                continue
-            held = [(b, c, n) for b, c, n in self.held[g.gid] if short[kinds[b]]]
-            pods = sum(n for _, _, n in self.held[g.gid])
-            if held and pods < info.pending:
-                freed = sum(n * req[prob.classes[c].shape] for _, c, n in held)
-                out.append((not bool((freed >= need).all()), pods, g.gid))
-        return [(g, not uncovered) for uncovered, _, g in sorted(out)]
-
-    def _make_up(self, gid: int) -> tuple:
-        """What taking gang `gid` out frees, for telling apart candidates: its make-up, domain and node groups."""
-        kinds = self.st.kind
-        where = tuple(sorted({int(kinds[b]) for b, _, _ in self.held[gid]}))
-        return _signature(self.prob, gid), self.domain[gid], where
-
     def _try(self, gid: int, other: int | None) -> bool:
         """Take `other` out (None: nothing) and start `gid`; kept when `gid` reaches its quorum and places more
         pods than `other` held, else undone."""
@@ -184,27 +238,17 @@ class _Exchange:
         self.trials -= 1
         mark = len(st.log)
         freed = 0
-        if other is not None:
-            for b, cid, n in self.held[other]:
-                st.remove(b, cid, n)
-                freed += n
+        for b, cid, n in self.held.holding(other) if other is not None else []:
+            st.remove(b, cid, n)
+            freed += n
         ok, dom = self.chooser.place(st, prob, gid, None, self.deadline)
         placed = sum(st.y[c] for c in prob.gangs[gid].classes)
         if not ok or placed <= freed:
             st.undo(mark)
             return False
         self.satisfied[gid], self.domain[gid] = True, dom
-        self.held[gid] = [(b, cid, n) for b, cid, n in st.log[mark:] if cid >= 0 and n > 0]
+        self.held.add(gid, [(b, cid, n) for b, cid, n in st.log[mark:] if cid >= 0 and n > 0])
         if other is not None:
-            self.satisfied[other], self.domain[other], self.held[other] = False, None, []
+            self.satisfied[other], self.domain[other] = False, None
+            self.held.drop(other)
         return True
-
-
-def _holdings(prob: Problem, st: _State) -> list[Holding]:
-    """Per gang, the (bin, class, pods) it holds in `st`."""
-    out: list[Holding] = [[] for _ in prob.gangs]
-    for b in range(st.n):
-        for cid, n in st.contents[b].items():
-            if n:
-                out[prob.classes[cid].gang].append((b, cid, n))
-    return out
