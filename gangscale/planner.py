@@ -2,9 +2,10 @@
 
 Guarantees: the plan never costs more than the greedy plan at equal gangs and
 pods, and never places fewer (the repair and the fill only add the pods the
-greedy left out); a lower bound on cost is always reported (the fluid bound at
+greedy left out, and the gang exchange trades a gang for a larger one of its
+priority level); a lower bound on cost is always reported (the fluid bound at
 least), and an upper bound on gangs started per priority level
-(`gangsUpperBound`); and every phase -- greedy, repair, fill, patterns, CP-SAT
+(`gangsUpperBound`); and every phase -- greedy, repair, fill, exchange, patterns, CP-SAT
 stages, bounds, explanations -- works to one deadline, `time_limit` seconds after the call (by default a budget that
 grows with the pending pods, `SolveOptions.seconds_for`), returning the best
 plan so far. When the greedy plan already meets the gang and pod bounds of every
