@@ -131,7 +131,9 @@ class _Held:
         load = rows[m, 4][:, None] * self.prob.arrays.req[self.shape[rows[m, 3]]]
         total = np.zeros((len(self.prob.gangs), load.shape[1]), dtype=np.int64)
         np.add.at(total, g, load)
-        cand = np.unique(g)
+        cand = np.flatnonzero(
+            np.bincount(g, minlength=len(self.prob.gangs))
+        )  # (np.unique loads numpy.ma)
         covers = (total[cand] >= need).all(axis=1)
         order = np.lexsort((cand, self.pods[cand], ~covers))
         return [(int(cand[i]), bool(covers[i])) for i in order]
