@@ -39,7 +39,7 @@ from .greedy import (
 )
 from .problem import Problem
 
-EXCHANGE_TRIALS = 1500  # trial placements, at most (gpumix-3k: ~130, target-100k: ~200)
+EXCHANGE_TRIALS = 1500  # trial placements, at most (gpumix-3k: ~130, target-100k: ~160)
 UNCOVERED_TRIES = (
     2  # started gangs, per gang left out, tried though their pods request less than it lacks
 )
