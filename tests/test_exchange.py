@@ -10,7 +10,7 @@ from checker import check_plan
 from test_fuzz import checker_catalog
 
 from benchmarks.budget import mix_spec
-from benchmarks.generate import build_objects
+from benchmarks.generate import BacklogSpec, build_objects
 from gangscale.catalog import parse_catalog
 from gangscale.planner import _render, _repair
 from gangscale.solver.exchange import exchanged
@@ -78,16 +78,21 @@ def test_a_gang_of_a_higher_priority_level_is_never_taken_out_for_a_larger_one_b
     assert exchanged(prob, first) is None
 
 
-@pytest.mark.parametrize("family,seed", [("small", 0), ("scarce", 1), ("24-gang", 2), ("24-gang", 8), ("scarce", 4)])
-def test_on_seeded_mixes_an_exchange_keeps_every_levels_gangs_grows_its_pods_and_stays_valid(family, seed):
-    objs, catalog, _ = build_objects(mix_spec(family, seed))
+# seeded mixes of the benchmark's families, and 400-pod gpu-mix backlogs (zones, launchers and GPU workers, as
+# gpumix-3k), on each of which the greedy's repaired plan leaves a gang out that an exchange starts
+MIXES = [mix_spec("small", 0), mix_spec("small", 3), mix_spec("scarce", 4), mix_spec("24-gang", 8)]
+GPU_MIXES = [BacklogSpec(f"gpumix-{seed}", "gpu-mix", 400, 36, 0, None, 0.8, seed) for seed in range(4)]
+
+
+@pytest.mark.parametrize("spec", MIXES + GPU_MIXES, ids=lambda s: s.name)
+def test_on_seeded_backlogs_an_exchange_keeps_every_levels_gangs_grows_its_pods_and_stays_valid(spec):
+    objs, catalog, _ = build_objects(spec)
     groups, _warnings = parse_catalog(catalog)
     snap = snapshot(objs, catalog)
     prob = build_problem(snap)
     repaired, _ = _repair(prob, greedy(prob, repack=False), None)
     more = exchanged(prob, repaired)
-    if more is None:
-        return
+    assert more is not None
     _assert_exchanged(prob, repaired, more)
     rendered = _render(snap, prob, more, more.cost(prob), 0).to_dict()
     assert not check_plan(objs, checker_catalog(groups), rendered)
