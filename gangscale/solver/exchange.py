@@ -40,9 +40,8 @@ from .greedy import (
 from .problem import Problem
 
 EXCHANGE_TRIALS = 1500  # trial placements, at most (gpumix-3k: ~130, target-100k: ~160)
-UNCOVERED_TRIES = (
-    2  # started gangs, per gang left out, tried though their pods request less than it lacks
-)
+# started gangs, per gang left out, tried though their pods request less than it lacks
+UNCOVERED_TRIES = 2
 
 
 def exchanged(
@@ -94,9 +93,8 @@ class _Held:
         self.of: dict[int, list[int]] = {}
         for i, g in enumerate(self.rows[:, 0].tolist()):
             self.of.setdefault(g, []).append(i)
-        gangs = len(prob.gangs)
-        self.pods = np.bincount(self.rows[:, 0], weights=self.rows[:, 4], minlength=gangs)
-        self.pods = self.pods.astype(np.int64)
+        self.pods = np.zeros(len(prob.gangs), dtype=np.int64)  # per gang, the pods it holds
+        np.add.at(self.pods, self.rows[:, 0], self.rows[:, 4])
         self.shape = np.array([c.shape for c in prob.classes], dtype=np.int64)
 
     def holding(self, gid: int) -> list[tuple[int, int, int]]:
@@ -131,10 +129,9 @@ class _Held:
         load = rows[m, 4][:, None] * self.prob.arrays.req[self.shape[rows[m, 3]]]
         total = np.zeros((len(self.prob.gangs), load.shape[1]), dtype=np.int64)
         np.add.at(total, g, load)
-        cand = np.flatnonzero(
-            np.bincount(g, minlength=len(self.prob.gangs))
-        )  # (np.unique loads numpy.ma)
-        covers = (total[cand] >= need).all(axis=1)
+        # the gangs in order, without np.unique (which loads numpy.ma on its first call)
+        cand = np.flatnonzero(np.bincount(g, minlength=len(self.prob.gangs)))
+        covers = np.asarray((total[cand] >= need).all(axis=1), dtype=bool)
         order = np.lexsort((cand, self.pods[cand], ~covers))
         return [(int(cand[i]), bool(covers[i])) for i in order]
 
