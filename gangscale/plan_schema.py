@@ -66,8 +66,9 @@ class PriorityBound(_Model):
 
 
 class SolverPhase(_Model):
-    """One phase of the plan (guide, greedy, gangBound, repair, costBound, patterns, cpsat, bound, explain): its wall
-    seconds, and whether its deadline cut it short (for cpsat: it ran out of time, or had none, with a gap open)."""
+    """One phase of the plan (guide, greedy, repair, fill, exchange, gangBound, costBound, patterns, cpsat, bound,
+    explain): its wall seconds, and whether its deadline cut it short (for cpsat: it ran out of time, or had none,
+    with a gap open)."""
 
     name: str
     seconds: float

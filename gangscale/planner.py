@@ -2,9 +2,10 @@
 
 Guarantees: the plan never costs more than the greedy plan at equal gangs and
 pods, and never places fewer (the repair and the fill only add the pods the
-greedy left out); a lower bound on cost is always reported (the fluid bound at
+greedy left out, and the gang exchange trades a gang for a larger one of its
+priority level); a lower bound on cost is always reported (the fluid bound at
 least), and an upper bound on gangs started per priority level
-(`gangsUpperBound`); and every phase -- greedy, repair, fill, patterns, CP-SAT
+(`gangsUpperBound`); and every phase -- greedy, repair, fill, exchange, patterns, CP-SAT
 stages, bounds, explanations -- works to one deadline, `time_limit` seconds after the call (by default a budget that
 grows with the pending pods, `SolveOptions.seconds_for`), returning the best
 plan so far. When the greedy plan already meets the gang and pod bounds of every
@@ -48,6 +49,7 @@ from .solver.bound import (
     tight_cost_bound,
 )
 from .solver.budget import Clock, clocked, now
+from .solver.exchange import exchanged
 from .solver.greedy import (
     Assignment,
     candidate_domains,
@@ -186,6 +188,7 @@ def _solve_clocked(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     hint, lp = _guided_greedy(prob, clock)
     hint, known_lp = _repair(prob, hint, clock.lp_by, lp, clock, polish=False, grow=True)
     hint = _fill(prob, hint, clock)
+    hint = _exchange(prob, hint, clock)
     t = now()
     # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
     # every level: only cost is left to improve
@@ -282,6 +285,19 @@ def _fill(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
         plan, last = more, at
     plan = fewer_nodes(prob, plan)  # the last objective, for a plan no CP-SAT stage polishes
     clock.record("fill", start, cut)
+    return plan
+
+
+def _exchange(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
+    """Gangs left out exchanged for started gangs of fewer pods at their level (`exchange.exchanged`: bounded by
+    work, so at the auto budget the plan does not depend on the machine's load; an explicit limit cuts it at its
+    deadline, the auto budget only at its hard cap). Gangs per level stay, pods only grow."""
+    start = now()
+    by = clock.deadline - clock.finish if clock.timed else clock.lp_by
+    more = exchanged(prob, plan, by)
+    if more is not None:
+        plan = fewer_nodes(prob, more)
+    clock.record("exchange", start, clock.past(by))
     return plan
 
 

@@ -196,11 +196,21 @@ class _State:
                     shape = self.prob.classes[cid].shape
                     self.left[shape, self.kind[b]] += count
                     self.start_spare[shape] = 0
-                left = self.contents[b][cid] - count
+                left = self.contents[b].get(cid, 0) - count  # a `remove` (count < 0) puts pods back
                 if left:
                     self.contents[b][cid] = left
                 else:
                     del self.contents[b][cid]
+
+    def remove(self, b: int, cid: int, count: int) -> None:
+        """Take `count` pods of class `cid` off bin `b` (undone by `undo` as a placement is); the bin stays open
+        (an emptied new node still holds its group's headroom until the state becomes an `Assignment`, which
+        drops it). The bin regains room, so no shape's first-fit cursor may stay past it."""
+        self.place(b, cid, -count)
+        if not self.contents[b][cid]:
+            del self.contents[b][cid]
+        np.minimum(self.start, b, out=self.start)
+        np.minimum(self.start_spare, b, out=self.start_spare)
 
     def place_many(self, bins: list[int], cid: int, counts: list[int]) -> None:
         """`place` for several bins at once (one vector update of their free capacity)."""
