@@ -185,6 +185,25 @@ def test_a_slow_launch_is_bought_again_and_the_gang_does_not_time_out_waiting_fo
     assert clock.now - NOW < 900
 
 
+def test_by_default_a_launch_still_on_its_way_240_seconds_after_the_booking_is_bought_again_once():
+    """The default covers a late launch: a gang waits for the slowest of its launches, and a second chance at each
+    one that is late cuts that tail (docs/simulate.md, the hour's p95)."""
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))  # lateLaunchSeconds left to its default
+    assert r.reconcile(_job(), leader=True).scale_up == {"cpu": 2}
+    first = next(i.id for i in sim.instances("cpu"))
+    clock.now += 230
+    r.reconcile(_registered(sim, [first]) + _job(), leader=True)
+    assert sim.target_size("cpu") == 2 and r.record(KEY).covered == {}  # not late yet
+    clock.now += 10
+    plan = r.reconcile(_registered(sim, [first]) + _job(), leader=True)
+    assert plan.scale_up == {"cpu": 1} and r.record(KEY).covered == {"cpu": 1}  # 240 s: the slow one bought again
+    clock.now += 10
+    assert not r.reconcile(_registered(sim, [first]) + _job(), leader=True).scale_up  # once per purchase
+
+
 # ------------------------------------------- a running gang's spare launches when a member is recreated
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...plan import Plan
+from .record import Record
 from .reports import EventTarget, Overdue
 from .states import GangState
 from .step import Step
@@ -18,18 +19,10 @@ def handle(step: Step, plan: Plan | None, report: Overdue) -> None:
     if wait <= 0:
         return
     for rec in list(step.records.values()):
-        if (
-            rec.state != GangState.PROVISIONING
-            or rec.covered
-            or not rec.requested
-            or not rec.deadline
-        ):
-            continue
-        if (
-            step.now - rec.requested_at < wait or rec.deadline - step.now < wait
-        ):  # late, and a new launch has time
-            continue
-        late = {g: n - rec.arrived(g) for g, n in rec.requested.items() if n > rec.arrived(g)}
+        due = due_at(rec, wait)
+        if due is None or step.now < due or rec.deadline - step.now < wait:
+            continue  # not late yet, or a new launch would not have the time a launch had
+        late = _late(rec)
         if late:
             rec = step.put(rec, covered=late)
             step.emit(
@@ -39,3 +32,25 @@ def handle(step: Step, plan: Plan | None, report: Overdue) -> None:
                 f"({', '.join(f'{g} {n}' for g, n in sorted(late.items()))}): buying each again; "
                 "the nodes the gang does not use go back when it runs",
             )
+
+
+def _late(rec: Record) -> dict[str, int]:
+    """Per group, its launches still on their way."""
+    return {g: n - rec.arrived(g) for g, n in rec.requested.items() if n > rec.arrived(g)}
+
+
+def due_at(rec: Record, wait: float) -> float | None:
+    """When a pass first finds the record's launches late (`handle`): `wait` seconds after its booking, while a new
+    launch would still have `wait` seconds before its deadline; None when that never comes (turned off, not
+    provisioning, covered already, nothing on its way). The controller wakes then (`wakes.record_due`): a launch
+    that is late is bought again at once, not at the next change the cluster happens to make."""
+    if (
+        wait <= 0
+        or rec.state != GangState.PROVISIONING
+        or rec.covered
+        or not rec.deadline
+        or not _late(rec)
+    ):
+        return None
+    due = rec.requested_at + wait
+    return due if rec.deadline - due >= wait else None
