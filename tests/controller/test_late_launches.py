@@ -64,6 +64,13 @@ def test_nothing_is_covered_before_the_wait_when_less_than_the_wait_is_left_or_w
     assert overdue(booked(nodes={"g": ("n1", "n2", "n3", "n4")})).covered == {}  # everything arrived
 
 
+def test_a_one_node_purchase_is_not_covered_and_a_straggler_of_a_larger_one_is():
+    """A lone launch's cover only races it with a head start of the wait; in a larger purchase the nodes that arrived
+    wait for the late one (`on_overdue.MIN_COVERED_NODES`)."""
+    assert overdue(booked(requested={"g": 1}, nodes={})).covered == {}
+    assert overdue(booked(requested={"g": 2})).covered == {"g": 1}  # one of two arrived: the other is covered
+
+
 def test_only_provisioning_gangs_are_covered():
     for state in S:
         assert bool(overdue(booked(state)).covered) == (state == S.PROVISIONING), state

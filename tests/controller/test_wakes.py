@@ -132,3 +132,5 @@ def test_a_provisioning_gang_s_launches_fall_due_as_late_when_the_cover_acts_and
     assert t not in set(wakes.record_due(arrived, default)) and not covered(arrived, t)
     short = replace(r, deadline=NOW + 479)  # a new launch at 240 s would not have 240 s left before the deadline
     assert t not in set(wakes.record_due(short, default)) and not covered(short, t)
+    lone = replace(r, requested={"cpu": 1})  # a one-node purchase is never covered
+    assert t not in set(wakes.record_due(lone, default)) and not covered(lone, t)

@@ -8,13 +8,20 @@ from .reports import EventTarget, Overdue
 from .states import GangState
 from .step import Step
 
+# A purchase of one node is not covered: its cover only races a launch with a head start of `lateLaunchSeconds`, and
+# no node of the purchase waits idle and billed for it. In a purchase of several, the nodes that arrived wait for the
+# late one, and the gang for the slowest of its launches (docs/simulate.md, "Late launches": covering one-node
+# purchases too cost more per started gang in the simulated week for no shorter wait)
+MIN_COVERED_NODES = 2
+
 
 def handle(step: Step, plan: Plan | None, report: Overdue) -> None:
-    """A provisioning gang whose launches are still on their way `late_launch_seconds` after its booking, with time
-    left before its deadline, has them covered once: this pass's plan buys each again (they are reserved for no gang,
-    `reservations.reserved_upcoming`), the gang binds on whichever nodes are Ready first, and what it did not use goes
-    back as soon as it runs (`_unlisted`). Without it one slow launch of eight times out the whole purchase: its Ready
-    nodes go back at the deadline and the gang is bought again from nothing."""
+    """A provisioning gang (a purchase of `MIN_COVERED_NODES` or more) whose launches are still on their way
+    `late_launch_seconds` after its booking, with time left before its deadline, has them covered once: this pass's
+    plan buys each again (they are reserved for no gang, `reservations.reserved_upcoming`), the gang binds on
+    whichever nodes are Ready first, and what it did not use goes back as soon as it runs (`_unlisted`). Without it
+    one slow launch of eight times out the whole purchase: its Ready nodes go back at the deadline and the gang is
+    bought again from nothing."""
     wait = report.rules.late_launch_seconds
     if wait <= 0:
         return
@@ -42,13 +49,15 @@ def _late(rec: Record) -> dict[str, int]:
 def due_at(rec: Record, wait: float) -> float | None:
     """When a pass first finds the record's launches late (`handle`): `wait` seconds after its booking, while a new
     launch would still have `wait` seconds before its deadline; None when that never comes (turned off, not
-    provisioning, covered already, nothing on its way). The controller wakes then (`wakes.record_due`): a launch
-    that is late is bought again at once, not at the next change the cluster happens to make."""
+    provisioning, covered already, nothing on its way, a purchase of fewer than `MIN_COVERED_NODES`). The controller
+    wakes then (`wakes.record_due`): a launch that is late is bought again at once, not at the next change the
+    cluster happens to make."""
     if (
         wait <= 0
         or rec.state != GangState.PROVISIONING
         or rec.covered
         or not rec.deadline
+        or sum(rec.requested.values()) < MIN_COVERED_NODES
         or not _late(rec)
     ):
         return None
