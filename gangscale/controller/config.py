@@ -189,8 +189,8 @@ class ControllerConfig(BaseModel):
         default=300.0, alias="launchFailureBackoffSeconds", ge=0
     )
     cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
-    # a launch of a purchase of 2+ nodes still on its way this long after its gang's booking, with as long left before
-    # the deadline, is bought again once and the gang binds on whichever nodes are Ready first (docs/controller.md,
+    # launches still on their way this long after their gang's booking, two or more, with as long left before the
+    # deadline, are bought again once and the gang binds on whichever nodes are Ready first (docs/controller.md,
     # Late launches): a gang waits for the slowest of its launches, and one more chance at each cuts that tail
     # (docs/simulate.md); 0: never
     late_launch_seconds: Seconds = Field(default=240.0, alias="lateLaunchSeconds", ge=0)
