@@ -189,10 +189,11 @@ class ControllerConfig(BaseModel):
         default=300.0, alias="launchFailureBackoffSeconds", ge=0
     )
     cancel_grace_seconds: Seconds = Field(default=60.0, alias="cancelGraceSeconds", ge=0)
-    # a launch still on its way this long after its gang's booking, with as long left before the deadline, is bought
-    # again once (docs/controller.md, Late launches); 0 (the default): never: buying again cuts the give-backs at
-    # deadlines but hardly the bill (docs/simulate.md)
-    late_launch_seconds: Seconds = Field(default=0.0, alias="lateLaunchSeconds", ge=0)
+    # launches still on their way this long after their gang's booking, two or more, with as long left before the
+    # deadline, are bought again once and the gang binds on whichever nodes are Ready first (docs/controller.md,
+    # Late launches): a gang waits for the slowest of its launches, and one more chance at each cuts that tail
+    # (docs/simulate.md); 0: never
+    late_launch_seconds: Seconds = Field(default=240.0, alias="lateLaunchSeconds", ge=0)
     # the plan already keeps every empty node a pending gang can use, so this only bets on gangs not yet arrived;
     # a long grace bills every empty node for sure and saves at most one launch (docs/controller.md, Scale-down),
     # so the default only guards a pod not yet seen

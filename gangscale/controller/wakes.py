@@ -4,11 +4,11 @@ Invariant: a pass run at or after `next_due(state, after)` acts on that rule, an
 (after the pass at `after`). Each wake-up comes from its rule's module, which states its comparison once: a
 provisioning deadline (`lifecycle.deadline_due_at`: strict, a tick after it), the cancel grace and a
 timed-out gang's cooling (`lifecycle.grace_due_at`), a group's backoff (`backoff.backed_off`: its time),
-ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`), the empty-node keep time
-(`scaledown.falls_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the pod was first
-seen stranded). Without these a rule would be acted on only at the next change or resync, billing a node that
-long past its deadline or keep time, or leaving a gang's pod stuck that long; as Karpenter's reconcilers return
-`RequeueAfter`.
+ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`), late launches (`lifecycle.late_due_at`), the
+empty-node keep time (`scaledown.falls_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the
+pod was first seen stranded). Without these a rule would be acted on only at the next change or resync, billing a
+node that long past its deadline or keep time, buying a late launch again that much later, or leaving a gang's pod
+stuck that long; as Karpenter's reconcilers return `RequeueAfter`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Protocol
 from ..model import GangKey
 from .config import ControllerConfig
 from .gates import stranded_due_at
-from .lifecycle import GangState, Record, deadline_due_at, grace_due_at
+from .lifecycle import GangState, Record, deadline_due_at, grace_due_at, late_due_at
 from .scaledown import falls_due_at
 
 
@@ -42,13 +42,16 @@ class Timed(Protocol):
 
 def record_due(rec: Record, cfg: ControllerConfig) -> Iterable[float]:
     """A record's wake-ups, whatever its state (one that does not apply only costs a pass): the cancel grace and
-    the cooling from `since`, its deadline, and its ageing while it is not running."""
+    the cooling from `since`, its deadline, its ageing while it is not running, and when its launches turn late
+    (`lateLaunchSeconds`)."""
     yield grace_due_at(rec, cfg.cancel_grace_seconds)
     yield grace_due_at(rec, cfg.launch_failure_backoff_seconds)
     if (t := deadline_due_at(rec)) is not None:
         yield t
     if rec.state != GangState.RUNNING:
         yield rec.first_seen + cfg.ageing_seconds
+    if (t := late_due_at(rec, cfg.late_launch_seconds)) is not None:
+        yield t
 
 
 def next_due(state: Timed, after: float) -> float | None:

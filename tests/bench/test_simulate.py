@@ -48,6 +48,14 @@ def eight_node_gang() -> GangSpec:
     return GangSpec("wide", "hpc", "cpu-mpi", "native", (("rank", 8, PodT("6", "8Gi")),), 8, 0, 1200)
 
 
+@pytest.fixture
+def exact_launches(monkeypatch):
+    """The controller does not buy late launches again: in a hand trace every launch takes exactly its delay, so a
+    cover bought 240 s in (the default `lateLaunchSeconds`) arrives after it and is given back; these scenarios
+    count launches and their bill."""
+    monkeypatch.setenv(CONTROLLER_CONFIG_ENV, '{"lateLaunchSeconds": 0}')
+
+
 def hand_trace(gangs: list[GangSpec], catalog: list[dict], *, delay: int = 300, outages=(), restarts=(),
                horizon: int = 1800) -> Trace:
     """A trace with fixed launch delays (sigma 0: every launch takes exactly `delay` seconds), no random failures."""
@@ -57,6 +65,7 @@ def hand_trace(gangs: list[GangSpec], catalog: list[dict], *, delay: int = 300, 
 
 # ------------------------------------------------------------------ engine scenarios
 
+@pytest.mark.usefixtures("exact_launches")
 @pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate", "ca"])
 def test_a_gang_whose_nodes_take_5_minutes_starts_5_minutes_after_it_arrives(policy):
     e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu")]), policy)
@@ -90,6 +99,7 @@ def test_a_launch_that_fails_in_an_outage_moves_the_gang_to_the_other_group():
     assert r["stranded_node_hours_past_deadline"] == 0
 
 
+@pytest.mark.usefixtures("exact_launches")
 def test_a_controller_restart_keeps_the_records_and_buys_nothing_twice():
     e = Engine(hand_trace([two_pod_gang()], [cpu_group("cpu")], restarts=[100]), "gangscale-observe")
     before = []
@@ -110,6 +120,7 @@ def _spy(fn, after):
     return wrapped
 
 
+@pytest.mark.usefixtures("exact_launches")
 @pytest.mark.parametrize("policy", ["gangscale-observe", "gangscale-gate"])
 def test_a_crashed_member_is_recreated_pending_and_bound_again(policy):
     spec = replace(two_pod_gang(runtime=1200), crash_after=200, crash_member=1)
@@ -141,6 +152,7 @@ def test_gangscale_buys_nothing_for_a_gang_that_cannot_start():
 ALL = ("gangscale-observe", "gangscale-gate", "ca", "ca-atomic", "karpenter")
 
 
+@pytest.mark.usefixtures("exact_launches")
 @pytest.mark.parametrize("policy", ALL)
 def test_a_gang_whose_run_crosses_the_horizon_is_billed_to_its_end_under_every_policy(policy):
     """Started at 300 s on two new nodes, it runs until 3,900 s: past the 1,800 s horizon, billed to its end."""

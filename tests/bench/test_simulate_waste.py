@@ -26,7 +26,7 @@ def _run(policy: str, horizon: int = 2 * 3600) -> dict:
 
 
 def test_the_nodes_kept_empty_after_a_gang_ends_are_stranded_for_no_gang_and_the_causes_add_up(monkeypatch):
-    monkeypatch.setenv(CONTROLLER_CONFIG_ENV, '{"emptyNodeGraceSeconds": 10}')
+    monkeypatch.setenv(CONTROLLER_CONFIG_ENV, '{"emptyNodeGraceSeconds": 10, "lateLaunchSeconds": 0}')  # exact launches
     r = _run("gangscale-observe")
     causes = r["stranded_node_hours_by_cause"]
     kept = causes["after_a_pod_then_gone"] * 3600

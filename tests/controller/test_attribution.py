@@ -438,7 +438,7 @@ def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_d
     store = MemoryStore(clock)
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    cfg = ControllerConfig(mode="enforce")
+    cfg = ControllerConfig(mode="enforce", lateLaunchSeconds=0)  # the slow launch, not bought again, is the spare
     r = Reconciler(cfg, sim, Deps(clock=clock, store=store))
     r.reconcile(objects, leader=True)
     assert r.record(A).requested == {"cpu": 2} and r.record(A).deadline == T0 + 900

@@ -64,6 +64,15 @@ def test_nothing_is_covered_before_the_wait_when_less_than_the_wait_is_left_or_w
     assert overdue(booked(nodes={"g": ("n1", "n2", "n3", "n4")})).covered == {}  # everything arrived
 
 
+def test_a_lone_late_launch_is_not_covered_and_two_are():
+    """A lone launch's cover only races it with a head start of the wait; a gang with several late waits for the
+    slowest (`on_overdue.MIN_COVERED_LAUNCHES`)."""
+    assert overdue(booked(requested={"g": 1}, nodes={})).covered == {}
+    assert overdue(booked(requested={"g": 2})).covered == {}  # one of two arrived: one late
+    assert overdue(booked(requested={"g": 3})).covered == {"g": 2}
+    assert overdue(booked(requested={"g": 1, "h": 1}, nodes={})).covered == {"g": 1, "h": 1}  # over its groups
+
+
 def test_only_provisioning_gangs_are_covered():
     for state in S:
         assert bool(overdue(booked(state)).covered) == (state == S.PROVISIONING), state
@@ -142,8 +151,8 @@ class Clock:
         return self.now
 
 
-def _job() -> list[dict]:
-    return [podgroup("job", min_count=2), pod("a", cpu="6", group="job"), pod("b", cpu="6", group="job")]
+def _job(members: str = "ab") -> list[dict]:
+    return [podgroup("job", min_count=len(members)), *(pod(m, cpu="6", group="job") for m in members)]
 
 
 def _registered(sim: SimulatedProvider, ids: list[str]) -> list[dict]:
@@ -155,34 +164,53 @@ def _registered(sim: SimulatedProvider, ids: list[str]) -> list[dict]:
     return out
 
 
-def test_a_slow_launch_is_bought_again_and_the_gang_does_not_time_out_waiting_for_it():
+def test_slow_launches_are_bought_again_and_the_gang_does_not_time_out_waiting_for_them():
     clock = Clock()
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     r = Reconciler(ControllerConfig(mode="enforce", lateLaunchSeconds=450), sim, Deps(clock=clock))  # deadline 900 s
-    assert r.reconcile(_job(), leader=True).scale_up == {"cpu": 2}
-    first, slow = (i.id for i in sim.instances("cpu"))
+    assert r.reconcile(_job("abc"), leader=True).scale_up == {"cpu": 3}
+    first, *slow = (i.id for i in sim.instances("cpu"))
     clock.now += 440
-    r.reconcile(_registered(sim, [first]) + _job(), leader=True)
-    assert sim.target_size("cpu") == 2 and r.record(KEY).covered == {}  # one arrived; the other is not late yet
+    r.reconcile(_registered(sim, [first]) + _job("abc"), leader=True)
+    assert sim.target_size("cpu") == 3 and r.record(KEY).covered == {}  # one arrived; the others are not late yet
     clock.now += 10
-    plan = r.reconcile(_registered(sim, [first]) + _job(), leader=True)
-    assert plan.scale_up == {"cpu": 1} and sim.target_size("cpu") == 3  # the slow one, bought again
+    plan = r.reconcile(_registered(sim, [first]) + _job("abc"), leader=True)
+    assert plan.scale_up == {"cpu": 2} and sim.target_size("cpu") == 5  # the slow ones, bought again
     rec = r.record(KEY)
-    assert rec.covered == {"cpu": 1} and rec.requested == {"cpu": 3} and rec.state == S.PROVISIONING
-    cover = next(i.id for i in sim.instances("cpu") if i.id not in (first, slow))
+    assert rec.covered == {"cpu": 2} and rec.requested == {"cpu": 5} and rec.state == S.PROVISIONING
+    covers = [i.id for i in sim.instances("cpu") if i.id != first and i.id not in slow]
     clock.now += 100
-    plan = r.reconcile(_registered(sim, [first, cover]) + _job(), leader=True)
-    assert not plan.scale_up and sim.target_size("cpu") == 3  # the cover arrived: nothing more is bought
-    bound = [podgroup("job", min_count=2), pod("a", cpu="6", group="job", node=first),
-             pod("b", cpu="6", group="job", node=cover)]
+    plan = r.reconcile(_registered(sim, [first, *covers]) + _job("abc"), leader=True)
+    assert not plan.scale_up and sim.target_size("cpu") == 5  # the covers arrived: nothing more is bought
+    bound = [podgroup("job", min_count=3), *(pod(m, cpu="6", group="job", node=n)
+                                             for m, n in zip("abc", [first, *covers], strict=True))]
     clock.now += 10
-    r.reconcile(_registered(sim, [first, cover]) + bound, leader=True)
+    r.reconcile(_registered(sim, [first, *covers]) + bound, leader=True)
     assert r.record(KEY).state == S.RUNNING and "go back now" in r.record(KEY).reason
     clock.now += 10
-    r.reconcile(_registered(sim, [first, cover]) + bound, leader=True)
-    assert {i.id for i in sim.instances("cpu")} == {first, cover}  # the slow launch went back, long before 900 s
+    r.reconcile(_registered(sim, [first, *covers]) + bound, leader=True)
+    assert {i.id for i in sim.instances("cpu")} == {first, *covers}  # the slow launches went back, long before 900 s
     assert clock.now - NOW < 900
+
+
+def test_by_default_two_launches_still_on_their_way_240_seconds_after_the_booking_are_bought_again_once():
+    """The default covers late launches: a gang waits for the slowest of its launches, and a second chance at each one
+    that is late cuts that tail (docs/simulate.md, the hour's p95). A lone late launch is not covered."""
+    clock = Clock()
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
+    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))  # lateLaunchSeconds left to its default
+    assert r.reconcile(_job("abc"), leader=True).scale_up == {"cpu": 3}
+    first = next(i.id for i in sim.instances("cpu"))
+    clock.now += 230
+    r.reconcile(_registered(sim, [first]) + _job("abc"), leader=True)
+    assert sim.target_size("cpu") == 3 and r.record(KEY).covered == {}  # not late yet
+    clock.now += 10
+    plan = r.reconcile(_registered(sim, [first]) + _job("abc"), leader=True)
+    assert plan.scale_up == {"cpu": 2} and r.record(KEY).covered == {"cpu": 2}  # 240 s: the slow two bought again
+    clock.now += 10
+    assert not r.reconcile(_registered(sim, [first]) + _job("abc"), leader=True).scale_up  # once per purchase
 
 
 # ------------------------------------------- a running gang's spare launches when a member is recreated

@@ -7,6 +7,7 @@ before and at the time `next_due` names, so the two cannot drift apart.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from builders import node
@@ -18,7 +19,7 @@ from gangscale.controller.backoff import backed_off
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.actions import Cordon
 from gangscale.controller.decide import EmptyNodes, State, decide
-from gangscale.controller.lifecycle import TICK, Expire, GangState, Record, Rules, cooling, transition
+from gangscale.controller.lifecycle import TICK, Expire, GangState, Overdue, Record, Rules, cooling, transition
 from gangscale.controller.scaledown import due_nodes
 from gangscale.ingest import ingest
 from gangscale.model import GangKey, NodeGroup
@@ -26,7 +27,7 @@ from gangscale.model import GangKey, NodeGroup
 NOW = 1_800_000_000.0
 KEY = GangKey("default", "job", "scheduling.k8s.io/v1alpha2")
 CFG = ControllerConfig(cancelGraceSeconds=60, launchFailureBackoffSeconds=120, ageingSeconds=600,
-                       emptyNodeGraceSeconds=10)
+                       emptyNodeGraceSeconds=10, lateLaunchSeconds=0)  # late launches: their own test
 RULES = Rules(enforce_mode=True, backoff_seconds=120.0, cancel_grace_seconds=60.0)
 GROUP = NodeGroup("cpu", "m5.2xlarge", 0.384, 0, 10, 2, {"cpu": 8000})
 BEFORE = 0.0005  # less than the tick: a pass this much earlier must not act yet
@@ -167,3 +168,23 @@ def test_the_empty_node_wake_up_is_the_first_moment_the_scale_down_takes_a_node_
     cordoned = {a.node.node for a in decide(State(cfg, {}, {}, since, until), seen, t).actions if isinstance(a, Cordon)}
     assert cordoned == taken
     assert decide(State(cfg, {}, {}, since, until), seen, just_before).actions == ()
+
+
+def covered(r: Record, at: float) -> bool:
+    new, _, _ = transition({KEY: r}, None, Overdue(replace(RULES, late_launch_seconds=240.0)), at)
+    return bool(new[KEY].covered)
+
+
+def test_a_provisioning_gang_s_launches_fall_due_as_late_when_the_cover_acts_and_not_before():
+    default = ControllerConfig()
+    r = rec(GangState.PROVISIONING, requested={"cpu": 2}, requested_at=NOW, deadline=NOW + 900)
+    t = NOW + default.late_launch_seconds
+    assert t in set(wakes.record_due(r, default)) and t not in set(wakes.record_due(r, CFG))  # 0: never
+    assert not covered(r, t - BEFORE) and covered(r, t)
+    assert t not in set(wakes.record_due(replace(r, covered={"cpu": 2}), default))  # covered once only
+    arrived = replace(r, nodes={"cpu": ("n1", "n2")})  # nothing on its way: nothing turns late
+    assert t not in set(wakes.record_due(arrived, default)) and not covered(arrived, t)
+    short = replace(r, deadline=NOW + 479)  # a new launch at 240 s would not have 240 s left before the deadline
+    assert t not in set(wakes.record_due(short, default)) and not covered(short, t)
+    lone = replace(r, requested={"cpu": 1})  # a one-node purchase is never covered
+    assert t not in set(wakes.record_due(lone, default)) and not covered(lone, t)

@@ -65,6 +65,7 @@ from . import (
     on_released,
 )
 from .on_confirmed import by_token
+from .on_overdue import due_at as late_due_at
 from .record import (
     PRINT_DIGITS,
     TICK,
@@ -187,6 +188,7 @@ __all__ = [
     "deadline_due_at",
     "grace_due_at",
     "holds",
+    "late_due_at",
     "named_launches",
     "past_deadline",
     "pod_print",
