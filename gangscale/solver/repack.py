@@ -137,16 +137,28 @@ def _repack(
     existing = _fill_existing(prob, left, prices, fill)
     best = None
     for nodes, _rest in new_nodes_for(prob, left, colgen_by, memo):
-        st = _State(prob, list(range(len(prob.gangs))))
-        queues = _queues(prob, a)
-        for b, pods in enumerate(existing):
-            _hand_out(st, queues, b, pods)
-        for kid, pods in nodes:
-            _hand_out(st, queues, st.open(kid), pods)
-        again = _place_rest(prob, a, st, deadline)
+        again = on_nodes(prob, a, existing, nodes, deadline)
         if again is not None and (best is None or again.cost(prob) < best.cost(prob)):
             best = again
     return best
+
+
+def on_nodes(
+    prob: Problem,
+    a: Assignment,
+    existing: list[dict[Key, int]],
+    nodes: list[tuple[int, dict[Key, int]]],
+    deadline: float | None,
+) -> Assignment | None:
+    """`a`'s pods handed out to the existing bins (`existing`, one fill per bin) and to new nodes of the given kinds,
+    what is still lacking placed by the greedy's own rule (`_place_rest`); None when that cannot place it all."""
+    st = _State(prob, list(range(len(prob.gangs))))
+    queues = _queues(prob, a)
+    for b, pods in enumerate(existing):
+        _hand_out(st, queues, b, pods)
+    for kid, pods in nodes:
+        _hand_out(st, queues, st.open(kid), pods)
+    return _place_rest(prob, a, st, deadline)
 
 
 def _place_rest(

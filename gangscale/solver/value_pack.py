@@ -26,9 +26,9 @@ import numpy as np
 
 from .budget import lp_time_limit, now
 from .colgen import _allowed
-from .greedy import Assignment, _State
+from .greedy import Assignment
 from .problem import MICRO, Problem
-from .repack import Key, _demand, _hand_out, _kept, _place_rest, _queues
+from .repack import Key, _demand, _kept, on_nodes
 
 
 def value_pack(
@@ -48,13 +48,7 @@ def value_pack(
     nodes = _nodes_by_value(prob, {k: n for k, n in left.items() if n > 0}, prices, deadline)
     if nodes is None:
         return None
-    st = _State(prob, list(range(len(prob.gangs))))
-    queues = _queues(prob, a)
-    for b, pods in enumerate(existing):
-        _hand_out(st, queues, b, pods)
-    for kid, pods in nodes:
-        _hand_out(st, queues, st.open(kid), pods)
-    return _place_rest(prob, a, st, deadline)
+    return on_nodes(prob, a, existing, nodes, deadline)
 
 
 def fluid_prices(
