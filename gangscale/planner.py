@@ -97,7 +97,7 @@ FILL_ROUND_MARGIN = (
     1.5  # x the last fill round's seconds: another round runs only with this much time left
 )
 # pending pods, at most, and the gang LP's expected seconds, at least, for a greedy run unguided before the gang LP
-# is built (`_unguided_first`; 300 shapes x 60 groups: 0.16 s; gpumix-3k: 0.02 s; the benchmark's mixes: 0.005 s)
+# is built (`_unguided_first`): backlogs where one greedy run costs a small part of what the LP would
 UNGUIDED_FIRST_MAX_PODS = 5000
 UNGUIDED_FIRST_LP_SECONDS = 0.05
 COLGEN_SHARE = 0.75  # of the time left to the repair, at most, for its pattern LP (the rest places what it left)
