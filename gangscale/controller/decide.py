@@ -91,9 +91,16 @@ class Decision:
     state: State
     actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = ()
-    wake_at: float | None = None
+    decided_at: float | None = None  # the `now` it was decided at (None: no wake-up)
     backed_off: tuple[BackOff, ...] = ()  # the groups this decision backed off (each, once)
     extended: tuple[BackOff, ...] = ()  # those whose backoff it moved later (logged and counted)
+
+    @property
+    def wake_at(self) -> float | None:
+        """The earliest wake-up after `decided_at` on the new state (`wakes.next_due`); None: none. Worked out when
+        read: a pass decides many times and its loop reads the wake-up once, from its last state
+        (`Reconciler.next_due`)."""
+        return None if self.decided_at is None else wakes.next_due(self.state, self.decided_at)
 
 
 # ----------------------------------------------------------------- observations
@@ -243,7 +250,7 @@ Observation = (
 def decide(state: State, observation: Observation, now: float) -> Decision:
     """The new state, the actions, the events and the next wake-up for one observation. Pure."""
     made = RULES[type(observation)](state, observation, now)
-    return replace(made, wake_at=wakes.next_due(made.state, now))
+    return replace(made, decided_at=now)
 
 
 def _reported(state: State, obs: Reported, now: float) -> Decision:

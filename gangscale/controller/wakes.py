@@ -13,7 +13,7 @@ stuck that long; as Karpenter's reconcilers return `RequeueAfter`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 from ..model import GangKey
@@ -40,18 +40,22 @@ class Timed(Protocol):
     def stranded_since(self) -> Mapping[str, float]: ...
 
 
-def record_due(rec: Record, cfg: ControllerConfig) -> Iterable[float]:
+def record_due(rec: Record, cfg: ControllerConfig) -> tuple[float, ...]:
     """A record's wake-ups, whatever its state (one that does not apply only costs a pass): the cancel grace and
     the cooling from `since`, its deadline, its ageing while it is not running, and when its launches turn late
     (`lateLaunchSeconds`)."""
-    yield grace_due_at(rec, cfg.cancel_grace_seconds)
-    yield grace_due_at(rec, cfg.launch_failure_backoff_seconds)
+    due: tuple[float, ...] = (
+        grace_due_at(rec, cfg.cancel_grace_seconds),
+        grace_due_at(rec, cfg.launch_failure_backoff_seconds),
+    )
     if (t := deadline_due_at(rec)) is not None:
-        yield t
+        due += (t,)
     if rec.state != GangState.RUNNING:
-        yield rec.first_seen + cfg.ageing_seconds
-    if (t := late_due_at(rec, cfg.late_launch_seconds)) is not None:
-        yield t
+        due += (rec.first_seen + cfg.ageing_seconds,)
+        # only a provisioning record's launches turn late
+        if (t := late_due_at(rec, cfg.late_launch_seconds)) is not None:
+            due += (t,)
+    return due
 
 
 def next_due(state: Timed, after: float) -> float | None:
