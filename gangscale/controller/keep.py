@@ -243,6 +243,11 @@ def to_json(state: KeepState) -> dict[str, Any]:
 def from_json(doc: Any) -> KeepState:
     """The state `to_json` saved; a document that cannot be read is an empty state (the rule's shortest keeps until
     the estimate is rebuilt), never an error."""
+    return read_json(doc) or KeepState()
+
+
+def read_json(doc: Any) -> KeepState | None:
+    """The state `to_json` saved; None when `doc` cannot be read as one."""
     try:
         arrivals = tuple(
             Arrival(float(at), str(gang), {str(g): int(n) for g, n in need.items()})
@@ -252,7 +257,7 @@ def from_json(doc: Any) -> KeepState:
         start = None if doc["start"] is None else float(doc["start"])
         unused = frozenset(str(n) for n in doc["unused"])
     except (KeyError, TypeError, ValueError, AttributeError):
-        return KeepState()
+        return None
     return KeepState(
         arrivals, frozenset(a.gang for a in arrivals), boots, start=start, unused=unused
     )

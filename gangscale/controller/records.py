@@ -37,7 +37,7 @@ from ..kube.errors import KubeError
 from ..kube.lister import list_all
 from ..kube.refs import CONFIGMAPS
 from ..model import GangKey
-from .keep import KeepState, from_json, to_json
+from .keep import KeepState, read_json, to_json
 from .lifecycle import TERMINAL, GangState, Record
 
 __all__ = ["ControllerState", "Record", "StateConflict", "StateStore", "read_layout", "record_name"]
@@ -203,12 +203,20 @@ def _backoff(index: dict[str, Any] | None) -> tuple[dict[str, float], str]:
 
 
 def _keep(index: dict[str, Any] | None) -> tuple[KeepState, str | None]:
-    """The keep rule's saved state and its text (None: not saved; unreadable: an empty state)."""
+    """The keep rule's saved state and its text (None: not saved; unreadable: an empty state, and a warning)."""
     text = ((index or {}).get("data") or {}).get(KEEP_KEY)
-    try:
-        return (from_json(orjson.loads(text)) if text else KeepState()), text
-    except _PARSE_ERRORS:
+    if not text:
         return KeepState(), text
+    try:
+        state = read_json(orjson.loads(text))
+    except _PARSE_ERRORS:
+        state = None
+    if state is None:
+        log.warning(
+            "keep.json of the state ConfigMap is unreadable: the empty-node keep rule starts afresh",
+            extra={"configmap": str(((index or {}).get("metadata") or {}).get("name", ""))},
+        )
+    return state or KeepState(), text
 
 
 class StateStore:

@@ -131,6 +131,21 @@ def test_what_the_keep_rule_has_seen_is_saved_in_the_state_configmap_and_read_ba
     assert back.unused == {"n2"}  # registered and never ran a pod when saved
 
 
+def test_an_unreadable_keep_state_loads_as_an_empty_one_with_a_warning_and_the_records_still_load(
+    cluster, client, caplog
+):
+    now = time.time()
+    rec = big_record(1, now, pods=4)
+    StateStore(client, STATE_NS, NAME).save(ControllerState({rec.key: rec}))
+    index = client.get(CONFIGMAPS.path(STATE_NS, NAME))
+    index["data"]["keep.json"] = '{"arrivals": [[1.0]]'  # cut short
+    client.put(CONFIGMAPS.path(STATE_NS, NAME), index)
+    with caplog.at_level("WARNING", logger="gangscale"):
+        state = StateStore(client, STATE_NS, NAME).load()
+    assert state.keep == KeepState() and rec.key in state.records
+    assert any("keep.json" in r.getMessage() and "unreadable" in r.getMessage() for r in caplog.records)
+
+
 def test_a_record_changed_by_another_writer_is_a_conflict_not_an_overwrite(cluster, client):
     now = time.time()
     rec = big_record(1, now, pods=4)
