@@ -107,20 +107,16 @@ def lower_bound(
     return max(fluid, found), proven
 
 
-def lp_cost_bound(prob: Problem, demand: dict[int, int], deadline: float) -> int:
-    """The aggregate relaxation of `_aggregate_bound` as an LP (GLOP): fractional node counts, existing nodes
-    pooled (`_pools`) with their usable capacity. Every plan is a point of it, so its optimum is a lower bound;
-    it is rounded down with a margin for the solver's tolerance. Built from pools, not kinds, it costs milliseconds
-    where the CP-SAT version needs a share of a second per thousand kinds. 0 when it cannot be solved in time."""
-    return lp_cost_prices(prob, demand, deadline)[0]
-
-
 def lp_cost_prices(
     prob: Problem, demand: dict[int, int], deadline: float | None, parts: LPParts | None = None
 ) -> tuple[int, dict[int, float]]:
-    """(`lp_cost_bound`, the LP's price of one more pod per shape in $/h: the duals of the cover rows, which
-    `repack` uses to value pods); (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another
-    LP's pools (`GangLP.parts`), reused when it was built over the same shapes. Its build stops at `deadline` too."""
+    """(A lower bound on the cost of placing `demand`, the LP's price of one more pod per shape in $/h: the duals
+    of the cover rows, which `repack` uses to value pods). The LP is the aggregate relaxation of `_aggregate_bound`
+    (GLOP): fractional node counts, existing nodes pooled (`_pools`) with their usable capacity. Every plan is a
+    point of it, so its optimum is a lower bound, rounded down with a margin for the solver's tolerance. Built from
+    pools, not kinds, it costs milliseconds where the CP-SAT version needs a share of a second per thousand kinds.
+    (0, {}) when it cannot be solved by `deadline` (None: no limit). `parts`: another LP's pools (`GangLP.parts`),
+    reused when it was built over the same shapes. Its build stops at `deadline` too."""
     lp = _cost_lp(prob, demand, deadline, parts)
     bound = None if lp is None else _solve_cost_lp(lp, deadline)
     if lp is None or bound is None:
@@ -137,7 +133,7 @@ def tight_cost_bound(
     extra: float | None = None,
     parts: LPParts | None = None,
 ) -> int:
-    """A lower bound on the cost of placing `demand`, at least `lp_cost_bound`'s: that LP solved by `deadline`;
+    """A lower bound on the cost of placing `demand`, at least `lp_cost_prices`'s: that LP solved by `deadline`;
     then, when its bound is below `below` (None: always), the same LP with size-class rows (`_size_class_rows`)
     re-solved from its basis within `extra` seconds more (None: by `deadline`). Every plan is a point of both LPs,
     so both optima are lower bounds; the larger is returned, floored as `lp_cost_prices` floors. 0 when the first
