@@ -472,4 +472,4 @@ class Engine:
             t = self._next(t, changed)
         self.clock.t = end
         self.rec.account(end, self.nodes, self.pods, self.templates)
-        return self.rec.result(self.policy, self.gangs, horizon, end, self.scans, self.steps, STEP)
+        return self.rec.result(self.policy, self.gangs, horizon, end, self.scans, self.steps)

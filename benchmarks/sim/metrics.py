@@ -96,16 +96,16 @@ def started_on_arrival_by_capacity(gangs: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def time_to_start_parts(gangs: dict[str, Any], step: int) -> dict[str, Any]:
+def time_to_start_parts(gangs: dict[str, Any]) -> dict[str, Any]:
     """Time-to-start in two parts: the started gangs that started at the first step at or after their arrival (on the
-    capacity at hand, without waiting for a launch), and the p50 and p95 wait of the others. A policy that keeps
-    empty nodes starts more gangs on arrival; the others' waits are launches, failures and queueing."""
+    capacity at hand, without waiting for a launch: the engine's `GangRun.on` is set), and the p50 and p95 wait of
+    the others. A policy that keeps empty nodes starts more gangs on arrival; the others' waits are launches,
+    failures and queueing."""
     on_arrival, later = 0, []
     for run in gangs.values():
         if run.spec.api == "basic" or run.start is None:
             continue
-        first = -(-run.spec.arrival // step) * step
-        if run.start <= first:
+        if run.on is not None:
             on_arrival += 1
         else:
             later.append(run.start - run.spec.arrival)
@@ -257,10 +257,8 @@ class Recorder:
         end: int,
         scans: int,
         steps: int,
-        step: int = 10,
     ) -> dict[str, Any]:
-        """The run's figures; `horizon`: the trace's (arrivals end there), `end`: the run's (drained, or the cap),
-        `step`: the engine's grid (a gang that started within one step of its arrival started on arrival)."""
+        """The run's figures; `horizon`: the trace's (arrivals end there), `end`: the run's (drained, or the cap)."""
         waits, started, never, basic_started, by_horizon = [], 0, 0, 0, 0
         for run in gangs.values():
             if run.spec.api == "basic":
@@ -300,7 +298,7 @@ class Recorder:
                 "p99": percentile(waits, 0.99),
                 "max": waits[-1] if waits else None,
             },
-            "time_to_start_parts": time_to_start_parts(gangs, step),
+            "time_to_start_parts": time_to_start_parts(gangs),
             "started_on_arrival_by_capacity": started_on_arrival_by_capacity(gangs),
             "micro_dollars": micro,
             "dollars": round(micro / 1e6, 2),
