@@ -296,9 +296,8 @@ def observe(
     requests = _requests(state, records, now - settings.max_boot_seconds)
     boots, requests, known = _boots(state, cluster, requests, settings.max_boot_seconds)
     used = state.used | busy_nodes(cluster)
-    if (
-        state.unused is not None
-    ):  # the first pass after a restart: the saved state says which had not run one
+    # the first pass after a restart: the saved state says which nodes had not run a pod
+    if state.unused is not None:
         used |= known - state.unused
     return KeepState(
         kept, seen, boots, requests, known, used & known, now if start is None else start

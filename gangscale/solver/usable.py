@@ -22,9 +22,8 @@ import numpy as np
 
 USABLE_MARGIN = 1e-9  # relative, on each clamped capacity: float ratios never cut off a real load
 CLAMP_ROUNDS = 2  # the ratio clamp and the rounding to whole requests, applied twice (each can enable the other)
-SIZE_CLASSES = (
-    12  # per resource, at most this many thresholds t (spread over its distinct requests)
-)
+# per resource, at most this many thresholds t (spread over its distinct requests)
+SIZE_CLASSES = 12
 
 
 class Usable:
@@ -34,9 +33,8 @@ class Usable:
     def __init__(self, cap: np.ndarray) -> None:
         K, R = cap.shape
         self.cap = cap
-        self.rho = np.zeros(
-            (K, R, R)
-        )  # kinds x r x t: max req_r / req_t over the shapes added that fit
+        # kinds x r x t: max req_r / req_t over the shapes added that fit
+        self.rho = np.zeros((K, R, R))
         self.istep = np.zeros((K, R), dtype=np.int64)  # their gcd per resource (0: none yet)
         self.fits = np.zeros(K, dtype=bool)  # some shape added fits the kind
 
