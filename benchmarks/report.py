@@ -446,9 +446,8 @@ def quality_table(doc: dict) -> str:
     ]
     for case in doc["cases"]:
         long_runs = case.get("long_runs") or []
-        default_runs = (
-            case.get("off_runs") or case["gangscale_runs"]
-        )  # the CLI's defaults: the solver alone
+        # the CLI's defaults: the solver alone
+        default_runs = case.get("off_runs") or case["gangscale_runs"]
         if not long_runs or not default_runs:
             continue
         ref = long_runs[0].get("gangs_started") or 0

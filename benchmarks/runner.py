@@ -68,9 +68,8 @@ class CaseResult:
     metrics: dict[str, Metrics] = field(default_factory=dict)
     gangscale_runs: list[dict] = field(default_factory=list)
     yaml_runs: list[dict] = field(default_factory=list)
-    long_runs: list[dict] = field(
-        default_factory=list
-    )  # the reference run at the case's long_time_limit
+    # the reference run at the case's long_time_limit
+    long_runs: list[dict] = field(default_factory=list)
     # observe mode planned against MostAllocated (--scheduler-config), and the solver alone (--scheduler-model off)
     variant_runs: dict[str, dict] = field(default_factory=dict)
     # the solver alone as `gangscale plan` runs without flags (the CLI's default is --scheduler-model off): timed
@@ -151,9 +150,8 @@ def run_gangscale(
         raise RuntimeError(f"gangscale plan failed ({code}): {err.strip()[-2000:]}")
     own = [line[len(MARK) :] for line in err.splitlines() if line.startswith(MARK)]
     if own and own[-1].isdigit():
-        peak = (
-            int(own[-1]) / 1024.0
-        )  # the process's own peak since exec (see benchmarks/measure.py)
+        # the process's own peak since exec (see benchmarks/measure.py)
+        peak = int(own[-1]) / 1024.0
     shown = " ".join([sys.executable, "-m", "gangscale", *cmd[3:]])
     return {
         "seconds": round(seconds, 3),

@@ -407,9 +407,8 @@ def scoring_of(cluster: dict[str, Any], name: str) -> SchedulerScoring:
         return SchedulerScoring(
             unknown=f"{where} is absent (not set on the cluster, or an EKS API older than it)"
         )
-    kind = (
-        st.get("type") or "LeastAllocated"
-    )  # upstream's default when the type is unset (v1 defaults.go)
+    # upstream's default when the type is unset (v1 defaults.go)
+    kind = st.get("type") or "LeastAllocated"
     if kind not in SCORING_TYPES:
         return SchedulerScoring(
             unknown=f"{where}.type {kind!r} is not one of {', '.join(SCORING_TYPES)}"

@@ -82,9 +82,8 @@ def parse_auto_discovery(spec: str) -> TagFilter:
 
 def default_filters(cluster_name: str, *, cluster_named_tag: bool = True) -> tuple[TagFilter, ...]:
     """gangscale's own tags; `cluster_named_tag=False` (EKS) drops `gangscale.io/<cluster>`."""
-    enabled: tuple[tuple[str, str | None], ...] = (
-        (OWN_ENABLED_TAG, None),
-    )  # any value: discovery_state warns
+    # any value: discovery_state warns
+    enabled: tuple[tuple[str, str | None], ...] = ((OWN_ENABLED_TAG, None),)
     if cluster_named_tag:
         enabled += ((own_cluster_tag(cluster_name), None),)
     return (TagFilter(((GANGSCALE_CLUSTER_TAG, cluster_name),)), TagFilter(enabled))

@@ -246,9 +246,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    args.started = (
-        time.perf_counter()
-    )  # the plan's clock: --time-limit covers reading the input and writing the plan
+    # the plan's clock: --time-limit covers reading the input and writing the plan
+    args.started = time.perf_counter()
     from .plan_modes import resolve_plan_mode
 
     resolve_plan_mode(args)  # a contradiction is an InputError before anything is read

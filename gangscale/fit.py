@@ -140,9 +140,8 @@ class NodeLimits:
     """The per-node limits one problem needs, and who counts toward them."""
 
     limits: list[NodeLimit] = field(default_factory=list)
-    used: dict[str, dict[str, int]] = field(
-        default_factory=dict
-    )  # node -> limit -> bound members on it
+    # node -> limit -> bound members on it
+    used: dict[str, dict[str, int]] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict)
 
     @property

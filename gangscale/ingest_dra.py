@@ -100,29 +100,23 @@ class DraIndex:
 
     claims: dict[tuple[str, str], _Claim] = field(default_factory=dict)
     templates: dict[tuple[str, str], _Claim] = field(default_factory=dict)
-    class_driver: dict[str, str] = field(
-        default_factory=dict
-    )  # DeviceClass -> driver its selector names
-    class_tests: dict[str, tuple[tuple[str, str, Any], ...]] = field(
-        default_factory=dict
-    )  # (domain, name, value)
-    unmodelled: set[str] = field(
-        default_factory=set
-    )  # classes whose selectors the planner cannot evaluate
-    aliases: dict[str, str] = field(
-        default_factory=dict
-    )  # extended resource name -> device resource
+    # DeviceClass -> driver its selector names
+    class_driver: dict[str, str] = field(default_factory=dict)
+    # (domain, name, value)
+    class_tests: dict[str, tuple[tuple[str, str, Any], ...]] = field(default_factory=dict)
+    # classes whose selectors the planner cannot evaluate
+    unmodelled: set[str] = field(default_factory=set)
+    # extended resource name -> device resource
+    aliases: dict[str, str] = field(default_factory=dict)
     # node, driver, pool, generation, devices as (node, device name, attributes)
     slices: list[tuple[str, str, str, int, list[tuple[str, str, Mapping[str, Any]]]]] = field(
         default_factory=list
     )
     allocated: set[tuple[str, str, str]] = field(default_factory=set)  # (driver, pool, device)
-    pods: list[tuple[int, str, list[Any], list[Any]]] = field(
-        default_factory=list
-    )  # pods-list index, ns, claims, statuses
-    dra_served: set[int] = field(
-        default_factory=set
-    )  # pods-list indexes whose extended resources DRA allocated
+    # pods-list index, ns, claims, statuses
+    pods: list[tuple[int, str, list[Any], list[Any]]] = field(default_factory=list)
+    # pods-list indexes whose extended resources DRA allocated
+    dra_served: set[int] = field(default_factory=set)
     # PodGroup spec.resourceClaims per (ns, PodGroup): {(name, claim, template): generated claim}, and a problem
     group_claims: dict[tuple[str, str], tuple[dict[tuple[str, str, str], str], str]] = field(
         default_factory=dict

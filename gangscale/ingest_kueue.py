@@ -57,9 +57,8 @@ class _Workload:
 @dataclass(slots=True)
 class KueueIndex:
     workloads: list[_Workload] = field(default_factory=list)
-    waiting: dict[tuple[str, str, str], str] = field(
-        default_factory=dict
-    )  # gang key -> why it waits
+    # gang key -> why it waits
+    waiting: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any]) -> None:
         meta = _map(obj.get("metadata"), "metadata")

@@ -210,9 +210,8 @@ class Gang:
     invalid: str | None = None  # reason naming the bad field
     created: str = ""
     uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
-    annotations: dict[str, str] = field(
-        default_factory=dict
-    )  # of the group object (or the lone pod)
+    # of the group object (or the lone pod)
+    annotations: dict[str, str] = field(default_factory=dict)
     admission: str | None = (
         None  # why Kueue has not admitted it yet (decision waiting-for-admission)
     )

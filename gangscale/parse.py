@@ -83,9 +83,8 @@ class Cluster:
     bound: list[Pod] = field(default_factory=list)  # pods holding node capacity
     gangs: list[Gang] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    daemonsets: list[DaemonSet] = field(
-        default_factory=list
-    )  # apps/v1 DaemonSets: what new nodes run first
+    # apps/v1 DaemonSets: what new nodes run first
+    daemonsets: list[DaemonSet] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------- helpers
@@ -173,12 +172,10 @@ class ParseCache:
     # so its id is never another object's; `forget_objects` drops both
     frozen_objects: bool = False
     held: dict[int, Any] = field(default_factory=dict)
-    identities: dict[int, tuple[tuple[str, ...], ...]] = field(
-        default_factory=dict
-    )  # `identities_cached`
-    groups: dict[int, tuple[tuple[str, str, str], Any]] = field(
-        default_factory=dict
-    )  # `ingest_group_cached`
+    # `identities_cached`
+    identities: dict[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    # `ingest_group_cached`
+    groups: dict[int, tuple[tuple[str, str, str], Any]] = field(default_factory=dict)
     # with `frozen_objects`: a Pod's whole read by `ingest` (identities, parse, whether its claims need noting), so a
     # re-read of an unchanged pod is one lookup (`ingest`)
     pod_reads: dict[
@@ -700,9 +697,8 @@ def _pod_requests_cached(spec: Mapping[str, Any], cache: ParseCache) -> dict[str
     return dict(hit)
 
 
-_NO_PLACEMENT = (
-    Placement()
-)  # what `pod_placement` makes of a spec with none of _PLACEMENT_FIELDS (most pods)
+# what `pod_placement` makes of a spec with none of _PLACEMENT_FIELDS (most pods)
+_NO_PLACEMENT = Placement()
 
 
 def _pod_placement_cached(spec: Mapping[str, Any], cache: ParseCache) -> Placement:

@@ -90,9 +90,8 @@ POLISH_SHARE = (
 COST_TARGET_GAP = (
     0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
 )
-FINISH_RESERVE = (
-    budget.FINISH_SECONDS
-)  # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+# seconds (plus 10 us per pending pod) kept for the bound and writing the plan
+FINISH_RESERVE = budget.FINISH_SECONDS
 FILL_ROUND_MARGIN = (
     1.5  # x the last fill round's seconds: another round runs only with this much time left
 )
@@ -128,9 +127,8 @@ def make_plan(
 
 
 def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerModel | None) -> Plan:
-    enabled = (
-        scheduler is not None and scheduler.enabled
-    )  # None: OFF, without importing the scheduler model
+    # None: OFF, without importing the scheduler model
+    enabled = scheduler is not None and scheduler.enabled
     spread = next(
         (
             p.key
@@ -155,9 +153,8 @@ def _make_plan(snap: ClusterSnapshot, opts: SolveOptions, scheduler: SchedulerMo
     from .realize import realize
 
     start = time.perf_counter()
-    began = (
-        start if opts.started is None or opts.time_limit is None else min(opts.started, start)
-    )  # (`solve_plan`)
+    # (`solve_plan`)
+    began = start if opts.started is None or opts.time_limit is None else min(opts.started, start)
     limit = opts.seconds_for(sum(len(g.pending) for g in snap.solvable))
     first = solve_plan(
         snap, replace(opts, time_limit=0.8 * limit) if opts.time_limit is not None else opts

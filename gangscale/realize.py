@@ -96,9 +96,8 @@ class _Ctx:
     owner: dict[str, GangKey]  # pending pod key -> its gang
     labels: dict[str, dict[str, str]]  # node name -> labels (topology domains)
     price: dict[str, int]  # group -> micro-dollars per hour
-    by_key: dict[GangKey, Gang] = field(
-        default_factory=dict
-    )  # ctx.gangs by key (`Gang.key` builds a new GangKey each time)
+    # ctx.gangs by key (`Gang.key` builds a new GangKey each time)
+    by_key: dict[GangKey, Gang] = field(default_factory=dict)
     runs: int = 0
     serial: int = 0
     deadline: float = float(
@@ -110,12 +109,10 @@ class _Ctx:
     # nodes is refused) or "others" (`_settle`'s drop: lost a promise or left seed 0 a bare node)
     refused: set[tuple[str, frozenset[str], frozenset[GangKey]]] = field(default_factory=set)
     late_idle: int = 0  # new nodes left bare under the listed seed when the late checks ran out
-    keys: frozenset[str] = (
-        frozenset()
-    )  # node label keys some pending pod or gang looks at (what tells nodes apart)
-    sim_memo: dict = field(
-        default_factory=dict
-    )  # `simulate_iter`'s memo: the queue, and the cluster drops cut from
+    # node label keys some pending pod or gang looks at (what tells nodes apart)
+    keys: frozenset[str] = frozenset()
+    # `simulate_iter`'s memo: the queue, and the cluster drops cut from
+    sim_memo: dict = field(default_factory=dict)
 
     def may_run(self, seeds: int = 1) -> bool:
         """Another cleaning run of `seeds` seed runs fits the budget: before the deadline, within the LATE_RUNS
@@ -522,9 +519,8 @@ def realize(
 def _context(snap: ClusterSnapshot, model: SchedulerModel) -> _Ctx:
     base = nodes_from_views(snap.nodes, snap.bound)
     by_key = {g.key: g for g in snap.solvable}
-    gangs = (
-        snap.solvable + snap.queued
-    )  # a held gang queues too (never promised, its pods no node's reason to buy)
+    # a held gang queues too (never promised, its pods no node's reason to buy)
+    gangs = snap.solvable + snap.queued
     keys = {k for g in gangs for k in g.topology_keys}
     for pl in {p.placement for g in gangs for p in g.pending}:
         keys |= label_keys(pl)

@@ -207,9 +207,8 @@ def _held(g: Gang, policy: SnapshotPolicy) -> PreDecision | None:
     return replace(d, queued=not any(p.scheduling_gates for p in g.pending))
 
 
-MAX_NODE_STARTUP_SECONDS = (
-    15 * 60
-)  # cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
+# cluster-autoscaler clusterstate/clusterstate.go MaxNodeStartupTime
+MAX_NODE_STARTUP_SECONDS = 15 * 60
 
 
 def still_starting(n: Node) -> bool:

@@ -70,9 +70,8 @@ class SimCloud(SimulatedProvider):
         self._burst_rngs: dict[str, random.Random] = {}
         self.calls: Counter[str] = Counter()
         self.bill: dict[str, Billed] = {}
-        self.open: set[str] = (
-            set()
-        )  # bills still running: the bill so far is their time plus `closed_micro`
+        # bills still running: the bill so far is their time plus `closed_micro`
+        self.open: set[str] = set()
         self.closed_micro = (
             0  # micro-dollars of the ended bills (a week launches thousands of instances)
         )

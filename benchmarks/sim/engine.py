@@ -136,13 +136,11 @@ class Engine:
             )
         )
         if hasattr(self.policy, "read"):
-            self.policy.read = (
-                self.read
-            )  # the baselines read through the engine: one ingest per version of the objects
+            # the baselines read through the engine: one ingest per version of the objects
+            self.policy.read = self.read
         if hasattr(self.policy, "read_of"):
-            self.policy.read_of = (
-                self.read_of
-            )  # so does the controller, of the objects a scan hands it
+            # so does the controller, of the objects a scan hands it
+            self.policy.read_of = self.read_of
         self._handed: tuple[int, list[dict[str, Any]] | None] = (-1, None)
         self.events: list[tuple[int, int, str, str]] = []
         self._seq = 0

@@ -366,9 +366,8 @@ class Baseline:
         self.read: Callable[[], Cluster] | None = (
             None  # the engine's shared read of the objects it hands over
         )
-        self.views = (
-            NodeViews()
-        )  # the last scan's node views, reused for nodes that did not change (as the controller)
+        # the last scan's node views, reused for nodes that did not change (as the controller)
+        self.views = NodeViews()
         self.restart()
 
     def restart(self) -> None:

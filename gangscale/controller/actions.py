@@ -168,9 +168,8 @@ Action = (
     | PublishStatus
 )
 
-SAVE_FIRST: tuple[type, ...] = (
-    ScaleUp,
-)  # write-ahead kinds: the records are saved before they run
+# write-ahead kinds: the records are saved before they run
+SAVE_FIRST: tuple[type, ...] = (ScaleUp,)
 
 
 def save_first(action: Action) -> bool:

@@ -73,16 +73,13 @@ class State:
     records: Mapping[GangKey, Record] = field(default_factory=dict)
     backoff: Mapping[str, float] = field(default_factory=dict)  # group -> backed off until
     empty_since: Mapping[str, float] = field(default_factory=dict)  # node -> first seen empty
-    empty_until: Mapping[str, float] = field(
-        default_factory=dict
-    )  # empty node -> its give-back time
+    # empty node -> its give-back time
+    empty_until: Mapping[str, float] = field(default_factory=dict)
     keep: KeepState = KeepState()  # the keep rule's arrivals and boots (keep.py)
-    stranded_since: Mapping[str, float] = field(
-        default_factory=dict
-    )  # pod key -> first seen stranded
-    scaled_down: frozenset[str] = (
-        frozenset()
-    )  # nodes whose instance was terminated, while their Node lasts
+    # pod key -> first seen stranded
+    stranded_since: Mapping[str, float] = field(default_factory=dict)
+    # nodes whose instance was terminated, while their Node lasts
+    scaled_down: frozenset[str] = frozenset()
     published: Shown = Shown()  # the status ConfigMap as last written (published.py)
 
 

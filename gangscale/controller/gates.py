@@ -358,15 +358,13 @@ class _Room:
 
     views: dict[str, NodeView]
     free: dict[str, dict[str, int]]
-    allowed: dict[tuple, list[str]] = field(
-        default_factory=dict
-    )  # `_may_move`'s nodes, per kind of pod and gang
+    # `_may_move`'s nodes, per kind of pod and gang
+    allowed: dict[tuple, list[str]] = field(default_factory=dict)
     returned: int = (
         0  # room given back so far (a rolled-back gang): until it changes, room only shrinks
     )
-    full: dict[tuple, int] = field(
-        default_factory=dict
-    )  # a kind of pod no node had room for, at `returned`
+    # a kind of pod no node had room for, at `returned`
+    full: dict[tuple, int] = field(default_factory=dict)
 
     def give(self, node: str, req: Mapping[str, int]) -> None:
         _take(self.free[node], req, +1)

@@ -98,9 +98,8 @@ class KeepState:
     """What the rule has seen: arrivals in the window (oldest first), measured boots per group (node -> seconds)."""
 
     arrivals: tuple[Arrival, ...] = ()
-    seen: frozenset[str] = (
-        frozenset()
-    )  # the gangs of `arrivals`, and those logged before still pending
+    # the gangs of `arrivals`, and those logged before still pending
+    seen: frozenset[str] = frozenset()
     boots: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # group -> purchases in the last provisioning deadline: (time, gang, nodes not registered yet), oldest first
     requests: Mapping[str, tuple[tuple[float, str, int], ...]] = field(default_factory=dict)

@@ -202,9 +202,8 @@ class Reconciler:
         self._stamps: dict[
             tuple[str, str], tuple[float, str]
         ] = {}  # (created, providerID) -> `_node_stamps`
-        self._views = (
-            NodeViews()
-        )  # the last snapshot's node views: a node that did not change keeps its view
+        # the last snapshot's node views: a node that did not change keeps its view
+        self._views = NodeViews()
 
     @property
     def state(self) -> ControllerState:

@@ -77,9 +77,8 @@ class ControllerState:
     by the reconciler)."""
 
     records: dict[GangKey, Record] = field(default_factory=dict)
-    backoff: dict[str, float] = field(
-        default_factory=dict
-    )  # node group -> backed off until (epoch)
+    # node group -> backed off until (epoch)
+    backoff: dict[str, float] = field(default_factory=dict)
     keep: KeepState = field(default_factory=KeepState)  # the empty-node keep rule's (keep.py)
 
     def prune(self, now: float) -> None:
@@ -144,9 +143,8 @@ class Layout:
     index: dict[str, Any] | None  # the `<state>` ConfigMap; None: absent
     objects: dict[str, Stored] = field(default_factory=dict)  # record ConfigMaps by gang
     records: dict[str, Record] = field(default_factory=dict)  # their records by gang
-    unreadable: list[Stored] = field(
-        default_factory=list
-    )  # record ConfigMaps that hold no readable record
+    # record ConfigMaps that hold no readable record
+    unreadable: list[Stored] = field(default_factory=list)
     legacy: dict[str, Record] | None = (
         None  # the single-ConfigMap layout's records.json; None: not there
     )

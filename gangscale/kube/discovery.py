@@ -39,12 +39,10 @@ class ServerInfo:
     git_version: str
     major: int | None
     minor: int | None
-    groups: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # group -> served versions, preferred first
-    resources: dict[str, dict[str, ResourceRef]] = field(
-        default_factory=dict
-    )  # "g/v" -> plural -> ref
+    # group -> served versions, preferred first
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    # "g/v" -> plural -> ref
+    resources: dict[str, dict[str, ResourceRef]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def ref(self, group: str, version: str, plural: str) -> ResourceRef | None:
@@ -68,12 +66,10 @@ class GangApis:
     workload: ResourceRef | None = None  # Workload v1alpha1 (1.35)
     coscheduling: ResourceRef | None = None
     volcano: ResourceRef | None = None
-    unread: list[str] = field(
-        default_factory=list
-    )  # served gang resources the planner does not read
-    inputs: list[ResourceRef] = field(
-        default_factory=list
-    )  # DRA and Kueue resources read beside the gangs
+    # served gang resources the planner does not read
+    unread: list[str] = field(default_factory=list)
+    # DRA and Kueue resources read beside the gangs
+    inputs: list[ResourceRef] = field(default_factory=list)
 
     @property
     def refs(self) -> list[ResourceRef]:

@@ -161,9 +161,8 @@ class _CostLP:
     cover: dict[int, Any]  # per shape: its pods placed, equal to the demand
     parts: LPParts
     scale: np.ndarray  # per resource: the capacity rows' divisor (numerics)
-    uses: dict[tuple[int, int], Any] = field(
-        default_factory=dict
-    )  # (shape, a pool's first kind) -> its pods there
+    # (shape, a pool's first kind) -> its pods there
+    uses: dict[tuple[int, int], Any] = field(default_factory=dict)
     counts: dict[int, Any] = field(default_factory=dict)  # a node group's kind -> its node count
 
 
@@ -371,9 +370,8 @@ def _pool_dff(prob: Problem, view: _View, pools: list[list[int]]) -> list[dict[i
     fits = view.fits[order]
     safe = np.maximum(cap, 1)[:, None, :]  # kinds x 1 x resources
     allowed = fits[:, :, None] & (cap[:, None, :] > 0) & (q[None] > 0)
-    share = (
-        q[None] / np.maximum(np.maximum.reduceat(cap, starts, axis=0), 1)[:, None, :]
-    )  # pools x 1 x resources:
+    # pools x 1 x resources:
+    share = q[None] / np.maximum(np.maximum.reduceat(cap, starts, axis=0), 1)[:, None, :]
     # the weight the capacity row gives, on the pool's largest node
     out: list[dict[int, dict]] = [{} for _ in pools]
     for k in DFF_ORDERS:
@@ -665,9 +663,8 @@ class GangLP:
             raise RuntimeError("GLOP unavailable")
         R = len(prob.resources)
         caps = np.array([k.cap for k in prob.kinds], dtype=float).reshape(len(prob.kinds), R)
-        scale = (
-            np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
-        )  # per resource, for numerics
+        # per resource, for numerics
+        scale = np.maximum(caps.max(axis=0), 1.0) if len(prob.kinds) else np.ones(R)
         inf = s.infinity()
         self.x = {g.gid: s.NumVar(0, 1, "") for g in prob.gangs if g.is_gang}
         self.y = [s.NumVar(0, c.count, "") for c in prob.classes]

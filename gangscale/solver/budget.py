@@ -125,9 +125,8 @@ class Clock:
     ) -> None:
         self.start, self.limit, self.timed = start, limit, timed
         self.finish = finish_seconds + FINISH_PER_POD * pending_pods
-        self.deadline = (
-            start + limit
-        )  # what CP-SAT, patterns and explanations work to (grows once a gap is open)
+        # what CP-SAT, patterns and explanations work to (grows once a gap is open)
+        self.deadline = start + limit
         if (
             planner_start is not None
         ):  # reading the input took more than its share: the planner keeps a floor

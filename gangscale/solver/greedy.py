@@ -62,14 +62,12 @@ class Assignment:
     satisfied: list[bool]  # per gang: quorum reached (gang) / something placed (basic)
     domain: list[tuple[str, ...] | None]  # chosen topology domain per gang
     bins: list[tuple[int, dict[int, int]]]  # (kind, {class: count}) per used bin, existing first
-    bin_nodes: list[str | None] = field(
-        default_factory=list
-    )  # existing node name per bin (None: new)
+    # existing node name per bin (None: new)
+    bin_nodes: list[str | None] = field(default_factory=list)
     stopped_early: bool = False  # the greedy's deadline passed before every gang was tried
     order: list[int] = field(default_factory=list)  # the greedy's gang order ([]: not the greedy's)
-    skew_cut: dict[GangKey, str] = field(
-        default_factory=dict
-    )  # gangs topology spread took pods from (skew.py)
+    # gangs topology spread took pods from (skew.py)
+    skew_cut: dict[GangKey, str] = field(default_factory=dict)
 
     def cost(self, prob: Problem) -> int:
         return sum(prob.kinds[k].cost for k, c in self.bins if prob.kinds[k].new and c)
@@ -101,9 +99,8 @@ class _State:
         spare_running: bool = False,
     ) -> None:
         self.prob = prob
-        base = (
-            prob.arrays
-        )  # the arrays every state of this problem starts from (built once, read-only)
+        # the arrays every state of this problem starts from (built once, read-only)
+        base = prob.arrays
         self.req = base.req
         existing = len(base.names)
         size = existing + max(
@@ -531,12 +528,10 @@ def quorum_order(prob: Problem, guide: Guide | None = None) -> list[int]:
 class _Chooser:
     """Picks a gang's topology domain by trial placements, re-trying a domain only when it changed."""
 
-    by_make: dict = field(
-        default_factory=dict
-    )  # (gang signature, limit mode) -> its trials per domain
-    domain_sets: dict = field(
-        default_factory=dict
-    )  # (topology keys, shapes) -> (candidate domains, kind masks)
+    # (gang signature, limit mode) -> its trials per domain
+    by_make: dict = field(default_factory=dict)
+    # (topology keys, shapes) -> (candidate domains, kind masks)
+    domain_sets: dict = field(default_factory=dict)
     fresh: dict = field(default_factory=dict)  # (signature, look of an untouched domain) -> trial
 
     def place(
@@ -564,9 +559,8 @@ class _Chooser:
             tr = self.by_make[sig] = _trials(prob, gid, shapes, self.domain_sets, st.masks)
         # a domain's stamp changes whenever one of its kinds' bins does
         stamps = tr.masks @ st.version
-        versions = (
-            st.version.copy()
-        )  # trials are undone: their bumps must not make domains look changed
+        # trials are undone: their bumps must not make domains look changed
+        versions = st.version.copy()
         for i in np.flatnonzero(stamps != tr.stamp).tolist():
             fkey = (sig, _fresh_key(prob, shapes, tr.masks[i] > 0)) if stamps[i] == 0 else None
             if fkey is not None and fkey in self.fresh:

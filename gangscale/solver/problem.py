@@ -360,9 +360,8 @@ def _bin_kinds(
         tuple, list[str]
     ] = {}  # existing nodes alike to the solver: one kind, built once they are all seen
     first: dict[tuple, tuple[NodeView, dict[str, str]]] = {}
-    least = (
-        min_req.tolist() if min_req is not None else None
-    )  # Python ints: the per-node check below is per element
+    # Python ints: the per-node check below is per element
+    least = min_req.tolist() if min_req is not None else None
     for n in snap.nodes:
         if limits.limits:
             free = vec(

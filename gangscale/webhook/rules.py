@@ -110,9 +110,8 @@ class Policy:
     )
     # no catalog: the groups the cloud reports (discovered.py), read when a capacity rule asks; None: none known
     discovered: Callable[[], tuple[NodeGroup, ...]] | None = field(default=None, compare=False)
-    classes: tuple[GroupClass, ...] = field(
-        default=(), init=False
-    )  # built once: reviews cost O(classes)
+    # built once: reviews cost O(classes)
+    classes: tuple[GroupClass, ...] = field(default=(), init=False)
     shapes: tuple[GroupClass, ...] = field(default=(), init=False)  # the same with labels ignored
     _derived: dict[int, Policy] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -318,9 +317,8 @@ def group_min_count(family: str, name: str, ns: str, policy: Policy) -> tuple[in
     under review (a group's members come from one template)."""
     if policy.lookup is None:
         return None
-    base = (
-        "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name
-    )  # <workload>/<podGroup>[/<replica>]
+    # <workload>/<podGroup>[/<replica>]
+    base = "/".join(name.split("/")[:2]) if family == FAMILY_WORKLOAD else name
     obj = policy.lookup(family, ns, base.split("/")[0] if family == FAMILY_WORKLOAD else base)
     if not isinstance(obj, Mapping):
         return None
@@ -384,9 +382,8 @@ def check_capacity(member: Pod, count: int, label: str, policy: Policy) -> list[
     policy = policy.for_capacity()
     if not policy.groups:
         return []  # no catalog and no group discovered: nothing is known about capacity
-    selective = (
-        member.placement.node_selector or member.placement.affinity
-    )  # as _usable: else labels are unread
+    # as _usable: else labels are unread
+    selective = member.placement.node_selector or member.placement.affinity
     fits = [
         (c, n)
         for c in (policy.classes if selective else policy.shapes)

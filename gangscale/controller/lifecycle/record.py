@@ -32,9 +32,8 @@ class Record:
     # of older controllers): enough to tell a gang whose pods were all replaced (`current_record`)
     pods: tuple[str, ...] = ()
     attempt: int = 0  # scale-ups booked for this generation (part of their client tokens)
-    calls: Mapping[str, tuple[str, int]] = field(
-        default_factory=dict
-    )  # group -> (token, nodes): unconfirmed
+    # group -> (token, nodes): unconfirmed
+    calls: Mapping[str, tuple[str, int]] = field(default_factory=dict)
     # write-ahead: group -> (desired capacity below this record's share, nodes booked) for a cloud call whose
     # outcome is not recorded yet; settled by `Confirmed` (a restart) or by `Applied` (the same pass)
     unconfirmed: Mapping[str, tuple[int, int]] = field(default_factory=dict)

@@ -132,9 +132,8 @@ class Booked:
     units: tuple[
         tuple[frozenset[GangKey], Mapping[str, int]], ...
     ] = ()  # the atomic units and their gangs
-    desired: Mapping[str, int] = field(
-        default_factory=dict
-    )  # each group's desired capacity before the call
+    # each group's desired capacity before the call
+    desired: Mapping[str, int] = field(default_factory=dict)
     shared: tuple[
         frozenset[GangKey], ...
     ] = ()  # the sets of gangs that share new nodes (`shares.Unit.shared`)
@@ -175,16 +174,13 @@ class Applied:
     rules: Rules
     intents: Mapping[GangKey, Mapping[str, int]] = field(default_factory=dict)
     applied: frozenset[str] = frozenset()  # groups the scale-up grew
-    failed: Mapping[str, str] = field(
-        default_factory=dict
-    )  # group -> why its share was not applied
+    # group -> why its share was not applied
+    failed: Mapping[str, str] = field(default_factory=dict)
     upcoming_pods: frozenset[str] = frozenset()  # pods the plan puts on nodes on their way
-    bound_groups: frozenset[tuple[str, str]] = (
-        frozenset()
-    )  # (namespace, group name) with a bound member
-    busy: frozenset[str] = (
-        frozenset()
-    )  # registered nodes running a pod (not a DaemonSet's): used, never spare
+    # (namespace, group name) with a bound member
+    bound_groups: frozenset[tuple[str, str]] = frozenset()
+    # registered nodes running a pod (not a DaemonSet's): used, never spare
+    busy: frozenset[str] = frozenset()
     # per gang and group, the instance ids the scale-up launched for it (when the cloud named them)
     launched: Mapping[GangKey, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
@@ -200,9 +196,8 @@ class Expire:
     # count on, whatever a record's own count says (a node its gang bound on at once was never attributed to it)
     on_way: Mapping[str, int] = field(default_factory=dict)
     planned_nodes: frozenset[str] = frozenset()  # registered nodes the plan puts pods on
-    on_way_ids: Mapping[str, frozenset[str]] = field(
-        default_factory=dict
-    )  # the instance ids of `on_way`, per group
+    # the instance ids of `on_way`, per group
+    on_way_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,9 +154,8 @@ def idle(nodes: Mapping[str, tuple[str, ...]], busy: frozenset[str]) -> dict[str
 
 def timed_out_reason(rec: Record, released: int | None) -> str:
     gave = "" if released is None else f"{released} "
-    booked = (
-        rec.booked_at or rec.requested_at
-    )  # the deadline counts from the first booking, not a re-booking
+    # the deadline counts from the first booking, not a re-booking
+    booked = rec.booked_at or rec.requested_at
     return (
         f"not all nodes arrived within {rec.deadline - booked:.0f}s; gave back {gave}unused nodes"
     )
