@@ -256,9 +256,8 @@ def _simulate(args: argparse.Namespace) -> int:
         overrides = _controller_config(args.controller_config)
         if overrides is None:
             return 2
-        os.environ[CONTROLLER_CONFIG_ENV] = (
-            overrides  # read by the policies, in this process and its workers
-        )
+        # read by the policies, in this process and its workers
+        os.environ[CONTROLLER_CONFIG_ENV] = overrides
         print(f"gangscale policies' controller settings: {overrides}")
     cfg = SimConfig(
         trace=args.trace,

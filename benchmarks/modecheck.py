@@ -37,9 +37,8 @@ from .world import World, load_world
 
 DEFAULT_BACKLOGS = ("llm-1k", "mixed-1k", "gpumix-3k", "target-10k", "elastic-10k")
 COMPARED = ("ca", "ca-atomic", "karpenter")
-TIME_LIMIT = (
-    2.0  # the suite's `gangscale plan --time-limit` and `--relative-gap` (runner.RunConfig)
-)
+# the suite's `gangscale plan --time-limit` and `--relative-gap` (runner.RunConfig)
+TIME_LIMIT = 2.0
 RELATIVE_GAP = 0.01
 
 

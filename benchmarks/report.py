@@ -23,9 +23,8 @@ LABELS = {
     "gangscale-gate": "gangscale gate",
 }
 EPS = 1e-6
-SAME_SELECTION_SLACK = (
-    0.03  # observe and gate mode cost at most 3% over the solver's plan of the same gangs
-)
+# observe and gate mode cost at most 3% over the solver's plan of the same gangs
+SAME_SELECTION_SLACK = 0.03
 
 
 def check_properties(results) -> dict:

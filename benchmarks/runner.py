@@ -56,9 +56,8 @@ class RunConfig:
     timing_runs: int | None = None  # override the cases' repeat counts
     progress: bool = True
     model_max_pods: int = 20000  # run the scheduler model on backlogs up to this many pending pods
-    daemonsets: bool | None = (
-        None  # override the cases' `BacklogSpec.daemonsets` (None: as the suite sets it)
-    )
+    # override the cases' `BacklogSpec.daemonsets` (None: as the suite sets it)
+    daemonsets: bool | None = None
 
 
 @dataclass(slots=True)

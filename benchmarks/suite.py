@@ -11,23 +11,18 @@ from .generate import BacklogSpec
 class Case:
     spec: BacklogSpec
     timing_runs: int = 1  # `gangscale plan` runs (median reported); >1 for the timing targets
-    target_seconds: float | None = (
-        None  # the wall-time target for this backlog (docs/benchmarks.md)
-    )
+    # the wall-time target for this backlog (docs/benchmarks.md)
+    target_seconds: float | None = None
     target_mb: float | None = None  # the peak-memory target
     yaml_runs: int = 0  # also time the same cluster written as YAML
-    time_limit: float | None = (
-        None  # `gangscale plan --time-limit` for this backlog (None: the run's default)
-    )
-    default_flags: bool = (
-        False  # time `gangscale plan` with no solver flags at all (the shipped defaults)
-    )
-    long_time_limit: float | None = (
-        None  # also one run at this --time-limit (--relative-gap 0): the reference
-    )
-    observe_runs: int | None = (
-        None  # observe mode's timed runs when they serve no target (None: timing_runs)
-    )
+    # `gangscale plan --time-limit` for this backlog (None: the run's default)
+    time_limit: float | None = None
+    # time `gangscale plan` with no solver flags at all (the shipped defaults)
+    default_flags: bool = False
+    # also one run at this --time-limit (--relative-gap 0): the reference
+    long_time_limit: float | None = None
+    # observe mode's timed runs when they serve no target (None: timing_runs)
+    observe_runs: int | None = None
 
 
 def _s(

@@ -29,9 +29,8 @@ from .errors import CapacityError, CloudError, NotFoundError, UnsupportedError, 
 from .tags import GANGSCALE_CLUSTER_TAG, NODE_GROUP_TAG, tag_map
 from .template import TemplateError
 
-CLIENT_TOKEN_TAG = (
-    "gangscale.io/client-token"  # on every instance a fleet launched: the request's token
-)
+# on every instance a fleet launched: the request's token
+CLIENT_TOKEN_TAG = "gangscale.io/client-token"
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
 _ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 

@@ -124,9 +124,8 @@ class NodeGroupProvider(ABC):
 
     def __init__(self) -> None:
         self._templates: dict[str, NodeGroup] = {}
-        self.before_mutation: MutationHook | None = (
-            None  # the controller's fence; may raise to stop the call
-        )
+        # the controller's fence; may raise to stop the call
+        self.before_mutation: MutationHook | None = None
         self.after_mutation: MutationHook | None = None
 
     def _before_mutation(self, op: str, group: str) -> None:

@@ -23,9 +23,8 @@ from .base import Discovery, Instance, LaunchFailure, NodeGroupProvider, ScaleRe
 from .errors import CapacityError, NotFoundError, SizeLimitError
 from .types import NodeGroup
 
-MAX_SEEDED_INSTANCES = (
-    100_000  # per group: the simulated cloud keeps one record per instance (~1 KB each)
-)
+# per group: the simulated cloud keeps one record per instance (~1 KB each)
+MAX_SEEDED_INSTANCES = 100_000
 
 
 @dataclass(slots=True)

@@ -27,9 +27,8 @@ TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 PRICE_TAG = "gangscale.io/price-per-hour"
 NODE_GROUP_TAG = "gangscale.io/node-group"  # put on instances gangscale launches itself (aws-fleet)
 GANGSCALE_CLUSTER_TAG = "gangscale.io/cluster"  # value: the cluster name; the IAM policy's scope
-OWN_ENABLED_TAG = (
-    "gangscale.io/enabled"  # "true", with gangscale.io/<cluster>: the IAM policy's other scope
-)
+# "true", with gangscale.io/<cluster>: the IAM policy's other scope
+OWN_ENABLED_TAG = "gangscale.io/enabled"
 OWN_PREFIX = "gangscale.io/"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

@@ -29,9 +29,8 @@ class Node:
     node_group: str | None = None
     provider_id: str = ""
     created: str = ""  # metadata.creationTimestamp (RFC 3339): when it registered
-    ready_changed: str = (
-        ""  # the Ready condition's lastTransitionTime (RFC 3339; "" when not given)
-    )
+    # the Ready condition's lastTransitionTime (RFC 3339; "" when not given)
+    ready_changed: str = ""
 
 
 @dataclass(frozen=True, slots=True)

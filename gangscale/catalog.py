@@ -196,9 +196,8 @@ def _spec_model() -> Any:
         labels: dict[str, str] = Field(default_factory=dict)
         taints: list[TaintSpec] = Field(default_factory=list)
         zone: str | None = None  # shorthand for the topology.kubernetes.io/zone label
-        devices: dict[str, Any] | None = (
-            None  # DRA devices per DeviceClass (a count or "auto"); None: none
-        )
+        # DRA devices per DeviceClass (a count or "auto"); None: none
+        devices: dict[str, Any] | None = None
 
         @field_validator("devices")
         @classmethod

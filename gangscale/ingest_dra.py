@@ -49,9 +49,8 @@ DRA_GROUP = "resource.k8s.io"
 DRA_APIS = (f"{DRA_GROUP}/v1", f"{DRA_GROUP}/v1beta2", f"{DRA_GROUP}/v1beta1")
 DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice")
 DRA_PREFIX = "dra.gangscale.io/"
-IMPLICIT_PREFIX = (
-    "deviceclass.resource.kubernetes.io/"  # KEP-5004's implicit extended resource per class
-)
+# KEP-5004's implicit extended resource per class
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 _DRIVER_CEL = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 # The DeviceClass selectors the planner evaluates against slice devices: `&&` of `device.driver == 'd'` and
 # `device.attributes['domain'].name == <string|int|bool>` (how NVIDIA's driver tells gpu from mig devices).

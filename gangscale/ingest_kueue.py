@@ -40,9 +40,8 @@ ADMISSION_GATE = f"{KUEUE_GROUP}/admission"
 POD_GROUP_LABEL = f"{KUEUE_GROUP}/pod-group-name"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 FAMILY_KUEUE = "kueue"
-MAX_SYNTH_PODS = (
-    100_000  # pods planned from one Workload's templates (its pod sets' counts are int32)
-)
+# pods planned from one Workload's templates (its pod sets' counts are int32)
+MAX_SYNTH_PODS = 100_000
 
 
 @dataclass(slots=True)

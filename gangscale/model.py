@@ -212,12 +212,10 @@ class Gang:
     uid: str = ""  # the group object's uid (a lone pod's uid): a new uid is a new generation
     # of the group object (or the lone pod)
     annotations: dict[str, str] = field(default_factory=dict)
-    admission: str | None = (
-        None  # why Kueue has not admitted it yet (decision waiting-for-admission)
-    )
-    queue_priority: int | None = (
-        None  # what kube-scheduler queues by, when planning lifts `priority` (ageing)
-    )
+    # why Kueue has not admitted it yet (decision waiting-for-admission)
+    admission: str | None = None
+    # what kube-scheduler queues by, when planning lifts `priority` (ageing)
+    queue_priority: int | None = None
 
     @property
     def key(self) -> GangKey:

@@ -238,9 +238,8 @@ class SolverInfo(_Model):
     gangs_started: int = 0
     gangs_upper_bound: int = 0
     by_priority: list[PriorityBound] = []
-    budget_seconds: float = (
-        0.0  # the budget the plan worked to (the auto budget as grown while a gap was open)
-    )
+    # the budget the plan worked to (the auto budget as grown while a gap was open)
+    budget_seconds: float = 0.0
     phases: list[SolverPhase] = []
     gaps: SolverGaps | None = None
 
@@ -258,14 +257,12 @@ class SchedulerInfo(_Model):
     scoring_strategy: str = ""
     source: Literal["default", "file", "eks"] = "default"
     seeds: list[int] = []
-    rounds: int = (
-        0  # model runs over the whole node set (under every seed, or seed 0 alone while settling)
-    )
+    # model runs over the whole node set (under every seed, or seed 0 alone while settling)
+    rounds: int = 0
     gangs_started: int = 0  # gangs the model starts under every seed
     realized: bool = False  # the last round's plan was what the model did (no repair left to do)
-    idle_nodes: int = (
-        0  # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
-    )
+    # new nodes some seed leaves idle, kept (a drop loses a gang / no model runs left)
+    idle_nodes: int = 0
     seconds: float = 0.0
     note: str = ""  # why observe mode was not applied, when it was asked for
 
@@ -312,9 +309,8 @@ SUGGESTED_LIMITS = (
     300,
 )  # seconds: the --time-limit a gap line suggests, the first above twice
 # the budget the plan worked to
-COST_GAP_SHOWN = (
-    0.001  # a cost gap this small (relative) is the solver's own stopping gap: no line for it
-)
+# a cost gap this small (relative) is the solver's own stopping gap: no line for it
+COST_GAP_SHOWN = 0.001
 
 
 def gap_line(plan: Plan) -> str | None:

@@ -42,9 +42,8 @@ class PlanMode(str, Enum):
 DEFAULT_MODE = PlanMode.GATE
 MODES = tuple(m.value for m in PlanMode)
 CONTROLLER_GATE_MODE = "opt-out"  # ControllerConfig's default gateMode, which DEFAULT_MODE plans as
-GATE_MODE_KEY = (
-    "gangscale.io/gate-mode"  # controller/gates.py's opt-in/opt-out key (gates imports the model)
-)
+# controller/gates.py's opt-in/opt-out key (gates imports the model)
+GATE_MODE_KEY = "gangscale.io/gate-mode"
 SKIPPED = frozenset({*SYSTEM_NAMESPACES, "gangscale-system"})  # and the default stateNamespace
 
 

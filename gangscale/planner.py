@@ -84,17 +84,14 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-POLISH_SHARE = (
-    0.1  # of the time limit, at most, for the node-count polish once both gaps are closed
-)
-COST_TARGET_GAP = (
-    0.01  # the cost criterion: a repaired plan this close to its LP bound tries no other fill
-)
+# of the time limit, at most, for the node-count polish once both gaps are closed
+POLISH_SHARE = 0.1
+# the cost criterion: a repaired plan this close to its LP bound tries no other fill
+COST_TARGET_GAP = 0.01
 # seconds (plus 10 us per pending pod) kept for the bound and writing the plan
 FINISH_RESERVE = budget.FINISH_SECONDS
-FILL_ROUND_MARGIN = (
-    1.5  # x the last fill round's seconds: another round runs only with this much time left
-)
+# x the last fill round's seconds: another round runs only with this much time left
+FILL_ROUND_MARGIN = 1.5
 # pending pods, at most, and the gang LP's expected seconds, at least, for a greedy run unguided before the gang LP
 # is built (`_unguided_first`): backlogs where one greedy run costs a small part of what the LP would
 UNGUIDED_FIRST_MAX_PODS = 5000

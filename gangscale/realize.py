@@ -74,13 +74,11 @@ class _State:
     sims: list[SimResult]
     promised: set[GangKey]
     dropped: int = 0  # new nodes the cleaning dropped
-    raw: list[SimResult] | None = (
-        None  # the model's runs before cleaning (the reasons name the nodes it left empty)
-    )
+    # the model's runs before cleaning (the reasons name the nodes it left empty)
+    raw: list[SimResult] | None = None
     listing: int = 0  # the seed whose placement the plan lists: one under which every new node holds a promised pod
-    pending: Iterator[SimResult] | None = (
-        None  # the other seeds' runs over `new`, when only seed 0's is in `sims`
-    )
+    # the other seeds' runs over `new`, when only seed 0's is in `sims`
+    pending: Iterator[SimResult] | None = None
 
     def cost(self, price: dict[str, int]) -> int:
         return sum(price[n.node_group or ""] for n in self.new)

@@ -43,9 +43,8 @@ class NodeView:
     free: dict[str, int]
     node_group: str | None = None
     upcoming: bool = False
-    reserved_for: GangKey | None = (
-        None  # a node bought for this gang (upcoming or arrived): only its pods may use it
-    )
+    # a node bought for this gang (upcoming or arrived): only its pods may use it
+    reserved_for: GangKey | None = None
     daemon_pods: tuple[
         Pod, ...
     ] = ()  # an upcoming node's DaemonSet pods, already taken off `free` (daemonsets.py)

@@ -28,9 +28,8 @@ from .fit import labels_match, placement_allows, term_matches, tolerates_all
 from .model import DomainSpread, Gang, GangKey, Node, Placement, Pod, Taint
 from .snapshot import ClusterSnapshot, NodeView
 
-NO_DOMAIN = (
-    "gangscale.io/no-domain"  # never a label value (it has a '/'): a pod pinned here fits no node
-)
+# never a label value (it has a '/'): a pod pinned here fits no node
+NO_DOMAIN = "gangscale.io/no-domain"
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,9 +72,8 @@ class SimCloud(SimulatedProvider):
         self.bill: dict[str, Billed] = {}
         # bills still running: the bill so far is their time plus `closed_micro`
         self.open: set[str] = set()
-        self.closed_micro = (
-            0  # micro-dollars of the ended bills (a week launches thousands of instances)
-        )
+        # micro-dollars of the ended bills (a week launches thousands of instances)
+        self.closed_micro = 0
         self.groups_by_name = {g.name: g for g in groups}
 
     def _stream(self, streams: dict[str, random.Random], kind: str, group: str) -> random.Random:

@@ -41,12 +41,10 @@ from .trace import GangSpec, Trace
 
 T0 = 1_800_000_000  # the simulation's epoch, fixed so runs repeat; traces carry their own daily wave in seconds from 0
 STEP = 10
-DRAIN_SLACK = (
-    3600  # the drain's cap beyond twice the longest run time: every policy's scale-down timers
-)
-PARSED_OBJECTS = (
-    20_000  # parsed pods kept before the cache starts afresh (a few versions of each live pod)
-)
+# the drain's cap beyond twice the longest run time: every policy's scale-down timers
+DRAIN_SLACK = 3600
+# parsed pods kept before the cache starts afresh (a few versions of each live pod)
+PARSED_OBJECTS = 20_000
 GATE = "gangscale.io/capacity"
 _T0_DT = datetime.fromtimestamp(T0, timezone.utc)
 
@@ -107,9 +105,8 @@ class Engine:
         self.pod_gang: dict[str, str] = {}
         self.templates: dict[str, Any] = {}  # pod key -> its PodT
         self.lifted = False
-        self.version = (
-            0  # bumped by every change to the objects: a read of an unchanged version is reused
-        )
+        # bumped by every change to the objects: a read of an unchanged version is reused
+        self.version = 0
         self._read_at: tuple[int, Any] = (-1, None)
         self._sim_nodes: dict[int, tuple[Node, SimNode]] = {}  # `_sim_node`
         horizon = parse_oracle(policy)

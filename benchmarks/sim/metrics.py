@@ -133,9 +133,8 @@ class Recorder:
         self.series: list[dict[str, Any]] = []
         self.every = max(10, trace.horizon // SERIES_POINTS)
         self.next_sample = 0
-        self.micro_by_horizon: int | None = (
-            None  # the bill at the horizon (set by the engine as it passes it)
-        )
+        # the bill at the horizon (set by the engine as it passes it)
+        self.micro_by_horizon: int | None = None
         self._bound_at: tuple[int, tuple[set[str], int, int]] = (
             -1,
             (set(), 0, 0),

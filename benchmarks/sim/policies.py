@@ -254,9 +254,8 @@ class Gangscale:
         gated: bool | None = None,
     ) -> None:
         self.name = name
-        self.cache = (
-            cache  # parsed objects kept across passes (the engine's): the same reads, parsed once
-        )
+        # parsed objects kept across passes (the engine's): the same reads, parsed once
+        self.cache = cache
         self.gated = name == "gangscale-gate" if gated is None else gated
         self.cloud = cloud
         self.clock = clock
@@ -363,9 +362,8 @@ class Baseline:
         self.cloud = cloud
         self.clock = clock
         self.backoff_s, self.unneeded_s, self.after_add_s = BASELINE_RULES[name]
-        self.read: Callable[[], Cluster] | None = (
-            None  # the engine's shared read of the objects it hands over
-        )
+        # the engine's shared read of the objects it hands over
+        self.read: Callable[[], Cluster] | None = None
         # the last scan's node views, reused for nodes that did not change (as the controller)
         self.views = NodeViews()
         self.restart()

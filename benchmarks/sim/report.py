@@ -27,9 +27,8 @@ from .policies import POLICIES
 from .trace import WEEK_GANGS, make_trace
 
 GC_THRESHOLD = (50_000, 20, 100)  # `few_collections`
-WEEK_SECONDS = (
-    600  # the target: a simulated week of 5,000 gangs runs in under 10 minutes on one machine
-)
+# the target: a simulated week of 5,000 gangs runs in under 10 minutes on one machine
+WEEK_SECONDS = 600
 # the order policies are handed to the worker processes: the longest first (by CPU seconds over the week the
 # gangscale policies take several times what the baselines take), so the last to start is a short one and the wall
 # time is close to the larger of the slowest policy and the mean per process

@@ -108,9 +108,8 @@ class Trace:
     outages: list[Outage]
     restarts: list[int]  # controller restarts (seconds)
     horizon: int  # arrivals end by here; the engine then drains (runs on until nothing runs or is billed)
-    deadline: int = (
-        900  # provisioningDeadlineSeconds (gangscale's default), also the stranded-hours yardstick
-    )
+    # provisioningDeadlineSeconds (gangscale's default), also the stranded-hours yardstick
+    deadline: int = 900
     notes: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:

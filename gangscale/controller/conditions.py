@@ -17,9 +17,8 @@ from ..model import API_PODGROUP_V1ALPHA2, API_PODGROUP_V1BETA1, API_VOLCANO, Ga
 from ..rfc3339 import format_time
 from .lifecycle import GangState, Record
 
-CONDITION_TYPE = (
-    "gangscale.io/CapacityReady"  # a valid metav1.Condition type: DNS prefix / CamelCase name
-)
+# a valid metav1.Condition type: DNS prefix / CamelCase name
+CONDITION_TYPE = "gangscale.io/CapacityReady"
 MAX_MESSAGE = 32768  # metav1.Condition.message limit
 
 # The five states the condition shows (its `reason`, CamelCase as metav1.Condition requires).
@@ -91,9 +90,8 @@ def build(rec: Record, obj: Mapping[str, Any], api: str) -> dict[str, Any]:
     }
     generation = (obj.get("metadata") or {}).get("generation")
     if WRITE_MODE.get(api) == "apply" and isinstance(generation, int):
-        cond["observedGeneration"] = (
-            generation  # metav1.Condition only; Volcano's condition has no such field
-        )
+        # metav1.Condition only; Volcano's condition has no such field
+        cond["observedGeneration"] = generation
     return cond
 
 

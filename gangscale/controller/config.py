@@ -56,9 +56,8 @@ def parse_duration(value: object) -> object:
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
-UNLIMITED = (
-    "unlimited"  # the one way to lift a cap or the ceiling: written on purpose, never by omission
-)
+# the one way to lift a cap or the ceiling: written on purpose, never by omission
+UNLIMITED = "unlimited"
 # The shipped defaults (config/deploy/config.yaml, the chart's values): a config that says nothing about caps gets
 # these, never "no limit" (docs/controller.md, Default caps and the cluster ceiling).
 DEFAULT_NAMESPACE_NODES = 64

@@ -37,12 +37,10 @@ class Deps:
     metrics: Metrics | None = None  # None: a registry of its own
     clock: Callable[[], float] = time.time
     identity: str = "gangscale"  # this replica, in plan ids and the status
-    fence: Callable[[str], None] | None = (
-        None  # raises LostLeadership when this replica may no longer act
-    )
-    pod_gates: PodGates | None = (
-        None  # lifts gangscale.io/capacity, deletes stranded pods (gate mode)
-    )
+    # raises LostLeadership when this replica may no longer act
+    fence: Callable[[str], None] | None = None
+    # lifts gangscale.io/capacity, deletes stranded pods (gate mode)
+    pod_gates: PodGates | None = None
     conditions: ConditionWriter | None = None  # gangscale.io/CapacityReady on PodGroup status
     node_taints: NodeTainter | None = None  # the scale-down's taint; None: empty nodes go untainted
     status: StatusPublisher | None = None  # the leader's per-pass view for `gangscale status`

@@ -128,9 +128,8 @@ class EventSink:
         fence: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
-        self.fence = (
-            fence  # raises LostLeadership when this replica may no longer write; None: never fenced
-        )
+        # raises LostLeadership when this replica may no longer write; None: never fenced
+        self.fence = fence
         self.fenced = 0  # events refused because the lease was lost
         self.refresh_seconds = refresh_seconds
         self.pods_per_gang = pods_per_gang

@@ -46,9 +46,8 @@ from ..plan import Plan
 from ..scheduling import SchedulerConfig, SimResult, nodes_from_views, simulate_seeds
 from ..snapshot import RESERVED_TAINT, ClusterSnapshot, NodeView, PreDecision
 
-GATE_MODE_KEY = (
-    "gangscale.io/gate-mode"  # namespace label, or annotation on the group object (lone pod)
-)
+# namespace label, or annotation on the group object (lone pod)
+GATE_MODE_KEY = "gangscale.io/gate-mode"
 # the admission webhook's opt-in namespace label (docs/webhook.md): a namespace whose pods the webhook gates is one
 # gate mode holds, unless its own gate-mode label says otherwise (else every webhook gate would be lifted at once)
 WEBHOOK_GATE_LABEL, WEBHOOK_GATE_ON = "gangscale.io/capacity-gate", "enabled"
@@ -360,9 +359,8 @@ class _Room:
     free: dict[str, dict[str, int]]
     # `_may_move`'s nodes, per kind of pod and gang
     allowed: dict[tuple, list[str]] = field(default_factory=dict)
-    returned: int = (
-        0  # room given back so far (a rolled-back gang): until it changes, room only shrinks
-    )
+    # room given back so far (a rolled-back gang): until it changes, room only shrinks
+    returned: int = 0
     # a kind of pod no node had room for, at `returned`
     full: dict[tuple, int] = field(default_factory=dict)
 

@@ -79,9 +79,8 @@ class KeepSettings:
     boot_seconds: float = 120.0  # a group's boot time until one is measured
     grace_seconds: float = 10.0  # the fixed grace (rule `grace`)
     wait_dollars_per_hour: float = 4.0  # the value of starting a gang an hour sooner
-    max_boot_seconds: float = (
-        900.0  # a node later than this after a purchase is not that purchase's
-    )
+    # a node later than this after a purchase is not that purchase's
+    max_boot_seconds: float = 900.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,9 +106,8 @@ class Loop:
         self.stranded_since: dict[str, float] = {}  # released pods whose narrowed-to node is gone
         self.scaled_down: set[str] = set()  # nodes whose instance this controller terminated
         self.published = Shown()  # the status ConfigMap as this controller last wrote it
-        self.replan_soon = (
-            False  # a cloud failure moved gangs: run again without waiting for a change
-        )
+        # a cloud failure moved gangs: run again without waiting for a change
+        self.replan_soon = False
 
     # ------------------------------------------------------------ decide, execute
 

@@ -94,9 +94,8 @@ from .scaledown import (
 )
 
 log = logging.getLogger("gangscale.controller")
-CLUSTER_SCHEDULER_TTL = (
-    300.0  # seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
-)
+# seconds between reads of the cluster's scheduler settings (aws-eks DescribeCluster)
+CLUSTER_SCHEDULER_TTL = 300.0
 # a node created this long before a request (API server vs controller clock) may still be its
 REGISTRATION_SKEW = 5.0
 # Nodes' parsed creation times and instance ids kept (then cleared): a cluster's Nodes, a few times
@@ -189,9 +188,8 @@ class Reconciler:
             cfg.cancel_grace_seconds,
             cfg.late_launch_seconds,
         )
-        self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = (
-            None  # (read at, model, warnings)
-        )
+        # (read at, model, warnings)
+        self._cluster_scheduler: tuple[float, SchedulerModel, list[str]] | None = None
         self._scheduler_files: dict[
             str, SchedulerModel
         ] = {}  # schedulerConfigFile, read once by this controller

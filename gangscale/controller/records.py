@@ -52,22 +52,18 @@ KEPT_WITHOUT_CAPACITY = (
 RECORD_KEY = "record.json"  # a record ConfigMap's one data key
 BACKOFF_KEY = "backoff.json"  # in the `<state>` ConfigMap
 KEEP_KEY = "keep.json"  # in the `<state>` ConfigMap: what the empty-node keep rule has seen (keep.py `to_json`)
-LEGACY_KEY = (
-    "records.json"  # every record, in the `<state>` ConfigMap (the single-ConfigMap layout)
-)
+# every record, in the `<state>` ConfigMap (the single-ConfigMap layout)
+LEGACY_KEY = "records.json"
 STORE_LABEL = "gangscale.io/records-of"  # value: the state ConfigMap's name (its digest when over 63 characters)
-NAMESPACE_LABEL = (
-    "gangscale.io/gang-namespace"  # the gang's namespace: `kubectl get cm -l` per tenant
-)
-GANG_ANNOTATION = (
-    "gangscale.io/gang"  # the gang's "namespace/name/api" (too long for a label value)
-)
+# the gang's namespace: `kubectl get cm -l` per tenant
+NAMESPACE_LABEL = "gangscale.io/gang-namespace"
+# the gang's "namespace/name/api" (too long for a label value)
+GANG_ANNOTATION = "gangscale.io/gang"
 _LABEL_VALUE = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 )  # a label value (63 at most)
-UNREADABLE = (
-    "?"  # the store's key of an unreadable record ConfigMap: "?" + its name (never a gang's key)
-)
+# the store's key of an unreadable record ConfigMap: "?" + its name (never a gang's key)
+UNREADABLE = "?"
 _PARSE_ERRORS = (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, KeyError)
 
 
@@ -145,9 +141,8 @@ class Layout:
     records: dict[str, Record] = field(default_factory=dict)  # their records by gang
     # record ConfigMaps that hold no readable record
     unreadable: list[Stored] = field(default_factory=list)
-    legacy: dict[str, Record] | None = (
-        None  # the single-ConfigMap layout's records.json; None: not there
-    )
+    # the single-ConfigMap layout's records.json; None: not there
+    legacy: dict[str, Record] | None = None
     legacy_error: str = ""  # why records.json could not be read
 
     @property
@@ -236,9 +231,8 @@ class StateStore:
         self._index_rv = ""  # "" while the `<state>` ConfigMap does not exist
         self._backoff_text: str | None = None
         self._keep_text: str | None = None
-        self.writes = (
-            0  # ConfigMap writes (create, update, delete) made: a save writes only what changed
-        )
+        # ConfigMap writes (create, update, delete) made: a save writes only what changed
+        self.writes = 0
 
     def load(self) -> ControllerState:
         """The saved state, the single-ConfigMap layout migrated first; an unreadable record is skipped (the cloud

@@ -80,9 +80,8 @@ class Controller:
         self._last_change = 0.0
         self._wake = threading.Event()
         self.last_pass = 0.0
-        self.next_timer: float | None = (
-            None  # when the last pass's rules next fall due (None: none)
-        )
+        # when the last pass's rules next fall due (None: none)
+        self.next_timer: float | None = None
         self.heartbeat = time.time()
         self.term = 0  # the leadership term whose records are loaded (0: none; -1: reload them)
         self._load_again = 0.0  # a failed load is tried again from then on

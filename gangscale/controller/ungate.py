@@ -36,9 +36,8 @@ class UngateReport:
 
     lifted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    stopped: str | None = (
-        None  # why the fence stopped the lift before every pod was done (None: it was not)
-    )
+    # why the fence stopped the lift before every pod was done (None: it was not)
+    stopped: str | None = None
 
 
 Fence = Callable[

@@ -12,9 +12,8 @@ from typing import Any
 
 from .. import argtypes
 
-MAX_LIST_ITEMS = (
-    200_000  # = lister.DEFAULT_MAX_ITEMS; repeated here so the parser imports no client
-)
+# = lister.DEFAULT_MAX_ITEMS; repeated here so the parser imports no client
+MAX_LIST_ITEMS = 200_000
 
 
 def _positive_int(text: str) -> int:

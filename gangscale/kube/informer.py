@@ -98,9 +98,8 @@ class Informer:
         # tried again with backoff (RBAC may be granted later); a required informer stays unsynced until it lists
         self.optional = optional
         self.unreadable = ""
-        self.max_items = (
-            max_items  # bounds of each (re-)list: a looping server costs a backoff, not memory
-        )
+        # bounds of each (re-)list: a looping server costs a backoff, not memory
+        self.max_items = max_items
         self.max_pages = max_pages
         self.ref = ref
         self.namespace = namespace if ref.namespaced else None

@@ -16,9 +16,8 @@ from .errors import GoneError, KubeError
 from .refs import ResourceRef
 
 DEFAULT_PAGE_SIZE = 500  # kubectl's chunk size
-DEFAULT_MAX_ITEMS = (
-    200_000  # per resource; above the 150k pods Kubernetes' scalability limits allow
-)
+# per resource; above the 150k pods Kubernetes' scalability limits allow
+DEFAULT_MAX_ITEMS = 200_000
 DEFAULT_MAX_PAGES = 10_000  # 5M items at the default page size: only a looping server gets there
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 

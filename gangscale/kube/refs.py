@@ -55,9 +55,8 @@ NATIVE_GROUP = "scheduling.k8s.io"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 VOLCANO_GROUP = "scheduling.volcano.sh"
 GANG_GROUPS = (NATIVE_GROUP, COSCHEDULING_GROUP, VOLCANO_GROUP)
-DRA_GROUP = (
-    "resource.k8s.io"  # ResourceClaims, templates, DeviceClasses, ResourceSlices (ingest_dra)
-)
+# ResourceClaims, templates, DeviceClasses, ResourceSlices (ingest_dra)
+DRA_GROUP = "resource.k8s.io"
 KUEUE_GROUP = "kueue.x-k8s.io"  # Kueue Workloads (ingest_kueue)
 INPUT_GROUPS = (DRA_GROUP, KUEUE_GROUP)
 

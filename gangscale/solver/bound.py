@@ -538,12 +538,10 @@ def _solve_bound(m: cp_model.CpModel, opts: SolveOptions, deadline: float) -> tu
 
 # ------------------------------------------------------------- gangs (first objective)
 
-LP_BUILD_SECONDS = (
-    1e-5  # ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
-)
-LP_GROUP_SECONDS = (
-    2e-4  # 0.25-0.8 ms per node group (each its own pool, rows per resource) on a busy machine
-)
+# ~5 us per class, gang and (shape, kind) pair to build the gang LP; doubled
+LP_BUILD_SECONDS = 1e-5
+# 0.25-0.8 ms per node group (each its own pool, rows per resource) on a busy machine
+LP_GROUP_SECONDS = 2e-4
 
 
 def lp_size(prob: Problem) -> int:
@@ -556,12 +554,10 @@ def lp_seconds(prob: Problem) -> float:
 
 
 GUIDE_COST_WEIGHT = 0.5  # gangs: the guide's cost term at its largest (every node group full)
-GUIDE_SLACK = (
-    1e-6  # nodes: a node group the guide's LP uses within this of its headroom is full (tolerance)
-)
-LP_SLACK = (
-    1e-4  # an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
-)
+# nodes: a node group the guide's LP uses within this of its headroom is full (tolerance)
+GUIDE_SLACK = 1e-6
+# an LP optimum is floored after adding this: GLOP's tolerances never cost soundness
+LP_SLACK = 1e-4
 
 
 @dataclass(slots=True)

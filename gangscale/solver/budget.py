@@ -71,34 +71,28 @@ def clocked(clock: Callable[[], float] | None) -> Iterator[None]:
 
 
 AUTO_GAP_FLOOR = 1.0  # seconds: the auto budget, at least, while a gap is open (CP-SAT's slice on small problems)
-AUTO_GAP_FACTOR = (
-    4.0  # x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
-)
-AUTO_GAP_MAX_PODS = (
-    5000  # (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
-)
+# x the auto budget, while a gap is open on a backlog of at most AUTO_GAP_MAX_PODS pods
+AUTO_GAP_FACTOR = 4.0
+# (gpumix-3k: 2.5 s; larger backlogs keep their budget, and their time targets)
+AUTO_GAP_MAX_PODS = 5000
 AUTO_HARD_FLOOR = 2.0  # seconds: the auto budget's cap on the LP steps, at least
 AUTO_HARD_FACTOR = 4.0  # x the auto budget: the cap on the LP steps (the greedy alone is never cut)
 GUIDE_SHARE = 0.15  # of an explicit time limit, at most, for the gang LP that guides the greedy (else: unguided;
 # 0.15: a backlog of 5k-10k pods, whose LP is estimated at ~0.2 s, still gets it at --time-limit 2)
-AUTO_GUIDE_SHARE = (
-    0.5  # of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
-)
+# of the auto budget's cap, counted from the problem's build: the guide's LP is worth more
+AUTO_GUIDE_SHARE = 0.5
 # gangs than any later phase (gpumix-3k unguided: 428 gangs, guided: 430)
 FINISH_SECONDS = 0.1  # seconds (plus FINISH_PER_POD per pending pod) kept for writing the plan
 FINISH_PER_POD = 1e-5
 PLANNER_FLOOR = 0.25  # of an explicit limit, at least, for the planner from its own start: when reading the input
 # took more than the rest (a 100k-pod backlog takes seconds), the plan still tries its gangs rather than none
 MIN_SEARCH = 0.1  # seconds of CP-SAT search, at least, or CP-SAT is not started
-MODEL_SECONDS_PER_VARIABLE = (
-    15e-6  # measured: building the CP-SAT model costs ~15 us per pattern or domain variable
-)
-CP_SAT_IMPORT_SECONDS = (
-    0.3  # OR-Tools' cp_model and the pandas it imports, the first time a model is solved
-)
-BOUND_RESERVE_FACTOR = (
-    2.0  # the final bound gets this many times what the plan's first LP bound took
-)
+# measured: building the CP-SAT model costs ~15 us per pattern or domain variable
+MODEL_SECONDS_PER_VARIABLE = 15e-6
+# OR-Tools' cp_model and the pandas it imports, the first time a model is solved
+CP_SAT_IMPORT_SECONDS = 0.3
+# the final bound gets this many times what the plan's first LP bound took
+BOUND_RESERVE_FACTOR = 2.0
 BOUND_RESERVE_MIN = 0.02  # seconds, at least
 
 
@@ -135,9 +129,8 @@ class Clock:
             self.deadline if timed else start + max(AUTO_HARD_FLOOR, AUTO_HARD_FACTOR * limit)
         )
         self.pods = pending_pods
-        self.lp_seconds = (
-            0.0  # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
-        )
+        # what the plan's LP cost bound took, measured (sizes the final bound's reserve)
+        self.lp_seconds = 0.0
         self.phases: list[PhaseRecord] = []
 
     @property

@@ -28,9 +28,8 @@ ROUNDS = 30  # pricing rounds at most per LP solve
 STALL = 2  # rounds without the LP value moving (relatively, by STALL_GAP) end the pricing
 STALL_GAP = 1e-6
 SLACK_PRICE = 1e4  # $/h per pod left uncovered in the LP: far above any node's price per pod
-SLACK_OVER_OPTIONAL = (
-    10.0  # a pod the plan holds is left uncovered at this many times an optional pod's price
-)
+# a pod the plan holds is left uncovered at this many times an optional pod's price
+SLACK_OVER_OPTIONAL = 10.0
 
 
 @dataclass(slots=True)
@@ -42,9 +41,8 @@ class _Group:
     cost: int  # micro-dollars per hour per node
     items: list[int]  # indices of the items (keys or shapes) it may carry, ascending
     headroom: int
-    shares: np.ndarray | None = (
-        None  # per item, its weights in the pricing orders (set on first pricing)
-    )
+    # per item, its weights in the pricing orders (set on first pricing)
+    shares: np.ndarray | None = None
     nonzero: dict = field(default_factory=dict)  # per item, its nonzero (resource, request) pairs
 
 

@@ -20,9 +20,8 @@ AUTO_SECONDS_PER_POD = 4e-5
 
 @dataclass(slots=True)
 class SolveOptions:
-    time_limit: float | None = (
-        None  # seconds for the whole plan (every phase); None: `auto_seconds`
-    )
+    # seconds for the whole plan (every phase); None: `auto_seconds`
+    time_limit: float | None = None
     workers: int = 0  # 0: one per core
     relative_gap: float = 1e-3  # stop once the plan is this close to a proven bound
     patterns_per_kind: int = 64

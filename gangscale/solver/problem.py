@@ -123,9 +123,8 @@ class Problem:
     compat: tuple[tuple[int, ...], ...]  # shape -> compatible kind ids
     fit_count: dict[tuple[int, int], int]  # (shape, kind) -> pods of that shape on one empty bin
     arrays: Arrays
-    spread: SpreadBook | None = (
-        None  # zone (non-hostname) topology spread: the deal `spread.pin_gangs` made
-    )
+    # zone (non-hostname) topology spread: the deal `spread.pin_gangs` made
+    spread: SpreadBook | None = None
 
     def domain(self, shape: int, kind: int) -> tuple[str, ...] | None:
         return _domain(self.shapes[shape], self.kinds[kind])

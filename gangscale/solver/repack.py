@@ -189,9 +189,8 @@ def _place_rest(
     return _assignment(prob, st, satisfied, domain, False, order)
 
 
-GREEDY_CANDIDATE_PODS = (
-    2000  # pods left for new nodes, at most, for the greedy's own rule to be tried beside
-)
+# pods left for new nodes, at most, for the greedy's own rule to be tried beside
+GREEDY_CANDIDATE_PODS = 2000
 # the pattern LP's converged nodes (it is the only candidate when the LP did not converge in time)
 
 

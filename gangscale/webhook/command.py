@@ -12,9 +12,8 @@ from typing import Any
 
 DEFAULT_LISTEN = "0.0.0.0:8443"
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
-DEFAULT_REQUEST_DEADLINE = (
-    10.0  # server.REQUEST_DEADLINE_SECONDS (not imported: the parser half stays light)
-)
+# server.REQUEST_DEADLINE_SECONDS (not imported: the parser half stays light)
+DEFAULT_REQUEST_DEADLINE = 10.0
 
 log = logging.getLogger("gangscale.webhook")
 

@@ -101,9 +101,8 @@ class Policy:
 
     config: ControllerConfig
     groups: tuple[NodeGroup, ...] = ()
-    served: frozenset[str] | None = (
-        None  # apiVersions; None: unknown, the feature rule stays silent
-    )
+    # apiVersions; None: unknown, the feature rule stays silent
+    served: frozenset[str] | None = None
     # (family, namespace, name) -> the group object a pod names (lookup.py), for its minCount; None: pods judged alone
     lookup: Callable[[str, str, str], Mapping[str, Any] | None] | None = field(
         default=None, compare=False

@@ -78,9 +78,8 @@ class Rules:
     enforce_mode: bool  # mode: enforce (events say TriggeredScaleUp rather than dry-run)
     backoff_seconds: float
     cancel_grace_seconds: float
-    late_launch_seconds: float = (
-        0.0  # a launch still on its way this long after its booking is covered (0: never)
-    )
+    # a launch still on its way this long after its booking is covered (0: never)
+    late_launch_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +207,8 @@ class NodeSeen:
     group: str
     created: float  # creationTimestamp, epoch seconds (0: unknown, never attributed as an arrival)
     idle: bool  # no pod but DaemonSets' bound to it
-    ready: bool = (
-        True  # only a Ready node is an arrival; a NotReady one that was attributed stays so
-    )
+    # only a Ready node is an arrival; a NotReady one that was attributed stays so
+    ready: bool = True
     instance: str = ""  # its instance id (from spec.providerID): a record's named launch arrives as exactly this node
 
 
@@ -241,9 +239,8 @@ class Release:
     groups: Mapping[str, int]
     why: ReleaseWhy
     detail: str = ""  # the launch failure, for the reason
-    unlaunched_only: bool = (
-        False  # only slots the cloud has not launched (a failed launch's): never an instance
-    )
+    # only slots the cloud has not launched (a failed launch's): never an instance
+    unlaunched_only: bool = False
     # what is the record's own, given back before anything counted: its launches the cloud named (instance ids) and
     # its registered nodes; another gang's launch or node is never taken for it while these cover the count
     instances: tuple[str, ...] = ()

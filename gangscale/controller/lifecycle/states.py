@@ -10,9 +10,8 @@ class GangState(StrEnum):
 
     NEW = "new"  # a record just created, before the pass decides (also the write-ahead state)
     WAITING_FOR_PODGROUP = "waiting-for-podgroup"
-    WAITING_FOR_ADMISSION = (
-        "waiting-for-admission"  # Kueue has not admitted it: nothing is bought before Kueue
-    )
+    # Kueue has not admitted it: nothing is bought before Kueue
+    WAITING_FOR_ADMISSION = "waiting-for-admission"
     BELOW_QUORUM = "below-quorum"
     PLANNED = "planned"
     PROVISIONING = "provisioning"
@@ -31,12 +30,10 @@ class ReleaseWhy(StrEnum):
     LAUNCH_FAILED = "launch-failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed-out"
-    UNUSABLE = (
-        "unusable"  # below quorum (or its group object missing) for longer than the cancel grace
-    )
-    UNUSED = (
-        "unused"  # launches still on their way at the deadline of a gang that started without them
-    )
+    # below quorum (or its group object missing) for longer than the cancel grace
+    UNUSABLE = "unusable"
+    # launches still on their way at the deadline of a gang that started without them
+    UNUSED = "unused"
 
 
 REPORTED = tuple(
