@@ -1,12 +1,13 @@
 """A keep rule that knows the future, for the simulator only: how far keeping empty nodes can move time-to-start.
 
-`gangscale-oracle` is gangscale-gate with one change: after every pass, each empty node's give-back time
-(`Reconciler.empty_until`, which the next pass honours as decided) is rewritten from the trace's arrivals still to
-come. The future gangs are matched, earliest first, to the empty nodes now in the cluster: a gang is matched only if
-every role of its quorum fits whole on empty nodes left unmatched (a kept node that covers part of a gang saves it
-no time: it still waits for its other nodes to boot), each role in the group where its nodes cost least, and only
-within the rule's horizon of now. A matched node is kept until its gang has arrived (`SLACK` more: the arrival's pass
-plans on it); every other empty node goes back at the next pass. The horizon is the policy name's suffix:
+`gangscale-oracle` is gangscale-gate without buying ahead and with one change: after every pass, each empty
+node's give-back time (`Reconciler.empty_until`, which the next pass honours as decided) is rewritten from the
+trace's arrivals still to come. The future gangs are matched, earliest first, to the empty nodes now in the
+cluster: a gang is matched only if every role of its quorum fits whole on empty nodes left unmatched (a kept node
+that covers part of a gang saves it no time: it still waits for its other nodes to boot), each role in the group
+where its nodes cost least, and only within the rule's horizon of now. A matched node is kept until its gang has
+arrived (`SLACK` more: the arrival's pass plans on it); every other empty node goes back at the next pass. The
+horizon is the policy name's suffix:
 
 - `gangscale-oracle`: the node's break-even keep B = boot x (1 + wait value / price) (`keep.break_even`, the
   group's median launch delay of the trace as boot, `emptyNodeWaitDollarsPerHour` as wait value): the choice
@@ -36,6 +37,7 @@ from .policies import Gangscale
 from .trace import Trace
 
 ORACLE = "gangscale-oracle"
+NO_BUYING_AHEAD = {"emptyNodeBuyAhead": 0}
 SLACK = 20  # seconds a node matched to an arrival is kept past it: two scans, the arrival's pass plans on it
 _NAME = re.compile(rf"^{ORACLE}(?:-(\d+(?:\.\d+)?)(x|s))?$")
 
@@ -165,7 +167,18 @@ class OracleGate(Gangscale):
         horizon: Horizon,
         cache: ParseCache | None = None,
     ) -> None:
-        super().__init__(name, cloud, clock, pods, on_lift, trace.deadline, cache, gated=True)
+        # a keep rule alone: nothing is bought ahead
+        super().__init__(
+            name,
+            cloud,
+            clock,
+            pods,
+            on_lift,
+            trace.deadline,
+            cache,
+            gated=True,
+            fixed=NO_BUYING_AHEAD,
+        )
         groups = list(cloud.groups_by_name.values())
         self.future = demands(trace, groups)
         wait = self.cfg.empty_node_wait_dollars_per_hour

@@ -252,7 +252,9 @@ class Gangscale:
         deadline: int,
         cache: ParseCache | None = None,
         gated: bool | None = None,
+        fixed: Mapping[str, Any] | None = None,
     ) -> None:
+        """`fixed`: controller settings a policy variant holds whatever `--controller-config` says."""
         self.name = name
         # parsed objects kept across passes (the engine's): the same reads, parsed once
         self.cache = cache
@@ -268,6 +270,7 @@ class Gangscale:
             "defaultNamespaceCap": unlimited,
             "clusterCeiling": {**unlimited, "maxGPUs": "unlimited"},
             **controller_overrides(),
+            **(fixed or {}),
         }
         self.cfg = ControllerConfig(
             **settings, mode="enforce", gateMode="all" if self.gated else "off"

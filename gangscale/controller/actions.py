@@ -5,11 +5,12 @@ one of the `Action` kinds below, and only `execute.Executor` carries them out. A
 its run needs that the decide step knows; the executor adds only the pass's cluster and clock (`Context`).
 `save_first(action)` says which kinds are write-ahead: the loop saves the records before it runs them, so
 a crash between the save and the call leaves the client tokens that let the next leader settle the call
-(`janitor.py`). The scale-up is the one such kind.
+(`janitor.py`). The scale-up and the purchase bought ahead are such kinds.
 
 The kinds, each with the outcome the executor reports for it (`execute.Outcome`):
 
 - `ScaleUp` (lifecycle `ApplyScaleUp`): grow the groups by the plan's scale-up, with the records' tokens;
+- `BuyAhead`: grow one group for no gang yet (keep.py, `buy_ahead`), with its own token;
 - `ReleaseCapacity`: give back what a record holds (lifecycle `Release`), sparing the nodes and launches
   other gangs wait for;
 - `ScaleDown`: remove empty nodes, never a group below minSize;
@@ -36,6 +37,16 @@ from .lifecycle import ApplyScaleUp, EventTarget, GangEvent, Release
 from .scaledown import EmptyNode
 
 ScaleUp = ApplyScaleUp
+
+
+@dataclass(frozen=True, slots=True)
+class BuyAhead:
+    """Grow `group` by `nodes` for the gangs likely to come (keep.py's `buy_ahead`), the call's `token` saved first
+    with the keep rule's state (an unconfirmed call's instances outside the group are orphans, `janitor.py`)."""
+
+    group: str
+    nodes: int
+    token: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +166,7 @@ class PublishStatus:
 
 Action = (
     ScaleUp
+    | BuyAhead
     | ReleaseCapacity
     | ScaleDown
     | Adopt
@@ -169,7 +181,7 @@ Action = (
 )
 
 # write-ahead kinds: the records are saved before they run
-SAVE_FIRST: tuple[type, ...] = (ScaleUp,)
+SAVE_FIRST: tuple[type, ...] = (ScaleUp, BuyAhead)
 
 
 def save_first(action: Action) -> bool:

@@ -150,6 +150,15 @@ class Actuator:
             started=None if now is None else _utc(now),
         )
 
+    def buy_ahead(self, group: str, nodes: int, token: str) -> CloudError | None:
+        """Grow `group` by `nodes` for no gang (keep.py's `buy_ahead`); the typed error, None when the call went."""
+        self._mutating("buy-ahead", group)
+        try:
+            self._provider.increase_size(group, nodes, token)
+        except CloudError as exc:
+            return exc
+        return None
+
     # ------------------------------------------------- launched, not joined
 
     def loose_instances(self) -> list[LooseInstance] | None:

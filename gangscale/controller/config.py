@@ -215,6 +215,13 @@ class ControllerConfig(BaseModel):
     empty_node_wait_dollars_per_hour: float = Field(
         default=4.0, alias="emptyNodeWaitDollarsPerHour", ge=0, le=1e6
     )
+    # buying ahead (keep.py, docs/controller.md, Buying ahead): where the keep rule would keep one more empty node
+    # of a group, one is bought for the gangs likely to come, up to this many per group empty or on their way
+    # (0: never), while the nodes bought ahead that no gang has used cost at most the dollars per hour below
+    empty_node_buy_ahead: int = Field(default=4, alias="emptyNodeBuyAhead", ge=0, le=1000)
+    empty_node_buy_ahead_max_dollars_per_hour: float = Field(
+        default=20.0, alias="emptyNodeBuyAheadMaxDollarsPerHour", ge=0, le=1e6
+    )
     orphan_grace_seconds: Seconds = Field(
         default=600.0, alias="orphanGraceSeconds", ge=0
     )  # aws-fleet janitor
@@ -295,6 +302,8 @@ class ControllerConfig(BaseModel):
             self.empty_node_grace_seconds,
             self.empty_node_wait_dollars_per_hour,
             self.provisioning_deadline_seconds,
+            self.empty_node_buy_ahead,
+            self.empty_node_buy_ahead_max_dollars_per_hour,
         )
 
     def cap_for(self, namespace: str) -> NamespaceCap:

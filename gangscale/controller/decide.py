@@ -14,19 +14,24 @@ the new state (`wakes.next_due`), so the loop runs a pass then, as Karpenter's r
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cloud_adapters.base import LooseInstance
+from cloud_adapters.errors import CloudError
 
 from ..ingest import Cluster
 from ..model import Gang, GangKey, NodeGroup, Pod
 from ..plan import Plan
+from ..resources import GPU
 from . import backoff, janitor, keep, wakes
 from .actions import (
     Action,
     Adopt,
+    BuyAhead,
     ConditionWrite,
     Cordon,
     DeleteStrandedPod,
@@ -60,6 +65,7 @@ from .lifecycle import (
     named_launches,
     transition,
 )
+from .limits import Usage
 from .published import Shown, status_due
 from .reservations import reserved_registered
 from .scaledown import EmptyNode, above_min_size, due_nodes, empty_nodes, tainted_nodes
@@ -154,6 +160,22 @@ class EmptyNodes:
 
 
 @dataclass(frozen=True, slots=True)
+class AheadDue:
+    """The cluster and the owned groups (their desired sizes) after the scale-down: what to buy ahead."""
+
+    cluster: Cluster
+    groups: Mapping[str, NodeGroup]
+
+
+@dataclass(frozen=True, slots=True)
+class BoughtAhead:
+    """A purchase bought ahead, decided in the same pass (at the same time) as its `AheadDue`: a call that failed is
+    no purchase, and a failure that says the group cannot deliver backs it off (`backoff.backs_off`)."""
+
+    outcome: Done
+
+
+@dataclass(frozen=True, slots=True)
 class Cordoned:
     outcome: CordonOutcome
 
@@ -228,6 +250,8 @@ Observation = (
     | Orphans
     | OrphansEnded
     | EmptyNodes
+    | AheadDue
+    | BoughtAhead
     | Cordoned
     | Checked
     | ScaledDown
@@ -337,6 +361,52 @@ def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
     due = due_nodes(since, until, obs.cluster, obs.groups, now, obs.spares, grace=grace)
     cordons = tuple(Cordon(e) for e in above_min_size(due))
     return Decision(replace(state, empty_since=since, empty_until=until, keep=kept), cordons)
+
+
+def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
+    """The nodes bought ahead (`keep.buy_ahead`) that the cluster ceiling allows, each call logged in the keep
+    rule's state first (write-ahead: saved with the records), so its nodes are known as bought ahead when they
+    register."""
+    node_group = {n.name: n.node_group or "" for n in obs.cluster.nodes}
+    empty = Counter(node_group[n] for n in state.empty_since if node_group.get(n) in obs.groups)
+    blocked = frozenset(g for g, until in state.backoff.items() if until > now)
+    settings = state.settings.keep_settings()
+    want = keep.buy_ahead(state.keep, empty, obs.groups, blocked, now, settings)
+    in_use, ceiling = Usage.of_groups(obs.groups.values()), state.settings.cluster_ceiling
+    calls, actions = dict(state.keep.requests), []
+    for name, n in sorted(want.items()):
+        group = obs.groups[name]
+        gpus, price = group.allocatable.get(GPU, 0), group.price_per_hour
+        while n and not in_use.plus(n, n * gpus, n * price).within(ceiling):
+            n -= 1
+        if not n:
+            continue
+        in_use = in_use.plus(n, n * gpus, n * price)
+        calls[name] = tuple(sorted((*calls.get(name, ()), (now, keep.AHEAD, n))))
+        actions.append(BuyAhead(name, n, ahead_token(name, now)))
+    if not actions:
+        return Decision(state)
+    return Decision(replace(state, keep=replace(state.keep, requests=calls)), tuple(actions))
+
+
+def ahead_token(group: str, now: float) -> str:
+    """The idempotency token of a purchase bought ahead: one per group and decision time."""
+    return "gangscale-ahead-" + hashlib.sha256(f"{group}|{now!r}".encode()).hexdigest()[:34]
+
+
+def _bought_ahead(state: State, obs: BoughtAhead, now: float) -> Decision:
+    a, err = obs.outcome.action, obs.outcome.error
+    if err is None or not isinstance(a, BuyAhead):
+        return Decision(state)
+    left = tuple(
+        q for q in state.keep.requests.get(a.group, ()) if q[1] != keep.AHEAD or q[0] != now
+    )
+    calls = {**state.keep.requests, a.group: left}
+    decided = replace(state, keep=replace(state.keep, requests=calls))
+    kind, retryable = (err.kind, err.retryable) if isinstance(err, CloudError) else (None, True)
+    if kind is None or not backoff.backs_off(kind, retryable):
+        return Decision(decided)
+    return _backed_off(decided, [BackOff(a.group, kind, str(err))], (), (), now)
 
 
 def _cordoned(state: State, obs: Cordoned, now: float) -> Decision:
@@ -466,6 +536,8 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     Orphans: _orphans,
     OrphansEnded: _orphans_ended,
     EmptyNodes: _empty_nodes,
+    AheadDue: _ahead_due,
+    BoughtAhead: _bought_ahead,
     Cordoned: _cordoned,
     Checked: _checked,
     ScaledDown: _scaled_down,

@@ -26,6 +26,7 @@ from ..plan import Plan
 from .actions import (
     Action,
     Adopt,
+    BuyAhead,
     Cordon,
     DeleteStrandedPod,
     EmitEvent,
@@ -170,6 +171,8 @@ class Executor:
             return AdoptOutcome(action, got, note)
         if isinstance(action, TerminateLoose):
             return Done(action, self.actuator.terminate_loose([i.id for i in action.instances]))
+        if isinstance(action, BuyAhead):
+            return Done(action, self.actuator.buy_ahead(action.group, action.nodes, action.token))
         return self._cluster_write(action)
 
     def _cluster_write(self, action: Action) -> Outcome:

@@ -34,6 +34,18 @@ no more than `provisioningDeadlineSeconds` before it), else the configured `empt
 A node that has not run a pod yet goes back after the fixed `emptyNodeGraceSeconds`: it was bought for a gang that
 did not take it, and its purchase's deadline rules it (the spare and deadline rules), not a bet on gangs to come.
 
+Buying ahead (`buy_ahead`) is the same bet made before a node is empty: where the rule would keep k empty nodes of
+a group, and the group has fewer empty nodes plus nodes bought ahead on their way, the difference is bought for no
+gang. The prediction (`launch_gap`) counts only the gangs that waited for a launch in the group (their record bought
+nodes there, `Arrival.bought`), at least `MIN_GANGS` of them: a gang that started on the capacity at hand needed no
+node bought ahead. A launch is billed from the call whether a gang waits through its boot or not, so a node bought
+ahead costs only its idle time before a gang takes it, the time the keep rule weighs too. A node that registers for
+such a purchase is kept by the rule like a node that has run a pod, and is a spare of its purchase: never kept past
+its deadline (`provisioningDeadlineSeconds` from the call; a group's launches register in any order, so the oldest
+purchase it may have come from sets it, `ahead_due_at` wakes the loop then). At most `emptyNodeBuyAhead` nodes per
+group are empty or bought ahead for it, and the nodes bought ahead that no gang has used cost at most
+`emptyNodeBuyAheadMaxDollarsPerHour` together (the cluster ceiling holds as for any purchase, `decide`).
+
 Invariant: pure. `observe` and `keep_until` take the time as an argument and return new values; `KeepState` is
 frozen and is saved with the controller's records (`to_json`, `from_json`): a restart reads back the arrivals, the
 measured boots and which nodes have run a pod, so its first passes keep nodes as the passes before it would have.
@@ -44,7 +56,7 @@ estimate was rebuilt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cloud_adapters.strenum import StrEnum
@@ -53,9 +65,11 @@ from ..fit import placement_allows
 from ..ingest import Cluster
 from ..model import Gang, NodeGroup, Pod
 from ..rfc3339 import parse_time
-from .lifecycle import Record
+from .lifecycle import TICK, Record
 from .scaledown import busy_nodes
 
+AHEAD = ""  # the gang of a purchase bought ahead (`buy_ahead`): none yet
+MIN_GANGS = 2  # gangs that waited for a launch a purchase ahead is predicted from, at least (one is not a rate)
 MIN_SEEN = 300.0  # arrivals seen over less than this are counted as over this (one early arrival is not a rate)
 BOOT_SAMPLES = 20  # measured boots kept per group (the newest)
 SKEW = 5.0  # a node created this long before its record's request may still be its (clock skew)
@@ -79,17 +93,22 @@ class KeepSettings:
     boot_seconds: float = 120.0  # a group's boot time until one is measured
     grace_seconds: float = 10.0  # the fixed grace (rule `grace`)
     wait_dollars_per_hour: float = 4.0  # the value of starting a gang an hour sooner
-    # a node later than this after a purchase is not that purchase's
+    # a node later than this after a purchase is not that purchase's; a node bought ahead goes back by then
     max_boot_seconds: float = 900.0
+    # buying ahead: per group, the most empty nodes and nodes bought ahead on their way (0: never buy ahead)
+    ahead_nodes: int = 4
+    ahead_dollars_per_hour: float = 20.0  # the nodes bought ahead that no gang has used, together
 
 
 @dataclass(frozen=True, slots=True)
 class Arrival:
-    """A gang first seen pending: when, and per group the nodes its fitting pods need there."""
+    """A gang first seen pending: when, per group the nodes its fitting pods need there, and the groups its record
+    bought nodes in (the gang waited for a launch there: the demand buying ahead serves)."""
 
     at: float
     gang: str
     need: Mapping[str, int]
+    bought: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +125,12 @@ class KeepState:
     used: frozenset[str] = frozenset()  # the registered nodes that have run a pod
     start: float | None = None  # the first pass observed (arrivals are counted since then)
     # a state read back after a restart (`from_json`): the nodes that had not run a pod when it was saved; every
-    # other node registered at the first pass after it has (None: not a state read back, or its first pass is over)
+    # other node registered at the first pass after it, created by then (`at`), has (None: not a state read back, or
+    # its first pass is over)
     unused: frozenset[str] | None = None
+    at: float | None = None  # the pass it was observed at (read back: the save's; None: unknown)
+    # the registered nodes bought ahead that have not run a pod -> (their purchase's deadline, their group)
+    ahead: Mapping[str, tuple[float, str]] = field(default_factory=dict)
 
 
 def robustness(ratio: float) -> float:
@@ -174,6 +197,23 @@ def _need(gang: Gang, groups: Iterable[NodeGroup]) -> dict[str, int]:
     return {g.name: n for g in groups if (n := nodes_needed(gang.pending, g))}
 
 
+def _bought(arrivals: tuple[Arrival, ...], records: Iterable[Record]) -> tuple[Arrival, ...]:
+    """The arrivals with the groups their gang's record has bought nodes in added (a gang bought for once keeps it)."""
+    bought = {
+        r.gang: frozenset(g for g, n in r.requested.items() if n > 0)
+        for r in records
+        if r.requested
+    }
+    if not bought:
+        return arrivals
+    return tuple(
+        replace(a, bought=a.bought | got)
+        if (got := bought.get(a.gang, frozenset())) - a.bought
+        else a
+        for a in arrivals
+    )
+
+
 def _requests(
     state: KeepState, records: Iterable[Record], since: float
 ) -> dict[str, tuple[tuple[float, str, int], ...]]:
@@ -194,17 +234,25 @@ def _boots(
     requests: Mapping[str, tuple[tuple[float, str, int], ...]],
     longest: float,
 ) -> tuple[
-    Mapping[str, Mapping[str, float]], dict[str, tuple[tuple[float, str, int], ...]], frozenset[str]
+    Mapping[str, Mapping[str, float]],
+    dict[str, tuple[tuple[float, str, int], ...]],
+    frozenset[str],
+    dict[str, tuple[float, str]],
 ]:
     """The measured boots with those of the nodes registered since the last pass (a node's creation less the oldest
-    purchase in its group still expecting a node, at most `longest` before), the purchases left, the nodes known."""
+    purchase in its group still expecting a node, at most `longest` before), the purchases left, the nodes known,
+    and the new nodes that came for a purchase bought ahead (node -> (that purchase's deadline, `longest` after it,
+    its group))."""
     known = frozenset(n.name for n in cluster.nodes)
     new = sorted((n for n in cluster.nodes if n.name not in state.known), key=lambda n: n.created)
+    ahead: dict[str, tuple[float, str]] = {}
     if not new:
-        return state.boots, dict(requests), known
+        return state.boots, dict(requests), known, ahead
     boots = {g: dict(b) for g, b in state.boots.items()}
     left = {g: list(qs) for g, qs in requests.items()}
     for n in new:
+        if n.name in state.ahead:  # read back after a restart: its purchase was matched before
+            continue
         group = n.node_group or ""
         at = parse_time(n.created) if group in left else None
         qs = left.get(group, [])
@@ -220,21 +268,37 @@ def _boots(
             continue
         t, gang, k = qs[i]
         qs[i] = (t, gang, k - 1)  # kept at 0 until it leaves the window: the record still lists it
+        if gang == AHEAD:
+            # a group's launches register in any order: the oldest purchase this node may have come from (bought
+            # ahead or for a gang) sets its deadline, so it never stays past its own
+            first = min(q[0] for q in qs if at - longest <= q[0])
+            ahead[n.name] = (first + longest, group)
         kept = boots.setdefault(group, {})
         kept[n.name] = max(0.0, at - t)
         while len(kept) > BOOT_SAMPLES:
             del kept[next(iter(kept))]
-    return boots, {g: tuple(qs) for g, qs in left.items()}, known
+    return boots, {g: tuple(qs) for g, qs in left.items()}, known, ahead
 
 
 def to_json(state: KeepState) -> dict[str, Any]:
     """What a restart needs of the state (saved with the controller's records): the arrivals in the window, the
-    measured boots, when counting started, and the registered nodes that have not run a pod yet."""
+    measured boots, when counting started, the registered nodes that have not run a pod yet, and what was bought
+    ahead: the nodes registered for it (with their deadline and group) and the calls still expecting nodes."""
     return {
-        "arrivals": [[a.at, a.gang, dict(sorted(a.need.items()))] for a in state.arrivals],
+        "arrivals": [
+            [a.at, a.gang, dict(sorted(a.need.items())), sorted(a.bought)] for a in state.arrivals
+        ],
         "boots": {g: dict(b) for g, b in sorted(state.boots.items())},
         "start": state.start,
         "unused": sorted(state.known - state.used),
+        "at": state.at,
+        "ahead": {n: [t, g] for n, (t, g) in sorted(state.ahead.items())},
+        "aheadCalls": [
+            [t, g, k]
+            for g, qs in sorted(state.requests.items())
+            for t, gang, k in qs
+            if gang == AHEAD
+        ],
     }
 
 
@@ -245,19 +309,37 @@ def from_json(doc: Any) -> KeepState:
 
 
 def read_json(doc: Any) -> KeepState | None:
-    """The state `to_json` saved; None when `doc` cannot be read as one."""
+    """The state `to_json` saved (a state saved before buying ahead existed has none); None when `doc` cannot be
+    read as one."""
     try:
         arrivals = tuple(
-            Arrival(float(at), str(gang), {str(g): int(n) for g, n in need.items()})
-            for at, gang, need in doc["arrivals"]
+            Arrival(
+                float(a[0]),
+                str(a[1]),
+                {str(g): int(n) for g, n in a[2].items()},
+                frozenset(str(g) for g in (a[3] if len(a) > 3 else ())),
+            )
+            for a in doc["arrivals"]
         )
         boots = {str(g): {str(n): float(t) for n, t in b.items()} for g, b in doc["boots"].items()}
         start = None if doc["start"] is None else float(doc["start"])
         unused = frozenset(str(n) for n in doc["unused"])
-    except (KeyError, TypeError, ValueError, AttributeError):
+        at = None if doc.get("at") is None else float(doc["at"])
+        ahead = {str(n): (float(t), str(g)) for n, (t, g) in doc.get("ahead", {}).items()}
+        calls: dict[str, list[tuple[float, str, int]]] = {}
+        for t, g, k in doc.get("aheadCalls", []):
+            calls.setdefault(str(g), []).append((float(t), AHEAD, int(k)))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
     return KeepState(
-        arrivals, frozenset(a.gang for a in arrivals), boots, start=start, unused=unused
+        arrivals,
+        frozenset(a.gang for a in arrivals),
+        boots,
+        {g: tuple(sorted(qs)) for g, qs in calls.items()},
+        start=start,
+        unused=unused,
+        at=at,
+        ahead=ahead,
     )
 
 
@@ -291,14 +373,30 @@ def observe(
         kept += tuple(a for a in new if a.at > since)
         seen = seen | {k for k, _ in pending}
         start = min([now, *(a.at for a in new)]) if start is None else start
+    kept = _bought(kept, records)
     requests = _requests(state, records, now - settings.max_boot_seconds)
-    boots, requests, known = _boots(state, cluster, requests, settings.max_boot_seconds)
+    boots, requests, known, ahead = _boots(state, cluster, requests, settings.max_boot_seconds)
     used = state.used | busy_nodes(cluster)
-    # the first pass after a restart: the saved state says which nodes had not run a pod
+    # the first pass after a restart: the saved state says which nodes had not run a pod; a node created after
+    # the save is not taken to have run one (it registered while no controller was watching)
     if state.unused is not None:
-        used |= known - state.unused
+        used |= {
+            n.name
+            for n in cluster.nodes
+            if n.name not in state.unused
+            and (state.at is None or (parse_time(n.created) or 0.0) <= state.at)
+        }
+    ahead = {n: t for n, t in {**state.ahead, **ahead}.items() if n in known and n not in used}
     return KeepState(
-        kept, seen, boots, requests, known, used & known, now if start is None else start
+        kept,
+        seen,
+        boots,
+        requests,
+        known,
+        used & known,
+        now if start is None else start,
+        at=now,
+        ahead=ahead,
     )
 
 
@@ -326,15 +424,87 @@ def keep_until(
         if n in decided:
             out[n] = decided[n]
             continue
-        if (
-            n not in state.used
-        ):  # bought for a gang that did not take it: its purchase's deadline rules it
+        deadline = state.ahead[n][0] if n in state.ahead else float("inf")
+        if n not in state.used and n not in state.ahead:
+            # bought for a gang that did not take it: its purchase's deadline rules it
             out[n] = s + settings.grace_seconds
             continue
         g = node_groups.get(n, "")
         gap = predicted_gap(state, g, empty[g], now, settings.window_seconds)
         boot = boot_seconds(state, g, settings.boot_seconds)
-        out[n] = s + keep_seconds(boot, prices.get(g, 0.0), gap, settings)
+        out[n] = min(s + keep_seconds(boot, prices.get(g, 0.0), gap, settings), deadline)
+    return out
+
+
+def ahead_due_at(state: KeepState) -> tuple[float, ...]:
+    """When each registered node bought ahead that no gang has used falls due as a spare past its purchase's
+    deadline (`lifecycle.deadline_due_at`'s strict boundary): a plan that counts on it keeps it until then."""
+    return tuple(t + TICK for t, _ in state.ahead.values())
+
+
+def on_the_way(state: KeepState) -> dict[str, int]:
+    """Per group, the nodes bought ahead that have not registered yet (within the purchases' deadline)."""
+    out: dict[str, int] = {}
+    for g, qs in state.requests.items():
+        if n := sum(k for _, gang, k in qs if gang == AHEAD):
+            out[g] = n
+    return out
+
+
+def launch_gap(state: KeepState, group: str, nodes: int, now: float, window: float) -> float | None:
+    """`predicted_gap` for `nodes` nodes of `group`, counting only the gangs that waited for a launch there (their
+    record bought nodes in the group): a gang that started on the capacity at hand needed no node bought ahead.
+    None: fewer than `MIN_GANGS` such gangs in the window."""
+    since, demand, gangs, last = now - window, 0, 0, None
+    for a in state.arrivals:
+        if a.at > since and group in a.bought and 0 < (n := a.need.get(group, 0)) <= nodes:
+            demand, gangs, last = demand + n, gangs + 1, a.at if last is None else max(last, a.at)
+    if last is None or gangs < MIN_GANGS:
+        return None
+    seen_for = min(window, max(now - (state.start if state.start is not None else now), MIN_SEEN))
+    return max(nodes * seen_for / demand, now - last)
+
+
+def buy_ahead(
+    state: KeepState,
+    empty: Mapping[str, int],
+    groups: Mapping[str, NodeGroup],
+    blocked: frozenset[str],
+    now: float,
+    settings: KeepSettings,
+) -> dict[str, int]:
+    """Per group, the nodes to buy ahead now: up to the most empty nodes k the rule would keep there (the next use
+    of k nodes by a gang that waits for a launch there, `launch_gap`, predicted within the break-even keep B; a
+    gang that needs more nodes than k does not count for k), counting the group's empty nodes no gang holds
+    (`empty`) and those bought ahead on their way; at most `ahead_nodes` of them, within the group's maxSize and,
+    with the registered nodes bought ahead that no gang has used, the dollars of `ahead_dollars_per_hour`. Never in
+    a `blocked` (backed-off) group, nor a free one."""
+    if settings.rule is KeepRule.GRACE or settings.ahead_nodes <= 0:
+        return {}
+    prices = {g.name: g.price_per_hour for g in groups.values()}
+    coming = on_the_way(state)
+    spent = sum(prices.get(g, 0.0) * n for g, n in coming.items())
+    spent += sum(prices.get(g, 0.0) for _, g in state.ahead.values())
+    out: dict[str, int] = {}
+    for name in sorted(groups):
+        g = groups[name]
+        price = g.price_per_hour
+        if name in blocked or price <= 0:
+            continue
+        have = empty.get(name, 0) + coming.get(name, 0)
+        affordable = int((settings.ahead_dollars_per_hour - spent) / price + 1e-9)
+        most = min(settings.ahead_nodes, have + g.max_size - g.current_size, have + affordable)
+        boot = boot_seconds(state, name, settings.boot_seconds)
+        b = break_even(boot, price, settings.wait_dollars_per_hour)
+        window = settings.window_seconds
+        kept = [
+            k
+            for k in range(have + 1, most + 1)
+            if (gap := launch_gap(state, name, k, now, window)) is not None and gap < b
+        ]
+        if kept:
+            out[name] = max(kept) - have
+            spent += out[name] * price
     return out
 
 

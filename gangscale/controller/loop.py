@@ -23,6 +23,7 @@ from ..plan import Plan
 from . import gates, janitor
 from . import metrics as observe
 from .actions import (
+    BuyAhead,
     Cordon,
     DeleteStrandedPod,
     EmitEvent,
@@ -35,6 +36,8 @@ from .actuator import ReleaseResult
 from .config import ControllerConfig
 from .crashpoints import crash_point
 from .decide import (
+    AheadDue,
+    BoughtAhead,
     Checked,
     ConditionsSeen,
     Cordoned,
@@ -298,6 +301,21 @@ class Loop:
         assert isinstance(done, ScaleDownOutcome)
         self._removed(done, now)
         self._untaint(self.decide(ScaledDown(done, cluster, frozenset(groups)), now))
+
+    def buy_ahead(self, cluster: Cluster, groups: Mapping[str, NodeGroup], now: float) -> None:
+        """Nodes bought for the gangs likely to come (keep.py's `buy_ahead`), after the scale-down; the keep rule's
+        state, with each call in it, is saved first."""
+        for o in self.execute(self.decide(AheadDue(cluster, groups), now)):
+            assert isinstance(o, Done) and isinstance(o.action, BuyAhead)
+            a = o.action
+            if o.error is None:
+                self.metrics.bought_ahead.labels(a.group).inc(a.nodes)
+                log.info("bought ahead", extra={"node_group": a.group, "nodes": a.nodes})
+            else:
+                log.warning(
+                    "cannot buy ahead", extra={"node_group": a.group, "error": str(o.error)}
+                )
+            self.decide(BoughtAhead(o), now)
 
     @staticmethod
     def _not_empty(o: CordonOutcome) -> None:

@@ -97,6 +97,12 @@ class Metrics:
             ["node_group", "why"],
             registry=r,
         )
+        self.bought_ahead = Counter(
+            "gangscale_nodes_bought_ahead_total",
+            "Nodes bought for gangs likely to come, before any asked (keep.py, buy_ahead)",
+            ["node_group"],
+            registry=r,
+        )
         self.plan_seconds = Histogram(
             "gangscale_plan_duration_seconds",
             "Wall time of one plan",

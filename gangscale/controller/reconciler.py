@@ -294,12 +294,16 @@ class Reconciler:
         scaled = self._scale_up(snap, plan, cluster, now) if enforce and plan.scale_up else None
         self._step(plan, self._applied(snap, plan, scaled, cluster), cluster, now)
         if enforce:
-            spares = spare_until(
-                self.state.records.values()
-            )  # before the deadlines hand them to the scale-down
+            # before the deadlines hand them to the scale-down; the nodes bought ahead that no gang has used are
+            # spares too, due at their purchase's deadline (keep.py)
+            spares = spare_until(self.state.records.values())
+            spares.update({n: t for n, (t, _) in self.state.keep.ahead.items()})
             self._step(plan, self._expire(plan, snap, cluster, now), cluster, now)
-            if self.cfg.scale_down:
+            if (
+                self.cfg.scale_down
+            ):  # (what is bought ahead goes back by the scale-down: never without it)
                 self._scale_down(cluster, plan, now, spares, objects)
+                self.loop.buy_ahead(cluster, self.groups, now)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
         self._observe(plan, snap)
         self._publish(plan, cluster, now, leader)

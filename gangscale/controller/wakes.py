@@ -5,7 +5,8 @@ Invariant: a pass run at or after `next_due(state, after)` acts on that rule, an
 provisioning deadline (`lifecycle.deadline_due_at`: strict, a tick after it), the cancel grace and a
 timed-out gang's cooling (`lifecycle.grace_due_at`), a group's backoff (`backoff.backed_off`: its time),
 ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`), late launches (`lifecycle.late_due_at`), the
-empty-node keep time (`scaledown.falls_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the
+empty-node keep time (`scaledown.falls_due_at`), a node bought ahead's purchase deadline (strict, as a record's: it
+is a spare, `keep.ahead_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the
 pod was first seen stranded). Without these a rule would be acted on only at the next change or resync, billing a
 node that long past its deadline or keep time, buying a late launch again that much later, or leaving a gang's pod
 stuck that long; as Karpenter's reconcilers return `RequeueAfter`.
@@ -19,6 +20,7 @@ from typing import Protocol
 from ..model import GangKey
 from .config import ControllerConfig
 from .gates import stranded_due_at
+from .keep import KeepState, ahead_due_at
 from .lifecycle import GangState, Record, deadline_due_at, grace_due_at, late_due_at
 from .scaledown import falls_due_at
 
@@ -38,6 +40,8 @@ class Timed(Protocol):
     def empty_until(self) -> Mapping[str, float]: ...
     @property
     def stranded_since(self) -> Mapping[str, float]: ...
+    @property
+    def keep(self) -> KeepState: ...
 
 
 def record_due(rec: Record, cfg: ControllerConfig) -> tuple[float, ...]:
@@ -72,6 +76,7 @@ def next_due(state: Timed, after: float) -> float | None:
         *state.backoff.values(),
         *(falls_due_at(s, state.empty_until.get(n), grace) for n, s in state.empty_since.items()),
         *(stranded_due_at(s, narrowed) for s in state.stranded_since.values()),
+        *ahead_due_at(state.keep),
     ):
         if t > after and (soonest is None or t < soonest):
             soonest = t

@@ -4,7 +4,8 @@ In gate mode a gang's pods stay gated until all its capacity is Ready; before at
 registered for it looked like an empty node to the next plan, which gave it to another gang and bought
 the held gang a second one. A gang whose nodes have all arrived keeps them; one still waiting for a launch
 cannot start on its Ready nodes, so a gang that starts on them now may take them (`reservations.startable_now`).
-The reconciler runs in process with the simulated cloud; the lifecycle cases are pure `transition` calls.
+The reconciler runs in process with the simulated cloud, without buying ahead (`emptyNodeBuyAhead: 0`: these
+scenarios count every purchase a gang causes); the lifecycle cases are pure `transition` calls.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def controller(clock: Clock, max_size: int, objects: list[dict], store: MemorySt
     groups, _ = parse_catalog([group("cpu", max_size=max_size)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     lifter = Lifter(objects)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim,
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, gateMode="all"), sim,
                    Deps(clock=clock, pod_gates=lifter, store=store))
     return r, sim, lifter
 
@@ -169,7 +170,7 @@ def test_a_restarted_controller_keeps_the_attribution_from_its_records():
     r.reconcile(objects, leader=True)
     name = first["metadata"]["name"]
     assert r.record(A).nodes == {"cpu": (name,)}
-    again = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, store=store))
+    again = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, gateMode="all"), sim, Deps(clock=clock, store=store))
     again.load_state()
     assert again.record(A).nodes == {"cpu": (name,)}
     clock.now += 10
@@ -189,7 +190,7 @@ def test_in_observe_mode_an_older_gang_does_not_ride_the_nodes_on_their_way_for_
     clock = Clock()
     groups, _ = parse_catalog([group("cpu", max_size=20)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    cfg = ControllerConfig(mode="enforce", defaultNamespaceCap={"maxNodes": 2})
+    cfg = ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, defaultNamespaceCap={"maxNodes": 2})
     assert cfg.scheduler_model == "observe"  # the default
     r = Reconciler(cfg, sim, Deps(clock=clock))
     objects = [podgroup("big", "team-a", min_count=3), *(pod(f"b{i}", "team-a", cpu="6", group="big") for i in range(3)),
@@ -251,7 +252,7 @@ def test_a_gate_mode_pass_whose_every_gang_is_released_narrowed_plans_with_the_s
     clock.now += 1
     plan = r.reconcile(objects, leader=True)
     assert plan.scheduler.mode == "observe" and {g.name: g.model_started for g in plan.gangs}["u"]
-    narrowing_off = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=False), sim,
+    narrowing_off = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, gateMode="all", gateNarrowing=False), sim,
                                Deps(clock=clock))
     assert narrowing_off.reconcile(gang("b", 1), leader=False).scheduler.mode == "observe"
 
@@ -378,7 +379,7 @@ def test_a_gang_that_bound_on_another_gangs_node_does_not_keep_its_own_upcoming_
     clock, objects = Clock(), [podgroup("a", min_count=1), pod("a-0", cpu="6", group="a")]
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0), sim, Deps(clock=clock))
     r.reconcile(objects, leader=True)
     clock.now += 10
     objects += [podgroup("b", min_count=1), pod("b-0", cpu="6", group="b")]
@@ -412,7 +413,7 @@ def test_the_release_patch_narrows_the_pod_to_its_node_unless_gate_narrowing_is_
     objects = [node("n1", cpu="8"), *gang("a", 1)]
     groups, _ = parse_catalog([group("cpu", max_size=2)])
     lifter = OpsLifter(objects)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all", gateNarrowing=narrowing),
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, gateMode="all", gateNarrowing=narrowing),
                    SimulatedProvider(groups, clock=Clock()), Deps(clock=Clock(), pod_gates=lifter))
     r.reconcile(objects, leader=True)
     ops = lifter.ops["a-0"]
@@ -438,7 +439,7 @@ def test_a_node_bought_for_a_gang_that_started_on_other_nodes_goes_back_at_its_d
     store = MemoryStore(clock)
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    cfg = ControllerConfig(mode="enforce", lateLaunchSeconds=0)  # the slow launch, not bought again, is the spare
+    cfg = ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, lateLaunchSeconds=0)  # the slow launch, not bought again, is the spare
     r = Reconciler(cfg, sim, Deps(clock=clock, store=store))
     r.reconcile(objects, leader=True)
     assert r.record(A).requested == {"cpu": 2} and r.record(A).deadline == T0 + 900
@@ -520,7 +521,7 @@ def test_a_gang_that_timed_out_gives_back_its_own_launches_but_not_its_node_anot
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
     objects = gang("a", 2)
     lifter = NarrowingLifter(objects)
-    r = Reconciler(ControllerConfig(mode="enforce", gateMode="all"), sim, Deps(clock=clock, pod_gates=lifter))
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0, gateMode="all"), sim, Deps(clock=clock, pod_gates=lifter))
     r.reconcile(objects, leader=True)
     clock.now += 100
     own = registered(sim, 0, clock.now)
@@ -547,7 +548,7 @@ def _started_with_a_spare(clock: Clock) -> tuple[Reconciler, SimulatedProvider, 
                podgroup("a", min_count=2), pod("a-0", cpu="6", group="a"), pod("a-1", cpu="6", group="a")]
     groups, _ = parse_catalog([group("cpu", max_size=10)])
     sim = SimulatedProvider(groups, clock=clock, provisioning_delay=100)
-    r = Reconciler(ControllerConfig(mode="enforce"), sim, Deps(clock=clock))
+    r = Reconciler(ControllerConfig(mode="enforce", emptyNodeBuyAhead=0), sim, Deps(clock=clock))
     r.reconcile(objects, leader=True)
     clock.now += 100
     first, late = registered(sim, 0, clock.now), registered(sim, 1, T0 + 300)
