@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ..resources import GPU
-from .budget import lp_time_limit, now
+from .budget import lp_time_limit, now, reached
 from .greedy import Guide
 from .params import SolveOptions, make_solver
 from .problem import MICRO, Problem, memory_per_cpu_octaves
@@ -147,7 +147,7 @@ def tight_cost_bound(
     by = deadline if extra is None else now() + extra
     if deadline is not None and by is not None:
         by = min(by, deadline)
-    if _past(by) or not _size_class_rows(prob, lp, by):
+    if reached(by) or not _size_class_rows(prob, lp, by):
         return base
     tight = _solve_cost_lp(lp, by)
     return base if tight is None else max(base, tight)
@@ -171,7 +171,7 @@ def _cost_lp(
 ) -> _CostLP | None:
     """The LP of `lp_cost_prices`, built (None: past `deadline` or no LP solver): every pool's columns
     (`_lp_pool`), node counts priced at their groups' cost."""
-    if _past(deadline):
+    if reached(deadline):
         return None
     try:
         from ortools.linear_solver import pywraplp
@@ -188,7 +188,7 @@ def _cost_lp(
     lp = _CostLP(s, cover, _lp_parts(prob, list(cover), parts), scale)
     scaled = _scaled_requests(prob, cover, scale)
     for kids, weights in zip(lp.parts.pools, lp.parts.weights, strict=False):
-        if _past(deadline):
+        if reached(deadline):
             return None
         n = _lp_pool(s, prob, kids, cover, lp.parts.view, scale, weights, scaled, lp.uses)
         if n is not None:
@@ -232,7 +232,7 @@ def _size_class_rows(prob: Problem, lp: _CostLP, deadline: float | None) -> bool
     slots = np.add.reduceat(view.count[order] * weight[:, None], starts, axis=0)
     added = False
     for r, S, U in size_classes(view.usable, view.req, view.fits):
-        if _past(deadline):
+        if reached(deadline):
             break
         room = np.add.reduceat(U[order] * weight, starts)  # per pool: its large pods' room in r
         implied = slots[:, S] @ view.req[S, r].astype(float)  # what their slot bounds allow already
@@ -251,10 +251,6 @@ def _size_class_rows(prob: Problem, lp: _CostLP, deadline: float | None) -> bool
                 row.SetCoefficient(u, float(view.req[i, r] / lp.scale[r]))
             added = True
     return added
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and now() >= deadline
 
 
 def _scaled_requests(

@@ -44,6 +44,17 @@ def now() -> float:
     return _NOW.get()()
 
 
+def past(deadline: float | None) -> bool:
+    """`deadline` (on the plan's clock; None: none) has passed: the plan's clock reads later than it."""
+    return deadline is not None and now() > deadline
+
+
+def reached(deadline: float | None) -> bool:
+    """`deadline` (None: none) has come: the plan's clock reads it or later (the bound's and the pattern LP's
+    stopping test)."""
+    return deadline is not None and now() >= deadline
+
+
 def on_wall() -> bool:
     """The plan's clock is the wall clock, so OR-Tools' own time limits (wall seconds) agree with its deadlines."""
     return _NOW.get() is time.perf_counter
@@ -172,5 +183,6 @@ class Clock:
     def record(self, name: str, since: float, cut_short: bool) -> None:
         self.phases.append(PhaseRecord(name, now() - since, bool(cut_short)))
 
-    def past(self, deadline: float | None) -> bool:
-        return deadline is not None and now() >= deadline
+    def reached(self, deadline: float | None) -> bool:
+        """`reached(deadline)`: a phase that stopped there was cut short."""
+        return reached(deadline)

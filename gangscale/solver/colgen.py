@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .budget import lp_time_limit, now
+from .budget import lp_time_limit, now, past, reached
 from .problem import MICRO, Problem
 
 Key = tuple[int, tuple[str, ...] | None]  # (shape, topology domain or None), as in `repack`
@@ -131,21 +131,17 @@ def _generate(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | 
         ]
         if not found or still >= STALL:
             return True
-        if deadline is not None and now() > deadline:
+        if past(deadline):
             return False
         if not sum(rmp.add(gi, pat) for gi, pat in found):
             return True
     return rmp.solve(deadline)
 
 
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and now() >= deadline
-
-
 def _start(rmp: _Rmp, req: np.ndarray, demand: np.ndarray, deadline: float | None = None) -> bool:
     """One column per (group, item): as many of the item as one node takes (False: `deadline` came first)."""
     for gi, g in enumerate(rmp.groups):
-        if _past(deadline):
+        if reached(deadline):
             return False
         for i in g.items:
             pat = np.zeros(len(demand), dtype=np.int64)
@@ -205,7 +201,7 @@ def pattern_candidates(
     optional = optional or {}
     keys = [k for k, n in left.items() if n > 0]
     keys += [k for k, n in optional.items() if n > 0 and left.get(k, 0) <= 0]
-    if not keys or _past(deadline):
+    if not keys or reached(deadline):
         return []
     req = np.array([prob.arrays.req[k[0]] for k in keys], dtype=np.int64).reshape(
         len(keys), len(prob.resources)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import GangKey
-from .budget import now
+from .budget import past
 from .problem import Problem
 
 
@@ -572,7 +572,7 @@ class _Chooser:
                     self.fresh[fkey] = res
             tr.stamp[i] = stamps[i]
             tr.placed[i], tr.cost[i] = res if res is not None else (-1, 0)
-            if deadline is not None and now() > deadline and tr.best(stamps) is not None:
+            if past(deadline) and tr.best(stamps) is not None:
                 break  # out of time: the best domain found so far
         b = tr.best(stamps)
         if b is None:
@@ -631,16 +631,12 @@ def greedy(
     satisfied = [False] * len(prob.gangs)
     domain: list[tuple[str, ...] | None] = [None] * len(prob.gangs)
     stopped = _place_in_order(st, prob, order, satisfied, domain, deadline, quorum_first)
-    if quorum_first and repack and not (stopped or _late(deadline)):
+    if quorum_first and repack and not (stopped or past(deadline)):
         # cost repair: the same pods packed whole gang by whole gang
         again = _repack(prob, order, st.y, domain, satisfied, st.masks)
         if again is not None and again.cost < st.cost:
             st = again
     return _assignment(prob, st, satisfied, domain, stopped, order)
-
-
-def _late(deadline: float | None) -> bool:
-    return deadline is not None and now() > deadline
 
 
 def _place_in_order(
@@ -665,7 +661,7 @@ def _place_in_order(
             for gid in level:  # every gang's quorum before any extra member
                 if not prob.gangs[gid].is_gang or satisfied[gid]:
                     continue
-                if tried and _late(deadline):
+                if tried and past(deadline):
                     return True
                 satisfied[gid], domain[gid] = chooser.place(
                     st, prob, gid, prob.gangs[gid].need, deadline
@@ -674,7 +670,7 @@ def _place_in_order(
         for i, gid in enumerate(
             level
         ):  # then extra members and basic groups (whole-gang-first: all)
-            if tried and _late(deadline):
+            if tried and past(deadline):
                 # only extra members are cut when every gang left here had its quorum tried and no level follows
                 return (
                     li + 1 < len(levels)
@@ -778,6 +774,6 @@ def max_placeable(prob: Problem, gid: int, deadline: float | None = None) -> int
     best, masks = 0, dict[tuple, np.ndarray]()
     for d in candidate_domains(prob, gid):
         best = max(best, _place_gang(_State(prob, [gid], masks), prob, gid, d))
-        if deadline is not None and now() > deadline:
+        if past(deadline):
             break
     return best

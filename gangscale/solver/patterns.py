@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .budget import now
+from .budget import past
 from .problem import Problem
 
 Pattern = tuple[tuple[int, int], ...]  # sorted ((shape, count), ...)
@@ -124,7 +124,7 @@ def build_patterns(
             by_kind[kind.kid][((s, prob.fit_count[(s, kind.kid)]),)] = None
         if len(shapes) == 1:
             continue
-        late = late or (deadline is not None and now() > deadline)  # past it once, past it for good
+        late = late or past(deadline)  # past it once, past it for good
         if late:
             complete = False
             continue

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .budget import now
+from .budget import past
 from .colgen import Candidate, pattern_candidates
 from .greedy import (
     Assignment,
@@ -172,7 +172,7 @@ def _place_rest(
         key=lambda g: -max(size[prob.classes[c].shape] for c in prob.gangs[g].classes),
     )
     for gid in order:
-        if deadline is not None and now() > deadline:
+        if past(deadline):
             return None
         _place_gang(st, prob, gid, a.domain[gid], None, a.y)
     if not grow:

@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from .budget import lp_time_limit, now
+from .budget import lp_time_limit, now, past
 from .colgen import _allowed
 from .greedy import Assignment
 from .problem import MICRO, Problem
@@ -142,7 +142,7 @@ def _nodes_by_value(
     nodes: list[tuple[int, dict[Key, int]]] = []
     rnd = 0
     while heap and any(left.values()):
-        if deadline is not None and now() > deadline:
+        if past(deadline):
             return None
         _, _, kid, pat = heapq.heappop(heap)
         rnd += 1
