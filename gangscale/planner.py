@@ -187,7 +187,7 @@ def _solve_clocked(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     # the gang bound of the plan the greedy, its repair and the fill made (the cost steps keep its pods); met at
     # every level: only cost is left to improve
     hint_tiers = [] if hint.stopped_early else _hint_tiers(prob, hint, clock.lp_by, lp)
-    clock.record("gangBound", t, clock.reached(clock.lp_by))
+    clock.record("gangBound", t, budget.reached(clock.lp_by))
     bounds = _Bounds(prob, opts, known_lp, clock.lp_by, clock.bound_reserve)
     proven = bool(hint_tiers) and _closed(hint_tiers)
     cost_closed = proven and _cost_closed(prob, hint, bounds, opts, clock)
@@ -205,10 +205,10 @@ def _solve_clocked(snap: ClusterSnapshot, opts: SolveOptions) -> Plan:
     ):  # CP-SAT proved no placement as good costs less: the cost is its own bound
         lb = cost
     tiers = _gang_tiers(prob, best, hint, hint_tiers, outcome.placement_optimal, clock.lp_by)
-    clock.record("bound", t, clock.reached(clock.deadline - clock.finish) and not lb_proven)
+    clock.record("bound", t, budget.reached(clock.deadline - clock.finish) and not lb_proven)
     t = now()
     plan = _render(snap, prob, best, cost, lb, clock.deadline)
-    clock.record("explain", t, clock.reached(clock.deadline))
+    clock.record("explain", t, budget.reached(clock.deadline))
     plan.solver = _solver_info(
         prob,
         patterns,
@@ -252,7 +252,7 @@ def _patterns(prob: Problem, hint: Assignment, opts: SolveOptions, clock: Clock)
         ),
     )
     clock.record(
-        "patterns", t, not patterns.complete and clock.reached(clock.deadline - clock.finish)
+        "patterns", t, not patterns.complete and budget.reached(clock.deadline - clock.finish)
     )
     return patterns
 
@@ -293,7 +293,7 @@ def _exchange(prob: Problem, plan: Assignment, clock: Clock) -> Assignment:
     more = exchanged(prob, plan, by)
     if more is not None:
         plan = fewer_nodes(prob, more)
-    clock.record("exchange", start, clock.reached(by))
+    clock.record("exchange", start, budget.reached(by))
     return plan
 
 
@@ -459,13 +459,15 @@ def _guided_greedy(prob: Problem, clock: Clock | None) -> tuple[Assignment, Gang
     fits = lp_by is None or timed or now() + lp_seconds(prob) <= lp_by
     guide = lp.guide() if lp is not None and fits else None
     if clock is not None:
-        clock.record("guide", t, lp is None or not fits or (guide is None and clock.reached(lp_by)))
+        clock.record(
+            "guide", t, lp is None or not fits or (guide is None and budget.reached(lp_by))
+        )
     t = now()
     a = greedy(prob, deadline=deadline, guide=guide, repack=False)
     if (
         guide is not None
         and not a.stopped_early
-        and not (clock is not None and clock.reached(deadline))
+        and not (clock is not None and budget.reached(deadline))
     ):
         # the guide's groups keeping their running nodes too (flexible 8-GPU pods can take the free H100 nodes an
         # H100-only gang needs) starts more gangs on some backlogs and fewer on others: keep the better
@@ -514,7 +516,7 @@ def _repair(
     known = {tuple(sorted(per_shape.items())): lp} if lp or prices else {}
     best = _cheapest_repair(prob, hint, per_shape, prices, lp, deadline, grow)
     if clock is not None:
-        clock.record("repair", t, clock.reached(deadline))
+        clock.record("repair", t, budget.reached(deadline))
     # the last objective, for a plan no CP-SAT stage polishes
     return (fewer_nodes(prob, best) if polish else best), known
 

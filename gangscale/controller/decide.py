@@ -369,9 +369,9 @@ def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
     register."""
     node_group = {n.name: n.node_group or "" for n in obs.cluster.nodes}
     empty = Counter(node_group[n] for n in state.empty_since if node_group.get(n) in obs.groups)
-    blocked = frozenset(g for g, until in state.backoff.items() if until > now)
-    settings = state.settings.keep_settings()
-    want = keep.buy_ahead(state.keep, empty, obs.groups, blocked, now, settings)
+    # a backed-off group has no room, as for the planner
+    groups = {k: backoff.backed_off(g, state.backoff, now) for k, g in obs.groups.items()}
+    want = keep.buy_ahead(state.keep, empty, groups, now, state.settings.keep_settings())
     in_use, ceiling = Usage.of_groups(obs.groups.values()), state.settings.cluster_ceiling
     calls, actions = dict(state.keep.requests), []
     for name, n in sorted(want.items()):

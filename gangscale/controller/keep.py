@@ -36,15 +36,16 @@ did not take it, and its purchase's deadline rules it (the spare and deadline ru
 
 Buying ahead (`buy_ahead`) is the same bet made before a node is empty: where the rule would keep k empty nodes of
 a group, and the group has fewer empty nodes plus nodes bought ahead on their way, the difference is bought for no
-gang. The prediction (`launch_gap`) counts only the gangs that waited for a launch in the group (their record bought
-nodes there, `Arrival.bought`), at least `MIN_GANGS` of them: a gang that started on the capacity at hand needed no
-node bought ahead. A launch is billed from the call whether a gang waits through its boot or not, so a node bought
-ahead costs only its idle time before a gang takes it, the time the keep rule weighs too. A node that registers for
-such a purchase is kept by the rule like a node that has run a pod, and is a spare of its purchase: never kept past
-its deadline (`provisioningDeadlineSeconds` from the call; a group's launches register in any order, so the oldest
-purchase it may have come from sets it, `ahead_due_at` wakes the loop then). At most `emptyNodeBuyAhead` nodes per
-group are empty or bought ahead for it, and the nodes bought ahead that no gang has used cost at most
-`emptyNodeBuyAheadMaxDollarsPerHour` together (the cluster ceiling holds as for any purchase, `decide`).
+gang. The prediction (`predicted_gap`, `waited`) counts only the gangs that waited for a launch in the group
+(their record bought nodes there, `Arrival.bought`), at least `MIN_GANGS` of them: a gang that started on the
+capacity at hand needed no node bought ahead. A launch is billed from the call whether a gang waits through its
+boot or not, so a node bought ahead costs only its idle time before a gang takes it, the time the keep rule weighs
+too. A node that registers for such a purchase is kept by the rule like a node that has run a pod, and is a spare
+of its purchase: never kept past its deadline (`provisioningDeadlineSeconds` from the call; a group's launches
+register in any order, so the oldest purchase it may have come from sets it, `ahead_due_at` wakes the loop then).
+At most `emptyNodeBuyAhead` nodes per group are empty or bought ahead for it, and the nodes bought ahead that no
+gang has used cost at most `emptyNodeBuyAheadMaxDollarsPerHour` together (the cluster ceiling holds as for any
+purchase, `decide`).
 
 Invariant: pure. `observe` and `keep_until` take the time as an argument and return new values; `KeepState` is
 frozen and is saved with the controller's records (`to_json`, `from_json`): a restart reads back the arrivals, the
@@ -154,16 +155,22 @@ def keep_seconds(boot: float, price: float, gap: float | None, settings: KeepSet
 
 
 def predicted_gap(
-    state: KeepState, group: str, empty: int, now: float, window: float
+    state: KeepState, group: str, empty: int, now: float, window: float, *, waited: bool = False
 ) -> float | None:
     """The next fitting use of one of `group`'s `empty` nodes, predicted: the mean gap between its fitting
     node-demands seen in the window, per empty node, and never less than the time since the last one (a gap already
-    that long is at least that long); None: none seen. A gang counts when its pods there need at most `empty` nodes."""
-    since, demand, last = now - window, 0, None
+    that long is at least that long); None: none seen. A gang counts when its pods there need at most `empty` nodes.
+    `waited` (buying ahead): only the gangs that waited for a launch in the group count (their record bought nodes
+    there: a gang that started on the capacity at hand needed no node bought ahead), and None below `MIN_GANGS`."""
+    since, demand, gangs, last = now - window, 0, 0, None
     for a in state.arrivals:
-        if a.at > since and 0 < (n := a.need.get(group, 0)) <= empty:
-            demand, last = demand + n, a.at if last is None else max(last, a.at)
-    if last is None:
+        if (
+            a.at > since
+            and (not waited or group in a.bought)
+            and 0 < (n := a.need.get(group, 0)) <= empty
+        ):
+            demand, gangs, last = demand + n, gangs + 1, a.at if last is None else max(last, a.at)
+    if last is None or gangs < (MIN_GANGS if waited else 1):
         return None
     seen_for = min(window, max(now - (state.start if state.start is not None else now), MIN_SEEN))
     return max(empty * seen_for / demand, now - last)
@@ -451,34 +458,19 @@ def on_the_way(state: KeepState) -> dict[str, int]:
     return out
 
 
-def launch_gap(state: KeepState, group: str, nodes: int, now: float, window: float) -> float | None:
-    """`predicted_gap` for `nodes` nodes of `group`, counting only the gangs that waited for a launch there (their
-    record bought nodes in the group): a gang that started on the capacity at hand needed no node bought ahead.
-    None: fewer than `MIN_GANGS` such gangs in the window."""
-    since, demand, gangs, last = now - window, 0, 0, None
-    for a in state.arrivals:
-        if a.at > since and group in a.bought and 0 < (n := a.need.get(group, 0)) <= nodes:
-            demand, gangs, last = demand + n, gangs + 1, a.at if last is None else max(last, a.at)
-    if last is None or gangs < MIN_GANGS:
-        return None
-    seen_for = min(window, max(now - (state.start if state.start is not None else now), MIN_SEEN))
-    return max(nodes * seen_for / demand, now - last)
-
-
 def buy_ahead(
     state: KeepState,
     empty: Mapping[str, int],
     groups: Mapping[str, NodeGroup],
-    blocked: frozenset[str],
     now: float,
     settings: KeepSettings,
 ) -> dict[str, int]:
     """Per group, the nodes to buy ahead now: up to the most empty nodes k the rule would keep there (the next use
-    of k nodes by a gang that waits for a launch there, `launch_gap`, predicted within the break-even keep B; a
-    gang that needs more nodes than k does not count for k), counting the group's empty nodes no gang holds
+    of k nodes by a gang that waits for a launch there, `predicted_gap(waited=True)`, within the break-even keep
+    B; a gang that needs more nodes than k does not count for k), counting the group's empty nodes no gang holds
     (`empty`) and those bought ahead on their way; at most `ahead_nodes` of them, within the group's maxSize and,
-    with the registered nodes bought ahead that no gang has used, the dollars of `ahead_dollars_per_hour`. Never in
-    a `blocked` (backed-off) group, nor a free one."""
+    with the registered nodes bought ahead that no gang has used, the dollars of `ahead_dollars_per_hour`. A
+    backed-off group (`backoff.backed_off`: no room above its size) and a free one get none."""
     if settings.rule is KeepRule.GRACE or settings.ahead_nodes <= 0:
         return {}
     prices = {g.name: g.price_per_hour for g in groups.values()}
@@ -489,7 +481,7 @@ def buy_ahead(
     for name in sorted(groups):
         g = groups[name]
         price = g.price_per_hour
-        if name in blocked or price <= 0:
+        if price <= 0:
             continue
         have = empty.get(name, 0) + coming.get(name, 0)
         affordable = int((settings.ahead_dollars_per_hour - spent) / price + 1e-9)
@@ -500,7 +492,8 @@ def buy_ahead(
         kept = [
             k
             for k in range(have + 1, most + 1)
-            if (gap := launch_gap(state, name, k, now, window)) is not None and gap < b
+            if (gap := predicted_gap(state, name, k, now, window, waited=True)) is not None
+            and gap < b
         ]
         if kept:
             out[name] = max(kept) - have

@@ -182,7 +182,3 @@ class Clock:
 
     def record(self, name: str, since: float, cut_short: bool) -> None:
         self.phases.append(PhaseRecord(name, now() - since, bool(cut_short)))
-
-    def reached(self, deadline: float | None) -> bool:
-        """`reached(deadline)`: a phase that stopped there was cut short."""
-        return reached(deadline)

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from cloud_adapters.errors import CapacityError, ThrottledError
-from gangscale.controller import keep
+from gangscale.controller import backoff, keep
 from gangscale.controller.actions import BuyAhead, save_first
 from gangscale.controller.config import ControllerConfig
 from gangscale.controller.decide import AheadDue, BoughtAhead, State, decide
@@ -70,7 +70,7 @@ def _expected(arrivals, group: NodeGroup, have: int, cap: int, room_dollars: flo
 @pytest.mark.parametrize("empty", [0, 1, 3])
 def test_a_group_is_bought_ahead_while_the_keep_rule_would_keep_one_more_empty_node_there(every, empty):
     arrivals = _every(every, {"cpu": 1})
-    got = keep.buy_ahead(_seen(arrivals), {"cpu": empty}, {"cpu": CPU}, frozenset(), NOW, SETTINGS)
+    got = keep.buy_ahead(_seen(arrivals), {"cpu": empty}, {"cpu": CPU}, NOW, SETTINGS)
     want = _expected(arrivals, CPU, empty, 4, 20.0)
     assert got.get("cpu", 0) == want
     assert want > 0 if every <= 400 and empty < 3 else True  # the cases are not all empty
@@ -78,19 +78,19 @@ def test_a_group_is_bought_ahead_while_the_keep_rule_would_keep_one_more_empty_n
 
 def test_nothing_is_bought_ahead_when_the_next_fitting_gang_is_predicted_later_than_break_even():
     # m5 at $0.4/h: B = 100 x 11 = 1,100 s; one gang every 1,200 s is later than that
-    assert keep.buy_ahead(_seen(_every(1200.0, {"cpu": 1})), {}, {"cpu": CPU}, frozenset(), NOW, SETTINGS) == {}
+    assert keep.buy_ahead(_seen(_every(1200.0, {"cpu": 1})), {}, {"cpu": CPU}, NOW, SETTINGS) == {}
     # nor when the last fitting gang came longer ago than B, however many came before
     quiet = [(t - 1200.0, n) for t, n in _every(60.0, {"cpu": 1})]
-    assert keep.buy_ahead(_seen(quiet), {}, {"cpu": CPU}, frozenset(), NOW, SETTINGS) == {}
+    assert keep.buy_ahead(_seen(quiet), {}, {"cpu": CPU}, NOW, SETTINGS) == {}
 
 
 def test_demand_counts_only_where_the_gangs_waited_for_a_launch():
     # each gang fits one m5.8xlarge or two m5.2xlarge; the planner bought m5.2xlarge for them
     arrivals = _every(120.0, {"cpu": 2, "big": 1})
-    got = keep.buy_ahead(_seen(arrivals), {}, {"cpu": CPU, "big": BIG}, frozenset(), NOW, SETTINGS)
+    got = keep.buy_ahead(_seen(arrivals), {}, {"cpu": CPU, "big": BIG}, NOW, SETTINGS)
     assert set(got) == {"cpu"} and got["cpu"] == _expected(arrivals, CPU, 0, 4, 20.0) > 0
     # gangs that started on the capacity at hand needed no launch: nothing is bought ahead for them
-    assert keep.buy_ahead(_seen(arrivals, bought=()), {}, {"cpu": CPU, "big": BIG}, frozenset(), NOW, SETTINGS) == {}
+    assert keep.buy_ahead(_seen(arrivals, bought=()), {}, {"cpu": CPU, "big": BIG}, NOW, SETTINGS) == {}
 
 
 def test_an_arrival_learns_the_groups_its_gang_s_record_bought_in_and_keeps_them():
@@ -111,27 +111,28 @@ def test_an_arrival_learns_the_groups_its_gang_s_record_bought_in_and_keeps_them
 def test_buying_ahead_stops_at_the_count_the_group_s_max_size_and_the_dollars():
     arrivals = _every(30.0, {"cpu": 1})  # so frequent that only the limits stop it
     groups = {"cpu": CPU}
-    assert keep.buy_ahead(_seen(arrivals), {}, groups, frozenset(), NOW, SETTINGS) == {"cpu": 4}
-    assert keep.buy_ahead(_seen(arrivals), {"cpu": 3}, groups, frozenset(), NOW, SETTINGS) == {"cpu": 1}
+    assert keep.buy_ahead(_seen(arrivals), {}, groups, NOW, SETTINGS) == {"cpu": 4}
+    assert keep.buy_ahead(_seen(arrivals), {"cpu": 3}, groups, NOW, SETTINGS) == {"cpu": 1}
     small = {"cpu": replace(CPU, max_size=3, current_size=1)}
-    assert keep.buy_ahead(_seen(arrivals), {}, small, frozenset(), NOW, SETTINGS) == {"cpu": 2}
+    assert keep.buy_ahead(_seen(arrivals), {}, small, NOW, SETTINGS) == {"cpu": 2}
     poor = replace(SETTINGS, ahead_dollars_per_hour=1.0)  # $1/h: two m5.2xlarge at $0.4
-    assert keep.buy_ahead(_seen(arrivals), {}, groups, frozenset(), NOW, poor) == {"cpu": 2}
+    assert keep.buy_ahead(_seen(arrivals), {}, groups, NOW, poor) == {"cpu": 2}
     # nodes bought ahead still on their way count, in the count and in the dollars
     coming = _seen(arrivals, requests={"cpu": ((NOW - 30, AHEAD, 2),)})
-    assert keep.buy_ahead(coming, {}, groups, frozenset(), NOW, SETTINGS) == {"cpu": 2}
-    assert keep.buy_ahead(coming, {}, groups, frozenset(), NOW, poor) == {}
+    assert keep.buy_ahead(coming, {}, groups, NOW, SETTINGS) == {"cpu": 2}
+    assert keep.buy_ahead(coming, {}, groups, NOW, poor) == {}
     # so do the registered nodes bought ahead that no gang has used yet, in the dollars
     idle = _seen(arrivals, ahead={"a1": (NOW + 600, "cpu"), "a2": (NOW + 600, "cpu")})
-    assert keep.buy_ahead(idle, {"cpu": 2}, groups, frozenset(), NOW, poor) == {}
+    assert keep.buy_ahead(idle, {"cpu": 2}, groups, NOW, poor) == {}
 
 
 def test_a_backed_off_group_the_grace_rule_or_a_count_of_zero_buys_nothing_ahead():
     arrivals = _seen(_every(30.0, {"cpu": 1}))
     groups = {"cpu": CPU}
-    assert keep.buy_ahead(arrivals, {}, groups, frozenset({"cpu"}), NOW, SETTINGS) == {}
-    assert keep.buy_ahead(arrivals, {}, groups, frozenset(), NOW, replace(SETTINGS, rule=KeepRule.GRACE)) == {}
-    assert keep.buy_ahead(arrivals, {}, groups, frozenset(), NOW, replace(SETTINGS, ahead_nodes=0)) == {}
+    held = {"cpu": backoff.backed_off(CPU, {"cpu": NOW + 60}, NOW)}  # as decide hands a backed-off group over
+    assert keep.buy_ahead(arrivals, {}, held, NOW, SETTINGS) == {}
+    assert keep.buy_ahead(arrivals, {}, groups, NOW, replace(SETTINGS, rule=KeepRule.GRACE)) == {}
+    assert keep.buy_ahead(arrivals, {}, groups, NOW, replace(SETTINGS, ahead_nodes=0)) == {}
     assert ControllerConfig().keep_settings().ahead_nodes == KeepSettings().ahead_nodes == 4  # on by default
 
 
