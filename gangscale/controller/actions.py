@@ -11,6 +11,7 @@ The kinds, each with the outcome the executor reports for it (`execute.Outcome`)
 
 - `ScaleUp` (lifecycle `ApplyScaleUp`): grow the groups by the plan's scale-up, with the records' tokens;
 - `BuyAhead`: grow one group for no gang yet (keep.py, `buy_ahead`), with its own token;
+- `ReturnAhead`: give back the launches bought ahead that did not register by their purchase's deadline;
 - `ReleaseCapacity`: give back what a record holds (lifecycle `Release`), sparing the nodes and launches
   other gangs wait for;
 - `ScaleDown`: remove empty nodes, never a group below minSize;
@@ -47,6 +48,21 @@ class BuyAhead:
     group: str
     nodes: int
     token: str
+    at: float  # when it was decided: its purchase in the keep rule's state (keep.py `requests`)
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnAhead:
+    """Give back up to `nodes` launches of `group` bought ahead before `since` that did not register by their
+    purchase's deadline (keep.py's `lapsed`): only launches on their way, never a registered node nor a launch of
+    `keep_instances` (a gang's named one), and never more than the group has on its way beyond `counted` (the
+    launches gangs and the purchases bought ahead still in time count on)."""
+
+    group: str
+    nodes: int
+    since: float
+    counted: int
+    keep_instances: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +183,7 @@ class PublishStatus:
 Action = (
     ScaleUp
     | BuyAhead
+    | ReturnAhead
     | ReleaseCapacity
     | ScaleDown
     | Adopt

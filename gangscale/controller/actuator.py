@@ -159,6 +159,36 @@ class Actuator:
             return exc
         return None
 
+    def return_ahead(
+        self,
+        group: str,
+        nodes: int,
+        counted: int,
+        keep_instances: Iterable[str],
+        cluster: Cluster,
+    ) -> tuple[int, CloudError | None]:
+        """Give back up to `nodes` of `group`'s launches on their way (instances launching or running without a Node,
+        then slots the cloud has not launched), never more than it has on their way beyond `counted`, never one of
+        `keep_instances`; how many went, and the error that stopped it."""
+        node_of = {
+            instance_id_from_provider_id(n.provider_id): n.name
+            for n in cluster.nodes
+            if n.provider_id
+        }
+        self._mutating("return-ahead", group)
+        try:
+            insts = self._provider.instances(group)
+            live = [i for i in insts if i.state in ("launching", "running")]
+            unlaunched = max(0, self._provider.target_size(group) - len(live))
+            flying = sum(1 for i in live if i.id not in node_of)
+            n = min(nodes, flying + unlaunched - counted)
+            if n <= 0:
+                return 0, None
+            busy = set(node_of.values()) | set(keep_instances)
+            return self._release_in(group, n, busy, node_of), None
+        except CloudError as exc:
+            return 0, exc
+
     # ------------------------------------------------- launched, not joined
 
     def loose_instances(self) -> list[LooseInstance] | None:

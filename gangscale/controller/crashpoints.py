@@ -11,7 +11,7 @@ Step names used by the controller: `record-saved` (the write-ahead records are
 in the ConfigMap, no cloud call yet), `call-sent` (a mutating cloud call
 returned, its result not yet recorded), `after-<Operation>` (the same, for
 one AWS operation, e.g. `after-CreateFleet`), `call-confirmed` (the scale-up
-returned, the records saying so not yet saved).
+or the purchase bought ahead returned, the records saying so not yet saved).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from .actions import (
     PodPatch,
     PublishStatus,
     ReleaseCapacity,
+    ReturnAhead,
     ScaleDown,
     TerminateLoose,
     Uncordon,
@@ -48,7 +49,14 @@ from .actions import (
 from .conditions import due as conditions_due
 from .config import ControllerConfig
 from .events import state_object
-from .execute import CordonOutcome, Done, LiftOutcome, ScaleDownOutcome, ScaleUpOutcome
+from .execute import (
+    CordonOutcome,
+    Done,
+    LiftOutcome,
+    ReturnOutcome,
+    ScaleDownOutcome,
+    ScaleUpOutcome,
+)
 from .gates import CAPACITY_GATE, GateDecision, release_patch, stranded_due_at
 from .keep import KeepState
 from .lifecycle import (
@@ -62,6 +70,7 @@ from .lifecycle import (
     Release,
     ReleaseWhy,
     Report,
+    holds,
     named_launches,
     transition,
 )
@@ -169,10 +178,18 @@ class AheadDue:
 
 @dataclass(frozen=True, slots=True)
 class BoughtAhead:
-    """A purchase bought ahead, decided in the same pass (at the same time) as its `AheadDue`: a call that failed is
-    no purchase, and a failure that says the group cannot deliver backs it off (`backoff.backs_off`)."""
+    """A purchase bought ahead: a call that failed is no purchase, and a failure that says the group cannot deliver
+    backs it off (`backoff.backs_off`)."""
 
     outcome: Done
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnedAhead:
+    """The launches bought ahead that lapsed, given back: their purchases are settled (kept for the next pass when
+    the call failed), and their group backed off when some were still on their way."""
+
+    outcome: ReturnOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +269,7 @@ Observation = (
     | EmptyNodes
     | AheadDue
     | BoughtAhead
+    | ReturnedAhead
     | Cordoned
     | Checked
     | ScaledDown
@@ -364,16 +382,22 @@ def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
 
 
 def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
-    """The nodes bought ahead (`keep.buy_ahead`) that the cluster ceiling allows, each call logged in the keep
-    rule's state first (write-ahead: saved with the records), so its nodes are known as bought ahead when they
-    register."""
+    """The launches bought ahead that did not register by their purchase's deadline go back, as a gang's do at its
+    deadline (nothing is bought ahead in their group in the same pass); then the nodes bought ahead
+    (`keep.buy_ahead`) that the cluster ceiling allows, each call logged in the keep rule's state first
+    (write-ahead: saved with the records), so its nodes are known as bought ahead when they register."""
+    settings = state.settings.keep_settings()
+    since = now - settings.max_boot_seconds
+    gone = keep.lapsed(state.keep, since)
+    returns = tuple(_return(state, g, n, since) for g, n in sorted(gone.items()))
+    held = {**state.backoff, **{g: float("inf") for g in gone}}
     node_group = {n.name: n.node_group or "" for n in obs.cluster.nodes}
     empty = Counter(node_group[n] for n in state.empty_since if node_group.get(n) in obs.groups)
     # a backed-off group has no room, as for the planner
-    groups = {k: backoff.backed_off(g, state.backoff, now) for k, g in obs.groups.items()}
-    want = keep.buy_ahead(state.keep, empty, groups, now, state.settings.keep_settings())
+    groups = {k: backoff.backed_off(g, held, now) for k, g in obs.groups.items()}
+    want = keep.buy_ahead(state.keep, empty, groups, now, settings)
     in_use, ceiling = Usage.of_groups(obs.groups.values()), state.settings.cluster_ceiling
-    calls, actions = dict(state.keep.requests), []
+    calls, buys = dict(state.keep.requests), []
     for name, n in sorted(want.items()):
         group = obs.groups[name]
         gpus, price = group.allocatable.get(GPU, 0), group.price_per_hour
@@ -383,10 +407,17 @@ def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
             continue
         in_use = in_use.plus(n, n * gpus, n * price)
         calls[name] = tuple(sorted((*calls.get(name, ()), (now, keep.AHEAD, n))))
-        actions.append(BuyAhead(name, n, ahead_token(name, now)))
-    if not actions:
-        return Decision(state)
-    return Decision(replace(state, keep=replace(state.keep, requests=calls)), tuple(actions))
+        buys.append(BuyAhead(name, n, ahead_token(name, now), now))
+    return Decision(replace(state, keep=replace(state.keep, requests=calls)), (*returns, *buys))
+
+
+def _return(state: State, group: str, nodes: int, since: float) -> ReturnAhead:
+    """The give-back of `group`'s lapsed launches bought ahead, sparing what gangs and the purchases bought ahead
+    still in time count on there: their launches not registered (a gang's named ones by id)."""
+    held = [r for r in state.records.values() if holds(r)]
+    counted = sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in held)
+    counted += keep.on_the_way(state.keep, since).get(group, 0)
+    return ReturnAhead(group, nodes, since, counted, frozenset(named_launches(held)))
 
 
 def ahead_token(group: str, now: float) -> str:
@@ -399,7 +430,7 @@ def _bought_ahead(state: State, obs: BoughtAhead, now: float) -> Decision:
     if err is None or not isinstance(a, BuyAhead):
         return Decision(state)
     left = tuple(
-        q for q in state.keep.requests.get(a.group, ()) if q[1] != keep.AHEAD or q[0] != now
+        q for q in state.keep.requests.get(a.group, ()) if q[1] != keep.AHEAD or q[0] != a.at
     )
     calls = {**state.keep.requests, a.group: left}
     decided = replace(state, keep=replace(state.keep, requests=calls))
@@ -407,6 +438,21 @@ def _bought_ahead(state: State, obs: BoughtAhead, now: float) -> Decision:
     if kind is None or not backoff.backs_off(kind, retryable):
         return Decision(decided)
     return _backed_off(decided, [BackOff(a.group, kind, str(err))], (), (), now)
+
+
+def _returned_ahead(state: State, obs: ReturnedAhead, now: float) -> Decision:
+    """Launches that were still on their way at the deadline back their group off, as a gang's timeout does; none
+    left (they failed and left the group, or registered for another purchase) is no sign the group cannot deliver."""
+    o = obs.outcome
+    if o.error is not None:
+        return Decision(state)
+    settled = replace(state, keep=keep.settle_lapsed(state.keep, o.action.group, o.action.since))
+    if not o.returned:
+        return Decision(settled)
+    late = BackOff(
+        o.action.group, ReleaseWhy.TIMED_OUT, "timed-out: nodes bought ahead did not arrive"
+    )
+    return _backed_off(settled, [late], (), (), now)
 
 
 def _cordoned(state: State, obs: Cordoned, now: float) -> Decision:
@@ -538,6 +584,7 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     EmptyNodes: _empty_nodes,
     AheadDue: _ahead_due,
     BoughtAhead: _bought_ahead,
+    ReturnedAhead: _returned_ahead,
     Cordoned: _cordoned,
     Checked: _checked,
     ScaledDown: _scaled_down,

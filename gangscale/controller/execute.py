@@ -33,6 +33,7 @@ from .actions import (
     LiftGate,
     PublishStatus,
     ReleaseCapacity,
+    ReturnAhead,
     ScaleDown,
     ScaleUp,
     TerminateLoose,
@@ -110,6 +111,15 @@ class Done:
 
 
 @dataclass(frozen=True, slots=True)
+class ReturnOutcome:
+    """How many launches bought ahead went back (`ReturnAhead`), and the error that stopped it (None: none)."""
+
+    action: ReturnAhead
+    returned: int
+    error: CloudError | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ConditionsOutcome:
     action: WriteConditions
     errors: Mapping[str, str]  # gang -> why its condition was not written
@@ -123,6 +133,7 @@ Outcome = (
     | CordonOutcome
     | LiftOutcome
     | ConditionsOutcome
+    | ReturnOutcome
     | Done
 )
 
@@ -155,7 +166,7 @@ class Executor:
 
     def run(self, action: Action, ctx: Context | None = None) -> Outcome:
         """Carry out `action`; its outcome, never an exception but `LostLeadership`. The cloud's kinds that read
-        the cluster (`ScaleUp`, `ReleaseCapacity`) need `ctx`."""
+        the cluster (`ScaleUp`, `ReleaseCapacity`, `ReturnAhead`) need `ctx`."""
         if isinstance(action, ScaleUp):
             assert ctx is not None, "a scale-up runs in a pass's context"
             return self._scale_up(action, ctx)
@@ -172,7 +183,16 @@ class Executor:
         if isinstance(action, TerminateLoose):
             return Done(action, self.actuator.terminate_loose([i.id for i in action.instances]))
         if isinstance(action, BuyAhead):
-            return Done(action, self.actuator.buy_ahead(action.group, action.nodes, action.token))
+            err = self.actuator.buy_ahead(action.group, action.nodes, action.token)
+            crash_point("call-confirmed")
+            return Done(action, err)
+        if isinstance(action, ReturnAhead):
+            assert ctx is not None, "a return runs in a pass's context"
+            a = action
+            n, err = self.actuator.return_ahead(
+                a.group, a.nodes, a.counted, a.keep_instances, ctx.cluster
+            )
+            return ReturnOutcome(a, n, err)
         return self._cluster_write(action)
 
     def _cluster_write(self, action: Action) -> Outcome:

@@ -43,6 +43,9 @@ boot or not, so a node bought ahead costs only its idle time before a gang takes
 too. A node that registers for such a purchase is kept by the rule like a node that has run a pod, and is a spare
 of its purchase: never kept past its deadline (`provisioningDeadlineSeconds` from the call; a group's launches
 register in any order, so the oldest purchase it may have come from sets it, `ahead_due_at` wakes the loop then).
+Launches of a purchase that have not registered by that deadline go back (`lapsed`, decide's `ReturnAhead`;
+`ahead_calls_due_at` wakes the loop then), and the purchase stays in the state until they have (`settle_lapsed`):
+otherwise they would stay in the group while the next pass, counting none on their way, bought as many again.
 At most `emptyNodeBuyAhead` nodes per group are empty or bought ahead for it, and the nodes bought ahead that no
 gang has used cost at most `emptyNodeBuyAheadMaxDollarsPerHour` together (the cluster ceiling holds as for any
 purchase, `decide`).
@@ -225,7 +228,7 @@ def _requests(
     state: KeepState, records: Iterable[Record], since: float
 ) -> dict[str, tuple[tuple[float, str, int], ...]]:
     """The purchases still expecting nodes, with the records' new ones (each purchase once: by time and gang)."""
-    out = {g: [q for q in qs if q[0] > since] for g, qs in state.requests.items()}
+    out = {g: [q for q in qs if q[0] > since or _unsettled(q)] for g, qs in state.requests.items()}
     for r in records:
         if r.requested_at > since:
             for g, n in r.requested.items():
@@ -233,6 +236,12 @@ def _requests(
                 if n > 0 and not any(t == r.requested_at and k == r.gang for t, k, _ in qs):
                     qs.append((r.requested_at, r.gang, n))
     return {g: tuple(sorted(qs)) for g, qs in out.items() if qs}
+
+
+def _unsettled(q: tuple[float, str, int]) -> bool:
+    """A purchase bought ahead with launches not registered: kept past its deadline until they are given back
+    (`lapsed`, `settle_lapsed`)."""
+    return q[1] == AHEAD and q[2] > 0
 
 
 def _boots(
@@ -449,13 +458,40 @@ def ahead_due_at(state: KeepState) -> tuple[float, ...]:
     return tuple(t + TICK for t, _ in state.ahead.values())
 
 
-def on_the_way(state: KeepState) -> dict[str, int]:
-    """Per group, the nodes bought ahead that have not registered yet (within the purchases' deadline)."""
+def on_the_way(state: KeepState, since: float = float("-inf")) -> dict[str, int]:
+    """Per group, the nodes bought ahead at or after `since` (a purchase's deadline ago) that have not registered."""
     out: dict[str, int] = {}
     for g, qs in state.requests.items():
-        if n := sum(k for _, gang, k in qs if gang == AHEAD):
+        if n := sum(k for t, gang, k in qs if gang == AHEAD and t >= since):
             out[g] = n
     return out
+
+
+def lapsed(state: KeepState, since: float) -> dict[str, int]:
+    """Per group, the launches bought ahead before `since` (their purchase's deadline has passed) that have not
+    registered: they go back, as a gang's launches do at its deadline (`settle_lapsed` once they have)."""
+    out: dict[str, int] = {}
+    for g, qs in state.requests.items():
+        if n := sum(k for t, gang, k in qs if gang == AHEAD and t < since):
+            out[g] = n
+    return out
+
+
+def settle_lapsed(state: KeepState, group: str, since: float) -> KeepState:
+    """The state without `group`'s purchases bought ahead before `since` (their launches given back)."""
+    left = tuple(q for q in state.requests.get(group, ()) if q[1] != AHEAD or q[0] >= since)
+    return replace(state, requests={**state.requests, group: left})
+
+
+def ahead_calls_due_at(state: KeepState, longest: float) -> tuple[float, ...]:
+    """When each purchase bought ahead with launches not registered lapses: `longest` (the provisioning deadline)
+    after its call, strictly (`lifecycle.deadline_due_at`'s boundary)."""
+    return tuple(
+        t + longest + TICK
+        for qs in state.requests.values()
+        for t, gang, k in qs
+        if gang == AHEAD and k
+    )
 
 
 def buy_ahead(
@@ -474,7 +510,7 @@ def buy_ahead(
     if settings.rule is KeepRule.GRACE or settings.ahead_nodes <= 0:
         return {}
     prices = {g.name: g.price_per_hour for g in groups.values()}
-    coming = on_the_way(state)
+    coming = on_the_way(state, now - settings.max_boot_seconds)
     spent = sum(prices.get(g, 0.0) * n for g, n in coming.items())
     spent += sum(prices.get(g, 0.0) for _, g in state.ahead.values())
     out: dict[str, int] = {}

@@ -50,6 +50,7 @@ from .decide import (
     OrphansEnded,
     PodDeleted,
     Reported,
+    ReturnedAhead,
     ScaledDown,
     ScaleUpRan,
     State,
@@ -68,6 +69,7 @@ from .execute import (
     Executor,
     LiftOutcome,
     Outcome,
+    ReturnOutcome,
     ScaleDownOutcome,
     ScaleUpOutcome,
 )
@@ -303,9 +305,15 @@ class Loop:
         self._untaint(self.decide(ScaledDown(done, cluster, frozenset(groups)), now))
 
     def buy_ahead(self, cluster: Cluster, groups: Mapping[str, NodeGroup], now: float) -> None:
-        """Nodes bought for the gangs likely to come (keep.py's `buy_ahead`), after the scale-down; the keep rule's
-        state, with each call in it, is saved first."""
-        for o in self.execute(self.decide(AheadDue(cluster, groups), now)):
+        """Nodes bought for the gangs likely to come (keep.py's `buy_ahead`), after the scale-down, once the
+        launches bought ahead that did not register by their deadline have gone back; the keep rule's state, with
+        each call in it, is saved first."""
+        for o in self.execute(
+            self.decide(AheadDue(cluster, groups), now), Context(None, cluster, now)
+        ):
+            if isinstance(o, ReturnOutcome):
+                self._returned(o, now)
+                continue
             assert isinstance(o, Done) and isinstance(o.action, BuyAhead)
             a = o.action
             if o.error is None:
@@ -316,6 +324,17 @@ class Loop:
                     "cannot buy ahead", extra={"node_group": a.group, "error": str(o.error)}
                 )
             self.decide(BoughtAhead(o), now)
+
+    def _returned(self, o: ReturnOutcome, now: float) -> None:
+        a = o.action
+        fields = {"node_group": a.group, "nodes": a.nodes, "returned": o.returned}
+        if o.error is None:
+            log.info("launches bought ahead did not arrive by the deadline", extra=fields)
+        else:
+            log.warning(
+                "cannot give back launches bought ahead", extra={**fields, "error": str(o.error)}
+            )
+        self.decide(ReturnedAhead(o), now)
 
     @staticmethod
     def _not_empty(o: CordonOutcome) -> None:

@@ -6,7 +6,8 @@ provisioning deadline (`lifecycle.deadline_due_at`: strict, a tick after it), th
 timed-out gang's cooling (`lifecycle.grace_due_at`), a group's backoff (`backoff.backed_off`: its time),
 ageing (`limits.gang_limits`: `first_seen` plus `ageingSeconds`), late launches (`lifecycle.late_due_at`), the
 empty-node keep time (`scaledown.falls_due_at`), a node bought ahead's purchase deadline (strict, as a record's: it
-is a spare, `keep.ahead_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the
+is a spare, `keep.ahead_due_at`), the same deadline for its launches that have not registered (they go back,
+`keep.ahead_calls_due_at`) and a stranded pod's grace (`gates.stranded_due_at`, from when the
 pod was first seen stranded). Without these a rule would be acted on only at the next change or resync, billing a
 node that long past its deadline or keep time, buying a late launch again that much later, or leaving a gang's pod
 stuck that long; as Karpenter's reconcilers return `RequeueAfter`.
@@ -20,7 +21,7 @@ from typing import Protocol
 from ..model import GangKey
 from .config import ControllerConfig
 from .gates import stranded_due_at
-from .keep import KeepState, ahead_due_at
+from .keep import KeepState, ahead_calls_due_at, ahead_due_at
 from .lifecycle import GangState, Record, deadline_due_at, grace_due_at, late_due_at
 from .scaledown import falls_due_at
 
@@ -77,6 +78,7 @@ def next_due(state: Timed, after: float) -> float | None:
         *(falls_due_at(s, state.empty_until.get(n), grace) for n, s in state.empty_since.items()),
         *(stranded_due_at(s, narrowed) for s in state.stranded_since.values()),
         *ahead_due_at(state.keep),
+        *ahead_calls_due_at(state.keep, cfg.provisioning_deadline_seconds),
     ):
         if t > after and (soonest is None or t < soonest):
             soonest = t

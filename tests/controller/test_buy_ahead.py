@@ -11,10 +11,10 @@ import pytest
 
 from cloud_adapters.errors import CapacityError, ThrottledError
 from gangscale.controller import backoff, keep
-from gangscale.controller.actions import BuyAhead, save_first
+from gangscale.controller.actions import BuyAhead, ReturnAhead, save_first
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.decide import AheadDue, BoughtAhead, State, decide
-from gangscale.controller.execute import Done
+from gangscale.controller.decide import AheadDue, BoughtAhead, ReturnedAhead, State, decide
+from gangscale.controller.execute import Done, ReturnOutcome
 from gangscale.controller.keep import AHEAD, Arrival, KeepRule, KeepSettings, KeepState
 from gangscale.controller.lifecycle import GangState, Record
 from gangscale.ingest import Cluster
@@ -216,7 +216,7 @@ def _due(cfg: ControllerConfig = CFG, **kw) -> tuple[State, AheadDue]:
 def test_decide_buys_ahead_write_ahead_logging_each_call_in_the_keep_state_before_it_is_made():
     state, obs = _due(ControllerConfig(emptyNodeBuyAhead=4))
     d = decide(state, obs, NOW)
-    assert d.actions == (BuyAhead("cpu", 4, d.actions[0].token),)
+    assert d.actions == (BuyAhead("cpu", 4, d.actions[0].token, NOW),)
     assert save_first(d.actions[0]) and d.actions[0].token.startswith("gangscale-ahead-")
     assert d.state.keep.requests["cpu"] == ((NOW, AHEAD, 4),)
     assert keep.on_the_way(d.state.keep) == {"cpu": 4}
@@ -289,3 +289,105 @@ def test_the_loop_saves_each_purchase_bought_ahead_before_the_call_and_counts_wh
     order.clear()
     loop.buy_ahead(Cluster(nodes=[_node("n1")]), {"cpu": CPU}, NOW + 10)
     assert order == []  # on their way: nothing more
+
+
+# ------------------------------------------------------------------------ launches that did not arrive
+
+
+DEADLINE = ControllerConfig().provisioning_deadline_seconds
+
+
+def _bought(cfg: ControllerConfig = ControllerConfig(emptyNodeBuyAhead=4)) -> tuple[State, AheadDue]:
+    """The state right after 4 nodes of cpu were bought ahead at NOW."""
+    state, obs = _due(cfg)
+    d = decide(state, obs, NOW)
+    (a,) = d.actions
+    return decide(d.state, BoughtAhead(Done(a, None)), NOW).state, obs
+
+
+def test_launches_bought_ahead_that_have_not_registered_by_the_deadline_go_back_and_back_their_group_off():
+    """As a gang's launches at its deadline (lifecycle `Expire`): without this a launch that never joins (a node
+    that cannot bootstrap, a group out of capacity that keeps retrying) would stay bought, and the next pass would
+    buy as many again."""
+    state, obs = _bought()
+    assert decide(state, obs, NOW + DEADLINE).actions == ()  # at the deadline still on their way (strict)
+    at = NOW + DEADLINE + 1
+    late = decide(state, obs, at)
+    (ret,) = late.actions  # nothing bought ahead there in the same pass
+    assert isinstance(ret, ReturnAhead) and (ret.group, ret.nodes, ret.counted) == ("cpu", 4, 0)
+    assert keep.lapsed(late.state.keep, NOW + 1) == {"cpu": 4}  # settled only once given back
+    failed = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 0, ThrottledError("slow down", group="cpu"))), at)
+    assert keep.lapsed(failed.state.keep, NOW + 1) == {"cpu": 4}  # tried again at the next pass
+    went = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 3, None)), at)
+    assert keep.lapsed(went.state.keep, NOW + 1) == {} and keep.on_the_way(went.state.keep) == {}
+    # launches still on their way at the deadline: the group did not deliver, as for a gang's timeout
+    assert went.state.backoff["cpu"] > at
+    assert [(b.group, b.why) for b in went.backed_off] == [("cpu", "timed-out: nodes bought ahead did not arrive")]
+    assert decide(went.state, obs, at + 1).actions == ()  # backed off: not bought again at once
+    # none left on its way (they failed and left the group): no sign the group cannot deliver, bought again
+    none_left = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 0, None)), at)
+    assert "cpu" not in none_left.state.backoff and not none_left.backed_off
+    assert [a.nodes for a in decide(none_left.state, obs, at + 1).actions] == [4]
+
+
+def test_a_purchase_whose_nodes_all_registered_lapses_with_nothing_to_give_back():
+    state, obs = _bought()
+    nodes = [_node("n1"), *(_node(f"a{i}", created=NOW + 30) for i in range(4))]
+    seen = keep.observe(state.keep, Cluster(nodes=nodes), {"cpu": CPU}, [], NOW + 40, SETTINGS)
+    assert keep.on_the_way(seen) == {} and set(seen.ahead) == {"a0", "a1", "a2", "a3"}
+    later = keep.observe(seen, Cluster(nodes=nodes), {"cpu": CPU}, [], NOW + DEADLINE + 1, SETTINGS)
+    assert keep.lapsed(later, NOW + 1) == {} and later.requests.get("cpu", ()) == ()
+
+
+def test_a_lapsed_purchase_is_kept_in_the_saved_state_until_given_back_and_wakes_the_loop_at_its_deadline():
+    from gangscale.controller.lifecycle import TICK
+    from gangscale.controller.wakes import next_due
+
+    state, obs = _bought()
+    nodes = [_node("n1"), _node("a0", created=NOW + 30)]  # one of the four registered
+    seen = keep.observe(state.keep, Cluster(nodes=nodes), {"cpu": CPU}, [], NOW + DEADLINE + 50, SETTINGS)
+    assert keep.lapsed(seen, NOW + 50) == {"cpu": 3}
+    back = keep.read_json(keep.to_json(seen))
+    assert back is not None and keep.lapsed(back, NOW + 50) == {"cpu": 3}
+    assert next_due(replace(state, keep=state.keep), NOW + 1) == NOW + DEADLINE + TICK
+
+
+def test_what_goes_back_spares_the_launches_gangs_and_purchases_still_in_time_count_on():
+    """A gang waits for 2 launches of cpu (one named), and 1 node was bought ahead there since: the give-back may
+    take none of those (`counted` 3, the named launch kept by id)."""
+    state, obs = _bought()
+    key = GangKey("hpc", "g", "native")
+    rec = Record(key, "uid-g", GangState.PROVISIONING, "", NOW + 100, requested={"cpu": 2},
+                 deadline=NOW + 100 + DEADLINE, launches={"cpu": ("i-gang",)})
+    fresh = replace(state.keep, requests={"cpu": (*state.keep.requests["cpu"], (NOW + 200, AHEAD, 1))})
+    state = replace(state, records={key: rec}, keep=fresh)
+    (ret, *_) = decide(state, obs, NOW + DEADLINE + 1).actions
+    assert isinstance(ret, ReturnAhead)
+    assert (ret.nodes, ret.counted, ret.keep_instances) == (4, 3, frozenset({"i-gang"}))
+
+
+def test_the_actuator_gives_back_only_launches_on_their_way_beyond_what_is_counted_never_a_node_or_a_named_launch():
+    from builders import group
+    from cloud_adapters.simulated import SimulatedProvider
+    from gangscale.catalog import parse_catalog
+    from gangscale.controller.actuator import Actuator
+
+    t = [NOW]
+    groups, _ = parse_catalog([group("cpu", max_size=10)])
+    cloud = SimulatedProvider(groups, clock=lambda: t[0], provisioning_delay=60.0)
+    joined = cloud.increase_size("cpu", 1).instance_ids  # registers as a Node
+    t[0] += 60
+    stuck = cloud.increase_size("cpu", 2).instance_ids  # running without a Node by the deadline
+    t[0] += 120
+    named, *launching = cloud.increase_size("cpu", 3).instance_ids  # still launching
+    registered = Cluster(nodes=[_node("n-joined", created=NOW + 50)])
+    registered.nodes[0] = replace(registered.nodes[0], provider_id=f"sim:///z/{joined[0]}")
+    actuator = Actuator(cloud)
+    # 5 on their way (2 stuck, 3 launching): 1 counted and the named one kept leave 4 that may go; 3 asked for
+    n, err = actuator.return_ahead("cpu", 3, 1, {named}, registered)
+    left = {i.id for i in cloud.instances("cpu")}
+    assert (n, err) == (3, None)
+    assert joined[0] in left and named in left and len(left) == 3
+    # never more than what is on its way beyond the count: 2 left on their way, both counted
+    assert actuator.return_ahead("cpu", 4, 2, {named}, registered) == (0, None)
+    assert {i.id for i in cloud.instances("cpu")} == left

@@ -1,0 +1,79 @@
+"""`kill -9` at every step of a purchase bought ahead (keep.py `buy_ahead`), on aws-asg and aws-fleet.
+
+A controller reads back a keep rule's state that has seen two gangs wait for a launch in group `a` (as a restart
+would), so its first pass buys 2 nodes ahead there, and it is killed with exit 137 at one step of that purchase
+(`GANGSCALE_TEST_CRASH_AT`). No Node registers for the launches (no kubelet here), so a restarted controller must
+count them as on their way until the purchase's deadline, buy nothing more meanwhile, then give back what the
+cloud still has on its way and back the group off. The end: the group back at 0, nothing launched outside a group
+(on aws-fleet, a CreateFleet whose instances were never attached is an orphan, terminated after
+`orphanGraceSeconds`), no purchase left unsettled in the saved state, and, replaying the proxy's calls, no
+purchase bought twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from gangscale.controller.crashpoints import EXIT_CODE
+
+from .conftest import STATE_NS, wait_for
+from .test_crash_random import bought, outside_groups
+
+pytestmark = pytest.mark.slow
+
+STEPS = {
+    "aws-asg": ("record-saved", "after-SetDesiredCapacity", "call-sent", "call-confirmed"),
+    "aws-fleet": ("record-saved", "after-CreateFleet", "after-AttachInstances", "call-confirmed"),
+}
+DEADLINE = 8.0  # provisioningDeadlineSeconds: the purchase lapses this long after its call
+
+
+def _seen_two_gangs_wait(cluster) -> None:
+    """The state ConfigMap with a keep rule's state that has watched group `a` for ten minutes and seen two gangs
+    of one node each wait for a launch there: at the default $4/h wait value a node of `a` is worth buying ahead."""
+    now = time.time()
+    arrivals = [[now - 120, f"default/g{i}/scheduling.k8s.io/v1alpha2", {"a": 1}, ["a"]] for i in range(2)]
+    keep = {"arrivals": arrivals, "boots": {}, "start": now - 600, "unused": [], "at": now - 60}
+    cluster.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "gangscale-state", "namespace": STATE_NS},
+                   "data": {"keep.json": json.dumps(keep)}})
+
+
+def _unsettled(cluster) -> list:
+    cm = cluster.get("v1", "ConfigMap", STATE_NS, "gangscale-state") or {}
+    return json.loads((cm.get("data") or {}).get("keep.json") or "{}").get("aheadCalls", [])
+
+
+@pytest.mark.parametrize("provider, step", [(p, s) for p, steps in STEPS.items() for s in steps])
+def test_a_kill_at_each_step_of_a_purchase_bought_ahead_buys_once_and_gives_back_what_never_arrived(
+        cluster, world, controllers, proxy, provider, step):
+    for name, itype in (("a", "m5.2xlarge"), ("b", "c5.2xlarge"), ("spare", "m7i.2xlarge")):
+        world.asg(name, itype, max_size=10)
+    _seen_two_gangs_wait(cluster)
+    settings = dict(provider=provider, emptyNodeKeep="ski-rental", emptyNodeBuyAhead=2,
+                    provisioningDeadlineSeconds=DEADLINE,
+                    orphanGraceSeconds=2)
+    first = controllers("first", env={"GANGSCALE_TEST_CRASH_AT": step}, **settings)
+    wait_for(lambda: first.exited() is not None, timeout=20, what=f"the crash at {step}")
+    assert first.exited() == EXIT_CODE
+    (call,) = _unsettled(cluster)  # saved before the call: [time, group, nodes]
+    assert call[1:] == ["a", 2]
+    second = controllers("second", **settings)
+    wait_for(lambda: second.logged("node group backed off", node_group="a") and not _unsettled(cluster)
+             and world.desired("a") == 0 and not outside_groups(world),
+             timeout=60, what="the launches given back at the deadline, the group backed off, nothing loose")
+    time.sleep(3)  # several passes: the group is backed off, nothing is bought again
+    assert world.desired("a") == 0 and outside_groups(world) == set() and not _unsettled(cluster)
+    lapses = second.logged("launches bought ahead did not arrive by the deadline", node_group="a")
+    # a call never made (record-saved) or whose instances were never attached (orphans, terminated) leaves none
+    # on its way at the deadline: no sign the group cannot deliver, so it is bought ahead once more, and that
+    # purchase, whose Nodes never register either, is given back and backs the group off
+    again = step in ("record-saved", "after-CreateFleet")
+    assert [(x["nodes"], x["returned"]) for x in lapses] == ([(2, 0), (2, 2)] if again else [(2, 2)])
+    assert len(second.logged("bought ahead", node_group="a")) == int(again)
+    # each node bought once per purchase: the orphans of the first CreateFleet are the only extra
+    assert bought(proxy) == {"a": 4 if step == "after-CreateFleet" else 2}, dict(bought(proxy))
+    second.assert_no_tracebacks()
