@@ -177,6 +177,12 @@ class AheadDue:
 
 
 @dataclass(frozen=True, slots=True)
+class AheadLapsed:
+    """A pass before buying ahead: the purchases bought ahead whose deadline has passed with launches not
+    registered."""
+
+
+@dataclass(frozen=True, slots=True)
 class BoughtAhead:
     """A purchase bought ahead: a call that failed is no purchase, and a failure that says the group cannot deliver
     backs it off (`backoff.backs_off`)."""
@@ -267,6 +273,7 @@ Observation = (
     | Orphans
     | OrphansEnded
     | EmptyNodes
+    | AheadLapsed
     | AheadDue
     | BoughtAhead
     | ReturnedAhead
@@ -381,16 +388,21 @@ def _empty_nodes(state: State, obs: EmptyNodes, now: float) -> Decision:
     return Decision(replace(state, empty_since=since, empty_until=until, keep=kept), cordons)
 
 
-def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
+def _ahead_lapsed(state: State, obs: AheadLapsed, now: float) -> Decision:
     """The launches bought ahead that did not register by their purchase's deadline go back, as a gang's do at its
-    deadline (nothing is bought ahead in their group in the same pass); then the nodes bought ahead
-    (`keep.buy_ahead`) that the cluster ceiling allows, each call logged in the keep rule's state first
-    (write-ahead: saved with the records), so its nodes are known as bought ahead when they register."""
-    settings = state.settings.keep_settings()
-    since = now - settings.max_boot_seconds
+    deadline."""
+    since = now - state.settings.keep_settings().max_boot_seconds
     gone = keep.lapsed(state.keep, since)
-    returns = tuple(_return(state, g, n, since) for g, n in sorted(gone.items()))
-    held = {**state.backoff, **{g: float("inf") for g in gone}}
+    return Decision(state, tuple(_return(state, g, n, since) for g, n in sorted(gone.items())))
+
+
+def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
+    """The nodes bought ahead (`keep.buy_ahead`) that the cluster ceiling allows, each call logged in the keep
+    rule's state first (write-ahead: saved with the records), so its nodes are known as bought ahead when they
+    register. Nothing in a backed-off group, nor in one whose lapsed launches could not be given back."""
+    settings = state.settings.keep_settings()
+    lapsed = keep.lapsed(state.keep, now - settings.max_boot_seconds)
+    held = {**state.backoff, **{g: float("inf") for g in lapsed}}
     node_group = {n.name: n.node_group or "" for n in obs.cluster.nodes}
     empty = Counter(node_group[n] for n in state.empty_since if node_group.get(n) in obs.groups)
     # a backed-off group has no room, as for the planner
@@ -408,7 +420,9 @@ def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
         in_use = in_use.plus(n, n * gpus, n * price)
         calls[name] = tuple(sorted((*calls.get(name, ()), (now, keep.AHEAD, n))))
         buys.append(BuyAhead(name, n, ahead_token(name, now), now))
-    return Decision(replace(state, keep=replace(state.keep, requests=calls)), (*returns, *buys))
+    if not buys:
+        return Decision(state)
+    return Decision(replace(state, keep=replace(state.keep, requests=calls)), tuple(buys))
 
 
 def _return(state: State, group: str, nodes: int, since: float) -> ReturnAhead:
@@ -582,6 +596,7 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     Orphans: _orphans,
     OrphansEnded: _orphans_ended,
     EmptyNodes: _empty_nodes,
+    AheadLapsed: _ahead_lapsed,
     AheadDue: _ahead_due,
     BoughtAhead: _bought_ahead,
     ReturnedAhead: _returned_ahead,

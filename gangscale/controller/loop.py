@@ -37,6 +37,7 @@ from .config import ControllerConfig
 from .crashpoints import crash_point
 from .decide import (
     AheadDue,
+    AheadLapsed,
     BoughtAhead,
     Checked,
     ConditionsSeen,
@@ -308,12 +309,10 @@ class Loop:
         """Nodes bought for the gangs likely to come (keep.py's `buy_ahead`), after the scale-down, once the
         launches bought ahead that did not register by their deadline have gone back; the keep rule's state, with
         each call in it, is saved first."""
-        for o in self.execute(
-            self.decide(AheadDue(cluster, groups), now), Context(None, cluster, now)
-        ):
-            if isinstance(o, ReturnOutcome):
-                self._returned(o, now)
-                continue
+        for r in self.execute(self.decide(AheadLapsed(), now), Context(None, cluster, now)):
+            assert isinstance(r, ReturnOutcome)
+            self._returned(r, now)
+        for o in self.execute(self.decide(AheadDue(cluster, groups), now)):
             assert isinstance(o, Done) and isinstance(o.action, BuyAhead)
             a = o.action
             if o.error is None:

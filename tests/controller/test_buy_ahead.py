@@ -13,7 +13,7 @@ from cloud_adapters.errors import CapacityError, ThrottledError
 from gangscale.controller import backoff, keep
 from gangscale.controller.actions import BuyAhead, ReturnAhead, save_first
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.decide import AheadDue, BoughtAhead, ReturnedAhead, State, decide
+from gangscale.controller.decide import AheadDue, AheadLapsed, BoughtAhead, ReturnedAhead, State, decide
 from gangscale.controller.execute import Done, ReturnOutcome
 from gangscale.controller.keep import AHEAD, Arrival, KeepRule, KeepSettings, KeepState
 from gangscale.controller.lifecycle import GangState, Record
@@ -310,24 +310,26 @@ def test_launches_bought_ahead_that_have_not_registered_by_the_deadline_go_back_
     that cannot bootstrap, a group out of capacity that keeps retrying) would stay bought, and the next pass would
     buy as many again."""
     state, obs = _bought()
-    assert decide(state, obs, NOW + DEADLINE).actions == ()  # at the deadline still on their way (strict)
+    assert decide(state, AheadLapsed(), NOW + DEADLINE).actions == ()  # at the deadline still on their way (strict)
+    assert decide(state, obs, NOW + DEADLINE).actions == ()
     at = NOW + DEADLINE + 1
-    late = decide(state, obs, at)
-    (ret,) = late.actions  # nothing bought ahead there in the same pass
+    late = decide(state, AheadLapsed(), at)
+    (ret,) = late.actions
     assert isinstance(ret, ReturnAhead) and (ret.group, ret.nodes, ret.counted) == ("cpu", 4, 0)
     assert keep.lapsed(late.state.keep, NOW + 1) == {"cpu": 4}  # settled only once given back
     failed = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 0, ThrottledError("slow down", group="cpu"))), at)
     assert keep.lapsed(failed.state.keep, NOW + 1) == {"cpu": 4}  # tried again at the next pass
+    assert decide(failed.state, obs, at).actions == ()  # and nothing bought there meanwhile
     went = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 3, None)), at)
     assert keep.lapsed(went.state.keep, NOW + 1) == {} and keep.on_the_way(went.state.keep) == {}
     # launches still on their way at the deadline: the group did not deliver, as for a gang's timeout
     assert went.state.backoff["cpu"] > at
     assert [(b.group, b.why) for b in went.backed_off] == [("cpu", "timed-out: nodes bought ahead did not arrive")]
-    assert decide(went.state, obs, at + 1).actions == ()  # backed off: not bought again at once
+    assert decide(went.state, obs, at).actions == ()  # backed off: not bought again at once
     # none left on its way (they failed and left the group): no sign the group cannot deliver, bought again
     none_left = decide(late.state, ReturnedAhead(ReturnOutcome(ret, 0, None)), at)
     assert "cpu" not in none_left.state.backoff and not none_left.backed_off
-    assert [a.nodes for a in decide(none_left.state, obs, at + 1).actions] == [4]
+    assert [a.nodes for a in decide(none_left.state, obs, at).actions] == [4]
 
 
 def test_a_purchase_whose_nodes_all_registered_lapses_with_nothing_to_give_back():
@@ -361,7 +363,7 @@ def test_what_goes_back_spares_the_launches_gangs_and_purchases_still_in_time_co
                  deadline=NOW + 100 + DEADLINE, launches={"cpu": ("i-gang",)})
     fresh = replace(state.keep, requests={"cpu": (*state.keep.requests["cpu"], (NOW + 200, AHEAD, 1))})
     state = replace(state, records={key: rec}, keep=fresh)
-    (ret, *_) = decide(state, obs, NOW + DEADLINE + 1).actions
+    (ret,) = decide(state, AheadLapsed(), NOW + DEADLINE + 1).actions
     assert isinstance(ret, ReturnAhead)
     assert (ret.nodes, ret.counted, ret.keep_instances) == (4, 3, frozenset({"i-gang"}))
 
