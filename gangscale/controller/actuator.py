@@ -87,6 +87,12 @@ class Actuator:
     def provider_name(self) -> str:
         return self._provider.name
 
+    @property
+    def launches_outside_groups(self) -> bool:
+        """The provider launches instances before they join their group (aws-fleet): a crash between can leave
+        them outside every group."""
+        return self._provider.launches_outside_groups
+
     def _mutating(self, op: str, group: str) -> None:
         """Every cloud mutation passes here first: the leadership fence (raises `LostLeadership`)."""
         if self._fence is not None:

@@ -14,7 +14,6 @@ the new state (`wakes.next_due`), so the loop runs a pass then, as Karpenter's r
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -139,6 +138,15 @@ class Unconfirmed:
     """Calls whose records hold a client token and no outcome, with the instances outside every group."""
 
     calls: Mapping[str, Sequence[janitor.PendingCall]]
+    loose: tuple[LooseInstance, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AheadUnconfirmed:
+    """Purchases bought ahead that an earlier leader saved and may not have seen through (token -> (group, when
+    bought): `keep.ahead_calls`), with the instances outside every group."""
+
+    calls: Mapping[str, tuple[str, float]]
     loose: tuple[LooseInstance, ...]
 
 
@@ -270,6 +278,7 @@ Observation = (
     Reported
     | ScaleUpRan
     | Unconfirmed
+    | AheadUnconfirmed
     | Orphans
     | OrphansEnded
     | EmptyNodes
@@ -356,6 +365,21 @@ def _unconfirmed(state: State, obs: Unconfirmed, now: float) -> Decision:
     )
 
 
+def _ahead_unconfirmed(state: State, obs: AheadUnconfirmed, now: float) -> Decision:
+    """The instances a purchase bought ahead launched outside its group join it while the purchase is in time (its
+    nodes are then known as bought ahead when they register), else go."""
+    since = now - state.settings.keep_settings().max_boot_seconds
+    launched = {t: tuple(janitor.launched_by(obs.loose, t)) for t in obs.calls}
+    return Decision(
+        state,
+        tuple(
+            Adopt(group, token, launched[token], at >= since)
+            for token, (group, at) in sorted(obs.calls.items())
+            if launched[token]
+        ),
+    )
+
+
 def _orphans(state: State, obs: Orphans, now: float) -> Decision:
     """Loose instances past the orphan grace that no unconfirmed call accounts for are terminated."""
     due = janitor.orphans_due(
@@ -419,7 +443,7 @@ def _ahead_due(state: State, obs: AheadDue, now: float) -> Decision:
             continue
         in_use = in_use.plus(n, n * gpus, n * price)
         calls[name] = tuple(sorted((*calls.get(name, ()), (now, keep.AHEAD, n))))
-        buys.append(BuyAhead(name, n, ahead_token(name, now), now))
+        buys.append(BuyAhead(name, n, keep.ahead_token(name, now), now))
     if not buys:
         return Decision(state)
     return Decision(replace(state, keep=replace(state.keep, requests=calls)), tuple(buys))
@@ -432,11 +456,6 @@ def _return(state: State, group: str, nodes: int, since: float) -> ReturnAhead:
     counted = sum(max(0, r.requested.get(group, 0) - r.arrived(group)) for r in held)
     counted += keep.on_the_way(state.keep, since).get(group, 0)
     return ReturnAhead(group, nodes, since, counted, frozenset(named_launches(held)))
-
-
-def ahead_token(group: str, now: float) -> str:
-    """The idempotency token of a purchase bought ahead: one per group and decision time."""
-    return "gangscale-ahead-" + hashlib.sha256(f"{group}|{now!r}".encode()).hexdigest()[:34]
 
 
 def _bought_ahead(state: State, obs: BoughtAhead, now: float) -> Decision:
@@ -593,6 +612,7 @@ RULES: Mapping[type, Callable[[State, Any, float], Decision]] = {
     Reported: _reported,
     ScaleUpRan: _scale_up_ran,
     Unconfirmed: _unconfirmed,
+    AheadUnconfirmed: _ahead_unconfirmed,
     Orphans: _orphans,
     OrphansEnded: _orphans_ended,
     EmptyNodes: _empty_nodes,

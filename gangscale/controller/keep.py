@@ -59,6 +59,7 @@ estimate was rebuilt.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -492,6 +493,22 @@ def ahead_calls_due_at(state: KeepState, longest: float) -> tuple[float, ...]:
         for t, gang, k in qs
         if gang == AHEAD and k
     )
+
+
+def ahead_token(group: str, at: float) -> str:
+    """The idempotency token of a purchase bought ahead in `group` at `at` (the cloud's client token, and on
+    aws-fleet the tag on its instances): one per group and decision time."""
+    return "gangscale-ahead-" + hashlib.sha256(f"{group}|{at!r}".encode()).hexdigest()[:34]
+
+
+def ahead_calls(state: KeepState) -> dict[str, tuple[str, float]]:
+    """The purchases bought ahead with launches not registered, by token: (their group, when they were bought)."""
+    return {
+        ahead_token(g, t): (g, t)
+        for g, qs in state.requests.items()
+        for t, gang, k in qs
+        if gang == AHEAD and k > 0
+    }
 
 
 def buy_ahead(

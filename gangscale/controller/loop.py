@@ -38,6 +38,7 @@ from .crashpoints import crash_point
 from .decide import (
     AheadDue,
     AheadLapsed,
+    AheadUnconfirmed,
     BoughtAhead,
     Checked,
     ConditionsSeen,
@@ -254,6 +255,28 @@ class Loop:
             )
         self.step(None, Recovered(tuple(outcomes)), cluster, now)
         self.save()
+        return adopted
+
+    def settle_ahead(
+        self, calls: Mapping[str, tuple[str, float]], loose: Sequence[LooseInstance], now: float
+    ) -> int:
+        """The instances purchases bought ahead launched outside their group join it (in time) or are terminated
+        (`AheadUnconfirmed`); how many joined."""
+        adopted = 0
+        for o in self.execute(self.decide(AheadUnconfirmed(calls, tuple(loose)), now)):
+            assert isinstance(o, AdoptOutcome)
+            a = o.action
+            adopted += len(o.adopted)
+            log.info(
+                "unconfirmed purchase bought ahead settled",
+                extra={
+                    "node_group": a.group,
+                    "token": a.token,
+                    "instances": list(a.ids),
+                    "adopted": len(o.adopted),
+                    "note": o.note,
+                },
+            )
         return adopted
 
     def end_orphans(

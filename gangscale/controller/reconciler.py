@@ -40,7 +40,7 @@ from ..realize import OFF, SchedulerModel, scheduler_model_from
 from ..rfc3339 import parse_time
 from ..snapshot import ClusterSnapshot, NodeViews, SnapshotPolicy, build_snapshot, pre_decide
 from ..solver.params import SolveOptions
-from . import backoff, gates, janitor, wakes
+from . import backoff, gates, janitor, keep, wakes
 from . import metrics as observe
 from .actuator import Actuator
 from .config import ControllerConfig
@@ -169,6 +169,8 @@ class Reconciler:
         self.gate_queue_runs = gates.QueueMemo()  # gate mode's model runs of the queue, by inputs
         self.actuator = Actuator(provider, deps.fence)
         self.last_sweep = 0.0
+        # the purchases bought ahead in the records read back, not seen through by this controller (`_loose`)
+        self.ahead_read_back: dict[str, tuple[str, float]] = {}
         self.passes = 0
         self.read_warnings: list[str] = []  # what the last pass's caller could not read
         self.executor = Executor(
@@ -253,6 +255,8 @@ class Reconciler:
     def load_state(self) -> None:
         if self.store is not None:
             self.state = self.store.load()
+            if self.actuator.launches_outside_groups:
+                self.ahead_read_back = keep.ahead_calls(self.state.keep)
 
     # ------------------------------------------------------------------ pass
 
@@ -557,12 +561,16 @@ class Reconciler:
         return intents, self.loop.scale_up(plan, booked, cluster, now)
 
     def _loose(self, cluster: Cluster, now: float) -> bool:
-        """Settle unconfirmed calls, then end orphans past the grace; True when instances joined a group."""
+        """Settle unconfirmed calls (the records', then the purchases bought ahead that an earlier leader saved), then
+        end orphans past the grace; True when instances joined a group."""
         calls = janitor.unconfirmed_calls(
             self.state.records.values(), {g.key: g.uid or "-" for g in cluster.gangs}
         )
-        if not calls and now - self.last_sweep < min(
-            60.0, max(1.0, self.cfg.orphan_grace_seconds / 4)
+        ahead = self.ahead_read_back
+        if (
+            not calls
+            and not ahead
+            and now - self.last_sweep < min(60.0, max(1.0, self.cfg.orphan_grace_seconds / 4))
         ):
             return False
         self.last_sweep = now
@@ -570,7 +578,9 @@ class Reconciler:
         if loose is None:
             return False
         adopted = self.loop.settle(calls, loose, cluster, now) if calls else 0
-        self.loop.end_orphans(loose, frozenset(calls), now)
+        adopted += self.loop.settle_ahead(ahead, loose, now) if ahead else 0
+        self.ahead_read_back = {}
+        self.loop.end_orphans(loose, frozenset(calls) | frozenset(ahead), now)
         return adopted > 0
 
     def _applied(

@@ -13,7 +13,15 @@ from cloud_adapters.errors import CapacityError, ThrottledError
 from gangscale.controller import backoff, keep
 from gangscale.controller.actions import BuyAhead, ReturnAhead, save_first
 from gangscale.controller.config import ControllerConfig
-from gangscale.controller.decide import AheadDue, AheadLapsed, BoughtAhead, ReturnedAhead, State, decide
+from gangscale.controller.decide import (
+    AheadDue,
+    AheadLapsed,
+    AheadUnconfirmed,
+    BoughtAhead,
+    ReturnedAhead,
+    State,
+    decide,
+)
 from gangscale.controller.execute import Done, ReturnOutcome
 from gangscale.controller.keep import AHEAD, Arrival, KeepRule, KeepSettings, KeepState
 from gangscale.controller.lifecycle import GangState, Record
@@ -393,3 +401,26 @@ def test_the_actuator_gives_back_only_launches_on_their_way_beyond_what_is_count
     # never more than what is on its way beyond the count: 2 left on their way, both counted
     assert actuator.return_ahead("cpu", 4, 2, {named}, registered) == (0, None)
     assert {i.id for i in cloud.instances("cpu")} == left
+
+
+def test_an_earlier_leader_s_purchase_bought_ahead_launched_outside_its_group_joins_it_in_time_and_goes_after():
+    """aws-fleet launches before it attaches: a kill between leaves the instances outside the group, tagged with
+    the purchase's client token (`keep.ahead_token`). Read back, a purchase in time takes them into its group; one
+    past its deadline has them terminated; instances of no such purchase are left to the orphan sweep."""
+    from cloud_adapters.base import LooseInstance
+    from gangscale.controller.actions import Adopt
+
+    fresh, old = NOW - 100, NOW - DEADLINE - 100
+    state = State(ControllerConfig(), keep=KeepState(requests={"cpu": ((old, AHEAD, 1), (fresh, AHEAD, 2))}))
+    calls = keep.ahead_calls(state.keep)
+    assert calls == {keep.ahead_token("cpu", old): ("cpu", old), keep.ahead_token("cpu", fresh): ("cpu", fresh)}
+    assert keep.ahead_token("cpu", fresh) != keep.ahead_token("big", fresh) != keep.ahead_token("cpu", old)
+    loose = tuple(LooseInstance(i, "cpu", keep.ahead_token("cpu", t), NOW - 200)
+                  for i, t in (("i-1", fresh), ("i-2", fresh), ("i-3", old)))
+    other = LooseInstance("i-9", "cpu", "gangscale-someone-else", NOW - 200)
+    d = decide(state, AheadUnconfirmed(calls, (*loose, other)), NOW)
+    assert set(d.actions) == {Adopt("cpu", keep.ahead_token("cpu", fresh), ("i-1", "i-2"), True),
+                              Adopt("cpu", keep.ahead_token("cpu", old), ("i-3",), False)}
+    # a purchase whose launches all registered is no call to settle
+    done = KeepState(requests={"cpu": ((fresh, AHEAD, 0),)})
+    assert keep.ahead_calls(done) == {}
