@@ -188,11 +188,10 @@ class Executor:
             return Done(action, err)
         if isinstance(action, ReturnAhead):
             assert ctx is not None, "a return runs in a pass's context"
-            a = action
             n, err = self.actuator.return_ahead(
-                a.group, a.nodes, a.counted, a.keep_instances, ctx.cluster
+                action.group, action.nodes, action.counted, action.keep_instances, ctx.cluster
             )
-            return ReturnOutcome(a, n, err)
+            return ReturnOutcome(action, n, err)
         return self._cluster_write(action)
 
     def _cluster_write(self, action: Action) -> Outcome:

@@ -82,6 +82,7 @@ from .lifecycle import (
     Recovered,
     Released,
     ReleaseOutcome,
+    ReleaseWhy,
     Report,
     StateChanged,
     Takeover,
@@ -351,6 +352,7 @@ class Loop:
         a = o.action
         fields = {"node_group": a.group, "nodes": a.nodes, "returned": o.returned}
         if o.error is None:
+            self.metrics.released.labels(a.group, ReleaseWhy.TIMED_OUT.value).inc(o.returned)
             log.info("launches bought ahead did not arrive by the deadline", extra=fields)
         else:
             log.warning(

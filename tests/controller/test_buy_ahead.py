@@ -424,3 +424,22 @@ def test_an_earlier_leader_s_purchase_bought_ahead_launched_outside_its_group_jo
     # a purchase whose launches all registered is no call to settle
     done = KeepState(requests={"cpu": ((fresh, AHEAD, 0),)})
     assert keep.ahead_calls(done) == {}
+
+
+def test_the_loop_gives_lapsed_launches_back_before_buying_and_counts_them_as_released_at_the_deadline():
+    from gangscale.controller.loop import Loop
+    from gangscale.controller.metrics import Metrics
+
+    ran: list[object] = []
+
+    class Cloud:
+        def run(self, action, ctx=None):
+            ran.append(action)
+            return ReturnOutcome(action, 3, None) if isinstance(action, ReturnAhead) else Done(action, None)
+
+    loop = Loop(ControllerConfig(), Cloud(), Metrics(), save=lambda: None)
+    loop.state.keep = _bought()[0].keep
+    loop.buy_ahead(Cluster(nodes=[_node("n1")]), {"cpu": CPU}, NOW + DEADLINE + 1)
+    assert [type(a).__name__ for a in ran] == ["ReturnAhead"]  # given back, then backed off: nothing bought
+    assert loop.metrics.released.labels("cpu", "timed-out")._value.get() == 3
+    assert keep.lapsed(loop.state.keep, NOW + 1) == {} and loop.state.backoff["cpu"] > NOW + DEADLINE + 1
