@@ -77,3 +77,28 @@ def test_a_kill_at_each_step_of_a_purchase_bought_ahead_buys_once_and_gives_back
     assert [x["adopted"] for x in joined] == ([2] if step == "after-CreateFleet" else [])
     assert bought(proxy) == {"a": 2}, dict(bought(proxy))  # each node bought once
     second.assert_no_tracebacks()
+
+
+def test_a_kill_in_the_middle_of_a_give_back_leaves_the_rest_to_the_next_leader_and_nothing_else_goes(
+        cluster, world, controllers, proxy):
+    """The give-back is not write-ahead: killed after the first of its two terminations, the saved state still
+    holds the lapsed purchase, and the next leader gives back only what the cloud still has on its way (one),
+    never a node or launch beyond it."""
+    for name, itype in (("a", "m5.2xlarge"), ("b", "c5.2xlarge"), ("spare", "m7i.2xlarge")):
+        world.asg(name, itype, max_size=10)
+    _seen_two_gangs_wait(cluster)
+    settings = dict(emptyNodeKeep="ski-rental", emptyNodeBuyAhead=2, provisioningDeadlineSeconds=DEADLINE)
+    first = controllers("first", env={"GANGSCALE_TEST_CRASH_AT": "after-TerminateInstanceInAutoScalingGroup"},
+                        **settings)
+    wait_for(lambda: first.exited() is not None, timeout=60, what="the crash after the first termination")
+    assert first.exited() == EXIT_CODE and world.desired("a") == 1
+    assert first.logged("bought ahead", node_group="a") and len(_unsettled(cluster)) == 1
+    second = controllers("second", **settings)
+    wait_for(lambda: second.logged("node group backed off", node_group="a") and not _unsettled(cluster)
+             and world.desired("a") == 0, timeout=60, what="the rest given back, the group backed off")
+    time.sleep(3)
+    (given_back,) = second.logged("launches bought ahead did not arrive by the deadline", node_group="a")
+    assert (given_back["nodes"], given_back["returned"]) == (2, 1)
+    assert world.desired("a") == 0 and bought(proxy) == {"a": 2} and not second.logged("bought ahead")
+    assert proxy.count("TerminateInstanceInAutoScalingGroup") == 2
+    second.assert_no_tracebacks()
