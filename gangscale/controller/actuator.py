@@ -176,11 +176,7 @@ class Actuator:
         """Give back up to `nodes` of `group`'s launches on their way (instances launching or running without a Node,
         then slots the cloud has not launched), never more than it has on their way beyond `counted`, never one of
         `keep_instances`; how many went, and the error that stopped it."""
-        node_of = {
-            instance_id_from_provider_id(n.provider_id): n.name
-            for n in cluster.nodes
-            if n.provider_id
-        }
+        node_of = _nodes_by_instance(cluster)
         self._mutating("return-ahead", group)
         try:
             insts = self._provider.instances(group)
@@ -256,9 +252,7 @@ class Actuator:
     def on_the_way(self, group: str, cluster: Cluster) -> frozenset[str] | None:
         """The instance ids of the launches of `group` the cloud has on their way: instances launching, or running
         without a Node yet (None when it cannot be read)."""
-        registered = {
-            instance_id_from_provider_id(n.provider_id) for n in cluster.nodes if n.provider_id
-        }
+        registered = _nodes_by_instance(cluster)
         try:
             insts = self._provider.instances(group)
         except CloudError as exc:
@@ -283,11 +277,7 @@ class Actuator:
         (`Release.instances`, `nodes`), then launches in flight, then empty nodes; never a busy node, nor one of `keep`
         (nodes that arrived for a gang still waiting for them), nor a launch of `keep_instances` (another gang's)."""
         busy = busy_nodes(cluster) | set(keep)
-        node_of = {
-            instance_id_from_provider_id(n.provider_id): n.name
-            for n in cluster.nodes
-            if n.provider_id
-        }
+        node_of = _nodes_by_instance(cluster)
         own = (set(action.instances), set(action.nodes) - busy_nodes(cluster))
         by_group: dict[str, int] = {}
         errors: list[CloudError] = []
@@ -350,6 +340,13 @@ class Actuator:
             removed[group] += 1
             out.append(ScaleDownResult(e, True))
         return out
+
+
+def _nodes_by_instance(cluster: Cluster) -> dict[str, str]:
+    """The registered Nodes' names by their instance id (from spec.providerID)."""
+    return {
+        instance_id_from_provider_id(n.provider_id): n.name for n in cluster.nodes if n.provider_id
+    }
 
 
 def _removable(

@@ -60,7 +60,7 @@ estimate was rebuilt.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -459,23 +459,30 @@ def ahead_due_at(state: KeepState) -> tuple[float, ...]:
     return tuple(t + TICK for t, _ in state.ahead.values())
 
 
+def _unregistered(state: KeepState) -> Iterator[tuple[str, float, int]]:
+    """The purchases bought ahead with launches not registered: (their group, when bought, those launches)."""
+    for g, qs in state.requests.items():
+        for t, gang, k in qs:
+            if gang == AHEAD and k > 0:
+                yield g, t, k
+
+
+def _per_group(launches: Iterable[tuple[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g, k in launches:
+        out[g] = out.get(g, 0) + k
+    return out
+
+
 def on_the_way(state: KeepState, since: float = float("-inf")) -> dict[str, int]:
     """Per group, the nodes bought ahead at or after `since` (a purchase's deadline ago) that have not registered."""
-    out: dict[str, int] = {}
-    for g, qs in state.requests.items():
-        if n := sum(k for t, gang, k in qs if gang == AHEAD and t >= since):
-            out[g] = n
-    return out
+    return _per_group((g, k) for g, t, k in _unregistered(state) if t >= since)
 
 
 def lapsed(state: KeepState, since: float) -> dict[str, int]:
     """Per group, the launches bought ahead before `since` (their purchase's deadline has passed) that have not
     registered: they go back, as a gang's launches do at its deadline (`settle_lapsed` once they have)."""
-    out: dict[str, int] = {}
-    for g, qs in state.requests.items():
-        if n := sum(k for t, gang, k in qs if gang == AHEAD and t < since):
-            out[g] = n
-    return out
+    return _per_group((g, k) for g, t, k in _unregistered(state) if t < since)
 
 
 def settle_lapsed(state: KeepState, group: str, since: float) -> KeepState:
@@ -487,12 +494,7 @@ def settle_lapsed(state: KeepState, group: str, since: float) -> KeepState:
 def ahead_calls_due_at(state: KeepState, longest: float) -> tuple[float, ...]:
     """When each purchase bought ahead with launches not registered lapses: `longest` (the provisioning deadline)
     after its call, strictly (`lifecycle.deadline_due_at`'s boundary)."""
-    return tuple(
-        t + longest + TICK
-        for qs in state.requests.values()
-        for t, gang, k in qs
-        if gang == AHEAD and k
-    )
+    return tuple(t + longest + TICK for _, t, _ in _unregistered(state))
 
 
 def ahead_token(group: str, at: float) -> str:
@@ -503,12 +505,7 @@ def ahead_token(group: str, at: float) -> str:
 
 def ahead_calls(state: KeepState) -> dict[str, tuple[str, float]]:
     """The purchases bought ahead with launches not registered, by token: (their group, when they were bought)."""
-    return {
-        ahead_token(g, t): (g, t)
-        for g, qs in state.requests.items()
-        for t, gang, k in qs
-        if gang == AHEAD and k > 0
-    }
+    return {ahead_token(g, t): (g, t) for g, t, _ in _unregistered(state)}
 
 
 def buy_ahead(

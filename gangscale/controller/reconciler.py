@@ -303,9 +303,8 @@ class Reconciler:
             spares = spare_until(self.state.records.values())
             spares.update({n: t for n, (t, _) in self.state.keep.ahead.items()})
             self._step(plan, self._expire(plan, snap, cluster, now), cluster, now)
-            if (
-                self.cfg.scale_down
-            ):  # (what is bought ahead goes back by the scale-down: never without it)
+            # what is bought ahead goes back by the scale-down: never without it
+            if self.cfg.scale_down:
                 self._scale_down(cluster, plan, now, spares, objects)
                 self.loop.buy_ahead(cluster, self.groups, now)
         self._gates(objects, cluster, snap, plan, enforce, now, ns_labels)
