@@ -495,7 +495,7 @@ def _repair(
     `polish`: fewer nodes at equal cost (`merge.fewer_nodes`), for a caller that changes the plan no further.
     `grow`: the re-packed plan may also take the pods the greedy left out (`repack.grown`), when any fit."""
     t = now()
-    if hint.stopped_early or (deadline is not None and now() > deadline):
+    if hint.stopped_early or budget.past(deadline):
         if clock is not None:
             clock.record("repair", t, not hint.stopped_early)
         return (fewer_nodes(prob, hint) if polish else hint), {}
@@ -545,7 +545,7 @@ def _cheapest_repair(
     again = again or repack(prob, hint, priced, deadline, good, colgen_by)
     best = again if again is not None and _better(prob, again, base) else base
     # the greedy's own whole-gang repair only when the LP's missed the cost target (it never beat it on the suite)
-    if (good is None or best.cost(prob) > good) and not (deadline is not None and now() > deadline):
+    if (good is None or best.cost(prob) > good) and not budget.past(deadline):
         whole = repacked(prob, hint)
         if whole is not None and _better(prob, whole, best):
             best = whole
@@ -880,7 +880,7 @@ def _unplaced_reason(
         out_of_time
     ):  # only an explicit --time-limit cuts the greedy short (SolveOptions.seconds_for)
         return "deferred", "not tried: the planner reached its --time-limit first"
-    if deadline is not None and now() > deadline:  # tried, but no time left to explain it
+    if budget.past(deadline):  # tried, but no time left to explain it
         return "deferred", (
             "tried, but not started in this plan: the capacity and node-group limits its quorum needs went to other "
             "gangs; whether it fits alone was not checked (the plan's time budget was spent)"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .budget import now
+from .budget import past
 from .greedy import (
     Assignment,
     _assignment,
@@ -156,7 +156,7 @@ class _Exchange:
         self.level = np.array([g.priority for g in prob.gangs], dtype=np.int64)
 
     def _out_of_work(self) -> bool:
-        return self.trials <= 0 or (self.deadline is not None and now() > self.deadline)
+        return self.trials <= 0 or past(self.deadline)
 
     def run(self) -> bool:
         """Every gang left out, largest first, tried once against the started ones (a gang taken out joins the

@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from .budget import lp_time_limit, now, past
+from .budget import lp_time_limit, now, past, reached
 from .colgen import _allowed
 from .greedy import Assignment
 from .problem import MICRO, Problem
@@ -61,7 +61,7 @@ def fluid_prices(
     from ortools.linear_solver import pywraplp
 
     s = pywraplp.Solver.CreateSolver("GLOP")
-    if s is None or (deadline is not None and now() >= deadline):  # (None: OR-Tools without GLOP)
+    if s is None or reached(deadline):  # (None: OR-Tools without GLOP)
         return {}
     req = prob.arrays.req
     total = np.zeros(len(prob.resources))
